@@ -1,0 +1,477 @@
+//===- TriadOps.cpp - the triad model ops ---------------------------------===//
+//
+// Verifiers and builders of the `triad` ops. Verifier messages name the op
+// (through emitOpError), the operand and the dimension that disagree.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Triad/TriadOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/SmallBitVector.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace triad;
+
+#define GET_OP_CLASSES
+#include "dialects/Triad/TriadOps.cpp.inc"
+
+/// Checks that an op's declared result type equals the type its shape rule
+/// infers; reports both otherwise.
+static LogicalResult verifyInferredType(Operation *op,
+                                        FailureOr<RankedTensorType> inferred,
+                                        Type actual) {
+  if (failed(inferred))
+    return failure();
+  if (*inferred != actual)
+    return op->emitOpError("result type ")
+           << actual << " does not match the inferred type " << *inferred;
+  return success();
+}
+
+static RankedTensorType tensorType(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+/// Result type of a builder whose shape rule failed: the type of `fallback`,
+/// so that the verifier later reports the real problem instead of a crash.
+static Type typeOrFallback(FailureOr<RankedTensorType> inferred,
+                           Value fallback) {
+  return succeeded(inferred) ? Type(*inferred) : fallback.getType();
+}
+
+//===----------------------------------------------------------------------===//
+// ParamOp and GetParamOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  if (getSymName().empty())
+    return emitOpError("parameter name must not be empty");
+  for (auto [i, size] : llvm::enumerate(getTensorType().getShape()))
+    if (size <= 0)
+      return emitOpError("parameter dim ")
+             << i << " has size " << size << "; sizes must be positive";
+  return success();
+}
+
+LogicalResult
+GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  Operation *symbol = symbolTable.lookupNearestSymbolFrom(*this, getNameAttr());
+  auto param = dyn_cast_or_null<ParamOp>(symbol);
+  if (!param)
+    return emitOpError("refers to unknown parameter ") << getNameAttr();
+  if (param.getType() != getType())
+    return emitOpError("result type ")
+           << getType() << " does not match the declared type "
+           << param.getType() << " of parameter " << getNameAttr();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// LayerOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerOp::verifyRegions() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("body has ")
+           << body.getNumArguments() << " arguments but the layer has "
+           << getInputs().size() << " inputs";
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip(body.getArgumentTypes(), getInputs()))) {
+    auto [argType, input] = pair;
+    if (argType != input.getType())
+      return emitOpError("body argument ")
+             << i << " has type " << argType << " but input " << i
+             << " has type " << input.getType();
+  }
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("body must end with 'triad.yield'");
+  if (yield.getValues().size() != getNumResults())
+    return emitOpError("yields ")
+           << yield.getValues().size() << " values but the layer has "
+           << getNumResults() << " results";
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip(yield.getValues().getTypes(), getResultTypes()))) {
+    auto [yieldType, resultType] = pair;
+    if (yieldType != resultType)
+      return emitOpError("yielded value ")
+             << i << " has type " << yieldType << " but result " << i
+             << " has type " << resultType;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// EmbeddingOp and MatmulOp
+//===----------------------------------------------------------------------===//
+
+void EmbeddingOp::build(OpBuilder &builder, OperationState &state, Value ids,
+                        Value table) {
+  auto type =
+      inferEmbeddingType(tensorType(ids), tensorType(table), /*emitError=*/{});
+  build(builder, state, typeOrFallback(type, table), ids, table);
+}
+
+LogicalResult EmbeddingOp::verify() {
+  return verifyInferredType(
+      *this,
+      inferEmbeddingType(getIds().getType(), getTable().getType(),
+                         [&] { return emitOpError(); }),
+      getType());
+}
+
+void MatmulOp::build(OpBuilder &builder, OperationState &state, Value lhs,
+                     Value rhs, bool transposeLhs, bool transposeRhs) {
+  auto type = inferMatmulType(tensorType(lhs), tensorType(rhs), transposeLhs,
+                              transposeRhs, /*emitError=*/{});
+  build(builder, state, typeOrFallback(type, lhs), lhs, rhs, transposeLhs,
+        transposeRhs);
+}
+
+LogicalResult MatmulOp::verify() {
+  return verifyInferredType(
+      *this,
+      inferMatmulType(getLhs().getType(), getRhs().getType(),
+                      getTransposeLhs(), getTransposeRhs(),
+                      [&] { return emitOpError(); }),
+      getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddOp::verify() {
+  ArrayRef<int64_t> lhs = getLhs().getType().getShape();
+  ArrayRef<int64_t> rhs = getRhs().getType().getShape();
+  if (rhs.size() > lhs.size())
+    return emitOpError("rhs has rank ")
+           << rhs.size() << ", more than lhs (" << lhs.size()
+           << "); only the rhs broadcasts";
+  size_t offset = lhs.size() - rhs.size();
+  for (auto [i, size] : llvm::enumerate(rhs))
+    if (size != lhs[offset + i])
+      return emitOpError("rhs dim ")
+             << i << " is " << size << " but lhs dim " << offset + i << " is "
+             << lhs[offset + i];
+  return success();
+}
+
+LogicalResult BiasAddOp::verify() {
+  RankedTensorType x = getX().getType();
+  if (x.getRank() < 1)
+    return emitOpError("x must have rank >= 1");
+  int64_t last = x.getDimSize(x.getRank() - 1);
+  int64_t bias = getBias().getType().getDimSize(0);
+  if (bias != last)
+    return emitOpError("bias dim 0 is ")
+           << bias << " but x dim " << x.getRank() - 1 << " is " << last;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+/// Checks a normalization weight (gamma or beta) against the normalized
+/// (last) dimension of x.
+static LogicalResult verifyNormWeight(Operation *op, StringRef name,
+                                      RankedTensorType x,
+                                      RankedTensorType weight) {
+  if (x.getRank() < 1)
+    return op->emitOpError("x must have rank >= 1");
+  int64_t last = x.getDimSize(x.getRank() - 1);
+  if (weight.getDimSize(0) != last)
+    return op->emitOpError()
+           << name << " dim 0 is " << weight.getDimSize(0) << " but x dim "
+           << x.getRank() - 1 << " is " << last;
+  if (weight.getElementType() != x.getElementType())
+    return op->emitOpError()
+           << name << " element type " << weight.getElementType()
+           << " differs from x element type " << x.getElementType();
+  return success();
+}
+
+static LogicalResult verifyEpsilon(Operation *op, double epsilon) {
+  if (!(epsilon > 0.0) || !std::isfinite(epsilon))
+    return op->emitOpError("epsilon must be positive and finite, got ")
+           << epsilon;
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(verifyNormWeight(*this, "gamma", getX().getType(),
+                              getGamma().getType())))
+    return failure();
+  if (getBeta() && failed(verifyNormWeight(*this, "beta", getX().getType(),
+                                           getBeta().getType())))
+    return failure();
+  return verifyEpsilon(*this, getEpsilon().convertToDouble());
+}
+
+LogicalResult RmsNormOp::verify() {
+  if (failed(verifyNormWeight(*this, "gamma", getX().getType(),
+                              getGamma().getType())))
+    return failure();
+  return verifyEpsilon(*this, getEpsilon().convertToDouble());
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp and RopeOp
+//===----------------------------------------------------------------------===//
+
+int64_t AttentionOp::getHeadDim() {
+  return getQ().getType().getDimSize(2) / getHeads();
+}
+
+double AttentionOp::getEffectiveScale() {
+  if (std::optional<APFloat> scale = getScale())
+    return scale->convertToDouble();
+  return 1.0 / std::sqrt(static_cast<double>(getHeadDim()));
+}
+
+LogicalResult AttentionOp::verify() {
+  RankedTensorType q = getQ().getType(), k = getK().getType(),
+                   v = getV().getType();
+  for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"q", q},
+                            {"k", k},
+                            {"v", v}})
+    if (type.getRank() != 3)
+      return emitOpError() << name << " must have rank 3 [batch, seq, heads * "
+                              "head_dim], got rank "
+                           << type.getRank();
+  if (k.getElementType() != q.getElementType() ||
+      v.getElementType() != q.getElementType())
+    return emitOpError("q, k and v must have one element type");
+  int64_t heads = getHeads(), kvHeads = getKvHeads();
+  if (q.getDimSize(2) % heads != 0)
+    return emitOpError("q dim 2 is ")
+           << q.getDimSize(2) << ", not divisible by heads = " << heads;
+  if (heads % kvHeads != 0)
+    return emitOpError("heads = ")
+           << heads << " is not divisible by kv_heads = " << kvHeads;
+  int64_t headDim = q.getDimSize(2) / heads;
+  for (auto [name, type] :
+       {std::pair<StringRef, RankedTensorType>{"k", k}, {"v", v}}) {
+    if (type.getDimSize(0) != q.getDimSize(0))
+      return emitOpError() << name << " dim 0 is " << type.getDimSize(0)
+                           << " but q dim 0 is " << q.getDimSize(0);
+    if (type.getDimSize(2) != kvHeads * headDim)
+      return emitOpError() << name << " dim 2 is " << type.getDimSize(2)
+                           << " but kv_heads * head_dim is " << kvHeads
+                           << " * " << headDim << " = " << kvHeads * headDim;
+  }
+  if (v.getDimSize(1) != k.getDimSize(1))
+    return emitOpError("v dim 1 is ")
+           << v.getDimSize(1) << " but k dim 1 is " << k.getDimSize(1);
+  MaskKind mask = getMask();
+  if (mask != MaskKind::none && k.getDimSize(1) != q.getDimSize(1))
+    return emitOpError("mask '")
+           << stringifyMaskKind(mask) << "' needs k dim 1 ("
+           << k.getDimSize(1) << ") equal to q dim 1 (" << q.getDimSize(1)
+           << ")";
+  if ((mask == MaskKind::prefix) != static_cast<bool>(getPrefixLengths()))
+    return emitOpError("prefix_lengths must be given exactly when mask is "
+                       "'prefix'");
+  if (Value prefix = getPrefixLengths()) {
+    int64_t size = tensorType(prefix).getDimSize(0);
+    if (size != q.getDimSize(0))
+      return emitOpError("prefix_lengths dim 0 is ")
+             << size << " but q dim 0 (batch) is " << q.getDimSize(0);
+  }
+  if (Value slopes = getAlibiSlopes()) {
+    int64_t size = tensorType(slopes).getDimSize(0);
+    if (size != heads)
+      return emitOpError("alibi_slopes dim 0 is ")
+             << size << " but heads is " << heads;
+  }
+  if (std::optional<APFloat> scale = getScale()) {
+    double value = scale->convertToDouble();
+    if (!(value > 0.0) || !std::isfinite(value))
+      return emitOpError("scale must be positive and finite, got ") << value;
+  }
+  return success();
+}
+
+LogicalResult RopeOp::verify() {
+  RankedTensorType x = getX().getType();
+  if (x.getRank() != 3)
+    return emitOpError("x must have rank 3 [batch, seq, heads * head_dim], "
+                       "got rank ")
+           << x.getRank();
+  int64_t heads = getHeads();
+  if (x.getDimSize(2) % heads != 0)
+    return emitOpError("x dim 2 is ")
+           << x.getDimSize(2) << ", not divisible by heads = " << heads;
+  int64_t headDim = x.getDimSize(2) / heads;
+  int64_t rotaryDim = getRotaryDim();
+  if (rotaryDim % 2 != 0 || rotaryDim > headDim)
+    return emitOpError("rotary_dim = ")
+           << rotaryDim << " must be even and at most head_dim = " << headDim;
+  double base = getBase().convertToDouble();
+  if (!(base > 1.0) || !std::isfinite(base))
+    return emitOpError("base must be finite and greater than 1, got ") << base;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  int64_t in = getX().getType().getNumElements();
+  int64_t out = getType().getNumElements();
+  if (in != out)
+    return emitOpError("operand has ")
+           << in << " elements but the result has " << out;
+  return success();
+}
+
+void TransposeOp::build(OpBuilder &builder, OperationState &state, Value x,
+                        ArrayRef<int64_t> permutation) {
+  auto type = inferTransposeType(tensorType(x), permutation, /*emitError=*/{});
+  build(builder, state, typeOrFallback(type, x), x,
+        builder.getDenseI64ArrayAttr(permutation));
+}
+
+LogicalResult TransposeOp::verify() {
+  return verifyInferredType(*this,
+                            inferTransposeType(getX().getType(),
+                                               getPermutation(),
+                                               [&] { return emitOpError(); }),
+                            getType());
+}
+
+void SliceOp::build(OpBuilder &builder, OperationState &state, Value x,
+                    ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes) {
+  auto type =
+      inferSliceType(tensorType(x), offsets, sizes, /*emitError=*/{});
+  build(builder, state, typeOrFallback(type, x), x,
+        builder.getDenseI64ArrayAttr(offsets),
+        builder.getDenseI64ArrayAttr(sizes));
+}
+
+LogicalResult SliceOp::verify() {
+  return verifyInferredType(*this,
+                            inferSliceType(getX().getType(), getOffsets(),
+                                           getSizes(),
+                                           [&] { return emitOpError(); }),
+                            getType());
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  RankedTensorType first = tensorType(getInputs().front());
+  int64_t rank = first.getRank();
+  int64_t dim = getDim();
+  if (dim >= rank)
+    return emitOpError("dim = ") << dim << " is outside the rank " << rank;
+  SmallVector<int64_t> shape(first.getShape());
+  shape[dim] = 0;
+  for (auto [i, input] : llvm::enumerate(getInputs())) {
+    RankedTensorType type = tensorType(input);
+    if (type.getElementType() != first.getElementType())
+      return emitOpError("input ")
+             << i << " has element type " << type.getElementType()
+             << " but input 0 has " << first.getElementType();
+    if (type.getRank() != rank)
+      return emitOpError("input ")
+             << i << " has rank " << type.getRank() << " but input 0 has rank "
+             << rank;
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != dim && type.getDimSize(d) != first.getDimSize(d))
+        return emitOpError("input ")
+               << i << " dim " << d << " is " << type.getDimSize(d)
+               << " but input 0 dim " << d << " is " << first.getDimSize(d);
+    shape[dim] += type.getDimSize(dim);
+  }
+  return verifyInferredType(
+      *this, RankedTensorType::get(shape, first.getElementType()), getType());
+}
+
+LogicalResult BroadcastOp::verify() {
+  ArrayRef<int64_t> in = getX().getType().getShape();
+  ArrayRef<int64_t> out = getType().getShape();
+  if (out.size() < in.size())
+    return emitOpError("result rank ")
+           << out.size() << " is below the operand rank " << in.size();
+  size_t offset = out.size() - in.size();
+  for (auto [i, size] : llvm::enumerate(in))
+    if (out[offset + i] != size)
+      return emitOpError("result dim ")
+             << offset + i << " is " << out[offset + i] << " but operand dim "
+             << i << " is " << size;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout, loss and reductions
+//===----------------------------------------------------------------------===//
+
+LogicalResult DropoutOp::verify() {
+  double p = getProbability().convertToDouble();
+  if (!(p >= 0.0 && p < 1.0))
+    return emitOpError("probability must be in [0, 1), got ") << p;
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  RankedTensorType logits = getLogits().getType();
+  RankedTensorType labels = getLabels().getType();
+  if (logits.getRank() < 1)
+    return emitOpError("logits must have rank >= 1 [..., vocab]");
+  if (labels.getRank() != logits.getRank() - 1)
+    return emitOpError("labels have rank ")
+           << labels.getRank() << " but logits have rank " << logits.getRank()
+           << "; labels must have the shape of logits without the vocab "
+              "dimension";
+  for (int64_t i = 0; i < labels.getRank(); ++i)
+    if (labels.getDimSize(i) != logits.getDimSize(i))
+      return emitOpError("labels dim ")
+             << i << " is " << labels.getDimSize(i) << " but logits dim " << i
+             << " is " << logits.getDimSize(i);
+  return success();
+}
+
+/// Shared verifier of the reductions: `dims` unique and in range, and the
+/// result either drops them or keeps them with size 1.
+static LogicalResult verifyReduction(Operation *op, RankedTensorType x,
+                                     ArrayRef<int64_t> dims,
+                                     RankedTensorType result) {
+  int64_t rank = x.getRank();
+  if (dims.empty())
+    return op->emitOpError("dims must not be empty");
+  llvm::SmallBitVector reduced(rank);
+  for (auto [i, d] : llvm::enumerate(dims)) {
+    if (d < 0 || d >= rank)
+      return op->emitOpError("dims entry ")
+             << i << " is " << d << ", outside [0, " << rank << ")";
+    if (reduced.test(d))
+      return op->emitOpError("dims entry ") << i << " repeats dimension " << d;
+    reduced.set(d);
+  }
+  bool keepDims = result.getRank() == rank;
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!reduced.test(d))
+      shape.push_back(x.getDimSize(d));
+    else if (keepDims)
+      shape.push_back(1);
+  }
+  return verifyInferredType(op, RankedTensorType::get(shape, x.getElementType()),
+                            result);
+}
+
+LogicalResult SumOp::verify() {
+  return verifyReduction(*this, getX().getType(), getDims(), getType());
+}
+
+LogicalResult MeanOp::verify() {
+  return verifyReduction(*this, getX().getType(), getDims(), getType());
+}

@@ -1,0 +1,47 @@
+//===- TriadOps.h - the triad model ops ---------------------------*- C++ -*-===//
+//
+// Declares the ops of the `triad` dialect and the shape rules shared by their
+// verifiers and builders.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_DIALECTS_TRIAD_TRIADOPS_H
+#define TRIAD_DIALECTS_TRIAD_TRIADOPS_H
+
+#include "dialects/Triad/TriadDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "dialects/Triad/TriadOps.h.inc"
+
+namespace triad {
+
+/// Reports a shape error; returns the diagnostic so callers can stream more.
+/// A null function means "do not report" (builders inferring a type).
+using ShapeErrorFn = llvm::function_ref<mlir::InFlightDiagnostic()>;
+
+/// The shape rules of the ops whose result type follows from their operands.
+/// Each returns the result type, or failure after reporting through
+/// `emitError` (when given) what disagrees, naming operand and dimension.
+mlir::FailureOr<mlir::RankedTensorType>
+inferEmbeddingType(mlir::RankedTensorType ids, mlir::RankedTensorType table,
+                   ShapeErrorFn emitError);
+mlir::FailureOr<mlir::RankedTensorType>
+inferMatmulType(mlir::RankedTensorType lhs, mlir::RankedTensorType rhs,
+                bool transposeLhs, bool transposeRhs, ShapeErrorFn emitError);
+mlir::FailureOr<mlir::RankedTensorType>
+inferTransposeType(mlir::RankedTensorType x, llvm::ArrayRef<int64_t> perm,
+                   ShapeErrorFn emitError);
+mlir::FailureOr<mlir::RankedTensorType>
+inferSliceType(mlir::RankedTensorType x, llvm::ArrayRef<int64_t> offsets,
+               llvm::ArrayRef<int64_t> sizes, ShapeErrorFn emitError);
+
+} // namespace triad
+
+#endif // TRIAD_DIALECTS_TRIAD_TRIADOPS_H

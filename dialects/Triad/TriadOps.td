@@ -1,0 +1,722 @@
+//===- TriadOps.td - triad model ops -----------------------*- tablegen -*-===//
+//
+// Forward ops of the `triad` dialect. Shapes are global (the whole batch of
+// one optimizer step); the sharding passes later rewrite them to local shapes.
+// Ops whose result type follows from their operands have builders that infer
+// it; the verifier checks it with a message naming the operand and dimension.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_DIALECT_TRIAD_OPS_TD
+#define TRIAD_DIALECT_TRIAD_OPS_TD
+
+include "TriadBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class Triad_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Triad_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Parameters and model structure
+//===----------------------------------------------------------------------===//
+
+def Triad_ParamOp : Triad_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "Declares a trainable parameter";
+  let description = [{
+    A module-level parameter of the model: its name (a symbol), its global
+    tensor type and how its elements are initialized. Values of the
+    parameter are obtained with `triad.get_param`. The IR never holds the
+    weights themselves, only their shapes.
+
+    Example:
+
+    ```mlir
+    triad.param @embed.wte : tensor<256x64xf32> init <normal, std = 2.000000e-02>
+    triad.param @head.norm.bias : tensor<64xf32> init <zeros>
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    TypeAttrOf<Triad_FloatTensor>:$type,
+    Triad_InitAttr:$init
+  );
+  let assemblyFormat = "$sym_name `:` $type `init` $init attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+    /// Number of elements of the parameter.
+    int64_t getNumElements() { return getTensorType().getNumElements(); }
+  }];
+}
+
+def Triad_GetParamOp : Triad_Op<"get_param", [
+    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Reads the value of a parameter";
+  let description = [{
+    Produces the current value of the parameter declared by the
+    `triad.param` op named `name`. The result type must equal the declared
+    type.
+
+    Example:
+
+    ```mlir
+    %w = triad.get_param @layers.0.attn.wq : tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Triad_LayerOp : Triad_Op<"layer", [
+    IsolatedFromAbove, SingleBlock, RecursiveMemoryEffects]> {
+  let summary = "One part of the model: the embedding, a transformer layer or the head";
+  let description = [{
+    Makes the layer structure of the model explicit: the ops of transformer
+    layer `index` (or of the embedding, or of the head that computes the
+    loss) live in the body of one `triad.layer`. The body is isolated from
+    above: activations enter as operands (bound to the block arguments) and
+    leave through `triad.yield`; parameters are read by symbol. Pipeline
+    stages, recomputation and the cost model all work on these units.
+
+    Example:
+
+    ```mlir
+    %h1 = triad.layer transformer 0 (%h0) : (tensor<8x64x64xf32>) -> tensor<8x64x64xf32> {
+    ^bb0(%x: tensor<8x64x64xf32>):
+      %w = triad.get_param @layers.0.mlp.fc1 : tensor<64x64xf32>
+      %y = triad.matmul %x, %w : tensor<8x64x64xf32>, tensor<64x64xf32> -> tensor<8x64x64xf32>
+      triad.yield %y : tensor<8x64x64xf32>
+    }
+    ```
+  }];
+  let arguments = (ins
+    Triad_LayerKind:$kind,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$index,
+    Variadic<Triad_AnyTensor>:$inputs
+  );
+  let results = (outs Variadic<Triad_AnyTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $kind $index ` ` `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
+  }];
+  let hasRegionVerifier = 1;
+}
+
+def Triad_YieldOp : Triad_Op<"yield", [
+    Pure, Terminator, HasParent<"LayerOp">]> {
+  let summary = "Returns the results of a `triad.layer`";
+  let description = [{
+    Terminates the body of a `triad.layer`; its operands become the layer's
+    results and must match their types.
+
+    Example:
+
+    ```mlir
+    triad.yield %y : tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Triad_AnyTensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and elementwise arithmetic
+//===----------------------------------------------------------------------===//
+
+def Triad_EmbeddingOp : Triad_Op<"embedding", [Pure]> {
+  let summary = "Looks up rows of an embedding table";
+  let description = [{
+    `result[i..., :] = table[ids[i...], :]`: for an id tensor of shape
+    `[d0, ..., dn]` and a table `[vocab, hidden]`, the result has shape
+    `[d0, ..., dn, hidden]` and the table's element type. Ids outside
+    `[0, vocab)` are invalid input.
+
+    Example:
+
+    ```mlir
+    %e = triad.embedding %ids, %wte : tensor<8x64xi32>, tensor<256x64xf32> -> tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Triad_IdTensor:$ids, Triad_FloatMatrix:$table);
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = [{
+    $ids `,` $table attr-dict `:` type($ids) `,` type($table) `->` type($result)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$ids, "::mlir::Value":$table)>];
+  let hasVerifier = 1;
+}
+
+def Triad_MatmulOp : Triad_Op<"matmul", [Pure]> {
+  let summary = "Batched matrix multiplication with optional transposes";
+  let description = [{
+    Multiplies the matrices held in the last two dimensions of `lhs` and
+    `rhs`. `lhs` has shape `[B..., M, K]` (`[B..., K, M]` with
+    `transpose_lhs`); `rhs` has shape `[K, N]` (`[N, K]` with
+    `transpose_rhs`), broadcast over the batch dimensions `B...`, or
+    `[B..., K, N]` with the same batch dimensions as `lhs`. The result is
+    `[B..., M, N]`. All element types are equal; accumulation is in at least
+    fp32.
+
+    Example:
+
+    ```mlir
+    // Activations times a weight matrix, and logits against a tied embedding.
+    %y = triad.matmul %x, %w : tensor<8x64x64xf32>, tensor<64x256xf32> -> tensor<8x64x256xf32>
+    %l = triad.matmul %x, %wte transpose_rhs : tensor<8x64x64xf32>, tensor<256x64xf32> -> tensor<8x64x256xf32>
+    ```
+  }];
+  let arguments = (ins
+    Triad_FloatTensor:$lhs,
+    Triad_FloatTensor:$rhs,
+    UnitAttr:$transpose_lhs,
+    UnitAttr:$transpose_rhs
+  );
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
+    attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs,
+                                 CArg<"bool", "false">:$transposeLhs,
+                                 CArg<"bool", "false">:$transposeRhs)>];
+  let hasVerifier = 1;
+}
+
+class Triad_SameTypeBinaryOp<string mnemonic, string summaryText,
+                             string descriptionText>
+    : Triad_Op<mnemonic, [Pure, Commutative, SameOperandsAndResultType]> {
+  let summary = summaryText;
+  let description = descriptionText;
+  let arguments = (ins Triad_FloatTensor:$lhs, Triad_FloatTensor:$rhs);
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def Triad_AddOp : Triad_Op<"add", [Pure, AllTypesMatch<["lhs", "result"]>,
+                                   AllElementTypesMatch<["lhs", "rhs"]>]> {
+  let summary = "Elementwise addition, broadcasting the right operand";
+  let description = [{
+    `result = lhs + rhs`. `rhs` has the shape of `lhs` or of its trailing
+    dimensions, and is broadcast over the leading ones (for example a
+    `[seq, hidden]` position embedding added to `[batch, seq, hidden]`
+    activations). The result has the type of `lhs`.
+
+    Example:
+
+    ```mlir
+    %r = triad.add %x, %y : tensor<8x64x64xf32>, tensor<8x64x64xf32>
+    %p = triad.add %x, %pos : tensor<8x64x64xf32>, tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins Triad_FloatTensor:$lhs, Triad_FloatTensor:$rhs);
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+  let hasVerifier = 1;
+}
+
+def Triad_MulOp : Triad_SameTypeBinaryOp<"mul", "Elementwise multiplication", [{
+    `result = lhs * rhs` for operands and result of one type.
+
+    Example:
+
+    ```mlir
+    %p = triad.mul %a, %b : tensor<8x64x256xf32>
+    ```
+  }]>;
+
+def Triad_ScaleOp : Triad_Op<"scale", [Pure, SameOperandsAndResultType]> {
+  let summary = "Multiplies a tensor by a constant";
+  let description = [{
+    `result = factor * x`, for example the `alpha * x` of DeepNorm's
+    residual connection.
+
+    Example:
+
+    ```mlir
+    %y = triad.scale %x by 1.183216e+01 : tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Triad_FloatTensor:$x, F64Attr:$factor);
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = "$x `by` $factor attr-dict `:` type($result)";
+}
+
+def Triad_BiasAddOp : Triad_Op<"bias_add", [Pure, AllTypesMatch<["x", "result"]>,
+                                            AllElementTypesMatch<["x", "bias"]>]> {
+  let summary = "Adds a bias vector along the last dimension";
+  let description = [{
+    `result[..., j] = x[..., j] + bias[j]`; `bias` has one dimension, equal
+    to the last dimension of `x`.
+
+    Example:
+
+    ```mlir
+    %y = triad.bias_add %x, %b : tensor<8x64x256xf32>, tensor<256xf32>
+    ```
+  }];
+  let arguments = (ins Triad_FloatTensor:$x, Triad_FloatVector:$bias);
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $bias attr-dict `:` type($x) `,` type($bias)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Activations
+//===----------------------------------------------------------------------===//
+
+class Triad_UnaryOp<string mnemonic, list<Trait> traits = []>
+    : Triad_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+  let arguments = (ins Triad_FloatTensor:$x);
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+}
+
+def Triad_GeluOp : Triad_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    `x * Phi(x)` with the exact normal CDF (`approximate = none`, the
+    default), or its tanh approximation
+    `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`
+    (`approximate = tanh`, GPT-2's `gelu_new`).
+
+    Example:
+
+    ```mlir
+    %y = triad.gelu %x : tensor<8x64x256xf32>
+    %z = triad.gelu %x approximate = tanh : tensor<8x64x256xf32>
+    ```
+  }];
+  let arguments = (ins
+    Triad_FloatTensor:$x,
+    DefaultValuedAttr<Triad_GeluApproximation,
+                      "::triad::GeluApproximation::none">:$approximate
+  );
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = "$x (`approximate` `=` $approximate^)? attr-dict `:` type($result)";
+}
+
+def Triad_FastGeluOp : Triad_UnaryOp<"fast_gelu"> {
+  let summary = "Sigmoid approximation of GELU";
+  let description = [{
+    `x * sigmoid(1.702 * x)`, the fast GELU used by CodeGeeX.
+
+    Example:
+
+    ```mlir
+    %y = triad.fast_gelu %x : tensor<8x64x256xf32>
+    ```
+  }];
+}
+
+def Triad_ReluOp : Triad_UnaryOp<"relu"> {
+  let summary = "Rectified linear unit";
+  let description = [{
+    `max(x, 0)`.
+
+    Example:
+
+    ```mlir
+    %y = triad.relu %x : tensor<8x64x256xf32>
+    ```
+  }];
+}
+
+def Triad_SiluOp : Triad_UnaryOp<"silu"> {
+  let summary = "Sigmoid linear unit";
+  let description = [{
+    `x * sigmoid(x)`.
+
+    Example:
+
+    ```mlir
+    %y = triad.silu %x : tensor<8x64x256xf32>
+    ```
+  }];
+}
+
+class Triad_GatedOp<string mnemonic>
+    : Triad_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let arguments = (ins Triad_FloatTensor:$gate, Triad_FloatTensor:$up);
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
+}
+
+def Triad_SwigluOp : Triad_GatedOp<"swiglu"> {
+  let summary = "SwiGLU gating";
+  let description = [{
+    `silu(gate) * up`, the gated unit of LLaMA's MLP. Gate and up are the
+    two projections of the MLP input, so each can be split over tensor
+    parallel ranks along the inner dimension.
+
+    Example:
+
+    ```mlir
+    %h = triad.swiglu %gate, %up : tensor<8x64x172xf32>
+    ```
+  }];
+}
+
+def Triad_GegluOp : Triad_GatedOp<"geglu"> {
+  let summary = "GeGLU gating";
+  let description = [{
+    `gelu(gate) * up` with the exact GELU, the gated unit of GLM-130B's MLP.
+
+    Example:
+
+    ```mlir
+    %h = triad.geglu %gate, %up : tensor<8x64x172xf32>
+    ```
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization, attention and positions
+//===----------------------------------------------------------------------===//
+
+def Triad_LayerNormOp : Triad_Op<"layer_norm", [
+    Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "Layer normalization over the last dimension";
+  let description = [{
+    `(x - mean) / sqrt(var + epsilon) * gamma + beta`, with the mean and the
+    (biased) variance over the last dimension. `gamma` and the optional
+    `beta` are vectors of the size of the last dimension; without `beta` no
+    bias is added.
+
+    Example:
+
+    ```mlir
+    %y = triad.layer_norm %x, %g, %b : tensor<8x64x64xf32>, tensor<64xf32>, tensor<64xf32>
+    %z = triad.layer_norm %x, %g {epsilon = 1.000000e-06 : f64} : tensor<8x64x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins
+    Triad_FloatTensor:$x,
+    Triad_FloatVector:$gamma,
+    Optional<Triad_FloatVector>:$beta,
+    DefaultValuedAttr<F64Attr, "1e-5">:$epsilon
+  );
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $gamma (`,` $beta^)? attr-dict `:` type($x) `,` type($gamma) (`,` type($beta)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Triad_RmsNormOp : Triad_Op<"rms_norm", [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "Root-mean-square normalization over the last dimension";
+  let description = [{
+    `x / sqrt(mean(x^2) + epsilon) * gamma` over the last dimension, as in
+    LLaMA.
+
+    Example:
+
+    ```mlir
+    %y = triad.rms_norm %x, %g : tensor<8x64x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins
+    Triad_FloatTensor:$x,
+    Triad_FloatVector:$gamma,
+    DefaultValuedAttr<F64Attr, "1e-5">:$epsilon
+  );
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $gamma attr-dict `:` type($x) `,` type($gamma)";
+  let hasVerifier = 1;
+}
+
+def Triad_AttentionOp : Triad_Op<"attention", [
+    Pure, AttrSizedOperandSegments, AllTypesMatch<["q", "result"]>]> {
+  let summary = "Fused multi-head scaled dot-product attention";
+  let description = [{
+    Multi-head attention over packed heads: `q` is `[batch, seq, heads * d]`,
+    `k` and `v` are `[batch, seq, kv_heads * d]`, and the result has the type
+    of `q`. Query head `h` attends with key/value head
+    `h / (heads / kv_heads)` (grouped-query attention; `kv_heads = heads` is
+    ordinary multi-head attention, `kv_heads = 1` multi-query attention).
+    Scores are `scale * q . k` (default `scale = 1 / sqrt(d)`), plus
+    `-slope[h] * (i - j)` when ALiBi slopes (`[heads]`, f32) are given, then
+    masked and normalized with a softmax over the keys:
+
+    - `causal`: query `i` sees keys `j <= i`;
+    - `prefix`: query `i` of sample `b` sees keys `j <= i` and all keys
+      `j < prefix_lengths[b]` (`[batch]`, i32), GLM's bidirectional prefix;
+    - `none`: every key.
+
+    Example:
+
+    ```mlir
+    %o = triad.attention %q, %k, %v heads = 4 kv_heads = 2 mask = causal
+        : tensor<8x64x64xf32>, tensor<8x64x32xf32>, tensor<8x64x32xf32>
+    %p = triad.attention %q, %k, %v prefix(%plen : tensor<8xi32>)
+        heads = 4 kv_heads = 4 mask = prefix
+        : tensor<8x64x64xf32>, tensor<8x64x64xf32>, tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins
+    Triad_FloatTensor:$q,
+    Triad_FloatTensor:$k,
+    Triad_FloatTensor:$v,
+    Optional<Triad_IdVector>:$prefix_lengths,
+    Optional<Triad_VectorF32Tensor>:$alibi_slopes,
+    ConfinedAttr<I64Attr, [IntPositive]>:$heads,
+    ConfinedAttr<I64Attr, [IntPositive]>:$kv_heads,
+    Triad_MaskKind:$mask,
+    OptionalAttr<F64Attr>:$scale
+  );
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v
+    (`prefix` `(` $prefix_lengths^ `:` type($prefix_lengths) `)`)?
+    (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
+    `heads` `=` $heads `kv_heads` `=` $kv_heads `mask` `=` $mask
+    attr-dict `:` type($q) `,` type($k) `,` type($v)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Size of one head (the last dimension of q divided by heads).
+    int64_t getHeadDim();
+    /// The score scale actually applied: the attribute, else 1/sqrt(d).
+    double getEffectiveScale();
+  }];
+}
+
+def Triad_RopeOp : Triad_Op<"rope", [Pure, SameOperandsAndResultType]> {
+  let summary = "Rotary position embedding";
+  let description = [{
+    Rotates the first `rotary_dim` dimensions of every head of
+    `x : [batch, seq, heads * d]` by position-dependent angles
+    (GPT-NeoX/LLaMA "rotate half" form): for `i < rotary_dim / 2`, the pair
+    `(x[i], x[i + rotary_dim / 2])` at position `p` turns by
+    `p * base^(-2i / rotary_dim)`. The remaining `d - rotary_dim`
+    dimensions pass through (GPT-NeoX's rotary fraction of 0.25).
+
+    Example:
+
+    ```mlir
+    %q2 = triad.rope %q heads = 4 rotary_dim = 4 base = 1.000000e+04 : tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins
+    Triad_FloatTensor:$x,
+    ConfinedAttr<I64Attr, [IntPositive]>:$heads,
+    ConfinedAttr<I64Attr, [IntPositive]>:$rotary_dim,
+    DefaultValuedAttr<F64Attr, "10000.0">:$base
+  );
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `heads` `=` $heads `rotary_dim` `=` $rotary_dim (`base` `=` $base^)? attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+def Triad_ReshapeOp : Triad_Op<"reshape", [Pure, AllElementTypesMatch<["x", "result"]>]> {
+  let summary = "Reinterprets a tensor with another shape";
+  let description = [{
+    Same elements in row-major order, another shape with the same number of
+    elements.
+
+    Example:
+
+    ```mlir
+    %y = triad.reshape %x : tensor<8x64x64xf32> -> tensor<512x64xf32>
+    ```
+  }];
+  let arguments = (ins Triad_AnyTensor:$x);
+  let results = (outs Triad_AnyTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Triad_TransposeOp : Triad_Op<"transpose", [Pure, AllElementTypesMatch<["x", "result"]>]> {
+  let summary = "Permutes the dimensions of a tensor";
+  let description = [{
+    `result.shape[i] = x.shape[permutation[i]]`.
+
+    Example:
+
+    ```mlir
+    %y = triad.transpose %x [1, 0, 2] : tensor<8x64x32xf32> -> tensor<64x8x32xf32>
+    ```
+  }];
+  let arguments = (ins Triad_AnyTensor:$x, DenseI64ArrayAttr:$permutation);
+  let results = (outs Triad_AnyTensor:$result);
+  let assemblyFormat = "$x $permutation attr-dict `:` type($x) `->` type($result)";
+  let builders = [OpBuilder<(ins "::mlir::Value":$x,
+                                 "::llvm::ArrayRef<int64_t>":$permutation)>];
+  let hasVerifier = 1;
+}
+
+def Triad_SliceOp : Triad_Op<"slice", [Pure, AllElementTypesMatch<["x", "result"]>]> {
+  let summary = "Extracts a static rectangular slice";
+  let description = [{
+    `result[i...] = x[offsets + i...]`; the result's shape is `sizes`, and
+    `offsets + sizes` stays within `x` in every dimension.
+
+    Example:
+
+    ```mlir
+    // Rows 2 .. 65 of OPT's learned position table.
+    %p = triad.slice %wpe offsets = [2, 0] sizes = [64, 64] : tensor<66x64xf32> -> tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins Triad_AnyTensor:$x, DenseI64ArrayAttr:$offsets,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs Triad_AnyTensor:$result);
+  let assemblyFormat = [{
+    $x `offsets` `=` $offsets `sizes` `=` $sizes attr-dict `:` type($x) `->` type($result)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$x,
+                                 "::llvm::ArrayRef<int64_t>":$offsets,
+                                 "::llvm::ArrayRef<int64_t>":$sizes)>];
+  let hasVerifier = 1;
+}
+
+def Triad_ConcatOp : Triad_Op<"concat", [Pure]> {
+  let summary = "Concatenates tensors along one dimension";
+  let description = [{
+    Joins the inputs along `dim`; all other dimensions and the element type
+    agree.
+
+    Example:
+
+    ```mlir
+    %y = triad.concat %a, %b dim = 2 : tensor<8x64x32xf32>, tensor<8x64x32xf32> -> tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Triad_AnyTensor>:$inputs,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$dim);
+  let results = (outs Triad_AnyTensor:$result);
+  let assemblyFormat = [{
+    $inputs `dim` `=` $dim attr-dict `:` type($inputs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Triad_BroadcastOp : Triad_Op<"broadcast", [Pure, AllElementTypesMatch<["x", "result"]>]> {
+  let summary = "Repeats a tensor along new leading dimensions";
+  let description = [{
+    `result[i..., j...] = x[j...]`: the result's trailing dimensions are
+    those of `x`, and its extra leading dimensions repeat it (for example a
+    per-position `[seq, hidden]` tensor repeated for every sample of the
+    batch).
+
+    Example:
+
+    ```mlir
+    %y = triad.broadcast %x : tensor<64x64xf32> -> tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Triad_AnyTensor:$x);
+  let results = (outs Triad_AnyTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Triad_CastOp : Triad_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "Converts the element type";
+  let description = [{
+    Converts every element to the result's element type (round to nearest
+    even for narrowing float conversions).
+
+    Example:
+
+    ```mlir
+    %y = triad.cast %x : tensor<8x64x64xbf16> -> tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Triad_AnyTensor:$x);
+  let results = (outs Triad_AnyTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Regularization, loss and reductions
+//===----------------------------------------------------------------------===//
+
+def Triad_DropoutOp : Triad_Op<"dropout", [Pure, SameOperandsAndResultType]> {
+  let summary = "Deterministic inverted dropout";
+  let description = [{
+    Zeroes each element with probability `probability` and scales the rest
+    by `1 / (1 - probability)`. The mask is a function of (seed, step,
+    `rng_stream`, global element index) through a counter-based generator,
+    so it is the same on every mesh; `rng_stream` must be unique per
+    dropout op in the model.
+
+    Example:
+
+    ```mlir
+    %y = triad.dropout %x probability = 1.000000e-01 rng_stream = 3 : tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins
+    Triad_FloatTensor:$x,
+    F64Attr:$probability,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$rng_stream
+  );
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `probability` `=` $probability `rng_stream` `=` $rng_stream attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Triad_CrossEntropyOp : Triad_Op<"cross_entropy", [Pure]> {
+  let summary = "Mean softmax cross-entropy over non-ignored tokens";
+  let description = [{
+    For logits `[d0, ..., dn, vocab]` and labels `[d0, ..., dn]` (i32),
+    computes `-log softmax(logits)[label]` per token and returns its mean
+    over the tokens whose label is not `ignore_index` (default -100) as an
+    f32 scalar. A batch whose labels are all ignored has loss 0.
+
+    Example:
+
+    ```mlir
+    %loss = triad.cross_entropy %logits, %labels : tensor<8x64x256xf32>, tensor<8x64xi32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins
+    Triad_FloatTensor:$logits,
+    Triad_IdTensor:$labels,
+    DefaultValuedAttr<I64Attr, "-100">:$ignore_index
+  );
+  let results = (outs Triad_ScalarF32Tensor:$loss);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->` type($loss)
+  }];
+  let hasVerifier = 1;
+}
+
+class Triad_ReduceOp<string mnemonic, string what>
+    : Triad_Op<mnemonic, [Pure, AllElementTypesMatch<["x", "result"]>]> {
+  let summary = "Reduces dimensions by their " # what;
+  let description = [{
+    Reduces `x` over the listed dimensions (each once, in range). The result
+    either drops them or, with the same rank as `x`, keeps them with size 1.
+
+    Example:
+
+    ```mlir
+    %s = triad.}] # mnemonic # [{ %x dims = [2] : tensor<8x64x64xf32> -> tensor<8x64xf32>
+    %k = triad.}] # mnemonic # [{ %x dims = [0, 1] : tensor<8x64x64xf32> -> tensor<1x1x64xf32>
+    ```
+  }];
+  let arguments = (ins Triad_FloatTensor:$x, DenseI64ArrayAttr:$dims);
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = "$x `dims` `=` $dims attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Triad_SumOp : Triad_ReduceOp<"sum", "sum">;
+def Triad_MeanOp : Triad_ReduceOp<"mean", "mean">;
+
+#endif // TRIAD_DIALECT_TRIAD_OPS_TD

@@ -1,0 +1,297 @@
+//===- HFConfig.cpp - Hugging Face config.json import ---------------------===//
+//
+// Maps the config.json of Hugging Face model types gpt2, gpt_neox, opt, bloom
+// and llama to a ModelConfig. Fields the architecture needs are required;
+// a field with the wrong JSON type, or a feature Triad does not model, is an
+// error naming the field rather than a silent approximation.
+//
+//===----------------------------------------------------------------------===//
+
+#include "triad/Models/ModelConfig.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+using namespace triad;
+using llvm::Expected;
+using llvm::StringRef;
+namespace json = llvm::json;
+
+namespace {
+
+llvm::Error hfError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// Typed access to the fields of one config object; every failure names the
+/// model type and the field.
+class Fields {
+public:
+  Fields(const json::Object &object, StringRef modelType)
+      : object(object), modelType(modelType) {}
+
+  /// The integer field `key`, or `fallback` when it is absent or null; an
+  /// error when it is required and absent, or not an integer.
+  Expected<int64_t> integer(StringRef key,
+                            std::optional<int64_t> fallback = std::nullopt) {
+    const json::Value *value = object.get(key);
+    if (!value || value->kind() == json::Value::Null) {
+      if (fallback)
+        return *fallback;
+      return missing(key);
+    }
+    if (std::optional<int64_t> result = value->getAsInteger())
+      return *result;
+    return wrongType(key, "an integer");
+  }
+
+  Expected<double> number(StringRef key, double fallback) {
+    const json::Value *value = object.get(key);
+    if (!value || value->kind() == json::Value::Null)
+      return fallback;
+    if (std::optional<double> result = value->getAsNumber())
+      return *result;
+    return wrongType(key, "a number");
+  }
+
+  Expected<bool> boolean(StringRef key, bool fallback) {
+    const json::Value *value = object.get(key);
+    if (!value || value->kind() == json::Value::Null)
+      return fallback;
+    if (std::optional<bool> result = value->getAsBoolean())
+      return *result;
+    return wrongType(key, "a boolean");
+  }
+
+  Expected<std::string> string(StringRef key, StringRef fallback) {
+    const json::Value *value = object.get(key);
+    if (!value || value->kind() == json::Value::Null)
+      return fallback.str();
+    if (std::optional<StringRef> result = value->getAsString())
+      return result->str();
+    return wrongType(key, "a string");
+  }
+
+  bool has(StringRef key) const {
+    const json::Value *value = object.get(key);
+    return value && value->kind() != json::Value::Null;
+  }
+
+  llvm::Error unsupported(StringRef key, const llvm::Twine &what) const {
+    return hfError(llvm::formatv("model_type '{0}': field '{1}': {2}",
+                                 modelType, key, what.str()));
+  }
+
+private:
+  llvm::Error missing(StringRef key) const {
+    return hfError(llvm::formatv("model_type '{0}' needs field '{1}'",
+                                 modelType, key));
+  }
+  llvm::Error wrongType(StringRef key, StringRef expected) const {
+    return hfError(llvm::formatv("model_type '{0}': field '{1}' must be {2}",
+                                 modelType, key, expected));
+  }
+
+  const json::Object &object;
+  StringRef modelType;
+};
+
+/// Maps Hugging Face activation names to Triad's.
+Expected<Activation> mapActivation(Fields &fields, StringRef key,
+                                   StringRef name) {
+  if (name == "gelu")
+    return Activation::Gelu;
+  if (name == "gelu_new" || name == "gelu_fast" || name == "gelu_pytorch_tanh")
+    return Activation::GeluTanh;
+  if (name == "relu")
+    return Activation::Relu;
+  return fields.unsupported(key, "unsupported activation '" + name + "'");
+}
+
+// Sets `target` from an Expected or returns its error from the enclosing
+// function.
+#define TRIAD_ASSIGN(target, expr)                                             \
+  do {                                                                         \
+    auto _value = (expr);                                                      \
+    if (!_value)                                                               \
+      return _value.takeError();                                               \
+    target = std::move(*_value);                                               \
+  } while (false)
+
+Expected<ModelConfig> fromGpt2(Fields &f, ModelConfig c) {
+  TRIAD_ASSIGN(c.layers, f.integer("n_layer"));
+  TRIAD_ASSIGN(c.hidden, f.integer("n_embd"));
+  TRIAD_ASSIGN(c.heads, f.integer("n_head"));
+  c.kvHeads = c.heads;
+  TRIAD_ASSIGN(c.ffn, f.integer("n_inner", 4 * c.hidden));
+  TRIAD_ASSIGN(c.vocab, f.integer("vocab_size"));
+  TRIAD_ASSIGN(c.maxPositions, f.integer("n_positions"));
+  c.seq = c.maxPositions;
+  std::string act;
+  TRIAD_ASSIGN(act, f.string("activation_function", "gelu_new"));
+  TRIAD_ASSIGN(c.activation, mapActivation(f, "activation_function", act));
+  TRIAD_ASSIGN(c.normEpsilon, f.number("layer_norm_epsilon", 1e-5));
+  TRIAD_ASSIGN(c.tieEmbeddings, f.boolean("tie_word_embeddings", true));
+  TRIAD_ASSIGN(c.initStd, f.number("initializer_range", 0.02));
+  return c;
+}
+
+Expected<ModelConfig> fromGptNeox(Fields &f, ModelConfig c) {
+  TRIAD_ASSIGN(c.layers, f.integer("num_hidden_layers"));
+  TRIAD_ASSIGN(c.hidden, f.integer("hidden_size"));
+  TRIAD_ASSIGN(c.heads, f.integer("num_attention_heads"));
+  c.kvHeads = c.heads;
+  TRIAD_ASSIGN(c.ffn, f.integer("intermediate_size"));
+  TRIAD_ASSIGN(c.vocab, f.integer("vocab_size"));
+  TRIAD_ASSIGN(c.seq, f.integer("max_position_embeddings"));
+  c.positions = Positions::Rope;
+  TRIAD_ASSIGN(c.rotaryFraction, f.number("rotary_pct", 0.25));
+  TRIAD_ASSIGN(c.ropeBase, f.number("rotary_emb_base", 10000.0));
+  TRIAD_ASSIGN(c.parallelResidual, f.boolean("use_parallel_residual", true));
+  std::string act;
+  TRIAD_ASSIGN(act, f.string("hidden_act", "gelu"));
+  TRIAD_ASSIGN(c.activation, mapActivation(f, "hidden_act", act));
+  TRIAD_ASSIGN(c.normEpsilon, f.number("layer_norm_eps", 1e-5));
+  TRIAD_ASSIGN(c.tieEmbeddings, f.boolean("tie_word_embeddings", false));
+  TRIAD_ASSIGN(c.bias, f.boolean("attention_bias", true));
+  TRIAD_ASSIGN(c.initStd, f.number("initializer_range", 0.02));
+  return c;
+}
+
+Expected<ModelConfig> fromOpt(Fields &f, ModelConfig c) {
+  TRIAD_ASSIGN(c.layers, f.integer("num_hidden_layers"));
+  TRIAD_ASSIGN(c.hidden, f.integer("hidden_size"));
+  TRIAD_ASSIGN(c.heads, f.integer("num_attention_heads"));
+  c.kvHeads = c.heads;
+  TRIAD_ASSIGN(c.ffn, f.integer("ffn_dim"));
+  TRIAD_ASSIGN(c.vocab, f.integer("vocab_size"));
+  TRIAD_ASSIGN(c.maxPositions, f.integer("max_position_embeddings"));
+  c.seq = c.maxPositions;
+  c.positionOffset = 2;
+  int64_t projDim;
+  TRIAD_ASSIGN(projDim, f.integer("word_embed_proj_dim", c.hidden));
+  if (projDim != c.hidden)
+    return f.unsupported("word_embed_proj_dim",
+                         llvm::formatv("projected embeddings ({0} != "
+                                       "hidden_size {1}) are not supported",
+                                       projDim, c.hidden));
+  bool preNorm;
+  TRIAD_ASSIGN(preNorm, f.boolean("do_layer_norm_before", true));
+  c.placement = preNorm ? NormPlacement::Pre : NormPlacement::Post;
+  c.finalNorm = preNorm;
+  std::string act;
+  TRIAD_ASSIGN(act, f.string("activation_function", "relu"));
+  TRIAD_ASSIGN(c.activation, mapActivation(f, "activation_function", act));
+  TRIAD_ASSIGN(c.bias, f.boolean("enable_bias", true));
+  TRIAD_ASSIGN(c.tieEmbeddings, f.boolean("tie_word_embeddings", true));
+  TRIAD_ASSIGN(c.initStd, f.number("init_std", 0.02));
+  return c;
+}
+
+Expected<ModelConfig> fromBloom(Fields &f, ModelConfig c) {
+  TRIAD_ASSIGN(c.layers, f.integer("n_layer"));
+  if (f.has("n_embed"))
+    TRIAD_ASSIGN(c.hidden, f.integer("n_embed"));
+  else
+    TRIAD_ASSIGN(c.hidden, f.integer("hidden_size"));
+  if (f.has("num_attention_heads"))
+    TRIAD_ASSIGN(c.heads, f.integer("num_attention_heads"));
+  else
+    TRIAD_ASSIGN(c.heads, f.integer("n_head"));
+  c.kvHeads = c.heads;
+  c.ffn = 4 * c.hidden;
+  TRIAD_ASSIGN(c.vocab, f.integer("vocab_size"));
+  TRIAD_ASSIGN(c.seq, f.integer("seq_length", 2048));
+  c.positions = Positions::Alibi;
+  c.embeddingNorm = true;
+  c.activation = Activation::GeluTanh;
+  bool postResidual;
+  TRIAD_ASSIGN(postResidual,
+               f.boolean("apply_residual_connection_post_layernorm", false));
+  if (postResidual)
+    return f.unsupported("apply_residual_connection_post_layernorm",
+                         "residuals taken after the layer norm are not "
+                         "supported");
+  TRIAD_ASSIGN(c.normEpsilon, f.number("layer_norm_epsilon", 1e-5));
+  TRIAD_ASSIGN(c.tieEmbeddings, f.boolean("tie_word_embeddings", true));
+  TRIAD_ASSIGN(c.initStd, f.number("initializer_range", 0.02));
+  return c;
+}
+
+Expected<ModelConfig> fromLlama(Fields &f, ModelConfig c) {
+  TRIAD_ASSIGN(c.layers, f.integer("num_hidden_layers"));
+  TRIAD_ASSIGN(c.hidden, f.integer("hidden_size"));
+  TRIAD_ASSIGN(c.heads, f.integer("num_attention_heads"));
+  TRIAD_ASSIGN(c.kvHeads, f.integer("num_key_value_heads", c.heads));
+  TRIAD_ASSIGN(c.ffn, f.integer("intermediate_size"));
+  TRIAD_ASSIGN(c.vocab, f.integer("vocab_size"));
+  TRIAD_ASSIGN(c.seq, f.integer("max_position_embeddings"));
+  c.norm = NormKind::RmsNorm;
+  c.positions = Positions::Rope;
+  TRIAD_ASSIGN(c.ropeBase, f.number("rope_theta", 10000.0));
+  if (f.has("rope_scaling"))
+    return f.unsupported("rope_scaling", "scaled RoPE is not supported");
+  std::string act;
+  TRIAD_ASSIGN(act, f.string("hidden_act", "silu"));
+  if (act != "silu")
+    return f.unsupported("hidden_act", "unsupported activation '" + act +
+                                           "' (LLaMA's MLP is SwiGLU: silu)");
+  c.activation = Activation::Swiglu;
+  TRIAD_ASSIGN(c.normEpsilon, f.number("rms_norm_eps", 1e-6));
+  TRIAD_ASSIGN(c.tieEmbeddings, f.boolean("tie_word_embeddings", false));
+  bool attentionBias, mlpBias;
+  TRIAD_ASSIGN(attentionBias, f.boolean("attention_bias", false));
+  TRIAD_ASSIGN(mlpBias, f.boolean("mlp_bias", false));
+  if (attentionBias != mlpBias)
+    return f.unsupported("mlp_bias", "biases on attention but not the MLP (or "
+                                     "the reverse) are not supported");
+  c.bias = attentionBias;
+  TRIAD_ASSIGN(c.initStd, f.number("initializer_range", 0.02));
+  return c;
+}
+
+#undef TRIAD_ASSIGN
+
+} // namespace
+
+Expected<ModelConfig> triad::parseHFConfig(StringRef text) {
+  Expected<json::Value> parsed = json::parse(text);
+  if (!parsed)
+    return hfError("invalid JSON: " + llvm::toString(parsed.takeError()));
+  const json::Object *object = parsed->getAsObject();
+  if (!object)
+    return hfError("expected a JSON object at the top level");
+  const json::Value *typeValue = object->get("model_type");
+  if (!typeValue)
+    return hfError("no 'model_type' field");
+  std::optional<StringRef> modelType = typeValue->getAsString();
+  if (!modelType)
+    return hfError("'model_type' must be a string");
+
+  ModelConfig config;
+  config.name = ("hf-" + *modelType).str();
+  config.maxPositions = 0;
+  Fields fields(*object, *modelType);
+  Expected<ModelConfig> result = [&]() -> Expected<ModelConfig> {
+    if (*modelType == "gpt2")
+      return fromGpt2(fields, config);
+    if (*modelType == "gpt_neox")
+      return fromGptNeox(fields, config);
+    if (*modelType == "opt")
+      return fromOpt(fields, config);
+    if (*modelType == "bloom")
+      return fromBloom(fields, config);
+    if (*modelType == "llama")
+      return fromLlama(fields, config);
+    return hfError(llvm::formatv("unsupported model_type '{0}' (supported: "
+                                 "gpt2, gpt_neox, opt, bloom, llama)",
+                                 *modelType));
+  }();
+  if (!result)
+    return result.takeError();
+  if (const json::Value *name = object->get("_name_or_path"))
+    if (std::optional<StringRef> text = name->getAsString())
+      if (!text->empty())
+        result->name = text->str();
+  return result;
+}

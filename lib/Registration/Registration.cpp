@@ -1,0 +1,18 @@
+//===- Registration.cpp - registers Triad's dialects and passes -----------===//
+
+#include "triad/Registration.h"
+
+#include "dialects/Triad/TriadDialect.h"
+#include "passes/Reports/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+
+void triad::registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<triad::TriadDialect, mlir::func::FuncDialect,
+                  mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
+}
+
+void triad::registerAllPasses() { triad::registerReportsPasses(); }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs every Debian package Triad needs to build and test, when missing.
+# Idempotent: packages already present are left alone; apt-get update runs at
+# most once, and only when something has to be installed.
+set -euo pipefail
+
+PACKAGES=(
+  # Toolchain.
+  build-essential cmake ninja-build git python3
+  # MLIR/LLVM 22: libraries, mlir-tblgen, lit and FileCheck.
+  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+  # Unit tests.
+  libgtest-dev libgmock-dev
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+
+echo "setup: installing ${missing[*]}"
+$SUDO apt-get update
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+echo "setup: done"

@@ -1,0 +1,19 @@
+//===- triad-opt.cpp - the Triad optimizer driver -------------------------===//
+//
+// The opt-style driver: parses IR with every Triad dialect and the upstream
+// dialects the project uses, runs the requested passes, prints the result.
+//
+//===----------------------------------------------------------------------===//
+
+#include "triad/Registration.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  triad::registerAllDialects(registry);
+  triad::registerAllPasses();
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv, "Triad optimizer driver\n", registry));
+}
