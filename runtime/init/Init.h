@@ -1,0 +1,34 @@
+//===- Init.h - parameter initialization by global element index -*- C++ -*-===//
+//
+// Every parameter element is a function of (seed, parameter name, global
+// element index): the key comes from the seed and the name, the counter from
+// the index. A rank holding any slice of a tensor generates exactly the
+// values a single device holds at those indices (DESIGN.md section 5, Init).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_RUNTIME_INIT_INIT_H
+#define TRIAD_RUNTIME_INIT_INIT_H
+
+#include "runtime/init/Philox.h"
+
+#include <cstdint>
+#include <string_view>
+
+namespace triad::rt {
+
+/// The Philox key of a parameter: a hash of its name mixed with the seed.
+PhiloxKey parameterKey(uint64_t seed, std::string_view name);
+
+/// The standard normal deviate for global element `index` of the stream
+/// keyed by `key` (Box-Muller on one Philox block per pair of elements).
+double standardNormal(PhiloxKey key, uint64_t index);
+
+/// Fills `out[i]` with `stddev * N(0, 1)` for the global indices
+/// `first, first + 1, ..., first + count - 1` of the parameter.
+void fillNormal(uint64_t seed, std::string_view name, double stddev,
+                uint64_t first, uint64_t count, float *out);
+
+} // namespace triad::rt
+
+#endif // TRIAD_RUNTIME_INIT_INIT_H

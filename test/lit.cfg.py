@@ -1,0 +1,26 @@
+# -*- Python -*-
+# lit configuration of Triad's regression tests (.mlir, .test).
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "Triad"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.triad_obj_root, "test")
+config.excludes = ["Unit", "Inputs", "CMakeLists.txt", "lit.cfg.py",
+                   "lit.site.cfg.py"]
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%triad_src_root", config.triad_src_root))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+tool_dirs = [config.triad_tools_dir, config.llvm_tools_dir]
+tools = ["triad-opt", "triad-gen"]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
