@@ -132,8 +132,12 @@ FailureOr<RankedTensorType> triad::inferSliceType(RankedTensorType x,
         << "), got " << offsets.size() << " and " << sizes.size();
     });
   for (int64_t i = 0; i < rank; ++i) {
-    if (offsets[i] < 0 || sizes[i] <= 0 ||
-        offsets[i] + sizes[i] > x.getDimSize(i))
+    if (sizes[i] <= 0)
+      return fail([&](InFlightDiagnostic &d) {
+        d << "slice of dim " << i << " has size " << sizes[i]
+          << "; sizes must be positive";
+      });
+    if (offsets[i] < 0 || offsets[i] > x.getDimSize(i) - sizes[i])
       return fail([&](InFlightDiagnostic &d) {
         d << "slice of dim " << i << " [" << offsets[i] << ", "
           << offsets[i] + sizes[i] << ") is outside [0, " << x.getDimSize(i)

@@ -37,7 +37,6 @@ struct ModelSummaryPass
       params[param.getSymName()] = param;
       totalElements += param.getNumElements();
     }
-    numParameters = totalElements;
 
     llvm::DenseSet<StringRef> counted;
     llvm::raw_ostream &os = llvm::outs();
@@ -48,7 +47,6 @@ struct ModelSummaryPass
       int64_t transformerLayers = llvm::count_if(layers, [](LayerOp layer) {
         return layer.getKind() == LayerKind::transformer;
       });
-      numTransformerLayers += transformerLayers;
       os << "model summary: @" << func.getSymName() << " (" << layers.size()
          << " parts, " << transformerLayers << " transformer layers)\n";
       os << llvm::formatv("  {0,-20} {1,12} {2,6}\n", "part", "params", "ops");

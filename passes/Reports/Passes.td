@@ -24,20 +24,14 @@ def ModelSummary : Pass<"triad-model-summary", "::mlir::ModuleOp"> {
 
     ```
     model summary: @forward (3 parts, 1 transformer layers)
-      part                   params    ops
-      embedding 0             20480      6
-      transformer 0           49920     31
-      head 0                    128      8
-      total                   70528     45
-      parameters: 70528 elements, 282112 bytes (f32: 70528)
+      part                       params    ops
+      embedding 0                 20480      5
+      transformer 0               49984     34
+      head 0                        128      6
+      total                       70592     45
+      parameters: 70592 elements, 282368 bytes (f32: 70592)
     ```
   }];
-  let statistics = [
-    Statistic<"numParameters", "parameters",
-              "Number of parameter elements declared in the module">,
-    Statistic<"numTransformerLayers", "transformer-layers",
-              "Number of transformer layers">
-  ];
   let dependentDialects = ["::triad::TriadDialect"];
 }
 

@@ -1,0 +1,729 @@
+// Every verifier error of the triad dialect, one case per chunk.
+// RUN: triad-opt %s -split-input-file -verify-diagnostics --allow-unregistered-dialect
+
+// An unknown initialization kind.
+// expected-error @+1 {{unknown init kind 'uniform' (expected normal, scaled_normal, zeros or ones)}}
+triad.param @w : tensor<4xf32> init <uniform>
+
+// -----
+
+// An unknown field of an initialization.
+// expected-error @+1 {{unknown init field 'mean' (expected std or layers)}}
+triad.param @w : tensor<4xf32> init <normal, mean = 0.0>
+
+// -----
+
+// A normal initialization needs a positive std.
+// expected-error @+1 {{init 'normal' needs a positive finite std, got 0}}
+triad.param @w : tensor<4xf32> init <normal>
+
+// -----
+
+// Constants take no std.
+// expected-error @+1 {{init 'zeros' takes no std}}
+triad.param @w : tensor<4xf32> init <zeros, std = 0.1>
+
+// -----
+
+// The scaled normal needs the layer count.
+// expected-error @+1 {{init 'scaled_normal' needs layers > 0, got 0}}
+triad.param @w : tensor<4xf32> init <scaled_normal, std = 0.02>
+
+// -----
+
+// Only the scaled normal takes a layer count.
+// expected-error @+1 {{init 'normal' takes no layers}}
+triad.param @w : tensor<4xf32> init <normal, std = 0.02, layers = 4>
+
+// -----
+
+// Parameters have positive sizes.
+// expected-error @+1 {{'triad.param' op parameter dim 1 has size 0; sizes must be positive}}
+triad.param @w : tensor<4x0xf32> init <zeros>
+
+// -----
+
+// Parameters are floating-point tensors.
+// expected-error @+1 {{'triad.param' op attribute 'type' failed to satisfy constraint}}
+triad.param @w : tensor<4xi32> init <zeros>
+
+// -----
+
+// Parameters live at module level.
+func.func @f() {
+  // expected-error @+1 {{'triad.param' op expects parent op 'builtin.module'}}
+  triad.param @w : tensor<4xf32> init <zeros>
+  return
+}
+
+// -----
+
+// A read of an undeclared parameter.
+func.func @f() {
+  // expected-error @+1 {{'triad.get_param' op refers to unknown parameter @missing}}
+  %0 = triad.get_param @missing : tensor<4xf32>
+  return
+}
+
+// -----
+
+// A read with another type than the declaration.
+triad.param @w : tensor<4xf32> init <zeros>
+func.func @f() {
+  // expected-error @+1 {{'triad.get_param' op result type 'tensor<8xf32>' does not match the declared type 'tensor<4xf32>' of parameter @w}}
+  %0 = triad.get_param @w : tensor<8xf32>
+  return
+}
+
+// -----
+
+// The layer body binds one argument per input.
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'triad.layer' op body has 0 arguments but the layer has 1 inputs}}
+  %0 = triad.layer transformer 0 (%x) : (tensor<4xf32>) -> tensor<4xf32> {
+    %c = "test.value"() : () -> tensor<4xf32>
+    triad.yield %c : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// Body arguments have the types of the inputs.
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'triad.layer' op body argument 0 has type 'tensor<8xf32>' but input 0 has type 'tensor<4xf32>'}}
+  %0 = triad.layer transformer 0 (%x) : (tensor<4xf32>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<8xf32>):
+    triad.yield %a : tensor<8xf32>
+  }
+  return
+}
+
+// -----
+
+// The layer yields one value per result.
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'triad.layer' op yields 0 values but the layer has 1 results}}
+  %0 = triad.layer transformer 0 (%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    triad.yield
+  }
+  return
+}
+
+// -----
+
+// Yielded values have the result types.
+func.func @f(%x: tensor<4xf32>, %y: tensor<8xf32>) {
+  // expected-error @+1 {{'triad.layer' op yielded value 0 has type 'tensor<4xf32>' but result 0 has type 'tensor<8xf32>'}}
+  %0 = triad.layer transformer 0 (%x) : (tensor<4xf32>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    triad.yield %a : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// The layer body ends in triad.yield.
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'triad.layer' op body must end with 'triad.yield'}}
+  %0 = triad.layer transformer 0 (%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    "test.terminator"(%a) : (tensor<4xf32>) -> ()
+  }
+  return
+}
+
+// -----
+
+// triad.yield only terminates layers.
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'triad.yield' op expects parent op 'triad.layer'}}
+  triad.yield %x : tensor<4xf32>
+}
+
+// -----
+
+// Embedding result: the id shape plus the hidden size.
+func.func @f(%ids: tensor<8x64xi32>, %t: tensor<256x64xf32>) {
+  // expected-error @+1 {{'triad.embedding' op result type 'tensor<8x64x32xf32>' does not match the inferred type 'tensor<8x64x64xf32>'}}
+  %0 = triad.embedding %ids, %t : tensor<8x64xi32>, tensor<256x64xf32> -> tensor<8x64x32xf32>
+  return
+}
+
+// -----
+
+// Embedding tables are matrices.
+func.func @f(%ids: tensor<8x64xi32>, %t: tensor<256xf32>) {
+  // expected-error @+1 {{'triad.embedding' op operand #1 must be 2D statically shaped tensor}}
+  %0 = triad.embedding %ids, %t : tensor<8x64xi32>, tensor<256xf32> -> tensor<8x64x64xf32>
+  return
+}
+
+// -----
+
+// Matmul contracting dimensions agree.
+func.func @f(%a: tensor<8x768xf32>, %b: tensor<512x64xf32>) {
+  // expected-error @+1 {{'triad.matmul' op contracting dimension mismatch: lhs dim 1 is 768 but rhs dim 0 is 512}}
+  %0 = triad.matmul %a, %b : tensor<8x768xf32>, tensor<512x64xf32> -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+// Transposes change which dimension contracts.
+func.func @f(%a: tensor<8x16xf32>, %b: tensor<16x4xf32>) {
+  // expected-error @+1 {{'triad.matmul' op contracting dimension mismatch: lhs dim 0 is 8 but rhs dim 1 is 4}}
+  %0 = triad.matmul %a, %b transpose_lhs transpose_rhs : tensor<8x16xf32>, tensor<16x4xf32> -> tensor<16x16xf32>
+  return
+}
+
+// -----
+
+// Matmul operands are at least matrices.
+func.func @f(%a: tensor<8xf32>, %b: tensor<8x4xf32>) {
+  // expected-error @+1 {{'triad.matmul' op lhs must have rank >= 2, got rank 1}}
+  %0 = triad.matmul %a, %b : tensor<8xf32>, tensor<8x4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// The rhs is a matrix or has the rank of the lhs.
+func.func @f(%a: tensor<2x4x8x16xf32>, %b: tensor<4x16x8xf32>) {
+  // expected-error @+1 {{'triad.matmul' op rhs must have rank 2 or the rank of lhs (4), got rank 3}}
+  %0 = triad.matmul %a, %b : tensor<2x4x8x16xf32>, tensor<4x16x8xf32> -> tensor<2x4x8x8xf32>
+  return
+}
+
+// -----
+
+// Matmul operands share an element type.
+func.func @f(%a: tensor<8x16xf32>, %b: tensor<16x8xbf16>) {
+  // expected-error @+1 {{'triad.matmul' op element types differ: lhs has 'f32' but rhs has 'bf16'}}
+  %0 = triad.matmul %a, %b : tensor<8x16xf32>, tensor<16x8xbf16> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Batched matmul operands share their batch dimensions.
+func.func @f(%a: tensor<4x8x16xf32>, %b: tensor<2x16x8xf32>) {
+  // expected-error @+1 {{'triad.matmul' op batch dimension mismatch: lhs dim 0 is 4 but rhs dim 0 is 2}}
+  %0 = triad.matmul %a, %b : tensor<4x8x16xf32>, tensor<2x16x8xf32> -> tensor<4x8x8xf32>
+  return
+}
+
+// -----
+
+// The matmul result has shape [B..., M, N].
+func.func @f(%a: tensor<8x16xf32>, %b: tensor<16x4xf32>) {
+  // expected-error @+1 {{'triad.matmul' op result type 'tensor<8x8xf32>' does not match the inferred type 'tensor<8x4xf32>'}}
+  %0 = triad.matmul %a, %b : tensor<8x16xf32>, tensor<16x4xf32> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Only the rhs of an add broadcasts.
+func.func @f(%a: tensor<64xf32>, %b: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.add' op rhs has rank 2, more than lhs (1); only the rhs broadcasts}}
+  %0 = triad.add %a, %b : tensor<64xf32>, tensor<8x64xf32>
+  return
+}
+
+// -----
+
+// The rhs of an add matches the trailing dimensions of the lhs.
+func.func @f(%a: tensor<8x64x64xf32>, %b: tensor<32x64xf32>) {
+  // expected-error @+1 {{'triad.add' op rhs dim 0 is 32 but lhs dim 1 is 64}}
+  %0 = triad.add %a, %b : tensor<8x64x64xf32>, tensor<32x64xf32>
+  return
+}
+
+// -----
+
+// Elementwise multiplication takes one type.
+func.func @f(%a: tensor<8x64xf32>, %b: tensor<8x32xf32>) {
+  // expected-error @+1 {{'triad.mul' op requires the same type for all operands and results}}
+  %0 = "triad.mul"(%a, %b) : (tensor<8x64xf32>, tensor<8x32xf32>) -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+// Bias size equals the last dimension.
+func.func @f(%x: tensor<8x64xf32>, %b: tensor<32xf32>) {
+  // expected-error @+1 {{'triad.bias_add' op bias dim 0 is 32 but x dim 1 is 64}}
+  %0 = triad.bias_add %x, %b : tensor<8x64xf32>, tensor<32xf32>
+  return
+}
+
+// -----
+
+// A bias needs a dimension to add along.
+func.func @f(%x: tensor<f32>, %b: tensor<1xf32>) {
+  // expected-error @+1 {{'triad.bias_add' op x must have rank >= 1}}
+  %0 = triad.bias_add %x, %b : tensor<f32>, tensor<1xf32>
+  return
+}
+
+// -----
+
+// Layer norm gamma covers the last dimension.
+func.func @f(%x: tensor<8x64xf32>, %g: tensor<32xf32>) {
+  // expected-error @+1 {{'triad.layer_norm' op gamma dim 0 is 32 but x dim 1 is 64}}
+  %0 = triad.layer_norm %x, %g : tensor<8x64xf32>, tensor<32xf32>
+  return
+}
+
+// -----
+
+// Layer norm beta covers the last dimension.
+func.func @f(%x: tensor<8x64xf32>, %g: tensor<64xf32>, %b: tensor<16xf32>) {
+  // expected-error @+1 {{'triad.layer_norm' op beta dim 0 is 16 but x dim 1 is 64}}
+  %0 = triad.layer_norm %x, %g, %b : tensor<8x64xf32>, tensor<64xf32>, tensor<16xf32>
+  return
+}
+
+// -----
+
+// Norm weights have the element type of x.
+func.func @f(%x: tensor<8x64xf32>, %g: tensor<64xbf16>) {
+  // expected-error @+1 {{'triad.layer_norm' op gamma element type 'bf16' differs from x element type 'f32'}}
+  %0 = triad.layer_norm %x, %g : tensor<8x64xf32>, tensor<64xbf16>
+  return
+}
+
+// -----
+
+// The norm epsilon is positive.
+func.func @f(%x: tensor<8x64xf32>, %g: tensor<64xf32>) {
+  // expected-error @+1 {{'triad.layer_norm' op epsilon must be positive and finite, got 0}}
+  %0 = triad.layer_norm %x, %g {epsilon = 0.0 : f64} : tensor<8x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+// RMS norm gamma covers the last dimension.
+func.func @f(%x: tensor<8x64xf32>, %g: tensor<32xf32>) {
+  // expected-error @+1 {{'triad.rms_norm' op gamma dim 0 is 32 but x dim 1 is 64}}
+  %0 = triad.rms_norm %x, %g : tensor<8x64xf32>, tensor<32xf32>
+  return
+}
+
+// -----
+
+// Attention operands are [batch, seq, heads * head_dim].
+func.func @f(%q: tensor<64x64xf32>) {
+  // expected-error @+1 {{'triad.attention' op q must have rank 3 [batch, seq, heads * head_dim], got rank 2}}
+  %0 = triad.attention %q, %q, %q heads = 4 kv_heads = 4 mask = causal : tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+// q, k and v share an element type.
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x64xbf16>) {
+  // expected-error @+1 {{'triad.attention' op q, k and v must have one element type}}
+  %0 = triad.attention %q, %k, %k heads = 4 kv_heads = 4 mask = causal : tensor<2x8x64xf32>, tensor<2x8x64xbf16>, tensor<2x8x64xbf16>
+  return
+}
+
+// -----
+
+// Heads divide the query width.
+func.func @f(%q: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'triad.attention' op q dim 2 is 64, not divisible by heads = 3}}
+  %0 = triad.attention %q, %q, %q heads = 3 kv_heads = 3 mask = causal : tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// Key/value heads divide the heads.
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x48xf32>) {
+  // expected-error @+1 {{'triad.attention' op heads = 4 is not divisible by kv_heads = 3}}
+  %0 = triad.attention %q, %k, %k heads = 4 kv_heads = 3 mask = causal : tensor<2x8x64xf32>, tensor<2x8x48xf32>, tensor<2x8x48xf32>
+  return
+}
+
+// -----
+
+// Keys have the batch of the queries.
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<4x8x64xf32>) {
+  // expected-error @+1 {{'triad.attention' op k dim 0 is 4 but q dim 0 is 2}}
+  %0 = triad.attention %q, %k, %k heads = 4 kv_heads = 4 mask = causal : tensor<2x8x64xf32>, tensor<4x8x64xf32>, tensor<4x8x64xf32>
+  return
+}
+
+// -----
+
+// Keys are kv_heads heads wide.
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'triad.attention' op k dim 2 is 64 but kv_heads * head_dim is 2 * 16 = 32}}
+  %0 = triad.attention %q, %k, %k heads = 4 kv_heads = 2 mask = causal : tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// Values have the sequence of the keys.
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x16x64xf32>, %v: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'triad.attention' op v dim 1 is 8 but k dim 1 is 16}}
+  %0 = triad.attention %q, %k, %v heads = 4 kv_heads = 4 mask = none : tensor<2x8x64xf32>, tensor<2x16x64xf32>, tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// Masked attention is self-attention: keys and queries have one length.
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x16x64xf32>) {
+  // expected-error @+1 {{'triad.attention' op mask 'causal' needs k dim 1 (16) equal to q dim 1 (8)}}
+  %0 = triad.attention %q, %k, %k heads = 4 kv_heads = 4 mask = causal : tensor<2x8x64xf32>, tensor<2x16x64xf32>, tensor<2x16x64xf32>
+  return
+}
+
+// -----
+
+// The prefix mask needs the prefix lengths.
+func.func @f(%q: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'triad.attention' op prefix_lengths must be given exactly when mask is 'prefix'}}
+  %0 = triad.attention %q, %q, %q heads = 4 kv_heads = 4 mask = prefix : tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// Prefix lengths only go with the prefix mask.
+func.func @f(%q: tensor<2x8x64xf32>, %p: tensor<2xi32>) {
+  // expected-error @+1 {{'triad.attention' op prefix_lengths must be given exactly when mask is 'prefix'}}
+  %0 = triad.attention %q, %q, %q prefix(%p : tensor<2xi32>) heads = 4 kv_heads = 4 mask = causal : tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// One prefix length per sample.
+func.func @f(%q: tensor<2x8x64xf32>, %p: tensor<3xi32>) {
+  // expected-error @+1 {{'triad.attention' op prefix_lengths dim 0 is 3 but q dim 0 (batch) is 2}}
+  %0 = triad.attention %q, %q, %q prefix(%p : tensor<3xi32>) heads = 4 kv_heads = 4 mask = prefix : tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// One ALiBi slope per head.
+func.func @f(%q: tensor<2x8x64xf32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{'triad.attention' op alibi_slopes dim 0 is 8 but heads is 4}}
+  %0 = triad.attention %q, %q, %q alibi(%s : tensor<8xf32>) heads = 4 kv_heads = 4 mask = causal : tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// The score scale is positive.
+func.func @f(%q: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'triad.attention' op scale must be positive and finite, got -1}}
+  %0 = triad.attention %q, %q, %q heads = 4 kv_heads = 4 mask = causal {scale = -1.0 : f64} : tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// The head count is positive.
+func.func @f(%q: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'triad.attention' op attribute 'heads' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %0 = triad.attention %q, %q, %q heads = 0 kv_heads = 4 mask = causal : tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// RoPE applies to [batch, seq, heads * head_dim].
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.rope' op x must have rank 3 [batch, seq, heads * head_dim], got rank 2}}
+  %0 = triad.rope %x heads = 4 rotary_dim = 4 : tensor<8x64xf32>
+  return
+}
+
+// -----
+
+// RoPE heads divide the width.
+func.func @f(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'triad.rope' op x dim 2 is 64, not divisible by heads = 5}}
+  %0 = triad.rope %x heads = 5 rotary_dim = 4 : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// RoPE rotates pairs within one head.
+func.func @f(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'triad.rope' op rotary_dim = 5 must be even and at most head_dim = 16}}
+  %0 = triad.rope %x heads = 4 rotary_dim = 5 : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// The RoPE base exceeds 1.
+func.func @f(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'triad.rope' op base must be finite and greater than 1, got 1}}
+  %0 = triad.rope %x heads = 4 rotary_dim = 4 base = 1.0 : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// Reshapes keep the element count.
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.reshape' op operand has 512 elements but the result has 256}}
+  %0 = triad.reshape %x : tensor<8x64xf32> -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+// A permutation names every dimension.
+func.func @f(%x: tensor<2x3x4xf32>) {
+  // expected-error @+1 {{'triad.transpose' op permutation has 2 entries but the operand has rank 3}}
+  %0 = triad.transpose %x [1, 0] : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+  return
+}
+
+// -----
+
+// Permutation entries are dimensions.
+func.func @f(%x: tensor<2x3x4xf32>) {
+  // expected-error @+1 {{'triad.transpose' op permutation entry 2 is 3, outside [0, 3)}}
+  %0 = triad.transpose %x [1, 0, 3] : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+  return
+}
+
+// -----
+
+// Permutation entries are distinct.
+func.func @f(%x: tensor<2x3x4xf32>) {
+  // expected-error @+1 {{'triad.transpose' op permutation entry 2 repeats dimension 1}}
+  %0 = triad.transpose %x [1, 0, 1] : tensor<2x3x4xf32> -> tensor<3x2x3xf32>
+  return
+}
+
+// -----
+
+// The transpose result permutes the shape.
+func.func @f(%x: tensor<2x3x4xf32>) {
+  // expected-error @+1 {{'triad.transpose' op result type 'tensor<2x3x4xf32>' does not match the inferred type 'tensor<3x2x4xf32>'}}
+  %0 = triad.transpose %x [1, 0, 2] : tensor<2x3x4xf32> -> tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+// Slices give one offset and size per dimension.
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.slice' op offsets and sizes need one entry per dimension (2), got 1 and 2}}
+  %0 = triad.slice %x offsets = [0] sizes = [8, 64] : tensor<8x64xf32> -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+// Slices stay inside the operand.
+func.func @f(%x: tensor<66x64xf32>) {
+  // expected-error @+1 {{'triad.slice' op slice of dim 0 [4, 68) is outside [0, 66)}}
+  %0 = triad.slice %x offsets = [4, 0] sizes = [64, 64] : tensor<66x64xf32> -> tensor<64x64xf32>
+  return
+}
+
+// -----
+
+// Slice sizes are positive.
+func.func @f(%x: tensor<66x64xf32>) {
+  // expected-error @+1 {{'triad.slice' op slice of dim 1 has size 0; sizes must be positive}}
+  %0 = triad.slice %x offsets = [0, 0] sizes = [64, 0] : tensor<66x64xf32> -> tensor<64x0xf32>
+  return
+}
+
+// -----
+
+// The slice result has the slice's sizes.
+func.func @f(%x: tensor<66x64xf32>) {
+  // expected-error @+1 {{'triad.slice' op result type 'tensor<64x32xf32>' does not match the inferred type 'tensor<64x64xf32>'}}
+  %0 = triad.slice %x offsets = [2, 0] sizes = [64, 64] : tensor<66x64xf32> -> tensor<64x32xf32>
+  return
+}
+
+// -----
+
+// A concatenation needs inputs.
+func.func @f() {
+  // expected-error @+1 {{'triad.concat' op needs at least one input}}
+  %0 = "triad.concat"() {dim = 0 : i64} : () -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// The concatenated dimension exists.
+func.func @f(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'triad.concat' op dim = 2 is outside the rank 2}}
+  %0 = triad.concat %a, %a dim = 2 : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Concatenated inputs share an element type.
+func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x8xbf16>) {
+  // expected-error @+1 {{'triad.concat' op input 1 has element type 'bf16' but input 0 has 'f32'}}
+  %0 = triad.concat %a, %b dim = 0 : tensor<4x8xf32>, tensor<4x8xbf16> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Concatenated inputs share a rank.
+func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x8x1xf32>) {
+  // expected-error @+1 {{'triad.concat' op input 1 has rank 3 but input 0 has rank 2}}
+  %0 = triad.concat %a, %b dim = 0 : tensor<4x8xf32>, tensor<4x8x1xf32> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Concatenated inputs agree off the joined dimension.
+func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x6xf32>) {
+  // expected-error @+1 {{'triad.concat' op input 1 dim 1 is 6 but input 0 dim 1 is 8}}
+  %0 = triad.concat %a, %b dim = 0 : tensor<4x8xf32>, tensor<4x6xf32> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// The concatenation sums the joined dimension.
+func.func @f(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'triad.concat' op result type 'tensor<4x8xf32>' does not match the inferred type 'tensor<8x8xf32>'}}
+  %0 = triad.concat %a, %a dim = 0 : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// A broadcast only adds leading dimensions.
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.broadcast' op result rank 1 is below the operand rank 2}}
+  %0 = triad.broadcast %x : tensor<8x64xf32> -> tensor<64xf32>
+  return
+}
+
+// -----
+
+// A broadcast keeps the operand's dimensions at the end.
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.broadcast' op result dim 2 is 32 but operand dim 1 is 64}}
+  %0 = triad.broadcast %x : tensor<8x64xf32> -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+// A cast keeps the shape.
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.cast' op requires the same shape for all operands and results}}
+  %0 = triad.cast %x : tensor<8x64xf32> -> tensor<8x32xbf16>
+  return
+}
+
+// -----
+
+// Dropout probabilities lie in [0, 1).
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.dropout' op probability must be in [0, 1), got 1}}
+  %0 = triad.dropout %x probability = 1.0 rng_stream = 0 : tensor<8x64xf32>
+  return
+}
+
+// -----
+
+// Cross-entropy logits have a vocab dimension.
+func.func @f(%l: tensor<f32>, %y: tensor<i32>) {
+  // expected-error @+1 {{'triad.cross_entropy' op logits must have rank >= 1 [..., vocab]}}
+  %0 = triad.cross_entropy %l, %y : tensor<f32>, tensor<i32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Labels drop the vocab dimension of the logits.
+func.func @f(%l: tensor<8x64x256xf32>, %y: tensor<8x64x256xi32>) {
+  // expected-error @+1 {{'triad.cross_entropy' op labels have rank 3 but logits have rank 3; labels must have the shape of logits without the vocab dimension}}
+  %0 = triad.cross_entropy %l, %y : tensor<8x64x256xf32>, tensor<8x64x256xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// One label per token.
+func.func @f(%l: tensor<8x64x256xf32>, %y: tensor<8x32xi32>) {
+  // expected-error @+1 {{'triad.cross_entropy' op labels dim 1 is 32 but logits dim 1 is 64}}
+  %0 = triad.cross_entropy %l, %y : tensor<8x64x256xf32>, tensor<8x32xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// The loss is an f32 scalar.
+func.func @f(%l: tensor<8x64x256xf32>, %y: tensor<8x64xi32>) {
+  // expected-error @+1 {{'triad.cross_entropy' op result #0 must be 0D statically shaped tensor of 32-bit float values}}
+  %0 = triad.cross_entropy %l, %y : tensor<8x64x256xf32>, tensor<8x64xi32> -> tensor<1xf32>
+  return
+}
+
+// -----
+
+// Reductions name at least one dimension.
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.sum' op dims must not be empty}}
+  %0 = triad.sum %x dims = [] : tensor<8x64xf32> -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+// Reduced dimensions exist.
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.mean' op dims entry 0 is 2, outside [0, 2)}}
+  %0 = triad.mean %x dims = [2] : tensor<8x64xf32> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+// Reduced dimensions are distinct.
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.sum' op dims entry 1 repeats dimension 1}}
+  %0 = triad.sum %x dims = [1, 1] : tensor<8x64xf32> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+// The reduction result drops or keeps (as 1) the reduced dimensions.
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.sum' op result type 'tensor<64xf32>' does not match the inferred type 'tensor<8xf32>'}}
+  %0 = triad.sum %x dims = [1] : tensor<8x64xf32> -> tensor<64xf32>
+  return
+}
+
+// -----
+
+// Model tensors have static shapes.
+func.func @f(%x: tensor<?x64xf32>) {
+  // expected-error @+1 {{'triad.relu' op operand #0 must be statically shaped tensor}}
+  %0 = triad.relu %x : tensor<?x64xf32>
+  return
+}

@@ -1,0 +1,132 @@
+// Round trip of every triad op, in the custom and in the generic form.
+// RUN: triad-opt %s | triad-opt | FileCheck %s
+// RUN: triad-opt %s --mlir-print-op-generic | triad-opt | FileCheck %s
+
+// CHECK: triad.param @wte : tensor<256x64xf32> init <normal, std = 2.000000e-02>
+triad.param @wte : tensor<256x64xf32> init <normal, std = 0.02>
+// CHECK: triad.param @wo : tensor<64x64xf32> init <scaled_normal, std = 2.000000e-02, layers = 12>
+triad.param @wo : tensor<64x64xf32> init <scaled_normal, std = 0.02, layers = 12>
+// CHECK: triad.param @gamma : tensor<64xf32> init <ones>
+triad.param @gamma : tensor<64xf32> init <ones>
+// CHECK: triad.param @beta : tensor<64xf32> init <zeros>
+triad.param @beta : tensor<64xf32> init <zeros>
+// CHECK: triad.param @half : tensor<64x64xbf16> init <normal, std = 1.000000e+00>
+triad.param @half : tensor<64x64xbf16> init <normal, std = 1.0>
+
+// CHECK-LABEL: func.func @parts
+func.func @parts(%ids: tensor<8x64xi32>, %labels: tensor<8x64xi32>) -> tensor<f32> {
+  // CHECK: triad.layer embedding 0 (%{{.*}}) : (tensor<8x64xi32>) -> tensor<8x64x64xf32> {
+  // CHECK-NEXT: ^bb0(%[[IDS:.*]]: tensor<8x64xi32>):
+  %h = triad.layer embedding 0 (%ids) : (tensor<8x64xi32>) -> tensor<8x64x64xf32> {
+  ^bb0(%x: tensor<8x64xi32>):
+    // CHECK: %[[W:.*]] = triad.get_param @wte : tensor<256x64xf32>
+    %w = triad.get_param @wte : tensor<256x64xf32>
+    // CHECK: triad.embedding %[[IDS]], %[[W]] : tensor<8x64xi32>, tensor<256x64xf32> -> tensor<8x64x64xf32>
+    %e = triad.embedding %x, %w : tensor<8x64xi32>, tensor<256x64xf32> -> tensor<8x64x64xf32>
+    // CHECK: triad.yield %{{.*}} : tensor<8x64x64xf32>
+    triad.yield %e : tensor<8x64x64xf32>
+  }
+  // CHECK: triad.layer transformer 3 (%{{.*}}) : (tensor<8x64x64xf32>) -> tensor<8x64x64xf32>
+  %t = triad.layer transformer 3 (%h) : (tensor<8x64x64xf32>) -> tensor<8x64x64xf32> {
+  ^bb0(%x: tensor<8x64x64xf32>):
+    triad.yield %x : tensor<8x64x64xf32>
+  }
+  // CHECK: triad.layer head 0 (%{{.*}}, %{{.*}}) : (tensor<8x64x64xf32>, tensor<8x64xi32>) -> tensor<f32>
+  %loss = triad.layer head 0 (%t, %labels) : (tensor<8x64x64xf32>, tensor<8x64xi32>) -> tensor<f32> {
+  ^bb0(%x: tensor<8x64x64xf32>, %l: tensor<8x64xi32>):
+    %w = triad.get_param @wte : tensor<256x64xf32>
+    // CHECK: triad.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<8x64x64xf32>, tensor<256x64xf32> -> tensor<8x64x256xf32>
+    %logits = triad.matmul %x, %w transpose_rhs : tensor<8x64x64xf32>, tensor<256x64xf32> -> tensor<8x64x256xf32>
+    // CHECK: triad.cross_entropy %{{.*}}, %{{.*}} : tensor<8x64x256xf32>, tensor<8x64xi32> -> tensor<f32>
+    %ce = triad.cross_entropy %logits, %l : tensor<8x64x256xf32>, tensor<8x64xi32> -> tensor<f32>
+    // CHECK: triad.cross_entropy %{{.*}}, %{{.*}} {ignore_index = 0 : i64}
+    %ce0 = triad.cross_entropy %logits, %l {ignore_index = 0} : tensor<8x64x256xf32>, tensor<8x64xi32> -> tensor<f32>
+    triad.yield %ce : tensor<f32>
+  }
+  return %loss : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @arithmetic
+func.func @arithmetic(%x: tensor<8x64x64xf32>, %b: tensor<64xf32>, %pos: tensor<64x64xf32>,
+                      %w: tensor<64x256xf32>, %a: tensor<4x64x32xf32>, %bt: tensor<4x32x16xf32>,
+                      %c: tensor<4x16x64xf32>) {
+  // CHECK: triad.matmul %{{.*}}, %{{.*}} : tensor<8x64x64xf32>, tensor<64x256xf32> -> tensor<8x64x256xf32>
+  %0 = triad.matmul %x, %w : tensor<8x64x64xf32>, tensor<64x256xf32> -> tensor<8x64x256xf32>
+  // CHECK: triad.matmul %{{.*}}, %{{.*}} : tensor<4x64x32xf32>, tensor<4x32x16xf32> -> tensor<4x64x16xf32>
+  %1 = triad.matmul %a, %bt : tensor<4x64x32xf32>, tensor<4x32x16xf32> -> tensor<4x64x16xf32>
+  // CHECK: triad.matmul %{{.*}}, %{{.*}} transpose_lhs transpose_rhs : tensor<4x64x32xf32>, tensor<4x16x64xf32> -> tensor<4x32x16xf32>
+  %2 = triad.matmul %a, %c transpose_lhs transpose_rhs : tensor<4x64x32xf32>, tensor<4x16x64xf32> -> tensor<4x32x16xf32>
+  // CHECK: triad.add %{{.*}}, %{{.*}} : tensor<8x64x64xf32>, tensor<8x64x64xf32>
+  %3 = triad.add %x, %x : tensor<8x64x64xf32>, tensor<8x64x64xf32>
+  // CHECK: triad.add %{{.*}}, %{{.*}} : tensor<8x64x64xf32>, tensor<64x64xf32>
+  %4 = triad.add %x, %pos : tensor<8x64x64xf32>, tensor<64x64xf32>
+  // CHECK: triad.mul %{{.*}}, %{{.*}} : tensor<8x64x64xf32>
+  %5 = triad.mul %x, %x : tensor<8x64x64xf32>
+  // CHECK: triad.scale %{{.*}} by 1.250000e-01 : tensor<8x64x64xf32>
+  %6 = triad.scale %x by 0.125 : tensor<8x64x64xf32>
+  // CHECK: triad.bias_add %{{.*}}, %{{.*}} : tensor<8x64x64xf32>, tensor<64xf32>
+  %7 = triad.bias_add %x, %b : tensor<8x64x64xf32>, tensor<64xf32>
+  // CHECK: triad.gelu %{{.*}} : tensor<8x64x64xf32>
+  %8 = triad.gelu %x : tensor<8x64x64xf32>
+  // CHECK: triad.gelu %{{.*}} approximate = tanh : tensor<8x64x64xf32>
+  %9 = triad.gelu %x approximate = tanh : tensor<8x64x64xf32>
+  // CHECK: triad.fast_gelu %{{.*}} : tensor<8x64x64xf32>
+  %10 = triad.fast_gelu %x : tensor<8x64x64xf32>
+  // CHECK: triad.relu %{{.*}} : tensor<8x64x64xf32>
+  %11 = triad.relu %x : tensor<8x64x64xf32>
+  // CHECK: triad.silu %{{.*}} : tensor<8x64x64xf32>
+  %12 = triad.silu %x : tensor<8x64x64xf32>
+  // CHECK: triad.swiglu %{{.*}}, %{{.*}} : tensor<8x64x64xf32>
+  %13 = triad.swiglu %x, %x : tensor<8x64x64xf32>
+  // CHECK: triad.geglu %{{.*}}, %{{.*}} : tensor<8x64x64xf32>
+  %14 = triad.geglu %x, %x : tensor<8x64x64xf32>
+  // CHECK: triad.dropout %{{.*}} probability = 1.000000e-01 rng_stream = 7 : tensor<8x64x64xf32>
+  %15 = triad.dropout %x probability = 0.1 rng_stream = 7 : tensor<8x64x64xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @norms_and_attention
+func.func @norms_and_attention(%x: tensor<8x64x64xf32>, %kv: tensor<8x64x32xf32>,
+                               %g: tensor<64xf32>, %plen: tensor<8xi32>,
+                               %slopes: tensor<4xf32>) {
+  // CHECK: triad.layer_norm %{{.*}}, %{{.*}}, %{{.*}} : tensor<8x64x64xf32>, tensor<64xf32>, tensor<64xf32>
+  %0 = triad.layer_norm %x, %g, %g : tensor<8x64x64xf32>, tensor<64xf32>, tensor<64xf32>
+  // CHECK: triad.layer_norm %{{.*}}, %{{.*}} {epsilon = 1.000000e-03 : f64} : tensor<8x64x64xf32>, tensor<64xf32>
+  %1 = triad.layer_norm %x, %g {epsilon = 1.0e-3 : f64} : tensor<8x64x64xf32>, tensor<64xf32>
+  // CHECK: triad.rms_norm %{{.*}}, %{{.*}} : tensor<8x64x64xf32>, tensor<64xf32>
+  %2 = triad.rms_norm %x, %g : tensor<8x64x64xf32>, tensor<64xf32>
+  // CHECK: triad.attention %{{.*}}, %{{.*}}, %{{.*}} heads = 4 kv_heads = 2 mask = causal : tensor<8x64x64xf32>, tensor<8x64x32xf32>, tensor<8x64x32xf32>
+  %3 = triad.attention %x, %kv, %kv heads = 4 kv_heads = 2 mask = causal : tensor<8x64x64xf32>, tensor<8x64x32xf32>, tensor<8x64x32xf32>
+  // CHECK: triad.attention %{{.*}}, %{{.*}}, %{{.*}} prefix(%{{.*}} : tensor<8xi32>) heads = 4 kv_heads = 4 mask = prefix
+  %4 = triad.attention %x, %x, %x prefix(%plen : tensor<8xi32>) heads = 4 kv_heads = 4 mask = prefix : tensor<8x64x64xf32>, tensor<8x64x64xf32>, tensor<8x64x64xf32>
+  // CHECK: triad.attention %{{.*}}, %{{.*}}, %{{.*}} alibi(%{{.*}} : tensor<4xf32>) heads = 4 kv_heads = 4 mask = none {scale = 5.000000e-01 : f64}
+  %5 = triad.attention %x, %x, %x alibi(%slopes : tensor<4xf32>) heads = 4 kv_heads = 4 mask = none {scale = 0.5 : f64} : tensor<8x64x64xf32>, tensor<8x64x64xf32>, tensor<8x64x64xf32>
+  // CHECK: triad.rope %{{.*}} heads = 4 rotary_dim = 4 : tensor<8x64x64xf32>
+  %6 = triad.rope %x heads = 4 rotary_dim = 4 : tensor<8x64x64xf32>
+  // CHECK: triad.rope %{{.*}} heads = 4 rotary_dim = 16 base = 5.000000e+05 : tensor<8x64x64xf32>
+  %7 = triad.rope %x heads = 4 rotary_dim = 16 base = 500000.0 : tensor<8x64x64xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @shapes
+func.func @shapes(%x: tensor<8x64x64xf32>, %h: tensor<8x64x64xbf16>, %p: tensor<66x64xf32>) {
+  // CHECK: triad.reshape %{{.*}} : tensor<8x64x64xf32> -> tensor<512x64xf32>
+  %0 = triad.reshape %x : tensor<8x64x64xf32> -> tensor<512x64xf32>
+  // CHECK: triad.transpose %{{.*}} [1, 0, 2] : tensor<8x64x64xf32> -> tensor<64x8x64xf32>
+  %1 = triad.transpose %x [1, 0, 2] : tensor<8x64x64xf32> -> tensor<64x8x64xf32>
+  // CHECK: triad.slice %{{.*}} offsets = [2, 0] sizes = [64, 64] : tensor<66x64xf32> -> tensor<64x64xf32>
+  %2 = triad.slice %p offsets = [2, 0] sizes = [64, 64] : tensor<66x64xf32> -> tensor<64x64xf32>
+  // CHECK: triad.concat %{{.*}}, %{{.*}} dim = 2 : tensor<8x64x64xf32>, tensor<8x64x64xf32> -> tensor<8x64x128xf32>
+  %3 = triad.concat %x, %x dim = 2 : tensor<8x64x64xf32>, tensor<8x64x64xf32> -> tensor<8x64x128xf32>
+  // CHECK: triad.broadcast %{{.*}} : tensor<64x64xf32> -> tensor<8x64x64xf32>
+  %4 = triad.broadcast %2 : tensor<64x64xf32> -> tensor<8x64x64xf32>
+  // CHECK: triad.cast %{{.*}} : tensor<8x64x64xbf16> -> tensor<8x64x64xf32>
+  %5 = triad.cast %h : tensor<8x64x64xbf16> -> tensor<8x64x64xf32>
+  // CHECK: triad.sum %{{.*}} dims = [2] : tensor<8x64x64xf32> -> tensor<8x64xf32>
+  %6 = triad.sum %x dims = [2] : tensor<8x64x64xf32> -> tensor<8x64xf32>
+  // CHECK: triad.mean %{{.*}} dims = [0, 1] : tensor<8x64x64xf32> -> tensor<1x1x64xf32>
+  %7 = triad.mean %x dims = [0, 1] : tensor<8x64x64xf32> -> tensor<1x1x64xf32>
+  // CHECK: triad.mean %{{.*}} dims = [0, 1, 2] : tensor<8x64x64xf32> -> tensor<f32>
+  %8 = triad.mean %x dims = [0, 1, 2] : tensor<8x64x64xf32> -> tensor<f32>
+  return
+}
