@@ -11,6 +11,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <cstdio>
 
 using namespace triad;
 using llvm::StringRef;
@@ -115,6 +116,13 @@ double ModelConfig::effectiveDeepnormBeta() const {
                             : 1.0 / std::sqrt(2.0 * static_cast<double>(layers));
 }
 
+/// Shortest readable form of a double for messages ("0.3", not "0.30").
+static std::string number(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%g", value);
+  return buffer;
+}
+
 static llvm::Error configError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
@@ -159,16 +167,16 @@ llvm::Error ModelConfig::validate() const {
   if (positions == Positions::Rope) {
     if (!(rotaryFraction > 0.0 && rotaryFraction <= 1.0))
       return configError(llvm::formatv(
-          "rotary fraction must be in (0, 1], got {0}", rotaryFraction));
+          "rotary fraction must be in (0, 1], got {0}", number(rotaryFraction)));
     int64_t dims = rotaryDim();
     if (dims < 2 || dims % 2 != 0)
       return configError(llvm::formatv(
           "rotary fraction {0} of head dim {1} gives {2} rotary dims; RoPE "
           "needs an even number of at least 2",
-          rotaryFraction, headDim(), dims));
+          number(rotaryFraction), headDim(), dims));
     if (!(ropeBase > 1.0) || !std::isfinite(ropeBase))
       return configError(
-          llvm::formatv("rope base must be greater than 1, got {0}", ropeBase));
+          llvm::formatv("rope base must be greater than 1, got {0}", number(ropeBase)));
   }
   if (parallelResidual && placement != NormPlacement::Pre)
     return configError(llvm::formatv(
@@ -178,13 +186,13 @@ llvm::Error ModelConfig::validate() const {
     return configError("deepnorm alpha and beta must not be negative");
   if (!(normEpsilon > 0.0) || !std::isfinite(normEpsilon))
     return configError(
-        llvm::formatv("norm epsilon must be positive, got {0}", normEpsilon));
+        llvm::formatv("norm epsilon must be positive, got {0}", number(normEpsilon)));
   if (!(initStd > 0.0) || !std::isfinite(initStd))
     return configError(
-        llvm::formatv("init std must be positive, got {0}", initStd));
+        llvm::formatv("init std must be positive, got {0}", number(initStd)));
   if (!(dropout >= 0.0 && dropout < 1.0))
     return configError(
-        llvm::formatv("dropout must be in [0, 1), got {0}", dropout));
+        llvm::formatv("dropout must be in [0, 1), got {0}", number(dropout)));
   return llvm::Error::success();
 }
 
