@@ -1,4 +1,5 @@
-//===- TriadDialect.h - the triad model dialect -------------------*- C++ -*-===//
+//===- TriadDialect.h - the triad model dialect -------------------*- C++
+//-*-===//
 //
 // Declares the `triad` dialect, its enums and attributes.
 //

@@ -57,8 +57,7 @@ LogicalResult ParamOp::verify() {
   return success();
 }
 
-LogicalResult
-GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   Operation *symbol = symbolTable.lookupNearestSymbolFrom(*this, getNameAttr());
   auto param = dyn_cast_or_null<ParamOp>(symbol);
   if (!param)
@@ -95,8 +94,8 @@ LogicalResult LayerOp::verifyRegions() {
     return emitOpError("yields ")
            << yield.getValues().size() << " values but the layer has "
            << getNumResults() << " results";
-  for (auto [i, pair] :
-       llvm::enumerate(llvm::zip(yield.getValues().getTypes(), getResultTypes()))) {
+  for (auto [i, pair] : llvm::enumerate(
+           llvm::zip(yield.getValues().getTypes(), getResultTypes()))) {
     auto [yieldType, resultType] = pair;
     if (yieldType != resultType)
       return emitOpError("yielded value ")
@@ -118,11 +117,11 @@ void EmbeddingOp::build(OpBuilder &builder, OperationState &state, Value ids,
 }
 
 LogicalResult EmbeddingOp::verify() {
-  return verifyInferredType(
-      *this,
-      inferEmbeddingType(getIds().getType(), getTable().getType(),
-                         [&] { return emitOpError(); }),
-      getType());
+  return verifyInferredType(*this,
+                            inferEmbeddingType(getIds().getType(),
+                                               getTable().getType(),
+                                               [&] { return emitOpError(); }),
+                            getType());
 }
 
 void MatmulOp::build(OpBuilder &builder, OperationState &state, Value lhs,
@@ -136,9 +135,8 @@ void MatmulOp::build(OpBuilder &builder, OperationState &state, Value lhs,
 LogicalResult MatmulOp::verify() {
   return verifyInferredType(
       *this,
-      inferMatmulType(getLhs().getType(), getRhs().getType(),
-                      getTransposeLhs(), getTransposeRhs(),
-                      [&] { return emitOpError(); }),
+      inferMatmulType(getLhs().getType(), getRhs().getType(), getTransposeLhs(),
+                      getTransposeRhs(), [&] { return emitOpError(); }),
       getType());
 }
 
@@ -156,9 +154,8 @@ LogicalResult AddOp::verify() {
   size_t offset = lhs.size() - rhs.size();
   for (auto [i, size] : llvm::enumerate(rhs))
     if (size != lhs[offset + i])
-      return emitOpError("rhs dim ")
-             << i << " is " << size << " but lhs dim " << offset + i << " is "
-             << lhs[offset + i];
+      return emitOpError("rhs dim ") << i << " is " << size << " but lhs dim "
+                                     << offset + i << " is " << lhs[offset + i];
   return success();
 }
 
@@ -238,11 +235,11 @@ double AttentionOp::getEffectiveScale() {
 LogicalResult AttentionOp::verify() {
   RankedTensorType q = getQ().getType(), k = getK().getType(),
                    v = getV().getType();
-  for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"q", q},
-                            {"k", k},
-                            {"v", v}})
+  for (auto [name, type] :
+       {std::pair<StringRef, RankedTensorType>{"q", q}, {"k", k}, {"v", v}})
     if (type.getRank() != 3)
-      return emitOpError() << name << " must have rank 3 [batch, seq, heads * "
+      return emitOpError() << name
+                           << " must have rank 3 [batch, seq, heads * "
                               "head_dim], got rank "
                            << type.getRank();
   if (k.getElementType() != q.getElementType() ||
@@ -263,8 +260,8 @@ LogicalResult AttentionOp::verify() {
                            << " but q dim 0 is " << q.getDimSize(0);
     if (type.getDimSize(2) != kvHeads * headDim)
       return emitOpError() << name << " dim 2 is " << type.getDimSize(2)
-                           << " but kv_heads * head_dim is " << kvHeads
-                           << " * " << headDim << " = " << kvHeads * headDim;
+                           << " but kv_heads * head_dim is " << kvHeads << " * "
+                           << headDim << " = " << kvHeads * headDim;
   }
   if (v.getDimSize(1) != k.getDimSize(1))
     return emitOpError("v dim 1 is ")
@@ -272,9 +269,8 @@ LogicalResult AttentionOp::verify() {
   MaskKind mask = getMask();
   if (mask != MaskKind::none && k.getDimSize(1) != q.getDimSize(1))
     return emitOpError("mask '")
-           << stringifyMaskKind(mask) << "' needs k dim 1 ("
-           << k.getDimSize(1) << ") equal to q dim 1 (" << q.getDimSize(1)
-           << ")";
+           << stringifyMaskKind(mask) << "' needs k dim 1 (" << k.getDimSize(1)
+           << ") equal to q dim 1 (" << q.getDimSize(1) << ")";
   if ((mask == MaskKind::prefix) != static_cast<bool>(getPrefixLengths()))
     return emitOpError("prefix_lengths must be given exactly when mask is "
                        "'prefix'");
@@ -349,8 +345,7 @@ LogicalResult TransposeOp::verify() {
 
 void SliceOp::build(OpBuilder &builder, OperationState &state, Value x,
                     ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes) {
-  auto type =
-      inferSliceType(tensorType(x), offsets, sizes, /*emitError=*/{});
+  auto type = inferSliceType(tensorType(x), offsets, sizes, /*emitError=*/{});
   build(builder, state, typeOrFallback(type, x), x,
         builder.getDenseI64ArrayAttr(offsets),
         builder.getDenseI64ArrayAttr(sizes));
@@ -381,9 +376,8 @@ LogicalResult ConcatOp::verify() {
              << i << " has element type " << type.getElementType()
              << " but input 0 has " << first.getElementType();
     if (type.getRank() != rank)
-      return emitOpError("input ")
-             << i << " has rank " << type.getRank() << " but input 0 has rank "
-             << rank;
+      return emitOpError("input ") << i << " has rank " << type.getRank()
+                                   << " but input 0 has rank " << rank;
     for (int64_t d = 0; d < rank; ++d)
       if (d != dim && type.getDimSize(d) != first.getDimSize(d))
         return emitOpError("input ")
@@ -464,8 +458,8 @@ static LogicalResult verifyReduction(Operation *op, RankedTensorType x,
     else if (keepDims)
       shape.push_back(1);
   }
-  return verifyInferredType(op, RankedTensorType::get(shape, x.getElementType()),
-                            result);
+  return verifyInferredType(
+      op, RankedTensorType::get(shape, x.getElementType()), result);
 }
 
 LogicalResult SumOp::verify() {

@@ -1,4 +1,5 @@
-//===- TriadOps.h - the triad model ops ---------------------------*- C++ -*-===//
+//===- TriadOps.h - the triad model ops ---------------------------*- C++
+//-*-===//
 //
 // Declares the ops of the `triad` dialect and the shape rules shared by their
 // verifiers and builders.

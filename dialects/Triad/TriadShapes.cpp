@@ -98,8 +98,8 @@ FailureOr<RankedTensorType> triad::inferTransposeType(RankedTensorType x,
   int64_t rank = x.getRank();
   if (static_cast<int64_t>(perm.size()) != rank)
     return fail([&](InFlightDiagnostic &d) {
-      d << "permutation has " << perm.size() << " entries but the operand has rank "
-        << rank;
+      d << "permutation has " << perm.size()
+        << " entries but the operand has rank " << rank;
     });
   llvm::SmallBitVector seen(rank);
   SmallVector<int64_t> shape;

@@ -1,4 +1,5 @@
-//===- Registration.h - registers Triad's dialects and passes ----*- C++ -*-===//
+//===- Registration.h - registers Triad's dialects and passes ----*- C++
+//-*-===//
 //
 // One place that knows every dialect and pass of the project, for the tools.
 //

@@ -84,8 +84,8 @@ public:
 
 private:
   llvm::Error missing(StringRef key) const {
-    return hfError(llvm::formatv("model_type '{0}' needs field '{1}'",
-                                 modelType, key));
+    return hfError(
+        llvm::formatv("model_type '{0}' needs field '{1}'", modelType, key));
   }
   llvm::Error wrongType(StringRef key, StringRef expected) const {
     return hfError(llvm::formatv("model_type '{0}': field '{1}' must be {2}",

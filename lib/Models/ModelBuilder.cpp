@@ -112,8 +112,8 @@ private:
     Value y = MatmulOp::create(builder, loc, x, weight);
     if (!config.bias)
       return y;
-    Value bias = param((name + ".bias").str(), {out},
-                       constantInit(InitKind::zeros));
+    Value bias =
+        param((name + ".bias").str(), {out}, constantInit(InitKind::zeros));
     return BiasAddOp::create(builder, loc, y, bias);
   }
 
@@ -128,15 +128,15 @@ private:
       beta = param((name + ".bias").str(), {config.hidden},
                    constantInit(InitKind::zeros));
     return LayerNormOp::create(builder, loc, x.getType(), x, gamma, beta,
-                                       epsilon);
+                               epsilon);
   }
 
   Value dropout(Value x) {
     if (config.dropout == 0.0)
       return x;
-    return DropoutOp::create(builder,
-        loc, x, builder.getF64FloatAttr(config.dropout),
-        builder.getI64IntegerAttr(nextRngStream++));
+    return DropoutOp::create(builder, loc, x,
+                             builder.getF64FloatAttr(config.dropout),
+                             builder.getI64IntegerAttr(nextRngStream++));
   }
 
   Value activation(Value x) {
@@ -161,8 +161,9 @@ private:
   Value mlp(Value x, const Twine &prefix);
   Value residual(Value x, Value update) {
     if (config.placement == NormPlacement::DeepNorm)
-      x = ScaleOp::create(builder,
-          loc, x, builder.getF64FloatAttr(config.effectiveDeepnormAlpha()));
+      x = ScaleOp::create(
+          builder, loc, x,
+          builder.getF64FloatAttr(config.effectiveDeepnormAlpha()));
     return AddOp::create(builder, loc, x, update);
   }
 
@@ -186,9 +187,10 @@ private:
   int64_t nextRngStream = 0;
 };
 
-LayerOp ModelIRBuilder::layer(
-    LayerKind kind, int64_t index, ValueRange inputs, TypeRange resultTypes,
-    llvm::function_ref<SmallVector<Value>(ValueRange)> body) {
+LayerOp
+ModelIRBuilder::layer(LayerKind kind, int64_t index, ValueRange inputs,
+                      TypeRange resultTypes,
+                      llvm::function_ref<SmallVector<Value>(ValueRange)> body) {
   auto op = LayerOp::create(builder, loc, resultTypes, kind, index, inputs);
   Block *block = builder.createBlock(&op.getBody());
   for (Value input : inputs)
@@ -209,10 +211,9 @@ Value ModelIRBuilder::attention(Value queryInput, Value kvInput,
   Value v = linear(kvInput, prefix + ".wv", h, kvDim, deepnormScaledInit());
   if (config.positions == Positions::Rope) {
     auto rope = [&](Value x, int64_t heads) -> Value {
-      return RopeOp::create(builder,
-          loc, x, builder.getI64IntegerAttr(heads),
-          builder.getI64IntegerAttr(config.rotaryDim()),
-          builder.getF64FloatAttr(config.ropeBase));
+      return RopeOp::create(builder, loc, x, builder.getI64IntegerAttr(heads),
+                            builder.getI64IntegerAttr(config.rotaryDim()),
+                            builder.getF64FloatAttr(config.ropeBase));
     };
     q = rope(q, config.heads);
     k = rope(k, config.kvHeads);
@@ -220,14 +221,14 @@ Value ModelIRBuilder::attention(Value queryInput, Value kvInput,
   Value slopes;
   if (config.positions == Positions::Alibi) {
     auto type = RankedTensorType::get({config.heads}, builder.getF32Type());
-    slopes = arith::ConstantOp::create(builder,
-        loc, type,
+    slopes = arith::ConstantOp::create(
+        builder, loc, type,
         DenseElementsAttr::get(type, ArrayRef(alibiSlopes(config.heads))));
   }
   MaskKind mask = config.mask == AttentionMask::Prefix ? MaskKind::prefix
                                                        : MaskKind::causal;
-  Value attended = AttentionOp::create(builder,
-      loc, q.getType(), q, k, v, prefixLengths, slopes,
+  Value attended = AttentionOp::create(
+      builder, loc, q.getType(), q, k, v, prefixLengths, slopes,
       builder.getI64IntegerAttr(config.heads),
       builder.getI64IntegerAttr(config.kvHeads),
       MaskKindAttr::get(&context, mask), /*scale=*/FloatAttr());
@@ -245,34 +246,34 @@ Value ModelIRBuilder::mlp(Value x, const Twine &prefix) {
       inner = SwigluOp::create(builder, loc, gate, up);
     else
       inner = GegluOp::create(builder, loc, gate, up);
-    return dropout(linear(inner, prefix + ".w_down", f, h,
-                          residualOutputInit()));
+    return dropout(
+        linear(inner, prefix + ".w_down", f, h, residualOutputInit()));
   }
   inner = activation(linear(x, prefix + ".fc1", h, f, deepnormScaledInit()));
   return dropout(linear(inner, prefix + ".fc2", f, h, residualOutputInit()));
 }
 
 Value ModelIRBuilder::embeddingPart(Value tokens) {
-  LayerOp op = layer(
-      LayerKind::embedding, 0, tokens, activationType(),
-      [&](ValueRange args) -> SmallVector<Value> {
-        Value table = param("embed.wte", {config.vocab, config.hidden},
-                            normalInit(config.initStd));
-        Value x = EmbeddingOp::create(builder, loc, args[0], table);
-        if (config.positions == Positions::Learned) {
-          Value positions =
-              param("embed.wpe", {config.positionRows(), config.hidden},
-                    normalInit(config.initStd));
-          Value used = SliceOp::create(builder,
-              loc, positions,
-              ArrayRef<int64_t>{config.positionOffset, 0},
-              ArrayRef<int64_t>{config.seq, config.hidden});
-          x = AddOp::create(builder, loc, x, used);
-        }
-        if (config.embeddingNorm)
-          x = norm(x, "embed.norm");
-        return {dropout(x)};
-      });
+  LayerOp op =
+      layer(LayerKind::embedding, 0, tokens, activationType(),
+            [&](ValueRange args) -> SmallVector<Value> {
+              Value table = param("embed.wte", {config.vocab, config.hidden},
+                                  normalInit(config.initStd));
+              Value x = EmbeddingOp::create(builder, loc, args[0], table);
+              if (config.positions == Positions::Learned) {
+                Value positions =
+                    param("embed.wpe", {config.positionRows(), config.hidden},
+                          normalInit(config.initStd));
+                Value used = SliceOp::create(
+                    builder, loc, positions,
+                    ArrayRef<int64_t>{config.positionOffset, 0},
+                    ArrayRef<int64_t>{config.seq, config.hidden});
+                x = AddOp::create(builder, loc, x, used);
+              }
+              if (config.embeddingNorm)
+                x = norm(x, "embed.norm");
+              return {dropout(x)};
+            });
   return op.getResult(0);
 }
 
@@ -291,8 +292,8 @@ Value ModelIRBuilder::transformerPart(int64_t index, Value hidden,
           // Post-LN and DeepNorm: norm(alpha * x + f(x)) after each block.
           Value h = norm(residual(x, attention(x, x, plen, prefix + ".attn")),
                          prefix + ".attn_norm");
-          return {norm(residual(h, mlp(h, prefix + ".mlp")),
-                       prefix + ".mlp_norm")};
+          return {
+              norm(residual(h, mlp(h, prefix + ".mlp")), prefix + ".mlp_norm")};
         }
         Value attnIn = norm(x, prefix + ".attn_norm");
         Value attnOut = attention(attnIn, attnIn, plen, prefix + ".attn");
@@ -301,8 +302,8 @@ Value ModelIRBuilder::transformerPart(int64_t index, Value hidden,
           return {residual(residual(x, attnOut), mlpOut)};
         }
         Value h = residual(x, attnOut);
-        return {residual(h, mlp(norm(h, prefix + ".mlp_norm"),
-                                prefix + ".mlp"))};
+        return {
+            residual(h, mlp(norm(h, prefix + ".mlp_norm"), prefix + ".mlp"))};
       });
   return op.getResult(0);
 }
@@ -321,38 +322,39 @@ Value ModelIRBuilder::topQueryPart(Value hidden, Value prefixLengths) {
         Value table =
             param("top_query.embedding", {config.positionRows(), config.hidden},
                   normalInit(config.initStd));
-        Value used = SliceOp::create(builder,
-            loc, table, ArrayRef<int64_t>{config.positionOffset, 0},
+        Value used = SliceOp::create(
+            builder, loc, table, ArrayRef<int64_t>{config.positionOffset, 0},
             ArrayRef<int64_t>{config.seq, config.hidden});
         Value queries =
             BroadcastOp::create(builder, loc, activationType(), used);
         Value kvIn = norm(x, "top_query.attn_norm");
         Value h = residual(x, attention(queries, kvIn, plen, "top_query.attn"));
-        return {residual(h, mlp(norm(h, "top_query.mlp_norm"),
-                                "top_query.mlp"))};
+        return {
+            residual(h, mlp(norm(h, "top_query.mlp_norm"), "top_query.mlp"))};
       });
   return op.getResult(0);
 }
 
 Value ModelIRBuilder::headPart(Value hidden, Value labels) {
   auto lossType = RankedTensorType::get({}, builder.getF32Type());
-  LayerOp op = layer(
-      LayerKind::head, 0, ValueRange{hidden, labels}, lossType,
-      [&](ValueRange args) -> SmallVector<Value> {
-        Value x = args[0];
-        if (config.finalNorm && !config.topQueryLayer)
-          x = norm(x, "head.norm");
-        Value table =
-            config.tieEmbeddings
-                ? param("embed.wte", {config.vocab, config.hidden},
-                        normalInit(config.initStd))
-                : param("head.lm_head.weight", {config.vocab, config.hidden},
-                        normalInit(config.initStd));
-        Value logits = MatmulOp::create(builder, loc, x, table,
-                                                /*transposeLhs=*/false,
-                                                /*transposeRhs=*/true);
-        return {CrossEntropyOp::create(builder, loc, lossType, logits, args[1])};
-      });
+  LayerOp op = layer(LayerKind::head, 0, ValueRange{hidden, labels}, lossType,
+                     [&](ValueRange args) -> SmallVector<Value> {
+                       Value x = args[0];
+                       if (config.finalNorm && !config.topQueryLayer)
+                         x = norm(x, "head.norm");
+                       Value table = config.tieEmbeddings
+                                         ? param("embed.wte",
+                                                 {config.vocab, config.hidden},
+                                                 normalInit(config.initStd))
+                                         : param("head.lm_head.weight",
+                                                 {config.vocab, config.hidden},
+                                                 normalInit(config.initStd));
+                       Value logits = MatmulOp::create(builder, loc, x, table,
+                                                       /*transposeLhs=*/false,
+                                                       /*transposeRhs=*/true);
+                       return {CrossEntropyOp::create(builder, loc, lossType,
+                                                      logits, args[1])};
+                     });
   return op.getResult(0);
 }
 
@@ -369,8 +371,8 @@ OwningOpRef<ModuleOp> ModelIRBuilder::build() {
     argRoles.push_back("prefix_lengths");
   }
   auto lossType = RankedTensorType::get({}, builder.getF32Type());
-  auto func = func::FuncOp::create(builder,
-      loc, "forward", builder.getFunctionType(argTypes, lossType));
+  auto func = func::FuncOp::create(builder, loc, "forward",
+                                   builder.getFunctionType(argTypes, lossType));
   for (auto [i, role] : llvm::enumerate(argRoles))
     func.setArgAttr(i, "triad.input", builder.getStringAttr(role));
 

@@ -21,22 +21,21 @@ using llvm::StringRef;
 //===----------------------------------------------------------------------===//
 
 namespace {
-template <typename Enum>
-struct Spelling {
+template <typename Enum> struct Spelling {
   Enum value;
   StringRef name;
 };
 
-constexpr Spelling<NormKind> kNormKinds[] = {
-    {NormKind::LayerNorm, "layernorm"}, {NormKind::RmsNorm, "rmsnorm"}};
+constexpr Spelling<NormKind> kNormKinds[] = {{NormKind::LayerNorm, "layernorm"},
+                                             {NormKind::RmsNorm, "rmsnorm"}};
 constexpr Spelling<NormPlacement> kPlacements[] = {
     {NormPlacement::Pre, "pre"},
     {NormPlacement::Post, "post"},
     {NormPlacement::DeepNorm, "deepnorm"}};
 constexpr Spelling<Activation> kActivations[] = {
-    {Activation::Gelu, "gelu"},         {Activation::GeluTanh, "gelu_tanh"},
+    {Activation::Gelu, "gelu"},          {Activation::GeluTanh, "gelu_tanh"},
     {Activation::FastGelu, "fast_gelu"}, {Activation::Relu, "relu"},
-    {Activation::Swiglu, "swiglu"},     {Activation::Geglu, "geglu"}};
+    {Activation::Swiglu, "swiglu"},      {Activation::Geglu, "geglu"}};
 constexpr Spelling<Positions> kPositions[] = {{Positions::Learned, "learned"},
                                               {Positions::Rope, "rope"},
                                               {Positions::Alibi, "alibi"},
@@ -112,8 +111,9 @@ double ModelConfig::effectiveDeepnormAlpha() const {
 }
 
 double ModelConfig::effectiveDeepnormBeta() const {
-  return deepnormBeta > 0.0 ? deepnormBeta
-                            : 1.0 / std::sqrt(2.0 * static_cast<double>(layers));
+  return deepnormBeta > 0.0
+             ? deepnormBeta
+             : 1.0 / std::sqrt(2.0 * static_cast<double>(layers));
 }
 
 /// Shortest readable form of a double for messages ("0.3", not "0.30").
@@ -155,19 +155,20 @@ llvm::Error ModelConfig::validate() const {
     return configError(llvm::formatv(
         "position offset must be in [0, 1024], got {0}", positionOffset));
   if (hidden % heads != 0)
-    return configError(llvm::formatv(
-        "heads ({0}) must divide hidden ({1})", heads, hidden));
+    return configError(
+        llvm::formatv("heads ({0}) must divide hidden ({1})", heads, hidden));
   if (heads % kvHeads != 0)
-    return configError(llvm::formatv(
-        "kv_heads ({0}) must divide heads ({1})", kvHeads, heads));
+    return configError(llvm::formatv("kv_heads ({0}) must divide heads ({1})",
+                                     kvHeads, heads));
   if (positions == Positions::Learned && maxPositions && seq > maxPositions)
     return configError(llvm::formatv(
         "seq ({0}) exceeds the learned position table ({1} positions)", seq,
         maxPositions));
   if (positions == Positions::Rope) {
     if (!(rotaryFraction > 0.0 && rotaryFraction <= 1.0))
-      return configError(llvm::formatv(
-          "rotary fraction must be in (0, 1], got {0}", number(rotaryFraction)));
+      return configError(
+          llvm::formatv("rotary fraction must be in (0, 1], got {0}",
+                        number(rotaryFraction)));
     int64_t dims = rotaryDim();
     if (dims < 2 || dims % 2 != 0)
       return configError(llvm::formatv(
@@ -175,18 +176,18 @@ llvm::Error ModelConfig::validate() const {
           "needs an even number of at least 2",
           number(rotaryFraction), headDim(), dims));
     if (!(ropeBase > 1.0) || !std::isfinite(ropeBase))
-      return configError(
-          llvm::formatv("rope base must be greater than 1, got {0}", number(ropeBase)));
+      return configError(llvm::formatv(
+          "rope base must be greater than 1, got {0}", number(ropeBase)));
   }
   if (parallelResidual && placement != NormPlacement::Pre)
-    return configError(llvm::formatv(
-        "parallel residual needs pre norm placement, got '{0}'",
-        toString(placement)));
+    return configError(
+        llvm::formatv("parallel residual needs pre norm placement, got '{0}'",
+                      toString(placement)));
   if (deepnormAlpha < 0.0 || deepnormBeta < 0.0)
     return configError("deepnorm alpha and beta must not be negative");
   if (!(normEpsilon > 0.0) || !std::isfinite(normEpsilon))
-    return configError(
-        llvm::formatv("norm epsilon must be positive, got {0}", number(normEpsilon)));
+    return configError(llvm::formatv("norm epsilon must be positive, got {0}",
+                                     number(normEpsilon)));
   if (!(initStd > 0.0) || !std::isfinite(initStd))
     return configError(
         llvm::formatv("init std must be positive, got {0}", number(initStd)));
@@ -266,8 +267,7 @@ ModelConfig gptBase(StringRef name, int64_t layers, int64_t hidden,
 }
 
 const Preset kPresets[] = {
-    {"tiny",
-     [] { return gptBase("tiny", 2, 64, 4, 256, 256, 64); }},
+    {"tiny", [] { return gptBase("tiny", 2, 64, 4, 256, 256, 64); }},
     {"gpt2-small",
      [] {
        ModelConfig c = gptBase("gpt2-small", 12, 768, 12, 3072, 50257, 1024);

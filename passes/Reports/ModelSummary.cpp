@@ -64,9 +64,8 @@ struct ModelSummaryPass
           if (it != params.end() && counted.insert(it->first()).second)
             layerParams += it->second.getNumElements();
         });
-        std::string part = llvm::formatv("{0} {1}",
-                                         stringifyLayerKind(layer.getKind()),
-                                         layer.getIndex());
+        std::string part = llvm::formatv(
+            "{0} {1}", stringifyLayerKind(layer.getKind()), layer.getIndex());
         os << llvm::formatv("  {0,-20} {1,12} {2,6}\n", part, layerParams,
                             layerOps);
         funcParams += layerParams;

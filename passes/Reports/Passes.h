@@ -1,4 +1,5 @@
-//===- Passes.h - passes that report on the IR -------------------*- C++ -*-===//
+//===- Passes.h - passes that report on the IR -------------------*- C++
+//-*-===//
 
 #ifndef TRIAD_PASSES_REPORTS_PASSES_H
 #define TRIAD_PASSES_REPORTS_PASSES_H

@@ -22,10 +22,9 @@ PhiloxKey parameterKey(uint64_t seed, std::string_view name) {
 
 double standardNormal(PhiloxKey key, uint64_t index) {
   uint64_t pair = index / 2;
-  PhiloxCounter bits =
-      philox4x32({static_cast<uint32_t>(pair), static_cast<uint32_t>(pair >> 32),
-                  0u, 0u},
-                 key);
+  PhiloxCounter bits = philox4x32(
+      {static_cast<uint32_t>(pair), static_cast<uint32_t>(pair >> 32), 0u, 0u},
+      key);
   // Box-Muller: two uniforms give two independent normals.
   double u1 = uint32ToOpenUnit(bits[0]);
   double u2 = uint32ToOpenUnit(bits[1]);

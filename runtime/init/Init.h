@@ -1,4 +1,5 @@
-//===- Init.h - parameter initialization by global element index -*- C++ -*-===//
+//===- Init.h - parameter initialization by global element index -*- C++
+//-*-===//
 //
 // Every parameter element is a function of (seed, parameter name, global
 // element index): the key comes from the seed and the name, the counter from

@@ -1,4 +1,5 @@
-//===- Philox.h - the Philox4x32-10 counter-based generator -------*- C++ -*-===//
+//===- Philox.h - the Philox4x32-10 counter-based generator -------*- C++
+//-*-===//
 //
 // Philox4x32 with 10 rounds (Salmon et al., "Parallel random numbers: as easy
 // as 1, 2, 3", SC'11): a bijection of a 128-bit counter under a 64-bit key.

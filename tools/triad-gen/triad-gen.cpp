@@ -69,36 +69,42 @@ cl::opt<std::string> normOpt("norm", cl::desc("layernorm | rmsnorm"),
 cl::opt<std::string> placementOpt("norm-placement",
                                   cl::desc("pre | post | deepnorm"),
                                   cl::cat(overrideCategory));
-cl::opt<double> deepnormAlphaOpt(
-    "deepnorm-alpha", cl::desc("DeepNorm residual scale (default sqrt(2N))"),
-    cl::cat(overrideCategory));
-cl::opt<double> deepnormBetaOpt(
-    "deepnorm-beta", cl::desc("DeepNorm init gain (default 1/sqrt(2N))"),
-    cl::cat(overrideCategory));
+cl::opt<double>
+    deepnormAlphaOpt("deepnorm-alpha",
+                     cl::desc("DeepNorm residual scale (default sqrt(2N))"),
+                     cl::cat(overrideCategory));
+cl::opt<double>
+    deepnormBetaOpt("deepnorm-beta",
+                    cl::desc("DeepNorm init gain (default 1/sqrt(2N))"),
+                    cl::cat(overrideCategory));
 cl::opt<std::string> activationOpt(
-    "activation", cl::desc("gelu | gelu_tanh | fast_gelu | relu | swiglu | geglu"),
+    "activation",
+    cl::desc("gelu | gelu_tanh | fast_gelu | relu | swiglu | geglu"),
     cl::cat(overrideCategory));
 cl::opt<std::string> positionsOpt("positions",
                                   cl::desc("learned | rope | alibi | none"),
                                   cl::cat(overrideCategory));
-cl::opt<double> rotaryFractionOpt(
-    "rotary-fraction", cl::desc("Fraction of each head RoPE rotates"),
-    cl::cat(overrideCategory));
+cl::opt<double>
+    rotaryFractionOpt("rotary-fraction",
+                      cl::desc("Fraction of each head RoPE rotates"),
+                      cl::cat(overrideCategory));
 cl::opt<double> ropeBaseOpt("rope-base", cl::desc("RoPE frequency base"),
                             cl::cat(overrideCategory));
-cl::opt<bool> parallelResidualOpt(
-    "parallel-residual", cl::desc("GPT-NeoX parallel attention and MLP"),
-    cl::cat(overrideCategory));
-cl::opt<bool> tieEmbeddingsOpt(
-    "tie-embeddings", cl::desc("Output projection reuses the token embedding"),
-    cl::cat(overrideCategory));
-cl::opt<bool> embeddingNormOpt(
-    "embedding-norm", cl::desc("Layer norm after the embedding (BLOOM)"),
-    cl::cat(overrideCategory));
+cl::opt<bool>
+    parallelResidualOpt("parallel-residual",
+                        cl::desc("GPT-NeoX parallel attention and MLP"),
+                        cl::cat(overrideCategory));
+cl::opt<bool>
+    tieEmbeddingsOpt("tie-embeddings",
+                     cl::desc("Output projection reuses the token embedding"),
+                     cl::cat(overrideCategory));
+cl::opt<bool>
+    embeddingNormOpt("embedding-norm",
+                     cl::desc("Layer norm after the embedding (BLOOM)"),
+                     cl::cat(overrideCategory));
 cl::opt<bool> biasOpt("bias", cl::desc("Biases on linear layers and norms"),
                       cl::cat(overrideCategory));
-cl::opt<bool> finalNormOpt("final-norm",
-                           cl::desc("Norm after the last layer"),
+cl::opt<bool> finalNormOpt("final-norm", cl::desc("Norm after the last layer"),
                            cl::cat(overrideCategory));
 cl::opt<std::string> maskOpt("mask", cl::desc("causal | prefix"),
                              cl::cat(overrideCategory));
@@ -117,8 +123,7 @@ cl::opt<double> dropoutOpt("dropout", cl::desc("Dropout probability"),
   std::exit(1);
 }
 
-template <typename T>
-void overrideValue(cl::opt<T> &option, T &field) {
+template <typename T> void overrideValue(cl::opt<T> &option, T &field) {
   if (option.getNumOccurrences())
     field = option;
 }
@@ -144,8 +149,7 @@ ModelConfig baseConfig() {
     if (!buffer)
       fail(llvm::formatv("cannot read '{0}': {1}", hfConfigPath.getValue(),
                          buffer.getError().message()));
-    llvm::Expected<ModelConfig> config =
-        parseHFConfig((*buffer)->getBuffer());
+    llvm::Expected<ModelConfig> config = parseHFConfig((*buffer)->getBuffer());
     if (!config)
       fail(hfConfigPath + ": " + llvm::toString(config.takeError()));
     return *config;
@@ -220,8 +224,8 @@ void printParameterReport(const ModelConfig &config, llvm::raw_ostream &os) {
   os << "parameters: " << count.total() << " (" << humanCount(count.total())
      << ")\n";
   os << llvm::formatv("  {0,-10} {1,16}\n", "embedding", count.embedding);
-  os << llvm::formatv("  {0,-10} {1,16}  ({2} x {3})\n", "layers",
-                      count.layers, config.layers, count.perLayer);
+  os << llvm::formatv("  {0,-10} {1,16}  ({2} x {3})\n", "layers", count.layers,
+                      config.layers, count.perLayer);
   if (config.topQueryLayer)
     os << llvm::formatv("  {0,-10} {1,16}\n", "top-query", count.topQuery);
   os << llvm::formatv("  {0,-10} {1,16}\n", "head", count.head);

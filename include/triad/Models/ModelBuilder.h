@@ -1,4 +1,5 @@
-//===- ModelBuilder.h - builds triad model IR from a config ------*- C++ -*-===//
+//===- ModelBuilder.h - builds triad model IR from a config ------*- C++
+//-*-===//
 //
 // Turns a ModelConfig into the forward model IR of the `triad` dialect: one
 // `triad.param` per weight and a function `@forward(tokens, labels

@@ -1,4 +1,5 @@
-//===- ModelConfig.h - GPT-family model configurations -----------*- C++ -*-===//
+//===- ModelConfig.h - GPT-family model configurations -----------*- C++
+//-*-===//
 //
 // The configuration of a GPT-family transformer as triad-gen builds it: the
 // presets of the project's reference models, Hugging Face config.json import,

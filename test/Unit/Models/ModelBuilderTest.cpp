@@ -87,9 +87,12 @@ TEST(ModelBuilder, ArchitectureVariants) {
          c.placement = NormPlacement::Post;
          c.finalNorm = false;
        }},
-      {"deepnorm", [](ModelConfig &c) { c.placement = NormPlacement::DeepNorm; }},
-      {"gelu_tanh", [](ModelConfig &c) { c.activation = Activation::GeluTanh; }},
-      {"fast_gelu", [](ModelConfig &c) { c.activation = Activation::FastGelu; }},
+      {"deepnorm",
+       [](ModelConfig &c) { c.placement = NormPlacement::DeepNorm; }},
+      {"gelu_tanh",
+       [](ModelConfig &c) { c.activation = Activation::GeluTanh; }},
+      {"fast_gelu",
+       [](ModelConfig &c) { c.activation = Activation::FastGelu; }},
       {"relu", [](ModelConfig &c) { c.activation = Activation::Relu; }},
       {"swiglu", [](ModelConfig &c) { c.activation = Activation::Swiglu; }},
       {"geglu", [](ModelConfig &c) { c.activation = Activation::Geglu; }},
@@ -160,9 +163,9 @@ TEST(ModelBuilder, LargestPresetBuildsWellUnderASecond) {
   mlir::MLIRContext context;
   auto start = std::chrono::steady_clock::now();
   auto module = buildModel(context, config);
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   ASSERT_TRUE(module);
   // Measured at about 0.03 s on a 2-core CI machine; the bound leaves room.
   EXPECT_LT(seconds, 1.0);

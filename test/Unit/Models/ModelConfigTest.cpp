@@ -32,7 +32,8 @@ struct PublishedCount {
 
 // Published parameter counts of the reference models.
 const PublishedCount kPublished[] = {
-    {"gpt2-small", 124e6, "GPT-2 small, 124M (corrected from the paper's 117M)"},
+    {"gpt2-small", 124e6,
+     "GPT-2 small, 124M (corrected from the paper's 117M)"},
     {"gpt2-medium", 355e6, "GPT-2 medium, 355M (corrected from 345M)"},
     {"llama2-7b", 6.74e9, "Llama 2 7B model card: 6.74B"},
     {"gpt-neox-20b", 20554567680.0, "GPT-NeoX-20B model card"},
@@ -50,8 +51,8 @@ TEST(ModelConfig, PresetsMatchPublishedParameterCounts) {
     ModelConfig config = preset(published.preset);
     ASSERT_FALSE(config.validate()) << published.preset;
     double count = static_cast<double>(countParameters(config).total());
-    double relative = std::abs(count - published.parameters) /
-                      published.parameters;
+    double relative =
+        std::abs(count - published.parameters) / published.parameters;
     EXPECT_LT(relative, 0.01)
         << published.preset << ": counted " << count << ", published "
         << published.parameters << " (" << published.source << ")";
@@ -151,8 +152,7 @@ TEST(ModelConfig, ValidationNamesTheProblem) {
        "heads (3) must divide hidden (64)"},
       {"kv_heads not dividing heads", [](ModelConfig &c) { c.kvHeads = 3; },
        "kv_heads (3) must divide heads (4)"},
-      {"seq beyond the position table",
-       [](ModelConfig &c) { c.seq = 128; },
+      {"seq beyond the position table", [](ModelConfig &c) { c.seq = 128; },
        "seq (128) exceeds the learned position table (64 positions)"},
       {"odd rotary dims",
        [](ModelConfig &c) {
@@ -189,12 +189,12 @@ TEST(ModelConfig, ValidationNamesTheProblem) {
 }
 
 TEST(ModelConfig, EnumSpellingsRoundTrip) {
-  for (Activation a : {Activation::Gelu, Activation::GeluTanh,
-                       Activation::FastGelu, Activation::Relu,
-                       Activation::Swiglu, Activation::Geglu})
+  for (Activation a :
+       {Activation::Gelu, Activation::GeluTanh, Activation::FastGelu,
+        Activation::Relu, Activation::Swiglu, Activation::Geglu})
     EXPECT_EQ(parseActivation(toString(a)), a);
-  for (Positions p : {Positions::Learned, Positions::Rope, Positions::Alibi,
-                      Positions::None})
+  for (Positions p :
+       {Positions::Learned, Positions::Rope, Positions::Alibi, Positions::None})
     EXPECT_EQ(parsePositions(toString(p)), p);
   for (NormPlacement p :
        {NormPlacement::Pre, NormPlacement::Post, NormPlacement::DeepNorm})
