@@ -6,18 +6,38 @@
 
 namespace triad::rt {
 
+namespace {
+/// SplitMix64's finalizer: a bijective mix of 64 bits.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+PhiloxKey splitKey(uint64_t z) {
+  return {static_cast<uint32_t>(z), static_cast<uint32_t>(z >> 32)};
+}
+} // namespace
+
 PhiloxKey parameterKey(uint64_t seed, std::string_view name) {
-  // FNV-1a over the name, then a SplitMix64 finalizer with the seed.
+  // FNV-1a over the name, mixed with the seed.
   uint64_t hash = 0xCBF29CE484222325ull;
   for (unsigned char c : name) {
     hash ^= c;
     hash *= 0x100000001B3ull;
   }
-  uint64_t z = hash ^ (seed + 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return {static_cast<uint32_t>(z), static_cast<uint32_t>(z >> 32)};
+  return splitKey(mix64(hash ^ (seed + 0x9E3779B97F4A7C15ull)));
+}
+
+double dropoutUniform(uint64_t seed, uint64_t step, uint64_t stream,
+                      uint64_t index) {
+  // A key per (seed, stream), distinct from every parameter key's mixing.
+  PhiloxKey key = splitKey(mix64(mix64(seed ^ 0xD1B54A32D192ED03ull) + stream));
+  PhiloxCounter bits = philox4x32(
+      {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
+       static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)},
+      key);
+  return uint32ToOpenUnit(bits[0]);
 }
 
 double standardNormal(PhiloxKey key, uint64_t index) {

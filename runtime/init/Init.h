@@ -30,6 +30,13 @@ double standardNormal(PhiloxKey key, uint64_t index);
 void fillNormal(uint64_t seed, std::string_view name, double stddev,
                 uint64_t first, uint64_t count, float *out);
 
+/// The uniform deviate in (0, 1) that decides whether dropout keeps global
+/// element `index` of the dropout op with stream `stream` at training step
+/// `step`: the element is kept when the deviate is at least the dropout
+/// probability. The same on every mesh and in every backend.
+double dropoutUniform(uint64_t seed, uint64_t step, uint64_t stream,
+                      uint64_t index);
+
 } // namespace triad::rt
 
 #endif // TRIAD_RUNTIME_INIT_INIT_H

@@ -65,3 +65,22 @@ TEST(Init, NormalMomentsAreStandard) {
   EXPECT_NEAR(variance, 1.0, 0.016);
   EXPECT_NEAR(sumFourth / kCount, 3.0, 0.1);
 }
+
+TEST(Init, DropoutDeviatesAreUniformAndKeyedByStepAndStream) {
+  constexpr int kCount = 100000;
+  int below = 0;
+  double sum = 0;
+  for (int i = 0; i < kCount; ++i) {
+    double u = dropoutUniform(3, 5, 1, i);
+    ASSERT_GT(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    sum += u;
+    below += u < 0.1;
+  }
+  EXPECT_NEAR(sum / kCount, 0.5, 0.005);
+  EXPECT_NEAR(below / double(kCount), 0.1, 0.005);
+  EXPECT_EQ(dropoutUniform(3, 5, 1, 17), dropoutUniform(3, 5, 1, 17));
+  EXPECT_NE(dropoutUniform(3, 5, 1, 17), dropoutUniform(3, 6, 1, 17));
+  EXPECT_NE(dropoutUniform(3, 5, 1, 17), dropoutUniform(3, 5, 2, 17));
+  EXPECT_NE(dropoutUniform(3, 5, 1, 17), dropoutUniform(4, 5, 1, 17));
+}

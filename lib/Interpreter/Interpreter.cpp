@@ -1,0 +1,272 @@
+//===- Interpreter.cpp - reference interpreter of the triad dialect -------===//
+//
+// Walks a function op by op, keeping one float64 tensor per SSA value, and
+// dispatches each op on its class to the kernel that defines it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "triad/Interpreter/Interpreter.h"
+
+#include "triad/Interpreter/Kernels.h"
+
+#include "dialects/Triad/TriadOps.h"
+#include "runtime/init/Init.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+namespace triad::interp {
+
+double roundTo(Type type, double value) {
+  if (type.isF32())
+    return static_cast<double>(static_cast<float>(value));
+  if (type.isBF16() || type.isF16()) {
+    APFloat rounded(value);
+    bool losesInfo = false;
+    rounded.convert(cast<FloatType>(type).getFloatSemantics(),
+                    APFloat::rmNearestTiesToEven, &losesInfo);
+    return rounded.convertToDouble();
+  }
+  return value;
+}
+
+double initialValue(Attribute init, uint64_t seed, StringRef parameter,
+                    uint64_t index) {
+  auto spec = cast<InitAttr>(init);
+  switch (spec.getKind()) {
+  case InitKind::zeros:
+    return 0.0;
+  case InitKind::ones:
+    return 1.0;
+  case InitKind::normal:
+  case InitKind::scaled_normal:
+    break;
+  }
+  float value = 0.0f;
+  rt::fillNormal(seed, std::string_view(parameter.data(), parameter.size()),
+                 spec.getEffectiveStd(), index, 1, &value);
+  return value;
+}
+
+Interpreter::Interpreter(ModuleOp module, InterpreterOptions options)
+    : module(module), options(options) {}
+
+void Interpreter::initializeParameters() {
+  params.clear();
+  for (auto param : module.getOps<ParamOp>()) {
+    RankedTensorType type = param.getTensorType();
+    Tensor value(type.getShape());
+    for (int64_t i = 0; i < value.numElements(); ++i)
+      value.data[i] = roundTo(
+          type.getElementType(),
+          initialValue(param.getInit(), options.seed, param.getSymName(), i));
+    params[param.getSymName()] = std::move(value);
+  }
+}
+
+FailureOr<std::vector<Tensor>> Interpreter::call(StringRef name,
+                                                 ArrayRef<Tensor> args) {
+  auto func = module.lookupSymbol<func::FuncOp>(name);
+  if (!func)
+    return module.emitError("no function @") << name << " to interpret";
+  if (func.isExternal())
+    return func.emitError("cannot interpret the external function @") << name;
+  FunctionType type = func.getFunctionType();
+  if (type.getNumInputs() != args.size())
+    return func.emitError("@") << name << " takes " << type.getNumInputs()
+                               << " arguments, got " << args.size();
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(type.getInputs(), args))) {
+    auto [argType, arg] = pair;
+    auto tensorType = dyn_cast<RankedTensorType>(argType);
+    if (!tensorType || tensorType.getShape() != ArrayRef(arg.shape))
+      return func.emitError("argument ")
+             << i << " of @" << name << " has type " << argType
+             << " but the given value has shape [" << arg.shapeString() << "]";
+  }
+  return runRegion(func.getBody(), args);
+}
+
+FailureOr<std::vector<Tensor>> Interpreter::runRegion(Region &region,
+                                                      ArrayRef<Tensor> args) {
+  Block &block = region.front();
+  llvm::DenseMap<Value, Tensor> values;
+  for (auto [arg, value] : llvm::zip(block.getArguments(), args))
+    values[arg] = value;
+  for (Operation &op : block) {
+    SmallVector<const Tensor *> operands;
+    for (Value operand : op.getOperands()) {
+      auto it = values.find(operand);
+      if (it == values.end())
+        return op.emitError("operand is not a value the interpreter computed");
+      operands.push_back(&it->second);
+    }
+    if (op.hasTrait<OpTrait::IsTerminator>()) {
+      std::vector<Tensor> results;
+      for (const Tensor *operand : operands)
+        results.push_back(*operand);
+      return results;
+    }
+    FailureOr<std::vector<Tensor>> results = evaluate(&op, operands);
+    if (failed(results))
+      return failure();
+    for (auto [result, value] : llvm::zip(op.getResults(), *results)) {
+      if (options.nativePrecision)
+        if (auto type = dyn_cast<RankedTensorType>(result.getType()))
+          for (double &element : value.data)
+            element = roundTo(type.getElementType(), element);
+      values[result] = std::move(value);
+    }
+  }
+  return region.getParentOp()->emitError("region has no terminator");
+}
+
+/// Wraps a kernel's data-dependent error as a diagnostic at `op`.
+template <typename T>
+static FailureOr<T> check(Operation *op, llvm::Expected<T> result) {
+  if (!result)
+    return op->emitError() << llvm::toString(result.takeError());
+  return std::move(*result);
+}
+
+FailureOr<std::vector<Tensor>>
+Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
+  using Result = FailureOr<std::vector<Tensor>>;
+  auto one = [](Tensor t) -> Result {
+    return std::vector<Tensor>{std::move(t)};
+  };
+  auto oneOrError = [&](llvm::Expected<Tensor> t) -> Result {
+    FailureOr<Tensor> checked = check(op, std::move(t));
+    if (failed(checked))
+      return failure();
+    return one(std::move(*checked));
+  };
+  auto resultShape = [&]() {
+    return cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+  };
+
+  return llvm::TypeSwitch<Operation *, Result>(op)
+      .Case([&](GetParamOp get) -> Result {
+        auto it = params.find(get.getName());
+        if (it == params.end())
+          return get.emitError("parameter ")
+                 << get.getNameAttr()
+                 << " has no value (initializeParameters() not called?)";
+        return one(it->second);
+      })
+      .Case([&](LayerOp layer) -> Result {
+        std::vector<Tensor> args;
+        for (const Tensor *t : in)
+          args.push_back(*t);
+        return runRegion(layer.getBody(), args);
+      })
+      .Case([&](arith::ConstantOp constant) -> Result {
+        auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+        if (!dense)
+          return constant.emitError("only dense tensor constants can be "
+                                    "interpreted");
+        Tensor value(dense.getType().getShape());
+        if (dense.getElementType().isIntOrIndex()) {
+          int64_t i = 0;
+          for (const APInt &v : dense.getValues<APInt>())
+            value.data[i++] = static_cast<double>(v.getSExtValue());
+        } else {
+          int64_t i = 0;
+          for (const APFloat &v : dense.getValues<APFloat>())
+            value.data[i++] = v.convertToDouble();
+        }
+        return one(std::move(value));
+      })
+      .Case([&](func::CallOp callOp) -> Result {
+        std::vector<Tensor> args;
+        for (const Tensor *t : in)
+          args.push_back(*t);
+        return call(callOp.getCallee(), args);
+      })
+      .Case([&](EmbeddingOp) { return oneOrError(embedding(*in[0], *in[1])); })
+      .Case([&](MatmulOp m) {
+        return one(
+            matmul(*in[0], *in[1], m.getTransposeLhs(), m.getTransposeRhs()));
+      })
+      .Case([&](AddOp) { return one(add(*in[0], *in[1])); })
+      .Case([&](MulOp) { return one(mul(*in[0], *in[1])); })
+      .Case([&](ScaleOp s) {
+        return one(scale(*in[0], s.getFactor().convertToDouble()));
+      })
+      .Case([&](BiasAddOp) { return one(biasAdd(*in[0], *in[1])); })
+      .Case([&](GeluOp g) {
+        return one(gelu(*in[0], g.getApproximate() == GeluApproximation::tanh));
+      })
+      .Case([&](FastGeluOp) { return one(fastGelu(*in[0])); })
+      .Case([&](ReluOp) { return one(relu(*in[0])); })
+      .Case([&](SiluOp) { return one(silu(*in[0])); })
+      .Case([&](SwigluOp) { return one(swiglu(*in[0], *in[1])); })
+      .Case([&](GegluOp) { return one(geglu(*in[0], *in[1])); })
+      .Case([&](LayerNormOp n) {
+        return one(layerNorm(*in[0], *in[1], n.getBeta() ? in[2] : nullptr,
+                             n.getEpsilon().convertToDouble()));
+      })
+      .Case([&](RmsNormOp n) {
+        return one(rmsNorm(*in[0], *in[1], n.getEpsilon().convertToDouble()));
+      })
+      .Case([&](AttentionOp a) {
+        Mask mask = a.getMask() == MaskKind::causal   ? Mask::Causal
+                    : a.getMask() == MaskKind::prefix ? Mask::Prefix
+                                                      : Mask::None;
+        const Tensor *prefix = a.getPrefixLengths() ? in[3] : nullptr;
+        const Tensor *slopes =
+            a.getAlibiSlopes() ? in[a.getPrefixLengths() ? 4 : 3] : nullptr;
+        return oneOrError(attention(*in[0], *in[1], *in[2], prefix, slopes,
+                                    a.getHeads(), a.getKvHeads(), mask,
+                                    a.getEffectiveScale()));
+      })
+      .Case([&](RopeOp r) {
+        return one(rope(*in[0], r.getHeads(), r.getRotaryDim(),
+                        r.getBase().convertToDouble()));
+      })
+      .Case([&](ReshapeOp) { return one(reshape(*in[0], resultShape())); })
+      .Case([&](TransposeOp t) {
+        return one(transpose(*in[0], t.getPermutation()));
+      })
+      .Case([&](SliceOp s) {
+        return one(slice(*in[0], s.getOffsets(), s.getSizes()));
+      })
+      .Case([&](ConcatOp c) {
+        return one(concat(SmallVector<const Tensor *>(in), c.getDim()));
+      })
+      .Case([&](BroadcastOp) { return one(broadcast(*in[0], resultShape())); })
+      .Case([&](CastOp c) {
+        Tensor value = *in[0];
+        if (c.getType().getElementType().isInteger(32))
+          for (double &v : value.data)
+            v = std::trunc(v);
+        return one(std::move(value));
+      })
+      .Case([&](DropoutOp d) {
+        return one(dropout(*in[0], d.getProbability().convertToDouble(),
+                           options.seed, options.step, d.getRngStream()));
+      })
+      .Case([&](CrossEntropyOp c) -> Result {
+        FailureOr<double> loss =
+            check(op, crossEntropy(*in[0], *in[1], c.getIgnoreIndex()));
+        if (failed(loss))
+          return failure();
+        return one(Tensor::scalar(*loss));
+      })
+      .Case([&](SumOp s) {
+        bool keep = s.getType().getRank() == s.getX().getType().getRank();
+        return one(reduce(*in[0], s.getDims(), keep, /*mean=*/false));
+      })
+      .Case([&](MeanOp m) {
+        bool keep = m.getType().getRank() == m.getX().getType().getRank();
+        return one(reduce(*in[0], m.getDims(), keep, /*mean=*/true));
+      })
+      .Default([&](Operation *other) -> Result {
+        return other->emitError("the reference interpreter does not support '")
+               << other->getName() << "'";
+      });
+}
+
+} // namespace triad::interp

@@ -1,0 +1,445 @@
+//===- Kernels.cpp - reference semantics of the triad ops -----------------===//
+//
+// Plain float64 loops, one function per op; see Kernels.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "triad/Interpreter/Kernels.h"
+
+#include "runtime/init/Init.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace triad::interp {
+
+namespace {
+
+llvm::Error kernelError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+template <typename Fn> Tensor map(const Tensor &x, Fn fn) {
+  Tensor result = x;
+  for (double &value : result.data)
+    value = fn(value);
+  return result;
+}
+
+template <typename Fn> Tensor zip(const Tensor &a, const Tensor &b, Fn fn) {
+  Tensor result = a;
+  for (size_t i = 0; i < result.data.size(); ++i)
+    result.data[i] = fn(a.data[i], b.data[i]);
+  return result;
+}
+
+/// Splits a linear index into coordinates of `shape`.
+std::vector<int64_t> coordinates(int64_t index, llvm::ArrayRef<int64_t> shape) {
+  std::vector<int64_t> coords(shape.size());
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
+    coords[i] = index % shape[i];
+    index /= shape[i];
+  }
+  return coords;
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+/// A data value in a message: integers without a fraction ("7", "0.5").
+std::string number(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.17g", value);
+  return buffer;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and elementwise ops
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<Tensor> embedding(const Tensor &ids, const Tensor &table) {
+  int64_t vocab = table.dim(0), hidden = table.dim(1);
+  std::vector<int64_t> shape = ids.shape;
+  shape.push_back(hidden);
+  Tensor result(shape);
+  for (int64_t i = 0; i < ids.numElements(); ++i) {
+    double id = ids.data[i];
+    if (!(id >= 0 && id < static_cast<double>(vocab)))
+      return kernelError(llvm::formatv(
+          "token id {0} at position {1} is outside the vocabulary [0, {2})",
+          number(id), i, vocab));
+    auto row = static_cast<int64_t>(id);
+    std::copy_n(table.data.begin() + row * hidden, hidden,
+                result.data.begin() + i * hidden);
+  }
+  return result;
+}
+
+Tensor matmul(const Tensor &lhs, const Tensor &rhs, bool transposeLhs,
+              bool transposeRhs) {
+  int64_t rank = lhs.rank();
+  int64_t m = transposeLhs ? lhs.dim(rank - 1) : lhs.dim(rank - 2);
+  int64_t k = transposeLhs ? lhs.dim(rank - 2) : lhs.dim(rank - 1);
+  int64_t rhsRank = rhs.rank();
+  int64_t n = transposeRhs ? rhs.dim(rhsRank - 2) : rhs.dim(rhsRank - 1);
+  int64_t batch = numElements(llvm::ArrayRef(lhs.shape).drop_back(2));
+  bool rhsBatched = rhsRank == rank && rank > 2;
+
+  std::vector<int64_t> shape(lhs.shape.begin(), lhs.shape.end() - 2);
+  shape.push_back(m);
+  shape.push_back(n);
+  Tensor result(shape);
+  for (int64_t b = 0; b < batch; ++b) {
+    const double *a = lhs.data.data() + b * m * k;
+    const double *w = rhs.data.data() + (rhsBatched ? b * k * n : 0);
+    double *out = result.data.data() + b * m * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0.0;
+        for (int64_t p = 0; p < k; ++p) {
+          double x = transposeLhs ? a[p * m + i] : a[i * k + p];
+          double y = transposeRhs ? w[j * k + p] : w[p * n + j];
+          sum += x * y;
+        }
+        out[i * n + j] = sum;
+      }
+  }
+  return result;
+}
+
+Tensor add(const Tensor &lhs, const Tensor &rhs) {
+  Tensor result = lhs;
+  int64_t period = rhs.numElements();
+  for (int64_t i = 0; i < result.numElements(); ++i)
+    result.data[i] += rhs.data[i % period];
+  return result;
+}
+
+Tensor mul(const Tensor &lhs, const Tensor &rhs) {
+  return zip(lhs, rhs, [](double a, double b) { return a * b; });
+}
+
+Tensor scale(const Tensor &x, double factor) {
+  return map(x, [&](double v) { return v * factor; });
+}
+
+Tensor biasAdd(const Tensor &x, const Tensor &bias) { return add(x, bias); }
+
+//===----------------------------------------------------------------------===//
+// Activations
+//===----------------------------------------------------------------------===//
+
+double geluExact(double x) { return 0.5 * x * (1.0 + std::erf(x / M_SQRT2)); }
+
+double geluTanh(double x) {
+  const double c = std::sqrt(2.0 / M_PI);
+  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+}
+
+double fastGelu(double x) { return x * sigmoid(1.702 * x); }
+
+double silu(double x) { return x * sigmoid(x); }
+
+Tensor gelu(const Tensor &x, bool tanhApproximation) {
+  return tanhApproximation ? map(x, geluTanh) : map(x, geluExact);
+}
+
+Tensor fastGelu(const Tensor &x) {
+  return map(x, static_cast<double (*)(double)>(fastGelu));
+}
+
+Tensor relu(const Tensor &x) {
+  return map(x, [](double v) { return v > 0.0 ? v : 0.0; });
+}
+
+Tensor silu(const Tensor &x) {
+  return map(x, static_cast<double (*)(double)>(silu));
+}
+
+Tensor swiglu(const Tensor &gate, const Tensor &up) {
+  return zip(gate, up, [](double g, double u) { return silu(g) * u; });
+}
+
+Tensor geglu(const Tensor &gate, const Tensor &up) {
+  return zip(gate, up, [](double g, double u) { return geluExact(g) * u; });
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+Tensor layerNorm(const Tensor &x, const Tensor &gamma, const Tensor *beta,
+                 double epsilon) {
+  int64_t width = x.dim(x.rank() - 1);
+  int64_t rows = x.numElements() / width;
+  Tensor result = x;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *in = x.data.data() + r * width;
+    double *out = result.data.data() + r * width;
+    double mean = 0.0;
+    for (int64_t i = 0; i < width; ++i)
+      mean += in[i];
+    mean /= width;
+    double variance = 0.0;
+    for (int64_t i = 0; i < width; ++i)
+      variance += (in[i] - mean) * (in[i] - mean);
+    variance /= width;
+    double inverse = 1.0 / std::sqrt(variance + epsilon);
+    for (int64_t i = 0; i < width; ++i)
+      out[i] = (in[i] - mean) * inverse * gamma.data[i] +
+               (beta ? beta->data[i] : 0.0);
+  }
+  return result;
+}
+
+Tensor rmsNorm(const Tensor &x, const Tensor &gamma, double epsilon) {
+  int64_t width = x.dim(x.rank() - 1);
+  int64_t rows = x.numElements() / width;
+  Tensor result = x;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *in = x.data.data() + r * width;
+    double *out = result.data.data() + r * width;
+    double meanSquare = 0.0;
+    for (int64_t i = 0; i < width; ++i)
+      meanSquare += in[i] * in[i];
+    meanSquare /= width;
+    double inverse = 1.0 / std::sqrt(meanSquare + epsilon);
+    for (int64_t i = 0; i < width; ++i)
+      out[i] = in[i] * inverse * gamma.data[i];
+  }
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention and positions
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<Tensor> attention(const Tensor &q, const Tensor &k,
+                                 const Tensor &v, const Tensor *prefixLengths,
+                                 const Tensor *alibiSlopes, int64_t heads,
+                                 int64_t kvHeads, Mask mask, double scale) {
+  int64_t batch = q.dim(0), querySeq = q.dim(1), keySeq = k.dim(1);
+  int64_t headDim = q.dim(2) / heads;
+  int64_t group = heads / kvHeads;
+  int64_t qWidth = q.dim(2), kvWidth = k.dim(2);
+  Tensor result(q.shape);
+  std::vector<double> scores(keySeq);
+  for (int64_t b = 0; b < batch; ++b) {
+    double prefix = 0.0;
+    if (mask == Mask::Prefix) {
+      prefix = prefixLengths->data[b];
+      if (!(prefix >= 0 && prefix <= static_cast<double>(keySeq)))
+        return kernelError(
+            llvm::formatv("prefix length {0} of sample {1} is outside [0, {2}]",
+                          number(prefix), b, keySeq));
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t kvHead = h / group;
+      for (int64_t i = 0; i < querySeq; ++i) {
+        const double *query =
+            q.data.data() + (b * querySeq + i) * qWidth + h * headDim;
+        double maxScore = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < keySeq; ++j) {
+          bool visible =
+              mask == Mask::None || j <= i ||
+              (mask == Mask::Prefix && static_cast<double>(j) < prefix);
+          if (!visible) {
+            scores[j] = -std::numeric_limits<double>::infinity();
+            continue;
+          }
+          const double *key =
+              k.data.data() + (b * keySeq + j) * kvWidth + kvHead * headDim;
+          double dot = 0.0;
+          for (int64_t d = 0; d < headDim; ++d)
+            dot += query[d] * key[d];
+          scores[j] = scale * dot;
+          if (alibiSlopes)
+            scores[j] -= alibiSlopes->data[h] * static_cast<double>(i - j);
+          maxScore = std::max(maxScore, scores[j]);
+        }
+        double total = 0.0;
+        for (int64_t j = 0; j < keySeq; ++j) {
+          scores[j] = std::exp(scores[j] - maxScore);
+          total += scores[j];
+        }
+        double *out =
+            result.data.data() + (b * querySeq + i) * qWidth + h * headDim;
+        for (int64_t j = 0; j < keySeq; ++j) {
+          double weight = scores[j] / total;
+          if (weight == 0.0)
+            continue;
+          const double *value =
+              v.data.data() + (b * keySeq + j) * kvWidth + kvHead * headDim;
+          for (int64_t d = 0; d < headDim; ++d)
+            out[d] += weight * value[d];
+        }
+      }
+    }
+  }
+  return result;
+}
+
+Tensor rope(const Tensor &x, int64_t heads, int64_t rotaryDim, double base) {
+  int64_t batch = x.dim(0), seq = x.dim(1), width = x.dim(2);
+  int64_t headDim = width / heads, half = rotaryDim / 2;
+  Tensor result = x;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s < seq; ++s)
+      for (int64_t h = 0; h < heads; ++h) {
+        const double *in = x.data.data() + (b * seq + s) * width + h * headDim;
+        double *out = result.data.data() + (b * seq + s) * width + h * headDim;
+        for (int64_t i = 0; i < half; ++i) {
+          double angle =
+              static_cast<double>(s) *
+              std::pow(base, -2.0 * static_cast<double>(i) / rotaryDim);
+          double c = std::cos(angle), sn = std::sin(angle);
+          out[i] = in[i] * c - in[i + half] * sn;
+          out[i + half] = in[i + half] * c + in[i] * sn;
+        }
+      }
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+Tensor reshape(const Tensor &x, llvm::ArrayRef<int64_t> shape) {
+  return Tensor(shape, x.data);
+}
+
+Tensor transpose(const Tensor &x, llvm::ArrayRef<int64_t> permutation) {
+  std::vector<int64_t> shape;
+  for (int64_t p : permutation)
+    shape.push_back(x.dim(p));
+  Tensor result(shape);
+  std::vector<int64_t> inStrides = x.strides();
+  for (int64_t i = 0; i < result.numElements(); ++i) {
+    std::vector<int64_t> coords = coordinates(i, shape);
+    int64_t source = 0;
+    for (size_t d = 0; d < permutation.size(); ++d)
+      source += coords[d] * inStrides[permutation[d]];
+    result.data[i] = x.data[source];
+  }
+  return result;
+}
+
+Tensor slice(const Tensor &x, llvm::ArrayRef<int64_t> offsets,
+             llvm::ArrayRef<int64_t> sizes) {
+  Tensor result(sizes);
+  std::vector<int64_t> inStrides = x.strides();
+  for (int64_t i = 0; i < result.numElements(); ++i) {
+    std::vector<int64_t> coords = coordinates(i, sizes);
+    int64_t source = 0;
+    for (size_t d = 0; d < sizes.size(); ++d)
+      source += (coords[d] + offsets[d]) * inStrides[d];
+    result.data[i] = x.data[source];
+  }
+  return result;
+}
+
+Tensor concat(llvm::ArrayRef<const Tensor *> inputs, int64_t dim) {
+  std::vector<int64_t> shape = inputs.front()->shape;
+  shape[dim] = 0;
+  for (const Tensor *input : inputs)
+    shape[dim] += input->dim(dim);
+  Tensor result(shape);
+  // Copy contiguous blocks: for each outer index, each input's slab.
+  int64_t outer = numElements(llvm::ArrayRef(shape).take_front(dim));
+  int64_t inner = numElements(llvm::ArrayRef(shape).drop_front(dim + 1));
+  auto out = result.data.begin();
+  for (int64_t o = 0; o < outer; ++o)
+    for (const Tensor *input : inputs) {
+      int64_t block = input->dim(dim) * inner;
+      out = std::copy_n(input->data.begin() + o * block, block, out);
+    }
+  return result;
+}
+
+Tensor broadcast(const Tensor &x, llvm::ArrayRef<int64_t> shape) {
+  Tensor result(shape);
+  int64_t period = x.numElements();
+  for (int64_t i = 0; i < result.numElements(); ++i)
+    result.data[i] = x.data[i % period];
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout, loss and reductions
+//===----------------------------------------------------------------------===//
+
+Tensor dropout(const Tensor &x, double probability, uint64_t seed,
+               uint64_t step, uint64_t stream) {
+  Tensor result = x;
+  double keepScale = 1.0 / (1.0 - probability);
+  for (int64_t i = 0; i < x.numElements(); ++i) {
+    bool keep = rt::dropoutUniform(seed, step, stream, i) >= probability;
+    result.data[i] = keep ? x.data[i] * keepScale : 0.0;
+  }
+  return result;
+}
+
+llvm::Expected<double> crossEntropy(const Tensor &logits, const Tensor &labels,
+                                    int64_t ignoreIndex) {
+  int64_t vocab = logits.dim(logits.rank() - 1);
+  int64_t tokens = labels.numElements();
+  double total = 0.0;
+  int64_t counted = 0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    double label = labels.data[t];
+    if (label == static_cast<double>(ignoreIndex))
+      continue;
+    if (!(label >= 0 && label < static_cast<double>(vocab)))
+      return kernelError(llvm::formatv(
+          "label {0} at position {1} is outside the vocabulary [0, {2})",
+          number(label), t, vocab));
+    const double *row = logits.data.data() + t * vocab;
+    double maxLogit = *std::max_element(row, row + vocab);
+    double sum = 0.0;
+    for (int64_t j = 0; j < vocab; ++j)
+      sum += std::exp(row[j] - maxLogit);
+    total += maxLogit + std::log(sum) - row[static_cast<int64_t>(label)];
+    ++counted;
+  }
+  return counted ? total / static_cast<double>(counted) : 0.0;
+}
+
+Tensor reduce(const Tensor &x, llvm::ArrayRef<int64_t> dims, bool keepDims,
+              bool mean) {
+  std::vector<bool> reduced(x.rank(), false);
+  for (int64_t d : dims)
+    reduced[d] = true;
+  std::vector<int64_t> keptShape; // the result shape with kept size-1 dims
+  std::vector<int64_t> resultShape;
+  int64_t count = 1;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    keptShape.push_back(reduced[d] ? 1 : x.dim(d));
+    if (!reduced[d])
+      resultShape.push_back(x.dim(d));
+    else
+      count *= x.dim(d);
+  }
+  Tensor result(keptShape);
+  std::vector<int64_t> outStrides = result.strides();
+  for (int64_t i = 0; i < x.numElements(); ++i) {
+    std::vector<int64_t> coords = coordinates(i, x.shape);
+    int64_t target = 0;
+    for (int64_t d = 0; d < x.rank(); ++d)
+      if (!reduced[d])
+        target += coords[d] * outStrides[d];
+    result.data[target] += x.data[i];
+  }
+  if (mean)
+    for (double &value : result.data)
+      value /= static_cast<double>(count);
+  if (!keepDims)
+    result.shape = resultShape;
+  return result;
+}
+
+} // namespace triad::interp
