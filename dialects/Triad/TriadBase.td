@@ -50,7 +50,9 @@ def Triad_FloatMatrix : Triad_StaticTensorOf<[F32, BF16, F16], [2]>;
 def Triad_IdTensor : Triad_StaticTensorOf<[I32]>;
 def Triad_IdVector : Triad_StaticTensorOf<[I32], [1]>;
 def Triad_AnyTensor : Triad_StaticTensorOf<[F32, BF16, F16, I32]>;
-def Triad_ScalarF32Tensor : Triad_StaticTensorOf<[F32], [0]>;
+def Triad_ScalarF32Tensor : Triad_StaticTensorOf<[F32], [0]> {
+  let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getF32Type())";
+}
 def Triad_VectorF32Tensor : Triad_StaticTensorOf<[F32], [1]>;
 
 //===----------------------------------------------------------------------===//
@@ -87,6 +89,17 @@ def Triad_GeluApproximation : I32EnumAttr<"GeluApproximation",
     "approximation of the GELU activation", [
     I32EnumAttrCase<"none", 0>,
     I32EnumAttrCase<"tanh", 1>,
+  ]> {
+  let cppNamespace = "::triad";
+}
+
+def Triad_ActivationKind : I32EnumAttr<"ActivationKind",
+    "elementwise activation whose derivative activation_grad applies", [
+    I32EnumAttrCase<"gelu", 0>,
+    I32EnumAttrCase<"gelu_tanh", 1>,
+    I32EnumAttrCase<"fast_gelu", 2>,
+    I32EnumAttrCase<"relu", 3>,
+    I32EnumAttrCase<"silu", 4>,
   ]> {
   let cppNamespace = "::triad";
 }

@@ -232,87 +232,121 @@ double AttentionOp::getEffectiveScale() {
   return 1.0 / std::sqrt(static_cast<double>(getHeadDim()));
 }
 
-LogicalResult AttentionOp::verify() {
-  RankedTensorType q = getQ().getType(), k = getK().getType(),
-                   v = getV().getType();
-  for (auto [name, type] :
-       {std::pair<StringRef, RankedTensorType>{"q", q}, {"k", k}, {"v", v}})
+/// Shared by attention and its gradient: shapes of q, k, v, the mask
+/// operands and the attributes.
+static LogicalResult
+verifyAttention(Operation *op, RankedTensorType q, RankedTensorType k,
+                RankedTensorType v, Value prefixLengths, Value alibiSlopes,
+                int64_t heads, int64_t kvHeads, MaskKind mask,
+                std::optional<APFloat> scale) {
+  for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"q", q},
+                            {"k", k},
+                            {"v", v}})
     if (type.getRank() != 3)
-      return emitOpError() << name
-                           << " must have rank 3 [batch, seq, heads * "
-                              "head_dim], got rank "
-                           << type.getRank();
+      return op->emitOpError()
+             << name
+             << " must have rank 3 [batch, seq, heads * head_dim], got rank "
+             << type.getRank();
   if (k.getElementType() != q.getElementType() ||
       v.getElementType() != q.getElementType())
-    return emitOpError("q, k and v must have one element type");
-  int64_t heads = getHeads(), kvHeads = getKvHeads();
+    return op->emitOpError("q, k and v must have one element type");
   if (q.getDimSize(2) % heads != 0)
-    return emitOpError("q dim 2 is ")
+    return op->emitOpError("q dim 2 is ")
            << q.getDimSize(2) << ", not divisible by heads = " << heads;
   if (heads % kvHeads != 0)
-    return emitOpError("heads = ")
+    return op->emitOpError("heads = ")
            << heads << " is not divisible by kv_heads = " << kvHeads;
   int64_t headDim = q.getDimSize(2) / heads;
   for (auto [name, type] :
        {std::pair<StringRef, RankedTensorType>{"k", k}, {"v", v}}) {
     if (type.getDimSize(0) != q.getDimSize(0))
-      return emitOpError() << name << " dim 0 is " << type.getDimSize(0)
-                           << " but q dim 0 is " << q.getDimSize(0);
+      return op->emitOpError() << name << " dim 0 is " << type.getDimSize(0)
+                               << " but q dim 0 is " << q.getDimSize(0);
     if (type.getDimSize(2) != kvHeads * headDim)
-      return emitOpError() << name << " dim 2 is " << type.getDimSize(2)
-                           << " but kv_heads * head_dim is " << kvHeads << " * "
-                           << headDim << " = " << kvHeads * headDim;
+      return op->emitOpError()
+             << name << " dim 2 is " << type.getDimSize(2)
+             << " but kv_heads * head_dim is " << kvHeads << " * " << headDim
+             << " = " << kvHeads * headDim;
   }
   if (v.getDimSize(1) != k.getDimSize(1))
-    return emitOpError("v dim 1 is ")
+    return op->emitOpError("v dim 1 is ")
            << v.getDimSize(1) << " but k dim 1 is " << k.getDimSize(1);
-  MaskKind mask = getMask();
   if (mask != MaskKind::none && k.getDimSize(1) != q.getDimSize(1))
-    return emitOpError("mask '")
-           << stringifyMaskKind(mask) << "' needs k dim 1 (" << k.getDimSize(1)
-           << ") equal to q dim 1 (" << q.getDimSize(1) << ")";
-  if ((mask == MaskKind::prefix) != static_cast<bool>(getPrefixLengths()))
-    return emitOpError("prefix_lengths must be given exactly when mask is "
-                       "'prefix'");
-  if (Value prefix = getPrefixLengths()) {
-    int64_t size = tensorType(prefix).getDimSize(0);
+    return op->emitOpError("mask '")
+           << stringifyMaskKind(mask) << "' needs k dim 1 ("
+           << k.getDimSize(1) << ") equal to q dim 1 (" << q.getDimSize(1)
+           << ")";
+  if ((mask == MaskKind::prefix) != static_cast<bool>(prefixLengths))
+    return op->emitOpError("prefix_lengths must be given exactly when mask "
+                           "is 'prefix'");
+  if (prefixLengths) {
+    int64_t size = tensorType(prefixLengths).getDimSize(0);
     if (size != q.getDimSize(0))
-      return emitOpError("prefix_lengths dim 0 is ")
+      return op->emitOpError("prefix_lengths dim 0 is ")
              << size << " but q dim 0 (batch) is " << q.getDimSize(0);
   }
-  if (Value slopes = getAlibiSlopes()) {
-    int64_t size = tensorType(slopes).getDimSize(0);
+  if (alibiSlopes) {
+    int64_t size = tensorType(alibiSlopes).getDimSize(0);
     if (size != heads)
-      return emitOpError("alibi_slopes dim 0 is ")
+      return op->emitOpError("alibi_slopes dim 0 is ")
              << size << " but heads is " << heads;
   }
-  if (std::optional<APFloat> scale = getScale()) {
+  if (scale) {
     double value = scale->convertToDouble();
     if (!(value > 0.0) || !std::isfinite(value))
-      return emitOpError("scale must be positive and finite, got ") << value;
+      return op->emitOpError("scale must be positive and finite, got ")
+             << value;
   }
   return success();
 }
 
-LogicalResult RopeOp::verify() {
-  RankedTensorType x = getX().getType();
+LogicalResult AttentionOp::verify() {
+  return verifyAttention(*this, getQ().getType(), getK().getType(),
+                         getV().getType(), getPrefixLengths(),
+                         getAlibiSlopes(), getHeads(), getKvHeads(), getMask(),
+                         getScale());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (getDq().getType() != getQ().getType() ||
+      getDk().getType() != getK().getType() ||
+      getDv().getType() != getV().getType())
+    return emitOpError("result types must be the types of q, k and v");
+  return verifyAttention(*this, getQ().getType(), getK().getType(),
+                         getV().getType(), getPrefixLengths(),
+                         getAlibiSlopes(), getHeads(), getKvHeads(), getMask(),
+                         getScale());
+}
+
+/// Shared by the rotary embedding and its gradient.
+static LogicalResult verifyRope(Operation *op, RankedTensorType x,
+                                int64_t heads, int64_t rotaryDim,
+                                double base) {
   if (x.getRank() != 3)
-    return emitOpError("x must have rank 3 [batch, seq, heads * head_dim], "
-                       "got rank ")
+    return op->emitOpError("x must have rank 3 [batch, seq, heads * "
+                           "head_dim], got rank ")
            << x.getRank();
-  int64_t heads = getHeads();
   if (x.getDimSize(2) % heads != 0)
-    return emitOpError("x dim 2 is ")
+    return op->emitOpError("x dim 2 is ")
            << x.getDimSize(2) << ", not divisible by heads = " << heads;
   int64_t headDim = x.getDimSize(2) / heads;
-  int64_t rotaryDim = getRotaryDim();
   if (rotaryDim % 2 != 0 || rotaryDim > headDim)
-    return emitOpError("rotary_dim = ")
+    return op->emitOpError("rotary_dim = ")
            << rotaryDim << " must be even and at most head_dim = " << headDim;
-  double base = getBase().convertToDouble();
   if (!(base > 1.0) || !std::isfinite(base))
-    return emitOpError("base must be finite and greater than 1, got ") << base;
+    return op->emitOpError("base must be finite and greater than 1, got ")
+           << base;
   return success();
+}
+
+LogicalResult RopeOp::verify() {
+  return verifyRope(*this, getX().getType(), getHeads(), getRotaryDim(),
+                    getBase().convertToDouble());
+}
+
+LogicalResult RopeGradOp::verify() {
+  return verifyRope(*this, getDy().getType(), getHeads(), getRotaryDim(),
+                    getBase().convertToDouble());
 }
 
 //===----------------------------------------------------------------------===//
@@ -397,11 +431,30 @@ LogicalResult BroadcastOp::verify() {
            << out.size() << " is below the operand rank " << in.size();
   size_t offset = out.size() - in.size();
   for (auto [i, size] : llvm::enumerate(in))
-    if (out[offset + i] != size)
+    if (size != 1 && out[offset + i] != size)
       return emitOpError("result dim ")
              << offset + i << " is " << out[offset + i] << " but operand dim "
-             << i << " is " << size;
+             << i << " is " << size << " (it must be equal, or 1 in the "
+             << "operand)";
   return success();
+}
+
+LogicalResult PadOp::verify() {
+  RankedTensorType x = getX().getType();
+  int64_t rank = x.getRank();
+  if (static_cast<int64_t>(getLow().size()) != rank ||
+      static_cast<int64_t>(getHigh().size()) != rank)
+    return emitOpError("low and high need one entry per dimension (")
+           << rank << "), got " << getLow().size() << " and "
+           << getHigh().size();
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (getLow()[i] < 0 || getHigh()[i] < 0)
+      return emitOpError("padding of dim ") << i << " is negative";
+    shape.push_back(getLow()[i] + x.getDimSize(i) + getHigh()[i]);
+  }
+  return verifyInferredType(
+      *this, RankedTensorType::get(shape, x.getElementType()), getType());
 }
 
 //===----------------------------------------------------------------------===//
@@ -415,22 +468,73 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
-LogicalResult CrossEntropyOp::verify() {
-  RankedTensorType logits = getLogits().getType();
-  RankedTensorType labels = getLabels().getType();
+/// Shared by the cross-entropy and its gradient: labels have the shape of
+/// the logits without the vocabulary dimension.
+static LogicalResult verifyCrossEntropy(Operation *op, RankedTensorType logits,
+                                        RankedTensorType labels) {
   if (logits.getRank() < 1)
-    return emitOpError("logits must have rank >= 1 [..., vocab]");
+    return op->emitOpError("logits must have rank >= 1 [..., vocab]");
   if (labels.getRank() != logits.getRank() - 1)
-    return emitOpError("labels have rank ")
+    return op->emitOpError("labels have rank ")
            << labels.getRank() << " but logits have rank " << logits.getRank()
            << "; labels must have the shape of logits without the vocab "
               "dimension";
   for (int64_t i = 0; i < labels.getRank(); ++i)
     if (labels.getDimSize(i) != logits.getDimSize(i))
-      return emitOpError("labels dim ")
+      return op->emitOpError("labels dim ")
              << i << " is " << labels.getDimSize(i) << " but logits dim " << i
              << " is " << logits.getDimSize(i);
   return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  return verifyCrossEntropy(*this, getLogits().getType(), getLabels().getType());
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  return verifyCrossEntropy(*this, getLogits().getType(), getLabels().getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingGradOp::verify() {
+  RankedTensorType ids = getIds().getType(), dy = getDy().getType();
+  RankedTensorType table = getType();
+  if (dy.getRank() != ids.getRank() + 1)
+    return emitOpError("dy has rank ")
+           << dy.getRank() << " but ids have rank " << ids.getRank()
+           << "; dy must have the shape of ids plus the hidden dimension";
+  for (int64_t i = 0; i < ids.getRank(); ++i)
+    if (dy.getDimSize(i) != ids.getDimSize(i))
+      return emitOpError("dy dim ") << i << " is " << dy.getDimSize(i)
+                                    << " but ids dim " << i << " is "
+                                    << ids.getDimSize(i);
+  int64_t hidden = dy.getDimSize(dy.getRank() - 1);
+  if (table.getDimSize(1) != hidden)
+    return emitOpError("result dim 1 is ")
+           << table.getDimSize(1) << " but dy's hidden dimension is "
+           << hidden;
+  if (table.getElementType() != dy.getElementType())
+    return emitOpError("result element type ")
+           << table.getElementType() << " differs from dy element type "
+           << dy.getElementType();
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (failed(verifyNormWeight(*this, "gamma", getX().getType(),
+                              getGamma().getType())))
+    return failure();
+  return verifyEpsilon(*this, getEpsilon().convertToDouble());
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  if (failed(verifyNormWeight(*this, "gamma", getX().getType(),
+                              getGamma().getType())))
+    return failure();
+  return verifyEpsilon(*this, getEpsilon().convertToDouble());
 }
 
 /// Shared verifier of the reductions: `dims` unique and in range, and the

@@ -603,22 +603,46 @@ def Triad_ConcatOp : Triad_Op<"concat", [Pure]> {
 }
 
 def Triad_BroadcastOp : Triad_Op<"broadcast", [Pure, AllElementTypesMatch<["x", "result"]>]> {
-  let summary = "Repeats a tensor along new leading dimensions";
+  let summary = "Broadcasts a tensor to a larger shape";
   let description = [{
-    `result[i..., j...] = x[j...]`: the result's trailing dimensions are
-    those of `x`, and its extra leading dimensions repeat it (for example a
+    NumPy-style broadcasting: the shapes align at their trailing dimensions;
+    each dimension of `x` equals the result's or is 1 (and is repeated), and
+    the result's extra leading dimensions repeat `x` (for example a
     per-position `[seq, hidden]` tensor repeated for every sample of the
-    batch).
+    batch, or a `[8, 1, 64]` reduction expanded back to `[8, 64, 64]`).
 
     Example:
 
     ```mlir
     %y = triad.broadcast %x : tensor<64x64xf32> -> tensor<8x64x64xf32>
+    %z = triad.broadcast %s : tensor<8x1x64xf32> -> tensor<8x64x64xf32>
     ```
   }];
   let arguments = (ins Triad_AnyTensor:$x);
   let results = (outs Triad_AnyTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Triad_PadOp : Triad_Op<"pad", [Pure, AllElementTypesMatch<["x", "result"]>]> {
+  let summary = "Pads a tensor with zeros";
+  let description = [{
+    Surrounds `x` with `low[i]` zeros before and `high[i]` zeros after it in
+    every dimension `i`; the result's dimension `i` is
+    `low[i] + x.shape[i] + high[i]`. It is the gradient of `triad.slice`.
+
+    Example:
+
+    ```mlir
+    %y = triad.pad %x low = [2, 0] high = [0, 0] : tensor<64x64xf32> -> tensor<66x64xf32>
+    ```
+  }];
+  let arguments = (ins Triad_AnyTensor:$x, DenseI64ArrayAttr:$low,
+                       DenseI64ArrayAttr:$high);
+  let results = (outs Triad_AnyTensor:$result);
+  let assemblyFormat = [{
+    $x `low` `=` $low `high` `=` $high attr-dict `:` type($x) `->` type($result)
+  }];
   let hasVerifier = 1;
 }
 
@@ -718,5 +742,202 @@ class Triad_ReduceOp<string mnemonic, string what>
 
 def Triad_SumOp : Triad_ReduceOp<"sum", "sum">;
 def Triad_MeanOp : Triad_ReduceOp<"mean", "mean">;
+
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//
+// The vector-Jacobian products that are not compositions of forward ops.
+// Each takes the forward inputs it needs and the gradient of the forward
+// result, and recomputes what it needs (softmax statistics, normalization
+// statistics) rather than reading saved intermediates.
+//===----------------------------------------------------------------------===//
+
+def Triad_EmbeddingGradOp : Triad_Op<"embedding_grad", [Pure]> {
+  let summary = "Gradient of an embedding table";
+  let description = [{
+    `result[v, :] = sum of dy[i..., :] over the positions i... where
+    ids[i...] = v`: the scatter-add that is the gradient of
+    `triad.embedding` with respect to its table. The result has the shape of
+    the table.
+
+    Example:
+
+    ```mlir
+    %dw = triad.embedding_grad %ids, %dy : tensor<8x64xi32>, tensor<8x64x64xf32> -> tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins Triad_IdTensor:$ids, Triad_FloatTensor:$dy);
+  let results = (outs Triad_FloatMatrix:$result);
+  let assemblyFormat = [{
+    $ids `,` $dy attr-dict `:` type($ids) `,` type($dy) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Triad_ActivationGradOp : Triad_Op<"activation_grad", [
+    Pure, SameOperandsAndResultType]> {
+  let summary = "Gradient of an elementwise activation";
+  let description = [{
+    `result = f'(x) * dy` for the activation `f` named by `kind` (gelu,
+    gelu_tanh, fast_gelu, relu, silu; relu'(0) = 0).
+
+    Example:
+
+    ```mlir
+    %dx = triad.activation_grad gelu %x, %dy : tensor<8x64x256xf32>
+    ```
+  }];
+  let arguments = (ins Triad_ActivationKind:$kind, Triad_FloatTensor:$x,
+                       Triad_FloatTensor:$dy);
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = "$kind $x `,` $dy attr-dict `:` type($result)";
+}
+
+def Triad_LayerNormGradOp : Triad_Op<"layer_norm_grad", [
+    Pure, AllTypesMatch<["x", "dy", "dx"]>, AllTypesMatch<["gamma", "dgamma"]>]> {
+  let summary = "Gradient of layer normalization";
+  let description = [{
+    The gradients of `triad.layer_norm` (same `epsilon`) with respect to `x`
+    and `gamma`, given the gradient `dy` of its result. The gradient of
+    `beta` is the sum of `dy` over all but the last dimension and is not
+    computed here.
+
+    Example:
+
+    ```mlir
+    %dx, %dg = triad.layer_norm_grad %x, %g, %dy : tensor<8x64x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Triad_FloatTensor:$x, Triad_FloatVector:$gamma,
+                       Triad_FloatTensor:$dy,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Triad_FloatTensor:$dx, Triad_FloatVector:$dgamma);
+  let assemblyFormat = [{
+    $x `,` $gamma `,` $dy attr-dict `:` type($x) `,` type($gamma)
+  }];
+  let hasVerifier = 1;
+}
+
+def Triad_RmsNormGradOp : Triad_Op<"rms_norm_grad", [
+    Pure, AllTypesMatch<["x", "dy", "dx"]>, AllTypesMatch<["gamma", "dgamma"]>]> {
+  let summary = "Gradient of RMS normalization";
+  let description = [{
+    The gradients of `triad.rms_norm` (same `epsilon`) with respect to `x`
+    and `gamma`, given the gradient `dy` of its result.
+
+    Example:
+
+    ```mlir
+    %dx, %dg = triad.rms_norm_grad %x, %g, %dy : tensor<8x64x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Triad_FloatTensor:$x, Triad_FloatVector:$gamma,
+                       Triad_FloatTensor:$dy,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Triad_FloatTensor:$dx, Triad_FloatVector:$dgamma);
+  let assemblyFormat = [{
+    $x `,` $gamma `,` $dy attr-dict `:` type($x) `,` type($gamma)
+  }];
+  let hasVerifier = 1;
+}
+
+def Triad_AttentionGradOp : Triad_Op<"attention_grad", [
+    Pure, AttrSizedOperandSegments, AllTypesMatch<["q", "dout"]>]> {
+  let summary = "Gradient of fused attention";
+  let description = [{
+    The gradients of `triad.attention` (same operands and attributes) with
+    respect to `q`, `k` and `v`, given the gradient `dout` of its result. The
+    softmax is recomputed from `q` and `k`, so no score matrix is kept
+    between forward and backward. With grouped-query attention the
+    gradients of a key/value head sum over the query heads that share it.
+
+    Example:
+
+    ```mlir
+    %dq, %dk, %dv = triad.attention_grad %q, %k, %v, %do heads = 4 kv_heads = 4 mask = causal
+        : tensor<8x64x64xf32>, tensor<8x64x64xf32>, tensor<8x64x64xf32>
+        -> tensor<8x64x64xf32>, tensor<8x64x64xf32>, tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins
+    Triad_FloatTensor:$q,
+    Triad_FloatTensor:$k,
+    Triad_FloatTensor:$v,
+    Optional<Triad_IdVector>:$prefix_lengths,
+    Optional<Triad_VectorF32Tensor>:$alibi_slopes,
+    Triad_FloatTensor:$dout,
+    ConfinedAttr<I64Attr, [IntPositive]>:$heads,
+    ConfinedAttr<I64Attr, [IntPositive]>:$kv_heads,
+    Triad_MaskKind:$mask,
+    OptionalAttr<F64Attr>:$scale
+  );
+  let results = (outs Triad_FloatTensor:$dq, Triad_FloatTensor:$dk,
+                      Triad_FloatTensor:$dv);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v
+    (`prefix` `(` $prefix_lengths^ `:` type($prefix_lengths) `)`)?
+    (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
+    `,` $dout
+    `heads` `=` $heads `kv_heads` `=` $kv_heads `mask` `=` $mask
+    attr-dict `:` type($q) `,` type($k) `,` type($v)
+    `->` type($dq) `,` type($dk) `,` type($dv)
+  }];
+  let hasVerifier = 1;
+}
+
+def Triad_RopeGradOp : Triad_Op<"rope_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "Gradient of the rotary position embedding";
+  let description = [{
+    The gradient of `triad.rope` (same attributes) with respect to its
+    input: each rotation is orthogonal, so this rotates `dy` back by the
+    same angles.
+
+    Example:
+
+    ```mlir
+    %dx = triad.rope_grad %dy heads = 4 rotary_dim = 16 : tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins
+    Triad_FloatTensor:$dy,
+    ConfinedAttr<I64Attr, [IntPositive]>:$heads,
+    ConfinedAttr<I64Attr, [IntPositive]>:$rotary_dim,
+    DefaultValuedAttr<F64Attr, "10000.0">:$base
+  );
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = [{
+    $dy `heads` `=` $heads `rotary_dim` `=` $rotary_dim (`base` `=` $base^)? attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Triad_CrossEntropyGradOp : Triad_Op<"cross_entropy_grad", [
+    Pure, AllTypesMatch<["logits", "result"]>]> {
+  let summary = "Gradient of the mean cross-entropy";
+  let description = [{
+    The gradient of `triad.cross_entropy` (same `ignore_index`) with respect
+    to the logits, scaled by the scalar gradient `dloss` of the loss:
+    `(softmax(logits[t]) - onehot(labels[t])) * dloss / n` for the `n`
+    tokens whose label is not ignored, and 0 for ignored tokens.
+
+    Example:
+
+    ```mlir
+    %dl = triad.cross_entropy_grad %logits, %labels, %dloss
+        : tensor<8x64x256xf32>, tensor<8x64xi32>
+    ```
+  }];
+  let arguments = (ins
+    Triad_FloatTensor:$logits,
+    Triad_IdTensor:$labels,
+    Triad_ScalarF32Tensor:$dloss,
+    DefaultValuedAttr<I64Attr, "-100">:$ignore_index
+  );
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $dloss attr-dict `:` type($logits) `,` type($labels)
+  }];
+  let hasVerifier = 1;
+}
 
 #endif // TRIAD_DIALECT_TRIAD_OPS_TD

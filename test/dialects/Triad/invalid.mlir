@@ -624,7 +624,7 @@ func.func @f(%x: tensor<8x64xf32>) {
 
 // A broadcast keeps the operand's dimensions at the end.
 func.func @f(%x: tensor<8x64xf32>) {
-  // expected-error @+1 {{'triad.broadcast' op result dim 2 is 32 but operand dim 1 is 64}}
+  // expected-error @+1 {{'triad.broadcast' op result dim 2 is 32 but operand dim 1 is 64 (it must be equal, or 1 in the operand)}}
   %0 = triad.broadcast %x : tensor<8x64xf32> -> tensor<2x8x32xf32>
   return
 }
@@ -725,5 +725,122 @@ func.func @f(%x: tensor<8x64xf32>) {
 func.func @f(%x: tensor<?x64xf32>) {
   // expected-error @+1 {{'triad.relu' op operand #0 must be statically shaped tensor}}
   %0 = triad.relu %x : tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Pads give one low and high entry per dimension.
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.pad' op low and high need one entry per dimension (2), got 1 and 2}}
+  %0 = triad.pad %x low = [1] high = [0, 0] : tensor<8x64xf32> -> tensor<9x64xf32>
+  return
+}
+
+// -----
+
+// Pads are not negative.
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.pad' op padding of dim 1 is negative}}
+  %0 = triad.pad %x low = [0, -1] high = [0, 0] : tensor<8x64xf32> -> tensor<8x63xf32>
+  return
+}
+
+// -----
+
+// The padded shape adds the padding.
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.pad' op result type 'tensor<8x64xf32>' does not match the inferred type 'tensor<10x64xf32>'}}
+  %0 = triad.pad %x low = [2, 0] high = [0, 0] : tensor<8x64xf32> -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+// The embedding gradient takes dy of shape ids + [hidden].
+func.func @f(%ids: tensor<8x64xi32>, %dy: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.embedding_grad' op dy has rank 2 but ids have rank 2; dy must have the shape of ids plus the hidden dimension}}
+  %0 = triad.embedding_grad %ids, %dy : tensor<8x64xi32>, tensor<8x64xf32> -> tensor<256x64xf32>
+  return
+}
+
+// -----
+
+// dy follows the ids.
+func.func @f(%ids: tensor<8x64xi32>, %dy: tensor<8x32x64xf32>) {
+  // expected-error @+1 {{'triad.embedding_grad' op dy dim 1 is 32 but ids dim 1 is 64}}
+  %0 = triad.embedding_grad %ids, %dy : tensor<8x64xi32>, tensor<8x32x64xf32> -> tensor<256x64xf32>
+  return
+}
+
+// -----
+
+// The table gradient has the hidden size of dy.
+func.func @f(%ids: tensor<8x64xi32>, %dy: tensor<8x64x64xf32>) {
+  // expected-error @+1 {{'triad.embedding_grad' op result dim 1 is 32 but dy's hidden dimension is 64}}
+  %0 = triad.embedding_grad %ids, %dy : tensor<8x64xi32>, tensor<8x64x64xf32> -> tensor<256x32xf32>
+  return
+}
+
+// -----
+
+// The table gradient has the element type of dy.
+func.func @f(%ids: tensor<8x64xi32>, %dy: tensor<8x64x64xf32>) {
+  // expected-error @+1 {{'triad.embedding_grad' op result element type 'bf16' differs from dy element type 'f32'}}
+  %0 = triad.embedding_grad %ids, %dy : tensor<8x64xi32>, tensor<8x64x64xf32> -> tensor<256x64xbf16>
+  return
+}
+
+// -----
+
+// The layer norm gradient checks gamma like the layer norm.
+func.func @f(%x: tensor<8x64xf32>, %g: tensor<32xf32>) {
+  // expected-error @+1 {{'triad.layer_norm_grad' op gamma dim 0 is 32 but x dim 1 is 64}}
+  %0:2 = triad.layer_norm_grad %x, %g, %x : tensor<8x64xf32>, tensor<32xf32>
+  return
+}
+
+// -----
+
+// The RMS norm gradient checks its epsilon.
+func.func @f(%x: tensor<8x64xf32>, %g: tensor<64xf32>) {
+  // expected-error @+1 {{'triad.rms_norm_grad' op epsilon must be positive and finite, got -1}}
+  %0:2 = triad.rms_norm_grad %x, %g, %x {epsilon = -1.0 : f64} : tensor<8x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+// The attention gradient checks its operands like the attention.
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'triad.attention_grad' op k dim 2 is 64 but kv_heads * head_dim is 2 * 16 = 32}}
+  %0:3 = triad.attention_grad %q, %k, %k, %q heads = 4 kv_heads = 2 mask = causal : tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32> -> tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// The RoPE gradient checks its attributes like RoPE.
+func.func @f(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'triad.rope_grad' op rotary_dim = 18 must be even and at most head_dim = 16}}
+  %0 = triad.rope_grad %x heads = 4 rotary_dim = 18 : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// The cross-entropy gradient checks labels like the cross-entropy.
+func.func @f(%l: tensor<8x64x256xf32>, %y: tensor<8x32xi32>, %d: tensor<f32>) {
+  // expected-error @+1 {{'triad.cross_entropy_grad' op labels dim 1 is 32 but logits dim 1 is 64}}
+  %0 = triad.cross_entropy_grad %l, %y, %d : tensor<8x64x256xf32>, tensor<8x32xi32>
+  return
+}
+
+// -----
+
+// Attention gradients have the types of q, k and v.
+func.func @f(%q: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'triad.attention_grad' op result types must be the types of q, k and v}}
+  %0:3 = triad.attention_grad %q, %q, %q, %q heads = 4 kv_heads = 4 mask = causal : tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32> -> tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x64xf32>
   return
 }

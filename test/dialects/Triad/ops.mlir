@@ -130,3 +130,31 @@ func.func @shapes(%x: tensor<8x64x64xf32>, %h: tensor<8x64x64xbf16>, %p: tensor<
   %8 = triad.mean %x dims = [0, 1, 2] : tensor<8x64x64xf32> -> tensor<f32>
   return
 }
+
+// CHECK-LABEL: func.func @gradients
+func.func @gradients(%ids: tensor<8x64xi32>, %x: tensor<8x64x64xf32>, %kv: tensor<8x64x32xf32>,
+                     %g: tensor<64xf32>, %plen: tensor<8xi32>, %slopes: tensor<4xf32>,
+                     %logits: tensor<8x64x256xf32>, %dloss: tensor<f32>) {
+  // CHECK: triad.embedding_grad %{{.*}}, %{{.*}} : tensor<8x64xi32>, tensor<8x64x64xf32> -> tensor<256x64xf32>
+  %0 = triad.embedding_grad %ids, %x : tensor<8x64xi32>, tensor<8x64x64xf32> -> tensor<256x64xf32>
+  // CHECK: triad.activation_grad gelu_tanh %{{.*}}, %{{.*}} : tensor<8x64x64xf32>
+  %1 = triad.activation_grad gelu_tanh %x, %x : tensor<8x64x64xf32>
+  // CHECK: triad.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<8x64x64xf32>, tensor<64xf32>
+  %2:2 = triad.layer_norm_grad %x, %g, %x : tensor<8x64x64xf32>, tensor<64xf32>
+  // CHECK: triad.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-03 : f64} : tensor<8x64x64xf32>, tensor<64xf32>
+  %3:2 = triad.rms_norm_grad %x, %g, %x {epsilon = 1.0e-3 : f64} : tensor<8x64x64xf32>, tensor<64xf32>
+  // CHECK: triad.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} heads = 4 kv_heads = 2 mask = causal : tensor<8x64x64xf32>, tensor<8x64x32xf32>, tensor<8x64x32xf32> -> tensor<8x64x64xf32>, tensor<8x64x32xf32>, tensor<8x64x32xf32>
+  %4:3 = triad.attention_grad %x, %kv, %kv, %x heads = 4 kv_heads = 2 mask = causal : tensor<8x64x64xf32>, tensor<8x64x32xf32>, tensor<8x64x32xf32> -> tensor<8x64x64xf32>, tensor<8x64x32xf32>, tensor<8x64x32xf32>
+  // CHECK: triad.attention_grad %{{.*}}, %{{.*}}, %{{.*}} prefix(%{{.*}} : tensor<8xi32>) alibi(%{{.*}} : tensor<4xf32>), %{{.*}} heads = 4 kv_heads = 4 mask = prefix
+  %5:3 = triad.attention_grad %x, %x, %x prefix(%plen : tensor<8xi32>) alibi(%slopes : tensor<4xf32>), %x heads = 4 kv_heads = 4 mask = prefix : tensor<8x64x64xf32>, tensor<8x64x64xf32>, tensor<8x64x64xf32> -> tensor<8x64x64xf32>, tensor<8x64x64xf32>, tensor<8x64x64xf32>
+  // CHECK: triad.rope_grad %{{.*}} heads = 4 rotary_dim = 8 : tensor<8x64x64xf32>
+  %6 = triad.rope_grad %x heads = 4 rotary_dim = 8 : tensor<8x64x64xf32>
+  // CHECK: triad.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<8x64x256xf32>, tensor<8x64xi32>
+  %7 = triad.cross_entropy_grad %logits, %ids, %dloss : tensor<8x64x256xf32>, tensor<8x64xi32>
+  // CHECK: triad.pad %{{.*}} low = [2, 0, 0] high = [0, 0, 1] : tensor<8x64x64xf32> -> tensor<10x64x65xf32>
+  %8 = triad.pad %x low = [2, 0, 0] high = [0, 0, 1] : tensor<8x64x64xf32> -> tensor<10x64x65xf32>
+  // CHECK: triad.broadcast %{{.*}} : tensor<8x1x64xf32> -> tensor<2x8x64x64xf32>
+  %s = triad.sum %x dims = [1] : tensor<8x64x64xf32> -> tensor<8x1x64xf32>
+  %9 = triad.broadcast %s : tensor<8x1x64xf32> -> tensor<2x8x64x64xf32>
+  return
+}
