@@ -9,6 +9,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -55,11 +56,16 @@ Attribute InitAttr::parse(AsmParser &parser, Type) {
   }
   double stddev = 0.0;
   int64_t layers = 0;
+  llvm::SmallDenseSet<StringRef, 2> seen;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef field;
     SMLoc fieldLoc = parser.getCurrentLocation();
     if (parser.parseKeyword(&field) || parser.parseEqual())
       return {};
+    if (!seen.insert(field).second) {
+      parser.emitError(fieldLoc, "init field '") << field << "' repeats";
+      return {};
+    }
     if (field == "std") {
       if (parser.parseFloat(stddev))
         return {};

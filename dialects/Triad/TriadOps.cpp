@@ -10,6 +10,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/SmallBitVector.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 
@@ -43,6 +44,15 @@ static Type typeOrFallback(FailureOr<RankedTensorType> inferred,
   return succeeded(inferred) ? Type(*inferred) : fallback.getType();
 }
 
+/// The element count of a static shape, or nullopt when it overflows int64.
+static std::optional<int64_t> elementCount(ArrayRef<int64_t> shape) {
+  int64_t count = 1;
+  for (int64_t size : shape)
+    if (llvm::MulOverflow(count, size, count))
+      return std::nullopt;
+  return count;
+}
+
 //===----------------------------------------------------------------------===//
 // ParamOp and GetParamOp
 //===----------------------------------------------------------------------===//
@@ -54,6 +64,8 @@ LogicalResult ParamOp::verify() {
     if (size <= 0)
       return emitOpError("parameter dim ")
              << i << " has size " << size << "; sizes must be positive";
+  if (!elementCount(getTensorType().getShape()))
+    return emitOpError("parameter has more elements than int64 can count");
   return success();
 }
 
@@ -72,6 +84,20 @@ LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 //===----------------------------------------------------------------------===//
 // LayerOp
 //===----------------------------------------------------------------------===//
+
+LogicalResult LayerOp::verify() {
+  // Each part of the model appears once in its function.
+  for (Operation *op = getOperation()->getPrevNode(); op;
+       op = op->getPrevNode()) {
+    auto earlier = dyn_cast<LayerOp>(op);
+    if (earlier && earlier.getKind() == getKind() &&
+        earlier.getIndex() == getIndex())
+      return emitOpError("duplicates ")
+             << stringifyLayerKind(getKind()) << " layer " << getIndex()
+             << " of this function";
+  }
+  return success();
+}
 
 LogicalResult LayerOp::verifyRegions() {
   Block &body = getBody().front();
@@ -159,6 +185,13 @@ LogicalResult AddOp::verify() {
   return success();
 }
 
+LogicalResult ScaleOp::verify() {
+  double factor = getFactor().convertToDouble();
+  if (!std::isfinite(factor))
+    return emitOpError("factor must be finite, got ") << factor;
+  return success();
+}
+
 LogicalResult BiasAddOp::verify() {
   RankedTensorType x = getX().getType();
   if (x.getRank() < 1)
@@ -234,14 +267,14 @@ double AttentionOp::getEffectiveScale() {
 
 /// Shared by attention and its gradient: shapes of q, k, v, the mask
 /// operands and the attributes.
-static LogicalResult
-verifyAttention(Operation *op, RankedTensorType q, RankedTensorType k,
-                RankedTensorType v, Value prefixLengths, Value alibiSlopes,
-                int64_t heads, int64_t kvHeads, MaskKind mask,
-                std::optional<APFloat> scale) {
-  for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"q", q},
-                            {"k", k},
-                            {"v", v}})
+static LogicalResult verifyAttention(Operation *op, RankedTensorType q,
+                                     RankedTensorType k, RankedTensorType v,
+                                     Value prefixLengths, Value alibiSlopes,
+                                     int64_t heads, int64_t kvHeads,
+                                     MaskKind mask,
+                                     std::optional<APFloat> scale) {
+  for (auto [name, type] :
+       {std::pair<StringRef, RankedTensorType>{"q", q}, {"k", k}, {"v", v}})
     if (type.getRank() != 3)
       return op->emitOpError()
              << name
@@ -273,9 +306,8 @@ verifyAttention(Operation *op, RankedTensorType q, RankedTensorType k,
            << v.getDimSize(1) << " but k dim 1 is " << k.getDimSize(1);
   if (mask != MaskKind::none && k.getDimSize(1) != q.getDimSize(1))
     return op->emitOpError("mask '")
-           << stringifyMaskKind(mask) << "' needs k dim 1 ("
-           << k.getDimSize(1) << ") equal to q dim 1 (" << q.getDimSize(1)
-           << ")";
+           << stringifyMaskKind(mask) << "' needs k dim 1 (" << k.getDimSize(1)
+           << ") equal to q dim 1 (" << q.getDimSize(1) << ")";
   if ((mask == MaskKind::prefix) != static_cast<bool>(prefixLengths))
     return op->emitOpError("prefix_lengths must be given exactly when mask "
                            "is 'prefix'");
@@ -302,9 +334,8 @@ verifyAttention(Operation *op, RankedTensorType q, RankedTensorType k,
 
 LogicalResult AttentionOp::verify() {
   return verifyAttention(*this, getQ().getType(), getK().getType(),
-                         getV().getType(), getPrefixLengths(),
-                         getAlibiSlopes(), getHeads(), getKvHeads(), getMask(),
-                         getScale());
+                         getV().getType(), getPrefixLengths(), getAlibiSlopes(),
+                         getHeads(), getKvHeads(), getMask(), getScale());
 }
 
 LogicalResult AttentionGradOp::verify() {
@@ -313,15 +344,13 @@ LogicalResult AttentionGradOp::verify() {
       getDv().getType() != getV().getType())
     return emitOpError("result types must be the types of q, k and v");
   return verifyAttention(*this, getQ().getType(), getK().getType(),
-                         getV().getType(), getPrefixLengths(),
-                         getAlibiSlopes(), getHeads(), getKvHeads(), getMask(),
-                         getScale());
+                         getV().getType(), getPrefixLengths(), getAlibiSlopes(),
+                         getHeads(), getKvHeads(), getMask(), getScale());
 }
 
 /// Shared by the rotary embedding and its gradient.
 static LogicalResult verifyRope(Operation *op, RankedTensorType x,
-                                int64_t heads, int64_t rotaryDim,
-                                double base) {
+                                int64_t heads, int64_t rotaryDim, double base) {
   if (x.getRank() != 3)
     return op->emitOpError("x must have rank 3 [batch, seq, heads * "
                            "head_dim], got rank ")
@@ -354,11 +383,13 @@ LogicalResult RopeGradOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ReshapeOp::verify() {
-  int64_t in = getX().getType().getNumElements();
-  int64_t out = getType().getNumElements();
-  if (in != out)
+  std::optional<int64_t> in = elementCount(getX().getType().getShape());
+  std::optional<int64_t> out = elementCount(getType().getShape());
+  if (!in || !out)
+    return emitOpError("element count overflows int64");
+  if (*in != *out)
     return emitOpError("operand has ")
-           << in << " elements but the result has " << out;
+           << *in << " elements but the result has " << *out;
   return success();
 }
 
@@ -417,7 +448,8 @@ LogicalResult ConcatOp::verify() {
         return emitOpError("input ")
                << i << " dim " << d << " is " << type.getDimSize(d)
                << " but input 0 dim " << d << " is " << first.getDimSize(d);
-    shape[dim] += type.getDimSize(dim);
+    if (llvm::AddOverflow(shape[dim], type.getDimSize(dim), shape[dim]))
+      return emitOpError("concatenated dim ") << dim << " overflows int64";
   }
   return verifyInferredType(
       *this, RankedTensorType::get(shape, first.getElementType()), getType());
@@ -488,11 +520,13 @@ static LogicalResult verifyCrossEntropy(Operation *op, RankedTensorType logits,
 }
 
 LogicalResult CrossEntropyOp::verify() {
-  return verifyCrossEntropy(*this, getLogits().getType(), getLabels().getType());
+  return verifyCrossEntropy(*this, getLogits().getType(),
+                            getLabels().getType());
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
-  return verifyCrossEntropy(*this, getLogits().getType(), getLabels().getType());
+  return verifyCrossEntropy(*this, getLogits().getType(),
+                            getLabels().getType());
 }
 
 //===----------------------------------------------------------------------===//
@@ -508,14 +542,13 @@ LogicalResult EmbeddingGradOp::verify() {
            << "; dy must have the shape of ids plus the hidden dimension";
   for (int64_t i = 0; i < ids.getRank(); ++i)
     if (dy.getDimSize(i) != ids.getDimSize(i))
-      return emitOpError("dy dim ") << i << " is " << dy.getDimSize(i)
-                                    << " but ids dim " << i << " is "
-                                    << ids.getDimSize(i);
+      return emitOpError("dy dim ")
+             << i << " is " << dy.getDimSize(i) << " but ids dim " << i
+             << " is " << ids.getDimSize(i);
   int64_t hidden = dy.getDimSize(dy.getRank() - 1);
   if (table.getDimSize(1) != hidden)
     return emitOpError("result dim 1 is ")
-           << table.getDimSize(1) << " but dy's hidden dimension is "
-           << hidden;
+           << table.getDimSize(1) << " but dy's hidden dimension is " << hidden;
   if (table.getElementType() != dy.getElementType())
     return emitOpError("result element type ")
            << table.getElementType() << " differs from dy element type "

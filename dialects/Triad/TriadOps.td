@@ -74,12 +74,14 @@ def Triad_GetParamOp : Triad_Op<"get_param", [
 }
 
 def Triad_LayerOp : Triad_Op<"layer", [
-    IsolatedFromAbove, SingleBlock, RecursiveMemoryEffects]> {
+    IsolatedFromAbove, SingleBlock, RecursiveMemoryEffects,
+    HasParent<"::mlir::func::FuncOp">]> {
   let summary = "One part of the model: the embedding, a transformer layer or the head";
   let description = [{
     Makes the layer structure of the model explicit: the ops of transformer
     layer `index` (or of the embedding, or of the head that computes the
-    loss) live in the body of one `triad.layer`. The body is isolated from
+    loss) live in the body of one `triad.layer`, a part of a function; a
+    function holds each (kind, index) once. The body is isolated from
     above: activations enter as operands (bound to the block arguments) and
     leave through `triad.yield`; parameters are read by symbol. Pipeline
     stages, recomputation and the cost model all work on these units.
@@ -105,6 +107,7 @@ def Triad_LayerOp : Triad_Op<"layer", [
   let assemblyFormat = [{
     $kind $index ` ` `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
   }];
+  let hasVerifier = 1;
   let hasRegionVerifier = 1;
 }
 
@@ -245,6 +248,7 @@ def Triad_ScaleOp : Triad_Op<"scale", [Pure, SameOperandsAndResultType]> {
   let arguments = (ins Triad_FloatTensor:$x, F64Attr:$factor);
   let results = (outs Triad_FloatTensor:$result);
   let assemblyFormat = "$x `by` $factor attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 def Triad_BiasAddOp : Triad_Op<"bias_add", [Pure, AllTypesMatch<["x", "result"]>,

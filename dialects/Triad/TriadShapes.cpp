@@ -139,8 +139,8 @@ FailureOr<RankedTensorType> triad::inferSliceType(RankedTensorType x,
       });
     if (offsets[i] < 0 || offsets[i] > x.getDimSize(i) - sizes[i])
       return fail([&](InFlightDiagnostic &d) {
-        d << "slice of dim " << i << " [" << offsets[i] << ", "
-          << offsets[i] + sizes[i] << ") is outside [0, " << x.getDimSize(i)
+        d << "slice of dim " << i << " at offset " << offsets[i]
+          << " with size " << sizes[i] << " is outside [0, " << x.getDimSize(i)
           << ")";
       });
   }

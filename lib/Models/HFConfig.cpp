@@ -96,6 +96,52 @@ private:
   StringRef modelType;
 };
 
+/// Reads transformers v5's `rope_parameters` object when present: only the
+/// default RoPE is modelled; its theta and partial rotary factor override the
+/// v4 fields.
+llvm::Error readRopeParameters(const json::Object &object, Fields &fields,
+                               ModelConfig &config) {
+  const json::Value *value = object.get("rope_parameters");
+  if (!value || value->kind() == json::Value::Null)
+    return llvm::Error::success();
+  const json::Object *rope = value->getAsObject();
+  if (!rope)
+    return fields.unsupported("rope_parameters", "must be an object");
+  if (const json::Value *type = rope->get("rope_type")) {
+    std::optional<StringRef> name = type->getAsString();
+    if (!name || *name != "default")
+      return fields.unsupported("rope_parameters",
+                                "scaled RoPE is not supported (rope_type must "
+                                "be 'default')");
+  }
+  if (const json::Value *theta = rope->get("rope_theta")) {
+    std::optional<double> number = theta->getAsNumber();
+    if (!number)
+      return fields.unsupported("rope_parameters",
+                                "rope_theta must be a number");
+    config.ropeBase = *number;
+  }
+  if (const json::Value *factor = rope->get("partial_rotary_factor")) {
+    std::optional<double> number = factor->getAsNumber();
+    if (!number)
+      return fields.unsupported("rope_parameters",
+                                "partial_rotary_factor must be a number");
+    config.rotaryFraction = *number;
+  }
+  return llvm::Error::success();
+}
+
+/// Rejects a boolean field whose value Triad does not model.
+llvm::Error requireBoolean(Fields &fields, StringRef key, bool fallback,
+                           bool required, const llvm::Twine &why) {
+  Expected<bool> value = fields.boolean(key, fallback);
+  if (!value)
+    return value.takeError();
+  if (*value != required)
+    return fields.unsupported(key, why);
+  return llvm::Error::success();
+}
+
 /// Maps Hugging Face activation names to Triad's.
 Expected<Activation> mapActivation(Fields &fields, StringRef key,
                                    StringRef name) {
@@ -107,6 +153,13 @@ Expected<Activation> mapActivation(Fields &fields, StringRef key,
     return Activation::Relu;
   return fields.unsupported(key, "unsupported activation '" + name + "'");
 }
+
+// Returns an llvm::Error from the enclosing function when there is one.
+#define TRIAD_CHECK(expr)                                                      \
+  do {                                                                         \
+    if (llvm::Error _error = (expr))                                           \
+      return std::move(_error);                                                \
+  } while (false)
 
 // Sets `target` from an Expected or returns its error from the enclosing
 // function.
@@ -133,10 +186,17 @@ Expected<ModelConfig> fromGpt2(Fields &f, ModelConfig c) {
   TRIAD_ASSIGN(c.normEpsilon, f.number("layer_norm_epsilon", 1e-5));
   TRIAD_ASSIGN(c.tieEmbeddings, f.boolean("tie_word_embeddings", true));
   TRIAD_ASSIGN(c.initStd, f.number("initializer_range", 0.02));
+  TRIAD_CHECK(requireBoolean(f, "scale_attn_weights", true, true,
+                             "unscaled attention scores are not supported"));
+  TRIAD_CHECK(requireBoolean(f, "scale_attn_by_inverse_layer_idx", false, false,
+                             "per-layer attention scaling is not supported"));
+  TRIAD_CHECK(requireBoolean(f, "reorder_and_upcast_attn", false, false,
+                             "reordered attention upcasting is not supported"));
   return c;
 }
 
-Expected<ModelConfig> fromGptNeox(Fields &f, ModelConfig c) {
+Expected<ModelConfig> fromGptNeox(const json::Object &object, Fields &f,
+                                  ModelConfig c) {
   TRIAD_ASSIGN(c.layers, f.integer("num_hidden_layers"));
   TRIAD_ASSIGN(c.hidden, f.integer("hidden_size"));
   TRIAD_ASSIGN(c.heads, f.integer("num_attention_heads"));
@@ -153,8 +213,15 @@ Expected<ModelConfig> fromGptNeox(Fields &f, ModelConfig c) {
   TRIAD_ASSIGN(c.activation, mapActivation(f, "hidden_act", act));
   TRIAD_ASSIGN(c.normEpsilon, f.number("layer_norm_eps", 1e-5));
   TRIAD_ASSIGN(c.tieEmbeddings, f.boolean("tie_word_embeddings", false));
-  TRIAD_ASSIGN(c.bias, f.boolean("attention_bias", true));
+  // GPT-NeoX's MLP and layer norms always have biases; only attention can
+  // drop them, which Triad does not model separately.
+  TRIAD_CHECK(requireBoolean(f, "attention_bias", true, true,
+                             "attention without biases next to an MLP with "
+                             "biases is not supported"));
   TRIAD_ASSIGN(c.initStd, f.number("initializer_range", 0.02));
+  if (f.has("rope_scaling"))
+    return f.unsupported("rope_scaling", "scaled RoPE is not supported");
+  TRIAD_CHECK(readRopeParameters(object, f, c));
   return c;
 }
 
@@ -183,6 +250,8 @@ Expected<ModelConfig> fromOpt(Fields &f, ModelConfig c) {
   TRIAD_ASSIGN(act, f.string("activation_function", "relu"));
   TRIAD_ASSIGN(c.activation, mapActivation(f, "activation_function", act));
   TRIAD_ASSIGN(c.bias, f.boolean("enable_bias", true));
+  TRIAD_CHECK(requireBoolean(f, "layer_norm_elementwise_affine", true, true,
+                             "layer norms without weights are not supported"));
   TRIAD_ASSIGN(c.tieEmbeddings, f.boolean("tie_word_embeddings", true));
   TRIAD_ASSIGN(c.initStd, f.number("init_std", 0.02));
   return c;
@@ -218,7 +287,8 @@ Expected<ModelConfig> fromBloom(Fields &f, ModelConfig c) {
   return c;
 }
 
-Expected<ModelConfig> fromLlama(Fields &f, ModelConfig c) {
+Expected<ModelConfig> fromLlama(const json::Object &object, Fields &f,
+                                ModelConfig c) {
   TRIAD_ASSIGN(c.layers, f.integer("num_hidden_layers"));
   TRIAD_ASSIGN(c.hidden, f.integer("hidden_size"));
   TRIAD_ASSIGN(c.heads, f.integer("num_attention_heads"));
@@ -231,6 +301,17 @@ Expected<ModelConfig> fromLlama(Fields &f, ModelConfig c) {
   TRIAD_ASSIGN(c.ropeBase, f.number("rope_theta", 10000.0));
   if (f.has("rope_scaling"))
     return f.unsupported("rope_scaling", "scaled RoPE is not supported");
+  TRIAD_CHECK(readRopeParameters(object, f, c));
+  if (f.has("head_dim")) {
+    int64_t headDim;
+    TRIAD_ASSIGN(headDim, f.integer("head_dim"));
+    if (c.heads <= 0 || headDim * c.heads != c.hidden)
+      return f.unsupported("head_dim",
+                           llvm::formatv("a head size of {0} other than "
+                                         "hidden_size / num_attention_heads "
+                                         "is not supported",
+                                         headDim));
+  }
   std::string act;
   TRIAD_ASSIGN(act, f.string("hidden_act", "silu"));
   if (act != "silu")
@@ -251,6 +332,7 @@ Expected<ModelConfig> fromLlama(Fields &f, ModelConfig c) {
 }
 
 #undef TRIAD_ASSIGN
+#undef TRIAD_CHECK
 
 } // namespace
 
@@ -276,13 +358,13 @@ Expected<ModelConfig> triad::parseHFConfig(StringRef text) {
     if (*modelType == "gpt2")
       return fromGpt2(fields, config);
     if (*modelType == "gpt_neox")
-      return fromGptNeox(fields, config);
+      return fromGptNeox(*object, fields, config);
     if (*modelType == "opt")
       return fromOpt(fields, config);
     if (*modelType == "bloom")
       return fromBloom(fields, config);
     if (*modelType == "llama")
-      return fromLlama(fields, config);
+      return fromLlama(*object, fields, config);
     return hfError(llvm::formatv("unsupported model_type '{0}' (supported: "
                                  "gpt2, gpt_neox, opt, bloom, llama)",
                                  *modelType));

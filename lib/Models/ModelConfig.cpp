@@ -10,6 +10,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -101,8 +102,8 @@ bool triad::isGated(Activation activation) {
 //===----------------------------------------------------------------------===//
 
 int64_t ModelConfig::rotaryDim() const {
-  return static_cast<int64_t>(
-      std::llround(static_cast<double>(headDim()) * rotaryFraction));
+  // Truncated like Hugging Face's int(head_size * rotary_pct).
+  return static_cast<int64_t>(static_cast<double>(headDim()) * rotaryFraction);
 }
 
 double ModelConfig::effectiveDeepnormAlpha() const {
@@ -160,10 +161,19 @@ llvm::Error ModelConfig::validate() const {
   if (heads % kvHeads != 0)
     return configError(llvm::formatv("kv_heads ({0}) must divide heads ({1})",
                                      kvHeads, heads));
-  if (positions == Positions::Learned && maxPositions && seq > maxPositions)
+  if ((positions == Positions::Learned || topQueryLayer) && maxPositions &&
+      seq > maxPositions)
     return configError(llvm::formatv(
         "seq ({0}) exceeds the learned position table ({1} positions)", seq,
         maxPositions));
+  // The largest activation (the logits) must have an element count that
+  // every backend can index.
+  int64_t widest = std::max({vocab, ffn, hidden});
+  if (batch * seq > (int64_t(1) << 44) / widest)
+    return configError(llvm::formatv(
+        "batch * seq * max(vocab, ffn, hidden) = {0} * {1} * {2} exceeds the "
+        "limit of 2^44 elements per activation",
+        batch, seq, widest));
   if (positions == Positions::Rope) {
     if (!(rotaryFraction > 0.0 && rotaryFraction <= 1.0))
       return configError(
@@ -183,8 +193,12 @@ llvm::Error ModelConfig::validate() const {
     return configError(
         llvm::formatv("parallel residual needs pre norm placement, got '{0}'",
                       toString(placement)));
-  if (deepnormAlpha < 0.0 || deepnormBeta < 0.0)
-    return configError("deepnorm alpha and beta must not be negative");
+  if (!(deepnormAlpha >= 0.0) || !std::isfinite(deepnormAlpha) ||
+      !(deepnormBeta >= 0.0) || !std::isfinite(deepnormBeta))
+    return configError(llvm::formatv(
+        "deepnorm alpha and beta must be finite and not negative, got {0} and "
+        "{1}",
+        number(deepnormAlpha), number(deepnormBeta)));
   if (!(normEpsilon > 0.0) || !std::isfinite(normEpsilon))
     return configError(llvm::formatv("norm epsilon must be positive, got {0}",
                                      number(normEpsilon)));
@@ -297,6 +311,7 @@ const Preset kPresets[] = {
        c.positions = Positions::Rope;
        c.rotaryFraction = 0.25;
        c.parallelResidual = true;
+       c.activation = Activation::GeluTanh; // HF: hidden_act gelu_fast
        c.tieEmbeddings = false;
        return c;
      }},
@@ -335,8 +350,12 @@ const Preset kPresets[] = {
      }},
     {"mt-nlg-530b",
      [] {
-       // GPT-2's 50257-token vocabulary, padded by Megatron to 51200.
-       return gptBase("mt-nlg-530b", 105, 20480, 128, 81920, 51200, 2048);
+       // GPT-2's 50257-token vocabulary, padded by Megatron to 51200;
+       // Megatron's fused bias-GELU is the tanh approximation.
+       ModelConfig c =
+           gptBase("mt-nlg-530b", 105, 20480, 128, 81920, 51200, 2048);
+       c.activation = Activation::GeluTanh;
+       return c;
      }},
 };
 } // namespace

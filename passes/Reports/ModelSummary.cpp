@@ -38,12 +38,15 @@ struct ModelSummaryPass
       totalElements += param.getNumElements();
     }
 
-    llvm::DenseSet<StringRef> counted;
+    // Parameters read by any function, for the unused count.
+    llvm::DenseSet<StringRef> readAnywhere;
     llvm::raw_ostream &os = llvm::outs();
     for (auto func : module.getOps<func::FuncOp>()) {
       auto layers = llvm::to_vector(func.getBody().getOps<LayerOp>());
       if (layers.empty())
         continue;
+      // Within one function a parameter counts once, in its first part.
+      llvm::DenseSet<StringRef> counted;
       int64_t transformerLayers = llvm::count_if(layers, [](LayerOp layer) {
         return layer.getKind() == LayerKind::transformer;
       });
@@ -61,7 +64,10 @@ struct ModelSummaryPass
           if (!get)
             return;
           auto it = params.find(get.getName());
-          if (it != params.end() && counted.insert(it->first()).second)
+          if (it == params.end())
+            return;
+          readAnywhere.insert(it->first());
+          if (counted.insert(it->first()).second)
             layerParams += it->second.getNumElements();
         });
         std::string part = llvm::formatv(
@@ -89,7 +95,7 @@ struct ModelSummaryPass
     });
     os << ")\n";
     int64_t unused = llvm::count_if(module.getOps<ParamOp>(), [&](ParamOp p) {
-      return !counted.contains(p.getSymName());
+      return !readAnywhere.contains(p.getSymName());
     });
     if (unused)
       os << "  unused parameters: " << unused << "\n";

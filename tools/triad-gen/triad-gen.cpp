@@ -252,7 +252,10 @@ int main(int argc, char **argv) {
   ModelConfig config = baseConfig();
   applyOverrides(config);
   if (llvm::Error error = config.validate())
-    fail("invalid model configuration: " + llvm::toString(std::move(error)));
+    fail("invalid model configuration" +
+         (hfConfigPath.getNumOccurrences() ? " from " + hfConfigPath + ": "
+                                           : std::string(": ")) +
+         llvm::toString(std::move(error)));
 
   if (printParams) {
     printParameterReport(config, llvm::outs());
@@ -272,6 +275,12 @@ int main(int argc, char **argv) {
     fail(errorMessage);
   module->print(output->os());
   output->os() << "\n";
+  output->os().flush();
+  if (std::error_code error = output->os().error()) {
+    output->os().clear_error();
+    fail(llvm::formatv("cannot write '{0}': {1}", outputPath.getValue(),
+                       error.message()));
+  }
   output->keep();
   return 0;
 }

@@ -123,6 +123,33 @@ TEST(HFConfig, LlamaGroupedQuery) {
   EXPECT_FALSE(c.validate());
 }
 
+TEST(HFConfig, TransformersV5RopeParameters) {
+  ModelConfig c = parse(R"({
+    "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+    "num_attention_heads": 4, "intermediate_size": 172, "vocab_size": 256,
+    "max_position_embeddings": 64, "head_dim": 16,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}})");
+  EXPECT_EQ(c.ropeBase, 500000.0);
+  ModelConfig neox = parse(R"({
+    "model_type": "gpt_neox", "num_hidden_layers": 2, "hidden_size": 64,
+    "num_attention_heads": 4, "intermediate_size": 256, "vocab_size": 256,
+    "max_position_embeddings": 64,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1000.0,
+                        "partial_rotary_factor": 0.5}})");
+  EXPECT_EQ(neox.ropeBase, 1000.0);
+  EXPECT_EQ(neox.rotaryDim(), 8);
+}
+
+TEST(HFConfig, RotaryDimsTruncateLikeTransformers) {
+  // int(16 * 0.3) = 4 in Hugging Face; rounding would give 5 and fail.
+  ModelConfig c = parse(R"({
+    "model_type": "gpt_neox", "num_hidden_layers": 2, "hidden_size": 64,
+    "num_attention_heads": 4, "intermediate_size": 256, "vocab_size": 256,
+    "max_position_embeddings": 64, "rotary_pct": 0.3})");
+  EXPECT_EQ(c.rotaryDim(), 4);
+  EXPECT_FALSE(c.validate());
+}
+
 TEST(HFConfig, ErrorsNameTheProblem) {
   struct Case {
     const char *json;
@@ -164,6 +191,40 @@ TEST(HFConfig, ErrorsNameTheProblem) {
        "\"intermediate_size\": 256, \"vocab_size\": 256, "
        "\"max_position_embeddings\": 64, \"use_parallel_residual\": \"yes\"}",
        "field 'use_parallel_residual' must be a boolean"},
+      {"{\"model_type\": \"gpt_neox\", \"num_hidden_layers\": 2, "
+       "\"hidden_size\": 64, \"num_attention_heads\": 4, "
+       "\"intermediate_size\": 256, \"vocab_size\": 256, "
+       "\"max_position_embeddings\": 64, \"attention_bias\": false}",
+       "field 'attention_bias': attention without biases next to an MLP with "
+       "biases is not supported"},
+      {"{\"model_type\": \"llama\", \"num_hidden_layers\": 2, "
+       "\"hidden_size\": 64, \"num_attention_heads\": 4, \"head_dim\": 32, "
+       "\"intermediate_size\": 172, \"vocab_size\": 256, "
+       "\"max_position_embeddings\": 64}",
+       "field 'head_dim': a head size of 32 other than hidden_size / "
+       "num_attention_heads is not supported"},
+      {"{\"model_type\": \"llama\", \"num_hidden_layers\": 2, "
+       "\"hidden_size\": 64, \"num_attention_heads\": 4, "
+       "\"intermediate_size\": 172, \"vocab_size\": 256, "
+       "\"max_position_embeddings\": 64, \"rope_parameters\": "
+       "{\"rope_type\": \"llama3\", \"rope_theta\": 500000.0}}",
+       "field 'rope_parameters': scaled RoPE is not supported"},
+      {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, "
+       "\"n_head\": 4, \"vocab_size\": 256, \"n_positions\": 64, "
+       "\"scale_attn_by_inverse_layer_idx\": true}",
+       "field 'scale_attn_by_inverse_layer_idx': per-layer attention scaling "
+       "is not supported"},
+      {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, "
+       "\"n_head\": 4, \"vocab_size\": 256, \"n_positions\": 64, "
+       "\"scale_attn_weights\": false}",
+       "field 'scale_attn_weights': unscaled attention scores are not "
+       "supported"},
+      {"{\"model_type\": \"opt\", \"num_hidden_layers\": 2, "
+       "\"hidden_size\": 64, \"num_attention_heads\": 4, \"ffn_dim\": 256, "
+       "\"vocab_size\": 256, \"max_position_embeddings\": 64, "
+       "\"layer_norm_elementwise_affine\": false}",
+       "field 'layer_norm_elementwise_affine': layer norms without weights "
+       "are not supported"},
   };
   for (const Case &test : cases) {
     std::string message = parseError(test.json);

@@ -157,7 +157,7 @@ TEST(ModelConfig, ValidationNamesTheProblem) {
       {"odd rotary dims",
        [](ModelConfig &c) {
          c.positions = Positions::Rope;
-         c.rotaryFraction = 0.3;
+         c.rotaryFraction = 0.35;
        },
        "gives 5 rotary dims"},
       {"rotary fraction above 1",

@@ -534,7 +534,7 @@ func.func @f(%x: tensor<8x64xf32>) {
 
 // Slices stay inside the operand.
 func.func @f(%x: tensor<66x64xf32>) {
-  // expected-error @+1 {{'triad.slice' op slice of dim 0 [4, 68) is outside [0, 66)}}
+  // expected-error @+1 {{'triad.slice' op slice of dim 0 at offset 4 with size 64 is outside [0, 66)}}
   %0 = triad.slice %x offsets = [4, 0] sizes = [64, 64] : tensor<66x64xf32> -> tensor<64x64xf32>
   return
 }
@@ -842,5 +842,101 @@ func.func @f(%l: tensor<8x64x256xf32>, %y: tensor<8x32xi32>, %d: tensor<f32>) {
 func.func @f(%q: tensor<2x8x64xf32>) {
   // expected-error @+1 {{'triad.attention_grad' op result types must be the types of q, k and v}}
   %0:3 = triad.attention_grad %q, %q, %q, %q heads = 4 kv_heads = 4 mask = causal : tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32> -> tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// An init field is given once.
+// expected-error @+1 {{init field 'std' repeats}}
+triad.param @w : tensor<4xf32> init <normal, std = 0.1, std = 0.2>
+
+// -----
+
+// Parameter names are not empty.
+// expected-error @+1 {{'triad.param' op parameter name must not be empty}}
+triad.param @"" : tensor<4xf32> init <zeros>
+
+// -----
+
+// Parameter element counts fit in int64.
+// expected-error @+1 {{'triad.param' op parameter has more elements than int64 can count}}
+triad.param @w : tensor<4294967296x4294967296xf32> init <zeros>
+
+// -----
+
+// Layers are parts of a function.
+// expected-error @+1 {{'triad.layer' op expects parent op 'func.func'}}
+"triad.layer"() ({
+  "triad.yield"() : () -> ()
+}) {kind = 1 : i32, index = 0 : i64} : () -> ()
+
+// -----
+
+// A function holds each layer once.
+func.func @f(%x: tensor<4xf32>) {
+  %0 = triad.layer transformer 0 (%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    triad.yield %a : tensor<4xf32>
+  }
+  // expected-error @+1 {{'triad.layer' op duplicates transformer layer 0 of this function}}
+  %1 = triad.layer transformer 0 (%0) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    triad.yield %a : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// Scale factors are finite.
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'triad.scale' op factor must be finite, got INF}}
+  %0 = triad.scale %x by 0x7FF0000000000000 : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Norms need a dimension to normalize.
+func.func @f(%x: tensor<f32>, %g: tensor<1xf32>) {
+  // expected-error @+1 {{'triad.layer_norm' op x must have rank >= 1}}
+  %0 = triad.layer_norm %x, %g : tensor<f32>, tensor<1xf32>
+  return
+}
+
+// -----
+
+// The RMS norm epsilon is positive.
+func.func @f(%x: tensor<8x64xf32>, %g: tensor<64xf32>) {
+  // expected-error @+1 {{'triad.rms_norm' op epsilon must be positive and finite, got 0}}
+  %0 = triad.rms_norm %x, %g {epsilon = 0.0 : f64} : tensor<8x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+// Reshapes of uncountable tensors are rejected.
+func.func @f(%x: tensor<4611686018427387904x4xf32>) {
+  // expected-error @+1 {{'triad.reshape' op element count overflows int64}}
+  %0 = triad.reshape %x : tensor<4611686018427387904x4xf32> -> tensor<1xf32>
+  return
+}
+
+// -----
+
+// Concatenated sizes fit in int64.
+func.func @f(%x: tensor<4611686018427387904xf32>) {
+  // expected-error @+1 {{'triad.concat' op concatenated dim 0 overflows int64}}
+  %0 = triad.concat %x, %x, %x dim = 0 : tensor<4611686018427387904xf32>, tensor<4611686018427387904xf32>, tensor<4611686018427387904xf32> -> tensor<1xf32>
+  return
+}
+
+// -----
+
+// A mean's result drops or keeps the reduced dimensions.
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.mean' op result type 'tensor<8x1x1xf32>' does not match the inferred type 'tensor<8xf32>'}}
+  %0 = triad.mean %x dims = [1] : tensor<8x64xf32> -> tensor<8x1x1xf32>
   return
 }
