@@ -259,10 +259,20 @@ int64_t AttentionOp::getHeadDim() {
   return getQ().getType().getDimSize(2) / getHeads();
 }
 
-double AttentionOp::getEffectiveScale() {
-  if (std::optional<APFloat> scale = getScale())
+/// The attention scale: the attribute when given, else 1/sqrt(head_dim).
+static double effectiveScale(std::optional<APFloat> scale, RankedTensorType q,
+                             int64_t heads) {
+  if (scale)
     return scale->convertToDouble();
-  return 1.0 / std::sqrt(static_cast<double>(getHeadDim()));
+  return 1.0 / std::sqrt(static_cast<double>(q.getDimSize(2) / heads));
+}
+
+double AttentionOp::getEffectiveScale() {
+  return effectiveScale(getScale(), getQ().getType(), getHeads());
+}
+
+double AttentionGradOp::getEffectiveScale() {
+  return effectiveScale(getScale(), getQ().getType(), getHeads());
 }
 
 /// Shared by attention and its gradient: shapes of q, k, v, the mask

@@ -887,6 +887,10 @@ def Triad_AttentionGradOp : Triad_Op<"attention_grad", [
     `->` type($dq) `,` type($dk) `,` type($dv)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The score scale actually applied: the attribute, else 1/sqrt(d).
+    double getEffectiveScale();
+  }];
 }
 
 def Triad_RopeGradOp : Triad_Op<"rope_grad", [Pure, SameOperandsAndResultType]> {

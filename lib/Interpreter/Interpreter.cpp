@@ -123,6 +123,34 @@ FailureOr<std::vector<Tensor>> Interpreter::runRegion(Region &region,
   return region.getParentOp()->emitError("region has no terminator");
 }
 
+static Mask toMask(MaskKind kind) {
+  switch (kind) {
+  case MaskKind::causal:
+    return Mask::Causal;
+  case MaskKind::prefix:
+    return Mask::Prefix;
+  case MaskKind::none:
+    return Mask::None;
+  }
+  return Mask::None;
+}
+
+static Activation toActivation(ActivationKind kind) {
+  switch (kind) {
+  case ActivationKind::gelu:
+    return Activation::Gelu;
+  case ActivationKind::gelu_tanh:
+    return Activation::GeluTanh;
+  case ActivationKind::fast_gelu:
+    return Activation::FastGelu;
+  case ActivationKind::relu:
+    return Activation::Relu;
+  case ActivationKind::silu:
+    return Activation::Silu;
+  }
+  return Activation::Relu;
+}
+
 /// Wraps a kernel's data-dependent error as a diagnostic at `op`.
 template <typename T>
 static FailureOr<T> check(Operation *op, llvm::Expected<T> result) {
@@ -212,15 +240,12 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
         return one(rmsNorm(*in[0], *in[1], n.getEpsilon().convertToDouble()));
       })
       .Case([&](AttentionOp a) {
-        Mask mask = a.getMask() == MaskKind::causal   ? Mask::Causal
-                    : a.getMask() == MaskKind::prefix ? Mask::Prefix
-                                                      : Mask::None;
         const Tensor *prefix = a.getPrefixLengths() ? in[3] : nullptr;
         const Tensor *slopes =
             a.getAlibiSlopes() ? in[a.getPrefixLengths() ? 4 : 3] : nullptr;
-        return oneOrError(attention(*in[0], *in[1], *in[2], prefix, slopes,
-                                    a.getHeads(), a.getKvHeads(), mask,
-                                    a.getEffectiveScale()));
+        return oneOrError(attention(
+            *in[0], *in[1], *in[2], prefix, slopes, a.getHeads(),
+            a.getKvHeads(), toMask(a.getMask()), a.getEffectiveScale()));
       })
       .Case([&](RopeOp r) {
         return one(rope(*in[0], r.getHeads(), r.getRotaryDim(),
@@ -262,6 +287,44 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
       .Case([&](MeanOp m) {
         bool keep = m.getType().getRank() == m.getX().getType().getRank();
         return one(reduce(*in[0], m.getDims(), keep, /*mean=*/true));
+      })
+      .Case([&](PadOp p) { return one(pad(*in[0], p.getLow(), p.getHigh())); })
+      .Case([&](EmbeddingGradOp e) {
+        return one(embeddingGrad(*in[0], *in[1], e.getType().getDimSize(0)));
+      })
+      .Case([&](ActivationGradOp a) {
+        return one(activationGrad(toActivation(a.getKind()), *in[0], *in[1]));
+      })
+      .Case([&](LayerNormGradOp n) -> Result {
+        NormGrads g = layerNormGrad(*in[0], *in[1], *in[2],
+                                    n.getEpsilon().convertToDouble());
+        return std::vector<Tensor>{std::move(g.dx), std::move(g.dgamma)};
+      })
+      .Case([&](RmsNormGradOp n) -> Result {
+        NormGrads g = rmsNormGrad(*in[0], *in[1], *in[2],
+                                  n.getEpsilon().convertToDouble());
+        return std::vector<Tensor>{std::move(g.dx), std::move(g.dgamma)};
+      })
+      .Case([&](AttentionGradOp a) -> Result {
+        size_t next = 3;
+        const Tensor *prefix = a.getPrefixLengths() ? in[next++] : nullptr;
+        const Tensor *slopes = a.getAlibiSlopes() ? in[next++] : nullptr;
+        FailureOr<AttentionGrads> grads = check(
+            op, attentionGrad(*in[0], *in[1], *in[2], prefix, slopes, *in[next],
+                              a.getHeads(), a.getKvHeads(), toMask(a.getMask()),
+                              a.getEffectiveScale()));
+        if (failed(grads))
+          return failure();
+        return std::vector<Tensor>{std::move(grads->dq), std::move(grads->dk),
+                                   std::move(grads->dv)};
+      })
+      .Case([&](RopeGradOp r) {
+        return one(ropeGrad(*in[0], r.getHeads(), r.getRotaryDim(),
+                            r.getBase().convertToDouble()));
+      })
+      .Case([&](CrossEntropyGradOp c) {
+        return oneOrError(crossEntropyGrad(*in[0], *in[1], in[2]->data[0],
+                                           c.getIgnoreIndex()));
       })
       .Default([&](Operation *other) -> Result {
         return other->emitError("the reference interpreter does not support '")

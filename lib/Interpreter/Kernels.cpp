@@ -284,7 +284,11 @@ llvm::Expected<Tensor> attention(const Tensor &q, const Tensor &k,
   return result;
 }
 
-Tensor rope(const Tensor &x, int64_t heads, int64_t rotaryDim, double base) {
+namespace {
+/// Rotates each (x[i], x[i + rotaryDim / 2]) pair of every head by
+/// `direction` times its position's angle.
+Tensor rotate(const Tensor &x, int64_t heads, int64_t rotaryDim, double base,
+              double direction) {
   int64_t batch = x.dim(0), seq = x.dim(1), width = x.dim(2);
   int64_t headDim = width / heads, half = rotaryDim / 2;
   Tensor result = x;
@@ -297,12 +301,22 @@ Tensor rope(const Tensor &x, int64_t heads, int64_t rotaryDim, double base) {
           double angle =
               static_cast<double>(s) *
               std::pow(base, -2.0 * static_cast<double>(i) / rotaryDim);
-          double c = std::cos(angle), sn = std::sin(angle);
+          double c = std::cos(angle), sn = direction * std::sin(angle);
           out[i] = in[i] * c - in[i + half] * sn;
           out[i + half] = in[i + half] * c + in[i] * sn;
         }
       }
   return result;
+}
+} // namespace
+
+Tensor rope(const Tensor &x, int64_t heads, int64_t rotaryDim, double base) {
+  return rotate(x, heads, rotaryDim, base, 1.0);
+}
+
+Tensor ropeGrad(const Tensor &dy, int64_t heads, int64_t rotaryDim,
+                double base) {
+  return rotate(dy, heads, rotaryDim, base, -1.0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -363,9 +377,33 @@ Tensor concat(llvm::ArrayRef<const Tensor *> inputs, int64_t dim) {
 
 Tensor broadcast(const Tensor &x, llvm::ArrayRef<int64_t> shape) {
   Tensor result(shape);
-  int64_t period = x.numElements();
-  for (int64_t i = 0; i < result.numElements(); ++i)
-    result.data[i] = x.data[i % period];
+  int64_t offset = static_cast<int64_t>(shape.size()) - x.rank();
+  std::vector<int64_t> inStrides = x.strides();
+  for (int64_t i = 0; i < result.numElements(); ++i) {
+    std::vector<int64_t> coords = coordinates(i, shape);
+    int64_t source = 0;
+    for (int64_t d = 0; d < x.rank(); ++d)
+      if (x.dim(d) != 1)
+        source += coords[offset + d] * inStrides[d];
+    result.data[i] = x.data[source];
+  }
+  return result;
+}
+
+Tensor pad(const Tensor &x, llvm::ArrayRef<int64_t> low,
+           llvm::ArrayRef<int64_t> high) {
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    shape.push_back(low[d] + x.dim(d) + high[d]);
+  Tensor result(shape);
+  std::vector<int64_t> outStrides = result.strides();
+  for (int64_t i = 0; i < x.numElements(); ++i) {
+    std::vector<int64_t> coords = coordinates(i, x.shape);
+    int64_t target = 0;
+    for (int64_t d = 0; d < x.rank(); ++d)
+      target += (coords[d] + low[d]) * outStrides[d];
+    result.data[target] = x.data[i];
+  }
   return result;
 }
 
@@ -439,6 +477,223 @@ Tensor reduce(const Tensor &x, llvm::ArrayRef<int64_t> dims, bool keepDims,
       value /= static_cast<double>(count);
   if (!keepDims)
     result.shape = resultShape;
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients
+//===----------------------------------------------------------------------===//
+
+double activationDerivative(Activation kind, double x) {
+  switch (kind) {
+  case Activation::Gelu: {
+    double cdf = 0.5 * (1.0 + std::erf(x / M_SQRT2));
+    double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+    return cdf + x * pdf;
+  }
+  case Activation::GeluTanh: {
+    const double c = std::sqrt(2.0 / M_PI);
+    double t = std::tanh(c * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) +
+           0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+  }
+  case Activation::FastGelu: {
+    double s = sigmoid(1.702 * x);
+    return s + 1.702 * x * s * (1.0 - s);
+  }
+  case Activation::Relu:
+    return x > 0.0 ? 1.0 : 0.0;
+  case Activation::Silu: {
+    double s = sigmoid(x);
+    return s + x * s * (1.0 - s);
+  }
+  }
+  return 0.0;
+}
+
+Tensor activationGrad(Activation kind, const Tensor &x, const Tensor &dy) {
+  return zip(x, dy, [&](double value, double grad) {
+    return activationDerivative(kind, value) * grad;
+  });
+}
+
+Tensor embeddingGrad(const Tensor &ids, const Tensor &dy, int64_t vocab) {
+  int64_t hidden = dy.dim(dy.rank() - 1);
+  Tensor result({vocab, hidden});
+  for (int64_t i = 0; i < ids.numElements(); ++i) {
+    auto row = static_cast<int64_t>(ids.data[i]);
+    if (row < 0 || row >= vocab)
+      continue; // the forward embedding rejected it already
+    for (int64_t h = 0; h < hidden; ++h)
+      result.data[row * hidden + h] += dy.data[i * hidden + h];
+  }
+  return result;
+}
+
+namespace {
+/// Shared by the norm gradients: with xhat the normalized input and
+/// r = 1 / sqrt(statistic + epsilon), dx = r * (g - mean(g) * center -
+/// xhat * mean(g * xhat)) for g = dy * gamma (`center` is 0 for RMS norm).
+NormGrads normGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy,
+                   double epsilon, bool center) {
+  int64_t width = x.dim(x.rank() - 1);
+  int64_t rows = x.numElements() / width;
+  NormGrads grads{Tensor(x.shape), Tensor(gamma.shape)};
+  std::vector<double> xhat(width), g(width);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *in = x.data.data() + r * width;
+    const double *grad = dy.data.data() + r * width;
+    double mean = 0.0;
+    if (center) {
+      for (int64_t i = 0; i < width; ++i)
+        mean += in[i];
+      mean /= width;
+    }
+    double statistic = 0.0;
+    for (int64_t i = 0; i < width; ++i)
+      statistic += (in[i] - mean) * (in[i] - mean);
+    statistic /= width;
+    double inverse = 1.0 / std::sqrt(statistic + epsilon);
+    double meanG = 0.0, meanGX = 0.0;
+    for (int64_t i = 0; i < width; ++i) {
+      xhat[i] = (in[i] - mean) * inverse;
+      g[i] = grad[i] * gamma.data[i];
+      meanG += g[i];
+      meanGX += g[i] * xhat[i];
+      grads.dgamma.data[i] += grad[i] * xhat[i];
+    }
+    meanG /= width;
+    meanGX /= width;
+    double *out = grads.dx.data.data() + r * width;
+    for (int64_t i = 0; i < width; ++i)
+      out[i] = inverse * (g[i] - (center ? meanG : 0.0) - xhat[i] * meanGX);
+  }
+  return grads;
+}
+} // namespace
+
+NormGrads layerNormGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy,
+                        double epsilon) {
+  return normGrad(x, gamma, dy, epsilon, /*center=*/true);
+}
+
+NormGrads rmsNormGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy,
+                      double epsilon) {
+  return normGrad(x, gamma, dy, epsilon, /*center=*/false);
+}
+
+llvm::Expected<AttentionGrads>
+attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
+              const Tensor *prefixLengths, const Tensor *alibiSlopes,
+              const Tensor &dout, int64_t heads, int64_t kvHeads, Mask mask,
+              double scale) {
+  // Recompute the forward output to get o . do per query (the softmax
+  // gradient's correction term).
+  llvm::Expected<Tensor> out = attention(q, k, v, prefixLengths, alibiSlopes,
+                                         heads, kvHeads, mask, scale);
+  if (!out)
+    return out.takeError();
+  int64_t batch = q.dim(0), querySeq = q.dim(1), keySeq = k.dim(1);
+  int64_t headDim = q.dim(2) / heads;
+  int64_t group = heads / kvHeads;
+  int64_t qWidth = q.dim(2), kvWidth = k.dim(2);
+  AttentionGrads grads{Tensor(q.shape), Tensor(k.shape), Tensor(v.shape)};
+  std::vector<double> probs(keySeq);
+  for (int64_t b = 0; b < batch; ++b) {
+    double prefix = mask == Mask::Prefix ? prefixLengths->data[b] : 0.0;
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t kvHead = h / group;
+      for (int64_t i = 0; i < querySeq; ++i) {
+        int64_t qOffset = (b * querySeq + i) * qWidth + h * headDim;
+        const double *query = q.data.data() + qOffset;
+        const double *dOut = dout.data.data() + qOffset;
+        const double *output = out->data.data() + qOffset;
+        double maxScore = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < keySeq; ++j) {
+          bool visible =
+              mask == Mask::None || j <= i ||
+              (mask == Mask::Prefix && static_cast<double>(j) < prefix);
+          if (!visible) {
+            probs[j] = -std::numeric_limits<double>::infinity();
+            continue;
+          }
+          const double *key =
+              k.data.data() + (b * keySeq + j) * kvWidth + kvHead * headDim;
+          double dot = 0.0;
+          for (int64_t d = 0; d < headDim; ++d)
+            dot += query[d] * key[d];
+          probs[j] = scale * dot;
+          if (alibiSlopes)
+            probs[j] -= alibiSlopes->data[h] * static_cast<double>(i - j);
+          maxScore = std::max(maxScore, probs[j]);
+        }
+        double total = 0.0;
+        for (int64_t j = 0; j < keySeq; ++j) {
+          probs[j] = std::exp(probs[j] - maxScore);
+          total += probs[j];
+        }
+        double outDotGrad = 0.0;
+        for (int64_t d = 0; d < headDim; ++d)
+          outDotGrad += output[d] * dOut[d];
+        double *dQuery = grads.dq.data.data() + qOffset;
+        for (int64_t j = 0; j < keySeq; ++j) {
+          double p = probs[j] / total;
+          if (p == 0.0)
+            continue;
+          int64_t kvOffset = (b * keySeq + j) * kvWidth + kvHead * headDim;
+          const double *key = k.data.data() + kvOffset;
+          const double *value = v.data.data() + kvOffset;
+          double dp = 0.0;
+          for (int64_t d = 0; d < headDim; ++d) {
+            dp += dOut[d] * value[d];
+            grads.dv.data[kvOffset + d] += p * dOut[d];
+          }
+          double dScore = p * (dp - outDotGrad) * scale;
+          for (int64_t d = 0; d < headDim; ++d) {
+            dQuery[d] += dScore * key[d];
+            grads.dk.data[kvOffset + d] += dScore * query[d];
+          }
+        }
+      }
+    }
+  }
+  return grads;
+}
+
+llvm::Expected<Tensor> crossEntropyGrad(const Tensor &logits,
+                                        const Tensor &labels, double dloss,
+                                        int64_t ignoreIndex) {
+  int64_t vocab = logits.dim(logits.rank() - 1);
+  int64_t tokens = labels.numElements();
+  int64_t counted = 0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    double label = labels.data[t];
+    if (label == static_cast<double>(ignoreIndex))
+      continue;
+    if (!(label >= 0 && label < static_cast<double>(vocab)))
+      return kernelError(llvm::formatv(
+          "label {0} at position {1} is outside the vocabulary [0, {2})",
+          number(label), t, vocab));
+    ++counted;
+  }
+  Tensor result(logits.shape);
+  if (counted == 0)
+    return result;
+  double weight = dloss / static_cast<double>(counted);
+  for (int64_t t = 0; t < tokens; ++t) {
+    double label = labels.data[t];
+    if (label == static_cast<double>(ignoreIndex))
+      continue;
+    const double *row = logits.data.data() + t * vocab;
+    double *out = result.data.data() + t * vocab;
+    double maxLogit = *std::max_element(row, row + vocab);
+    double sum = 0.0;
+    for (int64_t j = 0; j < vocab; ++j)
+      sum += std::exp(row[j] - maxLogit);
+    for (int64_t j = 0; j < vocab; ++j)
+      out[j] = std::exp(row[j] - maxLogit) / sum * weight;
+    out[static_cast<int64_t>(label)] -= weight;
+  }
   return result;
 }
 

@@ -61,8 +61,12 @@ Tensor transpose(const Tensor &x, llvm::ArrayRef<int64_t> permutation);
 Tensor slice(const Tensor &x, llvm::ArrayRef<int64_t> offsets,
              llvm::ArrayRef<int64_t> sizes);
 Tensor concat(llvm::ArrayRef<const Tensor *> inputs, int64_t dim);
-/// Repeats `x` along new leading dimensions up to `shape`.
+/// NumPy-style broadcast of `x` to `shape` (trailing alignment, size-1
+/// dimensions repeated).
 Tensor broadcast(const Tensor &x, llvm::ArrayRef<int64_t> shape);
+/// Zero padding: `low[i]` zeros before and `high[i]` after dimension i.
+Tensor pad(const Tensor &x, llvm::ArrayRef<int64_t> low,
+           llvm::ArrayRef<int64_t> high);
 
 /// Inverted dropout with the counter-based mask of the runtime.
 Tensor dropout(const Tensor &x, double probability, uint64_t seed,
@@ -76,6 +80,45 @@ llvm::Expected<double> crossEntropy(const Tensor &logits, const Tensor &labels,
 /// Sum (or mean) over `dims`; `keepDims` keeps them with size 1.
 Tensor reduce(const Tensor &x, llvm::ArrayRef<int64_t> dims, bool keepDims,
               bool mean);
+
+//===----------------------------------------------------------------------===//
+// Gradients (the vector-Jacobian products of the ops above)
+//===----------------------------------------------------------------------===//
+
+enum class Activation { Gelu, GeluTanh, FastGelu, Relu, Silu };
+
+/// The derivative of an activation at x.
+double activationDerivative(Activation kind, double x);
+Tensor activationGrad(Activation kind, const Tensor &x, const Tensor &dy);
+
+/// Scatter-add of dy rows into a [vocab, hidden] table gradient.
+Tensor embeddingGrad(const Tensor &ids, const Tensor &dy, int64_t vocab);
+
+struct NormGrads {
+  Tensor dx, dgamma;
+};
+NormGrads layerNormGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy,
+                        double epsilon);
+NormGrads rmsNormGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy,
+                      double epsilon);
+
+struct AttentionGrads {
+  Tensor dq, dk, dv;
+};
+llvm::Expected<AttentionGrads>
+attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
+              const Tensor *prefixLengths, const Tensor *alibiSlopes,
+              const Tensor &dout, int64_t heads, int64_t kvHeads, Mask mask,
+              double scale);
+
+/// Rotates dy back by the angles of `rope`.
+Tensor ropeGrad(const Tensor &dy, int64_t heads, int64_t rotaryDim,
+                double base);
+
+/// Gradient of the mean cross-entropy, scaled by `dloss`.
+llvm::Expected<Tensor> crossEntropyGrad(const Tensor &logits,
+                                        const Tensor &labels, double dloss,
+                                        int64_t ignoreIndex);
 
 } // namespace triad::interp
 
