@@ -17,6 +17,8 @@
 using namespace mlir;
 using namespace triad;
 
+#include "dialects/Triad/TriadInterfaces.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/Triad/TriadOps.cpp.inc"
 
@@ -91,8 +93,10 @@ LogicalResult LayerOp::verify() {
        op = op->getPrevNode()) {
     auto earlier = dyn_cast<LayerOp>(op);
     if (earlier && earlier.getKind() == getKind() &&
-        earlier.getIndex() == getIndex())
+        earlier.getIndex() == getIndex() &&
+        earlier.getBackward() == getBackward())
       return emitOpError("duplicates ")
+             << (getBackward() ? "backward " : "")
              << stringifyLayerKind(getKind()) << " layer " << getIndex()
              << " of this function";
   }

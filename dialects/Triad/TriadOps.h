@@ -18,6 +18,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/Triad/TriadInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/Triad/TriadOps.h.inc"
 

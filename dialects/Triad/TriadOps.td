@@ -11,6 +11,7 @@
 #define TRIAD_DIALECT_TRIAD_OPS_TD
 
 include "TriadBase.td"
+include "TriadInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/RegionKindInterface.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -18,6 +19,12 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 class Triad_Op<string mnemonic, list<Trait> traits = []>
     : Op<Triad_Dialect, mnemonic, traits>;
+
+// An op with a gradient rule (the VjpOpInterface, implemented in
+// TriadVjp.cpp).
+class Triad_DiffOp<string mnemonic, list<Trait> traits = []>
+    : Triad_Op<mnemonic, !listconcat(traits,
+        [DeclareOpInterfaceMethods<Triad_VjpOpInterface>])>;
 
 //===----------------------------------------------------------------------===//
 // Parameters and model structure
@@ -81,7 +88,9 @@ def Triad_LayerOp : Triad_Op<"layer", [
     Makes the layer structure of the model explicit: the ops of transformer
     layer `index` (or of the embedding, or of the head that computes the
     loss) live in the body of one `triad.layer`, a part of a function; a
-    function holds each (kind, index) once. The body is isolated from
+    function holds each (kind, index) once, and once more marked `backward`
+    for the part's gradient computation after autodiff. The body is
+    isolated from
     above: activations enter as operands (bound to the block arguments) and
     leave through `triad.yield`; parameters are read by symbol. Pipeline
     stages, recomputation and the cost model all work on these units.
@@ -100,12 +109,13 @@ def Triad_LayerOp : Triad_Op<"layer", [
   let arguments = (ins
     Triad_LayerKind:$kind,
     ConfinedAttr<I64Attr, [IntNonNegative]>:$index,
+    UnitAttr:$backward,
     Variadic<Triad_AnyTensor>:$inputs
   );
   let results = (outs Variadic<Triad_AnyTensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $kind $index ` ` `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
+    $kind $index (`backward` $backward^)? ` ` `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
@@ -132,7 +142,7 @@ def Triad_YieldOp : Triad_Op<"yield", [
 // Linear algebra and elementwise arithmetic
 //===----------------------------------------------------------------------===//
 
-def Triad_EmbeddingOp : Triad_Op<"embedding", [Pure]> {
+def Triad_EmbeddingOp : Triad_DiffOp<"embedding", [Pure]> {
   let summary = "Looks up rows of an embedding table";
   let description = [{
     `result[i..., :] = table[ids[i...], :]`: for an id tensor of shape
@@ -155,7 +165,7 @@ def Triad_EmbeddingOp : Triad_Op<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Triad_MatmulOp : Triad_Op<"matmul", [Pure]> {
+def Triad_MatmulOp : Triad_DiffOp<"matmul", [Pure]> {
   let summary = "Batched matrix multiplication with optional transposes";
   let description = [{
     Multiplies the matrices held in the last two dimensions of `lhs` and
@@ -193,7 +203,7 @@ def Triad_MatmulOp : Triad_Op<"matmul", [Pure]> {
 
 class Triad_SameTypeBinaryOp<string mnemonic, string summaryText,
                              string descriptionText>
-    : Triad_Op<mnemonic, [Pure, Commutative, SameOperandsAndResultType]> {
+    : Triad_DiffOp<mnemonic, [Pure, Commutative, SameOperandsAndResultType]> {
   let summary = summaryText;
   let description = descriptionText;
   let arguments = (ins Triad_FloatTensor:$lhs, Triad_FloatTensor:$rhs);
@@ -201,7 +211,7 @@ class Triad_SameTypeBinaryOp<string mnemonic, string summaryText,
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
-def Triad_AddOp : Triad_Op<"add", [Pure, AllTypesMatch<["lhs", "result"]>,
+def Triad_AddOp : Triad_DiffOp<"add", [Pure, AllTypesMatch<["lhs", "result"]>,
                                    AllElementTypesMatch<["lhs", "rhs"]>]> {
   let summary = "Elementwise addition, broadcasting the right operand";
   let description = [{
@@ -233,7 +243,7 @@ def Triad_MulOp : Triad_SameTypeBinaryOp<"mul", "Elementwise multiplication", [{
     ```
   }]>;
 
-def Triad_ScaleOp : Triad_Op<"scale", [Pure, SameOperandsAndResultType]> {
+def Triad_ScaleOp : Triad_DiffOp<"scale", [Pure, SameOperandsAndResultType]> {
   let summary = "Multiplies a tensor by a constant";
   let description = [{
     `result = factor * x`, for example the `alpha * x` of DeepNorm's
@@ -251,7 +261,7 @@ def Triad_ScaleOp : Triad_Op<"scale", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Triad_BiasAddOp : Triad_Op<"bias_add", [Pure, AllTypesMatch<["x", "result"]>,
+def Triad_BiasAddOp : Triad_DiffOp<"bias_add", [Pure, AllTypesMatch<["x", "result"]>,
                                             AllElementTypesMatch<["x", "bias"]>]> {
   let summary = "Adds a bias vector along the last dimension";
   let description = [{
@@ -275,13 +285,13 @@ def Triad_BiasAddOp : Triad_Op<"bias_add", [Pure, AllTypesMatch<["x", "result"]>
 //===----------------------------------------------------------------------===//
 
 class Triad_UnaryOp<string mnemonic, list<Trait> traits = []>
-    : Triad_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+    : Triad_DiffOp<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
   let arguments = (ins Triad_FloatTensor:$x);
   let results = (outs Triad_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($result)";
 }
 
-def Triad_GeluOp : Triad_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def Triad_GeluOp : Triad_DiffOp<"gelu", [Pure, SameOperandsAndResultType]> {
   let summary = "Gaussian error linear unit";
   let description = [{
     `x * Phi(x)` with the exact normal CDF (`approximate = none`, the
@@ -345,7 +355,7 @@ def Triad_SiluOp : Triad_UnaryOp<"silu"> {
 }
 
 class Triad_GatedOp<string mnemonic>
-    : Triad_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Triad_DiffOp<mnemonic, [Pure, SameOperandsAndResultType]> {
   let arguments = (ins Triad_FloatTensor:$gate, Triad_FloatTensor:$up);
   let results = (outs Triad_FloatTensor:$result);
   let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
@@ -383,7 +393,7 @@ def Triad_GegluOp : Triad_GatedOp<"geglu"> {
 // Normalization, attention and positions
 //===----------------------------------------------------------------------===//
 
-def Triad_LayerNormOp : Triad_Op<"layer_norm", [
+def Triad_LayerNormOp : Triad_DiffOp<"layer_norm", [
     Pure, AllTypesMatch<["x", "result"]>]> {
   let summary = "Layer normalization over the last dimension";
   let description = [{
@@ -412,7 +422,7 @@ def Triad_LayerNormOp : Triad_Op<"layer_norm", [
   let hasVerifier = 1;
 }
 
-def Triad_RmsNormOp : Triad_Op<"rms_norm", [Pure, AllTypesMatch<["x", "result"]>]> {
+def Triad_RmsNormOp : Triad_DiffOp<"rms_norm", [Pure, AllTypesMatch<["x", "result"]>]> {
   let summary = "Root-mean-square normalization over the last dimension";
   let description = [{
     `x / sqrt(mean(x^2) + epsilon) * gamma` over the last dimension, as in
@@ -434,7 +444,7 @@ def Triad_RmsNormOp : Triad_Op<"rms_norm", [Pure, AllTypesMatch<["x", "result"]>
   let hasVerifier = 1;
 }
 
-def Triad_AttentionOp : Triad_Op<"attention", [
+def Triad_AttentionOp : Triad_DiffOp<"attention", [
     Pure, AttrSizedOperandSegments, AllTypesMatch<["q", "result"]>]> {
   let summary = "Fused multi-head scaled dot-product attention";
   let description = [{
@@ -490,7 +500,7 @@ def Triad_AttentionOp : Triad_Op<"attention", [
   }];
 }
 
-def Triad_RopeOp : Triad_Op<"rope", [Pure, SameOperandsAndResultType]> {
+def Triad_RopeOp : Triad_DiffOp<"rope", [Pure, SameOperandsAndResultType]> {
   let summary = "Rotary position embedding";
   let description = [{
     Rotates the first `rotary_dim` dimensions of every head of
@@ -523,7 +533,7 @@ def Triad_RopeOp : Triad_Op<"rope", [Pure, SameOperandsAndResultType]> {
 // Shape manipulation
 //===----------------------------------------------------------------------===//
 
-def Triad_ReshapeOp : Triad_Op<"reshape", [Pure, AllElementTypesMatch<["x", "result"]>]> {
+def Triad_ReshapeOp : Triad_DiffOp<"reshape", [Pure, AllElementTypesMatch<["x", "result"]>]> {
   let summary = "Reinterprets a tensor with another shape";
   let description = [{
     Same elements in row-major order, another shape with the same number of
@@ -541,7 +551,7 @@ def Triad_ReshapeOp : Triad_Op<"reshape", [Pure, AllElementTypesMatch<["x", "res
   let hasVerifier = 1;
 }
 
-def Triad_TransposeOp : Triad_Op<"transpose", [Pure, AllElementTypesMatch<["x", "result"]>]> {
+def Triad_TransposeOp : Triad_DiffOp<"transpose", [Pure, AllElementTypesMatch<["x", "result"]>]> {
   let summary = "Permutes the dimensions of a tensor";
   let description = [{
     `result.shape[i] = x.shape[permutation[i]]`.
@@ -560,7 +570,7 @@ def Triad_TransposeOp : Triad_Op<"transpose", [Pure, AllElementTypesMatch<["x", 
   let hasVerifier = 1;
 }
 
-def Triad_SliceOp : Triad_Op<"slice", [Pure, AllElementTypesMatch<["x", "result"]>]> {
+def Triad_SliceOp : Triad_DiffOp<"slice", [Pure, AllElementTypesMatch<["x", "result"]>]> {
   let summary = "Extracts a static rectangular slice";
   let description = [{
     `result[i...] = x[offsets + i...]`; the result's shape is `sizes`, and
@@ -585,7 +595,7 @@ def Triad_SliceOp : Triad_Op<"slice", [Pure, AllElementTypesMatch<["x", "result"
   let hasVerifier = 1;
 }
 
-def Triad_ConcatOp : Triad_Op<"concat", [Pure]> {
+def Triad_ConcatOp : Triad_DiffOp<"concat", [Pure]> {
   let summary = "Concatenates tensors along one dimension";
   let description = [{
     Joins the inputs along `dim`; all other dimensions and the element type
@@ -606,7 +616,7 @@ def Triad_ConcatOp : Triad_Op<"concat", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Triad_BroadcastOp : Triad_Op<"broadcast", [Pure, AllElementTypesMatch<["x", "result"]>]> {
+def Triad_BroadcastOp : Triad_DiffOp<"broadcast", [Pure, AllElementTypesMatch<["x", "result"]>]> {
   let summary = "Broadcasts a tensor to a larger shape";
   let description = [{
     NumPy-style broadcasting: the shapes align at their trailing dimensions;
@@ -628,7 +638,7 @@ def Triad_BroadcastOp : Triad_Op<"broadcast", [Pure, AllElementTypesMatch<["x", 
   let hasVerifier = 1;
 }
 
-def Triad_PadOp : Triad_Op<"pad", [Pure, AllElementTypesMatch<["x", "result"]>]> {
+def Triad_PadOp : Triad_DiffOp<"pad", [Pure, AllElementTypesMatch<["x", "result"]>]> {
   let summary = "Pads a tensor with zeros";
   let description = [{
     Surrounds `x` with `low[i]` zeros before and `high[i]` zeros after it in
@@ -650,7 +660,7 @@ def Triad_PadOp : Triad_Op<"pad", [Pure, AllElementTypesMatch<["x", "result"]>]>
   let hasVerifier = 1;
 }
 
-def Triad_CastOp : Triad_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def Triad_CastOp : Triad_DiffOp<"cast", [Pure, SameOperandsAndResultShape]> {
   let summary = "Converts the element type";
   let description = [{
     Converts every element to the result's element type (round to nearest
@@ -671,7 +681,7 @@ def Triad_CastOp : Triad_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 // Regularization, loss and reductions
 //===----------------------------------------------------------------------===//
 
-def Triad_DropoutOp : Triad_Op<"dropout", [Pure, SameOperandsAndResultType]> {
+def Triad_DropoutOp : Triad_DiffOp<"dropout", [Pure, SameOperandsAndResultType]> {
   let summary = "Deterministic inverted dropout";
   let description = [{
     Zeroes each element with probability `probability` and scales the rest
@@ -698,7 +708,7 @@ def Triad_DropoutOp : Triad_Op<"dropout", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Triad_CrossEntropyOp : Triad_Op<"cross_entropy", [Pure]> {
+def Triad_CrossEntropyOp : Triad_DiffOp<"cross_entropy", [Pure]> {
   let summary = "Mean softmax cross-entropy over non-ignored tokens";
   let description = [{
     For logits `[d0, ..., dn, vocab]` and labels `[d0, ..., dn]` (i32),
@@ -725,7 +735,7 @@ def Triad_CrossEntropyOp : Triad_Op<"cross_entropy", [Pure]> {
 }
 
 class Triad_ReduceOp<string mnemonic, string what>
-    : Triad_Op<mnemonic, [Pure, AllElementTypesMatch<["x", "result"]>]> {
+    : Triad_DiffOp<mnemonic, [Pure, AllElementTypesMatch<["x", "result"]>]> {
   let summary = "Reduces dimensions by their " # what;
   let description = [{
     Reduces `x` over the listed dimensions (each once, in range). The result

@@ -191,7 +191,8 @@ LayerOp
 ModelIRBuilder::layer(LayerKind kind, int64_t index, ValueRange inputs,
                       TypeRange resultTypes,
                       llvm::function_ref<SmallVector<Value>(ValueRange)> body) {
-  auto op = LayerOp::create(builder, loc, resultTypes, kind, index, inputs);
+  auto op = LayerOp::create(builder, loc, resultTypes, kind, index,
+                            /*backward=*/false, inputs);
   Block *block = builder.createBlock(&op.getBody());
   for (Value input : inputs)
     block->addArgument(input.getType(), loc);

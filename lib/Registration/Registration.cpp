@@ -3,6 +3,7 @@
 #include "triad/Registration.h"
 
 #include "dialects/Triad/TriadDialect.h"
+#include "passes/Autodiff/Passes.h"
 #include "passes/Reports/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -15,4 +16,7 @@ void triad::registerAllDialects(mlir::DialectRegistry &registry) {
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
 }
 
-void triad::registerAllPasses() { triad::registerReportsPasses(); }
+void triad::registerAllPasses() {
+  triad::registerAutodiffPasses();
+  triad::registerReportsPasses();
+}

@@ -1,0 +1,80 @@
+//===- Passes.td - automatic differentiation ---------------*- tablegen -*-===//
+//
+// Builds the training step from the forward model (DESIGN.md section 4,
+// pass 1).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_PASSES_AUTODIFF_PASSES_TD
+#define TRIAD_PASSES_AUTODIFF_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def Autodiff : Pass<"triad-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Builds the microbatch training step: forward, loss, backward";
+  let description = [{
+    From a forward function that returns a scalar f32 loss, builds
+    `@microbatch_step` with the same arguments, returning the loss and one
+    gradient per parameter (in declaration order, each result marked
+    `triad.grad = @param`). The forward function is left as it is.
+
+    Gradients come from the ops' gradient rules (the VjpOpInterface), in
+    reverse order; a value used several times sums its gradients; integer
+    values get none. Each forward `triad.layer` gets a `backward` twin that
+    takes the gradients of the layer's results and returns the gradients of
+    its inputs and of the parameters it reads, so pipeline stages and the
+    memory planner see the per-layer structure of the backward pass too.
+    Tied parameters read by several layers add their gradients.
+
+    What a backward layer needs from its forward layer is chosen by
+    `recompute`:
+    - `none`: the forward layer also returns every intermediate value the
+      gradient rules read (parameters and constants are read again);
+    - `selective`: the same, except the attention core, which the backward
+      layer recomputes from the saved queries, keys and values;
+    - `full`: only the layer inputs are kept; the backward layer recomputes
+      the whole forward layer first.
+    All three give the same gradients.
+
+    A parameter the loss does not depend on, a function without a scalar
+    loss, or an op without a gradient rule is an error that names it.
+
+    Before:
+
+    ```mlir
+    func.func @forward(%x: tensor<2x4xi32>, %y: tensor<2x4xi32>) -> tensor<f32> {
+      %h = triad.layer embedding 0 (%x) : ... { ... }
+      %loss = triad.layer head 0 (%h, %y) : ... -> tensor<f32> { ... }
+      return %loss : tensor<f32>
+    }
+    ```
+
+    After (`@forward` unchanged):
+
+    ```mlir
+    func.func @microbatch_step(%x: tensor<2x4xi32>, %y: tensor<2x4xi32>)
+        -> (tensor<f32>, tensor<16x8xf32> {triad.grad = @wte}) {
+      %h = triad.layer embedding 0 (%x) : ... { ... }
+      %loss, %saved = triad.layer head 0 (%h, %y) : ... { ... }
+      %one = arith.constant dense<1.0> : tensor<f32>
+      %dh, %dw1 = triad.layer head 0 backward (%saved, %one) : ... { ... }
+      %dw0 = triad.layer embedding 0 backward (%x, %dh) : ... { ... }
+      %dw = triad.add %dw1, %dw0 : ...
+      return %loss, %dw : tensor<f32>, tensor<16x8xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"functionName", "function", "std::string", "\"forward\"",
+           "The forward function to differentiate">,
+    Option<"stepName", "step", "std::string", "\"microbatch_step\"",
+           "Name of the function to create">,
+    Option<"recompute", "recompute", "std::string", "\"none\"",
+           "What the backward pass recomputes: none, selective or full">,
+  ];
+  let dependentDialects = ["::triad::TriadDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+#endif // TRIAD_PASSES_AUTODIFF_PASSES_TD

@@ -1,0 +1,87 @@
+// RUN: triad-opt %s -split-input-file --triad-autodiff | FileCheck %s
+// RUN: triad-opt %s -split-input-file --triad-autodiff=recompute=full | FileCheck %s --check-prefix=FULL
+// RUN: triad-opt %s -split-input-file --triad-autodiff=recompute=selective | FileCheck %s --check-prefix=SELECTIVE
+
+// A two-layer model: each layer gets a backward twin; the forward layers
+// return what their twins read; the tied table's gradients from both layers
+// add up; results are the loss and one gradient per parameter.
+triad.param @wte : tensor<16x8xf32> init <normal, std = 0.02>
+triad.param @g : tensor<8xf32> init <ones>
+
+// CHECK-LABEL: func.func @forward
+// CHECK-LABEL: func.func @microbatch_step
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4xi32>, %[[Y:.*]]: tensor<2x4xi32>)
+// CHECK-SAME: -> (tensor<f32> {triad.output = "loss"}, tensor<16x8xf32> {triad.grad = @wte}, tensor<8xf32> {triad.grad = @g})
+// CHECK: %[[H:.*]] = triad.layer embedding 0 (%[[X]]) : (tensor<2x4xi32>) -> tensor<2x4x8xf32>
+// CHECK: %[[HEAD:.*]]:3 = triad.layer head 0 (%[[H]], %[[Y]]) : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x8xf32>, tensor<2x4x16xf32>)
+// CHECK: triad.yield %{{.*}}, %[[NORMED:.*]], %[[LOGITS:.*]] : tensor<f32>, tensor<2x4x8xf32>, tensor<2x4x16xf32>
+// CHECK: %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[DHEAD:.*]]:3 = triad.layer head 0 backward (%[[H]], %[[Y]], %[[ONE]], %[[HEAD]]#1, %[[HEAD]]#2)
+// CHECK-SAME: -> (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<8xf32>)
+// CHECK: triad.cross_entropy_grad
+// CHECK: triad.matmul
+// CHECK: triad.rms_norm_grad
+// CHECK: %[[DEMB:.*]] = triad.layer embedding 0 backward (%[[X]], %[[DHEAD]]#0) : (tensor<2x4xi32>, tensor<2x4x8xf32>) -> tensor<16x8xf32>
+// CHECK: triad.embedding_grad
+// CHECK: %[[DWTE:.*]] = triad.add %[[DHEAD]]#1, %[[DEMB]] : tensor<16x8xf32>, tensor<16x8xf32>
+// CHECK: return %[[HEAD]]#0, %[[DWTE]], %[[DHEAD]]#2
+
+// Full recomputation: the forward layers return nothing extra; the backward
+// layer repeats the forward ops before the gradient ops.
+// FULL-LABEL: func.func @microbatch_step
+// FULL: triad.layer head 0 (%{{.*}}, %{{.*}}) : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+// FULL: triad.layer head 0 backward (%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<2x4x8xf32>, tensor<2x4xi32>, tensor<f32>)
+// FULL: triad.rms_norm %
+// FULL: triad.matmul
+// FULL: triad.cross_entropy_grad
+
+// SELECTIVE-LABEL: func.func @microbatch_step
+// SELECTIVE: triad.layer head 0 (%{{.*}}, %{{.*}}) : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x8xf32>, tensor<2x4x16xf32>)
+func.func @forward(%x: tensor<2x4xi32>, %y: tensor<2x4xi32>) -> tensor<f32> {
+  %h = triad.layer embedding 0 (%x) : (tensor<2x4xi32>) -> tensor<2x4x8xf32> {
+  ^bb0(%ids: tensor<2x4xi32>):
+    %t = triad.get_param @wte : tensor<16x8xf32>
+    %e = triad.embedding %ids, %t : tensor<2x4xi32>, tensor<16x8xf32> -> tensor<2x4x8xf32>
+    triad.yield %e : tensor<2x4x8xf32>
+  }
+  %loss = triad.layer head 0 (%h, %y) : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32> {
+  ^bb0(%a: tensor<2x4x8xf32>, %labels: tensor<2x4xi32>):
+    %g = triad.get_param @g : tensor<8xf32>
+    %n = triad.rms_norm %a, %g : tensor<2x4x8xf32>, tensor<8xf32>
+    %t = triad.get_param @wte : tensor<16x8xf32>
+    %l = triad.matmul %n, %t transpose_rhs : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+    %c = triad.cross_entropy %l, %labels : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+    triad.yield %c : tensor<f32>
+  }
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Selective recomputation keeps everything but the attention core: the
+// backward layer recomputes the attention from the saved q (= k = v here);
+// without recomputation the forward layer also returns the attention output.
+triad.param @wq : tensor<8x8xf32> init <normal, std = 0.02>
+
+// SELECTIVE-LABEL: func.func @microbatch_step
+// SELECTIVE: triad.layer transformer 0 (%{{.*}}) : (tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+// SELECTIVE: triad.layer transformer 0 backward
+// SELECTIVE: triad.attention
+// SELECTIVE: triad.attention_grad
+// CHECK-LABEL: func.func @microbatch_step
+// CHECK: triad.layer transformer 0 (%{{.*}}) : (tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+// CHECK: triad.layer transformer 0 backward
+// CHECK-NOT: triad.attention %
+// CHECK: triad.attention_grad
+func.func @forward(%x: tensor<2x4x8xf32>) -> tensor<f32> {
+  %h = triad.layer transformer 0 (%x) : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%a: tensor<2x4x8xf32>):
+    %w = triad.get_param @wq : tensor<8x8xf32>
+    %q = triad.matmul %a, %w : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+    %o = triad.attention %q, %q, %q heads = 2 kv_heads = 2 mask = causal : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
+    %p = triad.mul %o, %o : tensor<2x4x8xf32>
+    triad.yield %p : tensor<2x4x8xf32>
+  }
+  %s = triad.sum %h dims = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
