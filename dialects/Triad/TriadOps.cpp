@@ -71,15 +71,37 @@ LogicalResult ParamOp::verify() {
   return success();
 }
 
+/// The declared type of the parameter or state `name`, or failure after
+/// reporting an unknown symbol.
+static FailureOr<Type> declaredType(Operation *op, FlatSymbolRefAttr name,
+                                    SymbolTableCollection &symbolTable) {
+  Operation *symbol = symbolTable.lookupNearestSymbolFrom(op, name);
+  if (auto param = dyn_cast_or_null<ParamOp>(symbol))
+    return param.getType();
+  if (auto state = dyn_cast_or_null<StateOp>(symbol))
+    return state.getType();
+  return op->emitOpError("refers to unknown parameter ") << name;
+}
+
 LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  Operation *symbol = symbolTable.lookupNearestSymbolFrom(*this, getNameAttr());
-  auto param = dyn_cast_or_null<ParamOp>(symbol);
-  if (!param)
-    return emitOpError("refers to unknown parameter ") << getNameAttr();
-  if (param.getType() != getType())
+  FailureOr<Type> type = declaredType(*this, getNameAttr(), symbolTable);
+  if (failed(type))
+    return failure();
+  if (*type != getType())
     return emitOpError("result type ")
-           << getType() << " does not match the declared type "
-           << param.getType() << " of parameter " << getNameAttr();
+           << getType() << " does not match the declared type " << *type
+           << " of parameter " << getNameAttr();
+  return success();
+}
+
+LogicalResult AssignOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<Type> type = declaredType(*this, getNameAttr(), symbolTable);
+  if (failed(type))
+    return failure();
+  if (*type != getValue().getType())
+    return emitOpError("value type ")
+           << getValue().getType() << " does not match the declared type "
+           << *type << " of " << getNameAttr();
   return success();
 }
 
@@ -619,4 +641,49 @@ LogicalResult SumOp::verify() {
 
 LogicalResult MeanOp::verify() {
   return verifyReduction(*this, getX().getType(), getDims(), getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+LogicalResult LrScheduleOp::verify() {
+  double peak = getPeak().convertToDouble(),
+         floor = getFloor().convertToDouble();
+  if (!(peak > 0.0) || !std::isfinite(peak))
+    return emitOpError("peak must be positive and finite, got ") << peak;
+  if (!(floor >= 0.0 && floor <= peak))
+    return emitOpError("floor must be in [0, peak], got ") << floor;
+  if (getDecay() < getWarmup())
+    return emitOpError("decay (")
+           << getDecay() << ") must not end before the warmup (" << getWarmup()
+           << ")";
+  return success();
+}
+
+LogicalResult ClipCoefficientOp::verify() {
+  double maxNorm = getMaxNorm().convertToDouble();
+  if (!(maxNorm >= 0.0) || !std::isfinite(maxNorm))
+    return emitOpError("max_norm must be finite and not negative, got ")
+           << maxNorm;
+  return success();
+}
+
+LogicalResult AdamWUpdateOp::verify() {
+  if (!getM().getType().getElementType().isF32())
+    return emitOpError("moments must be f32, got ")
+           << getM().getType().getElementType();
+  for (auto [name, value] :
+       {std::pair<StringRef, double>{"beta1", getBeta1().convertToDouble()},
+        {"beta2", getBeta2().convertToDouble()}})
+    if (!(value >= 0.0 && value < 1.0))
+      return emitOpError() << name << " must be in [0, 1), got " << value;
+  double epsilon = getEpsilon().convertToDouble();
+  if (!(epsilon > 0.0) || !std::isfinite(epsilon))
+    return emitOpError("epsilon must be positive, got ") << epsilon;
+  double decay = getWeightDecay().convertToDouble();
+  if (!(decay >= 0.0) || !std::isfinite(decay))
+    return emitOpError("weight_decay must be finite and not negative, got ")
+           << decay;
+  return success();
 }

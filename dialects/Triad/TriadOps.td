@@ -65,9 +65,9 @@ def Triad_GetParamOp : Triad_Op<"get_param", [
     Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Reads the value of a parameter";
   let description = [{
-    Produces the current value of the parameter declared by the
-    `triad.param` op named `name`. The result type must equal the declared
-    type.
+    Produces the current value of the parameter (`triad.param`) or training
+    state (`triad.state`) named `name`. The result type must equal the
+    declared type.
 
     Example:
 
@@ -954,6 +954,171 @@ def Triad_CrossEntropyGradOp : Triad_Op<"cross_entropy_grad", [
   let results = (outs Triad_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels `,` $dloss attr-dict `:` type($logits) `,` type($labels)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Training state and the optimizer
+//===----------------------------------------------------------------------===//
+
+def Triad_StateOp : Triad_Op<"state", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "Declares training state that is not trained";
+  let description = [{
+    A module-level tensor the training step keeps between steps without
+    differentiating it: optimizer moments, the step counter, the loss
+    scale. `of` names the parameter the state belongs to (so that sharding
+    can split it like its parameter, ZeRO); counters have none. It is read
+    with `triad.get_param` and written with `triad.assign`.
+
+    Example:
+
+    ```mlir
+    triad.state @adam.m.embed.wte : tensor<256x64xf32> init <zeros> of @embed.wte
+    triad.state @optimizer.step : tensor<f32> init <zeros>
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    TypeAttrOf<Triad_FloatTensor>:$type,
+    Triad_InitAttr:$init,
+    OptionalAttr<FlatSymbolRefAttr>:$of
+  );
+  let assemblyFormat = "$sym_name `:` $type `init` $init (`of` $of^)? attr-dict";
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def Triad_AssignOp : Triad_Op<"assign", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemWrite]>]> {
+  let summary = "Writes a new value of a parameter or a state";
+  let description = [{
+    Replaces the value of the `triad.param` or `triad.state` named `name`
+    with `value`, of the declared type. Later reads (`triad.get_param`) in
+    this or any later call see the new value; the apply step of training
+    ends with one assignment per updated tensor.
+
+    Example:
+
+    ```mlir
+    triad.assign @embed.wte, %updated : tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name, Triad_FloatTensor:$value);
+  let assemblyFormat = "$name `,` $value attr-dict `:` type($value)";
+}
+
+def Triad_LrScheduleOp : Triad_Op<"lr_schedule", [Pure]> {
+  let summary = "Learning rate: linear warmup, then cosine decay to a floor";
+  let description = [{
+    The learning rate at optimizer step `step` (a scalar counting from 1):
+    `peak * step / warmup` during the first `warmup` steps, then a cosine
+    from `peak` down to `floor` over the steps up to `decay` (measured from
+    the start), and `floor` after that.
+
+    Example:
+
+    ```mlir
+    %lr = triad.lr_schedule %step peak = 3.0e-4 floor = 3.0e-5 warmup = 100 decay = 10000 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins
+    Triad_ScalarF32Tensor:$step,
+    F64Attr:$peak,
+    F64Attr:$floor,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$warmup,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$decay
+  );
+  let results = (outs Triad_ScalarF32Tensor:$lr);
+  let assemblyFormat = [{
+    $step `peak` `=` $peak `floor` `=` $floor `warmup` `=` $warmup `decay` `=` $decay attr-dict `:` type($lr)
+  }];
+  let hasVerifier = 1;
+}
+
+def Triad_SumSquaresOp : Triad_Op<"sum_squares", [Pure]> {
+  let summary = "Sum of the squares of a tensor's elements";
+  let description = [{
+    `sum(x^2)` accumulated in at least f32, as an f32 scalar. Summed over
+    all gradients it gives the squared global norm; each shard of a
+    sharded gradient contributes its part, to be reduced across shards.
+
+    Example:
+
+    ```mlir
+    %s = triad.sum_squares %g : tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins Triad_FloatTensor:$x);
+  let results = (outs Triad_ScalarF32Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def Triad_ClipCoefficientOp : Triad_Op<"clip_coefficient", [Pure]> {
+  let summary = "Global-norm gradient clipping coefficient";
+  let description = [{
+    From the squared global gradient norm `sum_squares`, returns the norm
+    `sqrt(sum_squares)` and the factor `min(1, max_norm / (norm + 1e-6))`
+    that scales every gradient so that their global norm is at most
+    `max_norm` (1 when `max_norm` is 0: no clipping).
+
+    Example:
+
+    ```mlir
+    %coef, %norm = triad.clip_coefficient %total max_norm = 1.0
+    ```
+  }];
+  let arguments = (ins Triad_ScalarF32Tensor:$sum_squares, F64Attr:$max_norm);
+  let results = (outs Triad_ScalarF32Tensor:$coefficient,
+                      Triad_ScalarF32Tensor:$norm);
+  let assemblyFormat = "$sum_squares `max_norm` `=` $max_norm attr-dict";
+  let hasVerifier = 1;
+}
+
+def Triad_AdamWUpdateOp : Triad_Op<"adamw_update", [
+    Pure, AllTypesMatch<["param", "new_param"]>,
+    AllTypesMatch<["m", "v", "new_m", "new_v"]>,
+    AllShapesMatch<["param", "grad", "m"]>]> {
+  let summary = "One AdamW step of one parameter";
+  let description = [{
+    With `g = grad * coefficient` (the clipping factor) and `t = step`:
+    `m' = beta1 m + (1 - beta1) g`, `v' = beta2 v + (1 - beta2) g^2`, and
+    `param' = param - lr (m' / (1 - beta1^t)) / (sqrt(v' / (1 - beta2^t)) +
+    epsilon) - lr weight_decay param` (decoupled weight decay). The moments
+    are f32 whatever the parameter's type.
+
+    Example:
+
+    ```mlir
+    %p2, %m2, %v2 = triad.adamw_update %p, %g, %m, %v, %lr, %step, %coef
+        beta1 = 0.9 beta2 = 0.95 epsilon = 1.0e-8 weight_decay = 0.1
+        : tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins
+    Triad_FloatTensor:$param,
+    Triad_FloatTensor:$grad,
+    Triad_FloatTensor:$m,
+    Triad_FloatTensor:$v,
+    Triad_ScalarF32Tensor:$lr,
+    Triad_ScalarF32Tensor:$step,
+    Triad_ScalarF32Tensor:$coefficient,
+    F64Attr:$beta1,
+    F64Attr:$beta2,
+    F64Attr:$epsilon,
+    F64Attr:$weight_decay
+  );
+  let results = (outs Triad_FloatTensor:$new_param, Triad_FloatTensor:$new_m,
+                      Triad_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step `,` $coefficient
+    `beta1` `=` $beta1 `beta2` `=` $beta2 `epsilon` `=` $epsilon
+    `weight_decay` `=` $weight_decay attr-dict
+    `:` type($param) `,` type($grad) `,` type($m)
   }];
   let hasVerifier = 1;
 }

@@ -65,6 +65,15 @@ void Interpreter::initializeParameters() {
           initialValue(param.getInit(), options.seed, param.getSymName(), i));
     params[param.getSymName()] = std::move(value);
   }
+  for (auto state : module.getOps<StateOp>()) {
+    RankedTensorType type = state.getTensorType();
+    Tensor value(type.getShape());
+    for (int64_t i = 0; i < value.numElements(); ++i)
+      value.data[i] = roundTo(
+          type.getElementType(),
+          initialValue(state.getInit(), options.seed, state.getSymName(), i));
+    params[state.getSymName()] = std::move(value);
+  }
 }
 
 FailureOr<std::vector<Tensor>> Interpreter::call(StringRef name,
@@ -325,6 +334,35 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
       .Case([&](CrossEntropyGradOp c) {
         return oneOrError(crossEntropyGrad(*in[0], *in[1], in[2]->data[0],
                                            c.getIgnoreIndex()));
+      })
+      .Case([&](AssignOp a) -> Result {
+        auto it = params.find(a.getName());
+        if (it == params.end())
+          return a.emitError("no value to replace for ") << a.getNameAttr();
+        it->second = *in[0];
+        return std::vector<Tensor>{};
+      })
+      .Case([&](LrScheduleOp l) {
+        return one(Tensor::scalar(learningRate(
+            in[0]->data[0], l.getPeak().convertToDouble(),
+            l.getFloor().convertToDouble(), l.getWarmup(), l.getDecay())));
+      })
+      .Case(
+          [&](SumSquaresOp) { return one(Tensor::scalar(sumSquares(*in[0]))); })
+      .Case([&](ClipCoefficientOp c) -> Result {
+        Clip clip =
+            clipCoefficient(in[0]->data[0], c.getMaxNorm().convertToDouble());
+        return std::vector<Tensor>{Tensor::scalar(clip.coefficient),
+                                   Tensor::scalar(clip.norm)};
+      })
+      .Case([&](AdamWUpdateOp a) -> Result {
+        AdamWState next = adamw(
+            *in[0], *in[1], *in[2], *in[3], in[4]->data[0], in[5]->data[0],
+            in[6]->data[0], a.getBeta1().convertToDouble(),
+            a.getBeta2().convertToDouble(), a.getEpsilon().convertToDouble(),
+            a.getWeightDecay().convertToDouble());
+        return std::vector<Tensor>{std::move(next.param), std::move(next.m),
+                                   std::move(next.v)};
       })
       .Default([&](Operation *other) -> Result {
         return other->emitError("the reference interpreter does not support '")

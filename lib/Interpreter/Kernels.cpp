@@ -697,4 +697,55 @@ llvm::Expected<Tensor> crossEntropyGrad(const Tensor &logits,
   return result;
 }
 
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+double learningRate(double step, double peak, double floor, int64_t warmup,
+                    int64_t decay) {
+  if (warmup > 0 && step <= static_cast<double>(warmup))
+    return peak * step / static_cast<double>(warmup);
+  if (decay <= warmup)
+    return peak;
+  double progress = (step - static_cast<double>(warmup)) /
+                    static_cast<double>(decay - warmup);
+  progress = std::min(1.0, std::max(0.0, progress));
+  return floor + 0.5 * (peak - floor) * (1.0 + std::cos(M_PI * progress));
+}
+
+double sumSquares(const Tensor &x) {
+  double sum = 0.0;
+  for (double value : x.data)
+    sum += value * value;
+  return sum;
+}
+
+Clip clipCoefficient(double sumSquares, double maxNorm) {
+  double norm = std::sqrt(sumSquares);
+  if (maxNorm == 0.0)
+    return {1.0, norm};
+  return {std::min(1.0, maxNorm / (norm + 1e-6)), norm};
+}
+
+AdamWState adamw(const Tensor &param, const Tensor &grad, const Tensor &m,
+                 const Tensor &v, double lr, double step, double coefficient,
+                 double beta1, double beta2, double epsilon,
+                 double weightDecay) {
+  AdamWState next{param, m, v};
+  double correction1 = 1.0 - std::pow(beta1, step);
+  double correction2 = 1.0 - std::pow(beta2, step);
+  for (int64_t i = 0; i < param.numElements(); ++i) {
+    double g = grad.data[i] * coefficient;
+    double m1 = beta1 * m.data[i] + (1.0 - beta1) * g;
+    double v1 = beta2 * v.data[i] + (1.0 - beta2) * g * g;
+    next.m.data[i] = m1;
+    next.v.data[i] = v1;
+    double update =
+        (m1 / correction1) / (std::sqrt(v1 / correction2) + epsilon);
+    next.param.data[i] =
+        param.data[i] - lr * update - lr * weightDecay * param.data[i];
+  }
+  return next;
+}
+
 } // namespace triad::interp

@@ -16,6 +16,8 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
+#include <cstdio>
+
 namespace triad {
 #define GEN_PASS_DEF_AUTODIFF
 #include "passes/Autodiff/Passes.h.inc"
@@ -273,8 +275,154 @@ LogicalResult Differentiator::backpropLayer(LayerOp forward,
   return success();
 }
 
+/// AdamW hyperparameters of the apply step.
+struct AdamWOptions {
+  double lr, minLr, beta1, beta2, epsilon, weightDecay, clipNorm;
+  int64_t warmup, decaySteps;
+};
+
+/// Builds `@<name>(grads...) -> (grad_norm, lr)`: one AdamW step over every
+/// parameter, with its moments and step counter declared as `triad.state`.
+LogicalResult buildApplyStep(ModuleOp module, StringRef name,
+                             ArrayRef<ParamOp> params,
+                             const AdamWOptions &options) {
+  MLIRContext *context = module.getContext();
+  Location loc = module.getLoc();
+  auto scalar = RankedTensorType::get({}, Float32Type::get(context));
+  OpBuilder b(context);
+
+  // State symbols, after the last declaration.
+  Operation *lastDecl = nullptr;
+  for (Operation &op : module.getBody()->getOperations())
+    if (isa<ParamOp, StateOp>(op))
+      lastDecl = &op;
+  if (lastDecl)
+    b.setInsertionPointAfter(lastDecl);
+  else
+    b.setInsertionPointToStart(module.getBody());
+  auto zeros =
+      InitAttr::get(context, InitKind::zeros, APFloat(0.0), /*layers=*/0);
+  auto declare = [&](const Twine &symbol, RankedTensorType type,
+                     FlatSymbolRefAttr of) -> FailureOr<StateOp> {
+    std::string text = symbol.str();
+    if (module.lookupSymbol(text))
+      return module.emitError("cannot declare the optimizer state @")
+             << text << ": the module already has a symbol of that name";
+    return StateOp::create(b, loc, text, type, zeros, of);
+  };
+  FailureOr<StateOp> stepState = declare("optimizer.step", scalar, nullptr);
+  if (failed(stepState))
+    return failure();
+  SmallVector<std::pair<StateOp, StateOp>> moments;
+  for (ParamOp param : params) {
+    auto type = RankedTensorType::get(param.getTensorType().getShape(),
+                                      Float32Type::get(context));
+    auto of = FlatSymbolRefAttr::get(param.getSymNameAttr());
+    FailureOr<StateOp> m = declare("adam.m." + param.getSymName(), type, of);
+    if (failed(m))
+      return failure();
+    FailureOr<StateOp> v = declare("adam.v." + param.getSymName(), type, of);
+    if (failed(v))
+      return failure();
+    moments.push_back({*m, *v});
+  }
+
+  SmallVector<Type> gradTypes;
+  for (ParamOp param : params)
+    gradTypes.push_back(param.getTensorType());
+  b.setInsertionPointToEnd(module.getBody());
+  auto apply = func::FuncOp::create(
+      b, loc, name, b.getFunctionType(gradTypes, {scalar, scalar}));
+  for (auto [i, param] : llvm::enumerate(params))
+    apply.setArgAttr(i, "triad.grad",
+                     FlatSymbolRefAttr::get(ParamOp(param).getSymNameAttr()));
+  apply.setResultAttr(0, "triad.output", b.getStringAttr("grad_norm"));
+  apply.setResultAttr(1, "triad.output", b.getStringAttr("lr"));
+  Block *body = apply.addEntryBlock();
+  b.setInsertionPointToStart(body);
+
+  auto read = [&](StringRef symbol, Type type) -> Value {
+    return GetParamOp::create(b, loc, type, symbol);
+  };
+  Value one = arith::ConstantOp::create(
+      b, loc, scalar, DenseElementsAttr::get(scalar, b.getF32FloatAttr(1.0)));
+  Value step =
+      AddOp::create(b, loc, scalar, read(stepState->getSymName(), scalar), one);
+  AssignOp::create(b, loc, stepState->getSymName(), step);
+  Value lr = LrScheduleOp::create(
+      b, loc, scalar, step, b.getF64FloatAttr(options.lr),
+      b.getF64FloatAttr(options.minLr), b.getI64IntegerAttr(options.warmup),
+      b.getI64IntegerAttr(std::max(options.decaySteps, options.warmup)));
+  Value total;
+  for (Value grad : body->getArguments()) {
+    Value squares = SumSquaresOp::create(b, loc, scalar, grad);
+    total = total ? AddOp::create(b, loc, scalar, total, squares).getResult()
+                  : squares;
+  }
+  auto clip = ClipCoefficientOp::create(b, loc, scalar, scalar, total,
+                                        b.getF64FloatAttr(options.clipNorm));
+  for (auto [constParam, state, grad] :
+       llvm::zip(params, moments, body->getArguments())) {
+    ParamOp param = constParam;
+    RankedTensorType type = param.getTensorType();
+    RankedTensorType momentType = state.first.getTensorType();
+    double decay = type.getRank() >= 2 ? options.weightDecay : 0.0;
+    Value value = read(param.getSymName(), type);
+    Value m = read(state.first.getSymName(), momentType);
+    Value v = read(state.second.getSymName(), momentType);
+    auto update = AdamWUpdateOp::create(
+        b, loc, type, momentType, momentType, value, grad, m, v, lr, step,
+        clip.getCoefficient(), b.getF64FloatAttr(options.beta1),
+        b.getF64FloatAttr(options.beta2), b.getF64FloatAttr(options.epsilon),
+        b.getF64FloatAttr(decay));
+    AssignOp::create(b, loc, param.getSymName(), update.getNewParam());
+    AssignOp::create(b, loc, state.first.getSymName(), update.getNewM());
+    AssignOp::create(b, loc, state.second.getSymName(), update.getNewV());
+  }
+  func::ReturnOp::create(b, loc, ValueRange{clip.getNorm(), lr});
+  return success();
+}
+
 struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
   using AutodiffBase::AutodiffBase;
+
+  /// Checks the optimizer options; reports the first bad one.
+  LogicalResult checkOptimizerOptions(ModuleOp module) {
+    auto fail = [&]() {
+      return module.emitError("invalid --triad-autodiff option: ");
+    };
+    auto num = [](double value) {
+      char buffer[32];
+      std::snprintf(buffer, sizeof(buffer), "%g", value);
+      return std::string(buffer);
+    };
+    if (optimizer != "adamw")
+      return fail() << "unknown optimizer '" << optimizer
+                    << "' (expected adamw)";
+    if (!(lr > 0.0) || !std::isfinite(lr))
+      return fail() << "lr must be positive, got " << num(lr);
+    if (!(minLr >= 0.0 && minLr <= lr))
+      return fail() << "min-lr must be in [0, lr], got " << num(minLr);
+    if (warmup < 0 || decaySteps < 0)
+      return fail() << "warmup and decay-steps must not be negative";
+    if (decaySteps > 0 && decaySteps < warmup)
+      return fail() << "decay-steps (" << decaySteps.getValue()
+                    << ") must not end before the warmup (" << warmup.getValue()
+                    << ")";
+    if (!(beta1 >= 0.0 && beta1 < 1.0) || !(beta2 >= 0.0 && beta2 < 1.0))
+      return fail() << "beta1 and beta2 must be in [0, 1), got " << num(beta1)
+                    << " and " << num(beta2);
+    if (!(epsilon > 0.0))
+      return fail() << "epsilon must be positive, got " << num(epsilon);
+    if (!(weightDecay >= 0.0) || !std::isfinite(weightDecay))
+      return fail() << "weight-decay must not be negative, got "
+                    << num(weightDecay);
+    if (!(clipNorm >= 0.0) || !std::isfinite(clipNorm))
+      return fail() << "clip-norm must not be negative (0 disables clipping), "
+                       "got "
+                    << num(clipNorm);
+    return success();
+  }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -294,11 +442,14 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
       module.emitError("no function @") << functionName << " to differentiate";
       return signalPassFailure();
     }
-    if (module.lookupSymbol(stepName)) {
-      forward.emitError("cannot create @")
-          << stepName << ": the module already has a symbol of that name";
+    if (failed(checkOptimizerOptions(module)))
       return signalPassFailure();
-    }
+    for (const std::string &name : {stepName.getValue(), applyName.getValue()})
+      if (module.lookupSymbol(name)) {
+        forward.emitError("cannot create @")
+            << name << ": the module already has a symbol of that name";
+        return signalPassFailure();
+      }
     auto scalarF32 = RankedTensorType::get({}, Float32Type::get(&getContext()));
     FunctionType type = forward.getFunctionType();
     if (type.getNumResults() != 1 || type.getResult(0) != scalarF32) {
@@ -361,6 +512,13 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
     step.setResultAttr(0, "triad.output", b.getStringAttr("loss"));
     for (auto [i, name] : llvm::enumerate(names))
       step.setResultAttr(i + 1, "triad.grad", FlatSymbolRefAttr::get(name));
+
+    AdamWOptions options{lr,          minLr,    beta1,  beta2,     epsilon,
+                         weightDecay, clipNorm, warmup, decaySteps};
+    if (failed(buildApplyStep(module, applyName,
+                              llvm::to_vector(module.getOps<ParamOp>()),
+                              options)))
+      return signalPassFailure();
   }
 };
 

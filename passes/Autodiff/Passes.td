@@ -11,7 +11,8 @@
 include "mlir/Pass/PassBase.td"
 
 def Autodiff : Pass<"triad-autodiff", "::mlir::ModuleOp"> {
-  let summary = "Builds the microbatch training step: forward, loss, backward";
+  let summary = "Builds the training step: microbatch step (forward, loss, "
+                "backward) and apply step (AdamW)";
   let description = [{
     From a forward function that returns a scalar f32 loss, builds
     `@microbatch_step` with the same arguments, returning the loss and one
@@ -36,8 +37,22 @@ def Autodiff : Pass<"triad-autodiff", "::mlir::ModuleOp"> {
       the whole forward layer first.
     All three give the same gradients.
 
+    It also builds `@apply_step`, which takes one gradient per parameter
+    (the mean-loss gradient of the whole optimizer step; accumulating
+    microbatches weights each by its share of the step's non-ignored
+    tokens) and updates the parameters with AdamW: it increments
+    `@optimizer.step`, computes the learning rate (linear warmup, cosine
+    decay to `min-lr`), clips the gradients to a global norm of `clip-norm`
+    (each gradient contributes its sum of squares, so sharded gradients can
+    reduce their parts), updates the f32 moments `@adam.m.*`/`@adam.v.*`
+    (declared as `triad.state ... of @param`) and the parameters, with
+    decoupled weight decay on every parameter of rank 2 or more (norm
+    weights and biases are not decayed). It returns the gradient norm and
+    the learning rate.
+
     A parameter the loss does not depend on, a function without a scalar
-    loss, or an op without a gradient rule is an error that names it.
+    loss, an op without a gradient rule or an invalid optimizer option is an
+    error that names it.
 
     Before:
 
@@ -71,6 +86,24 @@ def Autodiff : Pass<"triad-autodiff", "::mlir::ModuleOp"> {
            "Name of the function to create">,
     Option<"recompute", "recompute", "std::string", "\"none\"",
            "What the backward pass recomputes: none, selective or full">,
+    Option<"applyName", "apply", "std::string", "\"apply_step\"",
+           "Name of the optimizer step function to create">,
+    Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
+           "The optimizer (adamw)">,
+    Option<"lr", "lr", "double", "3.0e-4", "Peak learning rate">,
+    Option<"minLr", "min-lr", "double", "0.0",
+           "Learning rate at the end of the cosine decay">,
+    Option<"warmup", "warmup", "int64_t", "0",
+           "Steps of linear learning-rate warmup">,
+    Option<"decaySteps", "decay-steps", "int64_t", "0",
+           "Step at which the cosine decay reaches min-lr (0: no decay)">,
+    Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", "0.95", "AdamW beta2">,
+    Option<"epsilon", "epsilon", "double", "1.0e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.1",
+           "Decoupled weight decay of parameters of rank 2 or more">,
+    Option<"clipNorm", "clip-norm", "double", "1.0",
+           "Global gradient-norm clipping threshold (0: no clipping)">,
   ];
   let dependentDialects = ["::triad::TriadDialect",
                            "::mlir::arith::ArithDialect",

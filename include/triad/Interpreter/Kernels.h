@@ -120,6 +120,27 @@ llvm::Expected<Tensor> crossEntropyGrad(const Tensor &logits,
                                         const Tensor &labels, double dloss,
                                         int64_t ignoreIndex);
 
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+/// Linear warmup to `peak` over `warmup` steps, then a cosine down to
+/// `floor` at step `decay`; steps count from 1.
+double learningRate(double step, double peak, double floor, int64_t warmup,
+                    int64_t decay);
+double sumSquares(const Tensor &x);
+struct Clip {
+  double coefficient, norm;
+};
+Clip clipCoefficient(double sumSquares, double maxNorm);
+struct AdamWState {
+  Tensor param, m, v;
+};
+AdamWState adamw(const Tensor &param, const Tensor &grad, const Tensor &m,
+                 const Tensor &v, double lr, double step, double coefficient,
+                 double beta1, double beta2, double epsilon,
+                 double weightDecay);
+
 } // namespace triad::interp
 
 #endif // TRIAD_INTERPRETER_KERNELS_H

@@ -940,3 +940,113 @@ func.func @f(%x: tensor<8x64xf32>) {
   %0 = triad.mean %x dims = [1] : tensor<8x64xf32> -> tensor<8x1x1xf32>
   return
 }
+
+// -----
+
+// Assignments write declared symbols.
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'triad.assign' op refers to unknown parameter @missing}}
+  triad.assign @missing, %x : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Assignments keep the declared type.
+triad.state @s : tensor<4xf32> init <zeros>
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'triad.assign' op value type 'tensor<8xf32>' does not match the declared type 'tensor<4xf32>' of @s}}
+  triad.assign @s, %x : tensor<8xf32>
+  return
+}
+
+// -----
+
+// States can be read like parameters, with their declared type.
+triad.state @s : tensor<4xf32> init <zeros>
+func.func @f() {
+  // expected-error @+1 {{'triad.get_param' op result type 'tensor<2xf32>' does not match the declared type 'tensor<4xf32>' of parameter @s}}
+  %0 = triad.get_param @s : tensor<2xf32>
+  return
+}
+
+// -----
+
+// The peak learning rate is positive.
+func.func @f(%s: tensor<f32>) {
+  // expected-error @+1 {{'triad.lr_schedule' op peak must be positive and finite, got 0}}
+  %0 = triad.lr_schedule %s peak = 0.0 floor = 0.0 warmup = 0 decay = 0 : tensor<f32>
+  return
+}
+
+// -----
+
+// The floor is at most the peak.
+func.func @f(%s: tensor<f32>) {
+  // expected-error @+1 {{'triad.lr_schedule' op floor must be in [0, peak], got 2}}
+  %0 = triad.lr_schedule %s peak = 1.0 floor = 2.0 warmup = 0 decay = 0 : tensor<f32>
+  return
+}
+
+// -----
+
+// The decay ends after the warmup.
+func.func @f(%s: tensor<f32>) {
+  // expected-error @+1 {{'triad.lr_schedule' op decay (5) must not end before the warmup (10)}}
+  %0 = triad.lr_schedule %s peak = 1.0 floor = 0.0 warmup = 10 decay = 5 : tensor<f32>
+  return
+}
+
+// -----
+
+// The clipping threshold is not negative.
+func.func @f(%s: tensor<f32>) {
+  // expected-error @+1 {{'triad.clip_coefficient' op max_norm must be finite and not negative, got -1}}
+  %0:2 = triad.clip_coefficient %s max_norm = -1.0
+  return
+}
+
+// -----
+
+// AdamW moments are f32.
+func.func @f(%p: tensor<4xbf16>, %s: tensor<f32>) {
+  // expected-error @+1 {{'triad.adamw_update' op moments must be f32, got 'bf16'}}
+  %0:3 = triad.adamw_update %p, %p, %p, %p, %s, %s, %s beta1 = 0.9 beta2 = 0.95 epsilon = 1.0e-8 weight_decay = 0.0 : tensor<4xbf16>, tensor<4xbf16>, tensor<4xbf16>
+  return
+}
+
+// -----
+
+// AdamW betas lie in [0, 1).
+func.func @f(%p: tensor<4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'triad.adamw_update' op beta2 must be in [0, 1), got 1}}
+  %0:3 = triad.adamw_update %p, %p, %p, %p, %s, %s, %s beta1 = 0.9 beta2 = 1.0 epsilon = 1.0e-8 weight_decay = 0.0 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// AdamW epsilon is positive.
+func.func @f(%p: tensor<4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'triad.adamw_update' op epsilon must be positive, got 0}}
+  %0:3 = triad.adamw_update %p, %p, %p, %p, %s, %s, %s beta1 = 0.9 beta2 = 0.95 epsilon = 0.0 weight_decay = 0.0 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Weight decay is not negative.
+func.func @f(%p: tensor<4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'triad.adamw_update' op weight_decay must be finite and not negative, got -1.000000e-01}}
+  %0:3 = triad.adamw_update %p, %p, %p, %p, %s, %s, %s beta1 = 0.9 beta2 = 0.95 epsilon = 1.0e-8 weight_decay = -0.1 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// The gradient has the parameter's shape.
+func.func @f(%p: tensor<4xf32>, %g: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'triad.adamw_update' op failed to verify that all of {param, grad, m} have same shape}}
+  %0:3 = triad.adamw_update %p, %g, %p, %p, %s, %s, %s beta1 = 0.9 beta2 = 0.95 epsilon = 1.0e-8 weight_decay = 0.0 : tensor<4xf32>, tensor<8xf32>, tensor<4xf32>
+  return
+}

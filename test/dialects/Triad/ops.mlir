@@ -158,3 +158,28 @@ func.func @gradients(%ids: tensor<8x64xi32>, %x: tensor<8x64x64xf32>, %kv: tenso
   %9 = triad.broadcast %s : tensor<8x1x64xf32> -> tensor<2x8x64x64xf32>
   return
 }
+
+// CHECK: triad.state @opt.m : tensor<64x64xf32> init <zeros> of @wo
+triad.state @opt.m : tensor<64x64xf32> init <zeros> of @wo
+// CHECK: triad.state @opt.step : tensor<f32> init <zeros>
+triad.state @opt.step : tensor<f32> init <zeros>
+
+// CHECK-LABEL: func.func @optimizer
+func.func @optimizer(%g: tensor<64x64xf32>) {
+  // CHECK: %[[STEP:.*]] = triad.get_param @opt.step : tensor<f32>
+  %step = triad.get_param @opt.step : tensor<f32>
+  // CHECK: triad.lr_schedule %[[STEP]] peak = 1.000000e-03 floor = 1.000000e-04 warmup = 10 decay = 100 : tensor<f32>
+  %lr = triad.lr_schedule %step peak = 1.0e-3 floor = 1.0e-4 warmup = 10 decay = 100 : tensor<f32>
+  // CHECK: triad.sum_squares %{{.*}} : tensor<64x64xf32>
+  %ss = triad.sum_squares %g : tensor<64x64xf32>
+  // CHECK: triad.clip_coefficient %{{.*}} max_norm = 1.000000e+00
+  %coef, %norm = triad.clip_coefficient %ss max_norm = 1.0
+  %p = triad.get_param @wo : tensor<64x64xf32>
+  %m = triad.get_param @opt.m : tensor<64x64xf32>
+  // CHECK: triad.adamw_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} beta1 = 9.000000e-01 beta2 = {{.*}} epsilon = 1.000000e-08 weight_decay = 1.000000e-01 : tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>
+  %p2, %m2, %v2 = triad.adamw_update %p, %g, %m, %m, %lr, %step, %coef beta1 = 0.9 beta2 = 0.95 epsilon = 1.0e-8 weight_decay = 0.1 : tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>
+  // CHECK: triad.assign @wo, %{{.*}} : tensor<64x64xf32>
+  triad.assign @wo, %p2 : tensor<64x64xf32>
+  triad.assign @opt.m, %m2 : tensor<64x64xf32>
+  return
+}

@@ -9,3 +9,25 @@ func.func @forward() -> tensor<f32> {
   %s = triad.sum %w dims = [0] : tensor<4xf32> -> tensor<f32>
   return %s : tensor<f32>
 }
+
+// Optimizer options.
+// RUN: not triad-opt %s --triad-autodiff=optimizer=sgd 2>&1 | FileCheck %s --check-prefix=OPTIMIZER
+// OPTIMIZER: error: invalid --triad-autodiff option: unknown optimizer 'sgd' (expected adamw)
+// RUN: not triad-opt %s --triad-autodiff=lr=-1 2>&1 | FileCheck %s --check-prefix=LR
+// LR: error: invalid --triad-autodiff option: lr must be positive, got -1
+// RUN: not triad-opt %s "--triad-autodiff=lr=0.001 min-lr=0.01" 2>&1 | FileCheck %s --check-prefix=MINLR
+// MINLR: error: invalid --triad-autodiff option: min-lr must be in [0, lr], got 0.01
+// RUN: not triad-opt %s "--triad-autodiff=warmup=100 decay-steps=10" 2>&1 | FileCheck %s --check-prefix=DECAY
+// DECAY: error: invalid --triad-autodiff option: decay-steps (10) must not end before the warmup (100)
+// RUN: not triad-opt %s --triad-autodiff=beta2=1.5 2>&1 | FileCheck %s --check-prefix=BETA
+// BETA: error: invalid --triad-autodiff option: beta1 and beta2 must be in [0, 1), got 0.9 and 1.5
+// RUN: not triad-opt %s --triad-autodiff=epsilon=0 2>&1 | FileCheck %s --check-prefix=EPS
+// EPS: error: invalid --triad-autodiff option: epsilon must be positive, got 0
+// RUN: not triad-opt %s --triad-autodiff=weight-decay=-1 2>&1 | FileCheck %s --check-prefix=WD
+// WD: error: invalid --triad-autodiff option: weight-decay must not be negative, got -1
+// RUN: not triad-opt %s --triad-autodiff=clip-norm=-2 2>&1 | FileCheck %s --check-prefix=CLIP
+// CLIP: error: invalid --triad-autodiff option: clip-norm must not be negative (0 disables clipping), got -2
+// RUN: not triad-opt %s --triad-autodiff=warmup=-3 2>&1 | FileCheck %s --check-prefix=NEGWARMUP
+// NEGWARMUP: error: invalid --triad-autodiff option: warmup and decay-steps must not be negative
+// RUN: not triad-opt %s --triad-autodiff=lr=fast 2>&1 | FileCheck %s --check-prefix=NOTNUM
+// NOTNUM: for the --lr option: 'fast' value invalid for floating point argument

@@ -85,3 +85,39 @@ func.func @forward(%x: tensor<2x4x8xf32>) -> tensor<f32> {
   %s = triad.sum %h dims = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
   return %s : tensor<f32>
 }
+
+// -----
+
+// The apply step: AdamW over every parameter, its moments declared as state
+// of the parameter; rank-1 parameters are not decayed.
+triad.param @w : tensor<4x4xf32> init <normal, std = 0.02>
+triad.param @b : tensor<4xf32> init <zeros>
+
+// CHECK-LABEL: triad.state @adam.m.w : tensor<4x4xf32> init <zeros> of @w
+// CHECK-NEXT: triad.state @adam.v.w : tensor<4x4xf32> init <zeros> of @w
+// CHECK-NEXT: triad.state @adam.m.b : tensor<4xf32> init <zeros> of @b
+// CHECK-NEXT: triad.state @adam.v.b : tensor<4xf32> init <zeros> of @b
+// CHECK-LABEL: func.func @apply_step(%arg0: tensor<4x4xf32> {triad.grad = @w}
+// CHECK-SAME: %[[GB:.*]]: tensor<4xf32> {triad.grad = @b})
+// CHECK-SAME: -> (tensor<f32> {triad.output = "grad_norm"}, tensor<f32> {triad.output = "lr"})
+// CHECK: %[[OLD:.*]] = triad.get_param @optimizer.step
+// CHECK: %[[STEP:.*]] = triad.add %[[OLD]]
+// CHECK: triad.assign @optimizer.step, %[[STEP]]
+// CHECK: %[[LR:.*]] = triad.lr_schedule %[[STEP]] peak = 3.000000e-04 floor = 0.000000e+00 warmup = 0 decay = 0
+// CHECK: %[[SW:.*]] = triad.sum_squares %arg0
+// CHECK: %[[SB:.*]] = triad.sum_squares %[[GB]]
+// CHECK: %[[TOTAL:.*]] = triad.add %[[SW]], %[[SB]]
+// CHECK: %[[COEF:.*]], %[[NORM:.*]] = triad.clip_coefficient %[[TOTAL]] max_norm = 1.000000e+00
+// CHECK: triad.adamw_update %{{.*}}, %arg0, %{{.*}}, %{{.*}}, %[[LR]], %[[STEP]], %[[COEF]] beta1 = 9.000000e-01 beta2 = {{.*}} epsilon = 1.000000e-08 weight_decay = 1.000000e-01
+// CHECK: triad.assign @w
+// CHECK: triad.assign @adam.m.w
+// CHECK: triad.assign @adam.v.w
+// CHECK: triad.adamw_update %{{.*}}, %[[GB]], {{.*}} weight_decay = 0.000000e+00
+// CHECK: return %[[NORM]], %[[LR]]
+func.func @forward() -> tensor<f32> {
+  %w = triad.get_param @w : tensor<4x4xf32>
+  %b = triad.get_param @b : tensor<4xf32>
+  %y = triad.bias_add %w, %b : tensor<4x4xf32>, tensor<4xf32>
+  %s = triad.sum %y dims = [0, 1] : tensor<4x4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
