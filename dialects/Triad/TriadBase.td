@@ -64,6 +64,7 @@ def Triad_InitKind : I32EnumAttr<"InitKind", "parameter initialization", [
     I32EnumAttrCase<"scaled_normal", 1>,
     I32EnumAttrCase<"zeros", 2>,
     I32EnumAttrCase<"ones", 3>,
+    I32EnumAttrCase<"constant", 4>,
   ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::triad";
@@ -120,7 +121,8 @@ def Triad_InitAttr : AttrDef<Triad_Dialect, "Init"> {
     - `normal, std = S`: normal with mean 0 and standard deviation S.
     - `scaled_normal, std = S, layers = L`: GPT-2's initialization of the
       residual output projections, normal with std S / sqrt(2 * L).
-    - `zeros`, `ones`: constants.
+    - `zeros`, `ones`, `constant, value = C`: constants (the last for
+      training state such as the initial loss scale).
 
     Example:
 
@@ -131,7 +133,7 @@ def Triad_InitAttr : AttrDef<Triad_Dialect, "Init"> {
   }];
   let parameters = (ins
     "::triad::InitKind":$kind,
-    APFloatParameter<"standard deviation (normal kinds)">:$std,
+    APFloatParameter<"standard deviation (normal kinds) or value (constant)">:$std,
     "int64_t":$layers
   );
   let hasCustomAssemblyFormat = 1;
@@ -139,6 +141,8 @@ def Triad_InitAttr : AttrDef<Triad_Dialect, "Init"> {
   let extraClassDeclaration = [{
     /// The standard deviation actually applied to the elements (normal kinds).
     double getEffectiveStd() const;
+    /// The value of every element (constant kinds: zeros, ones, constant).
+    double getConstantValue() const;
   }];
 }
 

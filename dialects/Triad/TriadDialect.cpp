@@ -66,7 +66,12 @@ Attribute InitAttr::parse(AsmParser &parser, Type) {
       parser.emitError(fieldLoc, "init field '") << field << "' repeats";
       return {};
     }
-    if (field == "std") {
+    if (field == "std" || field == "value") {
+      if ((field == "value") != (*kind == InitKind::constant)) {
+        parser.emitError(fieldLoc, "init '")
+            << stringifyInitKind(*kind) << "' takes no field '" << field << "'";
+        return {};
+      }
       if (parser.parseFloat(stddev))
         return {};
     } else if (field == "layers") {
@@ -74,7 +79,7 @@ Attribute InitAttr::parse(AsmParser &parser, Type) {
         return {};
     } else {
       parser.emitError(fieldLoc, "unknown init field '")
-          << field << "' (expected std or layers)";
+          << field << "' (expected std, value or layers)";
       return {};
     }
   }
@@ -90,6 +95,10 @@ void InitAttr::print(AsmPrinter &printer) const {
     printer << ", std = ";
     printer.printFloat(getStd());
   }
+  if (getKind() == InitKind::constant) {
+    printer << ", value = ";
+    printer.printFloat(getStd());
+  }
   if (getKind() == InitKind::scaled_normal)
     printer << ", layers = " << getLayers();
   printer << ">";
@@ -102,6 +111,10 @@ LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (!(value > 0.0) || !std::isfinite(value))
       return emitError() << "init '" << stringifyInitKind(kind)
                          << "' needs a positive finite std, got " << value;
+  } else if (kind == InitKind::constant) {
+    if (!std::isfinite(value))
+      return emitError() << "init 'constant' needs a finite value, got "
+                         << value;
   } else if (value != 0.0) {
     return emitError() << "init '" << stringifyInitKind(kind)
                        << "' takes no std";
@@ -115,6 +128,21 @@ LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << "' takes no layers";
   }
   return success();
+}
+
+double InitAttr::getConstantValue() const {
+  switch (getKind()) {
+  case InitKind::zeros:
+    return 0.0;
+  case InitKind::ones:
+    return 1.0;
+  case InitKind::constant:
+    return getStd().convertToDouble();
+  case InitKind::normal:
+  case InitKind::scaled_normal:
+    break;
+  }
+  return 0.0;
 }
 
 double InitAttr::getEffectiveStd() const {

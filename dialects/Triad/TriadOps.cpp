@@ -687,3 +687,13 @@ LogicalResult AdamWUpdateOp::verify() {
            << decay;
   return success();
 }
+
+LogicalResult LossScaleUpdateOp::verify() {
+  double growth = getGrowth().convertToDouble();
+  double backoff = getBackoff().convertToDouble();
+  if (!(growth >= 1.0) || !std::isfinite(growth))
+    return emitOpError("growth must be at least 1, got ") << growth;
+  if (!(backoff > 0.0 && backoff <= 1.0))
+    return emitOpError("backoff must be in (0, 1], got ") << backoff;
+  return success();
+}

@@ -966,10 +966,12 @@ def Triad_StateOp : Triad_Op<"state", [Symbol, HasParent<"::mlir::ModuleOp">]> {
   let summary = "Declares training state that is not trained";
   let description = [{
     A module-level tensor the training step keeps between steps without
-    differentiating it: optimizer moments, the step counter, the loss
-    scale. `of` names the parameter the state belongs to (so that sharding
-    can split it like its parameter, ZeRO); counters have none. It is read
-    with `triad.get_param` and written with `triad.assign`.
+    differentiating it: optimizer moments, fp32 master weights, the step
+    counter, the loss scale. `of` names the parameter the state belongs to
+    (so that sharding can split it like its parameter, ZeRO); counters have
+    none. A state of a parameter with a random init draws the parameter's
+    values (a master copy starts equal to its parameter). It is read with
+    `triad.get_param` and written with `triad.assign`.
 
     Example:
 
@@ -1119,6 +1121,64 @@ def Triad_AdamWUpdateOp : Triad_Op<"adamw_update", [
     `beta1` `=` $beta1 `beta2` `=` $beta2 `epsilon` `=` $epsilon
     `weight_decay` `=` $weight_decay attr-dict
     `:` type($param) `,` type($grad) `,` type($m)
+  }];
+  let hasVerifier = 1;
+}
+
+def Triad_SelectOp : Triad_Op<"select", [
+    Pure, AllTypesMatch<["on_true", "on_false", "result"]>]> {
+  let summary = "Chooses one of two tensors by a scalar condition";
+  let description = [{
+    `on_true` when the f32 scalar `condition` is not zero, else `on_false`
+    (for example the values before a skipped optimizer step).
+
+    Example:
+
+    ```mlir
+    %p = triad.select %skip, %old, %new : tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins Triad_ScalarF32Tensor:$condition,
+                       Triad_AnyTensor:$on_true, Triad_AnyTensor:$on_false);
+  let results = (outs Triad_AnyTensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $on_true `,` $on_false attr-dict `:` type($result)
+  }];
+}
+
+def Triad_LossScaleUpdateOp : Triad_Op<"loss_scale_update", [Pure]> {
+  let summary = "Dynamic loss scaling for f16 training";
+  let description = [{
+    Given the sum of squares of the step's scaled gradients, the current
+    loss `scale` and the number of good steps since it last changed:
+    when the sum is not finite (a gradient overflowed), `skip` is 1, the
+    scale is multiplied by `backoff` (at least 1) and the count restarts;
+    otherwise `skip` is 0 and the count grows, and after `growth_interval`
+    good steps the scale is multiplied by `growth`. `inverse` is 1 / scale
+    of this step, to unscale the gradients.
+
+    Example:
+
+    ```mlir
+    %skip, %scale2, %good2, %inverse = triad.loss_scale_update %ss, %scale, %good
+        growth_interval = 1000 growth = 2.0 backoff = 0.5
+    ```
+  }];
+  let arguments = (ins
+    Triad_ScalarF32Tensor:$sum_squares,
+    Triad_ScalarF32Tensor:$scale,
+    Triad_ScalarF32Tensor:$good_steps,
+    ConfinedAttr<I64Attr, [IntPositive]>:$growth_interval,
+    F64Attr:$growth,
+    F64Attr:$backoff
+  );
+  let results = (outs Triad_ScalarF32Tensor:$skip,
+                      Triad_ScalarF32Tensor:$new_scale,
+                      Triad_ScalarF32Tensor:$new_good_steps,
+                      Triad_ScalarF32Tensor:$inverse);
+  let assemblyFormat = [{
+    $sum_squares `,` $scale `,` $good_steps `growth_interval` `=` $growth_interval
+    `growth` `=` $growth `backoff` `=` $backoff attr-dict
   }];
   let hasVerifier = 1;
 }

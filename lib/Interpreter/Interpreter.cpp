@@ -36,15 +36,9 @@ double roundTo(Type type, double value) {
 double initialValue(Attribute init, uint64_t seed, StringRef parameter,
                     uint64_t index) {
   auto spec = cast<InitAttr>(init);
-  switch (spec.getKind()) {
-  case InitKind::zeros:
-    return 0.0;
-  case InitKind::ones:
-    return 1.0;
-  case InitKind::normal:
-  case InitKind::scaled_normal:
-    break;
-  }
+  if (spec.getKind() != InitKind::normal &&
+      spec.getKind() != InitKind::scaled_normal)
+    return spec.getConstantValue();
   float value = 0.0f;
   rt::fillNormal(seed, std::string_view(parameter.data(), parameter.size()),
                  spec.getEffectiveStd(), index, 1, &value);
@@ -68,10 +62,14 @@ void Interpreter::initializeParameters() {
   for (auto state : module.getOps<StateOp>()) {
     RankedTensorType type = state.getTensorType();
     Tensor value(type.getShape());
+    // A state of a parameter draws from the parameter's stream: a master
+    // copy starts from exactly the parameter's values.
+    StringRef stream =
+        state.getOf() ? state.getOfAttr().getValue() : state.getSymName();
     for (int64_t i = 0; i < value.numElements(); ++i)
-      value.data[i] = roundTo(
-          type.getElementType(),
-          initialValue(state.getInit(), options.seed, state.getSymName(), i));
+      value.data[i] =
+          roundTo(type.getElementType(),
+                  initialValue(state.getInit(), options.seed, stream, i));
     params[state.getSymName()] = std::move(value);
   }
 }
@@ -363,6 +361,18 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
             a.getWeightDecay().convertToDouble());
         return std::vector<Tensor>{std::move(next.param), std::move(next.m),
                                    std::move(next.v)};
+      })
+      .Case([&](SelectOp) {
+        return one(in[0]->data[0] != 0.0 ? *in[1] : *in[2]);
+      })
+      .Case([&](LossScaleUpdateOp l) -> Result {
+        LossScale next = updateLossScale(in[0]->data[0], in[1]->data[0],
+                                         in[2]->data[0], l.getGrowthInterval(),
+                                         l.getGrowth().convertToDouble(),
+                                         l.getBackoff().convertToDouble());
+        return std::vector<Tensor>{
+            Tensor::scalar(next.skip), Tensor::scalar(next.scale),
+            Tensor::scalar(next.goodSteps), Tensor::scalar(next.inverse)};
       })
       .Default([&](Operation *other) -> Result {
         return other->emitError("the reference interpreter does not support '")

@@ -748,4 +748,15 @@ AdamWState adamw(const Tensor &param, const Tensor &grad, const Tensor &m,
   return next;
 }
 
+LossScale updateLossScale(double sumSquares, double scale, double goodSteps,
+                          int64_t growthInterval, double growth,
+                          double backoff) {
+  if (!std::isfinite(sumSquares))
+    return {1.0, std::max(1.0, scale * backoff), 0.0, 1.0 / scale};
+  double good = goodSteps + 1.0;
+  if (good >= static_cast<double>(growthInterval))
+    return {0.0, scale * growth, 0.0, 1.0 / scale};
+  return {0.0, scale, good, 1.0 / scale};
+}
+
 } // namespace triad::interp

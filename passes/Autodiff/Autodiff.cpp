@@ -281,74 +281,122 @@ struct AdamWOptions {
   int64_t warmup, decaySteps;
 };
 
-/// Builds `@<name>(grads...) -> (grad_norm, lr)`: one AdamW step over every
-/// parameter, with its moments and step counter declared as `triad.state`.
-LogicalResult buildApplyStep(ModuleOp module, StringRef name,
-                             ArrayRef<ParamOp> params,
-                             const AdamWOptions &options) {
-  MLIRContext *context = module.getContext();
-  Location loc = module.getLoc();
-  auto scalar = RankedTensorType::get({}, Float32Type::get(context));
-  OpBuilder b(context);
-
-  // State symbols, after the last declaration.
-  Operation *lastDecl = nullptr;
-  for (Operation &op : module.getBody()->getOperations())
-    if (isa<ParamOp, StateOp>(op))
-      lastDecl = &op;
-  if (lastDecl)
-    b.setInsertionPointAfter(lastDecl);
-  else
-    b.setInsertionPointToStart(module.getBody());
-  auto zeros =
-      InitAttr::get(context, InitKind::zeros, APFloat(0.0), /*layers=*/0);
-  auto declare = [&](const Twine &symbol, RankedTensorType type,
-                     FlatSymbolRefAttr of) -> FailureOr<StateOp> {
-    std::string text = symbol.str();
-    if (module.lookupSymbol(text))
-      return module.emitError("cannot declare the optimizer state @")
-             << text << ": the module already has a symbol of that name";
-    return StateOp::create(b, loc, text, type, zeros, of);
-  };
-  FailureOr<StateOp> stepState = declare("optimizer.step", scalar, nullptr);
-  if (failed(stepState))
-    return failure();
-  SmallVector<std::pair<StateOp, StateOp>> moments;
-  for (ParamOp param : params) {
-    auto type = RankedTensorType::get(param.getTensorType().getShape(),
-                                      Float32Type::get(context));
-    auto of = FlatSymbolRefAttr::get(param.getSymNameAttr());
-    FailureOr<StateOp> m = declare("adam.m." + param.getSymName(), type, of);
-    if (failed(m))
-      return failure();
-    FailureOr<StateOp> v = declare("adam.v." + param.getSymName(), type, of);
-    if (failed(v))
-      return failure();
-    moments.push_back({*m, *v});
+/// Declares `triad.state` symbols after the module's last declaration,
+/// refusing names that are taken.
+class StateDeclarer {
+public:
+  explicit StateDeclarer(ModuleOp module) : module(module), b(module) {
+    Operation *last = nullptr;
+    for (Operation &op : module.getBody()->getOperations())
+      if (isa<ParamOp, StateOp>(op))
+        last = &op;
+    if (last)
+      b.setInsertionPointAfter(last);
+    else
+      b.setInsertionPointToStart(module.getBody());
   }
 
+  FailureOr<StateOp> declare(const Twine &symbol, RankedTensorType type,
+                             InitAttr init, FlatSymbolRefAttr of = nullptr) {
+    std::string text = symbol.str();
+    if (module.lookupSymbol(text))
+      return module.emitError("cannot declare the training state @")
+             << text << ": the module already has a symbol of that name";
+    return StateOp::create(b, module.getLoc(), text, type, init, of);
+  }
+
+private:
+  ModuleOp module;
+  OpBuilder b;
+};
+
+InitAttr constantInit(MLIRContext *context, InitKind kind, double value = 0) {
+  return InitAttr::get(context, kind, APFloat(value), /*layers=*/0);
+}
+
+/// The loss-scaling state of f16 training.
+struct LossScaling {
+  StateOp scale, goodSteps;
+};
+
+/// Builds `@<name>(grads...) -> (grad_norm, lr, skipped)`: one AdamW step
+/// over every parameter (through an f32 master copy for f16/bf16
+/// parameters), with its moments, master weights and step counter declared
+/// as `triad.state`; with loss scaling, a step whose scaled gradients
+/// overflowed changes nothing but the scale.
+LogicalResult buildApplyStep(ModuleOp module, StringRef name,
+                             ArrayRef<ParamOp> params,
+                             const AdamWOptions &options,
+                             std::optional<LossScaling> lossScaling) {
+  MLIRContext *context = module.getContext();
+  Location loc = module.getLoc();
+  auto f32 = Float32Type::get(context);
+  auto scalar = RankedTensorType::get({}, f32);
+  StateDeclarer states(module);
+  InitAttr zeros = constantInit(context, InitKind::zeros);
+
+  FailureOr<StateOp> stepState =
+      states.declare("optimizer.step", scalar, zeros);
+  if (failed(stepState))
+    return failure();
+  struct ParamState {
+    ParamOp param;
+    StateOp m, v;
+    std::optional<StateOp> master;
+  };
+  SmallVector<ParamState> paramStates;
+  for (ParamOp param : params) {
+    auto type = RankedTensorType::get(param.getTensorType().getShape(), f32);
+    auto of = FlatSymbolRefAttr::get(param.getSymNameAttr());
+    FailureOr<StateOp> m =
+        states.declare("adam.m." + param.getSymName(), type, zeros, of);
+    if (failed(m))
+      return failure();
+    FailureOr<StateOp> v =
+        states.declare("adam.v." + param.getSymName(), type, zeros, of);
+    if (failed(v))
+      return failure();
+    ParamState state{param, *m, *v, std::nullopt};
+    if (!param.getTensorType().getElementType().isF32()) {
+      FailureOr<StateOp> master = states.declare("master." + param.getSymName(),
+                                                 type, param.getInit(), of);
+      if (failed(master))
+        return failure();
+      state.master = *master;
+    }
+    paramStates.push_back(state);
+  }
+
+  OpBuilder b(context);
   SmallVector<Type> gradTypes;
   for (ParamOp param : params)
     gradTypes.push_back(param.getTensorType());
   b.setInsertionPointToEnd(module.getBody());
   auto apply = func::FuncOp::create(
-      b, loc, name, b.getFunctionType(gradTypes, {scalar, scalar}));
+      b, loc, name, b.getFunctionType(gradTypes, {scalar, scalar, scalar}));
   for (auto [i, param] : llvm::enumerate(params))
     apply.setArgAttr(i, "triad.grad",
                      FlatSymbolRefAttr::get(ParamOp(param).getSymNameAttr()));
   apply.setResultAttr(0, "triad.output", b.getStringAttr("grad_norm"));
   apply.setResultAttr(1, "triad.output", b.getStringAttr("lr"));
+  apply.setResultAttr(2, "triad.output", b.getStringAttr("skipped"));
   Block *body = apply.addEntryBlock();
   b.setInsertionPointToStart(body);
 
   auto read = [&](StringRef symbol, Type type) -> Value {
     return GetParamOp::create(b, loc, type, symbol);
   };
-  Value one = arith::ConstantOp::create(
-      b, loc, scalar, DenseElementsAttr::get(scalar, b.getF32FloatAttr(1.0)));
-  Value step =
-      AddOp::create(b, loc, scalar, read(stepState->getSymName(), scalar), one);
-  AssignOp::create(b, loc, stepState->getSymName(), step);
+  auto constant = [&](double value) -> Value {
+    return arith::ConstantOp::create(
+        b, loc, scalar,
+        DenseElementsAttr::get(scalar, b.getF32FloatAttr(value)));
+  };
+  auto mul = [&](Value x, Value y) -> Value {
+    return MulOp::create(b, loc, x.getType(), x, y);
+  };
+
+  Value oldStep = read(stepState->getSymName(), scalar);
+  Value step = AddOp::create(b, loc, scalar, oldStep, constant(1.0));
   Value lr = LrScheduleOp::create(
       b, loc, scalar, step, b.getF64FloatAttr(options.lr),
       b.getF64FloatAttr(options.minLr), b.getI64IntegerAttr(options.warmup),
@@ -359,27 +407,65 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
     total = total ? AddOp::create(b, loc, scalar, total, squares).getResult()
                   : squares;
   }
+
+  // Loss scaling: unscale the norm and the gradients by 1 / scale, and skip
+  // the step when they overflowed.
+  Value skip = constant(0.0), unscale;
+  if (lossScaling) {
+    auto update = LossScaleUpdateOp::create(
+        b, loc, scalar, scalar, scalar, scalar, total,
+        read(lossScaling->scale.getSymName(), scalar),
+        read(lossScaling->goodSteps.getSymName(), scalar),
+        b.getI64IntegerAttr(1000), b.getF64FloatAttr(2.0),
+        b.getF64FloatAttr(0.5));
+    AssignOp::create(b, loc, lossScaling->scale.getSymName(),
+                     update.getNewScale());
+    AssignOp::create(b, loc, lossScaling->goodSteps.getSymName(),
+                     update.getNewGoodSteps());
+    skip = update.getSkip();
+    unscale = update.getInverse();
+    total = mul(total, mul(unscale, unscale));
+  }
   auto clip = ClipCoefficientOp::create(b, loc, scalar, scalar, total,
                                         b.getF64FloatAttr(options.clipNorm));
-  for (auto [constParam, state, grad] :
-       llvm::zip(params, moments, body->getArguments())) {
-    ParamOp param = constParam;
-    RankedTensorType type = param.getTensorType();
-    RankedTensorType momentType = state.first.getTensorType();
+  Value coefficient = clip.getCoefficient();
+  if (unscale)
+    coefficient = mul(coefficient, unscale);
+  auto keepUnlessSkipped = [&](Value old, Value updated) -> Value {
+    if (!lossScaling)
+      return updated;
+    return SelectOp::create(b, loc, updated.getType(), skip, old, updated);
+  };
+  AssignOp::create(b, loc, stepState->getSymName(),
+                   keepUnlessSkipped(oldStep, step));
+
+  for (auto [state, grad] : llvm::zip(paramStates, body->getArguments())) {
+    RankedTensorType type = state.param.getTensorType();
+    RankedTensorType wide = state.m.getTensorType();
+    StringRef weights =
+        state.master ? state.master->getSymName() : state.param.getSymName();
+    Value value = read(weights, wide);
+    Value m = read(state.m.getSymName(), wide);
+    Value v = read(state.v.getSymName(), wide);
+    Value wideGrad = grad;
+    if (type != wide)
+      wideGrad = CastOp::create(b, loc, wide, grad);
     double decay = type.getRank() >= 2 ? options.weightDecay : 0.0;
-    Value value = read(param.getSymName(), type);
-    Value m = read(state.first.getSymName(), momentType);
-    Value v = read(state.second.getSymName(), momentType);
     auto update = AdamWUpdateOp::create(
-        b, loc, type, momentType, momentType, value, grad, m, v, lr, step,
-        clip.getCoefficient(), b.getF64FloatAttr(options.beta1),
-        b.getF64FloatAttr(options.beta2), b.getF64FloatAttr(options.epsilon),
-        b.getF64FloatAttr(decay));
-    AssignOp::create(b, loc, param.getSymName(), update.getNewParam());
-    AssignOp::create(b, loc, state.first.getSymName(), update.getNewM());
-    AssignOp::create(b, loc, state.second.getSymName(), update.getNewV());
+        b, loc, wide, wide, wide, value, wideGrad, m, v, lr, step, coefficient,
+        b.getF64FloatAttr(options.beta1), b.getF64FloatAttr(options.beta2),
+        b.getF64FloatAttr(options.epsilon), b.getF64FloatAttr(decay));
+    Value newValue = keepUnlessSkipped(value, update.getNewParam());
+    AssignOp::create(b, loc, weights, newValue);
+    AssignOp::create(b, loc, state.m.getSymName(),
+                     keepUnlessSkipped(m, update.getNewM()));
+    AssignOp::create(b, loc, state.v.getSymName(),
+                     keepUnlessSkipped(v, update.getNewV()));
+    if (state.master)
+      AssignOp::create(b, loc, state.param.getSymName(),
+                       CastOp::create(b, loc, type, newValue));
   }
-  func::ReturnOp::create(b, loc, ValueRange{clip.getNorm(), lr});
+  func::ReturnOp::create(b, loc, ValueRange{clip.getNorm(), lr, skip});
   return success();
 }
 
@@ -469,11 +555,39 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
     for (Operation &op : step.getBody().front().without_terminator())
       forwardOps.push_back(&op);
 
+    // f16 parameters train with dynamic loss scaling: the backward pass
+    // starts from the loss scale instead of 1.
+    std::optional<LossScaling> lossScaling;
+    if (llvm::any_of(module.getOps<ParamOp>(), [](ParamOp param) {
+          return param.getTensorType().getElementType().isF16();
+        })) {
+      StateDeclarer states(module);
+      FailureOr<StateOp> scale = states.declare(
+          "loss_scale", scalarF32,
+          constantInit(&getContext(), InitKind::constant, 65536.0));
+      FailureOr<StateOp> good =
+          failed(scale)
+              ? FailureOr<StateOp>(failure())
+              : states.declare("loss_scale.good_steps", scalarF32,
+                               constantInit(&getContext(), InitKind::zeros));
+      if (failed(good)) {
+        step.erase();
+        return signalPassFailure();
+      }
+      lossScaling = LossScaling{*scale, *good};
+    }
+
     OpBuilder b(ret);
-    Value one = arith::ConstantOp::create(
-        b, ret.getLoc(), scalarF32,
-        DenseElementsAttr::get(scalarF32, b.getF32FloatAttr(1.0)));
-    DenseMap<Value, Value> grads{{loss, one}};
+    Value seed =
+        lossScaling
+            ? GetParamOp::create(b, ret.getLoc(), scalarF32,
+                                 lossScaling->scale.getSymName())
+                  .getResult()
+            : arith::ConstantOp::create(
+                  b, ret.getLoc(), scalarF32,
+                  DenseElementsAttr::get(scalarF32, b.getF32FloatAttr(1.0)))
+                  .getResult();
+    DenseMap<Value, Value> grads{{loss, seed}};
     ParamGrads paramGrads;
     if (failed(
             Differentiator(*mode).backprop(forwardOps, grads, paramGrads, b))) {
@@ -517,7 +631,7 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
                          weightDecay, clipNorm, warmup, decaySteps};
     if (failed(buildApplyStep(module, applyName,
                               llvm::to_vector(module.getOps<ParamOp>()),
-                              options)))
+                              options, lossScaling)))
       return signalPassFailure();
   }
 };

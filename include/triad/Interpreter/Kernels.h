@@ -141,6 +141,15 @@ AdamWState adamw(const Tensor &param, const Tensor &grad, const Tensor &m,
                  double beta1, double beta2, double epsilon,
                  double weightDecay);
 
+struct LossScale {
+  double skip, scale, goodSteps, inverse;
+};
+/// Dynamic loss scaling: back off on a non-finite gradient norm, grow after
+/// `growthInterval` good steps.
+LossScale updateLossScale(double sumSquares, double scale, double goodSteps,
+                          int64_t growthInterval, double growth,
+                          double backoff);
+
 } // namespace triad::interp
 
 #endif // TRIAD_INTERPRETER_KERNELS_H

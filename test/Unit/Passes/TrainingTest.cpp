@@ -174,6 +174,106 @@ TEST_F(Training, MicrobatchesWeightedByTokensEqualTheWholeBatch) {
   }
 }
 
+TEST_F(Training, Bf16TrainsThroughF32MasterWeights) {
+  ModelConfig config = tinyConfig(4, 32);
+  config.dtype = DType::BF16;
+  auto module = trainingModule(config, 3e-3);
+  Interpreter interpreter(*module, {/*seed=*/1, /*step=*/0,
+                                    /*nativePrecision=*/true});
+  interpreter.initializeParameters();
+  auto bf16 = mlir::BFloat16Type::get(&context);
+  auto roundsToMaster = [&](llvm::StringRef name) {
+    const Tensor &param = interpreter.parameters()[name];
+    const Tensor &master = interpreter.parameters()[("master." + name).str()];
+    for (size_t i = 0; i < param.data.size(); ++i)
+      if (param.data[i] != roundTo(bf16, master.data[i]))
+        return false;
+    return true;
+  };
+  // The master copy starts from the parameter's own values.
+  EXPECT_TRUE(roundsToMaster("layers.0.attn.wq.weight"));
+  std::vector<Tensor> batch = textBatch(4, 32, 0);
+  double first = step(interpreter, batch);
+  for (int i = 0; i < 7; ++i)
+    step(interpreter, batch);
+  double after = (*interpreter.call("forward", batch))[0].data[0];
+  EXPECT_LT(after, first - 0.5) << "from " << first << " to " << after;
+  // After the updates the parameter is still its master, rounded.
+  EXPECT_TRUE(roundsToMaster("layers.0.attn.wq.weight"));
+  EXPECT_TRUE(roundsToMaster("embed.wte"));
+}
+
+TEST_F(Training, F16LossScalingSkipsOverflowsAndBacksOff) {
+  ModelConfig config = tinyConfig(2, 16);
+  config.dtype = DType::F16;
+  auto module = trainingModule(config, 1e-3);
+  Interpreter interpreter(*module, {/*seed=*/1, /*step=*/0,
+                                    /*nativePrecision=*/true});
+  interpreter.initializeParameters();
+  EXPECT_EQ(interpreter.parameters()["loss_scale"].data[0], 65536.0);
+  std::vector<Tensor> batch = textBatch(2, 16, 1);
+
+  // A scale far above f16's range overflows the gradients: the step is
+  // skipped, nothing but the scale changes, and the scale halves.
+  interpreter.parameters()["loss_scale"] = Tensor::scalar(1e20);
+  llvm::StringMap<Tensor> before = interpreter.parameters();
+  auto grads = interpreter.call("microbatch_step", batch);
+  ASSERT_TRUE(mlir::succeeded(grads));
+  std::vector<Tensor> g(grads->begin() + 1, grads->end());
+  auto outputs = interpreter.call("apply_step", g);
+  ASSERT_TRUE(mlir::succeeded(outputs));
+  EXPECT_EQ((*outputs)[2].data[0], 1.0) << "the step was not skipped";
+  EXPECT_EQ(interpreter.parameters()["loss_scale"].data[0],
+            static_cast<double>(5e19f));
+  for (auto &entry : before) {
+    if (entry.first().starts_with("loss_scale"))
+      continue;
+    EXPECT_EQ(interpreter.parameters()[entry.first()].data, entry.second.data)
+        << entry.first().str() << " changed in a skipped step";
+  }
+
+  // A representable scale trains normally.
+  interpreter.parameters()["loss_scale"] = Tensor::scalar(256.0);
+  grads = interpreter.call("microbatch_step", batch);
+  ASSERT_TRUE(mlir::succeeded(grads));
+  g.assign(grads->begin() + 1, grads->end());
+  outputs = interpreter.call("apply_step", g);
+  ASSERT_TRUE(mlir::succeeded(outputs));
+  EXPECT_EQ((*outputs)[2].data[0], 0.0);
+  EXPECT_EQ(interpreter.parameters()["optimizer.step"].data[0], 1.0);
+  EXPECT_EQ(interpreter.parameters()["loss_scale.good_steps"].data[0], 1.0);
+  EXPECT_NE(interpreter.parameters()["embed.wte"].data,
+            before["embed.wte"].data);
+}
+
+TEST_F(Training, LossScalingIsExactInExactArithmetic) {
+  // In float64 the scaled backward pass and the unscaled update give the
+  // step of an unscaled run (loss scale 1).
+  ModelConfig config = tinyConfig(2, 16);
+  config.dtype = DType::F16;
+  std::vector<Tensor> batch = textBatch(2, 16, 2);
+  auto module = trainingModule(config, 1e-3);
+  std::vector<llvm::StringMap<Tensor>> masters;
+  for (double scale : {65536.0, 1.0}) {
+    Interpreter interpreter(*module, {/*seed=*/4});
+    interpreter.initializeParameters();
+    interpreter.parameters()["loss_scale"] = Tensor::scalar(scale);
+    step(interpreter, batch);
+    step(interpreter, batch);
+    llvm::StringMap<Tensor> values;
+    for (auto &entry : interpreter.parameters())
+      if (entry.first().starts_with("master."))
+        values[entry.first()] = entry.second;
+    masters.push_back(values);
+  }
+  ASSERT_FALSE(masters[0].empty());
+  for (auto &entry : masters[0])
+    for (size_t i = 0; i < entry.second.data.size(); ++i)
+      ASSERT_NEAR(entry.second.data[i], masters[1][entry.first()].data[i],
+                  1e-12)
+          << entry.first().str();
+}
+
 TEST(OptimizerKernels, FirstAdamWStepMovesEachWeightByTheLearningRate) {
   // At t = 1 the bias-corrected moments are g and g^2: the update is
   // g / (|g| + eps), about sign(g), plus the decoupled decay.
@@ -199,6 +299,22 @@ TEST(OptimizerKernels, LearningRateWarmsUpThenDecays) {
   EXPECT_DOUBLE_EQ(learningRate(10, 1.0, 0.1, 4, 10), 0.1);
   EXPECT_DOUBLE_EQ(learningRate(50, 1.0, 0.1, 4, 10), 0.1);
   EXPECT_DOUBLE_EQ(learningRate(50, 1.0, 0.1, 0, 0), 1.0);
+}
+
+TEST(OptimizerKernels, LossScaleBacksOffAndGrows) {
+  LossScale overflow = updateLossScale(INFINITY, 1024, 5, 10, 2.0, 0.5);
+  EXPECT_EQ(overflow.skip, 1.0);
+  EXPECT_EQ(overflow.scale, 512.0);
+  EXPECT_EQ(overflow.goodSteps, 0.0);
+  EXPECT_EQ(overflow.inverse, 1.0 / 1024);
+  EXPECT_EQ(updateLossScale(NAN, 1.5, 0, 10, 2.0, 0.5).scale, 1.0);
+  LossScale good = updateLossScale(4.0, 1024, 5, 10, 2.0, 0.5);
+  EXPECT_EQ(good.skip, 0.0);
+  EXPECT_EQ(good.scale, 1024.0);
+  EXPECT_EQ(good.goodSteps, 6.0);
+  LossScale grow = updateLossScale(4.0, 1024, 9, 10, 2.0, 0.5);
+  EXPECT_EQ(grow.scale, 2048.0);
+  EXPECT_EQ(grow.goodSteps, 0.0);
 }
 
 TEST(OptimizerKernels, ClippingBoundsTheGlobalNorm) {

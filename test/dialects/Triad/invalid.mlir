@@ -8,7 +8,7 @@ triad.param @w : tensor<4xf32> init <uniform>
 // -----
 
 // An unknown field of an initialization.
-// expected-error @+1 {{unknown init field 'mean' (expected std or layers)}}
+// expected-error @+1 {{unknown init field 'mean' (expected std, value or layers)}}
 triad.param @w : tensor<4xf32> init <normal, mean = 0.0>
 
 // -----
@@ -1048,5 +1048,41 @@ func.func @f(%p: tensor<4xf32>, %s: tensor<f32>) {
 func.func @f(%p: tensor<4xf32>, %g: tensor<8xf32>, %s: tensor<f32>) {
   // expected-error @+1 {{'triad.adamw_update' op failed to verify that all of {param, grad, m} have same shape}}
   %0:3 = triad.adamw_update %p, %g, %p, %p, %s, %s, %s beta1 = 0.9 beta2 = 0.95 epsilon = 1.0e-8 weight_decay = 0.0 : tensor<4xf32>, tensor<8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Only constants take a value.
+// expected-error @+1 {{init 'normal' takes no field 'value'}}
+triad.param @w : tensor<4xf32> init <normal, value = 0.1>
+
+// -----
+
+// Constants take a value, not a std.
+// expected-error @+1 {{init 'constant' takes no field 'std'}}
+triad.state @s : tensor<f32> init <constant, std = 0.1>
+
+// -----
+
+// Constant values are finite.
+// expected-error @+1 {{init 'constant' needs a finite value, got INF}}
+triad.state @s : tensor<f32> init <constant, value = 0x7FF0000000000000>
+
+// -----
+
+// Loss scales grow.
+func.func @f(%s: tensor<f32>) {
+  // expected-error @+1 {{'triad.loss_scale_update' op growth must be at least 1, got 5.000000e-01}}
+  %0:4 = triad.loss_scale_update %s, %s, %s growth_interval = 10 growth = 0.5 backoff = 0.5
+  return
+}
+
+// -----
+
+// Loss scales back off.
+func.func @f(%s: tensor<f32>) {
+  // expected-error @+1 {{'triad.loss_scale_update' op backoff must be in (0, 1], got 2.000000e+00}}
+  %0:4 = triad.loss_scale_update %s, %s, %s growth_interval = 10 growth = 2.0 backoff = 2.0
   return
 }

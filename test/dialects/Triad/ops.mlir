@@ -183,3 +183,16 @@ func.func @optimizer(%g: tensor<64x64xf32>) {
   triad.assign @opt.m, %m2 : tensor<64x64xf32>
   return
 }
+
+// CHECK: triad.state @opt.scale : tensor<f32> init <constant, value = 1.024000e+03>
+triad.state @opt.scale : tensor<f32> init <constant, value = 1024.0>
+
+// CHECK-LABEL: func.func @loss_scaling
+func.func @loss_scaling(%ss: tensor<f32>, %a: tensor<4xf16>, %b: tensor<4xf16>) {
+  %scale = triad.get_param @opt.scale : tensor<f32>
+  // CHECK: %[[SKIP:.*]], %{{.*}}, %{{.*}}, %{{.*}} = triad.loss_scale_update %{{.*}}, %{{.*}}, %{{.*}} growth_interval = 100 growth = 2.000000e+00 backoff = 5.000000e-01
+  %skip, %scale2, %good2, %inv = triad.loss_scale_update %ss, %scale, %ss growth_interval = 100 growth = 2.0 backoff = 0.5
+  // CHECK: triad.select %[[SKIP]], %{{.*}}, %{{.*}} : tensor<4xf16>
+  %c = triad.select %skip, %a, %b : tensor<4xf16>
+  return
+}

@@ -99,25 +99,58 @@ triad.param @b : tensor<4xf32> init <zeros>
 // CHECK-NEXT: triad.state @adam.v.b : tensor<4xf32> init <zeros> of @b
 // CHECK-LABEL: func.func @apply_step(%arg0: tensor<4x4xf32> {triad.grad = @w}
 // CHECK-SAME: %[[GB:.*]]: tensor<4xf32> {triad.grad = @b})
-// CHECK-SAME: -> (tensor<f32> {triad.output = "grad_norm"}, tensor<f32> {triad.output = "lr"})
+// CHECK-SAME: -> (tensor<f32> {triad.output = "grad_norm"}, tensor<f32> {triad.output = "lr"}, tensor<f32> {triad.output = "skipped"})
 // CHECK: %[[OLD:.*]] = triad.get_param @optimizer.step
 // CHECK: %[[STEP:.*]] = triad.add %[[OLD]]
-// CHECK: triad.assign @optimizer.step, %[[STEP]]
 // CHECK: %[[LR:.*]] = triad.lr_schedule %[[STEP]] peak = 3.000000e-04 floor = 0.000000e+00 warmup = 0 decay = 0
 // CHECK: %[[SW:.*]] = triad.sum_squares %arg0
 // CHECK: %[[SB:.*]] = triad.sum_squares %[[GB]]
 // CHECK: %[[TOTAL:.*]] = triad.add %[[SW]], %[[SB]]
 // CHECK: %[[COEF:.*]], %[[NORM:.*]] = triad.clip_coefficient %[[TOTAL]] max_norm = 1.000000e+00
+// CHECK: triad.assign @optimizer.step, %[[STEP]]
 // CHECK: triad.adamw_update %{{.*}}, %arg0, %{{.*}}, %{{.*}}, %[[LR]], %[[STEP]], %[[COEF]] beta1 = 9.000000e-01 beta2 = {{.*}} epsilon = 1.000000e-08 weight_decay = 1.000000e-01
 // CHECK: triad.assign @w
 // CHECK: triad.assign @adam.m.w
 // CHECK: triad.assign @adam.v.w
 // CHECK: triad.adamw_update %{{.*}}, %[[GB]], {{.*}} weight_decay = 0.000000e+00
-// CHECK: return %[[NORM]], %[[LR]]
+// CHECK: return %[[NORM]], %[[LR]], %{{.*}} : tensor<f32>, tensor<f32>, tensor<f32>
 func.func @forward() -> tensor<f32> {
   %w = triad.get_param @w : tensor<4x4xf32>
   %b = triad.get_param @b : tensor<4xf32>
   %y = triad.bias_add %w, %b : tensor<4x4xf32>, tensor<4xf32>
   %s = triad.sum %y dims = [0, 1] : tensor<4x4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// Mixed precision: f16 parameters get f32 master copies (starting from the
+// parameter's own init), the backward pass starts from the dynamic loss
+// scale, and the apply step unscales, skips overflowed steps and writes the
+// parameter back as a rounded copy of its master.
+triad.param @h : tensor<4x4xf16> init <normal, std = 0.02>
+
+// CHECK-LABEL: triad.state @loss_scale : tensor<f32> init <constant, value = 6.553600e+04>
+// CHECK-NEXT: triad.state @loss_scale.good_steps : tensor<f32> init <zeros>
+// CHECK: triad.state @master.h : tensor<4x4xf32> init <normal, std = 2.000000e-02> of @h
+// CHECK-LABEL: func.func @microbatch_step
+// CHECK: %[[SEED:.*]] = triad.get_param @loss_scale : tensor<f32>
+// CHECK: triad.cast
+// CHECK-LABEL: func.func @apply_step(%arg0: tensor<4x4xf16> {triad.grad = @h})
+// CHECK: %[[TOTAL:.*]] = triad.sum_squares %arg0 : tensor<4x4xf16>
+// CHECK: %[[SKIP:.*]], %[[SCALE:.*]], %[[GOOD:.*]], %[[INV:.*]] = triad.loss_scale_update %[[TOTAL]], %{{.*}}, %{{.*}} growth_interval = 1000 growth = 2.000000e+00 backoff = 5.000000e-01
+// CHECK: triad.assign @loss_scale, %[[SCALE]]
+// CHECK: %[[MASTER:.*]] = triad.get_param @master.h : tensor<4x4xf32>
+// CHECK: %[[WIDE:.*]] = triad.cast %arg0 : tensor<4x4xf16> -> tensor<4x4xf32>
+// CHECK: %[[NEW:.*]], %{{.*}}, %{{.*}} = triad.adamw_update %[[MASTER]], %[[WIDE]]
+// CHECK: %[[KEPT:.*]] = triad.select %[[SKIP]], %[[MASTER]], %[[NEW]] : tensor<4x4xf32>
+// CHECK: triad.assign @master.h, %[[KEPT]]
+// CHECK: %[[NARROW:.*]] = triad.cast %[[KEPT]] : tensor<4x4xf32> -> tensor<4x4xf16>
+// CHECK: triad.assign @h, %[[NARROW]] : tensor<4x4xf16>
+// CHECK: return %{{.*}}, %{{.*}}, %[[SKIP]]
+func.func @forward() -> tensor<f32> {
+  %h = triad.get_param @h : tensor<4x4xf16>
+  %w = triad.cast %h : tensor<4x4xf16> -> tensor<4x4xf32>
+  %s = triad.sum %w dims = [0, 1] : tensor<4x4xf32> -> tensor<f32>
   return %s : tensor<f32>
 }
