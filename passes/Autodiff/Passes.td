@@ -47,8 +47,16 @@ def Autodiff : Pass<"triad-autodiff", "::mlir::ModuleOp"> {
     reduce their parts), updates the f32 moments `@adam.m.*`/`@adam.v.*`
     (declared as `triad.state ... of @param`) and the parameters, with
     decoupled weight decay on every parameter of rank 2 or more (norm
-    weights and biases are not decayed). It returns the gradient norm and
-    the learning rate.
+    weights and biases are not decayed). It returns the gradient norm, the
+    learning rate and whether the step was skipped.
+
+    Mixed precision: a bf16 or f16 parameter is updated through an f32
+    master copy (`@master.*`, state of the parameter, starting from its
+    values) and written back rounded. With f16 parameters the backward pass
+    starts from `@loss_scale` (initially 2^16) instead of 1; the apply step
+    unscales the gradients, and when their scaled norm overflowed it skips
+    the step (every value is kept) and halves the scale, which doubles again
+    after 1000 good steps.
 
     A parameter the loss does not depend on, a function without a scalar
     loss, an op without a gradient rule or an invalid optimizer option is an

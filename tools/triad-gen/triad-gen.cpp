@@ -104,6 +104,14 @@ cl::opt<bool>
                      cl::cat(overrideCategory));
 cl::opt<bool> biasOpt("bias", cl::desc("Biases on linear layers and norms"),
                       cl::cat(overrideCategory));
+cl::opt<bool> topQueryLayerOpt(
+    "top-query-layer",
+    cl::desc("A last layer with per-position learned queries (CodeGeeX)"),
+    cl::cat(overrideCategory));
+cl::opt<int64_t> positionOffsetOpt(
+    "position-offset",
+    cl::desc("Leading rows of the learned position table skipped (OPT: 2)"),
+    cl::cat(overrideCategory));
 cl::opt<bool> finalNormOpt("final-norm", cl::desc("Norm after the last layer"),
                            cl::cat(overrideCategory));
 cl::opt<std::string> maskOpt("mask", cl::desc("causal | prefix"),
@@ -200,6 +208,8 @@ void applyOverrides(ModelConfig &config) {
   overrideValue(embeddingNormOpt, config.embeddingNorm);
   overrideValue(biasOpt, config.bias);
   overrideValue(finalNormOpt, config.finalNorm);
+  overrideValue(topQueryLayerOpt, config.topQueryLayer);
+  overrideValue(positionOffsetOpt, config.positionOffset);
   overrideEnum(maskOpt, config.mask, parseAttentionMask, "causal or prefix");
   overrideEnum(dtypeOpt, config.dtype, parseDType, "f32, bf16 or f16");
   overrideValue(normEpsilonOpt, config.normEpsilon);
