@@ -48,30 +48,29 @@ double initialValue(Attribute init, uint64_t seed, StringRef parameter,
 Interpreter::Interpreter(ModuleOp module, InterpreterOptions options)
     : module(module), options(options) {}
 
+/// The initial value of a declared tensor: its init spec drawn from the
+/// stream `stream`, rounded to its element type.
+static Tensor initialTensor(RankedTensorType type, Attribute init,
+                            uint64_t seed, StringRef stream) {
+  Tensor value(type.getShape());
+  for (int64_t i = 0; i < value.numElements(); ++i)
+    value.data[i] =
+        roundTo(type.getElementType(), initialValue(init, seed, stream, i));
+  return value;
+}
+
 void Interpreter::initializeParameters() {
   params.clear();
-  for (auto param : module.getOps<ParamOp>()) {
-    RankedTensorType type = param.getTensorType();
-    Tensor value(type.getShape());
-    for (int64_t i = 0; i < value.numElements(); ++i)
-      value.data[i] = roundTo(
-          type.getElementType(),
-          initialValue(param.getInit(), options.seed, param.getSymName(), i));
-    params[param.getSymName()] = std::move(value);
-  }
-  for (auto state : module.getOps<StateOp>()) {
-    RankedTensorType type = state.getTensorType();
-    Tensor value(type.getShape());
-    // A state of a parameter draws from the parameter's stream: a master
-    // copy starts from exactly the parameter's values.
-    StringRef stream =
-        state.getOf() ? state.getOfAttr().getValue() : state.getSymName();
-    for (int64_t i = 0; i < value.numElements(); ++i)
-      value.data[i] =
-          roundTo(type.getElementType(),
-                  initialValue(state.getInit(), options.seed, stream, i));
-    params[state.getSymName()] = std::move(value);
-  }
+  for (auto param : module.getOps<ParamOp>())
+    params[param.getSymName()] =
+        initialTensor(param.getTensorType(), param.getInit(), options.seed,
+                      param.getSymName());
+  // A state of a parameter draws from the parameter's stream: a master copy
+  // starts from exactly the parameter's values.
+  for (auto state : module.getOps<StateOp>())
+    params[state.getSymName()] = initialTensor(
+        state.getTensorType(), state.getInit(), options.seed,
+        state.getOf() ? state.getOfAttr().getValue() : state.getSymName());
 }
 
 FailureOr<std::vector<Tensor>> Interpreter::call(StringRef name,

@@ -219,6 +219,47 @@ Tensor rmsNorm(const Tensor &x, const Tensor &gamma, double epsilon) {
 // Attention and positions
 //===----------------------------------------------------------------------===//
 
+namespace {
+/// The attention weights of query `i` of sample `b`, head `h`: softmax over
+/// the visible keys of scale * q.k (minus the ALiBi distance penalty);
+/// masked keys get 0. `prefix` is the sample's prefix length.
+void attentionWeights(const Tensor &q, const Tensor &k,
+                      const Tensor *alibiSlopes, int64_t heads, int64_t kvHeads,
+                      Mask mask, double scale, double prefix, int64_t b,
+                      int64_t h, int64_t i, std::vector<double> &weights) {
+  int64_t querySeq = q.dim(1), keySeq = k.dim(1);
+  int64_t headDim = q.dim(2) / heads;
+  int64_t kvHead = h / (heads / kvHeads);
+  const double *query =
+      q.data.data() + (b * querySeq + i) * q.dim(2) + h * headDim;
+  double maxScore = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < keySeq; ++j) {
+    bool visible = mask == Mask::None || j <= i ||
+                   (mask == Mask::Prefix && static_cast<double>(j) < prefix);
+    if (!visible) {
+      weights[j] = -std::numeric_limits<double>::infinity();
+      continue;
+    }
+    const double *key =
+        k.data.data() + (b * keySeq + j) * k.dim(2) + kvHead * headDim;
+    double dot = 0.0;
+    for (int64_t d = 0; d < headDim; ++d)
+      dot += query[d] * key[d];
+    weights[j] = scale * dot;
+    if (alibiSlopes)
+      weights[j] -= alibiSlopes->data[h] * static_cast<double>(i - j);
+    maxScore = std::max(maxScore, weights[j]);
+  }
+  double total = 0.0;
+  for (int64_t j = 0; j < keySeq; ++j) {
+    weights[j] = std::exp(weights[j] - maxScore);
+    total += weights[j];
+  }
+  for (int64_t j = 0; j < keySeq; ++j)
+    weights[j] /= total;
+}
+} // namespace
+
 llvm::Expected<Tensor> attention(const Tensor &q, const Tensor &k,
                                  const Tensor &v, const Tensor *prefixLengths,
                                  const Tensor *alibiSlopes, int64_t heads,
@@ -241,36 +282,12 @@ llvm::Expected<Tensor> attention(const Tensor &q, const Tensor &k,
     for (int64_t h = 0; h < heads; ++h) {
       int64_t kvHead = h / group;
       for (int64_t i = 0; i < querySeq; ++i) {
-        const double *query =
-            q.data.data() + (b * querySeq + i) * qWidth + h * headDim;
-        double maxScore = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < keySeq; ++j) {
-          bool visible =
-              mask == Mask::None || j <= i ||
-              (mask == Mask::Prefix && static_cast<double>(j) < prefix);
-          if (!visible) {
-            scores[j] = -std::numeric_limits<double>::infinity();
-            continue;
-          }
-          const double *key =
-              k.data.data() + (b * keySeq + j) * kvWidth + kvHead * headDim;
-          double dot = 0.0;
-          for (int64_t d = 0; d < headDim; ++d)
-            dot += query[d] * key[d];
-          scores[j] = scale * dot;
-          if (alibiSlopes)
-            scores[j] -= alibiSlopes->data[h] * static_cast<double>(i - j);
-          maxScore = std::max(maxScore, scores[j]);
-        }
-        double total = 0.0;
-        for (int64_t j = 0; j < keySeq; ++j) {
-          scores[j] = std::exp(scores[j] - maxScore);
-          total += scores[j];
-        }
+        attentionWeights(q, k, alibiSlopes, heads, kvHeads, mask, scale, prefix,
+                         b, h, i, scores);
         double *out =
             result.data.data() + (b * querySeq + i) * qWidth + h * headDim;
         for (int64_t j = 0; j < keySeq; ++j) {
-          double weight = scores[j] / total;
+          double weight = scores[j];
           if (weight == 0.0)
             continue;
           const double *value =
@@ -608,36 +625,14 @@ attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
         const double *query = q.data.data() + qOffset;
         const double *dOut = dout.data.data() + qOffset;
         const double *output = out->data.data() + qOffset;
-        double maxScore = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < keySeq; ++j) {
-          bool visible =
-              mask == Mask::None || j <= i ||
-              (mask == Mask::Prefix && static_cast<double>(j) < prefix);
-          if (!visible) {
-            probs[j] = -std::numeric_limits<double>::infinity();
-            continue;
-          }
-          const double *key =
-              k.data.data() + (b * keySeq + j) * kvWidth + kvHead * headDim;
-          double dot = 0.0;
-          for (int64_t d = 0; d < headDim; ++d)
-            dot += query[d] * key[d];
-          probs[j] = scale * dot;
-          if (alibiSlopes)
-            probs[j] -= alibiSlopes->data[h] * static_cast<double>(i - j);
-          maxScore = std::max(maxScore, probs[j]);
-        }
-        double total = 0.0;
-        for (int64_t j = 0; j < keySeq; ++j) {
-          probs[j] = std::exp(probs[j] - maxScore);
-          total += probs[j];
-        }
+        attentionWeights(q, k, alibiSlopes, heads, kvHeads, mask, scale, prefix,
+                         b, h, i, probs);
         double outDotGrad = 0.0;
         for (int64_t d = 0; d < headDim; ++d)
           outDotGrad += output[d] * dOut[d];
         double *dQuery = grads.dq.data.data() + qOffset;
         for (int64_t j = 0; j < keySeq; ++j) {
-          double p = probs[j] / total;
+          double p = probs[j];
           if (p == 0.0)
             continue;
           int64_t kvOffset = (b * keySeq + j) * kvWidth + kvHead * headDim;
