@@ -11,6 +11,8 @@ PACKAGES=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   # Unit tests.
   libgtest-dev libgmock-dev
+  # Runtime: Status/StatusOr and command-line flags.
+  libabsl-dev
 )
 
 missing=()
