@@ -11,8 +11,9 @@ PACKAGES=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   # Unit tests.
   libgtest-dev libgmock-dev
-  # Runtime: Status/StatusOr and command-line flags.
-  libabsl-dev
+  # Runtime: Status/StatusOr and command-line flags; JSON (checkpoint
+  # headers and indexes).
+  libabsl-dev nlohmann-json3-dev
 )
 
 missing=()

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds Triad and runs every test:
 #   1. the full build (compiler, tools, runtime) and its lit + GoogleTest suite;
-#   2. the runtime alone, configured with LLVM and MLIR made unfindable, and
-#      its unit tests under ctest.
+#   2. the runtime alone, configured with LLVM and MLIR made unfindable and
+#      built with AddressSanitizer and UndefinedBehaviorSanitizer, and its
+#      unit tests (file loaders fed corrupt input among them) under ctest.
 # Exits non-zero when anything fails.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,9 +23,11 @@ LIT_OPTS="${LIT_OPTS:-} --xunit-xml-output=$results" \
   ninja -C "$build" check-triad || status=$?
 
 echo
-echo "test: the runtime alone, without LLVM or MLIR"
-cmake -S "$root" -B "$runtime_build" -G Ninja -DCMAKE_BUILD_TYPE=Release --no-warn-unused-cli \
+echo "test: the runtime alone, without LLVM or MLIR, under ASan and UBSan"
+cmake -S "$root" -B "$runtime_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo --no-warn-unused-cli \
   -DTRIAD_ENABLE_COMPILER=OFF \
+  "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-sanitize-recover=all" \
+  "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" \
   -DCMAKE_DISABLE_FIND_PACKAGE_MLIR=ON -DCMAKE_DISABLE_FIND_PACKAGE_LLVM=ON
 ninja -C "$runtime_build" -j "$jobs"
 (cd "$runtime_build" && ctest --output-on-failure) || status=$?

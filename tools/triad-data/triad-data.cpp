@@ -4,11 +4,13 @@
 //
 // Concatenates the given text files and writes one token per byte (ids
 // 0..255, a vocabulary of 256) as little-endian uint16 (or uint32), the flat
-// layout triad-run reads. The output is written atomically: a temporary file
-// in the same folder, fsync, rename. Bad input is one line on stderr and exit
+// layout triad-run reads. The output is written atomically (a temporary file
+// in the same folder, fsync, rename). Bad input is one line on stderr and exit
 // status 1.
 //
 //===----------------------------------------------------------------------===//
+
+#include "runtime/support/Files.h"
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -19,10 +21,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <string>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <vector>
 
 ABSL_FLAG(std::string, output, "", "Token file to write (required)");
@@ -35,7 +35,8 @@ namespace {
   std::exit(1);
 }
 
-absl::Status readFile(const std::string &path, std::string &text) {
+/// Appends the bytes of the regular file `path` to `text`.
+absl::Status appendFile(const std::string &path, std::string &text) {
   struct stat info;
   if (stat(path.c_str(), &info) != 0)
     return absl::NotFoundError(
@@ -43,54 +44,10 @@ absl::Status readFile(const std::string &path, std::string &text) {
   if (!S_ISREG(info.st_mode))
     return absl::InvalidArgumentError(
         absl::StrCat("'", path, "' is not a regular file"));
-  FILE *file = std::fopen(path.c_str(), "rb");
-  if (!file)
-    return absl::NotFoundError(
-        absl::StrCat("cannot read '", path, "': ", strerror(errno)));
-  char buffer[1 << 16];
-  size_t read;
-  while ((read = std::fread(buffer, 1, sizeof(buffer), file)) > 0)
-    text.append(buffer, read);
-  bool error = std::ferror(file);
-  std::fclose(file);
-  if (error)
-    return absl::DataLossError(absl::StrCat("error reading '", path, "'"));
-  return absl::OkStatus();
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename, so a
-/// crash leaves either the old file or the complete new one.
-absl::Status writeAtomically(const std::string &path,
-                             const std::vector<unsigned char> &bytes) {
-  std::string temporary = path + ".tmp." + std::to_string(getpid());
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0)
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot write '", path, "': ", strerror(errno)));
-  size_t written = 0;
-  while (written < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0) {
-      int error = errno;
-      ::close(fd);
-      ::unlink(temporary.c_str());
-      return absl::DataLossError(
-          absl::StrCat("cannot write '", path, "': ", strerror(error)));
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int error = errno;
-    ::unlink(temporary.c_str());
-    return absl::DataLossError(
-        absl::StrCat("cannot write '", path, "': ", strerror(error)));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    int error = errno;
-    ::unlink(temporary.c_str());
-    return absl::DataLossError(
-        absl::StrCat("cannot write '", path, "': ", strerror(error)));
-  }
+  absl::StatusOr<std::string> content = triad::rt::readFile(path);
+  if (!content.ok())
+    return content.status();
+  text += *content;
   return absl::OkStatus();
 }
 
@@ -112,20 +69,20 @@ int main(int argc, char **argv) {
 
   std::string text;
   for (size_t i = 1; i < positional.size(); ++i)
-    if (absl::Status status = readFile(positional[i], text); !status.ok())
+    if (absl::Status status = appendFile(positional[i], text); !status.ok())
       fail(std::string(status.message()));
   if (text.empty())
     fail("the input files are empty");
 
   int tokenBytes = width == "u16" ? 2 : 4;
-  std::vector<unsigned char> bytes;
+  std::string bytes;
   bytes.reserve(text.size() * tokenBytes);
-  for (unsigned char c : text) {
+  for (char c : text) {
     bytes.push_back(c);
-    for (int b = 1; b < tokenBytes; ++b)
-      bytes.push_back(0);
+    bytes.append(tokenBytes - 1, '\0');
   }
-  if (absl::Status status = writeAtomically(output, bytes); !status.ok())
+  if (absl::Status status = triad::rt::writeFileAtomically(output, bytes);
+      !status.ok())
     fail(std::string(status.message()));
   std::printf("triad-data: wrote %zu byte-level tokens (vocabulary 256, %s) "
               "from %zu file(s) to %s\n",

@@ -1,0 +1,389 @@
+//===- Checkpoint.cpp - sharded, atomic, reslicing checkpoints ------------===//
+
+#include "runtime/checkpoint/Checkpoint.h"
+
+#include "runtime/support/Files.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <sys/stat.h>
+
+namespace triad::rt {
+
+namespace {
+
+constexpr const char *kSlicesKey = "triad.slices";
+
+std::string rankFileName(int64_t rank) {
+  return absl::StrFormat("rank-%05d.safetensors", rank);
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+int64_t volume(const std::vector<int64_t> &sizes) {
+  int64_t count = 1;
+  for (int64_t size : sizes)
+    count *= size;
+  return count;
+}
+
+absl::Status makeFolder(const std::string &path) {
+  if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
+    return absl::PermissionDeniedError(absl::StrCat(
+        "cannot create checkpoint folder '", path, "': ", strerror(errno)));
+  return absl::OkStatus();
+}
+
+/// Whether two boxes (offsets, sizes) share an element.
+bool overlaps(const std::vector<int64_t> &aOffsets,
+              const std::vector<int64_t> &aSizes,
+              const std::vector<int64_t> &bOffsets,
+              const std::vector<int64_t> &bSizes) {
+  for (size_t d = 0; d < aOffsets.size(); ++d)
+    if (aOffsets[d] + aSizes[d] <= bOffsets[d] ||
+        bOffsets[d] + bSizes[d] <= aOffsets[d])
+      return false;
+  return true;
+}
+
+/// A slice's metadata as stored in a shard: global shape and offsets (its
+/// sizes are the stored tensor's shape).
+struct SliceMetadata {
+  std::vector<int64_t> globalShape, offsets;
+};
+
+absl::StatusOr<std::map<std::string, SliceMetadata>>
+readSliceMetadata(const SafetensorsFile &file) {
+  auto invalid = [&](const std::string &what) {
+    return absl::DataLossError(
+        absl::StrCat("invalid checkpoint shard '", file.path(), "': ", what));
+  };
+  auto it = file.metadata().find(kSlicesKey);
+  if (it == file.metadata().end())
+    return invalid("no slice metadata");
+  nlohmann::json json =
+      nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object())
+    return invalid("slice metadata is not a JSON object");
+  std::map<std::string, SliceMetadata> result;
+  for (auto &[name, value] : json.items()) {
+    const TensorEntry *entry = file.find(name);
+    if (!entry)
+      return invalid(absl::StrCat("slice metadata names '", name,
+                                  "', which the file does not hold"));
+    SliceMetadata slice;
+    if (!value.is_object() || !value["global_shape"].is_array() ||
+        !value["offsets"].is_array())
+      return invalid(
+          absl::StrCat("slice metadata of '", name, "' is malformed"));
+    for (const auto &v : value["global_shape"])
+      slice.globalShape.push_back(v.is_number_integer() ? v.get<int64_t>()
+                                                        : -1);
+    for (const auto &v : value["offsets"])
+      slice.offsets.push_back(v.is_number_integer() ? v.get<int64_t>() : -1);
+    size_t rank = entry->shape.size();
+    if (slice.globalShape.size() != rank || slice.offsets.size() != rank)
+      return invalid(absl::StrCat("slice of '", name, "' has rank ", rank,
+                                  " but its metadata does not"));
+    for (size_t d = 0; d < rank; ++d)
+      if (slice.offsets[d] < 0 || slice.globalShape[d] < 0 ||
+          slice.offsets[d] + entry->shape[d] > slice.globalShape[d])
+        return invalid(absl::StrCat(
+            "slice of '", name, "' at ", shapeText(slice.offsets),
+            " with sizes ", shapeText(entry->shape),
+            " lies outside its global shape ", shapeText(slice.globalShape)));
+    result[name] = std::move(slice);
+  }
+  return result;
+}
+
+} // namespace
+
+std::string checkpointStepDir(const std::string &dir, uint64_t step) {
+  return absl::StrFormat("%s/step-%08d", dir, step);
+}
+
+absl::Status writeCheckpointShard(const std::string &dir, uint64_t step,
+                                  int64_t rank,
+                                  const std::vector<TensorSlice> &slices) {
+  if (absl::Status status = makeFolder(dir); !status.ok())
+    return status;
+  std::string stepDir = checkpointStepDir(dir, step);
+  if (absl::Status status = makeFolder(stepDir); !status.ok())
+    return status;
+  nlohmann::json metadata = nlohmann::json::object();
+  std::vector<TensorToWrite> tensors;
+  for (const TensorSlice &slice : slices) {
+    if (slice.offsets.size() != slice.globalShape.size() ||
+        slice.sizes.size() != slice.globalShape.size())
+      return absl::InvalidArgumentError(
+          absl::StrCat("slice of '", slice.name,
+                       "' needs one offset and size per dimension"));
+    metadata[slice.name] = {{"global_shape", slice.globalShape},
+                            {"offsets", slice.offsets}};
+    tensors.push_back({slice.name, slice.dtype, slice.sizes, slice.data});
+  }
+  return writeSafetensors(stepDir + "/" + rankFileName(rank), tensors,
+                          {{kSlicesKey, metadata.dump()}});
+}
+
+absl::Status commitCheckpoint(const std::string &dir,
+                              const CheckpointInfo &info) {
+  std::string stepDir = checkpointStepDir(dir, info.step);
+  nlohmann::json tensors = nlohmann::json::object();
+  // Per tensor: dtype, global shape and the slices seen so far.
+  struct Seen {
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> boxes;
+  };
+  std::map<std::string, Seen> seen;
+  for (int64_t rank = 0; rank < info.worldSize; ++rank) {
+    std::string fileName = rankFileName(rank);
+    absl::StatusOr<SafetensorsFile> file =
+        SafetensorsFile::open(stepDir + "/" + fileName);
+    if (!file.ok())
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot commit checkpoint step ", info.step, ": rank ",
+                       rank, "'s shard: ", file.status().message()));
+    auto slices = readSliceMetadata(*file);
+    if (!slices.ok())
+      return slices.status();
+    for (const TensorEntry &entry : file->entries()) {
+      auto meta = slices->find(entry.name);
+      if (meta == slices->end())
+        return absl::DataLossError(
+            absl::StrCat("checkpoint shard '", file->path(), "': tensor '",
+                         entry.name, "' has no slice metadata"));
+      auto [it, inserted] = seen.try_emplace(
+          entry.name, Seen{entry.dtype, meta->second.globalShape, {}});
+      Seen &tensor = it->second;
+      if (tensor.dtype != entry.dtype ||
+          tensor.shape != meta->second.globalShape)
+        return absl::DataLossError(absl::StrCat(
+            "checkpoint tensor '", entry.name, "' is ", dtypeName(entry.dtype),
+            " ", shapeText(meta->second.globalShape), " on rank ", rank,
+            " but ", dtypeName(tensor.dtype), " ", shapeText(tensor.shape),
+            " on an earlier rank"));
+      for (const auto &[offsets, sizes] : tensor.boxes)
+        if (overlaps(offsets, sizes, meta->second.offsets, entry.shape))
+          return absl::DataLossError(absl::StrCat(
+              "checkpoint tensor '", entry.name, "' is stored twice: rank ",
+              rank, "'s slice at ", shapeText(meta->second.offsets),
+              " overlaps an earlier one (save replicated tensors once)"));
+      tensor.boxes.push_back({meta->second.offsets, entry.shape});
+      tensors[entry.name]["dtype"] = dtypeName(entry.dtype);
+      tensors[entry.name]["shape"] = meta->second.globalShape;
+      tensors[entry.name]["slices"].push_back(
+          {{"file", fileName},
+           {"offsets", meta->second.offsets},
+           {"sizes", entry.shape}});
+    }
+  }
+  for (const auto &[name, tensor] : seen) {
+    int64_t stored = 0;
+    for (const auto &box : tensor.boxes)
+      stored += volume(box.second);
+    if (stored != volume(tensor.shape))
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint tensor '", name, "' ", shapeText(tensor.shape),
+          " is not fully stored: the slices hold ", stored, " of ",
+          volume(tensor.shape), " elements"));
+  }
+  nlohmann::json index = {{"format", "triad-checkpoint"},
+                          {"version", 1},
+                          {"step", info.step},
+                          {"seed", info.seed},
+                          {"data_position", info.dataPosition},
+                          {"world_size", info.worldSize},
+                          {"tensors", tensors}};
+  if (absl::Status status =
+          writeFileAtomically(stepDir + "/index.json", index.dump(1));
+      !status.ok())
+    return status;
+  return writeFileAtomically(dir + "/latest",
+                             absl::StrFormat("step-%08d\n", info.step));
+}
+
+absl::StatusOr<CheckpointReader>
+CheckpointReader::open(const std::string &dir) {
+  absl::StatusOr<std::string> latest = readFile(dir + "/latest");
+  if (!latest.ok())
+    return absl::NotFoundError(absl::StrCat("no checkpoint in '", dir, "' (",
+                                            latest.status().message(), ")"));
+  std::string stepName = *latest;
+  while (!stepName.empty() &&
+         (stepName.back() == '\n' || stepName.back() == ' '))
+    stepName.pop_back();
+  if (stepName.empty() || stepName.find('/') != std::string::npos)
+    return absl::DataLossError(
+        absl::StrCat("checkpoint '", dir, "': 'latest' is malformed"));
+  CheckpointReader reader;
+  reader.stepDir = dir + "/" + stepName;
+  absl::StatusOr<std::string> text = readFile(reader.stepDir + "/index.json");
+  if (!text.ok())
+    return text.status();
+  auto invalid = [&](const std::string &what) {
+    return absl::DataLossError(absl::StrCat(
+        "invalid checkpoint index '", reader.stepDir, "/index.json': ", what));
+  };
+  nlohmann::json index =
+      nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (index.is_discarded() || !index.is_object() ||
+      index.value("format", "") != "triad-checkpoint")
+    return invalid("not a Triad checkpoint index");
+  if (index.value("version", 0) != 1)
+    return invalid("unsupported version");
+  for (const char *key : {"step", "seed", "data_position", "world_size"})
+    if (!index[key].is_number_unsigned())
+      return invalid(absl::StrCat("'", key, "' is missing or not a count"));
+  reader.checkpointInfo.step = index["step"].get<uint64_t>();
+  reader.checkpointInfo.seed = index["seed"].get<uint64_t>();
+  reader.checkpointInfo.dataPosition = index["data_position"].get<uint64_t>();
+  reader.checkpointInfo.worldSize = index["world_size"].get<int64_t>();
+  if (!index["tensors"].is_object())
+    return invalid("'tensors' is not an object");
+
+  std::map<std::string, int64_t> fileIds;
+  for (auto &[name, value] : index["tensors"].items()) {
+    StoredTensor tensor;
+    std::optional<DType> dtype =
+        value["dtype"].is_string()
+            ? parseDType(value["dtype"].get<std::string>())
+            : std::nullopt;
+    if (!dtype || !value["shape"].is_array() || !value["slices"].is_array())
+      return invalid(absl::StrCat("tensor '", name, "' is malformed"));
+    tensor.dtype = *dtype;
+    tensor.shape = value["shape"].get<std::vector<int64_t>>();
+    for (const auto &slice : value["slices"]) {
+      if (!slice["file"].is_string())
+        return invalid(absl::StrCat("a slice of '", name, "' names no file"));
+      std::string fileName = slice["file"].get<std::string>();
+      if (fileName.find('/') != std::string::npos)
+        return invalid(absl::StrCat("a slice of '", name, "' names a path"));
+      auto [it, inserted] =
+          fileIds.try_emplace(fileName, static_cast<int64_t>(fileIds.size()));
+      if (inserted) {
+        absl::StatusOr<SafetensorsFile> file =
+            SafetensorsFile::open(reader.stepDir + "/" + fileName);
+        if (!file.ok())
+          return file.status();
+        reader.files.push_back(std::move(*file));
+      }
+      StoredSlice stored{it->second,
+                         slice.value("offsets", std::vector<int64_t>{}),
+                         slice.value("sizes", std::vector<int64_t>{})};
+      const TensorEntry *entry = reader.files[stored.file].find(name);
+      if (!entry || entry->dtype != tensor.dtype ||
+          entry->shape != stored.sizes ||
+          stored.offsets.size() != tensor.shape.size())
+        return invalid(absl::StrCat("the slice of '", name, "' in '", fileName,
+                                    "' does not match the index"));
+      for (size_t d = 0; d < tensor.shape.size(); ++d)
+        if (stored.offsets[d] < 0 ||
+            stored.offsets[d] + stored.sizes[d] > tensor.shape[d])
+          return invalid(
+              absl::StrCat("a slice of '", name, "' lies outside its shape"));
+      tensor.slices.push_back(std::move(stored));
+    }
+    reader.tensors[name] = std::move(tensor);
+  }
+  return reader;
+}
+
+std::vector<std::string> CheckpointReader::tensorNames() const {
+  std::vector<std::string> names;
+  for (const auto &entry : tensors)
+    names.push_back(entry.first);
+  return names;
+}
+
+absl::Status CheckpointReader::read(const std::string &name, DType dtype,
+                                    const std::vector<int64_t> &globalShape,
+                                    const std::vector<int64_t> &offsets,
+                                    const std::vector<int64_t> &sizes,
+                                    void *out) const {
+  auto it = tensors.find(name);
+  if (it == tensors.end())
+    return absl::NotFoundError(
+        absl::StrCat("the checkpoint has no tensor '", name, "'"));
+  const StoredTensor &tensor = it->second;
+  if (tensor.dtype != dtype)
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", name, "' is ", dtypeName(tensor.dtype),
+                     " in the checkpoint but ", dtypeName(dtype), " here"));
+  if (tensor.shape != globalShape)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", name, "' has shape ", shapeText(tensor.shape),
+        " in the checkpoint but ", shapeText(globalShape), " here"));
+  size_t rank = globalShape.size();
+  if (offsets.size() != rank || sizes.size() != rank)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "read of '", name, "' needs one offset and size per dimension"));
+  for (size_t d = 0; d < rank; ++d)
+    if (offsets[d] < 0 || sizes[d] < 0 ||
+        offsets[d] + sizes[d] > globalShape[d])
+      return absl::InvalidArgumentError(absl::StrCat(
+          "read of '", name, "' at ", shapeText(offsets), " with sizes ",
+          shapeText(sizes), " lies outside ", shapeText(globalShape)));
+
+  int64_t element = elementSize(dtype);
+  int64_t copied = 0;
+  char *target = static_cast<char *>(out);
+  for (const StoredSlice &slice : tensor.slices) {
+    // The intersection of the stored slice and the requested box.
+    std::vector<int64_t> low(rank), high(rank);
+    bool empty = false;
+    for (size_t d = 0; d < rank; ++d) {
+      low[d] = std::max(offsets[d], slice.offsets[d]);
+      high[d] =
+          std::min(offsets[d] + sizes[d], slice.offsets[d] + slice.sizes[d]);
+      empty |= low[d] >= high[d];
+    }
+    if (empty)
+      continue;
+    const char *source = files[slice.file].bytes(*files[slice.file].find(name));
+    if (rank == 0) {
+      std::memcpy(target, source, element);
+      ++copied;
+      continue;
+    }
+    // Copy runs along the last dimension, walking the others like an
+    // odometer.
+    std::vector<int64_t> position = low;
+    int64_t run = high[rank - 1] - low[rank - 1];
+    while (true) {
+      int64_t from = 0, to = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        from = from * slice.sizes[d] + (position[d] - slice.offsets[d]);
+        to = to * sizes[d] + (position[d] - offsets[d]);
+      }
+      std::memcpy(target + to * element, source + from * element,
+                  run * element);
+      copied += run;
+      int64_t d = static_cast<int64_t>(rank) - 2;
+      for (; d >= 0; --d) {
+        if (++position[d] < high[d])
+          break;
+        position[d] = low[d];
+      }
+      if (d < 0)
+        break;
+    }
+  }
+  if (copied != volume(sizes))
+    return absl::DataLossError(absl::StrCat(
+        "the checkpoint does not hold all of the requested slice of '", name,
+        "'"));
+  return absl::OkStatus();
+}
+
+} // namespace triad::rt

@@ -1,0 +1,99 @@
+//===- Checkpoint.h - sharded, atomic, reslicing checkpoints -----*- C++
+//-*-===//
+//
+// A checkpoint is a set of rectangular slices of global tensors: each rank
+// writes the slices it owns to DIR/step-N/rank-R.safetensors (with each
+// slice's global shape and offsets in the file's metadata); one rank then
+// commits: it checks that the slices of every tensor tile it exactly, writes
+// DIR/step-N/index.json and finally points DIR/latest at step-N. Every file
+// is written atomically and `latest` moves last, so a crash at any moment
+// leaves the previous checkpoint intact and loadable.
+//
+// Loading reads any slice of any tensor, assembling it from whatever slices
+// were stored: a checkpoint saved under one mesh loads under another.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_RUNTIME_CHECKPOINT_CHECKPOINT_H
+#define TRIAD_RUNTIME_CHECKPOINT_CHECKPOINT_H
+
+#include "runtime/checkpoint/Safetensors.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace triad::rt {
+
+struct TensorSlice {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> globalShape;
+  /// The slice's position and extent in the global tensor.
+  std::vector<int64_t> offsets, sizes;
+  /// Row-major bytes of the slice.
+  const void *data = nullptr;
+};
+
+/// What besides tensors a training run needs to resume exactly.
+struct CheckpointInfo {
+  uint64_t step = 0;
+  uint64_t seed = 0;
+  /// Samples of the corpus consumed so far (the data position).
+  uint64_t dataPosition = 0;
+  int64_t worldSize = 1;
+};
+
+/// The folder of step `step` inside checkpoint folder `dir`.
+std::string checkpointStepDir(const std::string &dir, uint64_t step);
+
+/// Writes rank `rank`'s slices for step `step` (creating the folders).
+absl::Status writeCheckpointShard(const std::string &dir, uint64_t step,
+                                  int64_t rank,
+                                  const std::vector<TensorSlice> &slices);
+
+/// Checks the shards of all `info.worldSize` ranks, writes the index and
+/// makes the step the latest checkpoint. Call once, after every rank's
+/// shard is written.
+absl::Status commitCheckpoint(const std::string &dir,
+                              const CheckpointInfo &info);
+
+class CheckpointReader {
+public:
+  /// Opens the latest committed checkpoint of `dir`.
+  static absl::StatusOr<CheckpointReader> open(const std::string &dir);
+
+  const CheckpointInfo &info() const { return checkpointInfo; }
+  std::vector<std::string> tensorNames() const;
+
+  /// Reads the slice (offsets, sizes) of tensor `name` into `out`
+  /// (row-major). The tensor must exist with this dtype and global shape;
+  /// the error names the tensor and what differs.
+  absl::Status read(const std::string &name, DType dtype,
+                    const std::vector<int64_t> &globalShape,
+                    const std::vector<int64_t> &offsets,
+                    const std::vector<int64_t> &sizes, void *out) const;
+
+private:
+  struct StoredSlice {
+    int64_t file;
+    std::vector<int64_t> offsets, sizes;
+  };
+  struct StoredTensor {
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<StoredSlice> slices;
+  };
+  CheckpointInfo checkpointInfo;
+  std::string stepDir;
+  std::vector<SafetensorsFile> files;
+  std::map<std::string, StoredTensor> tensors;
+};
+
+} // namespace triad::rt
+
+#endif // TRIAD_RUNTIME_CHECKPOINT_CHECKPOINT_H

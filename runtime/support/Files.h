@@ -1,0 +1,26 @@
+//===- Files.h - durable file writes for the runtime -------------*- C++
+//-*-===//
+
+#ifndef TRIAD_RUNTIME_SUPPORT_FILES_H
+#define TRIAD_RUNTIME_SUPPORT_FILES_H
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+#include <string>
+
+namespace triad::rt {
+
+/// Writes `bytes` to `path` through a temporary file in the same folder,
+/// fsync and rename: afterwards `path` holds either its old content or all
+/// of the new one, even if the process dies in between.
+absl::Status writeFileAtomically(const std::string &path,
+                                 absl::string_view bytes);
+
+/// Reads a whole file.
+absl::StatusOr<std::string> readFile(const std::string &path);
+
+} // namespace triad::rt
+
+#endif // TRIAD_RUNTIME_SUPPORT_FILES_H

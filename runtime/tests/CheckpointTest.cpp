@@ -1,0 +1,235 @@
+//===- CheckpointTest.cpp - safetensors and sharded checkpoints -----------===//
+
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/Safetensors.h"
+#include "runtime/support/Files.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <numeric>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace triad::rt;
+
+namespace {
+
+std::string freshDir(const std::string &name) {
+  std::string dir = ::testing::TempDir() + "triad-ckpt-" + name + "-" +
+                    std::to_string(getpid());
+  std::string command = "rm -rf '" + dir + "'";
+  EXPECT_EQ(std::system(command.c_str()), 0);
+  return dir;
+}
+
+std::vector<float> iota(int64_t count, float start = 0) {
+  std::vector<float> values(count);
+  std::iota(values.begin(), values.end(), start);
+  return values;
+}
+
+TEST(Safetensors, RoundTrip) {
+  std::string path = ::testing::TempDir() + "round.safetensors";
+  std::vector<float> a = iota(6);
+  std::vector<int32_t> b = {7, -8};
+  ASSERT_TRUE(writeSafetensors(path,
+                               {{"a", DType::F32, {2, 3}, a.data()},
+                                {"b", DType::I32, {2}, b.data()}},
+                               {{"note", "hello"}})
+                  .ok());
+  auto file = SafetensorsFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_EQ(file->entries().size(), 2u);
+  const TensorEntry *entry = file->find("a");
+  ASSERT_TRUE(entry);
+  EXPECT_EQ(entry->shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(reinterpret_cast<const float *>(file->bytes(*entry))[5], 5.0f);
+  EXPECT_EQ(reinterpret_cast<const int32_t *>(file->bytes(*file->find("b")))[1],
+            -8);
+  EXPECT_EQ(file->metadata().at("note"), "hello");
+}
+
+TEST(Safetensors, CorruptFilesAreErrorsNotCrashes) {
+  std::string path = ::testing::TempDir() + "valid.safetensors";
+  std::vector<float> a = iota(64);
+  ASSERT_TRUE(
+      writeSafetensors(path, {{"a", DType::F32, {8, 8}, a.data()}}, {}).ok());
+  std::string bytes = *readFile(path);
+  std::string broken = ::testing::TempDir() + "broken.safetensors";
+  // Every truncation, and every single-byte change of the header.
+  for (size_t length = 0; length < bytes.size(); length += 7) {
+    ASSERT_TRUE(writeFileAtomically(broken, bytes.substr(0, length)).ok());
+    EXPECT_FALSE(SafetensorsFile::open(broken).ok()) << "length " << length;
+  }
+  size_t headerEnd = bytes.find("}") + 1;
+  for (size_t i = 0; i < headerEnd; ++i) {
+    for (char replacement : {'\0', '9', '"', '{', '\xff'}) {
+      std::string copy = bytes;
+      copy[i] = replacement;
+      ASSERT_TRUE(writeFileAtomically(broken, copy).ok());
+      // Either a clean error or a file whose entries lie inside the data.
+      auto file = SafetensorsFile::open(broken);
+      if (file.ok())
+        for (const TensorEntry &entry : file->entries())
+          EXPECT_LE(entry.end, copy.size());
+    }
+  }
+  ASSERT_TRUE(writeFileAtomically(
+                  broken, std::string("\x08\0\0\0\0\0\0\0{\"a\": 1}", 16))
+                  .ok());
+  auto file = SafetensorsFile::open(broken);
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.status().message().find("needs dtype, shape and data_offsets"),
+            std::string::npos);
+}
+
+/// Two ranks each hold half the rows of `w` [4, 6]; rank 0 alone holds the
+/// replicated `b` [6] and the scalar `s`.
+void saveTwoRanks(const std::string &dir, uint64_t step, float base) {
+  std::vector<float> w = iota(24, base), b = iota(6, base + 100);
+  float s = base + 1000;
+  ASSERT_TRUE(
+      writeCheckpointShard(dir, step, 0,
+                           {{"w", DType::F32, {4, 6}, {0, 0}, {2, 6}, w.data()},
+                            {"b", DType::F32, {6}, {0}, {6}, b.data()},
+                            {"s", DType::F32, {}, {}, {}, &s}})
+          .ok());
+  ASSERT_TRUE(writeCheckpointShard(
+                  dir, step, 1,
+                  {{"w", DType::F32, {4, 6}, {2, 0}, {2, 6}, w.data() + 12}})
+                  .ok());
+  CheckpointInfo info{step, 17, 4096, 2};
+  absl::Status status = commitCheckpoint(dir, info);
+  ASSERT_TRUE(status.ok()) << status;
+}
+
+TEST(Checkpoint, ReloadsUnderAnotherSlicing) {
+  std::string dir = freshDir("reslice");
+  saveTwoRanks(dir, 5, 0);
+  auto reader = CheckpointReader::open(dir);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ(reader->info().step, 5u);
+  EXPECT_EQ(reader->info().seed, 17u);
+  EXPECT_EQ(reader->info().dataPosition, 4096u);
+  EXPECT_EQ(reader->tensorNames(), (std::vector<std::string>{"b", "s", "w"}));
+  // The whole tensor, on one rank.
+  std::vector<float> whole(24);
+  ASSERT_TRUE(
+      reader->read("w", DType::F32, {4, 6}, {0, 0}, {4, 6}, whole.data()).ok());
+  EXPECT_EQ(whole, iota(24));
+  // A column split over three ranks instead of a row split over two.
+  for (int64_t part = 0; part < 3; ++part) {
+    std::vector<float> columns(8);
+    ASSERT_TRUE(reader
+                    ->read("w", DType::F32, {4, 6}, {0, 2 * part}, {4, 2},
+                           columns.data())
+                    .ok());
+    for (int64_t r = 0; r < 4; ++r)
+      for (int64_t c = 0; c < 2; ++c)
+        EXPECT_EQ(columns[r * 2 + c], static_cast<float>(r * 6 + 2 * part + c));
+  }
+  float s = 0;
+  ASSERT_TRUE(reader->read("s", DType::F32, {}, {}, {}, &s).ok());
+  EXPECT_EQ(s, 1000.0f);
+}
+
+TEST(Checkpoint, RefusesWhatDoesNotMatch) {
+  std::string dir = freshDir("mismatch");
+  saveTwoRanks(dir, 1, 0);
+  auto reader = CheckpointReader::open(dir);
+  ASSERT_TRUE(reader.ok());
+  std::vector<float> buffer(64);
+  absl::Status missing =
+      reader->read("v", DType::F32, {4, 6}, {0, 0}, {4, 6}, buffer.data());
+  EXPECT_EQ(missing.message(), "the checkpoint has no tensor 'v'");
+  absl::Status shape =
+      reader->read("w", DType::F32, {4, 8}, {0, 0}, {4, 8}, buffer.data());
+  EXPECT_EQ(shape.message(), "tensor 'w' has shape [4, 6] in the checkpoint "
+                             "but [4, 8] here");
+  absl::Status dtype =
+      reader->read("w", DType::BF16, {4, 6}, {0, 0}, {4, 6}, buffer.data());
+  EXPECT_EQ(dtype.message(),
+            "tensor 'w' is F32 in the checkpoint but BF16 here");
+  absl::Status outside =
+      reader->read("w", DType::F32, {4, 6}, {3, 0}, {2, 6}, buffer.data());
+  EXPECT_FALSE(outside.ok());
+  EXPECT_FALSE(CheckpointReader::open(freshDir("empty")).ok());
+}
+
+TEST(Checkpoint, CommitChecksTheShards) {
+  std::string dir = freshDir("commit");
+  std::vector<float> w = iota(24);
+  // Rank 1's shard is missing.
+  ASSERT_TRUE(
+      writeCheckpointShard(
+          dir, 1, 0, {{"w", DType::F32, {4, 6}, {0, 0}, {2, 6}, w.data()}})
+          .ok());
+  absl::Status status = commitCheckpoint(dir, {1, 0, 0, 2});
+  EXPECT_NE(status.message().find("rank 1's shard"), std::string::npos)
+      << status;
+  // Two ranks store the same rows.
+  ASSERT_TRUE(
+      writeCheckpointShard(
+          dir, 1, 1, {{"w", DType::F32, {4, 6}, {1, 0}, {2, 6}, w.data()}})
+          .ok());
+  status = commitCheckpoint(dir, {1, 0, 0, 2});
+  EXPECT_NE(status.message().find("'w' is stored twice"), std::string::npos)
+      << status;
+  // Rows 2 and 3 are never stored.
+  status = commitCheckpoint(dir, {1, 0, 0, 1});
+  EXPECT_NE(
+      status.message().find("is not fully stored: the slices hold 12 of 24"),
+      std::string::npos)
+      << status;
+  // Nothing was committed.
+  EXPECT_FALSE(CheckpointReader::open(dir).ok());
+}
+
+// A save killed at any moment leaves a loadable checkpoint: the previous
+// one, or the new one once complete.
+TEST(Checkpoint, KilledSaveLeavesTheLastCheckpoint) {
+  std::string dir = freshDir("kill");
+  saveTwoRanks(dir, 1, 0);
+  std::vector<float> big = iota(1 << 22, 0.5f); // 16 MiB per shard
+  for (int delayMicros : {0, 200, 2000, 20000}) {
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      // The parent kills this save at some point; its outcome is what the
+      // parent then finds on disk.
+      absl::Status saved = writeCheckpointShard(
+          dir, 2, 0,
+          {{"w", DType::F32, {1 << 22}, {0}, {1 << 22}, big.data()}});
+      if (saved.ok())
+        saved = commitCheckpoint(dir, {2, 17, 0, 1});
+      _exit(saved.ok() ? 0 : 1);
+    }
+    usleep(delayMicros);
+    kill(child, SIGKILL);
+    int status;
+    waitpid(child, &status, 0);
+    auto reader = CheckpointReader::open(dir);
+    ASSERT_TRUE(reader.ok())
+        << "after a kill at " << delayMicros << " us: " << reader.status();
+    if (reader->info().step == 1) {
+      std::vector<float> w(24);
+      ASSERT_TRUE(
+          reader->read("w", DType::F32, {4, 6}, {0, 0}, {4, 6}, w.data()).ok());
+      EXPECT_EQ(w, iota(24));
+    } else {
+      ASSERT_EQ(reader->info().step, 2u);
+      std::vector<float> last(1);
+      ASSERT_TRUE(reader
+                      ->read("w", DType::F32, {1 << 22}, {(1 << 22) - 1}, {1},
+                             last.data())
+                      .ok());
+      EXPECT_EQ(last[0], big.back());
+    }
+  }
+}
+
+} // namespace
