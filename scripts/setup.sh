@@ -14,6 +14,8 @@ PACKAGES=(
   # Runtime: Status/StatusOr and command-line flags; JSON (checkpoint
   # headers and indexes).
   libabsl-dev nlohmann-json3-dev
+  # CPU kernels: BLAS for the matrix products.
+  libopenblas-dev
 )
 
 missing=()

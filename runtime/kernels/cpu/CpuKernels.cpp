@@ -1,0 +1,500 @@
+//===- CpuKernels.cpp - fp32 CPU kernels of the Triad runtime -------------===//
+//
+// See CpuKernels.h. Reductions over a row accumulate in double where the
+// row is long (norms, softmax sums), which keeps the kernels within fp32
+// rounding of the float64 reference.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/kernels/cpu/CpuKernels.h"
+
+#include "runtime/init/Init.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace triad::rt::cpu {
+
+namespace {
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+float applyActivation(Activation kind, float x) {
+  switch (kind) {
+  case Activation::Gelu:
+    return 0.5f * x * (1.0f + std::erf(x * static_cast<float>(M_SQRT1_2)));
+  case Activation::GeluTanh: {
+    const float c = 0.7978845608028654f; // sqrt(2 / pi)
+    return 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
+  }
+  case Activation::FastGelu:
+    return x * sigmoid(1.702f * x);
+  case Activation::Relu:
+    return x > 0.0f ? x : 0.0f;
+  case Activation::Silu:
+    return x * sigmoid(x);
+  }
+  return x;
+}
+
+float activationDerivative(Activation kind, float x) {
+  switch (kind) {
+  case Activation::Gelu: {
+    float cdf = 0.5f * (1.0f + std::erf(x * static_cast<float>(M_SQRT1_2)));
+    float pdf = std::exp(-0.5f * x * x) * 0.3989422804014327f;
+    return cdf + x * pdf;
+  }
+  case Activation::GeluTanh: {
+    const float c = 0.7978845608028654f;
+    float t = std::tanh(c * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + t) +
+           0.5f * x * (1.0f - t * t) * c * (1.0f + 3.0f * 0.044715f * x * x);
+  }
+  case Activation::FastGelu: {
+    float s = sigmoid(1.702f * x);
+    return s + 1.702f * x * s * (1.0f - s);
+  }
+  case Activation::Relu:
+    return x > 0.0f ? 1.0f : 0.0f;
+  case Activation::Silu: {
+    float s = sigmoid(x);
+    return s + x * s * (1.0f - s);
+  }
+  }
+  return 1.0f;
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Matrix products and embeddings
+//===----------------------------------------------------------------------===//
+
+void matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
+            int64_t n, int64_t k, bool transposeA, bool transposeB,
+            bool rhsBatched, bool accumulate) {
+  if (!rhsBatched && !transposeA && batch > 1) {
+    // A shared rhs: one product of the stacked rows.
+    m *= batch;
+    batch = 1;
+  }
+  for (int64_t i = 0; i < batch; ++i)
+    cblas_sgemm(CblasRowMajor, transposeA ? CblasTrans : CblasNoTrans,
+                transposeB ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+                static_cast<int>(n), static_cast<int>(k), 1.0f, a + i * m * k,
+                transposeA ? static_cast<int>(m) : static_cast<int>(k),
+                b + (rhsBatched ? i * k * n : 0),
+                transposeB ? static_cast<int>(k) : static_cast<int>(n),
+                accumulate ? 1.0f : 0.0f, c + i * m * n, static_cast<int>(n));
+}
+
+void embedding(const int32_t *ids, const float *table, float *out,
+               int64_t tokens, int64_t hidden) {
+#pragma omp parallel for
+  for (int64_t t = 0; t < tokens; ++t)
+    std::copy_n(table + static_cast<int64_t>(ids[t]) * hidden, hidden,
+                out + t * hidden);
+}
+
+void embeddingGradAccumulate(const int32_t *ids, const float *dy, float *dtable,
+                             int64_t tokens, int64_t hidden) {
+  // Rows may repeat: parallel over the hidden dimension, not the tokens.
+#pragma omp parallel for
+  for (int64_t h = 0; h < hidden; ++h)
+    for (int64_t t = 0; t < tokens; ++t)
+      dtable[static_cast<int64_t>(ids[t]) * hidden + h] += dy[t * hidden + h];
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+void addBroadcast(const float *lhs, const float *rhs, float *out, int64_t count,
+                  int64_t period) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < count; i += period)
+    for (int64_t j = 0; j < period; ++j)
+      out[i + j] = lhs[i + j] + rhs[j];
+}
+
+void mul(const float *a, const float *b, float *out, int64_t count) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = a[i] * b[i];
+}
+
+void scale(const float *x, float factor, float *out, int64_t count) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = x[i] * factor;
+}
+
+void activation(Activation kind, const float *x, float *out, int64_t count) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = applyActivation(kind, x[i]);
+}
+
+void activationGrad(Activation kind, const float *x, const float *dy, float *dx,
+                    int64_t count) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < count; ++i)
+    dx[i] = activationDerivative(kind, x[i]) * dy[i];
+}
+
+void gated(Activation kind, const float *gate, const float *up, float *out,
+           int64_t count) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = applyActivation(kind, gate[i]) * up[i];
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Shared by layer and RMS norm: `center` subtracts the mean.
+void norm(const float *x, const float *gamma, const float *beta, float *y,
+          int64_t rows, int64_t width, float epsilon, bool center) {
+#pragma omp parallel for
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *in = x + r * width;
+    float *out = y + r * width;
+    double mean = 0.0;
+    if (center) {
+      for (int64_t i = 0; i < width; ++i)
+        mean += in[i];
+      mean /= static_cast<double>(width);
+    }
+    double statistic = 0.0;
+    for (int64_t i = 0; i < width; ++i)
+      statistic += (in[i] - mean) * (in[i] - mean);
+    statistic /= static_cast<double>(width);
+    float inverse = static_cast<float>(1.0 / std::sqrt(statistic + epsilon));
+    float m = static_cast<float>(mean);
+    for (int64_t i = 0; i < width; ++i)
+      out[i] = (in[i] - m) * inverse * gamma[i] + (beta ? beta[i] : 0.0f);
+  }
+}
+
+void normGrad(const float *x, const float *gamma, const float *dy, float *dx,
+              float *dgamma, int64_t rows, int64_t width, float epsilon,
+              bool center) {
+  std::vector<double> gammaGrad(width, 0.0);
+#pragma omp parallel
+  {
+    std::vector<double> local(width, 0.0);
+    std::vector<float> xhat(width);
+#pragma omp for
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *in = x + r * width;
+      const float *grad = dy + r * width;
+      double mean = 0.0;
+      if (center) {
+        for (int64_t i = 0; i < width; ++i)
+          mean += in[i];
+        mean /= static_cast<double>(width);
+      }
+      double statistic = 0.0;
+      for (int64_t i = 0; i < width; ++i)
+        statistic += (in[i] - mean) * (in[i] - mean);
+      statistic /= static_cast<double>(width);
+      double inverse = 1.0 / std::sqrt(statistic + epsilon);
+      double meanG = 0.0, meanGX = 0.0;
+      for (int64_t i = 0; i < width; ++i) {
+        xhat[i] = static_cast<float>((in[i] - mean) * inverse);
+        double g = static_cast<double>(grad[i]) * gamma[i];
+        meanG += g;
+        meanGX += g * xhat[i];
+        local[i] += static_cast<double>(grad[i]) * xhat[i];
+      }
+      meanG /= static_cast<double>(width);
+      meanGX /= static_cast<double>(width);
+      float *out = dx + r * width;
+      for (int64_t i = 0; i < width; ++i)
+        out[i] = static_cast<float>(
+            inverse * (static_cast<double>(grad[i]) * gamma[i] -
+                       (center ? meanG : 0.0) - xhat[i] * meanGX));
+    }
+#pragma omp critical
+    for (int64_t i = 0; i < width; ++i)
+      gammaGrad[i] += local[i];
+  }
+  for (int64_t i = 0; i < width; ++i)
+    dgamma[i] += static_cast<float>(gammaGrad[i]);
+}
+} // namespace
+
+void layerNorm(const float *x, const float *gamma, const float *beta, float *y,
+               int64_t rows, int64_t width, float epsilon) {
+  norm(x, gamma, beta, y, rows, width, epsilon, /*center=*/true);
+}
+
+void layerNormGrad(const float *x, const float *gamma, const float *dy,
+                   float *dx, float *dgamma, int64_t rows, int64_t width,
+                   float epsilon) {
+  normGrad(x, gamma, dy, dx, dgamma, rows, width, epsilon, /*center=*/true);
+}
+
+void rmsNorm(const float *x, const float *gamma, float *y, int64_t rows,
+             int64_t width, float epsilon) {
+  norm(x, gamma, nullptr, y, rows, width, epsilon, /*center=*/false);
+}
+
+void rmsNormGrad(const float *x, const float *gamma, const float *dy, float *dx,
+                 float *dgamma, int64_t rows, int64_t width, float epsilon) {
+  normGrad(x, gamma, dy, dx, dgamma, rows, width, epsilon, /*center=*/false);
+}
+
+//===----------------------------------------------------------------------===//
+// Attention and positions
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The softmax weights of one query row over the keys (masked keys 0).
+void attentionWeights(const float *q, const float *k,
+                      const int32_t *prefixLengths, const float *alibiSlopes,
+                      const AttentionShape &s, int64_t b, int64_t h, int64_t i,
+                      float *weights) {
+  int64_t qWidth = s.heads * s.headDim, kvWidth = s.kvHeads * s.headDim;
+  int64_t kvHead = h / (s.heads / s.kvHeads);
+  const float *query = q + (b * s.querySeq + i) * qWidth + h * s.headDim;
+  int64_t prefix = s.mask == Mask::Prefix ? prefixLengths[b] : 0;
+  float maxScore = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < s.keySeq; ++j) {
+    bool visible = s.mask == Mask::None || j <= i ||
+                   (s.mask == Mask::Prefix && j < prefix);
+    if (!visible) {
+      weights[j] = -std::numeric_limits<float>::infinity();
+      continue;
+    }
+    const float *key = k + (b * s.keySeq + j) * kvWidth + kvHead * s.headDim;
+    float dot = 0.0f;
+    for (int64_t d = 0; d < s.headDim; ++d)
+      dot += query[d] * key[d];
+    float score = s.scale * dot;
+    if (alibiSlopes)
+      score -= alibiSlopes[h] * static_cast<float>(i - j);
+    weights[j] = score;
+    maxScore = std::max(maxScore, score);
+  }
+  double total = 0.0;
+  for (int64_t j = 0; j < s.keySeq; ++j) {
+    weights[j] = std::exp(weights[j] - maxScore);
+    total += weights[j];
+  }
+  float inverse = static_cast<float>(1.0 / total);
+  for (int64_t j = 0; j < s.keySeq; ++j)
+    weights[j] *= inverse;
+}
+} // namespace
+
+void attention(const float *q, const float *k, const float *v,
+               const int32_t *prefixLengths, const float *alibiSlopes,
+               float *out, const AttentionShape &s) {
+  int64_t qWidth = s.heads * s.headDim, kvWidth = s.kvHeads * s.headDim;
+#pragma omp parallel
+  {
+    std::vector<float> weights(s.keySeq);
+#pragma omp for collapse(2)
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t h = 0; h < s.heads; ++h) {
+        int64_t kvHead = h / (s.heads / s.kvHeads);
+        for (int64_t i = 0; i < s.querySeq; ++i) {
+          attentionWeights(q, k, prefixLengths, alibiSlopes, s, b, h, i,
+                           weights.data());
+          float *o = out + (b * s.querySeq + i) * qWidth + h * s.headDim;
+          std::fill_n(o, s.headDim, 0.0f);
+          for (int64_t j = 0; j < s.keySeq; ++j) {
+            if (weights[j] == 0.0f)
+              continue;
+            const float *value =
+                v + (b * s.keySeq + j) * kvWidth + kvHead * s.headDim;
+            for (int64_t d = 0; d < s.headDim; ++d)
+              o[d] += weights[j] * value[d];
+          }
+        }
+      }
+  }
+}
+
+void attentionGrad(const float *q, const float *k, const float *v,
+                   const int32_t *prefixLengths, const float *alibiSlopes,
+                   const float *dout, float *dq, float *dk, float *dv,
+                   const AttentionShape &s) {
+  int64_t qWidth = s.heads * s.headDim, kvWidth = s.kvHeads * s.headDim;
+  int64_t group = s.heads / s.kvHeads;
+  std::fill_n(dq, s.batch * s.querySeq * qWidth, 0.0f);
+  std::fill_n(dk, s.batch * s.keySeq * kvWidth, 0.0f);
+  std::fill_n(dv, s.batch * s.keySeq * kvWidth, 0.0f);
+  // Query heads sharing a kv head write the same dk/dv rows: parallel over
+  // (sample, kv head), each thread owning its rows.
+#pragma omp parallel
+  {
+    std::vector<float> weights(s.keySeq), output(s.headDim);
+#pragma omp for collapse(2)
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t kvHead = 0; kvHead < s.kvHeads; ++kvHead)
+        for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h)
+          for (int64_t i = 0; i < s.querySeq; ++i) {
+            attentionWeights(q, k, prefixLengths, alibiSlopes, s, b, h, i,
+                             weights.data());
+            int64_t qOffset = (b * s.querySeq + i) * qWidth + h * s.headDim;
+            const float *query = q + qOffset;
+            const float *dOut = dout + qOffset;
+            // o . do, with o recomputed from the weights.
+            std::fill(output.begin(), output.end(), 0.0f);
+            for (int64_t j = 0; j < s.keySeq; ++j) {
+              if (weights[j] == 0.0f)
+                continue;
+              const float *value =
+                  v + (b * s.keySeq + j) * kvWidth + kvHead * s.headDim;
+              for (int64_t d = 0; d < s.headDim; ++d)
+                output[d] += weights[j] * value[d];
+            }
+            float outDotGrad = 0.0f;
+            for (int64_t d = 0; d < s.headDim; ++d)
+              outDotGrad += output[d] * dOut[d];
+            float *dQuery = dq + qOffset;
+            for (int64_t j = 0; j < s.keySeq; ++j) {
+              float p = weights[j];
+              if (p == 0.0f)
+                continue;
+              int64_t kvOffset =
+                  (b * s.keySeq + j) * kvWidth + kvHead * s.headDim;
+              const float *key = k + kvOffset;
+              const float *value = v + kvOffset;
+              float dp = 0.0f;
+              for (int64_t d = 0; d < s.headDim; ++d) {
+                dp += dOut[d] * value[d];
+                dv[kvOffset + d] += p * dOut[d];
+              }
+              float dScore = p * (dp - outDotGrad) * s.scale;
+              for (int64_t d = 0; d < s.headDim; ++d) {
+                dQuery[d] += dScore * key[d];
+                dk[kvOffset + d] += dScore * query[d];
+              }
+            }
+          }
+  }
+}
+
+void rope(const float *x, float *out, int64_t batch, int64_t seq, int64_t heads,
+          int64_t headDim, int64_t rotaryDim, float base, float direction) {
+  int64_t width = heads * headDim, half = rotaryDim / 2;
+  std::vector<float> frequency(half);
+  for (int64_t i = 0; i < half; ++i)
+    frequency[i] = static_cast<float>(std::pow(
+        static_cast<double>(base), -2.0 * static_cast<double>(i) / rotaryDim));
+#pragma omp parallel for collapse(2)
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s < seq; ++s) {
+      const float *in = x + (b * seq + s) * width;
+      float *o = out + (b * seq + s) * width;
+      if (o != in)
+        std::copy_n(in, width, o);
+      for (int64_t i = 0; i < half; ++i) {
+        double angle = static_cast<double>(s) * frequency[i];
+        float c = static_cast<float>(std::cos(angle));
+        float sn = direction * static_cast<float>(std::sin(angle));
+        for (int64_t h = 0; h < heads; ++h) {
+          float a = in[h * headDim + i], bValue = in[h * headDim + i + half];
+          o[h * headDim + i] = a * c - bValue * sn;
+          o[h * headDim + i + half] = bValue * c + a * sn;
+        }
+      }
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Loss, dropout, optimizer
+//===----------------------------------------------------------------------===//
+
+float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
+                   int64_t vocab, int32_t ignoreIndex, int64_t *counted) {
+  double total = 0.0;
+  int64_t count = 0;
+#pragma omp parallel for reduction(+ : total, count)
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] == ignoreIndex)
+      continue;
+    const float *row = logits + r * vocab;
+    float maxLogit = *std::max_element(row, row + vocab);
+    double sum = 0.0;
+    for (int64_t j = 0; j < vocab; ++j)
+      sum += std::exp(static_cast<double>(row[j] - maxLogit));
+    total += maxLogit + std::log(sum) - row[labels[r]];
+    ++count;
+  }
+  if (counted)
+    *counted = count;
+  return count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
+}
+
+void crossEntropyGrad(const float *logits, const int32_t *labels,
+                      float *dlogits, int64_t rows, int64_t vocab,
+                      int32_t ignoreIndex, float dloss) {
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    count += labels[r] != ignoreIndex;
+  float weight = count ? dloss / static_cast<float>(count) : 0.0f;
+#pragma omp parallel for
+  for (int64_t r = 0; r < rows; ++r) {
+    float *out = dlogits + r * vocab;
+    if (labels[r] == ignoreIndex) {
+      std::fill_n(out, vocab, 0.0f);
+      continue;
+    }
+    const float *row = logits + r * vocab;
+    float maxLogit = *std::max_element(row, row + vocab);
+    double sum = 0.0;
+    for (int64_t j = 0; j < vocab; ++j) {
+      out[j] = std::exp(row[j] - maxLogit);
+      sum += out[j];
+    }
+    float inverse = static_cast<float>(weight / sum);
+    for (int64_t j = 0; j < vocab; ++j)
+      out[j] *= inverse;
+    out[labels[r]] -= weight;
+  }
+}
+
+void dropout(const float *x, float *out, int64_t count, float probability,
+             uint64_t seed, uint64_t step, uint64_t stream, uint64_t first) {
+  float keepScale = 1.0f / (1.0f - probability);
+#pragma omp parallel for
+  for (int64_t i = 0; i < count; ++i) {
+    bool keep = dropoutUniform(seed, step, stream,
+                               first + static_cast<uint64_t>(i)) >= probability;
+    out[i] = keep ? x[i] * keepScale : 0.0f;
+  }
+}
+
+double sumSquares(const float *x, int64_t count) {
+  double sum = 0.0;
+#pragma omp parallel for reduction(+ : sum)
+  for (int64_t i = 0; i < count; ++i)
+    sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
+void adamw(float *param, const float *grad, float *m, float *v, int64_t count,
+           float lr, float step, float coefficient, float beta1, float beta2,
+           float epsilon, float weightDecay) {
+  float correction1 = 1.0f - std::pow(beta1, step);
+  float correction2 = 1.0f - std::pow(beta2, step);
+#pragma omp parallel for
+  for (int64_t i = 0; i < count; ++i) {
+    float g = grad[i] * coefficient;
+    m[i] = beta1 * m[i] + (1.0f - beta1) * g;
+    v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
+    float update =
+        (m[i] / correction1) / (std::sqrt(v[i] / correction2) + epsilon);
+    param[i] -= lr * update + lr * weightDecay * param[i];
+  }
+}
+
+} // namespace triad::rt::cpu

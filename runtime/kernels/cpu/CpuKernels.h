@@ -1,0 +1,108 @@
+//===- CpuKernels.h - fp32 CPU kernels of the Triad runtime ------*- C++
+//-*-===//
+//
+// The CPU backend's kernels: plain fp32 pointers and sizes, row-major, no
+// allocation (scratch comes from the caller where needed). Matrix products
+// go to OpenBLAS; the rest are loops over rows, parallel with OpenMP. Each
+// kernel computes what the reference interpreter's kernel of the same name
+// defines (lib/Interpreter/Kernels.cpp), within fp32 rounding; the unit
+// tests check every one against it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_RUNTIME_KERNELS_CPU_CPUKERNELS_H
+#define TRIAD_RUNTIME_KERNELS_CPU_CPUKERNELS_H
+
+#include <cstdint>
+
+namespace triad::rt::cpu {
+
+enum class Mask { Causal, Prefix, None };
+enum class Activation { Gelu, GeluTanh, FastGelu, Relu, Silu };
+
+/// c[b] = op(a[b]) * op(b[b]) (+ c[b] when `accumulate`) for `batch`
+/// products of [m x k] by [k x n]; `rhsBatched` false shares one rhs.
+void matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
+            int64_t n, int64_t k, bool transposeA, bool transposeB,
+            bool rhsBatched, bool accumulate = false);
+
+/// out[t, :] = table[ids[t], :]; ids must be in [0, vocab).
+void embedding(const int32_t *ids, const float *table, float *out,
+               int64_t tokens, int64_t hidden);
+/// dtable[ids[t], :] += dy[t, :] (dtable is not cleared).
+void embeddingGradAccumulate(const int32_t *ids, const float *dy, float *dtable,
+                             int64_t tokens, int64_t hidden);
+
+/// out = lhs + rhs, rhs repeating every `period` elements.
+void addBroadcast(const float *lhs, const float *rhs, float *out, int64_t count,
+                  int64_t period);
+void mul(const float *a, const float *b, float *out, int64_t count);
+void scale(const float *x, float factor, float *out, int64_t count);
+
+void activation(Activation kind, const float *x, float *out, int64_t count);
+/// dx = f'(x) * dy.
+void activationGrad(Activation kind, const float *x, const float *dy, float *dx,
+                    int64_t count);
+/// out = act(gate) * up, act = silu (SwiGLU) or exact GELU (GeGLU).
+void gated(Activation kind, const float *gate, const float *up, float *out,
+           int64_t count);
+
+/// Layer norm over rows of `width`; `beta` may be null.
+void layerNorm(const float *x, const float *gamma, const float *beta, float *y,
+               int64_t rows, int64_t width, float epsilon);
+/// dx, and dgamma accumulated (+=) over the rows.
+void layerNormGrad(const float *x, const float *gamma, const float *dy,
+                   float *dx, float *dgamma, int64_t rows, int64_t width,
+                   float epsilon);
+void rmsNorm(const float *x, const float *gamma, float *y, int64_t rows,
+             int64_t width, float epsilon);
+void rmsNormGrad(const float *x, const float *gamma, const float *dy, float *dx,
+                 float *dgamma, int64_t rows, int64_t width, float epsilon);
+
+struct AttentionShape {
+  int64_t batch, querySeq, keySeq, heads, kvHeads, headDim;
+  Mask mask;
+  float scale;
+};
+/// Fused attention over packed heads; `prefixLengths` ([batch]) with
+/// Mask::Prefix and `alibiSlopes` ([heads]) may be null. Never forms the
+/// score matrix: one row of keySeq floats per thread.
+void attention(const float *q, const float *k, const float *v,
+               const int32_t *prefixLengths, const float *alibiSlopes,
+               float *out, const AttentionShape &shape);
+/// dq, dk, dv (all overwritten) from dout; recomputes the softmax.
+void attentionGrad(const float *q, const float *k, const float *v,
+                   const int32_t *prefixLengths, const float *alibiSlopes,
+                   const float *dout, float *dq, float *dk, float *dv,
+                   const AttentionShape &shape);
+
+/// Rotary embedding of [batch * seq, heads * headDim] rows; `direction` 1
+/// rotates (rope), -1 rotates back (its gradient).
+void rope(const float *x, float *out, int64_t batch, int64_t seq, int64_t heads,
+          int64_t headDim, int64_t rotaryDim, float base, float direction);
+
+/// Mean cross-entropy of rows of `vocab` logits over the labels that are
+/// not `ignoreIndex`; returns the loss and sets `counted`.
+float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
+                   int64_t vocab, int32_t ignoreIndex, int64_t *counted);
+/// dlogits (overwritten) of the mean loss, times `dloss`.
+void crossEntropyGrad(const float *logits, const int32_t *labels,
+                      float *dlogits, int64_t rows, int64_t vocab,
+                      int32_t ignoreIndex, float dloss);
+
+/// Inverted dropout with the runtime's counter-based mask; `first` is the
+/// global index of element 0.
+void dropout(const float *x, float *out, int64_t count, float probability,
+             uint64_t seed, uint64_t step, uint64_t stream, uint64_t first = 0);
+
+/// Sum of squares accumulated in double.
+double sumSquares(const float *x, int64_t count);
+
+/// One AdamW step in place (see triad.adamw_update).
+void adamw(float *param, const float *grad, float *m, float *v, int64_t count,
+           float lr, float step, float coefficient, float beta1, float beta2,
+           float epsilon, float weightDecay);
+
+} // namespace triad::rt::cpu
+
+#endif // TRIAD_RUNTIME_KERNELS_CPU_CPUKERNELS_H

@@ -1,0 +1,288 @@
+//===- CpuKernelsTest.cpp - CPU kernels against the reference interpreter -===//
+//
+// Every fp32 CPU kernel on random inputs against the float64 reference
+// kernel of the interpreter: relative error (over the whole output) under
+// 1e-5. Outputs are poisoned with NaN first, so an element a kernel forgets
+// to write fails the comparison.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/kernels/cpu/CpuKernels.h"
+#include "triad/Interpreter/Kernels.h"
+
+#include "runtime/init/Init.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace cpu = triad::rt::cpu;
+namespace ref = triad::interp;
+using ref::Tensor;
+
+namespace {
+
+constexpr double kTolerance = 1e-5;
+
+Tensor random(std::vector<int64_t> shape, uint64_t stream, double scale = 1.0) {
+  Tensor t(shape);
+  auto key = triad::rt::parameterKey(stream, "kernels");
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.data[i] = static_cast<float>(scale * triad::rt::standardNormal(key, i));
+  return t;
+}
+
+std::vector<float> floats(const Tensor &t) {
+  return std::vector<float>(t.data.begin(), t.data.end());
+}
+
+std::vector<float> poisoned(int64_t count) {
+  return std::vector<float>(count, std::numeric_limits<float>::quiet_NaN());
+}
+
+std::vector<int32_t> ints(const Tensor &t) {
+  return std::vector<int32_t>(t.data.begin(), t.data.end());
+}
+
+double relativeError(const std::vector<float> &actual, const Tensor &expected) {
+  EXPECT_EQ(actual.size(), expected.data.size());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    if (std::isnan(actual[i]))
+      return std::numeric_limits<double>::infinity();
+    diff += (actual[i] - expected.data[i]) * (actual[i] - expected.data[i]);
+    norm += expected.data[i] * expected.data[i];
+  }
+  return norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
+}
+
+TEST(CpuKernels, Matmul) {
+  struct Case {
+    int64_t batch, m, n, k;
+    bool ta, tb, rhsBatched;
+  };
+  for (const Case &c : {Case{1, 5, 7, 3, false, false, false},
+                        Case{3, 5, 7, 4, false, false, false},
+                        Case{3, 5, 7, 4, false, true, false},
+                        Case{3, 5, 7, 4, true, false, false},
+                        Case{2, 5, 7, 4, true, true, true},
+                        Case{2, 5, 7, 4, false, false, true}}) {
+    Tensor a = random({c.batch, c.ta ? c.k : c.m, c.ta ? c.m : c.k}, 1);
+    std::vector<int64_t> bShape = {c.tb ? c.n : c.k, c.tb ? c.k : c.n};
+    if (c.rhsBatched)
+      bShape.insert(bShape.begin(), c.batch);
+    Tensor b = random(bShape, 2);
+    Tensor expected = ref::matmul(a, b, c.ta, c.tb);
+    std::vector<float> out = poisoned(expected.numElements());
+    cpu::matmul(floats(a).data(), floats(b).data(), out.data(), c.batch, c.m,
+                c.n, c.k, c.ta, c.tb, c.rhsBatched);
+    EXPECT_LT(relativeError(out, expected), kTolerance)
+        << c.batch << " " << c.ta << c.tb << c.rhsBatched;
+  }
+}
+
+TEST(CpuKernels, EmbeddingAndItsGradient) {
+  Tensor table = random({11, 6}, 3);
+  Tensor ids({2, 5}, {0, 3, 10, 3, 7, 1, 1, 2, 9, 3});
+  std::vector<float> out = poisoned(60);
+  cpu::embedding(ints(ids).data(), floats(table).data(), out.data(), 10, 6);
+  EXPECT_LT(relativeError(out, *ref::embedding(ids, table)), kTolerance);
+  Tensor dy = random({2, 5, 6}, 4);
+  std::vector<float> dtable(66, 0.0f);
+  cpu::embeddingGradAccumulate(ints(ids).data(), floats(dy).data(),
+                               dtable.data(), 10, 6);
+  EXPECT_LT(relativeError(dtable, ref::embeddingGrad(ids, dy, 11)), kTolerance);
+}
+
+TEST(CpuKernels, Elementwise) {
+  Tensor x = random({4, 6}, 5, 2.0), y = random({6}, 6), z = random({4, 6}, 7);
+  std::vector<float> out = poisoned(24);
+  cpu::addBroadcast(floats(x).data(), floats(y).data(), out.data(), 24, 6);
+  EXPECT_LT(relativeError(out, ref::add(x, y)), kTolerance);
+  out = poisoned(24);
+  cpu::mul(floats(x).data(), floats(z).data(), out.data(), 24);
+  EXPECT_LT(relativeError(out, ref::mul(x, z)), kTolerance);
+  out = poisoned(24);
+  cpu::scale(floats(x).data(), -0.5f, out.data(), 24);
+  EXPECT_LT(relativeError(out, ref::scale(x, -0.5)), kTolerance);
+}
+
+TEST(CpuKernels, Activations) {
+  Tensor x = random({5, 7}, 8, 2.0), dy = random({5, 7}, 9);
+  struct Case {
+    cpu::Activation kind;
+    ref::Activation reference;
+    Tensor (*forward)(const Tensor &);
+  };
+  const Case cases[] = {
+      {cpu::Activation::Gelu, ref::Activation::Gelu,
+       [](const Tensor &t) { return ref::gelu(t, false); }},
+      {cpu::Activation::GeluTanh, ref::Activation::GeluTanh,
+       [](const Tensor &t) { return ref::gelu(t, true); }},
+      {cpu::Activation::FastGelu, ref::Activation::FastGelu,
+       [](const Tensor &t) { return ref::fastGelu(t); }},
+      {cpu::Activation::Relu, ref::Activation::Relu,
+       [](const Tensor &t) { return ref::relu(t); }},
+      {cpu::Activation::Silu, ref::Activation::Silu,
+       [](const Tensor &t) { return ref::silu(t); }},
+  };
+  for (const Case &c : cases) {
+    std::vector<float> out = poisoned(35);
+    cpu::activation(c.kind, floats(x).data(), out.data(), 35);
+    EXPECT_LT(relativeError(out, c.forward(x)), kTolerance);
+    out = poisoned(35);
+    cpu::activationGrad(c.kind, floats(x).data(), floats(dy).data(), out.data(),
+                        35);
+    EXPECT_LT(relativeError(out, ref::activationGrad(c.reference, x, dy)),
+              kTolerance);
+  }
+  std::vector<float> out = poisoned(35);
+  cpu::gated(cpu::Activation::Silu, floats(x).data(), floats(dy).data(),
+             out.data(), 35);
+  EXPECT_LT(relativeError(out, ref::swiglu(x, dy)), kTolerance);
+  out = poisoned(35);
+  cpu::gated(cpu::Activation::Gelu, floats(x).data(), floats(dy).data(),
+             out.data(), 35);
+  EXPECT_LT(relativeError(out, ref::geglu(x, dy)), kTolerance);
+}
+
+TEST(CpuKernels, Norms) {
+  Tensor x = random({6, 16}, 10, 3.0), gamma = random({16}, 11),
+         beta = random({16}, 12), dy = random({6, 16}, 13);
+  std::vector<float> out = poisoned(96);
+  cpu::layerNorm(floats(x).data(), floats(gamma).data(), floats(beta).data(),
+                 out.data(), 6, 16, 1e-5f);
+  EXPECT_LT(relativeError(out, ref::layerNorm(x, gamma, &beta, 1e-5)),
+            kTolerance);
+  ref::NormGrads expected = ref::layerNormGrad(x, gamma, dy, 1e-5);
+  std::vector<float> dx = poisoned(96), dgamma(16, 0.0f);
+  cpu::layerNormGrad(floats(x).data(), floats(gamma).data(), floats(dy).data(),
+                     dx.data(), dgamma.data(), 6, 16, 1e-5f);
+  EXPECT_LT(relativeError(dx, expected.dx), kTolerance);
+  EXPECT_LT(relativeError(dgamma, expected.dgamma), kTolerance);
+
+  out = poisoned(96);
+  cpu::rmsNorm(floats(x).data(), floats(gamma).data(), out.data(), 6, 16,
+               1e-6f);
+  EXPECT_LT(relativeError(out, ref::rmsNorm(x, gamma, 1e-6)), kTolerance);
+  expected = ref::rmsNormGrad(x, gamma, dy, 1e-6);
+  dx = poisoned(96);
+  std::fill(dgamma.begin(), dgamma.end(), 0.0f);
+  cpu::rmsNormGrad(floats(x).data(), floats(gamma).data(), floats(dy).data(),
+                   dx.data(), dgamma.data(), 6, 16, 1e-6f);
+  EXPECT_LT(relativeError(dx, expected.dx), kTolerance);
+  EXPECT_LT(relativeError(dgamma, expected.dgamma), kTolerance);
+}
+
+void checkAttention(cpu::Mask mask, int64_t heads, int64_t kvHeads,
+                    bool alibi) {
+  SCOPED_TRACE(::testing::Message()
+               << "mask " << static_cast<int>(mask) << " heads " << heads << "/"
+               << kvHeads << " alibi " << alibi);
+  const int64_t batch = 2, seq = 9, headDim = 4;
+  Tensor q = random({batch, seq, heads * headDim}, 14);
+  Tensor k = random({batch, seq, kvHeads * headDim}, 15);
+  Tensor v = random({batch, seq, kvHeads * headDim}, 16);
+  Tensor dout = random({batch, seq, heads * headDim}, 17);
+  Tensor prefix({batch}, {4, 0});
+  Tensor slopes = random({heads}, 18, 0.3);
+  ref::Mask refMask = mask == cpu::Mask::Causal   ? ref::Mask::Causal
+                      : mask == cpu::Mask::Prefix ? ref::Mask::Prefix
+                                                  : ref::Mask::None;
+  const Tensor *refPrefix = mask == cpu::Mask::Prefix ? &prefix : nullptr;
+  const Tensor *refSlopes = alibi ? &slopes : nullptr;
+  std::vector<int32_t> prefixInts = ints(prefix);
+  std::vector<float> slopeFloats = floats(slopes);
+  cpu::AttentionShape shape{batch,   seq,     seq,  heads,
+                            kvHeads, headDim, mask, 0.5f};
+  std::vector<float> out = poisoned(q.numElements());
+  cpu::attention(floats(q).data(), floats(k).data(), floats(v).data(),
+                 refPrefix ? prefixInts.data() : nullptr,
+                 alibi ? slopeFloats.data() : nullptr, out.data(), shape);
+  EXPECT_LT(relativeError(out, *ref::attention(q, k, v, refPrefix, refSlopes,
+                                               heads, kvHeads, refMask, 0.5)),
+            kTolerance);
+  auto expected = ref::attentionGrad(q, k, v, refPrefix, refSlopes, dout, heads,
+                                     kvHeads, refMask, 0.5);
+  ASSERT_TRUE(static_cast<bool>(expected));
+  std::vector<float> dq = poisoned(q.numElements()),
+                     dk = poisoned(k.numElements()),
+                     dv = poisoned(v.numElements());
+  cpu::attentionGrad(floats(q).data(), floats(k).data(), floats(v).data(),
+                     refPrefix ? prefixInts.data() : nullptr,
+                     alibi ? slopeFloats.data() : nullptr, floats(dout).data(),
+                     dq.data(), dk.data(), dv.data(), shape);
+  EXPECT_LT(relativeError(dq, expected->dq), kTolerance);
+  EXPECT_LT(relativeError(dk, expected->dk), kTolerance);
+  EXPECT_LT(relativeError(dv, expected->dv), kTolerance);
+}
+
+TEST(CpuKernels, Attention) {
+  checkAttention(cpu::Mask::Causal, 2, 2, false);
+  checkAttention(cpu::Mask::None, 2, 2, false);
+  checkAttention(cpu::Mask::Prefix, 2, 2, false);
+  checkAttention(cpu::Mask::Causal, 4, 2, false);
+  checkAttention(cpu::Mask::Causal, 4, 1, true);
+}
+
+TEST(CpuKernels, Rope) {
+  Tensor x = random({2, 7, 12}, 19); // 3 heads of 4
+  for (int64_t rotary : {2, 4}) {
+    std::vector<float> out = poisoned(x.numElements());
+    cpu::rope(floats(x).data(), out.data(), 2, 7, 3, 4, rotary, 100.0f, 1.0f);
+    EXPECT_LT(relativeError(out, ref::rope(x, 3, rotary, 100.0)), kTolerance);
+    out = poisoned(x.numElements());
+    cpu::rope(floats(x).data(), out.data(), 2, 7, 3, 4, rotary, 100.0f, -1.0f);
+    EXPECT_LT(relativeError(out, ref::ropeGrad(x, 3, rotary, 100.0)),
+              kTolerance);
+  }
+}
+
+TEST(CpuKernels, CrossEntropy) {
+  Tensor logits = random({6, 13}, 20, 3.0);
+  Tensor labels({6}, {0, 12, -100, 5, 5, 1});
+  int64_t counted = 0;
+  float loss = cpu::crossEntropy(floats(logits).data(), ints(labels).data(), 6,
+                                 13, -100, &counted);
+  EXPECT_EQ(counted, 5);
+  double expected = *ref::crossEntropy(logits, labels, -100);
+  EXPECT_NEAR(loss, expected, 1e-5 * expected);
+  std::vector<float> grad = poisoned(78);
+  cpu::crossEntropyGrad(floats(logits).data(), ints(labels).data(), grad.data(),
+                        6, 13, -100, 0.7f);
+  EXPECT_LT(
+      relativeError(grad, *ref::crossEntropyGrad(logits, labels, 0.7, -100)),
+      kTolerance);
+}
+
+TEST(CpuKernels, DropoutMatchesTheReferenceMask) {
+  Tensor x = random({1000}, 21);
+  std::vector<float> out = poisoned(1000);
+  cpu::dropout(floats(x).data(), out.data(), 1000, 0.3f, 5, 2, 7);
+  EXPECT_LT(relativeError(out, ref::dropout(x, 0.3, 5, 2, 7)), kTolerance);
+  // A shard of the tensor draws the same mask from its global offset.
+  std::vector<float> shard = poisoned(100);
+  cpu::dropout(floats(x).data() + 400, shard.data(), 100, 0.3f, 5, 2, 7, 400);
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(shard[i], out[400 + i]);
+}
+
+TEST(CpuKernels, AdamWAndNorm) {
+  Tensor p = random({50}, 22), g = random({50}, 23), m = random({50}, 24, 0.1);
+  Tensor v = random({50}, 25, 0.1);
+  for (double &value : v.data)
+    value = std::abs(value);
+  ref::AdamWState expected =
+      ref::adamw(p, g, m, v, 1e-3, 3, 0.8, 0.9, 0.95, 1e-8, 0.1);
+  std::vector<float> param = floats(p), mm = floats(m), vv = floats(v);
+  cpu::adamw(param.data(), floats(g).data(), mm.data(), vv.data(), 50, 1e-3f,
+             3.0f, 0.8f, 0.9f, 0.95f, 1e-8f, 0.1f);
+  EXPECT_LT(relativeError(param, expected.param), kTolerance);
+  EXPECT_LT(relativeError(mm, expected.m), kTolerance);
+  EXPECT_LT(relativeError(vv, expected.v), kTolerance);
+  EXPECT_NEAR(cpu::sumSquares(floats(g).data(), 50), ref::sumSquares(g),
+              1e-6 * ref::sumSquares(g));
+}
+
+} // namespace
