@@ -16,6 +16,8 @@ PACKAGES=(
   libabsl-dev nlohmann-json3-dev
   # CPU kernels: BLAS for the matrix products.
   libopenblas-dev
+  # The plan file format.
+  libflatbuffers-dev flatbuffers-compiler
 )
 
 missing=()

@@ -1,0 +1,671 @@
+//===- Plan.cpp - loading and verifying plan files ------------------------===//
+//
+// The semantic checks of a plan: see Plan.h. Every message says where the
+// problem is (program, function, instruction) and what is wrong.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/plan/Plan.h"
+
+#include "runtime/support/Files.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <cmath>
+#include <set>
+#include <vector>
+
+namespace triad::rt {
+
+int64_t dtypeSize(plan::DType dtype) {
+  switch (dtype) {
+  case plan::DType::F32:
+  case plan::DType::I32:
+    return 4;
+  case plan::DType::BF16:
+  case plan::DType::F16:
+    return 2;
+  }
+  return 0;
+}
+
+int64_t elementCount(const flatbuffers::Vector<int64_t> *shape) {
+  int64_t count = 1;
+  if (!shape)
+    return 1;
+  for (int64_t size : *shape) {
+    if (size < 0 || (size != 0 && count > (int64_t(1) << 48) / size))
+      return -1;
+    count *= size;
+  }
+  return count;
+}
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+Shape shapeOf(const plan::Value *value) {
+  Shape shape;
+  if (value->shape())
+    shape.assign(value->shape()->begin(), value->shape()->end());
+  return shape;
+}
+
+std::string text(const Shape &shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+bool isFloat(plan::DType dtype) { return dtype != plan::DType::I32; }
+
+/// Checks one program; errors carry the location prefix.
+class ProgramChecker {
+public:
+  ProgramChecker(const plan::Plan &planRoot, const plan::Program &program,
+                 size_t index)
+      : planRoot(planRoot), program(program),
+        where(absl::StrCat("program ", index)) {}
+
+  absl::Status check();
+
+private:
+  absl::Status fail(const std::string &what) const {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
+  }
+  absl::Status checkValues();
+  absl::Status checkPersistent();
+  absl::Status checkInstr(const plan::Instr &instr);
+
+  const plan::Value *value(uint32_t index) const {
+    return program.values()->Get(index);
+  }
+
+  const plan::Plan &planRoot;
+  const plan::Program &program;
+  std::string where;
+};
+
+absl::Status ProgramChecker::check() {
+  if (!program.values() || !program.functions())
+    return fail("has no values or no functions");
+  if (program.arena_bytes() > (uint64_t(1) << 44))
+    return fail(absl::StrCat("arena of ", program.arena_bytes(),
+                             " bytes exceeds the limit of 2^44"));
+  if (absl::Status status = checkValues(); !status.ok())
+    return status;
+  if (absl::Status status = checkPersistent(); !status.ok())
+    return status;
+  std::set<std::string> names;
+  for (const plan::Function *function : *program.functions()) {
+    std::string name = function->name()->str();
+    if (!names.insert(name).second)
+      return fail(absl::StrCat("function '", name, "' appears twice"));
+    std::string outer = where;
+    where = absl::StrCat(outer, ", function '", name, "'");
+    for (const auto *list : {function->args(), function->results()})
+      if (list)
+        for (uint32_t index : *list)
+          if (index >= program.values()->size())
+            return fail(
+                absl::StrCat("argument or result ", index, " is not a value"));
+    if (function->body()) {
+      for (size_t i = 0; i < function->body()->size(); ++i) {
+        const plan::Instr *instr = function->body()->Get(i);
+        std::string inner = where;
+        where = absl::StrCat(inner, ", instruction ", i, " (",
+                             plan::EnumNameOpCode(instr->op()), ")");
+        if (absl::Status status = checkInstr(*instr); !status.ok())
+          return status;
+        where = inner;
+      }
+    }
+    where = outer;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramChecker::checkValues() {
+  for (size_t i = 0; i < program.values()->size(); ++i) {
+    const plan::Value *v = program.values()->Get(i);
+    int64_t size = dtypeSize(v->dtype());
+    if (size == 0)
+      return fail(absl::StrCat("value ", i, " has an unknown element type"));
+    int64_t count = elementCount(v->shape());
+    if (count < 0)
+      return fail(absl::StrCat("value ", i, " has an invalid shape"));
+    const plan::Region *region = v->region();
+    if (region->offset() > program.arena_bytes() ||
+        region->bytes() > program.arena_bytes() - region->offset())
+      return fail(absl::StrCat("value ", i, " (bytes ", region->offset(), "..",
+                               region->offset() + region->bytes(),
+                               ") lies outside the arena of ",
+                               program.arena_bytes(), " bytes"));
+    if (region->bytes() < static_cast<uint64_t>(count * size))
+      return fail(absl::StrCat("value ", i, " needs ", count * size,
+                               " bytes but its region has ", region->bytes()));
+    if (region->offset() % static_cast<uint64_t>(size) != 0)
+      return fail(absl::StrCat("value ", i, " is not aligned to its ", size,
+                               "-byte elements"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramChecker::checkPersistent() {
+  if (!program.persistent())
+    return absl::OkStatus();
+  std::set<std::string> names;
+  for (const plan::Persistent *p : *program.persistent()) {
+    std::string name = p->name()->str();
+    if (name.empty() || !names.insert(name).second)
+      return fail(absl::StrCat("persistent tensor '", name,
+                               "' is unnamed or appears twice"));
+    if (p->value() >= program.values()->size())
+      return fail(
+          absl::StrCat("persistent tensor '", name, "' names no value"));
+    if (p->role() != plan::Role::Parameter && p->role() != plan::Role::State)
+      return fail(
+          absl::StrCat("persistent tensor '", name, "' has an unknown role"));
+    Shape local = shapeOf(value(p->value()));
+    if (!p->global_shape() || !p->offsets() ||
+        p->global_shape()->size() != local.size() ||
+        p->offsets()->size() != local.size())
+      return fail(absl::StrCat("persistent tensor '", name,
+                               "' needs a global shape and offsets of rank ",
+                               local.size()));
+    for (size_t d = 0; d < local.size(); ++d) {
+      int64_t offset = p->offsets()->Get(d), global = p->global_shape()->Get(d);
+      if (offset < 0 || global < 0 || offset > global - local[d])
+        return fail(absl::StrCat("persistent tensor '", name,
+                                 "': its slice lies outside its global shape"));
+    }
+    const plan::Init *init = p->init();
+    switch (init->kind()) {
+    case plan::InitKind::Normal:
+    case plan::InitKind::ScaledNormal:
+      if (!(init->std() > 0.0) || !std::isfinite(init->std()) ||
+          !init->stream() ||
+          (init->kind() == plan::InitKind::ScaledNormal && init->layers() <= 0))
+        return fail(absl::StrCat("persistent tensor '", name,
+                                 "' has an invalid normal init"));
+      break;
+    case plan::InitKind::Zeros:
+    case plan::InitKind::Ones:
+      break;
+    case plan::InitKind::Constant:
+      if (!std::isfinite(init->value()))
+        return fail(absl::StrCat("persistent tensor '", name,
+                                 "' has a non-finite constant init"));
+      break;
+    default:
+      return fail(absl::StrCat("persistent tensor '", name,
+                               "' has an unknown init kind"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
+  auto list = [](const flatbuffers::Vector<uint32_t> *v) {
+    return v ? std::vector<uint32_t>(v->begin(), v->end())
+             : std::vector<uint32_t>{};
+  };
+  std::vector<uint32_t> in = list(instr.inputs()), out = list(instr.outputs());
+  for (uint32_t index : in)
+    if (index >= program.values()->size())
+      return fail(absl::StrCat("input ", index, " is not a value"));
+  for (uint32_t index : out)
+    if (index >= program.values()->size())
+      return fail(absl::StrCat("output ", index, " is not a value"));
+  std::vector<int64_t> ints;
+  if (instr.ints())
+    ints.assign(instr.ints()->begin(), instr.ints()->end());
+  std::vector<double> floats;
+  if (instr.floats())
+    floats.assign(instr.floats()->begin(), instr.floats()->end());
+  for (double f : floats)
+    if (!std::isfinite(f))
+      return fail("a float attribute is not finite");
+
+  auto arity = [&](size_t inputs, size_t outputs, size_t intCount,
+                   size_t floatCount) -> absl::Status {
+    if (in.size() != inputs || out.size() != outputs ||
+        ints.size() != intCount || floats.size() != floatCount)
+      return fail(absl::StrCat("expects ", inputs, " inputs, ", outputs,
+                               " outputs, ", intCount, " ints and ", floatCount,
+                               " floats; has ", in.size(), ", ", out.size(),
+                               ", ", ints.size(), " and ", floats.size()));
+    return absl::OkStatus();
+  };
+  auto shape = [&](uint32_t index) { return shapeOf(value(index)); };
+  auto dtype = [&](uint32_t index) { return value(index)->dtype(); };
+  auto sameShapes = [&](std::initializer_list<uint32_t> indices) {
+    Shape first = shape(*indices.begin());
+    for (uint32_t index : indices)
+      if (shape(index) != first)
+        return fail(absl::StrCat("operand shapes differ: ", text(first),
+                                 " and ", text(shape(index))));
+    return absl::OkStatus();
+  };
+  auto floatValues = [&](std::initializer_list<uint32_t> indices) {
+    for (uint32_t index : indices)
+      if (!isFloat(dtype(index)))
+        return fail(absl::StrCat("value ", index, " must be a float tensor"));
+    return absl::OkStatus();
+  };
+  auto scalarF32 = [&](std::initializer_list<uint32_t> indices) {
+    for (uint32_t index : indices)
+      if (dtype(index) != plan::DType::F32 || !shape(index).empty())
+        return fail(absl::StrCat("value ", index, " must be an f32 scalar"));
+    return absl::OkStatus();
+  };
+  auto elementwise = [&](size_t inputs, size_t intCount,
+                         size_t floatCount) -> absl::Status {
+    if (absl::Status s = arity(inputs, 1, intCount, floatCount); !s.ok())
+      return s;
+    std::vector<uint32_t> all = in;
+    all.push_back(out[0]);
+    for (uint32_t index : all)
+      if (shape(index) != shape(out[0]) || !isFloat(dtype(index)))
+        return fail(absl::StrCat("operands must be float tensors of shape ",
+                                 text(shape(out[0]))));
+    return absl::OkStatus();
+  };
+#define CHECK_OK(expr)                                                         \
+  if (absl::Status _s = (expr); !_s.ok())                                      \
+    return _s;
+
+  switch (instr.op()) {
+  case plan::OpCode::Embedding: {
+    CHECK_OK(arity(2, 1, 0, 0));
+    Shape ids = shape(in[0]), table = shape(in[1]), result = ids;
+    if (dtype(in[0]) != plan::DType::I32 || table.size() != 2)
+      return fail("expects i32 ids and a [vocab, hidden] table");
+    if (table[0] > planRoot.vocab())
+      return fail("the table has more rows than the vocabulary");
+    result.push_back(table[1]);
+    if (shape(out[0]) != result || dtype(out[0]) != dtype(in[1]))
+      return fail(absl::StrCat("result must have shape ", text(result)));
+    return absl::OkStatus();
+  }
+  case plan::OpCode::EmbeddingGrad: {
+    CHECK_OK(arity(2, 1, 0, 0));
+    Shape ids = shape(in[0]), dy = shape(in[1]), table = shape(out[0]);
+    Shape expected = ids;
+    if (table.size() != 2 || dtype(in[0]) != plan::DType::I32)
+      return fail("expects i32 ids and a [vocab, hidden] result");
+    expected.push_back(table[1]);
+    if (dy != expected || table[0] > planRoot.vocab())
+      return fail("dy must have the ids' shape plus the hidden size");
+    return floatValues({in[1], out[0]});
+  }
+  case plan::OpCode::Matmul: {
+    CHECK_OK(arity(2, 1, 2, 0));
+    Shape a = shape(in[0]), b = shape(in[1]), c = shape(out[0]);
+    bool ta = ints[0] != 0, tb = ints[1] != 0;
+    if (a.size() < 2 || (b.size() != 2 && b.size() != a.size()))
+      return fail("operands must be matrices (rhs of rank 2 or of lhs)");
+    size_t r = a.size(), rb = b.size();
+    int64_t m = ta ? a[r - 1] : a[r - 2], k = ta ? a[r - 2] : a[r - 1];
+    int64_t kb = tb ? b[rb - 1] : b[rb - 2], n = tb ? b[rb - 2] : b[rb - 1];
+    if (k != kb)
+      return fail(absl::StrCat("contracting sizes differ: ", k, " and ", kb));
+    Shape expected(a.begin(), a.end() - 2);
+    if (rb == r && !std::equal(expected.begin(), expected.end(), b.begin()))
+      return fail("batch dimensions differ");
+    expected.push_back(m);
+    expected.push_back(n);
+    if (c != expected)
+      return fail(absl::StrCat("result must have shape ", text(expected)));
+    return floatValues({in[0], in[1], out[0]});
+  }
+  case plan::OpCode::Add: {
+    CHECK_OK(arity(2, 1, 0, 0));
+    Shape lhs = shape(in[0]), rhs = shape(in[1]);
+    if (rhs.size() > lhs.size() ||
+        !std::equal(rhs.begin(), rhs.end(), lhs.end() - rhs.size()))
+      return fail("rhs must have the trailing shape of lhs");
+    if (shape(out[0]) != lhs)
+      return fail("the result must have the shape of lhs");
+    return floatValues({in[0], in[1], out[0]});
+  }
+  case plan::OpCode::Mul:
+    return elementwise(2, 0, 0);
+  case plan::OpCode::Scale:
+    return elementwise(1, 0, 1);
+  case plan::OpCode::Activation:
+  case plan::OpCode::ActivationGrad:
+  case plan::OpCode::Gated: {
+    size_t inputs = instr.op() == plan::OpCode::Activation ? 1 : 2;
+    CHECK_OK(elementwise(inputs, 1, 0));
+    if (ints[0] < 0 || ints[0] > 4)
+      return fail("unknown activation");
+    return absl::OkStatus();
+  }
+  case plan::OpCode::LayerNorm:
+  case plan::OpCode::RmsNorm:
+  case plan::OpCode::LayerNormGrad:
+  case plan::OpCode::RmsNormGrad: {
+    bool grad = instr.op() == plan::OpCode::LayerNormGrad ||
+                instr.op() == plan::OpCode::RmsNormGrad;
+    size_t inputs =
+        grad
+            ? 3
+            : (instr.op() == plan::OpCode::LayerNorm && in.size() == 3 ? 3 : 2);
+    CHECK_OK(arity(inputs, grad ? 2 : 1, 0, 1));
+    Shape x = shape(in[0]);
+    if (x.empty() || shape(in[1]) != Shape{x.back()})
+      return fail("gamma must match the last dimension of x");
+    if (!grad && inputs == 3 && shape(in[2]) != Shape{x.back()})
+      return fail("beta must match the last dimension of x");
+    if (shape(out[0]) != x ||
+        (grad && (shape(in[2]) != x || shape(out[1]) != shape(in[1]))))
+      return fail("results and dy must have the shapes of x and gamma");
+    if (!(floats[0] > 0.0))
+      return fail("epsilon must be positive");
+    return floatValues({in[0], in[1], out[0]});
+  }
+  case plan::OpCode::Attention:
+  case plan::OpCode::AttentionGrad: {
+    bool grad = instr.op() == plan::OpCode::AttentionGrad;
+    if (ints.size() != 5)
+      return fail("expects heads, kv_heads, mask, has_prefix, has_slopes");
+    int64_t heads = ints[0], kvHeads = ints[1], mask = ints[2];
+    bool prefix = ints[3] != 0, slopes = ints[4] != 0;
+    CHECK_OK(arity(3 + prefix + slopes + grad, grad ? 3 : 1, 5, 1));
+    if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0 || mask < 0 ||
+        mask > 2 || prefix != (mask == 1))
+      return fail("invalid heads, kv_heads or mask");
+    Shape q = shape(in[0]), k = shape(in[1]), v = shape(in[2]);
+    if (q.size() != 3 || k.size() != 3 || k != v || q[0] != k[0] ||
+        q[2] % heads != 0 || k[2] != kvHeads * (q[2] / heads) ||
+        (mask != 2 && q[1] != k[1]))
+      return fail(absl::StrCat("q ", text(q), ", k ", text(k), " and v ",
+                               text(v), " do not fit the heads"));
+    size_t next = 3;
+    if (prefix && (shape(in[next]) != Shape{q[0]} ||
+                   dtype(in[next++]) != plan::DType::I32))
+      return fail("prefix lengths must be i32 [batch]");
+    if (slopes && (shape(in[next]) != Shape{heads} ||
+                   dtype(in[next++]) != plan::DType::F32))
+      return fail("ALiBi slopes must be f32 [heads]");
+    if (grad && shape(in[next]) != q)
+      return fail("dout must have the shape of q");
+    if (shape(out[0]) != q ||
+        (grad && (shape(out[1]) != k || shape(out[2]) != k)))
+      return fail("results must have the shapes of q, k and v");
+    if (!(floats[0] > 0.0))
+      return fail("scale must be positive");
+    return floatValues({in[0], in[1], in[2], out[0]});
+  }
+  case plan::OpCode::Rope: {
+    CHECK_OK(elementwise(1, 2, 2));
+    Shape x = shape(in[0]);
+    int64_t heads = ints[0], rotary = ints[1];
+    if (x.size() != 3 || heads <= 0 || x[2] % heads != 0 || rotary <= 0 ||
+        rotary % 2 != 0 || rotary > x[2] / heads || !(floats[0] > 1.0) ||
+        std::abs(floats[1]) != 1.0)
+      return fail("invalid heads, rotary dims, base or direction");
+    return absl::OkStatus();
+  }
+  case plan::OpCode::Copy:
+  case plan::OpCode::Cast: {
+    CHECK_OK(arity(1, 1, 0, 0));
+    if (elementCount(value(in[0])->shape()) !=
+        elementCount(value(out[0])->shape()))
+      return fail("operand and result must have as many elements");
+    if (instr.op() == plan::OpCode::Copy && dtype(in[0]) != dtype(out[0]))
+      return fail("a copy keeps the element type");
+    return absl::OkStatus();
+  }
+  case plan::OpCode::Transpose: {
+    if (in.size() != 1 || out.size() != 1)
+      return fail("expects one input and one output");
+    Shape x = shape(in[0]);
+    CHECK_OK(arity(1, 1, x.size(), 0));
+    Shape expected;
+    std::vector<bool> seen(x.size(), false);
+    for (int64_t p : ints) {
+      if (p < 0 || p >= static_cast<int64_t>(x.size()) || seen[p])
+        return fail("invalid permutation");
+      seen[p] = true;
+      expected.push_back(x[p]);
+    }
+    if (shape(out[0]) != expected || dtype(out[0]) != dtype(in[0]))
+      return fail(absl::StrCat("result must have shape ", text(expected)));
+    return absl::OkStatus();
+  }
+  case plan::OpCode::Slice:
+  case plan::OpCode::Pad: {
+    if (in.size() != 1 || out.size() != 1)
+      return fail("expects one input and one output");
+    Shape x = shape(in[0]);
+    CHECK_OK(arity(1, 1, 2 * x.size(), 0));
+    Shape result = shape(out[0]);
+    bool slice = instr.op() == plan::OpCode::Slice;
+    Shape &small = slice ? result : x, &large = slice ? x : result;
+    if (small.size() != large.size() || dtype(out[0]) != dtype(in[0]))
+      return fail("operand and result must have one rank and element type");
+    for (size_t d = 0; d < x.size(); ++d) {
+      int64_t a = ints[d], b = ints[x.size() + d];
+      bool ok = slice ? (a >= 0 && b == small[d] && a <= large[d] - b)
+                      : (a >= 0 && b >= 0 && a + small[d] + b == large[d]);
+      if (!ok)
+        return fail(absl::StrCat("invalid bounds in dimension ", d));
+    }
+    return absl::OkStatus();
+  }
+  case plan::OpCode::Concat: {
+    if (in.empty() || out.size() != 1 || ints.size() != 1 || !floats.empty())
+      return fail("expects inputs, one output and the dimension");
+    Shape result = shape(out[0]);
+    int64_t dim = ints[0], total = 0;
+    if (dim < 0 || dim >= static_cast<int64_t>(result.size()))
+      return fail("invalid dimension");
+    for (uint32_t index : in) {
+      Shape part = shape(index);
+      if (part.size() != result.size() || dtype(index) != dtype(out[0]))
+        return fail("inputs must have the result's rank and element type");
+      for (size_t d = 0; d < part.size(); ++d)
+        if (static_cast<int64_t>(d) != dim && part[d] != result[d])
+          return fail("inputs disagree off the joined dimension");
+      total += part[dim];
+    }
+    if (total != result[dim])
+      return fail("the joined sizes do not add up");
+    return absl::OkStatus();
+  }
+  case plan::OpCode::Broadcast:
+  case plan::OpCode::Sum: {
+    bool sum = instr.op() == plan::OpCode::Sum;
+    CHECK_OK(arity(1, 1, 0, sum ? 1 : 0));
+    // Broadcast: out from in; Sum: in reduced to out (the reverse rule).
+    Shape small = shape(sum ? out[0] : in[0]),
+          large = shape(sum ? in[0] : out[0]);
+    if (small.size() > large.size())
+      return fail("the smaller shape has the larger rank");
+    size_t offset = large.size() - small.size();
+    for (size_t d = 0; d < small.size(); ++d)
+      if (small[d] != 1 && small[d] != large[offset + d])
+        return fail(
+            absl::StrCat(text(small), " does not broadcast to ", text(large)));
+    return floatValues({in[0], out[0]});
+  }
+  case plan::OpCode::Dropout: {
+    CHECK_OK(elementwise(1, 2, 1));
+    if (!(floats[0] >= 0.0 && floats[0] < 1.0) || ints[0] < 0 || ints[1] < 0)
+      return fail("invalid probability, stream or offset");
+    return absl::OkStatus();
+  }
+  case plan::OpCode::CrossEntropy:
+  case plan::OpCode::CrossEntropyGrad: {
+    bool grad = instr.op() == plan::OpCode::CrossEntropyGrad;
+    CHECK_OK(arity(grad ? 3 : 2, 1, 1, 0));
+    Shape logits = shape(in[0]), labels = shape(in[1]);
+    if (logits.empty() || dtype(in[1]) != plan::DType::I32 ||
+        labels != Shape(logits.begin(), logits.end() - 1))
+      return fail("labels must be i32 with the logits' shape less the vocab");
+    if (grad) {
+      CHECK_OK(scalarF32({in[2]}));
+      if (shape(out[0]) != logits)
+        return fail("the gradient has the logits' shape");
+    } else {
+      CHECK_OK(scalarF32({out[0]}));
+    }
+    return floatValues({in[0]});
+  }
+  case plan::OpCode::Fill: {
+    CHECK_OK(arity(0, 1, 0, 1));
+    return absl::OkStatus();
+  }
+  case plan::OpCode::SumSquares: {
+    CHECK_OK(arity(1, 1, 0, 0));
+    CHECK_OK(floatValues({in[0]}));
+    return scalarF32({out[0]});
+  }
+  case plan::OpCode::ClipCoefficient: {
+    CHECK_OK(arity(1, 2, 0, 1));
+    if (floats[0] < 0.0)
+      return fail("max_norm must not be negative");
+    return scalarF32({in[0], out[0], out[1]});
+  }
+  case plan::OpCode::LrSchedule: {
+    CHECK_OK(arity(1, 1, 2, 2));
+    if (!(floats[0] > 0.0) || floats[1] < 0.0 || floats[1] > floats[0] ||
+        ints[0] < 0 || ints[1] < ints[0])
+      return fail("invalid schedule");
+    return scalarF32({in[0], out[0]});
+  }
+  case plan::OpCode::AdamW: {
+    CHECK_OK(arity(7, 3, 0, 4));
+    CHECK_OK(sameShapes({in[0], in[1], in[2], in[3], out[0], out[1], out[2]}));
+    for (uint32_t index : {in[0], in[1], in[2], in[3], out[0], out[1], out[2]})
+      if (dtype(index) != plan::DType::F32)
+        return fail("AdamW runs on f32 weights, gradients and moments");
+    CHECK_OK(scalarF32({in[4], in[5], in[6]}));
+    if (!(floats[0] >= 0.0 && floats[0] < 1.0) ||
+        !(floats[1] >= 0.0 && floats[1] < 1.0) || !(floats[2] > 0.0) ||
+        floats[3] < 0.0)
+      return fail("invalid betas, epsilon or weight decay");
+    return absl::OkStatus();
+  }
+  case plan::OpCode::Select: {
+    CHECK_OK(arity(3, 1, 0, 0));
+    CHECK_OK(scalarF32({in[0]}));
+    if (shape(in[1]) != shape(out[0]) || shape(in[2]) != shape(out[0]) ||
+        dtype(in[1]) != dtype(out[0]) || dtype(in[2]) != dtype(out[0]))
+      return fail("both choices must have the result's type");
+    return absl::OkStatus();
+  }
+  case plan::OpCode::LossScaleUpdate: {
+    CHECK_OK(arity(3, 4, 1, 2));
+    if (ints[0] <= 0 || floats[0] < 1.0 || !(floats[1] > 0.0) ||
+        floats[1] > 1.0)
+      return fail("invalid growth interval, growth or backoff");
+    return scalarF32({in[0], in[1], in[2], out[0], out[1], out[2], out[3]});
+  }
+  }
+#undef CHECK_OK
+  return fail(absl::StrCat("unknown op code ", static_cast<int>(instr.op())));
+}
+
+/// FlatBuffers verifies the alignment of scalars and of vector lengths but
+/// not of 8-byte vector elements: a corrupt file could place a shape at a
+/// misaligned address. Every 8-byte vector is checked before it is read.
+template <typename T> bool aligned(const flatbuffers::Vector<T> *vector) {
+  return !vector || vector->size() == 0 ||
+         reinterpret_cast<uintptr_t>(vector->Data()) % alignof(T) == 0;
+}
+
+bool vectorsAligned(const plan::Plan &plan) {
+  if (!plan.programs())
+    return true;
+  for (const plan::Program *program : *plan.programs()) {
+    if (program->values())
+      for (const plan::Value *value : *program->values())
+        if (!aligned(value->shape()))
+          return false;
+    if (program->persistent())
+      for (const plan::Persistent *p : *program->persistent())
+        if (!aligned(p->global_shape()) || !aligned(p->offsets()))
+          return false;
+    if (program->functions())
+      for (const plan::Function *function : *program->functions())
+        if (function->body())
+          for (const plan::Instr *instr : *function->body())
+            if (!aligned(instr->ints()) || !aligned(instr->floats()))
+              return false;
+  }
+  return true;
+}
+
+} // namespace
+
+absl::Status checkPlan(const plan::Plan &plan) {
+  if (!vectorsAligned(plan))
+    return absl::InvalidArgumentError(
+        "the file is corrupt (a vector is misaligned)");
+  if (plan.version() != kPlanVersion)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plan format version ", plan.version(), " is not the runtime's (",
+        kPlanVersion, "): recompile the plan with this release"));
+  if (plan.seq() <= 0 || plan.vocab() <= 0 || plan.batch() <= 0 ||
+      plan.microbatches() <= 0 || plan.batch() % plan.microbatches() != 0)
+    return absl::InvalidArgumentError(
+        "seq, vocab, batch and microbatches must be positive, and "
+        "microbatches must divide batch");
+  if (!plan.mesh() || plan.mesh()->size() == 0)
+    return absl::InvalidArgumentError("the plan has no mesh");
+  std::set<std::string> axes;
+  int64_t world = 1;
+  for (const plan::MeshAxis *axis : *plan.mesh()) {
+    if (axis->size() == 0 || !axes.insert(axis->name()->str()).second)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mesh axis '", axis->name()->str(), "' is empty or repeated"));
+    world *= axis->size();
+    if (world > (1 << 24))
+      return absl::InvalidArgumentError("the mesh is too large");
+  }
+  if (!plan.programs() || plan.programs()->size() == 0)
+    return absl::InvalidArgumentError("the plan has no program");
+  std::set<uint32_t> ranks;
+  for (size_t i = 0; i < plan.programs()->size(); ++i) {
+    const plan::Program *program = plan.programs()->Get(i);
+    if (!ranks.insert(program->pipeline_rank()).second)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "two programs are for pipeline rank ", program->pipeline_rank()));
+    if (absl::Status status = ProgramChecker(plan, *program, i).check();
+        !status.ok())
+      return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoadedPlan> loadPlanFromBytes(std::string bytes,
+                                             const std::string &name) {
+  auto invalid = [&](const std::string &what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid plan '", name, "': ", what));
+  };
+  if (bytes.size() < 8 || !plan::PlanBufferHasIdentifier(bytes.data()))
+    return invalid("not a Triad plan file");
+  flatbuffers::Verifier verifier(
+      reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
+  if (!plan::VerifyPlanBuffer(verifier))
+    return invalid("the file is truncated or corrupt (structure check failed)");
+  if (absl::Status status = checkPlan(*plan::GetPlan(bytes.data()));
+      !status.ok())
+    return invalid(std::string(status.message()));
+  LoadedPlan loaded;
+  loaded.bytes = std::move(bytes);
+  return loaded;
+}
+
+absl::StatusOr<LoadedPlan> loadPlan(const std::string &path) {
+  absl::StatusOr<std::string> bytes = readFile(path);
+  if (!bytes.ok())
+    return bytes.status();
+  return loadPlanFromBytes(std::move(*bytes), path);
+}
+
+} // namespace triad::rt

@@ -1,0 +1,59 @@
+//===- Plan.h - loading and verifying plan files -----------------*- C++
+//-*-===//
+//
+// A plan is loaded in three steps, and nothing runs unless all pass:
+// the file is read whole; the FlatBuffers verifier checks its structure
+// (every offset and vector inside the buffer); the semantic checks below
+// check what the structure cannot say: every value inside the arena, every
+// index in range, every enum known, and for every instruction the number,
+// element types and shapes of its operands and its attributes. After that
+// the executor may index values and run kernels without further checks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_RUNTIME_PLAN_PLAN_H
+#define TRIAD_RUNTIME_PLAN_PLAN_H
+
+#include "runtime/plan/plan_generated.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include <cstdint>
+#include <string>
+
+namespace triad::rt {
+
+/// The plan format version this runtime reads.
+constexpr uint32_t kPlanVersion = 1;
+
+/// A verified plan and the bytes it points into.
+class LoadedPlan {
+public:
+  const plan::Plan &root() const { return *plan::GetPlan(bytes.data()); }
+
+private:
+  friend absl::StatusOr<LoadedPlan> loadPlanFromBytes(std::string bytes,
+                                                      const std::string &name);
+  std::string bytes;
+};
+
+/// Reads and verifies the plan file `path`.
+absl::StatusOr<LoadedPlan> loadPlan(const std::string &path);
+
+/// Verifies plan bytes (`name` appears in errors).
+absl::StatusOr<LoadedPlan> loadPlanFromBytes(std::string bytes,
+                                             const std::string &name);
+
+/// The semantic checks alone, on a structurally verified plan.
+absl::Status checkPlan(const plan::Plan &plan);
+
+/// Elements of a value, or -1 when the shape is invalid or overflows.
+int64_t elementCount(const flatbuffers::Vector<int64_t> *shape);
+
+/// Bytes per element of a plan dtype (0 for an unknown one).
+int64_t dtypeSize(plan::DType dtype);
+
+} // namespace triad::rt
+
+#endif // TRIAD_RUNTIME_PLAN_PLAN_H
