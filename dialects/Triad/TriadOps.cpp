@@ -654,10 +654,10 @@ LogicalResult LrScheduleOp::verify() {
     return emitOpError("peak must be positive and finite, got ") << peak;
   if (!(floor >= 0.0 && floor <= peak))
     return emitOpError("floor must be in [0, peak], got ") << floor;
-  if (getDecay() < getWarmup())
+  if (getDecay() != 0 && getDecay() < getWarmup())
     return emitOpError("decay (")
-           << getDecay() << ") must not end before the warmup (" << getWarmup()
-           << ")";
+           << getDecay() << ") must be 0 (no decay) or end no earlier than "
+           << "the warmup (" << getWarmup() << ")";
   return success();
 }
 

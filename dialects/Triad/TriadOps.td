@@ -970,8 +970,9 @@ def Triad_StateOp : Triad_Op<"state", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     counter, the loss scale. `of` names the parameter the state belongs to
     (so that sharding can split it like its parameter, ZeRO); counters have
     none. A state of a parameter with a random init draws the parameter's
-    values (a master copy starts equal to its parameter). It is read with
-    `triad.get_param` and written with `triad.assign`.
+    values in the parameter's precision (a master copy starts equal to its
+    parameter). It is read with `triad.get_param` and written with
+    `triad.assign`.
 
     Example:
 
@@ -1020,7 +1021,8 @@ def Triad_LrScheduleOp : Triad_Op<"lr_schedule", [Pure]> {
     The learning rate at optimizer step `step` (a scalar counting from 1):
     `peak * step / warmup` during the first `warmup` steps, then a cosine
     from `peak` down to `floor` over the steps up to `decay` (measured from
-    the start), and `floor` after that.
+    the start), and `floor` after that. `decay = 0` means no decay: `peak`
+    after the warmup.
 
     Example:
 

@@ -49,28 +49,42 @@ Interpreter::Interpreter(ModuleOp module, InterpreterOptions options)
     : module(module), options(options) {}
 
 /// The initial value of a declared tensor: its init spec drawn from the
-/// stream `stream`, rounded to its element type.
+/// stream `stream`, rounded to `precision` (the element type of the tensor,
+/// or of the parameter a state copies) and then to its element type.
 static Tensor initialTensor(RankedTensorType type, Attribute init,
-                            uint64_t seed, StringRef stream) {
+                            uint64_t seed, StringRef stream, Type precision) {
   Tensor value(type.getShape());
   for (int64_t i = 0; i < value.numElements(); ++i)
     value.data[i] =
-        roundTo(type.getElementType(), initialValue(init, seed, stream, i));
+        roundTo(type.getElementType(),
+                roundTo(precision, initialValue(init, seed, stream, i)));
   return value;
 }
 
 void Interpreter::initializeParameters() {
   params.clear();
-  for (auto param : module.getOps<ParamOp>())
+  llvm::StringMap<Type> paramTypes;
+  for (auto param : module.getOps<ParamOp>()) {
+    Type elementType = param.getTensorType().getElementType();
+    paramTypes[param.getSymName()] = elementType;
     params[param.getSymName()] =
         initialTensor(param.getTensorType(), param.getInit(), options.seed,
-                      param.getSymName());
-  // A state of a parameter draws from the parameter's stream: a master copy
-  // starts from exactly the parameter's values.
-  for (auto state : module.getOps<StateOp>())
-    params[state.getSymName()] = initialTensor(
-        state.getTensorType(), state.getInit(), options.seed,
-        state.getOf() ? state.getOfAttr().getValue() : state.getSymName());
+                      param.getSymName(), elementType);
+  }
+  // A state of a parameter draws from the parameter's stream and precision:
+  // a master copy starts equal to its parameter.
+  for (auto state : module.getOps<StateOp>()) {
+    StringRef stream = state.getSymName();
+    Type precision = state.getTensorType().getElementType();
+    if (state.getOf()) {
+      stream = state.getOfAttr().getValue();
+      if (Type paramType = paramTypes.lookup(stream))
+        precision = paramType;
+    }
+    params[state.getSymName()] =
+        initialTensor(state.getTensorType(), state.getInit(), options.seed,
+                      stream, precision);
+  }
 }
 
 FailureOr<std::vector<Tensor>> Interpreter::call(StringRef name,
@@ -269,10 +283,11 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
       })
       .Case([&](BroadcastOp) { return one(broadcast(*in[0], resultShape())); })
       .Case([&](CastOp c) {
+        // A cast rounds to its element type whatever the precision mode.
         Tensor value = *in[0];
-        if (c.getType().getElementType().isInteger(32))
-          for (double &v : value.data)
-            v = std::trunc(v);
+        Type target = c.getType().getElementType();
+        for (double &v : value.data)
+          v = target.isInteger(32) ? std::trunc(v) : roundTo(target, v);
         return one(std::move(value));
       })
       .Case([&](DropoutOp d) {

@@ -700,8 +700,10 @@ double learningRate(double step, double peak, double floor, int64_t warmup,
                     int64_t decay) {
   if (warmup > 0 && step <= static_cast<double>(warmup))
     return peak * step / static_cast<double>(warmup);
+  if (decay == 0)
+    return peak; // no decay
   if (decay <= warmup)
-    return peak;
+    return floor;
   double progress = (step - static_cast<double>(warmup)) /
                     static_cast<double>(decay - warmup);
   progress = std::min(1.0, std::max(0.0, progress));

@@ -400,7 +400,7 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
   Value lr = LrScheduleOp::create(
       b, loc, scalar, step, b.getF64FloatAttr(options.lr),
       b.getF64FloatAttr(options.minLr), b.getI64IntegerAttr(options.warmup),
-      b.getI64IntegerAttr(std::max(options.decaySteps, options.warmup)));
+      b.getI64IntegerAttr(options.decaySteps));
   Value total;
   for (Value grad : body->getArguments()) {
     Value squares = SumSquaresOp::create(b, loc, scalar, grad);
@@ -455,15 +455,19 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
         b, loc, wide, wide, wide, value, wideGrad, m, v, lr, step, coefficient,
         b.getF64FloatAttr(options.beta1), b.getF64FloatAttr(options.beta2),
         b.getF64FloatAttr(options.epsilon), b.getF64FloatAttr(decay));
-    Value newValue = keepUnlessSkipped(value, update.getNewParam());
-    AssignOp::create(b, loc, weights, newValue);
+    AssignOp::create(b, loc, weights,
+                     keepUnlessSkipped(value, update.getNewParam()));
     AssignOp::create(b, loc, state.m.getSymName(),
                      keepUnlessSkipped(m, update.getNewM()));
     AssignOp::create(b, loc, state.v.getSymName(),
                      keepUnlessSkipped(v, update.getNewV()));
-    if (state.master)
+    // The low-precision parameter: its master rounded, or kept as it was.
+    if (state.master) {
+      Value old = read(state.param.getSymName(), type);
+      Value rounded = CastOp::create(b, loc, type, update.getNewParam());
       AssignOp::create(b, loc, state.param.getSymName(),
-                       CastOp::create(b, loc, type, newValue));
+                       keepUnlessSkipped(old, rounded));
+    }
   }
   func::ReturnOp::create(b, loc, ValueRange{clip.getNorm(), lr, skip});
   return success();
@@ -493,8 +497,9 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
       return fail() << "warmup and decay-steps must not be negative";
     if (decaySteps > 0 && decaySteps < warmup)
       return fail() << "decay-steps (" << decaySteps.getValue()
-                    << ") must not end before the warmup (" << warmup.getValue()
-                    << ")";
+                    << ") must be 0 (no decay) or end no earlier than the "
+                       "warmup ("
+                    << warmup.getValue() << ")";
     if (!(beta1 >= 0.0 && beta1 < 1.0) || !(beta2 >= 0.0 && beta2 < 1.0))
       return fail() << "beta1 and beta2 must be in [0, 1), got " << num(beta1)
                     << " and " << num(beta2);

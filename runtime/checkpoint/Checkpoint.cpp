@@ -61,7 +61,7 @@ struct SliceMetadata {
 };
 
 absl::StatusOr<std::map<std::string, SliceMetadata>>
-readSliceMetadata(const SafetensorsFile &file) {
+readSliceMetadata(const SafetensorsFile &file) try {
   auto invalid = [&](const std::string &what) {
     return absl::DataLossError(
         absl::StrCat("invalid checkpoint shard '", file.path(), "': ", what));
@@ -103,6 +103,9 @@ readSliceMetadata(const SafetensorsFile &file) {
     result[name] = std::move(slice);
   }
   return result;
+} catch (const nlohmann::json::exception &error) {
+  return absl::DataLossError(absl::StrCat("invalid checkpoint shard '",
+                                          file.path(), "': ", error.what()));
 }
 
 } // namespace
@@ -214,7 +217,7 @@ absl::Status commitCheckpoint(const std::string &dir,
 }
 
 absl::StatusOr<CheckpointReader>
-CheckpointReader::open(const std::string &dir) {
+CheckpointReader::open(const std::string &dir) try {
   absl::StatusOr<std::string> latest = readFile(dir + "/latest");
   if (!latest.ok())
     return absl::NotFoundError(absl::StrCat("no checkpoint in '", dir, "' (",
@@ -254,6 +257,8 @@ CheckpointReader::open(const std::string &dir) {
 
   std::map<std::string, int64_t> fileIds;
   for (auto &[name, value] : index["tensors"].items()) {
+    if (!value.is_object())
+      return invalid(absl::StrCat("tensor '", name, "' is not an object"));
     StoredTensor tensor;
     std::optional<DType> dtype =
         value["dtype"].is_string()
@@ -264,7 +269,7 @@ CheckpointReader::open(const std::string &dir) {
     tensor.dtype = *dtype;
     tensor.shape = value["shape"].get<std::vector<int64_t>>();
     for (const auto &slice : value["slices"]) {
-      if (!slice["file"].is_string())
+      if (!slice.is_object() || !slice["file"].is_string())
         return invalid(absl::StrCat("a slice of '", name, "' names no file"));
       std::string fileName = slice["file"].get<std::string>();
       if (fileName.find('/') != std::string::npos)
@@ -292,11 +297,24 @@ CheckpointReader::open(const std::string &dir) {
             stored.offsets[d] + stored.sizes[d] > tensor.shape[d])
           return invalid(
               absl::StrCat("a slice of '", name, "' lies outside its shape"));
+      for (const StoredSlice &earlier : tensor.slices)
+        if (overlaps(earlier.offsets, earlier.sizes, stored.offsets,
+                     stored.sizes))
+          return invalid(absl::StrCat("slices of '", name, "' overlap"));
       tensor.slices.push_back(std::move(stored));
     }
+    int64_t storedElements = 0;
+    for (const StoredSlice &slice : tensor.slices)
+      storedElements += volume(slice.sizes);
+    if (storedElements != volume(tensor.shape))
+      return invalid(
+          absl::StrCat("the slices of '", name, "' do not cover it exactly"));
     reader.tensors[name] = std::move(tensor);
   }
   return reader;
+} catch (const nlohmann::json::exception &error) {
+  return absl::DataLossError(
+      absl::StrCat("invalid checkpoint index in '", dir, "': ", error.what()));
 }
 
 std::vector<std::string> CheckpointReader::tensorNames() const {

@@ -50,7 +50,8 @@ std::optional<uint64_t> elements(const std::vector<int64_t> &shape) {
   for (int64_t size : shape) {
     if (size < 0)
       return std::nullopt;
-    if (size != 0 && count > (uint64_t(1) << 62) / static_cast<uint64_t>(size))
+    // At most 2^56 elements: their bytes (up to 8 each) fit in 64 bits.
+    if (size != 0 && count > (uint64_t(1) << 56) / static_cast<uint64_t>(size))
       return std::nullopt;
     count *= static_cast<uint64_t>(size);
   }
@@ -114,64 +115,73 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
   nlohmann::json header = nlohmann::json::parse(
       content->begin() + 8, content->begin() + 8 + headerSize, nullptr,
       /*allow_exceptions=*/false);
-  if (header.is_discarded() || !header.is_object())
-    return invalid("the header is not a JSON object");
+  try {
+    if (header.is_discarded() || !header.is_object())
+      return invalid("the header is not a JSON object");
 
-  SafetensorsFile file;
-  file.filePath = path;
-  file.dataStart = 8 + headerSize;
-  uint64_t dataSize = content->size() - file.dataStart;
-  for (auto &[name, value] : header.items()) {
-    if (name == "__metadata__") {
-      if (!value.is_object())
-        return invalid("__metadata__ is not an object");
-      for (auto &[key, text] : value.items()) {
-        if (!text.is_string())
-          return invalid(absl::StrCat("metadata '", key, "' is not a string"));
-        file.meta[key] = text.get<std::string>();
+    SafetensorsFile file;
+    file.filePath = path;
+    file.dataStart = 8 + headerSize;
+    uint64_t dataSize = content->size() - file.dataStart;
+    for (auto &[name, value] : header.items()) {
+      if (name == "__metadata__") {
+        if (!value.is_object())
+          return invalid("__metadata__ is not an object");
+        for (auto &[key, text] : value.items()) {
+          if (!text.is_string())
+            return invalid(
+                absl::StrCat("metadata '", key, "' is not a string"));
+          file.meta[key] = text.get<std::string>();
+        }
+        continue;
       }
-      continue;
-    }
-    if (!value.is_object() || !value.contains("dtype") ||
-        !value.contains("shape") || !value.contains("data_offsets") ||
-        !value["dtype"].is_string() || !value["shape"].is_array() ||
-        !value["data_offsets"].is_array() || value["data_offsets"].size() != 2)
-      return invalid(absl::StrCat("tensor '", name,
-                                  "' needs dtype, shape and data_offsets"));
-    TensorEntry entry;
-    entry.name = name;
-    std::optional<DType> dtype = parseDType(value["dtype"].get<std::string>());
-    if (!dtype)
-      return invalid(absl::StrCat("tensor '", name, "' has unsupported dtype '",
-                                  value["dtype"].get<std::string>(), "'"));
-    entry.dtype = *dtype;
-    for (const auto &size : value["shape"]) {
-      if (!size.is_number_integer())
+      if (!value.is_object() || !value.contains("dtype") ||
+          !value.contains("shape") || !value.contains("data_offsets") ||
+          !value["dtype"].is_string() || !value["shape"].is_array() ||
+          !value["data_offsets"].is_array() ||
+          value["data_offsets"].size() != 2)
+        return invalid(absl::StrCat("tensor '", name,
+                                    "' needs dtype, shape and data_offsets"));
+      TensorEntry entry;
+      entry.name = name;
+      std::optional<DType> dtype =
+          parseDType(value["dtype"].get<std::string>());
+      if (!dtype)
+        return invalid(absl::StrCat("tensor '", name,
+                                    "' has unsupported dtype '",
+                                    value["dtype"].get<std::string>(), "'"));
+      entry.dtype = *dtype;
+      for (const auto &size : value["shape"]) {
+        if (!size.is_number_integer())
+          return invalid(absl::StrCat("tensor '", name, "' has a bad shape"));
+        entry.shape.push_back(size.get<int64_t>());
+      }
+      const auto &offsets = value["data_offsets"];
+      if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+        return invalid(
+            absl::StrCat("tensor '", name, "' has bad data_offsets"));
+      entry.begin = offsets[0].get<uint64_t>();
+      entry.end = offsets[1].get<uint64_t>();
+      std::optional<uint64_t> count = elements(entry.shape);
+      if (!count)
         return invalid(absl::StrCat("tensor '", name, "' has a bad shape"));
-      entry.shape.push_back(size.get<int64_t>());
+      if (entry.begin > entry.end || entry.end > dataSize)
+        return invalid(absl::StrCat(
+            "tensor '", name, "' lies outside the data (", entry.begin, "..",
+            entry.end, " of ", dataSize, " bytes)"));
+      if (entry.end - entry.begin !=
+          *count * static_cast<uint64_t>(elementSize(entry.dtype)))
+        return invalid(absl::StrCat("tensor '", name, "' has ",
+                                    entry.end - entry.begin,
+                                    " bytes for its shape and dtype's ",
+                                    *count * elementSize(entry.dtype)));
+      file.tensors.push_back(std::move(entry));
     }
-    const auto &offsets = value["data_offsets"];
-    if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
-      return invalid(absl::StrCat("tensor '", name, "' has bad data_offsets"));
-    entry.begin = offsets[0].get<uint64_t>();
-    entry.end = offsets[1].get<uint64_t>();
-    std::optional<uint64_t> count = elements(entry.shape);
-    if (!count)
-      return invalid(absl::StrCat("tensor '", name, "' has a bad shape"));
-    if (entry.begin > entry.end || entry.end > dataSize)
-      return invalid(absl::StrCat("tensor '", name, "' lies outside the data (",
-                                  entry.begin, "..", entry.end, " of ",
-                                  dataSize, " bytes)"));
-    if (entry.end - entry.begin !=
-        *count * static_cast<uint64_t>(elementSize(entry.dtype)))
-      return invalid(absl::StrCat("tensor '", name, "' has ",
-                                  entry.end - entry.begin,
-                                  " bytes for its shape and dtype's ",
-                                  *count * elementSize(entry.dtype)));
-    file.tensors.push_back(std::move(entry));
+    file.content = std::move(*content);
+    return file;
+  } catch (const nlohmann::json::exception &error) {
+    return invalid(error.what());
   }
-  file.content = std::move(*content);
-  return file;
 }
 
 const TensorEntry *SafetensorsFile::find(const std::string &name) const {

@@ -5,6 +5,9 @@
 #include "runtime/support/Files.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <functional>
 
 #include <csignal>
 #include <cstdlib>
@@ -187,6 +190,52 @@ TEST(Checkpoint, CommitChecksTheShards) {
       << status;
   // Nothing was committed.
   EXPECT_FALSE(CheckpointReader::open(dir).ok());
+}
+
+// A corrupt or hand-edited index is an error that names the problem, never
+// a crash or an out-of-bounds read.
+TEST(Checkpoint, CorruptIndexesAreRefused) {
+  std::string dir = freshDir("index");
+  saveTwoRanks(dir, 3, 0);
+  std::string indexPath = checkpointStepDir(dir, 3) + "/index.json";
+  std::string original = *readFile(indexPath);
+  auto withIndex = [&](const std::string &text) {
+    EXPECT_TRUE(writeFileAtomically(indexPath, text).ok());
+    auto reader = CheckpointReader::open(dir);
+    return reader.ok() ? std::string() : std::string(reader.status().message());
+  };
+  auto edited = [&](const std::function<void(nlohmann::json &)> &edit) {
+    nlohmann::json index = nlohmann::json::parse(original);
+    edit(index);
+    return index.dump();
+  };
+  EXPECT_NE(withIndex("{").find("not a Triad checkpoint index"),
+            std::string::npos);
+  EXPECT_NE(withIndex(R"({"format": "triad-checkpoint", "version": 1, "step": 3,
+      "seed": 0, "data_position": 0, "world_size": 1, "tensors": {"w": 5}})")
+                .find("tensor 'w' is not an object"),
+            std::string::npos);
+  EXPECT_NE(withIndex(R"({"format": "triad-checkpoint", "version": 1, "step": 3,
+      "seed": 0, "data_position": 0, "world_size": 1,
+      "tensors": {"w": {"dtype": "F32", "shape": "big", "slices": []}}})")
+                .find("invalid checkpoint index"),
+            std::string::npos);
+  // A slice whose sizes lack a dimension.
+  EXPECT_NE(withIndex(edited([](nlohmann::json &index) {
+              index["tensors"]["w"]["slices"][0]["sizes"] = {2};
+            })).find("does not match the index"),
+            std::string::npos);
+  // Two slices claiming the same rows hide missing ones.
+  EXPECT_NE(withIndex(edited([](nlohmann::json &index) {
+              index["tensors"]["w"]["slices"][1]["offsets"] = {0, 0};
+            })).find("overlap"),
+            std::string::npos);
+  // A slice reaching past the tensor.
+  EXPECT_NE(withIndex(edited([](nlohmann::json &index) {
+              index["tensors"]["w"]["slices"][1]["offsets"] = {3, 0};
+            })).find("lies outside its shape"),
+            std::string::npos);
+  EXPECT_EQ(withIndex(original), "");
 }
 
 // A save killed at any moment leaves a loadable checkpoint: the previous

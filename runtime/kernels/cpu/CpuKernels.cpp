@@ -90,21 +90,34 @@ void matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
                 accumulate ? 1.0f : 0.0f, c + i * m * n, static_cast<int>(n));
 }
 
-void embedding(const int32_t *ids, const float *table, float *out,
-               int64_t tokens, int64_t hidden) {
-#pragma omp parallel for
-  for (int64_t t = 0; t < tokens; ++t)
+bool embedding(const int32_t *ids, const float *table, float *out,
+               int64_t tokens, int64_t vocab, int64_t hidden) {
+  bool valid = true;
+#pragma omp parallel for reduction(&& : valid)
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (ids[t] < 0 || ids[t] >= vocab) {
+      std::fill_n(out + t * hidden, hidden, 0.0f);
+      valid = false;
+      continue;
+    }
     std::copy_n(table + static_cast<int64_t>(ids[t]) * hidden, hidden,
                 out + t * hidden);
+  }
+  return valid;
 }
 
-void embeddingGradAccumulate(const int32_t *ids, const float *dy, float *dtable,
-                             int64_t tokens, int64_t hidden) {
-  // Rows may repeat: parallel over the hidden dimension, not the tokens.
+bool embeddingGradAccumulate(const int32_t *ids, const float *dy, float *dtable,
+                             int64_t tokens, int64_t vocab, int64_t hidden) {
+  bool valid = true;
+  for (int64_t t = 0; t < tokens; ++t)
+    valid = valid && ids[t] >= 0 && ids[t] < vocab;
+    // Rows may repeat: parallel over the hidden dimension, not the tokens.
 #pragma omp parallel for
   for (int64_t h = 0; h < hidden; ++h)
     for (int64_t t = 0; t < tokens; ++t)
-      dtable[static_cast<int64_t>(ids[t]) * hidden + h] += dy[t * hidden + h];
+      if (ids[t] >= 0 && ids[t] < vocab)
+        dtable[static_cast<int64_t>(ids[t]) * hidden + h] += dy[t * hidden + h];
+  return valid;
 }
 
 //===----------------------------------------------------------------------===//
@@ -183,48 +196,55 @@ void norm(const float *x, const float *gamma, const float *beta, float *y,
 void normGrad(const float *x, const float *gamma, const float *dy, float *dx,
               float *dgamma, int64_t rows, int64_t width, float epsilon,
               bool center) {
-  std::vector<double> gammaGrad(width, 0.0);
+  // dgamma sums over rows in fixed blocks, added in block order, so the
+  // result does not depend on the thread count or timing.
+  constexpr int64_t kBlock = 64;
+  int64_t blocks = (rows + kBlock - 1) / kBlock;
+  std::vector<double> partial(static_cast<size_t>(blocks * width), 0.0);
 #pragma omp parallel
   {
-    std::vector<double> local(width, 0.0);
     std::vector<float> xhat(width);
 #pragma omp for
-    for (int64_t r = 0; r < rows; ++r) {
-      const float *in = x + r * width;
-      const float *grad = dy + r * width;
-      double mean = 0.0;
-      if (center) {
+    for (int64_t block = 0; block < blocks; ++block)
+      for (int64_t r = block * kBlock; r < std::min(rows, (block + 1) * kBlock);
+           ++r) {
+        double *local = partial.data() + block * width;
+        const float *in = x + r * width;
+        const float *grad = dy + r * width;
+        double mean = 0.0;
+        if (center) {
+          for (int64_t i = 0; i < width; ++i)
+            mean += in[i];
+          mean /= static_cast<double>(width);
+        }
+        double statistic = 0.0;
         for (int64_t i = 0; i < width; ++i)
-          mean += in[i];
-        mean /= static_cast<double>(width);
+          statistic += (in[i] - mean) * (in[i] - mean);
+        statistic /= static_cast<double>(width);
+        double inverse = 1.0 / std::sqrt(statistic + epsilon);
+        double meanG = 0.0, meanGX = 0.0;
+        for (int64_t i = 0; i < width; ++i) {
+          xhat[i] = static_cast<float>((in[i] - mean) * inverse);
+          double g = static_cast<double>(grad[i]) * gamma[i];
+          meanG += g;
+          meanGX += g * xhat[i];
+          local[i] += static_cast<double>(grad[i]) * xhat[i];
+        }
+        meanG /= static_cast<double>(width);
+        meanGX /= static_cast<double>(width);
+        float *out = dx + r * width;
+        for (int64_t i = 0; i < width; ++i)
+          out[i] = static_cast<float>(
+              inverse * (static_cast<double>(grad[i]) * gamma[i] -
+                         (center ? meanG : 0.0) - xhat[i] * meanGX));
       }
-      double statistic = 0.0;
-      for (int64_t i = 0; i < width; ++i)
-        statistic += (in[i] - mean) * (in[i] - mean);
-      statistic /= static_cast<double>(width);
-      double inverse = 1.0 / std::sqrt(statistic + epsilon);
-      double meanG = 0.0, meanGX = 0.0;
-      for (int64_t i = 0; i < width; ++i) {
-        xhat[i] = static_cast<float>((in[i] - mean) * inverse);
-        double g = static_cast<double>(grad[i]) * gamma[i];
-        meanG += g;
-        meanGX += g * xhat[i];
-        local[i] += static_cast<double>(grad[i]) * xhat[i];
-      }
-      meanG /= static_cast<double>(width);
-      meanGX /= static_cast<double>(width);
-      float *out = dx + r * width;
-      for (int64_t i = 0; i < width; ++i)
-        out[i] = static_cast<float>(
-            inverse * (static_cast<double>(grad[i]) * gamma[i] -
-                       (center ? meanG : 0.0) - xhat[i] * meanGX));
-    }
-#pragma omp critical
-    for (int64_t i = 0; i < width; ++i)
-      gammaGrad[i] += local[i];
   }
-  for (int64_t i = 0; i < width; ++i)
-    dgamma[i] += static_cast<float>(gammaGrad[i]);
+  for (int64_t i = 0; i < width; ++i) {
+    double sum = 0.0;
+    for (int64_t block = 0; block < blocks; ++block)
+      sum += partial[block * width + i];
+    dgamma[i] += static_cast<float>(sum);
+  }
 }
 } // namespace
 
@@ -385,10 +405,11 @@ void attentionGrad(const float *q, const float *k, const float *v,
 void rope(const float *x, float *out, int64_t batch, int64_t seq, int64_t heads,
           int64_t headDim, int64_t rotaryDim, float base, float direction) {
   int64_t width = heads * headDim, half = rotaryDim / 2;
-  std::vector<float> frequency(half);
+  // Angles in double: position * frequency grows with the position.
+  std::vector<double> frequency(half);
   for (int64_t i = 0; i < half; ++i)
-    frequency[i] = static_cast<float>(std::pow(
-        static_cast<double>(base), -2.0 * static_cast<double>(i) / rotaryDim));
+    frequency[i] = std::pow(static_cast<double>(base),
+                            -2.0 * static_cast<double>(i) / rotaryDim);
 #pragma omp parallel for collapse(2)
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t s = 0; s < seq; ++s) {
@@ -417,10 +438,15 @@ float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
                    int64_t vocab, int32_t ignoreIndex, int64_t *counted) {
   double total = 0.0;
   int64_t count = 0;
-#pragma omp parallel for reduction(+ : total, count)
+  bool valid = true;
+#pragma omp parallel for reduction(+ : total, count) reduction(&& : valid)
   for (int64_t r = 0; r < rows; ++r) {
     if (labels[r] == ignoreIndex)
       continue;
+    if (labels[r] < 0 || labels[r] >= vocab) {
+      valid = false;
+      continue;
+    }
     const float *row = logits + r * vocab;
     float maxLogit = *std::max_element(row, row + vocab);
     double sum = 0.0;
@@ -430,21 +456,25 @@ float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
     ++count;
   }
   if (counted)
-    *counted = count;
+    *counted = valid ? count : -1;
   return count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
 }
 
-void crossEntropyGrad(const float *logits, const int32_t *labels,
+bool crossEntropyGrad(const float *logits, const int32_t *labels,
                       float *dlogits, int64_t rows, int64_t vocab,
                       int32_t ignoreIndex, float dloss) {
   int64_t count = 0;
-  for (int64_t r = 0; r < rows; ++r)
+  bool valid = true;
+  for (int64_t r = 0; r < rows; ++r) {
     count += labels[r] != ignoreIndex;
+    valid = valid &&
+            (labels[r] == ignoreIndex || (labels[r] >= 0 && labels[r] < vocab));
+  }
   float weight = count ? dloss / static_cast<float>(count) : 0.0f;
 #pragma omp parallel for
   for (int64_t r = 0; r < rows; ++r) {
     float *out = dlogits + r * vocab;
-    if (labels[r] == ignoreIndex) {
+    if (labels[r] == ignoreIndex || labels[r] < 0 || labels[r] >= vocab) {
       std::fill_n(out, vocab, 0.0f);
       continue;
     }
@@ -460,11 +490,12 @@ void crossEntropyGrad(const float *logits, const int32_t *labels,
       out[j] *= inverse;
     out[labels[r]] -= weight;
   }
+  return valid;
 }
 
-void dropout(const float *x, float *out, int64_t count, float probability,
+void dropout(const float *x, float *out, int64_t count, double probability,
              uint64_t seed, uint64_t step, uint64_t stream, uint64_t first) {
-  float keepScale = 1.0f / (1.0f - probability);
+  float keepScale = static_cast<float>(1.0 / (1.0 - probability));
 #pragma omp parallel for
   for (int64_t i = 0; i < count; ++i) {
     bool keep = dropoutUniform(seed, step, stream,

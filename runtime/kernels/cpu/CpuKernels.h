@@ -26,12 +26,14 @@ void matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
             int64_t n, int64_t k, bool transposeA, bool transposeB,
             bool rhsBatched, bool accumulate = false);
 
-/// out[t, :] = table[ids[t], :]; ids must be in [0, vocab).
-void embedding(const int32_t *ids, const float *table, float *out,
-               int64_t tokens, int64_t hidden);
-/// dtable[ids[t], :] += dy[t, :] (dtable is not cleared).
-void embeddingGradAccumulate(const int32_t *ids, const float *dy, float *dtable,
-                             int64_t tokens, int64_t hidden);
+/// out[t, :] = table[ids[t], :]. An id outside [0, vocab) gives a row of
+/// zeros and the result false (the caller reports the bad input).
+bool embedding(const int32_t *ids, const float *table, float *out,
+               int64_t tokens, int64_t vocab, int64_t hidden);
+/// dtable[ids[t], :] += dy[t, :] (dtable is not cleared); ids outside
+/// [0, vocab) are skipped and make the result false.
+bool embeddingGradAccumulate(const int32_t *ids, const float *dy, float *dtable,
+                             int64_t tokens, int64_t vocab, int64_t hidden);
 
 /// out = lhs + rhs, rhs repeating every `period` elements.
 void addBroadcast(const float *lhs, const float *rhs, float *out, int64_t count,
@@ -82,17 +84,19 @@ void rope(const float *x, float *out, int64_t batch, int64_t seq, int64_t heads,
           int64_t headDim, int64_t rotaryDim, float base, float direction);
 
 /// Mean cross-entropy of rows of `vocab` logits over the labels that are
-/// not `ignoreIndex`; returns the loss and sets `counted`.
+/// not `ignoreIndex`; returns the loss and sets `counted`. A label outside
+/// [0, vocab) (other than the ignore index) sets `counted` to -1.
 float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
                    int64_t vocab, int32_t ignoreIndex, int64_t *counted);
-/// dlogits (overwritten) of the mean loss, times `dloss`.
-void crossEntropyGrad(const float *logits, const int32_t *labels,
+/// dlogits (overwritten) of the mean loss, times `dloss`; false (and zero
+/// rows) for labels outside [0, vocab).
+bool crossEntropyGrad(const float *logits, const int32_t *labels,
                       float *dlogits, int64_t rows, int64_t vocab,
                       int32_t ignoreIndex, float dloss);
 
 /// Inverted dropout with the runtime's counter-based mask; `first` is the
 /// global index of element 0.
-void dropout(const float *x, float *out, int64_t count, float probability,
+void dropout(const float *x, float *out, int64_t count, double probability,
              uint64_t seed, uint64_t step, uint64_t stream, uint64_t first = 0);
 
 /// Sum of squares accumulated in double.

@@ -86,13 +86,22 @@ TEST(CpuKernels, EmbeddingAndItsGradient) {
   Tensor table = random({11, 6}, 3);
   Tensor ids({2, 5}, {0, 3, 10, 3, 7, 1, 1, 2, 9, 3});
   std::vector<float> out = poisoned(60);
-  cpu::embedding(ints(ids).data(), floats(table).data(), out.data(), 10, 6);
+  EXPECT_TRUE(cpu::embedding(ints(ids).data(), floats(table).data(), out.data(),
+                             10, 11, 6));
   EXPECT_LT(relativeError(out, *ref::embedding(ids, table)), kTolerance);
   Tensor dy = random({2, 5, 6}, 4);
   std::vector<float> dtable(66, 0.0f);
-  cpu::embeddingGradAccumulate(ints(ids).data(), floats(dy).data(),
-                               dtable.data(), 10, 6);
+  EXPECT_TRUE(cpu::embeddingGradAccumulate(ints(ids).data(), floats(dy).data(),
+                                           dtable.data(), 10, 11, 6));
   EXPECT_LT(relativeError(dtable, ref::embeddingGrad(ids, dy, 11)), kTolerance);
+  // Ids outside the vocabulary are reported, never read or written.
+  std::vector<int32_t> bad = {0, 11, -1};
+  std::vector<float> rows = poisoned(18);
+  EXPECT_FALSE(
+      cpu::embedding(bad.data(), floats(table).data(), rows.data(), 3, 11, 6));
+  EXPECT_EQ(rows[6], 0.0f);
+  EXPECT_FALSE(cpu::embeddingGradAccumulate(bad.data(), floats(dy).data(),
+                                            dtable.data(), 3, 11, 6));
 }
 
 TEST(CpuKernels, Elementwise) {
@@ -148,29 +157,36 @@ TEST(CpuKernels, Activations) {
 }
 
 TEST(CpuKernels, Norms) {
-  Tensor x = random({6, 16}, 10, 3.0), gamma = random({16}, 11),
-         beta = random({16}, 12), dy = random({6, 16}, 13);
-  std::vector<float> out = poisoned(96);
+  // More rows than one 64-row block, so the blocked reduction is exercised.
+  const int64_t rows = 300, width = 16, n = rows * width;
+  Tensor x = random({rows, width}, 10, 3.0), gamma = random({width}, 11),
+         beta = random({width}, 12), dy = random({rows, width}, 13);
+  std::vector<float> out = poisoned(n);
   cpu::layerNorm(floats(x).data(), floats(gamma).data(), floats(beta).data(),
-                 out.data(), 6, 16, 1e-5f);
+                 out.data(), rows, width, 1e-5f);
   EXPECT_LT(relativeError(out, ref::layerNorm(x, gamma, &beta, 1e-5)),
             kTolerance);
   ref::NormGrads expected = ref::layerNormGrad(x, gamma, dy, 1e-5);
-  std::vector<float> dx = poisoned(96), dgamma(16, 0.0f);
+  std::vector<float> dx = poisoned(n), dgamma(width, 0.0f);
   cpu::layerNormGrad(floats(x).data(), floats(gamma).data(), floats(dy).data(),
-                     dx.data(), dgamma.data(), 6, 16, 1e-5f);
+                     dx.data(), dgamma.data(), rows, width, 1e-5f);
   EXPECT_LT(relativeError(dx, expected.dx), kTolerance);
   EXPECT_LT(relativeError(dgamma, expected.dgamma), kTolerance);
+  // The reduction is deterministic: the same bits every time.
+  std::vector<float> again(width, 0.0f);
+  cpu::layerNormGrad(floats(x).data(), floats(gamma).data(), floats(dy).data(),
+                     dx.data(), again.data(), rows, width, 1e-5f);
+  EXPECT_EQ(again, dgamma);
 
-  out = poisoned(96);
-  cpu::rmsNorm(floats(x).data(), floats(gamma).data(), out.data(), 6, 16,
+  out = poisoned(n);
+  cpu::rmsNorm(floats(x).data(), floats(gamma).data(), out.data(), rows, width,
                1e-6f);
   EXPECT_LT(relativeError(out, ref::rmsNorm(x, gamma, 1e-6)), kTolerance);
   expected = ref::rmsNormGrad(x, gamma, dy, 1e-6);
-  dx = poisoned(96);
+  dx = poisoned(n);
   std::fill(dgamma.begin(), dgamma.end(), 0.0f);
   cpu::rmsNormGrad(floats(x).data(), floats(gamma).data(), floats(dy).data(),
-                   dx.data(), dgamma.data(), 6, 16, 1e-6f);
+                   dx.data(), dgamma.data(), rows, width, 1e-6f);
   EXPECT_LT(relativeError(dx, expected.dx), kTolerance);
   EXPECT_LT(relativeError(dgamma, expected.dgamma), kTolerance);
 }
@@ -180,12 +196,12 @@ void checkAttention(cpu::Mask mask, int64_t heads, int64_t kvHeads,
   SCOPED_TRACE(::testing::Message()
                << "mask " << static_cast<int>(mask) << " heads " << heads << "/"
                << kvHeads << " alibi " << alibi);
-  const int64_t batch = 2, seq = 9, headDim = 4;
+  const int64_t batch = 3, seq = 9, headDim = 4;
   Tensor q = random({batch, seq, heads * headDim}, 14);
   Tensor k = random({batch, seq, kvHeads * headDim}, 15);
   Tensor v = random({batch, seq, kvHeads * headDim}, 16);
   Tensor dout = random({batch, seq, heads * headDim}, 17);
-  Tensor prefix({batch}, {4, 0});
+  Tensor prefix({batch}, {4, 0, 9});
   Tensor slopes = random({heads}, 18, 0.3);
   ref::Mask refMask = mask == cpu::Mask::Causal   ? ref::Mask::Causal
                       : mask == cpu::Mask::Prefix ? ref::Mask::Prefix
@@ -227,13 +243,16 @@ TEST(CpuKernels, Attention) {
 }
 
 TEST(CpuKernels, Rope) {
-  Tensor x = random({2, 7, 12}, 19); // 3 heads of 4
+  // Long enough that fp32 angles would drift: the kernel uses double.
+  Tensor x = random({2, 4096, 12}, 19); // 3 heads of 4
   for (int64_t rotary : {2, 4}) {
     std::vector<float> out = poisoned(x.numElements());
-    cpu::rope(floats(x).data(), out.data(), 2, 7, 3, 4, rotary, 100.0f, 1.0f);
+    cpu::rope(floats(x).data(), out.data(), 2, 4096, 3, 4, rotary, 100.0f,
+              1.0f);
     EXPECT_LT(relativeError(out, ref::rope(x, 3, rotary, 100.0)), kTolerance);
     out = poisoned(x.numElements());
-    cpu::rope(floats(x).data(), out.data(), 2, 7, 3, 4, rotary, 100.0f, -1.0f);
+    cpu::rope(floats(x).data(), out.data(), 2, 4096, 3, 4, rotary, 100.0f,
+              -1.0f);
     EXPECT_LT(relativeError(out, ref::ropeGrad(x, 3, rotary, 100.0)),
               kTolerance);
   }

@@ -13,6 +13,8 @@
 #include "triad/Models/ModelBuilder.h"
 #include "triad/Registration.h"
 
+#include "dialects/Triad/TriadOps.h"
+
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -190,7 +192,9 @@ TEST_F(Training, Bf16TrainsThroughF32MasterWeights) {
         return false;
     return true;
   };
-  // The master copy starts from the parameter's own values.
+  // The master copy starts equal to its parameter.
+  EXPECT_EQ(interpreter.parameters()["master.layers.0.attn.wq.weight"].data,
+            interpreter.parameters()["layers.0.attn.wq.weight"].data);
   EXPECT_TRUE(roundsToMaster("layers.0.attn.wq.weight"));
   std::vector<Tensor> batch = textBatch(4, 32, 0);
   double first = step(interpreter, batch);
@@ -246,6 +250,27 @@ TEST_F(Training, F16LossScalingSkipsOverflowsAndBacksOff) {
             before["embed.wte"].data);
 }
 
+TEST_F(Training, SkippedStepIsANoOpInFloat64Too) {
+  ModelConfig config = tinyConfig(2, 16);
+  config.dtype = DType::F16;
+  auto module = trainingModule(config, 1e-3);
+  Interpreter interpreter(*module, {/*seed=*/1}); // float64 mode
+  interpreter.initializeParameters();
+  std::vector<Tensor> batch = textBatch(2, 16, 1);
+  step(interpreter, batch); // master and parameter now differ in precision
+  llvm::StringMap<Tensor> before = interpreter.parameters();
+  std::vector<Tensor> overflow;
+  for (auto param : module->getOps<ParamOp>())
+    overflow.push_back(Tensor(param.getTensorType().getShape(), INFINITY));
+  auto outputs = interpreter.call("apply_step", overflow);
+  ASSERT_TRUE(mlir::succeeded(outputs));
+  EXPECT_EQ((*outputs)[2].data[0], 1.0);
+  for (auto &entry : before)
+    if (!entry.first().starts_with("loss_scale"))
+      EXPECT_EQ(interpreter.parameters()[entry.first()].data, entry.second.data)
+          << entry.first().str() << " changed in a skipped step";
+}
+
 TEST_F(Training, LossScalingIsExactInExactArithmetic) {
   // In float64 the scaled backward pass and the unscaled update give the
   // step of an unscaled run (loss scale 1).
@@ -298,7 +323,12 @@ TEST(OptimizerKernels, LearningRateWarmsUpThenDecays) {
               0.1 + 0.45 * (1 + std::cos(M_PI * 0.5)), 1e-12);
   EXPECT_DOUBLE_EQ(learningRate(10, 1.0, 0.1, 4, 10), 0.1);
   EXPECT_DOUBLE_EQ(learningRate(50, 1.0, 0.1, 4, 10), 0.1);
+  // decay = 0: no decay after the warmup.
   EXPECT_DOUBLE_EQ(learningRate(50, 1.0, 0.1, 0, 0), 1.0);
+  EXPECT_DOUBLE_EQ(learningRate(50, 1.0, 0.1, 4, 0), 1.0);
+  // decay = warmup: straight to the floor after the warmup.
+  EXPECT_DOUBLE_EQ(learningRate(4, 1.0, 0.1, 4, 4), 1.0);
+  EXPECT_DOUBLE_EQ(learningRate(5, 1.0, 0.1, 4, 4), 0.1);
 }
 
 TEST(OptimizerKernels, LossScaleBacksOffAndGrows) {

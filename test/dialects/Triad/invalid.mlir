@@ -992,7 +992,7 @@ func.func @f(%s: tensor<f32>) {
 
 // The decay ends after the warmup.
 func.func @f(%s: tensor<f32>) {
-  // expected-error @+1 {{'triad.lr_schedule' op decay (5) must not end before the warmup (10)}}
+  // expected-error @+1 {{'triad.lr_schedule' op decay (5) must be 0 (no decay) or end no earlier than the warmup (10)}}
   %0 = triad.lr_schedule %s peak = 1.0 floor = 0.0 warmup = 10 decay = 5 : tensor<f32>
   return
 }

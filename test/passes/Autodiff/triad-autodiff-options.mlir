@@ -18,7 +18,7 @@ func.func @forward() -> tensor<f32> {
 // RUN: not triad-opt %s "--triad-autodiff=lr=0.001 min-lr=0.01" 2>&1 | FileCheck %s --check-prefix=MINLR
 // MINLR: error: invalid --triad-autodiff option: min-lr must be in [0, lr], got 0.01
 // RUN: not triad-opt %s "--triad-autodiff=warmup=100 decay-steps=10" 2>&1 | FileCheck %s --check-prefix=DECAY
-// DECAY: error: invalid --triad-autodiff option: decay-steps (10) must not end before the warmup (100)
+// DECAY: error: invalid --triad-autodiff option: decay-steps (10) must be 0 (no decay) or end no earlier than the warmup (100)
 // RUN: not triad-opt %s --triad-autodiff=beta2=1.5 2>&1 | FileCheck %s --check-prefix=BETA
 // BETA: error: invalid --triad-autodiff option: beta1 and beta2 must be in [0, 1), got 0.9 and 1.5
 // RUN: not triad-opt %s --triad-autodiff=epsilon=0 2>&1 | FileCheck %s --check-prefix=EPS

@@ -145,8 +145,10 @@ triad.param @h : tensor<4x4xf16> init <normal, std = 0.02>
 // CHECK: %[[NEW:.*]], %{{.*}}, %{{.*}} = triad.adamw_update %[[MASTER]], %[[WIDE]]
 // CHECK: %[[KEPT:.*]] = triad.select %[[SKIP]], %[[MASTER]], %[[NEW]] : tensor<4x4xf32>
 // CHECK: triad.assign @master.h, %[[KEPT]]
-// CHECK: %[[NARROW:.*]] = triad.cast %[[KEPT]] : tensor<4x4xf32> -> tensor<4x4xf16>
-// CHECK: triad.assign @h, %[[NARROW]] : tensor<4x4xf16>
+// CHECK: %[[OLD:.*]] = triad.get_param @h : tensor<4x4xf16>
+// CHECK: %[[NARROW:.*]] = triad.cast %[[NEW]] : tensor<4x4xf32> -> tensor<4x4xf16>
+// CHECK: %[[PARAM:.*]] = triad.select %[[SKIP]], %[[OLD]], %[[NARROW]] : tensor<4x4xf16>
+// CHECK: triad.assign @h, %[[PARAM]] : tensor<4x4xf16>
 // CHECK: return %{{.*}}, %{{.*}}, %[[SKIP]]
 func.func @forward() -> tensor<f32> {
   %h = triad.get_param @h : tensor<4x4xf16>
