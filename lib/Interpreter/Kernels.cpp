@@ -439,13 +439,13 @@ Tensor dropout(const Tensor &x, double probability, uint64_t seed,
   return result;
 }
 
-llvm::Expected<double> crossEntropy(const Tensor &logits, const Tensor &labels,
+namespace {
+/// Checks every label that is not ignored lies in the vocabulary; returns
+/// how many are not ignored.
+llvm::Expected<int64_t> countLabels(const Tensor &labels, int64_t vocab,
                                     int64_t ignoreIndex) {
-  int64_t vocab = logits.dim(logits.rank() - 1);
-  int64_t tokens = labels.numElements();
-  double total = 0.0;
   int64_t counted = 0;
-  for (int64_t t = 0; t < tokens; ++t) {
+  for (int64_t t = 0; t < labels.numElements(); ++t) {
     double label = labels.data[t];
     if (label == static_cast<double>(ignoreIndex))
       continue;
@@ -453,15 +453,31 @@ llvm::Expected<double> crossEntropy(const Tensor &logits, const Tensor &labels,
       return kernelError(llvm::formatv(
           "label {0} at position {1} is outside the vocabulary [0, {2})",
           number(label), t, vocab));
+    ++counted;
+  }
+  return counted;
+}
+} // namespace
+
+llvm::Expected<double> crossEntropy(const Tensor &logits, const Tensor &labels,
+                                    int64_t ignoreIndex) {
+  int64_t vocab = logits.dim(logits.rank() - 1);
+  llvm::Expected<int64_t> counted = countLabels(labels, vocab, ignoreIndex);
+  if (!counted)
+    return counted.takeError();
+  double total = 0.0;
+  for (int64_t t = 0; t < labels.numElements(); ++t) {
+    double label = labels.data[t];
+    if (label == static_cast<double>(ignoreIndex))
+      continue;
     const double *row = logits.data.data() + t * vocab;
     double maxLogit = *std::max_element(row, row + vocab);
     double sum = 0.0;
     for (int64_t j = 0; j < vocab; ++j)
       sum += std::exp(row[j] - maxLogit);
     total += maxLogit + std::log(sum) - row[static_cast<int64_t>(label)];
-    ++counted;
   }
-  return counted ? total / static_cast<double>(counted) : 0.0;
+  return *counted ? total / static_cast<double>(*counted) : 0.0;
 }
 
 Tensor reduce(const Tensor &x, llvm::ArrayRef<int64_t> dims, bool keepDims,
@@ -660,17 +676,10 @@ llvm::Expected<Tensor> crossEntropyGrad(const Tensor &logits,
                                         int64_t ignoreIndex) {
   int64_t vocab = logits.dim(logits.rank() - 1);
   int64_t tokens = labels.numElements();
-  int64_t counted = 0;
-  for (int64_t t = 0; t < tokens; ++t) {
-    double label = labels.data[t];
-    if (label == static_cast<double>(ignoreIndex))
-      continue;
-    if (!(label >= 0 && label < static_cast<double>(vocab)))
-      return kernelError(llvm::formatv(
-          "label {0} at position {1} is outside the vocabulary [0, {2})",
-          number(label), t, vocab));
-    ++counted;
-  }
+  llvm::Expected<int64_t> countedOr = countLabels(labels, vocab, ignoreIndex);
+  if (!countedOr)
+    return countedOr.takeError();
+  int64_t counted = *countedOr;
   Tensor result(logits.shape);
   if (counted == 0)
     return result;
