@@ -1,0 +1,261 @@
+//===- CpuExecutorTest.cpp - the CPU executor on small plans --------------===//
+//
+// Small plans built by hand run on the CPU executor and match the
+// reference interpreter's kernels; persistent tensors start from the
+// runtime's init at their global indices; bad data and calls are errors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/executor/CpuExecutor.h"
+#include "triad/Interpreter/Kernels.h"
+
+#include "runtime/init/Init.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace triad::rt;
+namespace ref = triad::interp;
+namespace fb = flatbuffers;
+using triad::plan::DType;
+using triad::plan::OpCode;
+
+namespace {
+
+/// Builds one-program plans value by value and instruction by instruction.
+class PlanBuilder {
+public:
+  uint32_t value(DType dtype, std::vector<int64_t> shape) {
+    int64_t count = 1;
+    for (int64_t size : shape)
+      count *= size;
+    values.push_back({dtype, shape, arena, static_cast<uint64_t>(4 * count)});
+    arena += (4 * count + 63) / 64 * 64;
+    return static_cast<uint32_t>(values.size() - 1);
+  }
+  void persistent(const std::string &name, uint32_t v,
+                  std::vector<int64_t> global, std::vector<int64_t> offsets,
+                  double stddev) {
+    persistents.push_back({name, v, global, offsets, stddev});
+  }
+  void instr(OpCode op, std::vector<uint32_t> in, std::vector<uint32_t> out,
+             std::vector<int64_t> ints = {}, std::vector<double> floats = {}) {
+    instrs.push_back({op, in, out, ints, floats});
+  }
+  std::string build(std::vector<uint32_t> args, std::vector<uint32_t> results,
+                    int64_t vocab = 16) {
+    fb::FlatBufferBuilder b;
+    std::vector<fb::Offset<triad::plan::Value>> vs;
+    for (const V &v : values) {
+      triad::plan::Region region(v.offset, v.bytes);
+      vs.push_back(triad::plan::CreateValue(b, v.dtype, b.CreateVector(v.shape),
+                                            &region));
+    }
+    std::vector<fb::Offset<triad::plan::Persistent>> ps;
+    for (const P &p : persistents) {
+      auto init =
+          triad::plan::CreateInit(b, triad::plan::InitKind::Normal, p.stddev, 0,
+                                  0.0, b.CreateString(p.name));
+      ps.push_back(triad::plan::CreatePersistent(
+          b, b.CreateString(p.name), triad::plan::Role::Parameter, p.value,
+          b.CreateVector(p.global), b.CreateVector(p.offsets), init));
+    }
+    std::vector<fb::Offset<triad::plan::Instr>> is;
+    for (const I &i : instrs)
+      is.push_back(triad::plan::CreateInstr(
+          b, i.op, b.CreateVector(i.in), b.CreateVector(i.out),
+          b.CreateVector(i.ints), b.CreateVector(i.floats)));
+    auto function = triad::plan::CreateFunction(
+        b, b.CreateString("f"), b.CreateVector(args), b.CreateVector(results),
+        b.CreateVector(is));
+    auto program = triad::plan::CreateProgram(
+        b, 0, arena, b.CreateVector(vs), b.CreateVector(ps),
+        b.CreateVector(
+            std::vector<fb::Offset<triad::plan::Function>>{function}));
+    auto axis = triad::plan::CreateMeshAxis(b, b.CreateString("dp"), 1);
+    auto plan = triad::plan::CreatePlan(
+        b, kPlanVersion, b.CreateVector(std::vector<decltype(axis)>{axis}),
+        b.CreateVector(std::vector<decltype(program)>{program}), 4, vocab, 2,
+        1);
+    triad::plan::FinishPlanBuffer(b, plan);
+    return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()),
+                       b.GetSize());
+  }
+
+private:
+  struct V {
+    DType dtype;
+    std::vector<int64_t> shape;
+    uint64_t offset, bytes;
+  };
+  struct P {
+    std::string name;
+    uint32_t value;
+    std::vector<int64_t> global, offsets;
+    double stddev;
+  };
+  struct I {
+    OpCode op;
+    std::vector<uint32_t> in, out;
+    std::vector<int64_t> ints;
+    std::vector<double> floats;
+  };
+  std::vector<V> values;
+  std::vector<P> persistents;
+  std::vector<I> instrs;
+  uint64_t arena = 0;
+};
+
+ref::Tensor random(std::vector<int64_t> shape, uint64_t stream) {
+  ref::Tensor t(shape);
+  auto key = parameterKey(stream, "executor");
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.data[i] = static_cast<float>(standardNormal(key, i));
+  return t;
+}
+
+HostTensor host(const ref::Tensor &t) {
+  HostTensor h;
+  h.shape = t.shape;
+  h.floats.assign(t.data.begin(), t.data.end());
+  return h;
+}
+
+HostTensor hostInts(std::vector<int64_t> shape, std::vector<int32_t> data) {
+  HostTensor h;
+  h.dtype = DType::I32;
+  h.shape = shape;
+  h.ints = data;
+  return h;
+}
+
+void expectNear(const HostTensor &actual, const ref::Tensor &expected) {
+  ASSERT_EQ(actual.shape, expected.shape);
+  for (size_t i = 0; i < actual.floats.size(); ++i)
+    EXPECT_NEAR(actual.floats[i], expected.data[i],
+                1e-5 * (1.0 + std::abs(expected.data[i])))
+        << "element " << i;
+}
+
+CpuExecutor makeExecutor(const std::string &bytes, LoadedPlan &holder) {
+  auto plan = loadPlanFromBytes(bytes, "test.plan");
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  holder = std::move(*plan);
+  auto executor = CpuExecutor::create(holder, 0, 9);
+  EXPECT_TRUE(executor.ok()) << executor.status();
+  return std::move(*executor);
+}
+
+TEST(CpuExecutor, EmbeddingMatmulAndLoss) {
+  PlanBuilder b;
+  uint32_t ids = b.value(DType::I32, {2, 3});
+  uint32_t labels = b.value(DType::I32, {2, 3});
+  uint32_t table = b.value(DType::F32, {16, 4});
+  uint32_t hidden = b.value(DType::F32, {2, 3, 4});
+  uint32_t logits = b.value(DType::F32, {2, 3, 16});
+  uint32_t loss = b.value(DType::F32, {});
+  b.persistent("wte", table, {16, 4}, {0, 0}, 0.5);
+  b.instr(OpCode::Embedding, {ids, table}, {hidden});
+  b.instr(OpCode::Matmul, {hidden, table}, {logits}, {0, 1});
+  b.instr(OpCode::CrossEntropy, {logits, labels}, {loss}, {-100});
+  LoadedPlan holder;
+  CpuExecutor executor =
+      makeExecutor(b.build({ids, labels}, {logits, loss}), holder);
+  std::vector<int32_t> idValues = {1, 5, 15, 0, 2, 2},
+                       labelValues = {5, 15, 0, -100, 2, 7};
+  auto results = executor.run(
+      "f", {hostInts({2, 3}, idValues), hostInts({2, 3}, labelValues)});
+  ASSERT_TRUE(results.ok()) << results.status();
+
+  // The same computation in the interpreter, from the same initial table.
+  ref::Tensor weights({16, 4});
+  for (int64_t i = 0; i < 64; ++i) {
+    float v;
+    fillNormal(9, "wte", 0.5, i, 1, &v);
+    weights.data[i] = v;
+  }
+  ref::Tensor idTensor({2, 3},
+                       std::vector<double>(idValues.begin(), idValues.end()));
+  ref::Tensor labelTensor(
+      {2, 3}, std::vector<double>(labelValues.begin(), labelValues.end()));
+  ref::Tensor expectedLogits =
+      ref::matmul(*ref::embedding(idTensor, weights), weights, false, true);
+  expectNear((*results)[0], expectedLogits);
+  double expectedLoss = *ref::crossEntropy(expectedLogits, labelTensor, -100);
+  EXPECT_NEAR((*results)[1].floats[0], expectedLoss, 1e-5 * expectedLoss);
+
+  // A token outside the vocabulary is an error naming the instruction.
+  auto bad = executor.run("f", {hostInts({2, 3}, {1, 16, 0, 0, 0, 0}),
+                                hostInts({2, 3}, labelValues)});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "function 'f', instruction 0 (Embedding): a token id is outside "
+            "the vocabulary");
+  EXPECT_FALSE(executor.run("f", {}).ok());
+  EXPECT_FALSE(executor.run("g", {}).ok());
+}
+
+// A shard of a parameter starts from the single-device values at its
+// global indices.
+TEST(CpuExecutor, ShardsStartFromTheGlobalInit) {
+  PlanBuilder b;
+  uint32_t shard = b.value(DType::F32, {2, 3});
+  b.persistent("w", shard, {4, 6}, {1, 3}, 0.02);
+  LoadedPlan holder;
+  CpuExecutor executor = makeExecutor(b.build({}, {}), holder);
+  float *data = *executor.persistent("w");
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 3; ++c) {
+      float expected;
+      fillNormal(9, "w", 0.02, (r + 1) * 6 + (c + 3), 1, &expected);
+      EXPECT_EQ(data[r * 3 + c], expected);
+    }
+  EXPECT_FALSE(executor.persistent("v").ok());
+}
+
+TEST(CpuExecutor, ShapeOps) {
+  PlanBuilder b;
+  uint32_t x = b.value(DType::F32, {2, 3, 4});
+  uint32_t t = b.value(DType::F32, {4, 2, 3});
+  uint32_t s = b.value(DType::F32, {1, 2, 3});
+  uint32_t p = b.value(DType::F32, {2, 5, 4});
+  uint32_t c = b.value(DType::F32, {2, 3, 8});
+  uint32_t r = b.value(DType::F32, {3, 1});
+  uint32_t bc = b.value(DType::F32, {2, 3, 4});
+  uint32_t sum = b.value(DType::F32, {3, 1});
+  b.instr(OpCode::Transpose, {x}, {t}, {2, 0, 1});
+  b.instr(OpCode::Slice, {x}, {s}, {1, 1, 1, 1, 2, 3});
+  b.instr(OpCode::Pad, {x}, {p}, {0, 1, 0, 0, 1, 0});
+  b.instr(OpCode::Concat, {x, x}, {c}, {2});
+  b.instr(OpCode::Broadcast, {r}, {bc});
+  b.instr(OpCode::Sum, {bc}, {sum}, {}, {0.5});
+  LoadedPlan holder;
+  CpuExecutor executor =
+      makeExecutor(b.build({x, r}, {t, s, p, c, bc, sum}), holder);
+  ref::Tensor xs = random({2, 3, 4}, 1), rs = random({3, 1}, 2);
+  auto results = executor.run("f", {host(xs), host(rs)});
+  ASSERT_TRUE(results.ok()) << results.status();
+  expectNear((*results)[0], ref::transpose(xs, {2, 0, 1}));
+  expectNear((*results)[1], ref::slice(xs, {1, 1, 1}, {1, 2, 3}));
+  expectNear((*results)[2], ref::pad(xs, {0, 1, 0}, {0, 1, 0}));
+  expectNear((*results)[3], ref::concat({&xs, &xs}, 2));
+  ref::Tensor broadcast = ref::broadcast(rs, {2, 3, 4});
+  expectNear((*results)[4], broadcast);
+  expectNear((*results)[5], ref::scale(rs, 4.0)); // 8 copies, times 0.5
+}
+
+TEST(CpuExecutor, RejectsWhatTheCpuBackendCannotRun) {
+  PlanBuilder b;
+  uint32_t x = b.value(DType::BF16, {2});
+  b.instr(OpCode::Scale, {x}, {x}, {}, {2.0});
+  auto plan = loadPlanFromBytes(b.build({x}, {x}), "test.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto executor = CpuExecutor::create(*plan, 0, 1);
+  ASSERT_FALSE(executor.ok());
+  EXPECT_NE(executor.status().message().find("the CPU backend runs f32 plans"),
+            std::string::npos);
+  EXPECT_FALSE(CpuExecutor::create(*plan, 3, 1).ok());
+}
+
+} // namespace
