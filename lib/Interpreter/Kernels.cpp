@@ -173,46 +173,53 @@ Tensor geglu(const Tensor &gate, const Tensor &up) {
 // Normalization
 //===----------------------------------------------------------------------===//
 
-Tensor layerNorm(const Tensor &x, const Tensor &gamma, const Tensor *beta,
-                 double epsilon) {
+namespace {
+/// The mean (0 unless `center`) and 1 / sqrt(statistic + epsilon) of one
+/// row: the statistic is the variance (layer norm) or the mean square (RMS
+/// norm).
+struct RowStatistics {
+  double mean, inverse;
+};
+RowStatistics rowStatistics(const double *in, int64_t width, double epsilon,
+                            bool center) {
+  double mean = 0.0;
+  if (center) {
+    for (int64_t i = 0; i < width; ++i)
+      mean += in[i];
+    mean /= width;
+  }
+  double statistic = 0.0;
+  for (int64_t i = 0; i < width; ++i)
+    statistic += (in[i] - mean) * (in[i] - mean);
+  statistic /= width;
+  return {mean, 1.0 / std::sqrt(statistic + epsilon)};
+}
+
+/// Shared by layer and RMS norm.
+Tensor norm(const Tensor &x, const Tensor &gamma, const Tensor *beta,
+            double epsilon, bool center) {
   int64_t width = x.dim(x.rank() - 1);
   int64_t rows = x.numElements() / width;
   Tensor result = x;
   for (int64_t r = 0; r < rows; ++r) {
     const double *in = x.data.data() + r * width;
     double *out = result.data.data() + r * width;
-    double mean = 0.0;
+    RowStatistics stats = rowStatistics(in, width, epsilon, center);
     for (int64_t i = 0; i < width; ++i)
-      mean += in[i];
-    mean /= width;
-    double variance = 0.0;
-    for (int64_t i = 0; i < width; ++i)
-      variance += (in[i] - mean) * (in[i] - mean);
-    variance /= width;
-    double inverse = 1.0 / std::sqrt(variance + epsilon);
-    for (int64_t i = 0; i < width; ++i)
-      out[i] = (in[i] - mean) * inverse * gamma.data[i] +
+      out[i] = (in[i] - stats.mean) * stats.inverse * gamma.data[i] +
                (beta ? beta->data[i] : 0.0);
   }
   return result;
 }
+} // namespace
+
+Tensor layerNorm(const Tensor &x, const Tensor &gamma, const Tensor *beta,
+                 double epsilon) {
+  return norm(x, gamma, beta, epsilon, /*center=*/true);
+}
 
 Tensor rmsNorm(const Tensor &x, const Tensor &gamma, double epsilon) {
-  int64_t width = x.dim(x.rank() - 1);
-  int64_t rows = x.numElements() / width;
-  Tensor result = x;
-  for (int64_t r = 0; r < rows; ++r) {
-    const double *in = x.data.data() + r * width;
-    double *out = result.data.data() + r * width;
-    double meanSquare = 0.0;
-    for (int64_t i = 0; i < width; ++i)
-      meanSquare += in[i] * in[i];
-    meanSquare /= width;
-    double inverse = 1.0 / std::sqrt(meanSquare + epsilon);
-    for (int64_t i = 0; i < width; ++i)
-      out[i] = in[i] * inverse * gamma.data[i];
-  }
-  return result;
+  return norm(x, gamma, nullptr, epsilon, /*center=*/false);
 }
 
 //===----------------------------------------------------------------------===//
@@ -576,17 +583,8 @@ NormGrads normGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy,
   for (int64_t r = 0; r < rows; ++r) {
     const double *in = x.data.data() + r * width;
     const double *grad = dy.data.data() + r * width;
-    double mean = 0.0;
-    if (center) {
-      for (int64_t i = 0; i < width; ++i)
-        mean += in[i];
-      mean /= width;
-    }
-    double statistic = 0.0;
-    for (int64_t i = 0; i < width; ++i)
-      statistic += (in[i] - mean) * (in[i] - mean);
-    statistic /= width;
-    double inverse = 1.0 / std::sqrt(statistic + epsilon);
+    RowStatistics stats = rowStatistics(in, width, epsilon, center);
+    double mean = stats.mean, inverse = stats.inverse;
     double meanG = 0.0, meanGX = 0.0;
     for (int64_t i = 0; i < width; ++i) {
       xhat[i] = (in[i] - mean) * inverse;

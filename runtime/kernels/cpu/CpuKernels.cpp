@@ -169,6 +169,27 @@ void gated(Activation kind, const float *gate, const float *up, float *out,
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// The mean (0 unless `center`) and 1 / sqrt(statistic + epsilon) of one
+/// row, in double: the statistic is the variance (layer norm) or the mean
+/// square (RMS norm).
+struct RowStatistics {
+  double mean, inverse;
+};
+RowStatistics rowStatistics(const float *in, int64_t width, float epsilon,
+                            bool center) {
+  double mean = 0.0;
+  if (center) {
+    for (int64_t i = 0; i < width; ++i)
+      mean += in[i];
+    mean /= static_cast<double>(width);
+  }
+  double statistic = 0.0;
+  for (int64_t i = 0; i < width; ++i)
+    statistic += (in[i] - mean) * (in[i] - mean);
+  statistic /= static_cast<double>(width);
+  return {mean, 1.0 / std::sqrt(statistic + epsilon)};
+}
+
 /// Shared by layer and RMS norm: `center` subtracts the mean.
 void norm(const float *x, const float *gamma, const float *beta, float *y,
           int64_t rows, int64_t width, float epsilon, bool center) {
@@ -176,18 +197,9 @@ void norm(const float *x, const float *gamma, const float *beta, float *y,
   for (int64_t r = 0; r < rows; ++r) {
     const float *in = x + r * width;
     float *out = y + r * width;
-    double mean = 0.0;
-    if (center) {
-      for (int64_t i = 0; i < width; ++i)
-        mean += in[i];
-      mean /= static_cast<double>(width);
-    }
-    double statistic = 0.0;
-    for (int64_t i = 0; i < width; ++i)
-      statistic += (in[i] - mean) * (in[i] - mean);
-    statistic /= static_cast<double>(width);
-    float inverse = static_cast<float>(1.0 / std::sqrt(statistic + epsilon));
-    float m = static_cast<float>(mean);
+    RowStatistics stats = rowStatistics(in, width, epsilon, center);
+    float inverse = static_cast<float>(stats.inverse);
+    float m = static_cast<float>(stats.mean);
     for (int64_t i = 0; i < width; ++i)
       out[i] = (in[i] - m) * inverse * gamma[i] + (beta ? beta[i] : 0.0f);
   }
@@ -211,17 +223,8 @@ void normGrad(const float *x, const float *gamma, const float *dy, float *dx,
         double *local = partial.data() + block * width;
         const float *in = x + r * width;
         const float *grad = dy + r * width;
-        double mean = 0.0;
-        if (center) {
-          for (int64_t i = 0; i < width; ++i)
-            mean += in[i];
-          mean /= static_cast<double>(width);
-        }
-        double statistic = 0.0;
-        for (int64_t i = 0; i < width; ++i)
-          statistic += (in[i] - mean) * (in[i] - mean);
-        statistic /= static_cast<double>(width);
-        double inverse = 1.0 / std::sqrt(statistic + epsilon);
+        RowStatistics stats = rowStatistics(in, width, epsilon, center);
+        double mean = stats.mean, inverse = stats.inverse;
         double meanG = 0.0, meanGX = 0.0;
         for (int64_t i = 0; i < width; ++i) {
           xhat[i] = static_cast<float>((in[i] - mean) * inverse);
