@@ -313,6 +313,20 @@ void attentionWeights(const float *q, const float *k,
   for (int64_t j = 0; j < s.keySeq; ++j)
     weights[j] *= inverse;
 }
+/// out[d] = sum_j weights[j] * v[b, j, kvHead, d]: one query row's output.
+void weightedValues(const float *v, const float *weights,
+                    const AttentionShape &s, int64_t b, int64_t kvHead,
+                    float *out) {
+  int64_t kvWidth = s.kvHeads * s.headDim;
+  std::fill_n(out, s.headDim, 0.0f);
+  for (int64_t j = 0; j < s.keySeq; ++j) {
+    if (weights[j] == 0.0f)
+      continue;
+    const float *value = v + (b * s.keySeq + j) * kvWidth + kvHead * s.headDim;
+    for (int64_t d = 0; d < s.headDim; ++d)
+      out[d] += weights[j] * value[d];
+  }
+}
 } // namespace
 
 void attention(const float *q, const float *k, const float *v,
@@ -329,16 +343,8 @@ void attention(const float *q, const float *k, const float *v,
         for (int64_t i = 0; i < s.querySeq; ++i) {
           attentionWeights(q, k, prefixLengths, alibiSlopes, s, b, h, i,
                            weights.data());
-          float *o = out + (b * s.querySeq + i) * qWidth + h * s.headDim;
-          std::fill_n(o, s.headDim, 0.0f);
-          for (int64_t j = 0; j < s.keySeq; ++j) {
-            if (weights[j] == 0.0f)
-              continue;
-            const float *value =
-                v + (b * s.keySeq + j) * kvWidth + kvHead * s.headDim;
-            for (int64_t d = 0; d < s.headDim; ++d)
-              o[d] += weights[j] * value[d];
-          }
+          weightedValues(v, weights.data(), s, b, kvHead,
+                         out + (b * s.querySeq + i) * qWidth + h * s.headDim);
         }
       }
   }
@@ -369,15 +375,7 @@ void attentionGrad(const float *q, const float *k, const float *v,
             const float *query = q + qOffset;
             const float *dOut = dout + qOffset;
             // o . do, with o recomputed from the weights.
-            std::fill(output.begin(), output.end(), 0.0f);
-            for (int64_t j = 0; j < s.keySeq; ++j) {
-              if (weights[j] == 0.0f)
-                continue;
-              const float *value =
-                  v + (b * s.keySeq + j) * kvWidth + kvHead * s.headDim;
-              for (int64_t d = 0; d < s.headDim; ++d)
-                output[d] += weights[j] * value[d];
-            }
+            weightedValues(v, weights.data(), s, b, kvHead, output.data());
             float outDotGrad = 0.0f;
             for (int64_t d = 0; d < s.headDim; ++d)
               outDotGrad += output[d] * dOut[d];
