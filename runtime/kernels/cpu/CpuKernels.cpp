@@ -332,7 +332,7 @@ void weightedValues(const float *v, const float *weights,
 void attention(const float *q, const float *k, const float *v,
                const int32_t *prefixLengths, const float *alibiSlopes,
                float *out, const AttentionShape &s) {
-  int64_t qWidth = s.heads * s.headDim, kvWidth = s.kvHeads * s.headDim;
+  int64_t qWidth = s.heads * s.headDim;
 #pragma omp parallel
   {
     std::vector<float> weights(s.keySeq);
