@@ -42,6 +42,29 @@ int64_t elementCount(const flatbuffers::Vector<int64_t> *shape) {
   return count;
 }
 
+int64_t meshSize(const plan::Plan &plan) {
+  int64_t size = 1;
+  if (plan.mesh())
+    for (const plan::MeshAxis *axis : *plan.mesh())
+      size *= axis->size();
+  return size;
+}
+
+int64_t meshAxisSize(const plan::Plan &plan, const std::string &name) {
+  if (plan.mesh())
+    for (const plan::MeshAxis *axis : *plan.mesh())
+      if (axis->name()->str() == name)
+        return axis->size();
+  return 1;
+}
+
+int64_t microbatchSamples(const plan::Plan &plan) {
+  int64_t dp = meshAxisSize(plan, "dp");
+  if (plan.microbatches() <= 0 || dp <= 0)
+    return 0;
+  return plan.batch() / plan.microbatches() / dp;
+}
+
 namespace {
 
 using Shape = std::vector<int64_t>;
@@ -75,6 +98,8 @@ private:
   }
   absl::Status checkValues();
   absl::Status checkPersistent();
+  absl::Status checkSignature(const plan::Function &function);
+  absl::Status checkStep();
   absl::Status checkInstr(const plan::Instr &instr);
 
   const plan::Value *value(uint32_t index) const {
@@ -103,12 +128,8 @@ absl::Status ProgramChecker::check() {
       return fail(absl::StrCat("function '", name, "' appears twice"));
     std::string outer = where;
     where = absl::StrCat(outer, ", function '", name, "'");
-    for (const auto *list : {function->args(), function->results()})
-      if (list)
-        for (uint32_t index : *list)
-          if (index >= program.values()->size())
-            return fail(
-                absl::StrCat("argument or result ", index, " is not a value"));
+    if (absl::Status status = checkSignature(*function); !status.ok())
+      return status;
     if (function->body()) {
       for (size_t i = 0; i < function->body()->size(); ++i) {
         const plan::Instr *instr = function->body()->Get(i);
@@ -121,6 +142,86 @@ absl::Status ProgramChecker::check() {
       }
     }
     where = outer;
+  }
+  return checkStep();
+}
+
+absl::Status ProgramChecker::checkSignature(const plan::Function &function) {
+  for (const auto *list : {function.args(), function.results()})
+    if (list)
+      for (uint32_t index : *list)
+        if (index >= program.values()->size())
+          return fail(
+              absl::StrCat("argument or result ", index, " is not a value"));
+  size_t args = function.args() ? function.args()->size() : 0;
+  // Without kinds, the arguments are the caller's to give (a function the
+  // step does not call); with them, the runtime fills each one.
+  if (function.arg_kinds() && function.arg_kinds()->size() > 0) {
+    if (function.arg_kinds()->size() != args)
+      return fail(absl::StrCat("has ", args, " arguments but ",
+                               function.arg_kinds()->size(),
+                               " argument kinds"));
+    Shape expected = {microbatchSamples(planRoot), planRoot.seq()};
+    for (size_t i = 0; i < args; ++i) {
+      plan::ArgKind kind = function.arg_kinds()->Get(i);
+      if (kind != plan::ArgKind::Tokens && kind != plan::ArgKind::Labels)
+        return fail(absl::StrCat("argument ", i, " has an unknown kind ",
+                                 static_cast<int>(kind)));
+      const plan::Value *arg = value(function.args()->Get(i));
+      if (arg->dtype() != plan::DType::I32 || shapeOf(arg) != expected)
+        return fail(absl::StrCat(
+            "argument ", i, " (", plan::EnumNameArgKind(kind),
+            ") must be i32 of shape ", text(expected),
+            " (microbatch samples, seq) but is ",
+            plan::EnumNameDType(arg->dtype()), " ", text(shapeOf(arg))));
+    }
+  }
+  size_t results = function.results() ? function.results()->size() : 0;
+  if (function.result_names() && function.result_names()->size() > 0) {
+    if (function.result_names()->size() != results)
+      return fail(absl::StrCat("has ", results, " results but ",
+                               function.result_names()->size(),
+                               " result names"));
+    std::set<std::string> names;
+    for (size_t i = 0; i < results; ++i) {
+      std::string name = function.result_names()->Get(i)->str();
+      if (name.empty() || !names.insert(name).second)
+        return fail(absl::StrCat("result ", i, " is unnamed or its name '",
+                                 name, "' appears twice"));
+      const plan::Value *result = value(function.results()->Get(i));
+      if (result->dtype() != plan::DType::F32 || !shapeOf(result).empty())
+        return fail(absl::StrCat("result '", name,
+                                 "' must be an f32 scalar (the runtime logs "
+                                 "it) but is ",
+                                 plan::EnumNameDType(result->dtype()), " ",
+                                 text(shapeOf(result))));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramChecker::checkStep() {
+  if (!program.step())
+    return absl::OkStatus();
+  for (size_t i = 0; i < program.step()->size(); ++i) {
+    const plan::Call *call = program.step()->Get(i);
+    if (call->function() >= program.functions()->size())
+      return fail(absl::StrCat("step call ", i, " names function ",
+                               call->function(), " of ",
+                               program.functions()->size()));
+    const plan::Function *function = program.functions()->Get(call->function());
+    if (call->microbatch() >= static_cast<uint64_t>(planRoot.microbatches()))
+      return fail(absl::StrCat("step call ", i, " of '",
+                               function->name()->str(), "' reads microbatch ",
+                               call->microbatch(), " of ",
+                               planRoot.microbatches()));
+    size_t args = function->args() ? function->args()->size() : 0;
+    size_t kinds = function->arg_kinds() ? function->arg_kinds()->size() : 0;
+    if (args != kinds)
+      return fail(absl::StrCat("step call ", i, " of '",
+                               function->name()->str(),
+                               "': the runtime cannot fill its arguments, "
+                               "which have no kinds"));
   }
   return absl::OkStatus();
 }
@@ -163,9 +264,15 @@ absl::Status ProgramChecker::checkPersistent() {
     if (p->value() >= program.values()->size())
       return fail(
           absl::StrCat("persistent tensor '", name, "' names no value"));
-    if (p->role() != plan::Role::Parameter && p->role() != plan::Role::State)
+    if (p->role() != plan::Role::Parameter && p->role() != plan::Role::State &&
+        p->role() != plan::Role::Accumulator)
       return fail(
           absl::StrCat("persistent tensor '", name, "' has an unknown role"));
+    if (p->role() == plan::Role::Accumulator &&
+        (value(p->value())->dtype() != plan::DType::F32 ||
+         p->init()->kind() != plan::InitKind::Zeros))
+      return fail(absl::StrCat("accumulator '", name,
+                               "' must be f32 and start from zeros"));
     Shape local = shapeOf(value(p->value()));
     if (!p->global_shape() || !p->offsets() ||
         p->global_shape()->size() != local.size() ||
@@ -564,6 +671,35 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
       return fail("invalid growth interval, growth or backoff");
     return scalarF32({in[0], in[1], in[2], out[0], out[1], out[2], out[3]});
   }
+  case plan::OpCode::CountValid: {
+    CHECK_OK(arity(1, 1, 1, 0));
+    if (dtype(in[0]) != plan::DType::I32)
+      return fail("labels must be i32");
+    if (ints[0] < INT32_MIN || ints[0] > INT32_MAX)
+      return fail("the ignore index does not fit in i32");
+    return scalarF32({out[0]});
+  }
+  case plan::OpCode::Accumulate: {
+    CHECK_OK(arity(3, 1, 0, 0));
+    if (out[0] != in[0])
+      return fail("the result must be the accumulator (input 0) itself");
+    CHECK_OK(sameShapes({in[0], in[1]}));
+    if (dtype(in[0]) != plan::DType::F32)
+      return fail("the accumulator must be f32");
+    CHECK_OK(floatValues({in[1]}));
+    return scalarF32({in[2]});
+  }
+  case plan::OpCode::Reciprocal: {
+    CHECK_OK(arity(1, 1, 0, 0));
+    return scalarF32({in[0], out[0]});
+  }
+  case plan::OpCode::ScaleBy: {
+    CHECK_OK(arity(2, 1, 0, 0));
+    CHECK_OK(scalarF32({in[1]}));
+    if (shape(out[0]) != shape(in[0]) || dtype(out[0]) != dtype(in[0]))
+      return fail("the result must have the type of x");
+    return floatValues({in[0]});
+  }
   }
 #undef CHECK_OK
   return fail(absl::StrCat("unknown op code ", static_cast<int>(instr.op())));
@@ -614,6 +750,8 @@ absl::Status checkPlan(const plan::Plan &plan) {
     return absl::InvalidArgumentError(
         "seq, vocab, batch and microbatches must be positive, and "
         "microbatches must divide batch");
+  if (plan.vocab() > INT32_MAX)
+    return absl::InvalidArgumentError("the vocabulary exceeds 2^31 - 1 ids");
   if (!plan.mesh() || plan.mesh()->size() == 0)
     return absl::InvalidArgumentError("the plan has no mesh");
   std::set<std::string> axes;
@@ -626,6 +764,11 @@ absl::Status checkPlan(const plan::Plan &plan) {
     if (world > (1 << 24))
       return absl::InvalidArgumentError("the mesh is too large");
   }
+  int64_t dp = meshAxisSize(plan, "dp");
+  if (plan.batch() / plan.microbatches() % dp != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a batch of ", plan.batch(), " does not split into dp = ", dp,
+        " replicas of ", plan.microbatches(), " microbatches"));
   if (!plan.programs() || plan.programs()->size() == 0)
     return absl::InvalidArgumentError("the plan has no program");
   std::set<uint32_t> ranks;

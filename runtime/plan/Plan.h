@@ -54,6 +54,16 @@ int64_t elementCount(const flatbuffers::Vector<int64_t> *shape);
 /// Bytes per element of a plan dtype (0 for an unknown one).
 int64_t dtypeSize(plan::DType dtype);
 
+/// The ranks a run of `plan` needs: the product of its mesh axis sizes.
+int64_t meshSize(const plan::Plan &plan);
+
+/// The size of mesh axis `name`, 1 when the mesh has no such axis.
+int64_t meshAxisSize(const plan::Plan &plan, const std::string &name);
+
+/// Samples in one microbatch of one data-parallel rank:
+/// batch / (dp * microbatches), dp being the size of the axis "dp".
+int64_t microbatchSamples(const plan::Plan &plan);
+
 } // namespace triad::rt
 
 #endif // TRIAD_RUNTIME_PLAN_PLAN_H

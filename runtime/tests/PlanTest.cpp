@@ -10,6 +10,7 @@
 
 #include "runtime/init/Philox.h"
 #include "runtime/support/Files.h"
+#include "runtime/tests/PlanBuilder.h"
 
 #include <gtest/gtest.h>
 
@@ -20,14 +21,15 @@ namespace fb = flatbuffers;
 
 namespace {
 
-/// The pieces of a small plan: y[2,4] = x[2,3] @ w[3,4] with w a parameter;
-/// tests change a piece, then build.
+/// The pieces of a small plan: y[2,4] = x[2,3] @ w[3,4] with w a parameter,
+/// and spare values (an f32 scalar, i32 [2, 3] and another f32 scalar) for
+/// other instructions; tests change a piece, then build.
 struct PlanSpec {
   uint32_t version = kPlanVersion;
   int64_t seq = 3, vocab = 16, batch = 2, microbatches = 1;
   std::vector<std::pair<std::string, uint32_t>> mesh = {
       {"dp", 1}, {"tp", 1}, {"pp", 1}};
-  uint64_t arena = 104;
+  uint64_t arena = 136;
   struct V {
     triad::plan::DType dtype;
     std::vector<int64_t> shape;
@@ -35,13 +37,23 @@ struct PlanSpec {
   };
   std::vector<V> values = {{triad::plan::DType::F32, {2, 3}, 0, 24},
                            {triad::plan::DType::F32, {3, 4}, 24, 48},
-                           {triad::plan::DType::F32, {2, 4}, 72, 32}};
+                           {triad::plan::DType::F32, {2, 4}, 72, 32},
+                           {triad::plan::DType::F32, {}, 104, 4},
+                           {triad::plan::DType::I32, {2, 3}, 108, 24},
+                           {triad::plan::DType::F32, {}, 132, 4}};
   std::vector<int64_t> globalShape = {3, 4}, offsets = {0, 0};
+  triad::plan::Role role = triad::plan::Role::Parameter;
+  triad::plan::InitKind initKind = triad::plan::InitKind::Normal;
   triad::plan::OpCode op = triad::plan::OpCode::Matmul;
   std::vector<uint32_t> inputs = {0, 1}, outputs = {2};
   std::vector<int64_t> ints = {0, 0};
   std::vector<double> floats = {};
   int functions = 1;
+  std::vector<uint32_t> args = {0}, results = {2};
+  std::vector<triad::plan::ArgKind> argKinds;
+  std::vector<std::string> resultNames;
+  /// The step: (function, microbatch) calls.
+  std::vector<std::pair<uint32_t, uint32_t>> calls;
 
   std::string build() const {
     fb::FlatBufferBuilder b;
@@ -51,26 +63,32 @@ struct PlanSpec {
       valueOffsets.push_back(triad::plan::CreateValue(
           b, v.dtype, b.CreateVector(v.shape), &region));
     }
-    auto init = triad::plan::CreateInit(b, triad::plan::InitKind::Normal, 0.02,
-                                        0, 0.0, b.CreateString("w"));
+    auto init =
+        triad::plan::CreateInit(b, initKind, 0.02, 0, 0.0, b.CreateString("w"));
     auto persistent = triad::plan::CreatePersistent(
-        b, b.CreateString("w"), triad::plan::Role::Parameter, 1,
-        b.CreateVector(globalShape), b.CreateVector(offsets), init);
+        b, b.CreateString("w"), role, 1, b.CreateVector(globalShape),
+        b.CreateVector(offsets), init);
     auto instr = triad::plan::CreateInstr(
         b, op, b.CreateVector(inputs), b.CreateVector(outputs),
         b.CreateVector(ints), b.CreateVector(floats));
     std::vector<fb::Offset<triad::plan::Function>> functionOffsets;
+    std::vector<fb::Offset<fb::String>> names;
+    for (const std::string &name : resultNames)
+      names.push_back(b.CreateString(name));
     for (int i = 0; i < functions; ++i)
       functionOffsets.push_back(triad::plan::CreateFunction(
-          b, b.CreateString("forward"),
-          b.CreateVector(std::vector<uint32_t>{0}),
-          b.CreateVector(std::vector<uint32_t>{2}),
+          b, b.CreateString("forward"), b.CreateVector(args),
+          b.CreateVector(argKinds), b.CreateVector(results),
+          b.CreateVector(names),
           b.CreateVector(std::vector<fb::Offset<triad::plan::Instr>>{instr})));
+    std::vector<triad::plan::Call> step;
+    for (const auto &[function, microbatch] : calls)
+      step.emplace_back(function, microbatch);
     auto program = triad::plan::CreateProgram(
         b, 0, arena, b.CreateVector(valueOffsets),
         b.CreateVector(
             std::vector<fb::Offset<triad::plan::Persistent>>{persistent}),
-        b.CreateVector(functionOffsets));
+        b.CreateVector(functionOffsets), b.CreateVectorOfStructs(step));
     std::vector<fb::Offset<triad::plan::MeshAxis>> axes;
     for (const auto &[name, size] : mesh)
       axes.push_back(
@@ -93,23 +111,35 @@ std::string loadError(const PlanSpec &spec) {
 TEST(Plan, ValidPlanLoads) {
   auto plan = loadPlanFromBytes(PlanSpec().build(), "test.plan");
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->root().programs()->Get(0)->values()->size(), 3u);
+  EXPECT_EQ(plan->root().programs()->Get(0)->values()->size(), 6u);
   std::string path = ::testing::TempDir() + "valid.plan";
   ASSERT_TRUE(writeFileAtomically(path, PlanSpec().build()).ok());
   EXPECT_TRUE(loadPlan(path).ok());
   EXPECT_FALSE(loadPlan(path + ".missing").ok());
 }
 
-TEST(Plan, TruncatedAndCorruptedFilesNeverCrash) {
-  std::string bytes = PlanSpec().build();
+TEST(Plan, TrainingPlanLoads) {
+  auto plan = loadPlanFromBytes(tests::buildTrainingPlan({}), "training.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const triad::plan::Program &program = *plan->root().programs()->Get(0);
+  ASSERT_EQ(program.step()->size(), 4u);
+  EXPECT_EQ(program.step()->Get(2)->microbatch(), 1u);
+  EXPECT_EQ(microbatchSamples(plan->root()), 2);
+  EXPECT_EQ(meshSize(plan->root()), 1);
+  EXPECT_EQ(meshAxisSize(plan->root(), "tp"), 1);
+  EXPECT_EQ(meshAxisSize(plan->root(), "ep"), 1);
+}
+
+/// Every truncation of `bytes` is rejected; random single- and multi-byte
+/// corruptions (a fixed seed) are each rejected or, if the corruption
+/// happens to leave a valid plan, pass every check. Returns the rejections.
+int corruptAndLoad(const std::string &bytes, uint32_t trials) {
   for (size_t length = 0; length < bytes.size(); ++length)
     EXPECT_FALSE(loadPlanFromBytes(bytes.substr(0, length), "t").ok())
         << "length " << length;
-  // Random single- and multi-byte corruptions: each is rejected or, if the
-  // corruption happens to leave a valid plan, passes every check.
   triad::rt::PhiloxKey key{1, 2};
   int rejected = 0;
-  for (uint32_t trial = 0; trial < 5000; ++trial) {
+  for (uint32_t trial = 0; trial < trials; ++trial) {
     std::string copy = bytes;
     auto random = triad::rt::philox4x32({trial, 0, 0, 0}, key);
     for (int flip = 0; flip < 1 + static_cast<int>(random[3] % 3); ++flip) {
@@ -118,7 +148,14 @@ TEST(Plan, TruncatedAndCorruptedFilesNeverCrash) {
     }
     rejected += !loadPlanFromBytes(copy, "t").ok();
   }
-  EXPECT_GT(rejected, 1000);
+  return rejected;
+}
+
+TEST(Plan, TruncatedAndCorruptedFilesNeverCrash) {
+  EXPECT_GT(corruptAndLoad(PlanSpec().build(), 5000), 1000);
+  // A whole training step: several functions, argument kinds, result names
+  // and the step's calls.
+  EXPECT_GT(corruptAndLoad(tests::buildTrainingPlan({}), 5000), 1000);
   EXPECT_EQ(loadError(PlanSpec()), "");
   std::string notPlan = "definitely not a plan file";
   EXPECT_NE(loadPlanFromBytes(notPlan, "t")
@@ -199,6 +236,218 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
          s.floats = {std::nan("")};
        },
        "a float attribute is not finite"},
+      // Persistent roles.
+      {"unknown role",
+       [](PlanSpec &s) { s.role = static_cast<triad::plan::Role>(7); },
+       "persistent tensor 'w' has an unknown role"},
+      {"accumulator init",
+       [](PlanSpec &s) { s.role = triad::plan::Role::Accumulator; },
+       "accumulator 'w' must be f32 and start from zeros"},
+      {"accumulator dtype",
+       [](PlanSpec &s) {
+         s.role = triad::plan::Role::Accumulator;
+         s.initKind = triad::plan::InitKind::Zeros;
+         s.values[1].dtype = triad::plan::DType::I32;
+       },
+       "accumulator 'w' must be f32 and start from zeros"},
+      // Argument kinds.
+      {"kinds count",
+       [](PlanSpec &s) {
+         s.argKinds = {triad::plan::ArgKind::Tokens,
+                       triad::plan::ArgKind::Labels};
+       },
+       "function 'forward': has 1 arguments but 2 argument kinds"},
+      {"unknown kind",
+       [](PlanSpec &s) {
+         s.args = {4};
+         s.argKinds = {static_cast<triad::plan::ArgKind>(5)};
+       },
+       "argument 0 has an unknown kind 5"},
+      {"token dtype",
+       [](PlanSpec &s) { s.argKinds = {triad::plan::ArgKind::Tokens}; },
+       "argument 0 (Tokens) must be i32 of shape [2, 3] (microbatch samples, "
+       "seq) but is F32 [2, 3]"},
+      {"label shape",
+       [](PlanSpec &s) {
+         s.args = {4};
+         s.argKinds = {triad::plan::ArgKind::Labels};
+         s.microbatches = 2;
+       },
+       "argument 0 (Labels) must be i32 of shape [1, 3]"},
+      {"label shape with dp",
+       [](PlanSpec &s) {
+         s.args = {4};
+         s.argKinds = {triad::plan::ArgKind::Labels};
+         s.mesh[0].second = 2;
+       },
+       "argument 0 (Labels) must be i32 of shape [1, 3]"},
+      {"batch over dp and microbatches",
+       [](PlanSpec &s) {
+         s.mesh[0].second = 2;
+         s.microbatches = 2;
+       },
+       "a batch of 2 does not split into dp = 2 replicas of 2 microbatches"},
+      // Result names.
+      {"names count",
+       [](PlanSpec &s) {
+         s.resultNames = {"loss", "lr"};
+       },
+       "function 'forward': has 1 results but 2 result names"},
+      {"empty name",
+       [](PlanSpec &s) {
+         s.results = {3};
+         s.resultNames = {""};
+       },
+       "result 0 is unnamed or its name '' appears twice"},
+      {"repeated name",
+       [](PlanSpec &s) {
+         s.results = {3, 5};
+         s.resultNames = {"loss", "loss"};
+       },
+       "result 1 is unnamed or its name 'loss' appears twice"},
+      {"named tensor", [](PlanSpec &s) { s.resultNames = {"loss"}; },
+       "result 'loss' must be an f32 scalar (the runtime logs it) but is F32 "
+       "[2, 4]"},
+      {"named integer",
+       [](PlanSpec &s) {
+         s.results = {4};
+         s.resultNames = {"tokens"};
+       },
+       "result 'tokens' must be an f32 scalar (the runtime logs it) but is "
+       "I32 [2, 3]"},
+      // The step.
+      {"call of no function",
+       [](PlanSpec &s) {
+         s.calls = {{1, 0}};
+       },
+       "program 0: step call 0 names function 1 of 1"},
+      {"call of a microbatch",
+       [](PlanSpec &s) {
+         s.args = {4};
+         s.argKinds = {triad::plan::ArgKind::Tokens};
+         s.calls = {{0, 0}, {0, 1}};
+       },
+       "program 0: step call 1 of 'forward' reads microbatch 1 of 1"},
+      {"call without kinds",
+       [](PlanSpec &s) {
+         s.calls = {{0, 0}};
+       },
+       "step call 0 of 'forward': the runtime cannot fill its arguments, "
+       "which have no kinds"},
+      // The accumulation ops.
+      {"count of floats",
+       [](PlanSpec &s) {
+         s.op = triad::plan::OpCode::CountValid;
+         s.inputs = {0};
+         s.outputs = {3};
+         s.ints = {-100};
+       },
+       "instruction 0 (CountValid): labels must be i32"},
+      {"count into a tensor",
+       [](PlanSpec &s) {
+         s.op = triad::plan::OpCode::CountValid;
+         s.inputs = {4};
+         s.outputs = {0};
+         s.ints = {-100};
+       },
+       "instruction 0 (CountValid): value 0 must be an f32 scalar"},
+      {"count without ignore index",
+       [](PlanSpec &s) {
+         s.op = triad::plan::OpCode::CountValid;
+         s.inputs = {4};
+         s.outputs = {3};
+         s.ints = {};
+       },
+       "expects 1 inputs, 1 outputs, 1 ints and 0 floats"},
+      {"ignore index range",
+       [](PlanSpec &s) {
+         s.op = triad::plan::OpCode::CountValid;
+         s.inputs = {4};
+         s.outputs = {3};
+         s.ints = {int64_t(1) << 40};
+       },
+       "the ignore index does not fit in i32"},
+      {"accumulate elsewhere",
+       [](PlanSpec &s) {
+         s.op = triad::plan::OpCode::Accumulate;
+         s.inputs = {2, 2, 3};
+         s.outputs = {0};
+         s.ints = {};
+       },
+       "instruction 0 (Accumulate): the result must be the accumulator "
+       "(input 0) itself"},
+      {"accumulate shapes",
+       [](PlanSpec &s) {
+         s.op = triad::plan::OpCode::Accumulate;
+         s.inputs = {2, 0, 3};
+         s.outputs = {2};
+         s.ints = {};
+       },
+       "instruction 0 (Accumulate): operand shapes differ: [2, 4] and [2, 3]"},
+      {"accumulate weight",
+       [](PlanSpec &s) {
+         s.op = triad::plan::OpCode::Accumulate;
+         s.inputs = {2, 2, 0};
+         s.outputs = {2};
+         s.ints = {};
+       },
+       "instruction 0 (Accumulate): value 0 must be an f32 scalar"},
+      {"accumulate into integers",
+       [](PlanSpec &s) {
+         s.op = triad::plan::OpCode::Accumulate;
+         s.inputs = {4, 0, 3};
+         s.outputs = {4};
+         s.ints = {};
+       },
+       "instruction 0 (Accumulate): the accumulator must be f32"},
+      {"accumulate integers",
+       [](PlanSpec &s) {
+         s.op = triad::plan::OpCode::Accumulate;
+         s.inputs = {0, 4, 3};
+         s.outputs = {0};
+         s.ints = {};
+       },
+       "instruction 0 (Accumulate): value 4 must be a float tensor"},
+      {"reciprocal of a tensor",
+       [](PlanSpec &s) {
+         s.op = triad::plan::OpCode::Reciprocal;
+         s.inputs = {0};
+         s.outputs = {3};
+         s.ints = {};
+       },
+       "instruction 0 (Reciprocal): value 0 must be an f32 scalar"},
+      {"reciprocal arity",
+       [](PlanSpec &s) {
+         s.op = triad::plan::OpCode::Reciprocal;
+         s.inputs = {3, 5};
+         s.outputs = {3};
+         s.ints = {};
+       },
+       "expects 1 inputs, 1 outputs, 0 ints and 0 floats; has 2, 1, 0 and 0"},
+      {"scale by a tensor",
+       [](PlanSpec &s) {
+         s.op = triad::plan::OpCode::ScaleBy;
+         s.inputs = {2, 0};
+         s.outputs = {2};
+         s.ints = {};
+       },
+       "instruction 0 (ScaleBy): value 0 must be an f32 scalar"},
+      {"scale into another shape",
+       [](PlanSpec &s) {
+         s.op = triad::plan::OpCode::ScaleBy;
+         s.inputs = {2, 3};
+         s.outputs = {0};
+         s.ints = {};
+       },
+       "instruction 0 (ScaleBy): the result must have the type of x"},
+      {"scale integers",
+       [](PlanSpec &s) {
+         s.op = triad::plan::OpCode::ScaleBy;
+         s.inputs = {4, 3};
+         s.outputs = {4};
+         s.ints = {};
+       },
+       "instruction 0 (ScaleBy): value 4 must be a float tensor"},
   };
   for (const Case &c : cases) {
     PlanSpec spec;

@@ -10,6 +10,7 @@
 #include "triad/Interpreter/Kernels.h"
 
 #include "runtime/init/Init.h"
+#include "runtime/tests/PlanBuilder.h"
 
 #include <gtest/gtest.h>
 
@@ -17,95 +18,12 @@
 
 using namespace triad::rt;
 namespace ref = triad::interp;
-namespace fb = flatbuffers;
 using triad::plan::DType;
 using triad::plan::OpCode;
 
 namespace {
 
-/// Builds one-program plans value by value and instruction by instruction.
-class PlanBuilder {
-public:
-  uint32_t value(DType dtype, std::vector<int64_t> shape) {
-    int64_t count = 1;
-    for (int64_t size : shape)
-      count *= size;
-    values.push_back({dtype, shape, arena, static_cast<uint64_t>(4 * count)});
-    arena += (4 * count + 63) / 64 * 64;
-    return static_cast<uint32_t>(values.size() - 1);
-  }
-  void persistent(const std::string &name, uint32_t v,
-                  std::vector<int64_t> global, std::vector<int64_t> offsets,
-                  double stddev) {
-    persistents.push_back({name, v, global, offsets, stddev});
-  }
-  void instr(OpCode op, std::vector<uint32_t> in, std::vector<uint32_t> out,
-             std::vector<int64_t> ints = {}, std::vector<double> floats = {}) {
-    instrs.push_back({op, in, out, ints, floats});
-  }
-  std::string build(std::vector<uint32_t> args, std::vector<uint32_t> results,
-                    int64_t vocab = 16) {
-    fb::FlatBufferBuilder b;
-    std::vector<fb::Offset<triad::plan::Value>> vs;
-    for (const V &v : values) {
-      triad::plan::Region region(v.offset, v.bytes);
-      vs.push_back(triad::plan::CreateValue(b, v.dtype, b.CreateVector(v.shape),
-                                            &region));
-    }
-    std::vector<fb::Offset<triad::plan::Persistent>> ps;
-    for (const P &p : persistents) {
-      auto init =
-          triad::plan::CreateInit(b, triad::plan::InitKind::Normal, p.stddev, 0,
-                                  0.0, b.CreateString(p.name));
-      ps.push_back(triad::plan::CreatePersistent(
-          b, b.CreateString(p.name), triad::plan::Role::Parameter, p.value,
-          b.CreateVector(p.global), b.CreateVector(p.offsets), init));
-    }
-    std::vector<fb::Offset<triad::plan::Instr>> is;
-    for (const I &i : instrs)
-      is.push_back(triad::plan::CreateInstr(
-          b, i.op, b.CreateVector(i.in), b.CreateVector(i.out),
-          b.CreateVector(i.ints), b.CreateVector(i.floats)));
-    auto function = triad::plan::CreateFunction(
-        b, b.CreateString("f"), b.CreateVector(args), b.CreateVector(results),
-        b.CreateVector(is));
-    auto program = triad::plan::CreateProgram(
-        b, 0, arena, b.CreateVector(vs), b.CreateVector(ps),
-        b.CreateVector(
-            std::vector<fb::Offset<triad::plan::Function>>{function}));
-    auto axis = triad::plan::CreateMeshAxis(b, b.CreateString("dp"), 1);
-    auto plan = triad::plan::CreatePlan(
-        b, kPlanVersion, b.CreateVector(std::vector<decltype(axis)>{axis}),
-        b.CreateVector(std::vector<decltype(program)>{program}), 4, vocab, 2,
-        1);
-    triad::plan::FinishPlanBuffer(b, plan);
-    return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()),
-                       b.GetSize());
-  }
-
-private:
-  struct V {
-    DType dtype;
-    std::vector<int64_t> shape;
-    uint64_t offset, bytes;
-  };
-  struct P {
-    std::string name;
-    uint32_t value;
-    std::vector<int64_t> global, offsets;
-    double stddev;
-  };
-  struct I {
-    OpCode op;
-    std::vector<uint32_t> in, out;
-    std::vector<int64_t> ints;
-    std::vector<double> floats;
-  };
-  std::vector<V> values;
-  std::vector<P> persistents;
-  std::vector<I> instrs;
-  uint64_t arena = 0;
-};
+using triad::rt::tests::PlanBuilder;
 
 ref::Tensor random(std::vector<int64_t> shape, uint64_t stream) {
   ref::Tensor t(shape);

@@ -1,0 +1,326 @@
+//===- PlanBuilder.h - small plans built by hand for tests ------*- C++ -*-===//
+//
+// Tests of the loader, the executor and the trainer build plans value by
+// value and instruction by instruction: `PlanBuilder` writes one program
+// (pipeline rank 0) with any number of functions and a step, and
+// `buildTrainingPlan` writes a complete one, a two-parameter language model
+// with dropout, AdamW and gradient accumulation over the step's microbatches,
+// shaped like what the compiler emits.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_RUNTIME_TESTS_PLANBUILDER_H
+#define TRIAD_RUNTIME_TESTS_PLANBUILDER_H
+
+#include "runtime/plan/Plan.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace triad::rt::tests {
+
+class PlanBuilder {
+public:
+  int64_t seq = 4, vocab = 16, batch = 2, microbatches = 1;
+  std::vector<std::pair<std::string, uint32_t>> mesh = {{"dp", 1}};
+
+  /// A new value in its own 64-byte aligned region.
+  uint32_t value(plan::DType dtype, std::vector<int64_t> shape) {
+    int64_t count = 1;
+    for (int64_t size : shape)
+      count *= size;
+    values.push_back({dtype, shape, arena, static_cast<uint64_t>(4 * count)});
+    arena += (4 * count + 63) / 64 * 64;
+    return static_cast<uint32_t>(values.size() - 1);
+  }
+
+  /// A parameter slice starting from a normal init of `stddev`.
+  void persistent(const std::string &name, uint32_t v,
+                  std::vector<int64_t> global, std::vector<int64_t> offsets,
+                  double stddev) {
+    persistents.push_back({name, v, plan::Role::Parameter,
+                           plan::InitKind::Normal, stddev, global, offsets});
+  }
+
+  /// A whole persistent tensor (its global shape is its value's).
+  void persistent(const std::string &name, uint32_t v, plan::Role role,
+                  plan::InitKind kind, double parameter = 0.0) {
+    persistents.push_back({name, v, role, kind, parameter, values[v].shape,
+                           std::vector<int64_t>(values[v].shape.size(), 0)});
+  }
+
+  /// Starts function `name`; later instructions go to it. Without a call,
+  /// they go to a function "f".
+  uint32_t function(const std::string &name, std::vector<uint32_t> args = {},
+                    std::vector<plan::ArgKind> kinds = {}) {
+    functions.push_back({name, args, kinds, {}, {}, {}});
+    return static_cast<uint32_t>(functions.size() - 1);
+  }
+
+  /// The results of the current function.
+  void results(std::vector<uint32_t> values, std::vector<std::string> names) {
+    current().results = std::move(values);
+    current().resultNames = std::move(names);
+  }
+
+  void instr(plan::OpCode op, std::vector<uint32_t> in,
+             std::vector<uint32_t> out, std::vector<int64_t> ints = {},
+             std::vector<double> floats = {}) {
+    current().instrs.push_back({op, in, out, ints, floats});
+  }
+
+  void call(uint32_t function, uint32_t microbatch = 0) {
+    step.emplace_back(function, microbatch);
+  }
+
+  /// One function "f" with these arguments and unnamed results.
+  std::string build(std::vector<uint32_t> args, std::vector<uint32_t> results,
+                    int64_t vocabulary = 16) {
+    current().args = std::move(args);
+    current().results = std::move(results);
+    vocab = vocabulary;
+    return build();
+  }
+
+  std::string build() {
+    flatbuffers::FlatBufferBuilder b;
+    std::vector<flatbuffers::Offset<plan::Value>> vs;
+    for (const V &v : values) {
+      plan::Region region(v.offset, v.bytes);
+      vs.push_back(
+          plan::CreateValue(b, v.dtype, b.CreateVector(v.shape), &region));
+    }
+    std::vector<flatbuffers::Offset<plan::Persistent>> ps;
+    for (const P &p : persistents) {
+      bool normal = p.kind == plan::InitKind::Normal;
+      auto init =
+          plan::CreateInit(b, p.kind, normal ? p.parameter : 0.0, 0,
+                           normal ? 0.0 : p.parameter, b.CreateString(p.name));
+      ps.push_back(plan::CreatePersistent(b, b.CreateString(p.name), p.role,
+                                          p.value, b.CreateVector(p.global),
+                                          b.CreateVector(p.offsets), init));
+    }
+    std::vector<flatbuffers::Offset<plan::Function>> fs;
+    for (const F &f : functions) {
+      std::vector<flatbuffers::Offset<plan::Instr>> is;
+      for (const I &i : f.instrs)
+        is.push_back(plan::CreateInstr(
+            b, i.op, b.CreateVector(i.in), b.CreateVector(i.out),
+            b.CreateVector(i.ints), b.CreateVector(i.floats)));
+      std::vector<flatbuffers::Offset<flatbuffers::String>> names;
+      for (const std::string &name : f.resultNames)
+        names.push_back(b.CreateString(name));
+      fs.push_back(plan::CreateFunction(
+          b, b.CreateString(f.name), b.CreateVector(f.args),
+          b.CreateVector(f.kinds), b.CreateVector(f.results),
+          b.CreateVector(names), b.CreateVector(is)));
+    }
+    std::vector<plan::Call> calls;
+    for (const auto &[function, microbatch] : step)
+      calls.emplace_back(function, microbatch);
+    auto program =
+        plan::CreateProgram(b, 0, arena, b.CreateVector(vs), b.CreateVector(ps),
+                            b.CreateVector(fs), b.CreateVectorOfStructs(calls));
+    std::vector<flatbuffers::Offset<plan::MeshAxis>> axes;
+    for (const auto &[name, size] : mesh)
+      axes.push_back(plan::CreateMeshAxis(b, b.CreateString(name), size));
+    auto root = plan::CreatePlan(
+        b, kPlanVersion, b.CreateVector(axes),
+        b.CreateVector(std::vector<decltype(program)>{program}), seq, vocab,
+        batch, microbatches);
+    plan::FinishPlanBuffer(b, root);
+    return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()),
+                       b.GetSize());
+  }
+
+private:
+  struct V {
+    plan::DType dtype;
+    std::vector<int64_t> shape;
+    uint64_t offset, bytes;
+  };
+  struct P {
+    std::string name;
+    uint32_t value;
+    plan::Role role;
+    plan::InitKind kind;
+    double parameter;
+    std::vector<int64_t> global, offsets;
+  };
+  struct I {
+    plan::OpCode op;
+    std::vector<uint32_t> in, out;
+    std::vector<int64_t> ints;
+    std::vector<double> floats;
+  };
+  struct F {
+    std::string name;
+    std::vector<uint32_t> args;
+    std::vector<plan::ArgKind> kinds;
+    std::vector<uint32_t> results;
+    std::vector<std::string> resultNames;
+    std::vector<I> instrs;
+  };
+
+  F &current() {
+    if (functions.empty())
+      function("f");
+    return functions.back();
+  }
+
+  std::vector<V> values;
+  std::vector<P> persistents;
+  std::vector<F> functions;
+  std::vector<std::pair<uint32_t, uint32_t>> step;
+  uint64_t arena = 0;
+};
+
+/// The shape of the plan `buildTrainingPlan` writes.
+struct TrainingPlanSpec {
+  int64_t seq = 8, vocab = 32, hidden = 8, batch = 4, microbatches = 2;
+  /// Names of the two parameters (tests rename one).
+  std::string embedding = "wte", output = "wout";
+  double dropout = 0.1;
+  double lr = 0.05, minLr = 0.005;
+  int64_t warmup = 2, decay = 50;
+  /// Elements of an extra parameter (with zero gradients) that makes
+  /// checkpoints large; 0 for none.
+  int64_t ballast = 0;
+};
+
+/// A language model: logits = dropout(wte[tokens]) @ wout, mean
+/// cross-entropy; the gradients of each microbatch accumulate weighted by
+/// its label count, and the apply step divides by the total, clips the
+/// global norm to 1 and runs AdamW with a warmup and cosine schedule. The
+/// step: begin_step, microbatch_step per microbatch, apply_step; its named
+/// results are "loss", "grad_norm", "lr", "skipped" and "tokens".
+inline std::string buildTrainingPlan(const TrainingPlanSpec &spec) {
+  using plan::DType;
+  using plan::InitKind;
+  using plan::OpCode;
+  using plan::Role;
+  PlanBuilder b;
+  b.seq = spec.seq;
+  b.vocab = spec.vocab;
+  b.batch = spec.batch;
+  b.microbatches = spec.microbatches;
+  b.mesh = {{"dp", 1}, {"tp", 1}, {"pp", 1}};
+  int64_t mb = spec.batch / spec.microbatches, s = spec.seq, v = spec.vocab,
+          h = spec.hidden;
+
+  uint32_t wte = b.value(DType::F32, {v, h}),
+           wout = b.value(DType::F32, {h, v});
+  b.persistent(spec.embedding, wte, {v, h}, {0, 0}, 0.5);
+  b.persistent(spec.output, wout, {h, v}, {0, 0}, 0.5);
+  struct Trained {
+    std::string name;
+    uint32_t param, grad, m, v;
+  };
+  std::vector<Trained> trained;
+  auto states = [&](const std::string &name, uint32_t param,
+                    std::vector<int64_t> shape) {
+    Trained t{name, param, b.value(DType::F32, shape),
+              b.value(DType::F32, shape), b.value(DType::F32, shape)};
+    b.persistent("grad." + name, t.grad, Role::Accumulator, InitKind::Zeros);
+    b.persistent("adam.m." + name, t.m, Role::State, InitKind::Zeros);
+    b.persistent("adam.v." + name, t.v, Role::State, InitKind::Zeros);
+    trained.push_back(t);
+  };
+  states(spec.embedding, wte, {v, h});
+  states(spec.output, wout, {h, v});
+  uint32_t ballast = 0;
+  if (spec.ballast > 0) {
+    ballast = b.value(DType::F32, {spec.ballast});
+    b.persistent("ballast", ballast, {spec.ballast}, {0}, 1.0);
+    states("ballast", ballast, {spec.ballast});
+  }
+  uint32_t lossSum = b.value(DType::F32, {}),
+           countSum = b.value(DType::F32, {});
+  b.persistent("loss.sum", lossSum, Role::Accumulator, InitKind::Zeros);
+  b.persistent("count.sum", countSum, Role::Accumulator, InitKind::Zeros);
+  uint32_t stepCounter = b.value(DType::F32, {});
+  b.persistent("optimizer.step", stepCounter, Role::State, InitKind::Zeros);
+
+  uint32_t begin = b.function("begin_step");
+  for (uint32_t acc : {trained[0].grad, trained[1].grad, lossSum, countSum})
+    b.instr(OpCode::Fill, {}, {acc}, {}, {0.0});
+  if (spec.ballast > 0)
+    b.instr(OpCode::Fill, {}, {trained[2].grad}, {}, {0.0});
+
+  uint32_t tokens = b.value(DType::I32, {mb, s}),
+           labels = b.value(DType::I32, {mb, s});
+  uint32_t micro = b.function("microbatch_step", {tokens, labels},
+                              {plan::ArgKind::Tokens, plan::ArgKind::Labels});
+  uint32_t hiddenValue = b.value(DType::F32, {mb, s, h}),
+           dropped = b.value(DType::F32, {mb, s, h}),
+           logits = b.value(DType::F32, {mb, s, v}),
+           loss = b.value(DType::F32, {}), one = b.value(DType::F32, {}),
+           dlogits = b.value(DType::F32, {mb, s, v}),
+           flatHidden = b.value(DType::F32, {mb * s, h}),
+           flatDlogits = b.value(DType::F32, {mb * s, v}),
+           dwout = b.value(DType::F32, {h, v}),
+           ddropped = b.value(DType::F32, {mb, s, h}),
+           dhidden = b.value(DType::F32, {mb, s, h}),
+           dwte = b.value(DType::F32, {v, h}), count = b.value(DType::F32, {});
+  b.instr(OpCode::Embedding, {tokens, wte}, {hiddenValue});
+  b.instr(OpCode::Dropout, {hiddenValue}, {dropped}, {3, 0}, {spec.dropout});
+  b.instr(OpCode::Matmul, {dropped, wout}, {logits}, {0, 0});
+  b.instr(OpCode::CrossEntropy, {logits, labels}, {loss}, {-100});
+  b.instr(OpCode::Fill, {}, {one}, {}, {1.0});
+  b.instr(OpCode::CrossEntropyGrad, {logits, labels, one}, {dlogits}, {-100});
+  b.instr(OpCode::Copy, {dropped}, {flatHidden});
+  b.instr(OpCode::Copy, {dlogits}, {flatDlogits});
+  b.instr(OpCode::Matmul, {flatHidden, flatDlogits}, {dwout}, {1, 0});
+  b.instr(OpCode::Matmul, {dlogits, wout}, {ddropped}, {0, 1});
+  b.instr(OpCode::Dropout, {ddropped}, {dhidden}, {3, 0}, {spec.dropout});
+  b.instr(OpCode::EmbeddingGrad, {tokens, dhidden}, {dwte});
+  b.instr(OpCode::CountValid, {labels}, {count}, {-100});
+  b.instr(OpCode::Accumulate, {lossSum, loss, count}, {lossSum});
+  b.instr(OpCode::Accumulate, {trained[0].grad, dwte, count},
+          {trained[0].grad});
+  b.instr(OpCode::Accumulate, {trained[1].grad, dwout, count},
+          {trained[1].grad});
+  b.instr(OpCode::Accumulate, {countSum, count, one}, {countSum});
+
+  uint32_t apply = b.function("apply_step");
+  uint32_t inverse = b.value(DType::F32, {}),
+           meanLoss = b.value(DType::F32, {}), total = b.value(DType::F32, {}),
+           squares = b.value(DType::F32, {}),
+           coefficient = b.value(DType::F32, {}),
+           norm = b.value(DType::F32, {}), unit = b.value(DType::F32, {}),
+           nextStep = b.value(DType::F32, {}), lr = b.value(DType::F32, {}),
+           skipped = b.value(DType::F32, {});
+  b.instr(OpCode::Reciprocal, {countSum}, {inverse});
+  b.instr(OpCode::ScaleBy, {lossSum, inverse}, {meanLoss});
+  b.instr(OpCode::Fill, {}, {total}, {}, {0.0});
+  for (const Trained &t : trained) {
+    b.instr(OpCode::ScaleBy, {t.grad, inverse}, {t.grad});
+    b.instr(OpCode::SumSquares, {t.grad}, {squares});
+    b.instr(OpCode::Add, {total, squares}, {total});
+  }
+  b.instr(OpCode::ClipCoefficient, {total}, {coefficient, norm}, {}, {1.0});
+  b.instr(OpCode::Fill, {}, {unit}, {}, {1.0});
+  b.instr(OpCode::Add, {stepCounter, unit}, {nextStep});
+  b.instr(OpCode::Copy, {nextStep}, {stepCounter});
+  b.instr(OpCode::LrSchedule, {nextStep}, {lr}, {spec.warmup, spec.decay},
+          {spec.lr, spec.minLr});
+  for (const Trained &t : trained)
+    b.instr(OpCode::AdamW,
+            {t.param, t.grad, t.m, t.v, lr, nextStep, coefficient},
+            {t.param, t.m, t.v}, {}, {0.9, 0.95, 1e-8, 0.01});
+  b.instr(OpCode::Fill, {}, {skipped}, {}, {0.0});
+  b.results({meanLoss, norm, lr, skipped, countSum},
+            {"loss", "grad_norm", "lr", "skipped", "tokens"});
+
+  b.call(begin);
+  for (int64_t i = 0; i < spec.microbatches; ++i)
+    b.call(micro, static_cast<uint32_t>(i));
+  b.call(apply);
+  return b.build();
+}
+
+} // namespace triad::rt::tests
+
+#endif // TRIAD_RUNTIME_TESTS_PLANBUILDER_H
