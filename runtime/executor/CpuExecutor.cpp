@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -75,7 +76,13 @@ cpu::Activation activationOf(int64_t kind) {
 
 absl::StatusOr<CpuExecutor> CpuExecutor::create(const LoadedPlan &plan,
                                                 uint32_t pipelineRank,
-                                                uint64_t seed) {
+                                                uint64_t seed,
+                                                ExecutorOptions options) {
+  if (options.peakLearningRate && !(*options.peakLearningRate > 0.0 &&
+                                    std::isfinite(*options.peakLearningRate)))
+    return absl::InvalidArgumentError(
+        absl::StrCat("the learning rate must be positive and finite, got ",
+                     *options.peakLearningRate));
   const plan::Program *program = nullptr;
   for (const plan::Program *candidate : *plan.root().programs())
     if (candidate->pipeline_rank() == pipelineRank)
@@ -90,7 +97,7 @@ absl::StatusOr<CpuExecutor> CpuExecutor::create(const LoadedPlan &plan,
           "the CPU backend runs f32 plans; value ", i, " is ",
           plan::EnumNameDType(dtype), " (compile with dtype=f32)"));
   }
-  CpuExecutor executor(plan, *program);
+  CpuExecutor executor(plan, *program, options);
   size_t bytes = std::max<uint64_t>(program->arena_bytes(), 64);
   executor.arena.reset(
       static_cast<std::byte *>(::operator new(bytes, std::align_val_t(64))));
@@ -167,21 +174,35 @@ absl::StatusOr<float *> CpuExecutor::persistent(const std::string &name) {
 
 absl::StatusOr<std::vector<HostTensor>>
 CpuExecutor::run(const std::string &name, const std::vector<HostTensor> &args,
-                 uint64_t step) {
-  const plan::Function *function = nullptr;
+                 uint64_t step, std::vector<InstructionTime> *times) {
   for (const plan::Function *candidate : *program->functions())
     if (candidate->name()->str() == name)
-      function = candidate;
-  if (!function)
+      return run(*candidate, args, step, times);
+  return absl::NotFoundError(
+      absl::StrCat("the program has no function '", name, "'"));
+}
+
+absl::StatusOr<std::vector<HostTensor>>
+CpuExecutor::run(uint32_t index, const std::vector<HostTensor> &args,
+                 uint64_t step, std::vector<InstructionTime> *times) {
+  if (index >= program->functions()->size())
     return absl::NotFoundError(
-        absl::StrCat("the program has no function '", name, "'"));
-  size_t expected = function->args() ? function->args()->size() : 0;
+        absl::StrCat("the program has no function ", index));
+  return run(*program->functions()->Get(index), args, step, times);
+}
+
+absl::StatusOr<std::vector<HostTensor>>
+CpuExecutor::run(const plan::Function &function,
+                 const std::vector<HostTensor> &args, uint64_t step,
+                 std::vector<InstructionTime> *times) {
+  std::string name = function.name()->str();
+  size_t expected = function.args() ? function.args()->size() : 0;
   if (args.size() != expected)
     return absl::InvalidArgumentError(
         absl::StrCat("function '", name, "' takes ", expected,
                      " arguments, got ", args.size()));
   for (size_t i = 0; i < expected; ++i) {
-    uint32_t index = function->args()->Get(i);
+    uint32_t index = function.args()->Get(i);
     const plan::Value &slot = value(index);
     const HostTensor &arg = args[i];
     int64_t n = count(shapeOf(slot));
@@ -195,19 +216,27 @@ CpuExecutor::run(const std::string &name, const std::vector<HostTensor> &args,
     else
       std::copy_n(arg.ints.data(), n, i32(index));
   }
-  if (function->body())
-    for (size_t i = 0; i < function->body()->size(); ++i) {
-      const plan::Instr *instr = function->body()->Get(i);
+  auto now = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  if (function.body())
+    for (size_t i = 0; i < function.body()->size(); ++i) {
+      const plan::Instr *instr = function.body()->Get(i);
+      int64_t begin = times ? now() : 0;
       if (absl::Status status = execute(*instr, step); !status.ok())
         return absl::Status(status.code(),
                             absl::StrCat("function '", name, "', instruction ",
                                          i, " (",
                                          plan::EnumNameOpCode(instr->op()),
                                          "): ", status.message()));
+      if (times)
+        times->push_back({instr->op(), begin, now()});
     }
   std::vector<HostTensor> results;
-  if (function->results())
-    for (uint32_t index : *function->results()) {
+  if (function.results())
+    for (uint32_t index : *function.results()) {
       HostTensor result;
       result.dtype = value(index).dtype();
       result.shape = shapeOf(value(index));
@@ -505,6 +534,10 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   }
   case plan::OpCode::LrSchedule: {
     double stepValue = f32(in(0))[0], peak = floatAt(0), floor = floatAt(1);
+    if (options.peakLearningRate) {
+      floor *= *options.peakLearningRate / peak;
+      peak = *options.peakLearningRate;
+    }
     int64_t warmup = intAt(0), decay = intAt(1);
     double lr = peak;
     if (warmup > 0 && stepValue <= static_cast<double>(warmup))
@@ -554,6 +587,25 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     f32(out(1))[0] = static_cast<float>(next);
     f32(out(2))[0] = static_cast<float>(goodNext);
     f32(out(3))[0] = static_cast<float>(1.0 / scale);
+    return absl::OkStatus();
+  }
+  case plan::OpCode::CountValid:
+    f32(out(0))[0] = static_cast<float>(
+        cpu::countValid(i32(in(0)), n(in(0)), static_cast<int32_t>(intAt(0))));
+    return absl::OkStatus();
+  case plan::OpCode::Accumulate: {
+    float weight = f32(in(2))[0];
+    cpu::accumulate(f32(out(0)), f32(in(1)), weight, n(out(0)));
+    return absl::OkStatus();
+  }
+  case plan::OpCode::Reciprocal: {
+    float x = f32(in(0))[0];
+    f32(out(0))[0] = x == 0.0f ? 0.0f : 1.0f / x;
+    return absl::OkStatus();
+  }
+  case plan::OpCode::ScaleBy: {
+    float factor = f32(in(1))[0];
+    cpu::scale(f32(in(0)), factor, f32(out(0)), n(out(0)));
     return absl::OkStatus();
   }
   }

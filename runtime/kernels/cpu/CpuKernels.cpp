@@ -437,25 +437,34 @@ void rope(const float *x, float *out, int64_t batch, int64_t seq, int64_t heads,
 
 float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
                    int64_t vocab, int32_t ignoreIndex, int64_t *counted) {
-  double total = 0.0;
+  // Rows sum in fixed blocks, added in block order: the loss does not depend
+  // on the thread count or timing.
+  constexpr int64_t kBlock = 64;
+  int64_t blocks = (rows + kBlock - 1) / kBlock;
+  std::vector<double> partial(static_cast<size_t>(blocks), 0.0);
   int64_t count = 0;
   bool valid = true;
-#pragma omp parallel for reduction(+ : total, count) reduction(&& : valid)
-  for (int64_t r = 0; r < rows; ++r) {
-    if (labels[r] == ignoreIndex)
-      continue;
-    if (labels[r] < 0 || labels[r] >= vocab) {
-      valid = false;
-      continue;
+#pragma omp parallel for reduction(+ : count) reduction(&& : valid)
+  for (int64_t block = 0; block < blocks; ++block)
+    for (int64_t r = block * kBlock; r < std::min(rows, (block + 1) * kBlock);
+         ++r) {
+      if (labels[r] == ignoreIndex)
+        continue;
+      if (labels[r] < 0 || labels[r] >= vocab) {
+        valid = false;
+        continue;
+      }
+      const float *row = logits + r * vocab;
+      float maxLogit = *std::max_element(row, row + vocab);
+      double sum = 0.0;
+      for (int64_t j = 0; j < vocab; ++j)
+        sum += std::exp(static_cast<double>(row[j] - maxLogit));
+      partial[block] += maxLogit + std::log(sum) - row[labels[r]];
+      ++count;
     }
-    const float *row = logits + r * vocab;
-    float maxLogit = *std::max_element(row, row + vocab);
-    double sum = 0.0;
-    for (int64_t j = 0; j < vocab; ++j)
-      sum += std::exp(static_cast<double>(row[j] - maxLogit));
-    total += maxLogit + std::log(sum) - row[labels[r]];
-    ++count;
-  }
+  double total = 0.0;
+  for (double part : partial)
+    total += part;
   if (counted)
     *counted = valid ? count : -1;
   return count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
@@ -506,11 +515,35 @@ void dropout(const float *x, float *out, int64_t count, double probability,
 }
 
 double sumSquares(const float *x, int64_t count) {
+  // Fixed blocks added in order, as in crossEntropy.
+  constexpr int64_t kBlock = 4096;
+  int64_t blocks = (count + kBlock - 1) / kBlock;
+  std::vector<double> partial(static_cast<size_t>(blocks), 0.0);
+#pragma omp parallel for
+  for (int64_t block = 0; block < blocks; ++block) {
+    double sum = 0.0;
+    for (int64_t i = block * kBlock; i < std::min(count, (block + 1) * kBlock);
+         ++i)
+      sum += static_cast<double>(x[i]) * x[i];
+    partial[block] = sum;
+  }
   double sum = 0.0;
-#pragma omp parallel for reduction(+ : sum)
-  for (int64_t i = 0; i < count; ++i)
-    sum += static_cast<double>(x[i]) * x[i];
+  for (double part : partial)
+    sum += part;
   return sum;
+}
+
+int64_t countValid(const int32_t *labels, int64_t count, int32_t ignoreIndex) {
+  int64_t valid = 0;
+  for (int64_t i = 0; i < count; ++i)
+    valid += labels[i] != ignoreIndex;
+  return valid;
+}
+
+void accumulate(float *acc, const float *x, float weight, int64_t count) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < count; ++i)
+    acc[i] += weight * x[i];
 }
 
 void adamw(float *param, const float *grad, float *m, float *v, int64_t count,

@@ -99,8 +99,15 @@ bool crossEntropyGrad(const float *logits, const int32_t *labels,
 void dropout(const float *x, float *out, int64_t count, double probability,
              uint64_t seed, uint64_t step, uint64_t stream, uint64_t first = 0);
 
-/// Sum of squares accumulated in double.
+/// Sum of squares accumulated in double, in an order that does not depend
+/// on the thread count.
 double sumSquares(const float *x, int64_t count);
+
+/// The labels that are not `ignoreIndex`.
+int64_t countValid(const int32_t *labels, int64_t count, int32_t ignoreIndex);
+
+/// acc += weight * x.
+void accumulate(float *acc, const float *x, float weight, int64_t count);
 
 /// One AdamW step in place (see triad.adamw_update).
 void adamw(float *param, const float *grad, float *m, float *v, int64_t count,

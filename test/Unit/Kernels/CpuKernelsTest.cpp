@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <limits>
 
@@ -302,6 +304,40 @@ TEST(CpuKernels, AdamWAndNorm) {
   EXPECT_LT(relativeError(vv, expected.v), kTolerance);
   EXPECT_NEAR(cpu::sumSquares(floats(g).data(), 50), ref::sumSquares(g),
               1e-6 * ref::sumSquares(g));
+}
+
+// The reductions of the loss and the gradient norm add in a fixed order:
+// the same bits whatever the thread count.
+TEST(CpuKernels, ReductionsDoNotDependOnTheThreadCount) {
+  Tensor x = random({100000}, 26);
+  Tensor logits = random({300, 17}, 27);
+  std::vector<int32_t> labels(300);
+  for (int i = 0; i < 300; ++i)
+    labels[i] = (i * 7) % 17;
+  auto reduce = [&] {
+    int64_t counted;
+    float loss = cpu::crossEntropy(floats(logits).data(), labels.data(), 300,
+                                   17, -100, &counted);
+    return std::make_pair(cpu::sumSquares(floats(x).data(), 100000), loss);
+  };
+  int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  auto serial = reduce();
+  omp_set_num_threads(3);
+  auto parallel = reduce();
+  omp_set_num_threads(threads);
+  EXPECT_EQ(serial, parallel);
+  EXPECT_NEAR(serial.first, ref::sumSquares(x), 1e-9 * serial.first);
+}
+
+TEST(CpuKernels, CountValidAndAccumulate) {
+  std::vector<int32_t> labels = {3, -100, 0, -100, 7};
+  EXPECT_EQ(cpu::countValid(labels.data(), 5, -100), 3);
+  EXPECT_EQ(cpu::countValid(labels.data(), 5, 3), 4);
+  Tensor x = random({40}, 28), acc = random({40}, 29);
+  std::vector<float> sum = floats(acc);
+  cpu::accumulate(sum.data(), floats(x).data(), 2.5f, 40);
+  EXPECT_LT(relativeError(sum, ref::add(acc, ref::scale(x, 2.5))), kTolerance);
 }
 
 } // namespace

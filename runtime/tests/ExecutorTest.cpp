@@ -1,0 +1,155 @@
+//===- ExecutorTest.cpp - the CPU executor's step operations --------------===//
+//
+// The operations of gradient accumulation (CountValid, Accumulate,
+// Reciprocal, ScaleBy), accumulators starting from zero, the learning-rate
+// override and instruction timing, on plans built by hand. The kernels
+// against the reference interpreter are in test/Unit/Kernels (they need the
+// compiler's interpreter); this file runs with the runtime alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/executor/CpuExecutor.h"
+#include "runtime/tests/PlanBuilder.h"
+
+#include <gtest/gtest.h>
+
+using namespace triad::rt;
+using tests::PlanBuilder;
+using triad::plan::DType;
+using triad::plan::InitKind;
+using triad::plan::OpCode;
+using triad::plan::Role;
+
+namespace {
+
+HostTensor floats(std::vector<int64_t> shape, std::vector<float> data) {
+  HostTensor h;
+  h.shape = shape;
+  h.floats = data;
+  return h;
+}
+
+HostTensor ints(std::vector<int64_t> shape, std::vector<int32_t> data) {
+  HostTensor h;
+  h.dtype = DType::I32;
+  h.shape = shape;
+  h.ints = data;
+  return h;
+}
+
+struct Loaded {
+  LoadedPlan plan;
+  std::unique_ptr<CpuExecutor> executor;
+};
+
+Loaded load(const std::string &bytes, ExecutorOptions options = {}) {
+  Loaded loaded;
+  auto plan = loadPlanFromBytes(bytes, "test.plan");
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  loaded.plan = std::move(*plan);
+  auto executor = CpuExecutor::create(loaded.plan, 0, 5, options);
+  EXPECT_TRUE(executor.ok()) << executor.status();
+  loaded.executor = std::make_unique<CpuExecutor>(std::move(*executor));
+  return loaded;
+}
+
+TEST(CpuExecutorSteps, AccumulationOps) {
+  PlanBuilder b;
+  uint32_t labels = b.value(DType::I32, {2, 3});
+  uint32_t x = b.value(DType::F32, {2, 2});
+  uint32_t acc = b.value(DType::F32, {2, 2});
+  uint32_t count = b.value(DType::F32, {});
+  uint32_t inverse = b.value(DType::F32, {});
+  uint32_t scaled = b.value(DType::F32, {2, 2});
+  uint32_t zero = b.value(DType::F32, {});
+  uint32_t inverseOfZero = b.value(DType::F32, {});
+  b.persistent("acc", acc, Role::Accumulator, InitKind::Zeros);
+  b.function("f", {labels, x});
+  b.instr(OpCode::CountValid, {labels}, {count}, {-100});
+  b.instr(OpCode::Accumulate, {acc, x, count}, {acc});
+  b.instr(OpCode::Reciprocal, {count}, {inverse});
+  b.instr(OpCode::ScaleBy, {acc, inverse}, {scaled});
+  b.instr(OpCode::Fill, {}, {zero}, {}, {0.0});
+  b.instr(OpCode::Reciprocal, {zero}, {inverseOfZero});
+  b.instr(OpCode::ScaleBy, {x, count}, {x}); // in place
+  b.results({count, inverse, scaled, inverseOfZero, acc, x}, {});
+  Loaded loaded = load(b.build());
+  float *stored = *loaded.executor->persistent("acc");
+  EXPECT_EQ(std::vector<float>(stored, stored + 4),
+            std::vector<float>(4, 0.0f));
+
+  auto results =
+      loaded.executor->run("f", {ints({2, 3}, {1, -100, 3, 4, -100, -7}),
+                                 floats({2, 2}, {1, 2, 3, 4})});
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ((*results)[0].floats, std::vector<float>{4.0f});
+  EXPECT_EQ((*results)[1].floats, std::vector<float>{0.25f});
+  EXPECT_EQ((*results)[2].floats, (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ((*results)[3].floats, std::vector<float>{0.0f});
+  EXPECT_EQ((*results)[4].floats, (std::vector<float>{4, 8, 12, 16}));
+  EXPECT_EQ((*results)[5].floats, (std::vector<float>{4, 8, 12, 16}));
+
+  // The accumulator keeps its sum across calls.
+  results = loaded.executor->run(
+      "f", {ints({2, 3}, {-100, -100, -100, -100, -100, 0}),
+            floats({2, 2}, {1, 1, 1, 1})});
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ((*results)[4].floats, (std::vector<float>{5, 9, 13, 17}));
+}
+
+TEST(CpuExecutorSteps, LearningRateOverride) {
+  PlanBuilder b;
+  uint32_t step = b.value(DType::F32, {});
+  uint32_t lr = b.value(DType::F32, {});
+  b.function("f", {step});
+  b.instr(OpCode::LrSchedule, {step}, {lr}, {2, 10}, {0.1, 0.01});
+  b.results({lr}, {"lr"});
+  auto lrAt = [&](CpuExecutor &executor, float at) {
+    auto results = executor.run("f", {floats({}, {at})});
+    EXPECT_TRUE(results.ok()) << results.status();
+    return results.ok() ? (*results)[0].floats[0] : -1.0f;
+  };
+  Loaded plain = load(b.build());
+  EXPECT_FLOAT_EQ(lrAt(*plain.executor, 1), 0.05f);  // warmup
+  EXPECT_FLOAT_EQ(lrAt(*plain.executor, 10), 0.01f); // floor
+  ExecutorOptions options;
+  options.peakLearningRate = 0.4;
+  Loaded overridden = load(b.build(), options);
+  EXPECT_FLOAT_EQ(lrAt(*overridden.executor, 1), 0.2f);
+  EXPECT_FLOAT_EQ(lrAt(*overridden.executor, 2), 0.4f);
+  EXPECT_FLOAT_EQ(lrAt(*overridden.executor, 6), 0.22f); // half way
+  EXPECT_FLOAT_EQ(lrAt(*overridden.executor, 10), 0.04f);
+
+  for (double bad : {0.0, -1.0, std::nan("")}) {
+    options.peakLearningRate = bad;
+    auto executor = CpuExecutor::create(plain.plan, 0, 1, options);
+    ASSERT_FALSE(executor.ok());
+    EXPECT_NE(executor.status().message().find(
+                  "the learning rate must be positive and finite"),
+              std::string::npos);
+  }
+}
+
+TEST(CpuExecutorSteps, RunsFunctionsByIndexAndTimesInstructions) {
+  PlanBuilder b;
+  uint32_t x = b.value(DType::F32, {3});
+  b.function("first");
+  b.instr(OpCode::Fill, {}, {x}, {}, {2.0});
+  b.function("second");
+  b.instr(OpCode::Scale, {x}, {x}, {}, {3.0});
+  b.instr(OpCode::Scale, {x}, {x}, {}, {0.5});
+  b.results({x}, {});
+  Loaded loaded = load(b.build());
+  ASSERT_TRUE(loaded.executor->run(0, {}).ok());
+  std::vector<InstructionTime> times;
+  auto results = loaded.executor->run(1, {}, 0, &times);
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ((*results)[0].floats, (std::vector<float>{3, 3, 3}));
+  ASSERT_EQ(times.size(), 2u);
+  EXPECT_EQ(times[0].op, OpCode::Scale);
+  EXPECT_LE(times[0].beginNanos, times[0].endNanos);
+  EXPECT_LE(times[0].endNanos, times[1].beginNanos);
+  EXPECT_FALSE(loaded.executor->run(2, {}).ok());
+}
+
+} // namespace
