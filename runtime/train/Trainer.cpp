@@ -1,0 +1,239 @@
+//===- Trainer.cpp - optimizer steps of a plan on a token corpus ----------===//
+
+#include "runtime/train/Trainer.h"
+
+#include "runtime/checkpoint/Checkpoint.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <chrono>
+#include <cstring>
+#include <set>
+
+namespace triad::rt {
+
+namespace {
+
+int64_t nowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::vector<int64_t> shapeOf(const plan::Value &value) {
+  return value.shape() ? std::vector<int64_t>(value.shape()->begin(),
+                                              value.shape()->end())
+                       : std::vector<int64_t>{};
+}
+
+int64_t volume(const std::vector<int64_t> &shape) {
+  int64_t count = 1;
+  for (int64_t size : shape)
+    count *= size;
+  return count;
+}
+
+bool checkpointed(const plan::Persistent &p) {
+  return p.role() == plan::Role::Parameter || p.role() == plan::Role::State;
+}
+
+const plan::Program *programOfRank(const plan::Plan &plan, uint32_t rank) {
+  for (const plan::Program *program : *plan.programs())
+    if (program->pipeline_rank() == rank)
+      return program;
+  return nullptr;
+}
+
+} // namespace
+
+Trainer::Trainer(const LoadedPlan &plan, Sampler sampler, CpuExecutor cpu,
+                 const TrainerOptions &options)
+    : plan(&plan), sampler(sampler), cpu(std::move(cpu)), options(options),
+      dpSize(meshAxisSize(plan.root(), "dp")), epochNanos(nowNanos()) {}
+
+absl::StatusOr<Trainer> Trainer::create(const LoadedPlan &plan,
+                                        const TokenFile &data,
+                                        const TrainerOptions &options) {
+  const plan::Program *program = programOfRank(plan.root(), 0);
+  if (!program)
+    return absl::InvalidArgumentError(
+        "the plan has no program for pipeline rank 0");
+  if (!program->step() || program->step()->size() == 0)
+    return absl::InvalidArgumentError(
+        "the plan's program has no step (Program.step) to train with; "
+        "recompile it with a compiler that emits one");
+  absl::StatusOr<Sampler> sampler =
+      Sampler::create(data, plan.root().seq(), options.seed);
+  if (!sampler.ok())
+    return sampler.status();
+  ExecutorOptions executorOptions;
+  executorOptions.peakLearningRate = options.learningRate;
+  absl::StatusOr<CpuExecutor> cpu =
+      CpuExecutor::create(plan, 0, options.seed, executorOptions);
+  if (!cpu.ok())
+    return cpu.status();
+  return Trainer(plan, *sampler, std::move(*cpu), options);
+}
+
+absl::StatusOr<StepResult> Trainer::step() {
+  const plan::Plan &root = plan->root();
+  const plan::Program &program = cpu.programOf();
+  StepResult result;
+  result.step = completed + 1;
+  result.tokens = root.batch() * root.seq();
+  int64_t samples = microbatchSamples(root), seq = root.seq();
+  int64_t replicaFirst = dpRank * (root.batch() / dpSize);
+  bool traceInstructions =
+      options.trace && result.step <= options.traceInstructionSteps;
+  auto micros = [&](int64_t nanos) { return (nanos - epochNanos) / 1000.0; };
+
+  HostTensor tokens, labels;
+  tokens.dtype = labels.dtype = plan::DType::I32;
+  tokens.shape = labels.shape = {samples, seq};
+  tokens.ints.resize(samples * seq);
+  labels.ints.resize(samples * seq);
+  std::vector<InstructionTime> times;
+  int64_t stepBegin = nowNanos();
+  for (const plan::Call *call : *program.step()) {
+    const plan::Function &function =
+        *program.functions()->Get(call->function());
+    std::vector<HostTensor> args;
+    if (function.arg_kinds() && function.arg_kinds()->size() > 0) {
+      uint64_t first = static_cast<uint64_t>(
+          replicaFirst + static_cast<int64_t>(call->microbatch()) * samples);
+      sampler.fill(result.step, first, samples, tokens.ints.data(),
+                   labels.ints.data());
+      for (plan::ArgKind kind : *function.arg_kinds())
+        args.push_back(kind == plan::ArgKind::Tokens ? tokens : labels);
+    }
+    times.clear();
+    int64_t callBegin = nowNanos();
+    absl::StatusOr<std::vector<HostTensor>> outputs =
+        cpu.run(call->function(), args, result.step,
+                traceInstructions ? &times : nullptr);
+    if (!outputs.ok())
+      return absl::Status(
+          outputs.status().code(),
+          absl::StrCat("step ", result.step, ": ", outputs.status().message()));
+    int64_t callEnd = nowNanos();
+    if (function.result_names())
+      for (size_t i = 0; i < function.result_names()->size(); ++i)
+        result.results[function.result_names()->Get(i)->str()] =
+            (*outputs)[i].floats.at(0);
+    if (options.trace) {
+      std::string name = function.name()->str();
+      if (!args.empty())
+        absl::StrAppend(&name, " mb ", call->microbatch());
+      result.events.push_back(
+          {name, "call", micros(callBegin), (callEnd - callBegin) / 1000.0});
+      for (const InstructionTime &time : times)
+        result.events.push_back({plan::EnumNameOpCode(time.op), "instruction",
+                                 micros(time.beginNanos),
+                                 (time.endNanos - time.beginNanos) / 1000.0});
+    }
+  }
+  int64_t stepEnd = nowNanos();
+  result.seconds = (stepEnd - stepBegin) / 1e9;
+  if (options.trace)
+    result.events.insert(result.events.begin(),
+                         {absl::StrCat("step ", result.step), "step",
+                          micros(stepBegin), (stepEnd - stepBegin) / 1000.0});
+  auto named = [&](const char *name) {
+    auto it = result.results.find(name);
+    return it == result.results.end() ? StepResult::kMissing : it->second;
+  };
+  result.loss = named("loss");
+  result.gradNorm = named("grad_norm");
+  result.lr = named("lr");
+  result.skipped =
+      result.results.count("skipped") && result.results["skipped"] != 0.0;
+  completed = result.step;
+  consumed += static_cast<uint64_t>(root.batch());
+  return result;
+}
+
+absl::Status Trainer::save(const std::string &dir) {
+  std::vector<TensorSlice> slices;
+  const plan::Program &program = cpu.programOf();
+  if (program.persistent())
+    for (const plan::Persistent *p : *program.persistent()) {
+      if (!checkpointed(*p))
+        continue;
+      absl::StatusOr<float *> values = cpu.persistent(p->name()->str());
+      if (!values.ok())
+        return values.status();
+      TensorSlice slice;
+      slice.name = p->name()->str();
+      slice.dtype = DType::F32;
+      slice.globalShape.assign(p->global_shape()->begin(),
+                               p->global_shape()->end());
+      slice.offsets.assign(p->offsets()->begin(), p->offsets()->end());
+      slice.sizes = shapeOf(*program.values()->Get(p->value()));
+      slice.data = *values;
+      slices.push_back(std::move(slice));
+    }
+  if (absl::Status status = writeCheckpointShard(dir, completed, 0, slices);
+      !status.ok())
+    return status;
+  CheckpointInfo info;
+  info.step = completed;
+  info.seed = options.seed;
+  info.dataPosition = consumed;
+  info.worldSize = 1;
+  return commitCheckpoint(dir, info);
+}
+
+absl::Status Trainer::load(const std::string &dir) {
+  absl::StatusOr<CheckpointReader> reader = CheckpointReader::open(dir);
+  if (!reader.ok())
+    return reader.status();
+  auto refuse = [&](absl::string_view what) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint '", dir, "' (step ", reader->info().step,
+                     ") does not fit this plan: ", what));
+  };
+  if (reader->info().seed != options.seed)
+    return refuse(absl::StrCat("it was saved with seed ", reader->info().seed,
+                               ", this run uses ", options.seed));
+  // Every tensor the checkpoint holds must be one the plan has (on some
+  // pipeline rank), or the checkpoint is of another model.
+  std::set<std::string> known;
+  for (const plan::Program *program : *plan->root().programs())
+    if (program->persistent())
+      for (const plan::Persistent *p : *program->persistent())
+        if (checkpointed(*p))
+          known.insert(p->name()->str());
+  for (const std::string &name : reader->tensorNames())
+    if (!known.count(name))
+      return refuse(absl::StrCat("it holds tensor '", name,
+                                 "', which the plan does not have"));
+  // Read everything before changing anything.
+  const plan::Program &program = cpu.programOf();
+  std::vector<std::pair<float *, std::vector<float>>> restored;
+  if (program.persistent())
+    for (const plan::Persistent *p : *program.persistent()) {
+      if (!checkpointed(*p))
+        continue;
+      std::vector<int64_t> global(p->global_shape()->begin(),
+                                  p->global_shape()->end());
+      std::vector<int64_t> offsets(p->offsets()->begin(), p->offsets()->end());
+      std::vector<int64_t> sizes = shapeOf(*program.values()->Get(p->value()));
+      std::vector<float> values(static_cast<size_t>(volume(sizes)));
+      if (absl::Status status =
+              reader->read(p->name()->str(), DType::F32, global, offsets, sizes,
+                           values.data());
+          !status.ok())
+        return refuse(status.message());
+      absl::StatusOr<float *> target = cpu.persistent(p->name()->str());
+      if (!target.ok())
+        return target.status();
+      restored.emplace_back(*target, std::move(values));
+    }
+  for (auto &[target, values] : restored)
+    std::memcpy(target, values.data(), values.size() * sizeof(float));
+  completed = reader->info().step;
+  consumed = reader->info().dataPosition;
+  return absl::OkStatus();
+}
+
+} // namespace triad::rt

@@ -1,0 +1,132 @@
+//===- Trainer.h - optimizer steps of a plan on a token corpus ---*- C++
+//-*-===//
+//
+// The training loop of one rank, without the tool around it: a trainer owns
+// the CPU executor of pipeline rank 0 and a sampler over a token corpus, and
+// runs optimizer steps by walking the program's step (Program.step): before
+// each call it fills the function's Tokens and Labels arguments with the
+// call's microbatch, then it runs the function and keeps its named results.
+//
+// Steps count from 1, as the optimizer's own counter does: the apply step
+// increments the state "optimizer.step" from 0 and schedules the learning
+// rate with the new value, so step N of the trainer is the optimizer's step
+// N (unless loss scaling skipped some). The sampler and the dropout masks
+// are keyed by the same number: step N reads the samples of (seed, N), the
+// global sample indices of microbatch m on data-parallel rank r being
+// r * (batch / dp) + m * microbatchSamples + [0, microbatchSamples).
+//
+// A checkpoint holds every Parameter and State persistent tensor (never the
+// accumulators, which every step resets), the step, the seed and the
+// samples consumed; a run resumed from it continues with exactly the losses
+// of an uninterrupted one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_RUNTIME_TRAIN_TRAINER_H
+#define TRIAD_RUNTIME_TRAIN_TRAINER_H
+
+#include "runtime/data/TokenFile.h"
+#include "runtime/executor/CpuExecutor.h"
+#include "runtime/plan/Plan.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace triad::rt {
+
+struct TrainerOptions {
+  /// Initializes the parameters and draws the samples and dropout masks.
+  uint64_t seed = 1234;
+  /// Replaces the plan's peak learning rate (see ExecutorOptions).
+  std::optional<double> learningRate;
+  /// Record trace events (StepResult::events).
+  bool trace = false;
+  /// With `trace`, also one event per instruction for the steps up to this
+  /// one (instruction events are many).
+  uint64_t traceInstructionSteps = 3;
+};
+
+/// A span of time for a timeline (Chrome trace "complete" event).
+struct TraceEvent {
+  std::string name;
+  /// "step", "call" or "instruction".
+  std::string category;
+  /// Microseconds since the trainer was created.
+  double beginMicros = 0, durationMicros = 0;
+};
+
+struct StepResult {
+  static constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
+  uint64_t step = 0;
+  /// The step's named results "loss", "grad_norm", "lr" and "skipped"
+  /// (NaN, or false, when the plan does not return one).
+  double loss = kMissing, gradNorm = kMissing, lr = kMissing;
+  bool skipped = false;
+  /// Every named result of the step's calls; a later call's result
+  /// replaces an earlier one of the same name.
+  std::map<std::string, double> results;
+  /// Tokens the step trained on over all ranks: batch * seq.
+  int64_t tokens = 0;
+  /// Wall-clock time of the step.
+  double seconds = 0;
+  /// With TrainerOptions::trace: the step, each call and (early steps)
+  /// each instruction.
+  std::vector<TraceEvent> events;
+};
+
+class Trainer {
+public:
+  /// A trainer for `plan` on `data`, which must outlive it (open `data`
+  /// with the plan's vocabulary). Fails when the plan has no step or no
+  /// program for pipeline rank 0, or when the corpus is shorter than one
+  /// sample.
+  static absl::StatusOr<Trainer> create(const LoadedPlan &plan,
+                                        const TokenFile &data,
+                                        const TrainerOptions &options);
+
+  /// Runs optimizer step completedSteps() + 1.
+  absl::StatusOr<StepResult> step();
+
+  /// Steps run so far (or restored by load).
+  uint64_t completedSteps() const { return completed; }
+  /// Samples of the corpus consumed so far (the data position).
+  uint64_t samplesConsumed() const { return consumed; }
+  uint64_t seed() const { return options.seed; }
+
+  /// Saves every parameter and optimizer state after completedSteps() into
+  /// checkpoint folder `dir` (DIR/step-N, then DIR/latest; atomic).
+  absl::Status save(const std::string &dir);
+
+  /// Restores the latest checkpoint of `dir`: every parameter and state of
+  /// the program, the step and the data position. Refuses (and changes
+  /// nothing) when a tensor is missing, differs in shape, or the checkpoint
+  /// holds a tensor the plan does not have, or was saved with another seed.
+  absl::Status load(const std::string &dir);
+
+  CpuExecutor &executor() { return cpu; }
+
+private:
+  Trainer(const LoadedPlan &plan, Sampler sampler, CpuExecutor cpu,
+          const TrainerOptions &options);
+
+  const LoadedPlan *plan;
+  Sampler sampler;
+  CpuExecutor cpu;
+  TrainerOptions options;
+  uint64_t completed = 0, consumed = 0;
+  /// The data-parallel rank and replica count (1 until the runtime runs
+  /// multi-rank meshes).
+  int64_t dpRank = 0, dpSize = 1;
+  int64_t epochNanos = 0;
+};
+
+} // namespace triad::rt
+
+#endif // TRIAD_RUNTIME_TRAIN_TRAINER_H
