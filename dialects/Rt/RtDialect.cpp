@@ -1,0 +1,249 @@
+//===- RtDialect.cpp - the rt per-rank program dialect --------------------===//
+//
+// Registers the dialect and verifies its ops. The checks here are the
+// structural ones (offsets inside the arena, slices inside their global
+// tensors, names and kinds); the per-kernel operand rules are the runtime's
+// (runtime/plan/Plan.cpp), which the exporter applies to every plan it
+// writes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Rt/RtDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace triad::rt;
+
+#include "dialects/Rt/RtDialect.cpp.inc"
+#include "dialects/Rt/RtEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Rt/RtAttrs.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/Rt/RtOps.cpp.inc"
+
+void RtDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Rt/RtOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/Rt/RtAttrs.cpp.inc"
+      >();
+}
+
+int64_t triad::rt::elementBytes(Type type) {
+  if (type.isF32() || type.isInteger(32))
+    return 4;
+  if (type.isBF16() || type.isF16())
+    return 2;
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// PlanOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PlanOp::verify() {
+  if (getAxes().size() != getAxisSizes().size())
+    return emitOpError("has ") << getAxes().size() << " mesh axes but "
+                               << getAxisSizes().size() << " sizes";
+  llvm::StringSet<> names;
+  int64_t dp = 1;
+  for (auto [name, size] : llvm::zip(getAxes(), getAxisSizes())) {
+    StringRef axis = cast<StringAttr>(name).getValue();
+    if (!names.insert(axis).second)
+      return emitOpError("mesh axis '") << axis << "' appears twice";
+    if (size < 1)
+      return emitOpError("mesh axis '")
+             << axis << "' has size " << size << "; sizes must be at least 1";
+    if (axis == "dp")
+      dp = size;
+  }
+  for (auto [what, value] : {std::pair<StringRef, int64_t>{"seq", getSeq()},
+                             {"vocab", getVocab()},
+                             {"batch", getBatch()},
+                             {"microbatches", getMicrobatches()}})
+    if (value < 1)
+      return emitOpError() << what << " is " << value
+                           << "; it must be at least 1";
+  if (getBatch() % (dp * getMicrobatches()) != 0)
+    return emitOpError("batch ")
+           << getBatch() << " is not divisible by dp (" << dp
+           << ") times microbatches (" << getMicrobatches() << ")";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ProgramOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ProgramOp::verify() {
+  if (getPipelineRank() < 0)
+    return emitOpError("pipeline rank ") << getPipelineRank() << " is negative";
+  if (getArenaBytes() < 0)
+    return emitOpError("arena size ") << getArenaBytes() << " is negative";
+  llvm::StringSet<> persistent;
+  llvm::DenseSet<Value> persistentBuffers;
+  int steps = 0;
+  for (Operation &op : getBody().front()) {
+    if (auto p = dyn_cast<PersistentOp>(op)) {
+      if (!persistent.insert(p.getName()).second)
+        return p.emitOpError("persistent tensor '")
+               << p.getName() << "' is declared twice";
+      if (!persistentBuffers.insert(p.getBuffer()).second)
+        return p.emitOpError("buffer already holds another persistent tensor");
+    }
+    if (isa<StepOp>(op))
+      ++steps;
+  }
+  if (steps != 1)
+    return emitOpError("must hold exactly one rt.step, found ") << steps;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// BufferOp
+//===----------------------------------------------------------------------===//
+
+int64_t BufferOp::getBytes() {
+  MemRefType type = getType();
+  return type.getNumElements() * elementBytes(type.getElementType());
+}
+
+LogicalResult BufferOp::verify() {
+  int64_t offset = getOffset();
+  if (offset < 0 || offset % kBufferAlignment != 0)
+    return emitOpError("offset ")
+           << offset << " is not a non-negative multiple of "
+           << kBufferAlignment;
+  int64_t arena = (*this)->getParentOfType<ProgramOp>().getArenaBytes();
+  if (offset + getBytes() > arena)
+    return emitOpError("bytes [")
+           << offset << ", " << offset + getBytes()
+           << ") extend past the arena of " << arena << " bytes";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// PersistentOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PersistentOp::verify() {
+  auto type = cast<MemRefType>(getBuffer().getType());
+  ArrayRef<int64_t> global = getGlobalShape(), offsets = getOffsets();
+  if (!getBuffer().getDefiningOp<BufferOp>())
+    return emitOpError("buffer must be an rt.buffer");
+  if (global.size() != static_cast<size_t>(type.getRank()) ||
+      offsets.size() != global.size())
+    return emitOpError("global shape and offsets must have the buffer's rank ")
+           << type.getRank();
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (offsets[d] < 0 || offsets[d] + type.getDimSize(d) > global[d])
+      return emitOpError("the slice of dimension ")
+             << d << " ([" << offsets[d] << ", "
+             << offsets[d] + type.getDimSize(d)
+             << ")) is outside the global size " << global[d];
+  if (getRole() == Role::Accumulator &&
+      (!type.getElementType().isF32() ||
+       getInit().getKind() != triad::InitKind::zeros))
+    return emitOpError("accumulator '")
+           << getName() << "' must be f32 and start at zeros";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// FuncOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult FuncOp::verify() {
+  if (getArgKinds().size() != getArgs().size())
+    return emitOpError("has ") << getArgs().size() << " arguments but "
+                               << getArgKinds().size() << " argument kinds";
+  for (Attribute kind : getArgKinds()) {
+    StringRef name = cast<StringAttr>(kind).getValue();
+    if (name != "tokens" && name != "labels")
+      return emitOpError("argument kind '")
+             << name << "' is unknown (expected tokens or labels)";
+  }
+  for (Value arg : getArgs())
+    if (!cast<MemRefType>(arg.getType()).getElementType().isInteger(32))
+      return emitOpError("arguments hold token ids and must be i32 buffers");
+  if (getResultNames().size() != getResults().size())
+    return emitOpError("has ") << getResults().size() << " results but "
+                               << getResultNames().size() << " result names";
+  llvm::StringSet<> names;
+  for (Attribute name : getResultNames()) {
+    StringRef text = cast<StringAttr>(name).getValue();
+    if (text.empty() || !names.insert(text).second)
+      return emitOpError("result names must be non-empty and distinct");
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// KernelOp
+//===----------------------------------------------------------------------===//
+
+static bool updatesInPlace(OpCode opcode) {
+  switch (opcode) {
+  case OpCode::AdamW:
+  case OpCode::Accumulate:
+  case OpCode::ScaleBy:
+  case OpCode::Select:
+  case OpCode::Copy:
+    return true;
+  default:
+    return false;
+  }
+}
+
+LogicalResult KernelOp::verify() {
+  if (getOutputs().empty())
+    return emitOpError("writes no output");
+  if (!updatesInPlace(getOpcode()))
+    for (Value out : getOutputs())
+      if (llvm::is_contained(getInputs(), out))
+        return emitOpError("kernel '")
+               << stringifyOpCode(getOpcode())
+               << "' cannot write an output in place of an input";
+  if (getOpcode() == OpCode::Accumulate &&
+      (getInputs().empty() || getOutputs().front() != getInputs().front()))
+    return emitOpError("accumulate must write its first input in place");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// StepOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult StepOp::verify() {
+  if (getCallees().size() != getMicrobatches().size())
+    return emitOpError("has ")
+           << getCallees().size() << " calls but " << getMicrobatches().size()
+           << " microbatch indices";
+  auto program = (*this)->getParentOfType<ProgramOp>();
+  int64_t microbatches = -1;
+  if (auto module = program->getParentOfType<ModuleOp>())
+    for (auto plan : module.getOps<PlanOp>())
+      microbatches = plan.getMicrobatches();
+  for (auto [callee, microbatch] : llvm::zip(getCallees(), getMicrobatches())) {
+    auto symbol = cast<FlatSymbolRefAttr>(callee);
+    if (!isa_and_nonnull<FuncOp>(
+            SymbolTable::lookupSymbolIn(program, symbol.getAttr())))
+      return emitOpError("calls ") << symbol << ", which is no rt.func here";
+    if (microbatch < 0 || (microbatches > 0 && microbatch >= microbatches))
+      return emitOpError("microbatch ")
+             << microbatch << " of the call of " << symbol << " is outside [0, "
+             << microbatches << ")";
+  }
+  return success();
+}

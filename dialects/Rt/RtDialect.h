@@ -1,0 +1,39 @@
+//===- RtDialect.h - the rt per-rank program dialect --------------*- C++
+//-*-===//
+//
+// Declares the `rt` dialect (L3): per-rank programs that map 1:1 onto the
+// plan file.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_DIALECTS_RT_RTDIALECT_H
+#define TRIAD_DIALECTS_RT_RTDIALECT_H
+
+#include "dialects/Triad/TriadDialect.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/Rt/RtDialect.h.inc"
+#include "dialects/Rt/RtEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Rt/RtAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/Rt/RtOps.h.inc"
+
+namespace triad::rt {
+
+/// Bytes per element of a buffer element type (f32, bf16, f16, i32).
+int64_t elementBytes(mlir::Type type);
+
+/// The alignment of every buffer offset in the arena.
+constexpr int64_t kBufferAlignment = 64;
+
+} // namespace triad::rt
+
+#endif // TRIAD_DIALECTS_RT_RTDIALECT_H

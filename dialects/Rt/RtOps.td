@@ -1,0 +1,199 @@
+//===- RtOps.td - the rt dialect: per-rank runtime programs -*- tablegen -*-===//
+//
+// The `rt` dialect (L3) is the plan file in IR form: one flat program per
+// pipeline rank, with every buffer at a static offset of one arena, the
+// persistent tensors (parameters, optimizer state, accumulators), the
+// functions the runtime calls and the order of the calls in one optimizer
+// step. It maps 1:1 onto runtime/plan/plan.fbs; triad-translate
+// --export-plan writes it out and the runtime's loader checks it again.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_DIALECT_RT_OPS_TD
+#define TRIAD_DIALECT_RT_OPS_TD
+
+include "dialects/Rt/RtBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "dialects/Triad/TriadBase.td"
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
+
+def Rt_PlanOp : Rt_Op<"plan", [HasParent<"::mlir::ModuleOp">]> {
+  let summary = "What every rank's program shares: the mesh and the data";
+  let description = [{
+    The mesh axes (names and sizes, in rank order: the last axis varies
+    fastest across consecutive ranks) and the training data one optimizer
+    step consumes: `batch` sequences of `seq` tokens from a vocabulary of
+    `vocab`, in `microbatches` microbatches per data-parallel replica.
+
+    Example:
+
+    ```mlir
+    rt.plan mesh ["dp", "tp", "pp"] = [1, 1, 1] seq 64 vocab 256 batch 8 microbatches 1
+    ```
+  }];
+  let arguments = (ins StrArrayAttr:$axes, DenseI64ArrayAttr:$axis_sizes,
+                       I64Attr:$seq, I64Attr:$vocab, I64Attr:$batch,
+                       I64Attr:$microbatches);
+  let assemblyFormat = [{
+    `mesh` $axes `=` $axis_sizes `seq` $seq `vocab` $vocab `batch` $batch
+    `microbatches` $microbatches attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Rt_ProgramOp : Rt_Op<"program", [
+    Symbol, SymbolTable, IsolatedFromAbove, SingleBlock, NoTerminator,
+    HasParent<"::mlir::ModuleOp">]> {
+  let summary = "The program of one pipeline rank";
+  let description = [{
+    Holds the rank's buffers, persistent tensors, functions and step. All
+    buffers live in one arena of `arena_bytes` bytes.
+
+    Example:
+
+    ```mlir
+    rt.program @rank0 pipeline_rank 0 arena 4096 {
+      %w = rt.buffer 0 : memref<16x16xf32>
+      rt.persistent "w" parameter %w global [16, 16] offsets [0, 0] init <zeros> : memref<16x16xf32>
+      ...
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$pipeline_rank,
+                       I64Attr:$arena_bytes);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $sym_name `pipeline_rank` $pipeline_rank `arena` $arena_bytes
+    attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+}
+
+def Rt_BufferOp : Rt_Op<"buffer", [Pure, HasParent<"ProgramOp">]> {
+  let summary = "A tensor at a static byte offset of the arena";
+  let description = [{
+    Names the bytes [offset, offset + size of the memref) of the program's
+    arena as a tensor of the memref's element type and shape. Buffers may
+    share bytes: the memory plan reuses them across values whose lifetimes
+    do not overlap, and a reshaped value is another buffer at the same
+    offset.
+
+    Example:
+
+    ```mlir
+    %x = rt.buffer 4096 : memref<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$offset);
+  let results = (outs Rt_Buffer:$result);
+  let assemblyFormat = "$offset attr-dict `:` type($result)";
+  let extraClassDeclaration = [{
+    /// Bytes the buffer covers.
+    int64_t getBytes();
+  }];
+  let hasVerifier = 1;
+}
+
+def Rt_PersistentOp : Rt_Op<"persistent", [HasParent<"ProgramOp">]> {
+  let summary = "A tensor kept between steps";
+  let description = [{
+    A parameter, a piece of optimizer state or an accumulator: its name (the
+    checkpoint's and the init generator's), its buffer, the global shape of
+    the tensor and the offsets of this rank's slice of it, and how it
+    starts (the `triad` dialect's init attribute).
+
+    Example:
+
+    ```mlir
+    rt.persistent "embed.wte" parameter %0 global [256, 64] offsets [0, 0] init <normal, std = 2.000000e-02> : memref<256x64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Rt_Role:$role, Rt_Buffer:$buffer,
+                       DenseI64ArrayAttr:$global_shape,
+                       DenseI64ArrayAttr:$offsets, Triad_InitAttr:$init);
+  let assemblyFormat = [{
+    $name $role $buffer `global` $global_shape `offsets` $offsets `init`
+    $init attr-dict `:` type($buffer)
+  }];
+  let hasVerifier = 1;
+}
+
+def Rt_FuncOp : Rt_Op<"func", [
+    Symbol, SingleBlock, NoTerminator, AttrSizedOperandSegments,
+    HasParent<"ProgramOp">]> {
+  let summary = "A function the runtime calls: arguments, results, kernels";
+  let description = [{
+    Before a call the runtime writes each argument (`arg_kinds`: `tokens` or
+    `labels` of the call's microbatch); then the body's kernels run in
+    order; then the results are read, each under its name.
+
+    Example:
+
+    ```mlir
+    rt.func @microbatch_step args(%t, %l : memref<8x64xi32>, memref<8x64xi32>) kinds ["tokens", "labels"] results() names [] {
+      rt.kernel count_valid(%l) -> (%n) ints [-100] : (memref<8x64xi32>) -> (memref<f32>)
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Variadic<Rt_Buffer>:$args,
+                       StrArrayAttr:$arg_kinds, Variadic<Rt_Buffer>:$results,
+                       StrArrayAttr:$result_names);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $sym_name `args` `(` ($args^ `:` type($args))? `)` `kinds` $arg_kinds
+    `results` `(` ($results^ `:` type($results))? `)` `names` $result_names
+    attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+}
+
+def Rt_KernelOp : Rt_Op<"kernel", [AttrSizedOperandSegments,
+                                   HasParent<"FuncOp">]> {
+  let summary = "One runtime kernel call";
+  let description = [{
+    Calls kernel `opcode` on the input buffers, writing the output buffers,
+    with its integer and float attributes (their meaning per kernel is in
+    plan.fbs). An output is the same buffer as an input only for the kernels
+    that update in place (adamw, accumulate, scale_by, select, copy).
+
+    Example:
+
+    ```mlir
+    rt.kernel matmul(%x, %w) -> (%y) ints [0, 0] : (memref<512x64xf32>, memref<64x64xf32>) -> (memref<512x64xf32>)
+    ```
+  }];
+  let arguments = (ins Rt_OpCode:$opcode,
+                       Arg<Variadic<Rt_Buffer>, "", [MemRead]>:$inputs,
+                       Arg<Variadic<Rt_Buffer>, "", [MemWrite]>:$outputs,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$ints,
+                       DefaultValuedAttr<DenseF64ArrayAttr, "{}">:$floats);
+  let assemblyFormat = [{
+    $opcode `(` $inputs `)` `->` `(` $outputs `)` (`ints` $ints^)?
+    (`floats` $floats^)? attr-dict `:` functional-type($inputs, $outputs)
+  }];
+  let hasVerifier = 1;
+}
+
+def Rt_StepOp : Rt_Op<"step", [HasParent<"ProgramOp">]> {
+  let summary = "The calls of one optimizer step, in order";
+  let description = [{
+    Each call names a function of the program and the microbatch its
+    `tokens` and `labels` arguments read.
+
+    Example:
+
+    ```mlir
+    rt.step [@begin_step, @microbatch_step, @microbatch_step, @apply_step] microbatches [0, 0, 1, 0]
+    ```
+  }];
+  let arguments = (ins TypedArrayAttrBase<FlatSymbolRefAttr, "function symbols">:$callees,
+                       DenseI64ArrayAttr:$microbatches);
+  let assemblyFormat = "$callees `microbatches` $microbatches attr-dict";
+  let hasVerifier = 1;
+}
+
+#endif // TRIAD_DIALECT_RT_OPS_TD
