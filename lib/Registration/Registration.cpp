@@ -2,8 +2,10 @@
 
 #include "triad/Registration.h"
 
+#include "dialects/Rt/RtDialect.h"
 #include "dialects/Triad/TriadDialect.h"
 #include "passes/Autodiff/Passes.h"
+#include "passes/Lowering/Passes.h"
 #include "passes/Reports/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -12,11 +14,13 @@
 #include "mlir/IR/DialectRegistry.h"
 
 void triad::registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<triad::TriadDialect, mlir::func::FuncDialect,
-                  mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
+  registry.insert<triad::TriadDialect, triad::rt::RtDialect,
+                  mlir::func::FuncDialect, mlir::arith::ArithDialect,
+                  mlir::tensor::TensorDialect>();
 }
 
 void triad::registerAllPasses() {
   triad::registerAutodiffPasses();
   triad::registerReportsPasses();
+  triad::registerLoweringPasses();
 }

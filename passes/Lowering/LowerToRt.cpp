@@ -1,0 +1,907 @@
+//===- LowerToRt.cpp - the training step as per-rank rt programs ----------===//
+//
+// Lowers @microbatch_step and @apply_step to an rt.program: every tensor
+// value becomes a buffer (a view of a storage: reshapes share their input's
+// storage), every op a kernel call (layers flattened), and the storages
+// get arena offsets from their lifetimes (lib/Analysis/MemoryPlanner).
+// Persistent storages (parameters, state, accumulators) sit at fixed
+// offsets first; each function's temporaries share the bytes above them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Lowering/Passes.h"
+
+#include "dialects/Triad/TriadOps.h"
+#include "triad/Analysis/MemoryPlanner.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <limits>
+
+namespace triad {
+#define GEN_PASS_DEF_LOWERTORT
+#include "passes/Lowering/Passes.h.inc"
+} // namespace triad
+
+using namespace mlir;
+using namespace triad;
+using rt::OpCode;
+
+namespace {
+
+/// Bytes that back one or more buffers.
+struct Storage {
+  int64_t bytes = 0;
+  bool persistent = false;
+  int64_t offset = -1;
+};
+
+/// A buffer: a typed view of a storage.
+struct Slot {
+  unsigned storage;
+  MemRefType type;
+};
+
+struct Kernel {
+  OpCode opcode;
+  SmallVector<unsigned> inputs, outputs;
+  SmallVector<int64_t> ints;
+  SmallVector<double> floats;
+};
+
+struct Function {
+  std::string name;
+  SmallVector<unsigned> args;
+  SmallVector<std::string> argKinds;
+  SmallVector<unsigned> results;
+  SmallVector<std::string> resultNames;
+  std::vector<Kernel> body;
+};
+
+struct Persistent {
+  std::string name;
+  rt::Role role;
+  unsigned slot;
+  InitAttr init;
+};
+
+/// What a triad op becomes: a kernel with its attributes.
+struct KernelSpec {
+  OpCode opcode;
+  SmallVector<int64_t> ints;
+  SmallVector<double> floats;
+};
+
+int64_t activationCode(ActivationKind kind) {
+  switch (kind) {
+  case ActivationKind::gelu:
+    return 0;
+  case ActivationKind::gelu_tanh:
+    return 1;
+  case ActivationKind::fast_gelu:
+    return 2;
+  case ActivationKind::relu:
+    return 3;
+  case ActivationKind::silu:
+    return 4;
+  }
+  return 0;
+}
+
+int64_t maskCode(MaskKind mask) {
+  switch (mask) {
+  case MaskKind::causal:
+    return 0;
+  case MaskKind::prefix:
+    return 1;
+  case MaskKind::none:
+    return 2;
+  }
+  return 0;
+}
+
+template <typename AttentionLike>
+KernelSpec attentionSpec(OpCode opcode, AttentionLike op) {
+  return {opcode,
+          {static_cast<int64_t>(op.getHeads()),
+           static_cast<int64_t>(op.getKvHeads()), maskCode(op.getMask()),
+           op.getPrefixLengths() ? 1 : 0, op.getAlibiSlopes() ? 1 : 0},
+          {op.getEffectiveScale()}};
+}
+
+/// The kernel of every triad op that computes (not the ones that only name
+/// or alias storage: get_param, reshape, layer, assign, constants).
+FailureOr<KernelSpec> kernelFor(Operation *op) {
+  using R = FailureOr<KernelSpec>;
+  auto plain = [](OpCode opcode) -> R { return KernelSpec{opcode, {}, {}}; };
+  auto activation = [](ActivationKind kind) -> R {
+    return KernelSpec{OpCode::Activation, {activationCode(kind)}, {}};
+  };
+  auto reduce = [](Value x, ArrayRef<int64_t> dims, bool mean) -> R {
+    double factor = 1.0;
+    if (mean) {
+      auto shape = cast<RankedTensorType>(x.getType()).getShape();
+      int64_t count = 1;
+      for (int64_t d : dims)
+        count *= shape[d];
+      factor = 1.0 / static_cast<double>(count);
+    }
+    return KernelSpec{OpCode::Sum, {}, {factor}};
+  };
+  return llvm::TypeSwitch<Operation *, R>(op)
+      .Case([&](EmbeddingOp) { return plain(OpCode::Embedding); })
+      .Case([&](EmbeddingGradOp) { return plain(OpCode::EmbeddingGrad); })
+      .Case([&](MatmulOp m) -> R {
+        return KernelSpec{
+            OpCode::Matmul,
+            {m.getTransposeLhs() ? 1 : 0, m.getTransposeRhs() ? 1 : 0},
+            {}};
+      })
+      .Case<AddOp, BiasAddOp>([&](Operation *) { return plain(OpCode::Add); })
+      .Case([&](MulOp) { return plain(OpCode::Mul); })
+      .Case([&](ScaleOp s) -> R {
+        return KernelSpec{OpCode::Scale, {}, {s.getFactor().convertToDouble()}};
+      })
+      .Case([&](GeluOp g) {
+        return activation(g.getApproximate() == GeluApproximation::tanh
+                              ? ActivationKind::gelu_tanh
+                              : ActivationKind::gelu);
+      })
+      .Case([&](FastGeluOp) { return activation(ActivationKind::fast_gelu); })
+      .Case([&](ReluOp) { return activation(ActivationKind::relu); })
+      .Case([&](SiluOp) { return activation(ActivationKind::silu); })
+      .Case([&](SwigluOp) -> R {
+        return KernelSpec{
+            OpCode::Gated, {activationCode(ActivationKind::silu)}, {}};
+      })
+      .Case([&](GegluOp) -> R {
+        return KernelSpec{
+            OpCode::Gated, {activationCode(ActivationKind::gelu)}, {}};
+      })
+      .Case([&](ActivationGradOp a) -> R {
+        return KernelSpec{
+            OpCode::ActivationGrad, {activationCode(a.getKind())}, {}};
+      })
+      .Case([&](LayerNormOp n) -> R {
+        return KernelSpec{
+            OpCode::LayerNorm, {}, {n.getEpsilon().convertToDouble()}};
+      })
+      .Case([&](RmsNormOp n) -> R {
+        return KernelSpec{
+            OpCode::RmsNorm, {}, {n.getEpsilon().convertToDouble()}};
+      })
+      .Case([&](LayerNormGradOp n) -> R {
+        return KernelSpec{
+            OpCode::LayerNormGrad, {}, {n.getEpsilon().convertToDouble()}};
+      })
+      .Case([&](RmsNormGradOp n) -> R {
+        return KernelSpec{
+            OpCode::RmsNormGrad, {}, {n.getEpsilon().convertToDouble()}};
+      })
+      .Case([&](AttentionOp a) { return attentionSpec(OpCode::Attention, a); })
+      .Case([&](AttentionGradOp a) {
+        return attentionSpec(OpCode::AttentionGrad, a);
+      })
+      .Case([&](RopeOp r) -> R {
+        return KernelSpec{OpCode::Rope,
+                          {static_cast<int64_t>(r.getHeads()),
+                           static_cast<int64_t>(r.getRotaryDim())},
+                          {r.getBase().convertToDouble(), 1.0}};
+      })
+      .Case([&](RopeGradOp r) -> R {
+        return KernelSpec{OpCode::Rope,
+                          {static_cast<int64_t>(r.getHeads()),
+                           static_cast<int64_t>(r.getRotaryDim())},
+                          {r.getBase().convertToDouble(), -1.0}};
+      })
+      .Case([&](TransposeOp t) -> R {
+        return KernelSpec{
+            OpCode::Transpose, SmallVector<int64_t>(t.getPermutation()), {}};
+      })
+      .Case([&](SliceOp s) -> R {
+        SmallVector<int64_t> ints(s.getOffsets());
+        llvm::append_range(ints, s.getSizes());
+        return KernelSpec{OpCode::Slice, ints, {}};
+      })
+      .Case([&](PadOp p) -> R {
+        SmallVector<int64_t> ints(p.getLow());
+        llvm::append_range(ints, p.getHigh());
+        return KernelSpec{OpCode::Pad, ints, {}};
+      })
+      .Case([&](ConcatOp c) -> R {
+        return KernelSpec{OpCode::Concat, {c.getDim()}, {}};
+      })
+      .Case([&](BroadcastOp) { return plain(OpCode::Broadcast); })
+      .Case([&](CastOp) { return plain(OpCode::Cast); })
+      .Case([&](SumOp s) { return reduce(s.getX(), s.getDims(), false); })
+      .Case([&](MeanOp m) { return reduce(m.getX(), m.getDims(), true); })
+      .Case([&](DropoutOp d) -> R {
+        return KernelSpec{OpCode::Dropout,
+                          {d.getRngStream(), 0},
+                          {d.getProbability().convertToDouble()}};
+      })
+      .Case([&](CrossEntropyOp c) -> R {
+        return KernelSpec{OpCode::CrossEntropy, {c.getIgnoreIndex()}, {}};
+      })
+      .Case([&](CrossEntropyGradOp c) -> R {
+        return KernelSpec{OpCode::CrossEntropyGrad, {c.getIgnoreIndex()}, {}};
+      })
+      .Case([&](SumSquaresOp) { return plain(OpCode::SumSquares); })
+      .Case([&](ClipCoefficientOp c) -> R {
+        return KernelSpec{
+            OpCode::ClipCoefficient, {}, {c.getMaxNorm().convertToDouble()}};
+      })
+      .Case([&](LrScheduleOp l) -> R {
+        return KernelSpec{
+            OpCode::LrSchedule,
+            {static_cast<int64_t>(l.getWarmup()),
+             static_cast<int64_t>(l.getDecay())},
+            {l.getPeak().convertToDouble(), l.getFloor().convertToDouble()}};
+      })
+      .Case([&](AdamWUpdateOp a) -> R {
+        return KernelSpec{OpCode::AdamW,
+                          {},
+                          {a.getBeta1().convertToDouble(),
+                           a.getBeta2().convertToDouble(),
+                           a.getEpsilon().convertToDouble(),
+                           a.getWeightDecay().convertToDouble()}};
+      })
+      .Case([&](SelectOp) { return plain(OpCode::Select); })
+      .Case([&](LossScaleUpdateOp l) -> R {
+        return KernelSpec{OpCode::LossScaleUpdate,
+                          {static_cast<int64_t>(l.getGrowthInterval())},
+                          {l.getGrowth().convertToDouble(),
+                           l.getBackoff().convertToDouble()}};
+      })
+      .Default([&](Operation *other) -> R {
+        return other->emitOpError("has no runtime kernel");
+      });
+}
+
+/// The operands of `op` whose storage the kernel may overwrite with result
+/// `result` (an in-place update): the kernel copies them over first.
+SmallVector<unsigned> inPlaceOperands(Operation *op, unsigned result) {
+  if (isa<AdamWUpdateOp>(op)) {
+    // param' <- param, m' <- m, v' <- v
+    static const unsigned kSources[] = {0, 2, 3};
+    return {kSources[result]};
+  }
+  if (isa<SelectOp>(op))
+    return {1, 2};
+  return {};
+}
+
+class ProgramLowering {
+public:
+  ProgramLowering(ModuleOp module, func::FuncOp microbatch, func::FuncOp apply)
+      : module(module), microbatch(microbatch), apply(apply) {}
+
+  LogicalResult lower(int64_t microbatches, ArrayRef<std::string> axes,
+                      ArrayRef<int64_t> axisSizes);
+
+  int64_t kernels = 0, inPlace = 0, copies = 0, arenaBytes = 0;
+
+private:
+  MemRefType memrefOf(Type tensor) {
+    auto type = cast<RankedTensorType>(tensor);
+    return MemRefType::get(type.getShape(), type.getElementType());
+  }
+  unsigned addStorage(MemRefType type, bool persistent) {
+    storages.push_back(
+        {type.getNumElements() * rt::elementBytes(type.getElementType()),
+         persistent});
+    return storages.size() - 1;
+  }
+  unsigned addSlot(unsigned storage, MemRefType type) {
+    slots.push_back({storage, type});
+    return slots.size() - 1;
+  }
+  unsigned temporary(Type tensor) {
+    MemRefType type = memrefOf(tensor);
+    return addSlot(addStorage(type, false), type);
+  }
+  unsigned addPersistent(StringRef name, rt::Role role, Type tensor,
+                         InitAttr init) {
+    MemRefType type = memrefOf(tensor);
+    unsigned slot = addSlot(addStorage(type, true), type);
+    persistents.push_back({name.str(), role, slot, init});
+    persistentSlot[name] = slot;
+    return slot;
+  }
+  void emit(Function &f, OpCode opcode, SmallVector<unsigned> inputs,
+            SmallVector<unsigned> outputs, SmallVector<int64_t> ints = {},
+            SmallVector<double> floats = {}) {
+    f.body.push_back({opcode, std::move(inputs), std::move(outputs),
+                      std::move(ints), std::move(floats)});
+  }
+  unsigned fill(Function &f, double value) {
+    unsigned slot = temporary(scalarType());
+    emit(f, OpCode::Fill, {}, {slot}, {}, {value});
+    return slot;
+  }
+  RankedTensorType scalarType() {
+    return RankedTensorType::get({}, Float32Type::get(module.getContext()));
+  }
+
+  void declarePersistents();
+  LogicalResult findInPlaceUpdates(func::FuncOp func);
+  LogicalResult lowerBlock(Block &block, Function &f);
+  LogicalResult lowerOp(Operation &op, Function &f);
+  LogicalResult lowerMicrobatchStep(Function &f, int64_t microbatches);
+  LogicalResult lowerApplyStep(Function &f);
+  void planMemory(ArrayRef<Function> functions);
+  void emitProgram(ArrayRef<Function> functions, ArrayRef<std::string> axes,
+                   ArrayRef<int64_t> axisSizes, int64_t microbatches);
+
+  ModuleOp module;
+  func::FuncOp microbatch, apply;
+  std::vector<Storage> storages;
+  std::vector<Slot> slots;
+  std::vector<Persistent> persistents;
+  llvm::StringMap<unsigned> persistentSlot;
+  DenseMap<Value, unsigned> slotOf;
+  /// Results written straight into a persistent tensor's slot.
+  DenseMap<Value, unsigned> redirect;
+  /// Accumulators of the gradients (by parameter), the loss and the count.
+  llvm::StringMap<unsigned> gradAccumulator;
+  unsigned lossSum = 0, tokenCount = 0;
+  int64_t seq = 0, vocab = 0, batch = 0;
+};
+
+void ProgramLowering::declarePersistents() {
+  for (auto param : module.getOps<ParamOp>())
+    addPersistent(param.getSymName(), rt::Role::Parameter,
+                  param.getTensorType(), param.getInit());
+  for (auto state : module.getOps<StateOp>())
+    addPersistent(state.getSymName(), rt::Role::State, state.getType(),
+                  state.getInit());
+  MLIRContext *ctx = module.getContext();
+  InitAttr zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), 0);
+  for (auto [index, type] : llvm::enumerate(microbatch.getResultTypes())) {
+    auto param =
+        microbatch.getResultAttrOfType<FlatSymbolRefAttr>(index, "triad.grad");
+    if (param)
+      gradAccumulator[param.getValue()] =
+          addPersistent(("grad." + param.getValue()).str(),
+                        rt::Role::Accumulator, type, zeros);
+  }
+  lossSum =
+      addPersistent("loss.sum", rt::Role::Accumulator, scalarType(), zeros);
+  tokenCount =
+      addPersistent("loss.tokens", rt::Role::Accumulator, scalarType(), zeros);
+}
+
+LogicalResult ProgramLowering::findInPlaceUpdates(func::FuncOp func) {
+  // Program order of every op, nested layers included.
+  DenseMap<Operation *, int64_t> position;
+  int64_t next = 0;
+  func.walk<WalkOrder::PreOrder>([&](Operation *op) { position[op] = next++; });
+
+  // Every value that is a view of each persistent tensor.
+  llvm::StringMap<SmallVector<Value>> views;
+  llvm::StringMap<int> assignments;
+  func.walk([&](Operation *op) {
+    if (auto get = dyn_cast<GetParamOp>(op))
+      views[get.getName()].push_back(get.getResult());
+    if (auto assign = dyn_cast<AssignOp>(op))
+      ++assignments[assign.getName()];
+  });
+  for (auto &entry : views) {
+    SmallVector<Value> &values = entry.second;
+    for (size_t i = 0; i < values.size(); ++i)
+      for (OpOperand &use : values[i].getUses()) {
+        Operation *user = use.getOwner();
+        if (isa<ReshapeOp>(user))
+          values.push_back(user->getResult(0));
+        else if (auto layer = dyn_cast<LayerOp>(user))
+          values.push_back(
+              layer.getBody().front().getArgument(use.getOperandNumber()));
+        else if (isa<YieldOp>(user))
+          if (auto layer = dyn_cast<LayerOp>(user->getParentOp()))
+            values.push_back(layer.getResult(use.getOperandNumber()));
+      }
+  }
+
+  func.walk([&](AssignOp assign) {
+    StringRef name = assign.getName();
+    auto result = dyn_cast<OpResult>(assign.getValue());
+    if (assignments[name] != 1 || !result || redirect.count(result))
+      return;
+    Operation *producer = result.getOwner();
+    if (isa<GetParamOp, ReshapeOp, LayerOp, arith::ConstantOp>(producer))
+      return;
+    SmallVector<unsigned> allowed =
+        inPlaceOperands(producer, result.getResultNumber());
+    for (Value view : views.lookup(name))
+      for (OpOperand &use : view.getUses()) {
+        Operation *user = use.getOwner();
+        if (user == producer
+                ? !llvm::is_contained(allowed, use.getOperandNumber())
+                : position.lookup(user) > position.lookup(producer))
+          return;
+      }
+    redirect[result] = persistentSlot.lookup(name);
+  });
+  return success();
+}
+
+LogicalResult ProgramLowering::lowerBlock(Block &block, Function &f) {
+  for (Operation &op : block)
+    if (failed(lowerOp(op, f)))
+      return failure();
+  return success();
+}
+
+LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
+  if (isa<YieldOp, func::ReturnOp>(op))
+    return success();
+  if (auto get = dyn_cast<GetParamOp>(op)) {
+    auto it = persistentSlot.find(get.getName());
+    if (it == persistentSlot.end())
+      return get.emitOpError("reads ")
+             << get.getNameAttr() << ", which is no parameter or state";
+    slotOf[get.getResult()] = it->second;
+    return success();
+  }
+  if (auto layer = dyn_cast<LayerOp>(op)) {
+    Block &body = layer.getBody().front();
+    for (auto [arg, operand] :
+         llvm::zip(body.getArguments(), layer.getOperands()))
+      slotOf[arg] = slotOf.at(operand);
+    if (failed(lowerBlock(body, f)))
+      return failure();
+    for (auto [result, value] :
+         llvm::zip(layer.getResults(), body.getTerminator()->getOperands()))
+      slotOf[result] = slotOf.at(value);
+    return success();
+  }
+  if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+    slotOf[reshape.getResult()] = addSlot(
+        slots[slotOf.at(reshape.getX())].storage, memrefOf(reshape.getType()));
+    return success();
+  }
+  if (auto assign = dyn_cast<AssignOp>(op)) {
+    unsigned target = persistentSlot.lookup(assign.getName());
+    unsigned source = slotOf.at(assign.getValue());
+    if (slots[source].storage == slots[target].storage) {
+      ++inPlace;
+      return success();
+    }
+    emit(f, OpCode::Copy, {source}, {target});
+    ++copies;
+    return success();
+  }
+  if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+    auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!dense || !dense.isSplat() || !dense.getElementType().isF32())
+      return constant.emitOpError(
+          "is not a splat f32 tensor; only those lower to the runtime");
+    unsigned slot = temporary(constant.getType());
+    emit(f, OpCode::Fill, {}, {slot}, {},
+         {dense.getSplatValue<APFloat>().convertToDouble()});
+    slotOf[constant.getResult()] = slot;
+    return success();
+  }
+
+  FailureOr<KernelSpec> spec = kernelFor(&op);
+  if (failed(spec))
+    return failure();
+  Kernel kernel{spec->opcode, {}, {}, spec->ints, spec->floats};
+  for (Value operand : op.getOperands())
+    kernel.inputs.push_back(slotOf.at(operand));
+  for (OpResult result : op.getResults()) {
+    unsigned slot;
+    if (auto it = redirect.find(result); it != redirect.end())
+      slot = it->second;
+    else
+      slot = temporary(result.getType());
+    slotOf[result] = slot;
+    kernel.outputs.push_back(slot);
+  }
+  // A reduction writes its result with the reduced dimensions kept (size
+  // 1), as the Sum kernel wants; the result is a view of that.
+  if (isa<SumOp, MeanOp>(op)) {
+    auto x = cast<RankedTensorType>(op.getOperand(0).getType());
+    auto dims =
+        isa<SumOp>(op) ? cast<SumOp>(op).getDims() : cast<MeanOp>(op).getDims();
+    SmallVector<int64_t> kept(x.getShape());
+    for (int64_t d : dims)
+      kept[d] = 1;
+    unsigned result = kernel.outputs[0];
+    kernel.outputs[0] = addSlot(slots[result].storage,
+                                MemRefType::get(kept, x.getElementType()));
+  }
+  f.body.push_back(std::move(kernel));
+  return success();
+}
+
+LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
+                                                   int64_t microbatches) {
+  f.name = "microbatch_step";
+  // The data arguments.
+  std::optional<unsigned> labels;
+  for (BlockArgument arg : microbatch.getArguments()) {
+    auto kind = microbatch.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                        "triad.input");
+    auto type = cast<RankedTensorType>(arg.getType());
+    if (!kind || (kind.getValue() != "tokens" && kind.getValue() != "labels"))
+      return microbatch.emitOpError("argument ")
+             << arg.getArgNumber()
+             << " is neither tokens nor labels (triad.input); the runtime "
+                "feeds only those";
+    if (type.getRank() != 2 || !type.getElementType().isInteger(32))
+      return microbatch.emitOpError("argument ")
+             << arg.getArgNumber() << " must be i32 [batch, seq], got " << type;
+    if (batch && (type.getDimSize(0) != batch || type.getDimSize(1) != seq))
+      return microbatch.emitOpError("tokens and labels differ in shape");
+    batch = type.getDimSize(0);
+    seq = type.getDimSize(1);
+    if (batch % microbatches != 0)
+      return microbatch.emitOpError("batch ")
+             << batch << " is not divisible by microbatches (" << microbatches
+             << ")";
+    unsigned slot = temporary(arg.getType());
+    slotOf[arg] = slot;
+    f.args.push_back(slot);
+    f.argKinds.push_back(kind.getValue().str());
+    if (kind.getValue() == "labels")
+      labels = slot;
+  }
+  if (!labels)
+    return microbatch.emitOpError("takes no labels argument");
+  if (microbatches != 1)
+    return microbatch.emitOpError("microbatches=")
+           << microbatches
+           << " needs the batch split of the sharding passes, which do not "
+              "exist yet; use microbatches=1";
+
+  // The loss: one cross entropy, whose ignore index the count uses.
+  std::optional<int64_t> ignoreIndex;
+  WalkResult walk = microbatch.walk([&](CrossEntropyOp loss) {
+    if (ignoreIndex && *ignoreIndex != loss.getIgnoreIndex()) {
+      loss.emitOpError("has another ignore_index than the step's other "
+                       "cross entropy");
+      return WalkResult::interrupt();
+    }
+    ignoreIndex = loss.getIgnoreIndex();
+    vocab =
+        cast<RankedTensorType>(loss.getLogits().getType()).getShape().back();
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  if (!ignoreIndex)
+    return microbatch.emitOpError("computes no triad.cross_entropy loss");
+
+  unsigned count = temporary(scalarType());
+  emit(f, OpCode::CountValid, {*labels}, {count}, {*ignoreIndex});
+  unsigned one = fill(f, 1.0);
+  size_t bodyStart = f.body.size();
+  if (failed(findInPlaceUpdates(microbatch)) ||
+      failed(lowerBlock(microbatch.getBody().front(), f)))
+    return failure();
+
+  // Accumulate each gradient right after the kernel that completes it, the
+  // loss at the end.
+  auto returned = microbatch.getBody().front().getTerminator()->getOperands();
+  std::optional<unsigned> loss;
+  DenseMap<unsigned, SmallVector<std::pair<unsigned, unsigned>>> after;
+  SmallVector<std::pair<unsigned, unsigned>> atEnd;
+  DenseMap<unsigned, size_t> lastWriter;
+  for (size_t k = bodyStart; k < f.body.size(); ++k)
+    for (unsigned out : f.body[k].outputs)
+      lastWriter[slots[out].storage] = k;
+  for (auto [index, value] : llvm::enumerate(returned)) {
+    unsigned slot = slotOf.at(value);
+    auto param =
+        microbatch.getResultAttrOfType<FlatSymbolRefAttr>(index, "triad.grad");
+    if (!param) {
+      auto name =
+          microbatch.getResultAttrOfType<StringAttr>(index, "triad.output");
+      if (name && name.getValue() == "loss")
+        loss = slot;
+      continue;
+    }
+    std::pair<unsigned, unsigned> update{
+        gradAccumulator.lookup(param.getValue()), slot};
+    auto it = lastWriter.find(slots[slot].storage);
+    if (it == lastWriter.end())
+      atEnd.push_back(update);
+    else
+      after[it->second].push_back(update);
+  }
+  if (!loss)
+    return microbatch.emitOpError("returns no result marked triad.output = "
+                                  "\"loss\"");
+  std::vector<Kernel> body(f.body.begin(), f.body.begin() + bodyStart);
+  for (size_t k = bodyStart; k < f.body.size(); ++k) {
+    body.push_back(f.body[k]);
+    for (auto [accumulator, grad] : after.lookup(k))
+      body.push_back({OpCode::Accumulate,
+                      {accumulator, grad, count},
+                      {accumulator},
+                      {},
+                      {}});
+  }
+  f.body = std::move(body);
+  for (auto [accumulator, grad] : atEnd)
+    emit(f, OpCode::Accumulate, {accumulator, grad, count}, {accumulator});
+  emit(f, OpCode::Accumulate, {lossSum, *loss, count}, {lossSum});
+  emit(f, OpCode::Accumulate, {tokenCount, count, one}, {tokenCount});
+  return success();
+}
+
+LogicalResult ProgramLowering::lowerApplyStep(Function &f) {
+  f.name = "apply_step";
+  // The step's mean: every accumulator over the step's token count.
+  unsigned inverse = temporary(scalarType());
+  emit(f, OpCode::Reciprocal, {tokenCount}, {inverse});
+  for (BlockArgument arg : apply.getArguments()) {
+    auto param = apply.getArgAttrOfType<FlatSymbolRefAttr>(arg.getArgNumber(),
+                                                           "triad.grad");
+    auto it =
+        param ? gradAccumulator.find(param.getValue()) : gradAccumulator.end();
+    if (it == gradAccumulator.end())
+      return apply.emitOpError("argument ")
+             << arg.getArgNumber()
+             << " is not the gradient of a parameter microbatch_step returns";
+    emit(f, OpCode::ScaleBy, {it->second, inverse}, {it->second});
+    slotOf[arg] = it->second;
+  }
+  unsigned loss = temporary(scalarType());
+  emit(f, OpCode::ScaleBy, {lossSum, inverse}, {loss});
+  if (failed(findInPlaceUpdates(apply)) ||
+      failed(lowerBlock(apply.getBody().front(), f)))
+    return failure();
+  f.results.push_back(loss);
+  f.resultNames.push_back("loss");
+  f.results.push_back(tokenCount);
+  f.resultNames.push_back("tokens");
+  auto returned = apply.getBody().front().getTerminator()->getOperands();
+  for (auto [index, value] : llvm::enumerate(returned)) {
+    auto name = apply.getResultAttrOfType<StringAttr>(index, "triad.output");
+    if (!name || llvm::is_contained(f.resultNames, name.getValue()))
+      return apply.emitOpError("result ")
+             << index << " needs a distinct triad.output name";
+    f.results.push_back(slotOf.at(value));
+    f.resultNames.push_back(name.getValue().str());
+  }
+  return success();
+}
+
+void ProgramLowering::planMemory(ArrayRef<Function> functions) {
+  int64_t top = 0;
+  for (Storage &storage : storages)
+    if (storage.persistent) {
+      storage.offset = top;
+      top += llvm::alignTo(storage.bytes, rt::kBufferAlignment);
+    }
+  int64_t temporaries = 0;
+  for (const Function &f : functions) {
+    // Lifetimes in instruction time: arguments at 0, kernel k at k + 1,
+    // results read at the end.
+    int64_t end = static_cast<int64_t>(f.body.size()) + 1;
+    DenseMap<unsigned, unsigned> index;
+    std::vector<unsigned> order;
+    std::vector<BufferLifetime> lifetimes;
+    auto touch = [&](unsigned slot, int64_t time) {
+      unsigned storage = slots[slot].storage;
+      if (storages[storage].persistent)
+        return;
+      auto [it, inserted] = index.try_emplace(storage, lifetimes.size());
+      if (inserted) {
+        order.push_back(storage);
+        lifetimes.push_back({storages[storage].bytes, time, time});
+      }
+      BufferLifetime &life = lifetimes[it->second];
+      life.first = std::min(life.first, time);
+      life.last = std::max(life.last, time);
+    };
+    for (unsigned arg : f.args)
+      touch(arg, 0);
+    for (auto [k, kernel] : llvm::enumerate(f.body)) {
+      for (unsigned slot : kernel.inputs)
+        touch(slot, k + 1);
+      for (unsigned slot : kernel.outputs)
+        touch(slot, k + 1);
+    }
+    for (unsigned result : f.results)
+      touch(result, end);
+    MemoryPlan plan = triad::planMemory(lifetimes, rt::kBufferAlignment);
+    for (auto [i, storage] : llvm::enumerate(order))
+      storages[storage].offset = top + plan.offsets[i];
+    temporaries = std::max(temporaries, plan.arenaBytes);
+  }
+  arenaBytes = top + temporaries;
+}
+
+void ProgramLowering::emitProgram(ArrayRef<Function> functions,
+                                  ArrayRef<std::string> axes,
+                                  ArrayRef<int64_t> axisSizes,
+                                  int64_t microbatches) {
+  MLIRContext *ctx = module.getContext();
+  Location loc = module.getLoc();
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  SmallVector<StringRef> axisNames(axes.begin(), axes.end());
+  rt::PlanOp::create(b, loc, b.getStrArrayAttr(axisNames),
+                     b.getDenseI64ArrayAttr(axisSizes), seq, vocab, batch,
+                     microbatches);
+  auto program =
+      rt::ProgramOp::create(b, loc, "rank0", /*pipeline_rank=*/0, arenaBytes);
+  Block *body = b.createBlock(&program.getBody());
+  b.setInsertionPointToEnd(body);
+
+  // A buffer per slot used, in first-use order, before the functions that
+  // use them.
+  DenseMap<unsigned, Value> buffers;
+  auto declare = [&](unsigned slot) {
+    auto [it, inserted] = buffers.try_emplace(slot);
+    if (inserted)
+      it->second = rt::BufferOp::create(b, loc, slots[slot].type,
+                                        storages[slots[slot].storage].offset);
+  };
+  for (const Persistent &p : persistents)
+    declare(p.slot);
+  for (const Function &f : functions) {
+    llvm::for_each(f.args, declare);
+    for (const Kernel &k : f.body) {
+      llvm::for_each(k.inputs, declare);
+      llvm::for_each(k.outputs, declare);
+    }
+    llvm::for_each(f.results, declare);
+  }
+  auto buffer = [&](unsigned slot) { return buffers.at(slot); };
+  for (const Persistent &p : persistents) {
+    ArrayRef<int64_t> shape = slots[p.slot].type.getShape();
+    rt::PersistentOp::create(
+        b, loc, p.name, p.role, buffer(p.slot), b.getDenseI64ArrayAttr(shape),
+        b.getDenseI64ArrayAttr(SmallVector<int64_t>(shape.size(), 0)), p.init);
+  }
+  auto values = [&](ArrayRef<unsigned> list) {
+    SmallVector<Value> result;
+    for (unsigned slot : list)
+      result.push_back(buffer(slot));
+    return result;
+  };
+  auto strings = [&](ArrayRef<std::string> list) {
+    SmallVector<StringRef> refs(list.begin(), list.end());
+    return b.getStrArrayAttr(refs);
+  };
+  SmallVector<Attribute> callees;
+  SmallVector<int64_t> callMicrobatches;
+  for (const Function &f : functions) {
+    SmallVector<Value> args = values(f.args), results = values(f.results);
+    auto func = rt::FuncOp::create(b, loc, f.name, args, strings(f.argKinds),
+                                   results, strings(f.resultNames));
+    Block *funcBody = b.createBlock(&func.getBody());
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToEnd(funcBody);
+      for (const Kernel &k : f.body) {
+        SmallVector<Value> inputs = values(k.inputs),
+                           outputs = values(k.outputs);
+        rt::KernelOp::create(b, loc, k.opcode, inputs, outputs, k.ints,
+                             k.floats);
+        ++kernels;
+      }
+    }
+    b.setInsertionPointToEnd(body);
+    if (f.name == "microbatch_step") {
+      for (int64_t m = 0; m < microbatches; ++m) {
+        callees.push_back(FlatSymbolRefAttr::get(ctx, f.name));
+        callMicrobatches.push_back(m);
+      }
+    } else {
+      callees.push_back(FlatSymbolRefAttr::get(ctx, f.name));
+      callMicrobatches.push_back(0);
+    }
+  }
+  rt::StepOp::create(b, loc, b.getArrayAttr(callees),
+                     b.getDenseI64ArrayAttr(callMicrobatches));
+}
+
+LogicalResult ProgramLowering::lower(int64_t microbatches,
+                                     ArrayRef<std::string> axes,
+                                     ArrayRef<int64_t> axisSizes) {
+  declarePersistents();
+  Function begin, step, applyStep;
+  begin.name = "begin_step";
+  for (const Persistent &p : persistents)
+    if (p.role == rt::Role::Accumulator)
+      emit(begin, OpCode::Fill, {}, {p.slot}, {}, {0.0});
+  if (failed(lowerMicrobatchStep(step, microbatches)) ||
+      failed(lowerApplyStep(applyStep)))
+    return failure();
+  std::vector<Function> functions = {begin, step, applyStep};
+  planMemory(functions);
+  emitProgram(functions, axes, axisSizes, microbatches);
+  return success();
+}
+
+struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
+  using LowerToRtBase::LowerToRtBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!module.getOps<rt::ProgramOp>().empty()) {
+      module.emitError("the module already holds rt programs");
+      return signalPassFailure();
+    }
+
+    // The mesh: only 1x1x1 until the sharding and pipeline passes exist.
+    SmallVector<StringRef> names;
+    StringRef(order).split(names, ',');
+    SmallVector<std::string> axes;
+    SmallVector<int64_t> sizes;
+    llvm::StringMap<int64_t> sizeOf = {{"dp", dp}, {"tp", tp}, {"pp", pp}};
+    for (StringRef name : names) {
+      name = name.trim();
+      auto it = sizeOf.find(name);
+      if (it == sizeOf.end() || llvm::is_contained(axes, name.str())) {
+        module.emitError("order '")
+            << order << "' must list dp, tp and pp once each";
+        return signalPassFailure();
+      }
+      axes.push_back(name.str());
+      sizes.push_back(it->second);
+    }
+    if (axes.size() != 3) {
+      module.emitError("order '")
+          << order << "' must list dp, tp and pp once each";
+      return signalPassFailure();
+    }
+    if (dp < 1 || tp < 1 || pp < 1 || microbatches < 1) {
+      module.emitError("dp, tp, pp and microbatches must be at least 1");
+      return signalPassFailure();
+    }
+    if (dp * tp * pp != 1) {
+      module.emitError("the mesh dp=")
+          << dp << " tp=" << tp << " pp=" << pp
+          << " is not supported yet: the sharding and pipeline passes that "
+             "split the model across ranks do not exist; use dp=1 tp=1 pp=1";
+      return signalPassFailure();
+    }
+
+    auto microbatchStep = module.lookupSymbol<func::FuncOp>("microbatch_step");
+    auto applyStep = module.lookupSymbol<func::FuncOp>("apply_step");
+    if (!microbatchStep || !applyStep) {
+      module.emitError("needs @microbatch_step and @apply_step; run "
+                       "--triad-autodiff first");
+      return signalPassFailure();
+    }
+    if (!dtype.empty()) {
+      for (auto param : module.getOps<ParamOp>()) {
+        std::string actual;
+        llvm::raw_string_ostream os(actual);
+        os << param.getTensorType().getElementType();
+        if (actual != dtype) {
+          param.emitOpError("is ")
+              << actual << " but the pipeline asks for dtype=" << dtype
+              << "; generate the model with that dtype";
+          return signalPassFailure();
+        }
+      }
+    }
+
+    ProgramLowering lowering(module, microbatchStep, applyStep);
+    if (failed(lowering.lower(microbatches, axes, sizes)))
+      return signalPassFailure();
+    numKernels = lowering.kernels;
+    numInPlace = lowering.inPlace;
+    numCopies = lowering.copies;
+    arenaBytes = lowering.arenaBytes;
+
+    // The rt program replaces the training step.
+    for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
+      if (isa<func::FuncOp, ParamOp, StateOp>(op))
+        op.erase();
+  }
+};
+
+} // namespace

@@ -1,0 +1,109 @@
+//===- Passes.td - lowering to per-rank runtime programs ---*- tablegen -*-===//
+//
+// From the training step to the `rt` dialect (DESIGN.md section 4, pass 6),
+// and the memory report read off the result.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_PASSES_LOWERING_PASSES_TD
+#define TRIAD_PASSES_LOWERING_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
+  let summary = "Lowers the training step to one rt.program per pipeline "
+                "rank with a static memory plan";
+  let description = [{
+    Takes the module built by `--triad-autodiff` (`@microbatch_step`,
+    `@apply_step`, parameters and training state) and replaces it with an
+    `rt.plan` and one `rt.program` holding:
+
+    - a persistent buffer per parameter and state, and an accumulator per
+      gradient plus the step's loss sum and token count;
+    - `@begin_step`, which zeroes the accumulators;
+    - `@microbatch_step(tokens, labels)`: the forward and backward kernels
+      with the layers flattened; the microbatch's count of non-ignored labels
+      weighs its mean loss and each gradient as soon as the gradient is
+      complete (`accumulate`), so the step's result is the mean over all its
+      tokens whatever the number of microbatches;
+    - `@apply_step`: divides the accumulators by the step's token count and
+      runs the optimizer, updating parameters and state in place wherever no
+      later kernel reads their old value (else it copies);
+    - `rt.step`: begin, every microbatch, apply.
+
+    Buffers are placed by a liveness-based memory plan: values whose
+    lifetimes do not overlap share bytes, a reshape is a view of its input,
+    and persistent tensors sit at fixed offsets below the temporaries.
+
+    Before:
+
+    ```mlir
+    func.func @microbatch_step(%tokens: tensor<8x64xi32> {triad.input = "tokens"}, ...)
+        -> (tensor<f32> {triad.output = "loss"}, tensor<256x64xf32> {triad.grad = @embed.wte}, ...)
+    func.func @apply_step(%g0: tensor<256x64xf32> {triad.grad = @embed.wte}, ...) -> ...
+    ```
+
+    After:
+
+    ```mlir
+    rt.plan mesh ["dp", "pp", "tp"] = [1, 1, 1] seq 64 vocab 256 batch 8 microbatches 1
+    rt.program @rank0 pipeline_rank 0 arena 1234567 {
+      %0 = rt.buffer 0 : memref<256x64xf32>
+      rt.persistent "embed.wte" parameter %0 global [256, 64] offsets [0, 0] init <normal, std = 2.000000e-02> : memref<256x64xf32>
+      ...
+      rt.func @microbatch_step args(%t, %l : memref<8x64xi32>, memref<8x64xi32>) kinds ["tokens", "labels"] results() names [] {
+        rt.kernel count_valid(%l) -> (%n) ints [-100] : (memref<8x64xi32>) -> (memref<f32>)
+        ...
+      }
+      rt.step [@begin_step, @microbatch_step, @apply_step] microbatches [0, 0, 0]
+    }
+    ```
+
+    Only the 1x1x1 mesh exists until the sharding and pipeline passes land;
+    a larger mesh is an error that says so.
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", "1", "Data-parallel replicas">,
+    Option<"tp", "tp", "int64_t", "1", "Tensor-parallel ranks">,
+    Option<"pp", "pp", "int64_t", "1", "Pipeline stages">,
+    Option<"order", "order", "std::string", "\"dp,pp,tp\"",
+           "Mesh axes from slowest to fastest varying across ranks">,
+    Option<"microbatches", "microbatches", "int64_t", "1",
+           "Microbatches per data-parallel replica and step">,
+    Option<"dtype", "dtype", "std::string", "\"\"",
+           "Expected parameter element type (f32, bf16, f16); empty: the model's">,
+  ];
+  let statistics = [
+    Statistic<"numKernels", "kernels", "Kernel calls emitted">,
+    Statistic<"numInPlace", "in-place-updates",
+              "Persistent updates written in place">,
+    Statistic<"numCopies", "persistent-copies",
+              "Persistent updates that needed a copy">,
+    Statistic<"arenaBytes", "arena-bytes", "Bytes of the arena">,
+  ];
+  let dependentDialects = ["::triad::rt::RtDialect"];
+}
+
+def MemoryReport : Pass<"triad-memory-report", "::mlir::ModuleOp"> {
+  let summary = "Prints the bytes each rank needs, from the compiled plan";
+  let description = [{
+    For every `rt.program` (run it after `--triad-lower-to-rt` or
+    `--triad-train-pipeline`), prints the exact bytes of parameters,
+    optimizer state, gradient accumulators, activations and other
+    temporaries at their peak (the most bytes live at once in any function),
+    kernel workspace, and the arena that holds them all, before anything
+    runs. The IR is not changed. Output goes to stdout, or to `file`.
+
+    ```
+    triad memory report: rank 0 (pipeline rank 0)
+      parameters          105.2 KiB   107,776 B
+      ...
+    ```
+  }];
+  let options = [
+    Option<"file", "file", "std::string", "\"-\"",
+           "Where to write the report ('-': stdout)">,
+  ];
+}
+
+#endif // TRIAD_PASSES_LOWERING_PASSES_TD
