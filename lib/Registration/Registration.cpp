@@ -7,6 +7,7 @@
 #include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Reports/Passes.h"
+#include "triad/Pipelines/TrainPipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -23,4 +24,5 @@ void triad::registerAllPasses() {
   triad::registerAutodiffPasses();
   triad::registerReportsPasses();
   triad::registerLoweringPasses();
+  triad::registerTrainPipeline();
 }

@@ -191,8 +191,9 @@ FailureOr<std::string> triad::exportPlan(ModuleOp module) {
   auto plans = llvm::to_vector(module.getOps<rtir::PlanOp>());
   auto programs = llvm::to_vector(module.getOps<rtir::ProgramOp>());
   if (plans.size() != 1 || programs.empty())
-    return module.emitError("needs one rt.plan and at least one rt.program "
-                            "(run --triad-train-pipeline first)");
+    return emitError(module.getLoc(),
+                     "needs one rt.plan and at least one rt.program "
+                     "(run --triad-train-pipeline first)");
   rtir::PlanOp header = plans.front();
   // A step call must come after the function it calls: check the order
   // the exporter relies on.
@@ -228,7 +229,7 @@ FailureOr<std::string> triad::exportPlan(ModuleOp module) {
   absl::StatusOr<rt::LoadedPlan> checked =
       rt::loadPlanFromBytes(bytes, "exported plan");
   if (!checked.ok())
-    return module.emitError("the plan fails the runtime's checks: ")
+    return emitError(module.getLoc(), "the plan fails the runtime's checks: ")
            << checked.status().message();
   return bytes;
 }

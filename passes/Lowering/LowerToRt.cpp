@@ -830,7 +830,7 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (!module.getOps<rt::ProgramOp>().empty()) {
-      module.emitError("the module already holds rt programs");
+      emitError(module.getLoc(), "the module already holds rt programs");
       return signalPassFailure();
     }
 
@@ -844,25 +844,26 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
       name = name.trim();
       auto it = sizeOf.find(name);
       if (it == sizeOf.end() || llvm::is_contained(axes, name.str())) {
-        module.emitError("order '")
-            << order << "' must list dp, tp and pp once each";
+        emitError(module.getLoc(), "order '")
+            << order.getValue() << "' must list dp, tp and pp once each";
         return signalPassFailure();
       }
       axes.push_back(name.str());
       sizes.push_back(it->second);
     }
     if (axes.size() != 3) {
-      module.emitError("order '")
-          << order << "' must list dp, tp and pp once each";
+      emitError(module.getLoc(), "order '")
+          << order.getValue() << "' must list dp, tp and pp once each";
       return signalPassFailure();
     }
     if (dp < 1 || tp < 1 || pp < 1 || microbatches < 1) {
-      module.emitError("dp, tp, pp and microbatches must be at least 1");
+      emitError(module.getLoc(),
+                "dp, tp, pp and microbatches must be at least 1");
       return signalPassFailure();
     }
     if (dp * tp * pp != 1) {
-      module.emitError("the mesh dp=")
-          << dp << " tp=" << tp << " pp=" << pp
+      emitError(module.getLoc(), "the mesh dp=")
+          << dp.getValue() << " tp=" << tp.getValue() << " pp=" << pp.getValue()
           << " is not supported yet: the sharding and pipeline passes that "
              "split the model across ranks do not exist; use dp=1 tp=1 pp=1";
       return signalPassFailure();
@@ -871,8 +872,8 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
     auto microbatchStep = module.lookupSymbol<func::FuncOp>("microbatch_step");
     auto applyStep = module.lookupSymbol<func::FuncOp>("apply_step");
     if (!microbatchStep || !applyStep) {
-      module.emitError("needs @microbatch_step and @apply_step; run "
-                       "--triad-autodiff first");
+      emitError(module.getLoc(), "needs @microbatch_step and @apply_step; run "
+                                 "--triad-autodiff first");
       return signalPassFailure();
     }
     if (!dtype.empty()) {
@@ -882,7 +883,8 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
         os << param.getTensorType().getElementType();
         if (actual != dtype) {
           param.emitOpError("is ")
-              << actual << " but the pipeline asks for dtype=" << dtype
+              << actual
+              << " but the pipeline asks for dtype=" << dtype.getValue()
               << "; generate the model with that dtype";
           return signalPassFailure();
         }

@@ -115,14 +115,15 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
     ModuleOp module = getOperation();
     auto programs = module.getOps<rt::ProgramOp>();
     if (programs.empty()) {
-      module.emitError("holds no rt.program to report on; run "
-                       "--triad-lower-to-rt or --triad-train-pipeline first");
+      emitError(module.getLoc(),
+                "holds no rt.program to report on; run "
+                "--triad-lower-to-rt or --triad-train-pipeline first");
       return signalPassFailure();
     }
     std::string message;
     auto output = openOutputFile(file, &message);
     if (!output) {
-      module.emitError("cannot write the memory report: ") << message;
+      emitError(module.getLoc(), "cannot write the memory report: ") << message;
       return signalPassFailure();
     }
     llvm::raw_ostream &os = output->os();
@@ -136,7 +137,7 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
         persistent.insert(p.getBuffer());
       }
       auto line = [&](StringRef what, int64_t bytes, StringRef note = "") {
-        os << llvm::format("  %-28s %16s B  %10s", what.str().c_str(),
+        os << llvm::format("  %-40s %14s B  %10s", what.str().c_str(),
                            withCommas(bytes).c_str(), human(bytes).c_str());
         if (!note.empty())
           os << "  " << note;

@@ -1,0 +1,92 @@
+//===- TrainPipeline.h - the whole compilation as one pipeline ----*- C++
+//-*-===//
+//
+// `--triad-train-pipeline="dp=.. tp=.. pp=.. ..."`: from the forward model
+// to the per-rank rt programs (DESIGN.md section 4, item 7).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_PIPELINES_TRAINPIPELINE_H
+#define TRIAD_PIPELINES_TRAINPIPELINE_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
+namespace triad {
+
+struct TrainPipelineOptions
+    : public mlir::PassPipelineOptions<TrainPipelineOptions> {
+  Option<int64_t> dp{*this, "dp", llvm::cl::desc("Data-parallel replicas"),
+                     llvm::cl::init(1)};
+  Option<int64_t> tp{*this, "tp", llvm::cl::desc("Tensor-parallel ranks"),
+                     llvm::cl::init(1)};
+  Option<int64_t> pp{*this, "pp", llvm::cl::desc("Pipeline stages"),
+                     llvm::cl::init(1)};
+  Option<int64_t> zero{*this, "zero",
+                       llvm::cl::desc("ZeRO stage: 0 (none), 1 (optimizer "
+                                      "state), 2 (+ gradients), 3 (+ "
+                                      "parameters), sharded over dp"),
+                       llvm::cl::init(0)};
+  Option<std::string> schedule{
+      *this, "schedule",
+      llvm::cl::desc("Pipeline schedule: gpipe, 1f1b, interleaved, "
+                     "zero-bubble"),
+      llvm::cl::init("1f1b")};
+  Option<int64_t> microbatches{
+      *this, "microbatches",
+      llvm::cl::desc("Microbatches per data-parallel replica and step"),
+      llvm::cl::init(1)};
+  Option<int64_t> virtualStages{
+      *this, "virtual-stages",
+      llvm::cl::desc("Stages per pipeline rank (interleaved schedule)"),
+      llvm::cl::init(1)};
+  Option<bool> sp{*this, "sp",
+                  llvm::cl::desc("Sequence parallelism along with tp"),
+                  llvm::cl::init(false)};
+  Option<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("Activation recomputation: none, selective, full"),
+      llvm::cl::init("none")};
+  Option<std::string> order{
+      *this, "order",
+      llvm::cl::desc("Mesh axes from slowest to fastest varying across "
+                     "ranks"),
+      llvm::cl::init("dp,pp,tp")};
+  Option<std::string> dtype{
+      *this, "dtype",
+      llvm::cl::desc("Parameter element type the model must have (f32, "
+                     "bf16, f16); empty: whatever it has"),
+      llvm::cl::init("")};
+  Option<double> lr{*this, "lr", llvm::cl::desc("Peak learning rate"),
+                    llvm::cl::init(3.0e-4)};
+  Option<double> minLr{*this, "min-lr",
+                       llvm::cl::desc("Learning rate at the end of decay"),
+                       llvm::cl::init(0.0)};
+  Option<int64_t> warmup{*this, "warmup", llvm::cl::desc("Linear warmup steps"),
+                         llvm::cl::init(0)};
+  Option<int64_t> decaySteps{
+      *this, "decay-steps",
+      llvm::cl::desc("Step at which cosine decay reaches min-lr (0: none)"),
+      llvm::cl::init(0)};
+  Option<double> weightDecay{*this, "weight-decay",
+                             llvm::cl::desc("AdamW weight decay"),
+                             llvm::cl::init(0.1)};
+  Option<double> clipNorm{*this, "clip-norm",
+                          llvm::cl::desc("Global gradient norm clip (0: off)"),
+                          llvm::cl::init(1.0)};
+};
+
+/// Adds the passes of the training pipeline to `pm` (a module pass
+/// manager). Options that are invalid or not supported yet add a pass that
+/// fails with a message saying why.
+void buildTrainPipeline(mlir::OpPassManager &pm,
+                        const TrainPipelineOptions &options);
+
+/// Registers --triad-train-pipeline.
+void registerTrainPipeline();
+
+} // namespace triad
+
+#endif // TRIAD_PIPELINES_TRAINPIPELINE_H

@@ -1,0 +1,101 @@
+//===- TrainPipeline.cpp - the whole compilation as one pipeline ----------===//
+
+#include "triad/Pipelines/TrainPipeline.h"
+
+#include "passes/Autodiff/Passes.h"
+#include "passes/Lowering/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+
+namespace {
+
+/// Stands in for the pipeline when its options are invalid: fails with the
+/// reason, before any pass changes the IR.
+struct RejectPipelinePass
+    : PassWrapper<RejectPipelinePass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(RejectPipelinePass)
+  explicit RejectPipelinePass(std::string reason) : reason(std::move(reason)) {}
+  StringRef getArgument() const override {
+    return "triad-reject-train-pipeline";
+  }
+  void runOnOperation() override {
+    emitError(getOperation().getLoc(), "--triad-train-pipeline: ") << reason;
+    signalPassFailure();
+  }
+  std::string reason;
+};
+
+/// Why the options cannot compile, or "" when they can.
+std::string checkOptions(const triad::TrainPipelineOptions &o) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (o.dp < 1 || o.tp < 1 || o.pp < 1)
+    os << "dp, tp and pp must be at least 1 (got dp=" << o.dp << " tp=" << o.tp
+       << " pp=" << o.pp << ")";
+  else if (o.zero < 0 || o.zero > 3)
+    os << "zero=" << o.zero << " is not a ZeRO stage (0, 1, 2 or 3)";
+  else if (!llvm::is_contained({"gpipe", "1f1b", "interleaved", "zero-bubble"},
+                               o.schedule.getValue()))
+    os << "schedule '" << o.schedule
+       << "' is unknown (gpipe, 1f1b, interleaved or zero-bubble)";
+  else if (o.microbatches < 1)
+    os << "microbatches=" << o.microbatches << " must be at least 1";
+  else if (o.virtualStages < 1)
+    os << "virtual-stages=" << o.virtualStages << " must be at least 1";
+  else if (o.virtualStages > 1 && o.schedule != "interleaved")
+    os << "virtual-stages=" << o.virtualStages << " needs schedule=interleaved";
+  else if (!llvm::is_contained({"none", "selective", "full"},
+                               o.recompute.getValue()))
+    os << "recompute '" << o.recompute
+       << "' is unknown (none, selective or full)";
+  else if (!o.dtype.empty() &&
+           !llvm::is_contained({"f32", "bf16", "f16"}, o.dtype.getValue()))
+    os << "dtype '" << o.dtype << "' is unknown (f32, bf16 or f16)";
+  else if (o.dp * o.tp * o.pp != 1)
+    os << "the mesh dp=" << o.dp << " tp=" << o.tp << " pp=" << o.pp
+       << " is not supported yet: the sharding and pipeline passes that "
+          "split the model across ranks do not exist; use dp=1 tp=1 pp=1";
+  else if (o.virtualStages > 1 || o.sp)
+    os << "virtual-stages and sp need pp > 1 and tp > 1, which are not "
+          "supported yet";
+  return text;
+}
+
+} // namespace
+
+void triad::buildTrainPipeline(OpPassManager &pm,
+                               const TrainPipelineOptions &options) {
+  if (std::string reason = checkOptions(options); !reason.empty()) {
+    pm.addPass(std::make_unique<RejectPipelinePass>(reason));
+    return;
+  }
+  AutodiffOptions autodiff;
+  autodiff.recompute = options.recompute;
+  autodiff.lr = options.lr;
+  autodiff.minLr = options.minLr;
+  autodiff.warmup = options.warmup;
+  autodiff.decaySteps = options.decaySteps;
+  autodiff.weightDecay = options.weightDecay;
+  autodiff.clipNorm = options.clipNorm;
+  pm.addPass(createAutodiff(autodiff));
+  LowerToRtOptions lower;
+  lower.dp = options.dp;
+  lower.tp = options.tp;
+  lower.pp = options.pp;
+  lower.order = options.order;
+  lower.microbatches = options.microbatches;
+  lower.dtype = options.dtype;
+  pm.addPass(createLowerToRt(lower));
+}
+
+void triad::registerTrainPipeline() {
+  PassPipelineRegistration<TrainPipelineOptions>(
+      "triad-train-pipeline",
+      "Compiles the forward model into per-rank rt programs: autodiff, "
+      "(sharding, pipeline: not yet), lowering to rt",
+      buildTrainPipeline);
+}

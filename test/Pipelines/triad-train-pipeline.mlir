@@ -1,0 +1,41 @@
+// RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline | FileCheck %s
+// RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=1 tp=1 pp=1 zero=1 schedule=gpipe recompute=full order=pp,dp,tp dtype=f32 lr=0.01 warmup=5 clip-norm=0.5' | FileCheck %s --check-prefix=OPTS
+// RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline --triad-memory-report -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 tp=2' 2>&1 | FileCheck %s --check-prefix=MESH
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=zero=4 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=schedule=round-robin 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=virtual-stages=2 2>&1 | FileCheck %s --check-prefix=VIRTUAL
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=recompute=some 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dtype=f64 2>&1 | FileCheck %s --check-prefix=DTYPE
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=microbatches=0 2>&1 | FileCheck %s --check-prefix=MICRO
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=sp=true 2>&1 | FileCheck %s --check-prefix=SP
+
+// The default pipeline on the 1x1x1 mesh: autodiff, then one rt program.
+// CHECK-NOT: func.func
+// CHECK-NOT: triad.param
+// CHECK: rt.plan mesh ["dp", "pp", "tp"] = [1, 1, 1] seq 4 vocab 16 batch 2 microbatches 1
+// CHECK: rt.program @rank0 pipeline_rank 0
+// CHECK: rt.func @microbatch_step
+// CHECK: rt.kernel lr_schedule({{.*}}) -> ({{.*}}) ints [0, 0] floats [3.000000e-04, 0.000000e+00]
+// CHECK: rt.kernel clip_coefficient({{.*}}) -> ({{.*}}) floats [1.000000e+00]
+// CHECK: rt.step [@begin_step, @microbatch_step, @apply_step] microbatches [0, 0, 0]
+
+// Options reach the passes: the mesh order, the optimizer's settings, and
+// full recomputation (the forward kernels run again before the backward).
+// OPTS: rt.plan mesh ["pp", "dp", "tp"] = [1, 1, 1]
+// OPTS: rt.func @microbatch_step
+// OPTS-COUNT-2: rt.kernel rms_norm(
+// OPTS: rt.kernel lr_schedule({{.*}}) -> ({{.*}}) ints [5, 0] floats [1.000000e-02, 0.000000e+00]
+// OPTS: rt.kernel clip_coefficient({{.*}}) -> ({{.*}}) floats [5.000000e-01]
+
+// REPORT: triad memory report: program @rank0 (pipeline rank 0)
+// REPORT: arena
+
+// MESH: error: --triad-train-pipeline: the mesh dp=2 tp=2 pp=1 is not supported yet
+// ZERO: error: --triad-train-pipeline: zero=4 is not a ZeRO stage (0, 1, 2 or 3)
+// SCHEDULE: error: --triad-train-pipeline: schedule 'round-robin' is unknown (gpipe, 1f1b, interleaved or zero-bubble)
+// VIRTUAL: error: --triad-train-pipeline: virtual-stages=2 needs schedule=interleaved
+// RECOMPUTE: error: --triad-train-pipeline: recompute 'some' is unknown (none, selective or full)
+// DTYPE: error: --triad-train-pipeline: dtype 'f64' is unknown (f32, bf16 or f16)
+// MICRO: error: --triad-train-pipeline: microbatches=0 must be at least 1
+// SP: error: --triad-train-pipeline: virtual-stages and sp need pp > 1 and tp > 1, which are not supported yet

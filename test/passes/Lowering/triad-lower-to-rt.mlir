@@ -1,0 +1,95 @@
+// RUN: triad-opt %S/Inputs/two-params.mlir --triad-autodiff=clip-norm=0 --triad-lower-to-rt | FileCheck %s --check-prefix=MODEL
+// RUN: triad-opt %s -split-input-file --triad-lower-to-rt | FileCheck %s
+
+// The two-parameter model of Inputs/two-params.mlir after autodiff:
+// parameters, AdamW state and accumulators become persistent buffers; the microbatch step counts its labels, weighs each
+// gradient into its accumulator right after the kernel that completes it;
+// the apply step divides by the token count and updates parameters and
+// their moments in place.
+
+// MODEL: rt.plan mesh ["dp", "pp", "tp"] = [1, 1, 1] seq 4 vocab 16 batch 2 microbatches 1
+// MODEL-LABEL: rt.program @rank0 pipeline_rank 0 arena
+// MODEL-DAG: rt.persistent "wte" parameter %[[WTE:[0-9a-z]+]] global [16, 8] offsets [0, 0] init <normal, std = 2.000000e-02>
+// MODEL-DAG: rt.persistent "g" parameter %[[G:[0-9a-z]+]] global [8] offsets [0] init <ones>
+// MODEL-DAG: rt.persistent "optimizer.step" state %[[STEP:[0-9a-z]+]] global [] offsets [] init <zeros>
+// MODEL-DAG: rt.persistent "adam.m.wte" state %[[MW:[0-9a-z]+]] global [16, 8]
+// MODEL-DAG: rt.persistent "adam.v.wte" state %[[VW:[0-9a-z]+]] global [16, 8]
+// MODEL-DAG: rt.persistent "grad.wte" accumulator %[[GW:[0-9a-z]+]] global [16, 8] offsets [0, 0] init <zeros>
+// MODEL-DAG: rt.persistent "grad.g" accumulator %[[GG:[0-9a-z]+]] global [8]
+// MODEL-DAG: rt.persistent "loss.sum" accumulator %[[LOSS:[0-9a-z]+]] global []
+// MODEL-DAG: rt.persistent "loss.tokens" accumulator %[[COUNT:[0-9a-z]+]] global []
+
+// MODEL-LABEL: rt.func @begin_step args() kinds [] results() names []
+// MODEL-NEXT: rt.kernel fill() -> (%[[GW]]) floats [0.000000e+00]
+// MODEL-NEXT: rt.kernel fill() -> (%[[GG]]) floats [0.000000e+00]
+// MODEL-NEXT: rt.kernel fill() -> (%[[LOSS]]) floats [0.000000e+00]
+// MODEL-NEXT: rt.kernel fill() -> (%[[COUNT]]) floats [0.000000e+00]
+
+// MODEL-LABEL: rt.func @microbatch_step
+// MODEL-SAME: args(%[[X:[0-9a-z]+]], %[[Y:[0-9a-z]+]] : memref<2x4xi32>, memref<2x4xi32>) kinds ["tokens", "labels"] results() names []
+// MODEL-NEXT: rt.kernel count_valid(%[[Y]]) -> (%[[N:[0-9a-z]+]]) ints [-100]
+// MODEL-NEXT: rt.kernel fill() -> (%[[ONE:[0-9a-z]+]]) floats [1.000000e+00]
+// MODEL-NEXT: rt.kernel embedding(%[[X]], %[[WTE]]) -> (%[[H:[0-9a-z]+]]) :
+// MODEL-NEXT: rt.kernel rms_norm(%[[H]], %[[G]]) -> (%[[NORMED:[0-9a-z]+]]) floats [1.000000e-05]
+// MODEL-NEXT: rt.kernel matmul(%[[NORMED]], %[[WTE]]) -> (%[[LOGITS:[0-9a-z]+]]) ints [0, 1]
+// MODEL-NEXT: rt.kernel cross_entropy(%[[LOGITS]], %[[Y]]) -> (%[[L:[0-9a-z]+]]) ints [-100]
+// MODEL: rt.kernel rms_norm_grad(%[[H]], %[[G]], %{{.*}}) -> (%[[DH:[0-9a-z]+]], %[[DG:[0-9a-z]+]])
+// MODEL-NEXT: rt.kernel accumulate(%[[GG]], %[[DG]], %[[N]]) -> (%[[GG]])
+// MODEL-NEXT: rt.kernel embedding_grad(%[[X]], %[[DH]])
+// MODEL-NEXT: rt.kernel add(%{{.*}}, %{{.*}}) -> (%[[DWTE:[0-9a-z]+]]) :
+// MODEL-NEXT: rt.kernel accumulate(%[[GW]], %[[DWTE]], %[[N]]) -> (%[[GW]])
+// MODEL-NEXT: rt.kernel accumulate(%[[LOSS]], %[[L]], %[[N]]) -> (%[[LOSS]])
+// MODEL-NEXT: rt.kernel accumulate(%[[COUNT]], %[[N]], %[[ONE]]) -> (%[[COUNT]])
+// MODEL-NEXT: }
+
+// MODEL-LABEL: rt.func @apply_step
+// MODEL-SAME: args() kinds [] results(%[[MEAN:[0-9a-z]+]], %[[COUNT]], %{{.*}}, %{{.*}}, %{{.*}} : {{.*}}) names ["loss", "tokens", "grad_norm", "lr", "skipped"]
+// MODEL-NEXT: rt.kernel reciprocal(%[[COUNT]]) -> (%[[INV:[0-9a-z]+]]) :
+// MODEL-NEXT: rt.kernel scale_by(%[[GW]], %[[INV]]) -> (%[[GW]])
+// MODEL-NEXT: rt.kernel scale_by(%[[GG]], %[[INV]]) -> (%[[GG]])
+// MODEL-NEXT: rt.kernel scale_by(%[[LOSS]], %[[INV]]) -> (%[[MEAN]])
+// MODEL: rt.kernel add(%[[STEP]], %{{.*}}) -> (%[[NEXT:[0-9a-z]+]]) :
+// MODEL: rt.kernel copy(%[[NEXT]]) -> (%[[STEP]])
+// MODEL: rt.kernel adamw(%[[WTE]], %[[GW]], %[[MW]], %[[VW]], %{{.*}}, %[[NEXT]], %{{.*}}) -> (%[[WTE]], %[[MW]], %[[VW]])
+// MODEL: rt.kernel adamw(%[[G]], %[[GG]], %{{.*}}) -> (%[[G]], %{{.*}}, %{{.*}})
+// MODEL: rt.step [@begin_step, @microbatch_step, @apply_step] microbatches [0, 0, 0]
+
+// Memory reuse: a chain of activations needs two buffers' bytes, not one
+// per value; a reshape is a view at its input's offset; an update with no
+// later reader of the old value is written in place.
+triad.param @w : tensor<16xf32> init <zeros>
+
+// CHECK-LABEL: rt.program @rank0
+// CHECK: %[[W:[0-9a-z]+]] = rt.buffer 0 : memref<16xf32>
+// CHECK: %[[A:[0-9a-z]+]] = rt.buffer [[A_OFF:[0-9]+]] : memref<2x8x16xf32>
+// CHECK-NEXT: %[[B:[0-9a-z]+]] = rt.buffer [[B_OFF:[0-9]+]] : memref<2x8x16xf32>
+// CHECK-NEXT: %[[C:[0-9a-z]+]] = rt.buffer [[A_OFF]] : memref<2x8x16xf32>
+// CHECK-NEXT: %[[D:[0-9a-z]+]] = rt.buffer [[A_OFF]] : memref<2x8x16xf32>
+// CHECK: rt.persistent "w" parameter %[[W]] global [16]
+// CHECK: rt.persistent "grad.w" accumulator %[[GW:[0-9a-z]+]]
+// CHECK: rt.kernel broadcast(%[[W]]) -> (%[[A]])
+// CHECK-NEXT: rt.kernel activation(%[[A]]) -> (%[[B]]) ints [3]
+// CHECK-NEXT: rt.kernel activation(%[[B]]) -> (%[[C]]) ints [4]
+// CHECK-NEXT: rt.kernel cross_entropy(%[[D]], %{{.*}}) -> (%{{.*}}) ints [-100]
+// CHECK-LABEL: rt.func @apply_step
+// CHECK: rt.kernel sum_squares(%[[W]])
+// CHECK-NEXT: rt.kernel scale(%[[GW]]) -> (%[[W]]) floats [-1.000000e+00]
+// CHECK-NEXT: }
+func.func @microbatch_step(%x: tensor<2x8xi32> {triad.input = "tokens"}, %y: tensor<2x8xi32> {triad.input = "labels"}) -> (tensor<f32> {triad.output = "loss"}, tensor<16xf32> {triad.grad = @w}) {
+  %w = triad.get_param @w : tensor<16xf32>
+  %a = triad.broadcast %w : tensor<16xf32> -> tensor<2x8x16xf32>
+  %b = triad.relu %a : tensor<2x8x16xf32>
+  %c = triad.silu %b : tensor<2x8x16xf32>
+  %v = triad.reshape %c : tensor<2x8x16xf32> -> tensor<16x16xf32>
+  %d = triad.reshape %v : tensor<16x16xf32> -> tensor<2x8x16xf32>
+  %loss = triad.cross_entropy %d, %y : tensor<2x8x16xf32>, tensor<2x8xi32> -> tensor<f32>
+  %zero = arith.constant dense<0.0> : tensor<16xf32>
+  return %loss, %zero : tensor<f32>, tensor<16xf32>
+}
+func.func @apply_step(%g: tensor<16xf32> {triad.grad = @w}) -> (tensor<f32> {triad.output = "grad_norm"}) {
+  %w = triad.get_param @w : tensor<16xf32>
+  %n = triad.sum_squares %w : tensor<16xf32>
+  %new = triad.scale %g by -1.0 : tensor<16xf32>
+  triad.assign @w, %new : tensor<16xf32>
+  return %n : tensor<f32>
+}
