@@ -22,5 +22,6 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.triad_tools_dir, config.llvm_tools_dir]
-tools = ["triad-opt", "triad-gen", "triad-interp", "triad-data"]
+tools = ["triad-opt", "triad-gen", "triad-interp", "triad-data", "triad-translate",
+         "triad-run"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

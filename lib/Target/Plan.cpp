@@ -230,7 +230,7 @@ FailureOr<std::string> triad::exportPlan(ModuleOp module) {
       rt::loadPlanFromBytes(bytes, "exported plan");
   if (!checked.ok())
     return emitError(module.getLoc(), "the plan fails the runtime's checks: ")
-           << checked.status().message();
+           << std::string(checked.status().message());
   return bytes;
 }
 
@@ -242,7 +242,7 @@ OwningOpRef<ModuleOp> triad::importPlan(llvm::StringRef bytes,
   absl::StatusOr<rt::LoadedPlan> loaded =
       rt::loadPlanFromBytes(bytes.str(), name.str());
   if (!loaded.ok()) {
-    emitError(loc) << loaded.status().message();
+    emitError(loc) << std::string(loaded.status().message());
     return {};
   }
   const plan::Plan &root = loaded->root();

@@ -1,0 +1,235 @@
+// RUN: triad-opt %s -split-input-file -verify-diagnostics
+// The mesh lists one size per axis.
+// expected-error@+1 {{'rt.plan' op has 2 mesh axes but 1 sizes}}
+rt.plan mesh ["dp", "tp"] = [1] seq 4 vocab 16 batch 2 microbatches 1
+
+// -----
+
+// Mesh axis names are distinct.
+// expected-error@+1 {{'rt.plan' op mesh axis 'dp' appears twice}}
+rt.plan mesh ["dp", "dp"] = [1, 1] seq 4 vocab 16 batch 2 microbatches 1
+
+// -----
+
+// Mesh axes have at least one rank.
+// expected-error@+1 {{'rt.plan' op mesh axis 'tp' has size 0; sizes must be at least 1}}
+rt.plan mesh ["dp", "tp"] = [1, 0] seq 4 vocab 16 batch 2 microbatches 1
+
+// -----
+
+// The data sizes are positive.
+// expected-error@+1 {{'rt.plan' op seq is 0; it must be at least 1}}
+rt.plan mesh ["dp"] = [1] seq 0 vocab 16 batch 2 microbatches 1
+
+// -----
+
+// Every replica's microbatches get whole sequences.
+// expected-error@+1 {{'rt.plan' op batch 6 is not divisible by dp (2) times microbatches (2)}}
+rt.plan mesh ["dp"] = [2] seq 4 vocab 16 batch 6 microbatches 2
+
+// -----
+
+// A program has exactly one step.
+// expected-error@+1 {{'rt.program' op must hold exactly one rt.step, found 0}}
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+}
+
+// -----
+
+// Persistent tensor names are unique.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4xf32>
+  %b = rt.buffer 64 : memref<4xf32>
+  rt.persistent "w" parameter %a global [4] offsets [0] init <zeros> : memref<4xf32>
+  // expected-error@+1 {{'rt.persistent' op persistent tensor 'w' is declared twice}}
+  rt.persistent "w" parameter %b global [4] offsets [0] init <zeros> : memref<4xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+// A buffer holds at most one persistent tensor.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4xf32>
+  rt.persistent "w" parameter %a global [4] offsets [0] init <zeros> : memref<4xf32>
+  // expected-error@+1 {{'rt.persistent' op buffer already holds another persistent tensor}}
+  rt.persistent "u" parameter %a global [4] offsets [0] init <zeros> : memref<4xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Buffer offsets are aligned.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  // expected-error@+1 {{'rt.buffer' op offset 4 is not a non-negative multiple of 64}}
+  %a = rt.buffer 4 : memref<4xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Buffers stay inside the arena.
+rt.program @rank0 pipeline_rank 0 arena 100 {
+  // expected-error@+1 {{'rt.buffer' op bytes [64, 128) extend past the arena of 100 bytes}}
+  %a = rt.buffer 64 : memref<16xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Buffers are contiguous tensors of the runtime's element types.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  // expected-error@+1 {{'rt.buffer' op result #0 must be statically shaped, contiguous memref of f32, bf16, f16 or i32}}
+  %a = rt.buffer 0 : memref<4xf64>
+  rt.step [] microbatches []
+}
+
+// -----
+
+// A persistent tensor's global shape has its buffer's rank.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4xf32>
+  // expected-error@+1 {{'rt.persistent' op global shape and offsets must have the buffer's rank 1}}
+  rt.persistent "w" parameter %a global [4, 1] offsets [0] init <zeros> : memref<4xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+// A persistent tensor's slice lies inside the global tensor.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4xf32>
+  // expected-error@+1 {{'rt.persistent' op the slice of dimension 0 ([6, 10)) is outside the global size 8}}
+  rt.persistent "w" parameter %a global [8] offsets [6] init <zeros> : memref<4xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Accumulators are f32 zeros.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4xf32>
+  // expected-error@+1 {{'rt.persistent' op accumulator 'g' must be f32 and start at zeros}}
+  rt.persistent "g" accumulator %a global [4] offsets [0] init <ones> : memref<4xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+// One kind per argument.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %t = rt.buffer 0 : memref<2x4xi32>
+  // expected-error@+1 {{'rt.func' op has 1 arguments but 0 argument kinds}}
+  rt.func @f args(%t : memref<2x4xi32>) kinds [] results() names [] {
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Argument kinds are tokens or labels.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %t = rt.buffer 0 : memref<2x4xi32>
+  // expected-error@+1 {{'rt.func' op argument kind 'images' is unknown (expected tokens or labels)}}
+  rt.func @f args(%t : memref<2x4xi32>) kinds ["images"] results() names [] {
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Arguments hold token ids.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %t = rt.buffer 0 : memref<2x4xf32>
+  // expected-error@+1 {{'rt.func' op arguments hold token ids and must be i32 buffers}}
+  rt.func @f args(%t : memref<2x4xf32>) kinds ["tokens"] results() names [] {
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// One name per result.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %n = rt.buffer 0 : memref<f32>
+  // expected-error@+1 {{'rt.func' op has 1 results but 0 result names}}
+  rt.func @f args() kinds [] results(%n : memref<f32>) names [] {
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Result names are distinct.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %n = rt.buffer 0 : memref<f32>
+  // expected-error@+1 {{'rt.func' op result names must be non-empty and distinct}}
+  rt.func @f args() kinds [] results(%n, %n : memref<f32>, memref<f32>) names ["loss", "loss"] {
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// A kernel writes something.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %n = rt.buffer 0 : memref<f32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op writes no output}}
+    rt.kernel sum_squares(%n) -> () : (memref<f32>) -> ()
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Only updating kernels write in place.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %n = rt.buffer 0 : memref<4xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'activation' cannot write an output in place of an input}}
+    rt.kernel activation(%n) -> (%n) ints [3] : (memref<4xf32>) -> memref<4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Accumulate adds into its first input.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4xf32>
+  %b = rt.buffer 64 : memref<4xf32>
+  %w = rt.buffer 128 : memref<f32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op accumulate must write its first input in place}}
+    rt.kernel accumulate(%a, %b, %w) -> (%b) : (memref<4xf32>, memref<4xf32>, memref<f32>) -> memref<4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// One microbatch index per call.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  // expected-error@+1 {{'rt.step' op has 0 calls but 1 microbatch indices}}
+  rt.step [] microbatches [0]
+}
+
+// -----
+
+// Calls name functions of the program.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  // expected-error@+1 {{'rt.step' op calls @missing, which is no rt.func here}}
+  rt.step [@missing] microbatches [0]
+}
+
+// -----
+
+// Microbatch indices are below the plan's microbatch count.
+rt.plan mesh ["dp", "pp", "tp"] = [1, 1, 1] seq 4 vocab 16 batch 2 microbatches 1
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  rt.func @f args() kinds [] results() names [] {
+  }
+  // expected-error@+1 {{'rt.step' op microbatch 1 of the call of @f is outside [0, 1)}}
+  rt.step [@f] microbatches [1]
+}

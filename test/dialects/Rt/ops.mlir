@@ -1,0 +1,47 @@
+// RUN: triad-opt %s | triad-opt | FileCheck %s
+// RUN: triad-opt %s --mlir-print-op-generic | triad-opt | FileCheck %s
+
+// Every rt op round-trips through its custom form.
+// CHECK: rt.plan mesh ["dp", "pp", "tp"] = [1, 1, 1] seq 4 vocab 16 batch 2 microbatches 1
+// CHECK-LABEL: rt.program @rank0 pipeline_rank 0 arena 4096 {
+// CHECK: %[[W:.*]] = rt.buffer 0 : memref<16x8xf32>
+// CHECK: %[[ACC:.*]] = rt.buffer 512 : memref<16x8xf32>
+// CHECK: %[[T:.*]] = rt.buffer 1024 : memref<2x4xi32>
+// CHECK: %[[L:.*]] = rt.buffer 1088 : memref<2x4xi32>
+// CHECK: %[[N:.*]] = rt.buffer 1152 : memref<f32>
+// CHECK: %[[X:.*]] = rt.buffer 1216 : memref<2x4x8xf32>
+// CHECK: %[[XV:.*]] = rt.buffer 1216 : memref<8x8xf32>
+// CHECK: rt.persistent "w" parameter %[[W]] global [16, 8] offsets [0, 0] init <normal, std = 2.000000e-02> : memref<16x8xf32>
+// CHECK: rt.persistent "grad.w" accumulator %[[ACC]] global [16, 8] offsets [0, 0] init <zeros> : memref<16x8xf32>
+// CHECK: rt.func @begin_step args() kinds [] results() names [] {
+// CHECK-NEXT: rt.kernel fill() -> (%[[ACC]]) floats [0.000000e+00] : () -> memref<16x8xf32>
+// CHECK: rt.func @microbatch_step args(%[[T]], %[[L]] : memref<2x4xi32>, memref<2x4xi32>) kinds ["tokens", "labels"] results(%[[N]] : memref<f32>) names ["tokens"] {
+// CHECK-NEXT: rt.kernel count_valid(%[[L]]) -> (%[[N]]) ints [-100] : (memref<2x4xi32>) -> memref<f32>
+// CHECK-NEXT: rt.kernel embedding(%[[T]], %[[W]]) -> (%[[X]]) : (memref<2x4xi32>, memref<16x8xf32>) -> memref<2x4x8xf32>
+// CHECK-NEXT: rt.kernel accumulate(%[[ACC]], %[[W]], %[[N]]) -> (%[[ACC]])
+// CHECK-NEXT: rt.kernel adamw(%[[W]], %[[ACC]], %[[ACC]], %[[ACC]], %[[N]], %[[N]], %[[N]]) -> (%[[W]], %[[ACC]], %[[ACC]]) floats [9.000000e-01, 9.500000e-01, 1.000000e-08, 1.000000e-01]
+// CHECK-NEXT: rt.kernel scale(%[[XV]]) -> (%[[X]]) floats [2.000000e+00]
+// CHECK: rt.step [@begin_step, @microbatch_step, @microbatch_step] microbatches [0, 0, 0]
+rt.plan mesh ["dp", "pp", "tp"] = [1, 1, 1] seq 4 vocab 16 batch 2 microbatches 1
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %w = rt.buffer 0 : memref<16x8xf32>
+  %acc = rt.buffer 512 : memref<16x8xf32>
+  %t = rt.buffer 1024 : memref<2x4xi32>
+  %l = rt.buffer 1088 : memref<2x4xi32>
+  %n = rt.buffer 1152 : memref<f32>
+  %x = rt.buffer 1216 : memref<2x4x8xf32>
+  %xv = rt.buffer 1216 : memref<8x8xf32>
+  rt.persistent "w" parameter %w global [16, 8] offsets [0, 0] init <normal, std = 0.02> : memref<16x8xf32>
+  rt.persistent "grad.w" accumulator %acc global [16, 8] offsets [0, 0] init <zeros> : memref<16x8xf32>
+  rt.func @begin_step args() kinds [] results() names [] {
+    rt.kernel fill() -> (%acc) floats [0.0] : () -> memref<16x8xf32>
+  }
+  rt.func @microbatch_step args(%t, %l : memref<2x4xi32>, memref<2x4xi32>) kinds ["tokens", "labels"] results(%n : memref<f32>) names ["tokens"] {
+    rt.kernel count_valid(%l) -> (%n) ints [-100] : (memref<2x4xi32>) -> memref<f32>
+    rt.kernel embedding(%t, %w) -> (%x) : (memref<2x4xi32>, memref<16x8xf32>) -> memref<2x4x8xf32>
+    rt.kernel accumulate(%acc, %w, %n) -> (%acc) : (memref<16x8xf32>, memref<16x8xf32>, memref<f32>) -> memref<16x8xf32>
+    rt.kernel adamw(%w, %acc, %acc, %acc, %n, %n, %n) -> (%w, %acc, %acc) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>)
+    rt.kernel scale(%xv) -> (%x) floats [2.0] : (memref<8x8xf32>) -> memref<2x4x8xf32>
+  }
+  rt.step [@begin_step, @microbatch_step, @microbatch_step] microbatches [0, 0, 0]
+}
