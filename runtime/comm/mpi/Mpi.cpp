@@ -1,0 +1,94 @@
+//===- Mpi.cpp - the MPI world of a runtime process -----------------------===//
+
+#include "runtime/comm/mpi/Mpi.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <mpi.h>
+
+#include <cstdlib>
+
+namespace triad::rt::mpi {
+
+namespace {
+
+absl::Status check(int code, const char *what) {
+  if (code == MPI_SUCCESS)
+    return absl::OkStatus();
+  char message[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, message, &length) != MPI_SUCCESS)
+    length = 0;
+  return absl::InternalError(
+      absl::StrCat(what, " failed: ",
+                   length > 0 ? std::string(message, length)
+                              : absl::StrCat("MPI error ", code)));
+}
+
+} // namespace
+
+bool launchedByLauncher() {
+  for (const char *variable :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"})
+    if (std::getenv(variable))
+      return true;
+  return false;
+}
+
+absl::StatusOr<World> World::initialize(int *argc, char ***argv) {
+  World world;
+  if (!launchedByLauncher())
+    return world;
+  int initialized = 0;
+  if (absl::Status status =
+          check(MPI_Initialized(&initialized), "MPI_Initialized");
+      !status.ok())
+    return status;
+  if (initialized)
+    return absl::FailedPreconditionError("MPI is already initialized");
+  if (absl::Status status = check(MPI_Init(argc, argv), "MPI_Init");
+      !status.ok())
+    return status;
+  world.started = true;
+  if (absl::Status status =
+          check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
+                "MPI_Comm_set_errhandler");
+      !status.ok())
+    return status;
+  if (absl::Status status = check(
+          MPI_Comm_rank(MPI_COMM_WORLD, &world.worldRank), "MPI_Comm_rank");
+      !status.ok())
+    return status;
+  if (absl::Status status = check(
+          MPI_Comm_size(MPI_COMM_WORLD, &world.worldSize), "MPI_Comm_size");
+      !status.ok())
+    return status;
+  return world;
+}
+
+World::World(World &&other) noexcept { *this = std::move(other); }
+
+World &World::operator=(World &&other) noexcept {
+  if (this != &other) {
+    if (started)
+      MPI_Finalize();
+    worldRank = other.worldRank;
+    worldSize = other.worldSize;
+    started = other.started;
+    other.started = false;
+  }
+  return *this;
+}
+
+World::~World() {
+  if (started)
+    MPI_Finalize();
+}
+
+absl::Status World::barrier() const {
+  if (!started)
+    return absl::OkStatus();
+  return check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+}
+
+} // namespace triad::rt::mpi
