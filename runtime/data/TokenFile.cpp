@@ -37,7 +37,7 @@ absl::StatusOr<TokenFile> TokenFile::open(const std::string &path,
     ::close(fd);
     return absl::InvalidArgumentError(absl::StrCat(
         "data file '", path, "' has ", bytes, " bytes, not a whole number of ",
-        tokenBytes, "-byte tokens (wrong --data-width?)"));
+        tokenBytes, "-byte tokens (wrong token width?)"));
   }
   TokenFile file;
   file.filePath = path;

@@ -180,6 +180,8 @@ private:
 /// The shape of the plan `buildTrainingPlan` writes.
 struct TrainingPlanSpec {
   int64_t seq = 8, vocab = 32, hidden = 8, batch = 4, microbatches = 2;
+  std::vector<std::pair<std::string, uint32_t>> mesh = {
+      {"dp", 1}, {"tp", 1}, {"pp", 1}};
   /// Names of the two parameters (tests rename one).
   std::string embedding = "wte", output = "wout";
   double dropout = 0.1;
@@ -189,6 +191,15 @@ struct TrainingPlanSpec {
   /// checkpoints large; 0 for none.
   int64_t ballast = 0;
 };
+
+/// batch / (dp * microbatches), as the plan's loader computes it.
+inline int64_t microbatchSamplesOf(const TrainingPlanSpec &spec) {
+  int64_t dp = 1;
+  for (const auto &[name, size] : spec.mesh)
+    if (name == "dp")
+      dp = size;
+  return spec.batch / dp / spec.microbatches;
+}
 
 /// A language model: logits = dropout(wte[tokens]) @ wout, mean
 /// cross-entropy; the gradients of each microbatch accumulate weighted by
@@ -206,8 +217,8 @@ inline std::string buildTrainingPlan(const TrainingPlanSpec &spec) {
   b.vocab = spec.vocab;
   b.batch = spec.batch;
   b.microbatches = spec.microbatches;
-  b.mesh = {{"dp", 1}, {"tp", 1}, {"pp", 1}};
-  int64_t mb = spec.batch / spec.microbatches, s = spec.seq, v = spec.vocab,
+  b.mesh = spec.mesh;
+  int64_t mb = microbatchSamplesOf(spec), s = spec.seq, v = spec.vocab,
           h = spec.hidden;
 
   uint32_t wte = b.value(DType::F32, {v, h}),
