@@ -18,6 +18,11 @@ PACKAGES=(
   libopenblas-dev
   # The plan file format.
   libflatbuffers-dev flatbuffers-compiler
+  # Multi-rank runs on CPUs: mpirun and the MPI library triad-run links.
+  openmpi-bin libopenmpi-dev
+  # Tests: text to turn into token corpora (fortune files), and PyTorch as
+  # a reference (/usr/bin/python3 imports it; the pyenv python3 does not).
+  fortunes python3-torch
 )
 
 missing=()
