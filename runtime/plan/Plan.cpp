@@ -638,9 +638,12 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
   }
   case plan::OpCode::LrSchedule: {
     CHECK_OK(arity(1, 1, 2, 2));
+    // decay 0: no decay; a decay step at or before the warmup's end goes
+    // straight to the floor after warmup.
     if (!(floats[0] > 0.0) || floats[1] < 0.0 || floats[1] > floats[0] ||
-        ints[0] < 0 || ints[1] < ints[0])
-      return fail("invalid schedule");
+        ints[0] < 0 || ints[1] < 0)
+      return fail("invalid schedule: needs 0 <= floor <= peak, peak > 0 and "
+                  "non-negative warmup and decay steps");
     return scalarF32({in[0], out[0]});
   }
   case plan::OpCode::AdamW: {
