@@ -1,21 +1,58 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds Triad, generates the `tiny`
-# GPT preset, compiles (verifies) it and prints the model summary.
+# The main job: installs what is missing, builds Triad, turns Debian's
+# fortune texts into a byte-level corpus, compiles the `tiny` GPT preset for
+# the 1x1x1 mesh (dp=1 tp=1 pp=1: the only mesh until the sharding and
+# pipeline passes land), prints its memory report, exports the plan and
+# trains it on a CPU rank under mpirun, printing the loss as it falls.
+#
+# TRIAD_DEMO_STEPS (default 400) sets the number of steps.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${TRIAD_BUILD_DIR:-$root/build}"
 out="$root/out"
+steps="${TRIAD_DEMO_STEPS:-400}"
+mesh="dp=1 tp=1 pp=1"
 
 bash "$root/scripts/setup.sh"
 bash "$root/scripts/build.sh"
 
 mkdir -p "$out"
+run() {
+  echo
+  echo "demo: $*"
+  "$@"
+}
+
+corpus=()
+while IFS= read -r -d '' file; do
+  corpus+=("$file")
+done < <(find /usr/share/games/fortunes -maxdepth 1 -type f \
+  ! -name '*.dat' ! -name '*.u8' -print0 | sort -z)
+if [[ ${#corpus[@]} -eq 0 ]]; then
+  echo "demo: error: no fortune texts under /usr/share/games/fortunes" \
+    "(the 'fortunes' package installs them; scripts/setup.sh should have)" >&2
+  exit 1
+fi
+
+run "$build/bin/triad-data" --output "$out/fortunes.bin" "${corpus[@]}"
+run "$build/bin/triad-gen" --preset tiny -o "$out/tiny.mlir"
+run "$build/bin/triad-opt" "$out/tiny.mlir" \
+  "--triad-train-pipeline=$mesh lr=3e-3 warmup=20" --triad-memory-report \
+  -o "$out/tiny.rt.mlir"
+run "$build/bin/triad-translate" --export-plan "$out/tiny.rt.mlir" \
+  -o "$out/tiny.plan"
+
+# One rank per mesh position; Open MPI refuses root without this flag.
+mpi=(mpirun -np 1 -x "OMP_NUM_THREADS=$(nproc)")
+if [[ $(id -u) -eq 0 ]]; then
+  mpi+=(--allow-run-as-root)
+fi
+rm -rf "$out/checkpoints"
+run "${mpi[@]}" "$build/bin/triad-run" "$out/tiny.plan" \
+  --data "$out/fortunes.bin" --steps "$steps" --log-every 20 \
+  --metrics "$out/metrics.jsonl" --save "$out/checkpoints" \
+  --save-every 200
+
 echo
-echo "demo: triad-gen --preset tiny -o out/tiny.mlir"
-"$build/bin/triad-gen" --preset tiny -o "$out/tiny.mlir"
-"$build/bin/triad-gen" --preset tiny --print-params
-echo
-echo "demo: triad-opt out/tiny.mlir --triad-model-summary -o out/tiny.verified.mlir"
-"$build/bin/triad-opt" "$out/tiny.mlir" --triad-model-summary -o "$out/tiny.verified.mlir"
-echo
-echo "demo: the model IR is in out/tiny.mlir; every preset: triad-gen --list-presets"
+echo "demo: metrics in out/metrics.jsonl, checkpoints in out/checkpoints;"
+echo "demo: resume with: build/bin/triad-run out/tiny.plan --data out/fortunes.bin --load out/checkpoints --steps $((steps + 200))"
