@@ -99,8 +99,11 @@ absl::StatusOr<CpuExecutor> CpuExecutor::create(const LoadedPlan &plan,
   }
   CpuExecutor executor(plan, *program, options);
   size_t bytes = std::max<uint64_t>(program->arena_bytes(), 64);
-  executor.arena.reset(
-      static_cast<std::byte *>(::operator new(bytes, std::align_val_t(64))));
+  executor.arena.reset(static_cast<std::byte *>(
+      ::operator new(bytes, std::align_val_t(64), std::nothrow)));
+  if (!executor.arena)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot allocate the program's arena of ", bytes, " bytes"));
   std::memset(executor.arena.get(), 0, bytes);
   if (absl::Status status = executor.initialize(seed); !status.ok())
     return status;

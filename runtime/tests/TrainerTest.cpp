@@ -287,6 +287,41 @@ TEST(Trainer, RefusesPlansWithoutAStepAndShortCorpora) {
       << trainer.status();
 }
 
+// A plan from an untrusted source may fail to load, but one that loads
+// runs without reading or writing outside its buffers (this test runs under
+// AddressSanitizer): random corruptions of a training plan that still pass
+// the loader's checks train a step, or fail with an error.
+TEST(Trainer, CorruptedPlansThatLoadRunSafely) {
+  std::string bytes = tests::buildTrainingPlan({});
+  auto data = TokenFile::open(corpusPath(), TokenWidth::U16, 1 << 16);
+  ASSERT_TRUE(data.ok()) << data.status();
+  PhiloxKey key{5, 6};
+  int loaded = 0, trained = 0;
+  for (uint32_t trial = 0; trial < 1000; ++trial) {
+    std::string copy = bytes;
+    auto random = philox4x32({trial, 0, 0, 0}, key);
+    for (int flip = 0; flip < 1 + static_cast<int>(random[3] % 2); ++flip)
+      copy[random[flip] % copy.size()] =
+          static_cast<char>(random[(flip + 1) % 4] >> 8);
+    auto plan = loadPlanFromBytes(copy, "corrupt.plan");
+    if (!plan.ok())
+      continue;
+    ++loaded;
+    // The corpus holds ids below 32; a corrupt vocabulary or sequence
+    // length is the sampler's or the executor's error to report.
+    if (plan->root().programs()->Get(0)->arena_bytes() > (64 << 20))
+      continue; // valid, but more memory than a unit test should take
+    TrainerOptions options;
+    options.seed = trial;
+    auto trainer = Trainer::create(*plan, *data, options);
+    if (!trainer.ok())
+      continue;
+    trained += trainer->step().ok();
+  }
+  EXPECT_GT(loaded, 60);
+  EXPECT_GT(trained, 30);
+}
+
 // A save killed at any moment leaves a checkpoint that loads and resumes
 // exactly: the last one committed before the kill.
 TEST(Trainer, KilledSaveLeavesALoadableCheckpoint) {
