@@ -11,12 +11,14 @@
 
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <map>
+#include <vector>
 
 namespace triad {
 #define GEN_PASS_DEF_MEMORYREPORT
@@ -55,57 +57,73 @@ std::string human(int64_t bytes) {
   return text;
 }
 
-/// Bytes in the union of [offset, offset + bytes) ranges.
-int64_t unionBytes(std::vector<std::pair<int64_t, int64_t>> ranges) {
-  std::sort(ranges.begin(), ranges.end());
-  int64_t total = 0, end = -1;
-  for (auto [begin, stop] : ranges) {
-    if (begin >= end) {
-      total += stop - begin;
-      end = stop;
-    } else if (stop > end) {
-      total += stop - end;
-      end = stop;
-    }
-  }
-  return total;
-}
-
-/// The most temporary bytes live at once while `func` runs.
+/// The most temporary bytes live at once while `func` runs. A byte is live
+/// from an instruction that writes it to the last instruction that reads
+/// what was written (arguments are written before the first instruction,
+/// results read after the last). Liveness is followed per byte range, not
+/// per buffer, so a reshaped view reading what its source wrote keeps
+/// those bytes live, and two buffers reusing the same bytes at different
+/// times do not.
 int64_t peakTemporaryBytes(rt::FuncOp func,
                            const llvm::DenseSet<Value> &persistent) {
-  // Lifetimes: arguments from 0, kernel k at k + 1, results to the end.
-  llvm::MapVector<Value, std::pair<int64_t, int64_t>> lifetimes;
-  auto touch = [&](Value buffer, int64_t time) {
+  struct Access {
+    int64_t time;
+    bool write;
+    int64_t begin, end;
+  };
+  std::vector<Access> accesses;
+  auto access = [&](Value buffer, int64_t time, bool write) {
     if (persistent.contains(buffer))
       return;
-    auto [it, inserted] = lifetimes.try_emplace(buffer, time, time);
-    it->second.first = std::min(it->second.first, time);
-    it->second.second = std::max(it->second.second, time);
+    auto op = buffer.getDefiningOp<rt::BufferOp>();
+    accesses.push_back(
+        {time, write, op.getOffset(), op.getOffset() + op.getBytes()});
   };
   for (Value arg : func.getArgs())
-    touch(arg, 0);
+    access(arg, 0, true);
   int64_t time = 0;
   for (auto kernel : func.getBody().getOps<rt::KernelOp>()) {
     ++time;
     for (Value v : kernel.getInputs())
-      touch(v, time);
+      access(v, time, false);
     for (Value v : kernel.getOutputs())
-      touch(v, time);
+      access(v, time, true);
   }
   for (Value result : func.getResults())
-    touch(result, time + 1);
-  int64_t peak = 0;
-  for (int64_t t = 0; t <= time + 1; ++t) {
-    std::vector<std::pair<int64_t, int64_t>> live;
-    for (auto &[buffer, life] : lifetimes)
-      if (life.first <= t && t <= life.second) {
-        auto op = buffer.getDefiningOp<rt::BufferOp>();
-        live.emplace_back(op.getOffset(), op.getOffset() + op.getBytes());
-      }
-    peak = std::max(peak, unionBytes(std::move(live)));
+    access(result, time + 1, false);
+
+  // Segments between consecutive buffer boundaries are covered whole by
+  // every buffer that touches them.
+  std::vector<int64_t> bounds;
+  for (const Access &a : accesses) {
+    bounds.push_back(a.begin);
+    bounds.push_back(a.end);
   }
-  return peak;
+  llvm::sort(bounds);
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  std::vector<int64_t> liveBytes(time + 2, 0);
+  for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+    int64_t begin = bounds[s], end = bounds[s + 1];
+    // Writes and reads of this segment in time order (reads of an
+    // instruction before its writes).
+    std::vector<std::pair<int64_t, bool>> events;
+    for (const Access &a : accesses)
+      if (a.begin <= begin && end <= a.end)
+        events.emplace_back(a.time, a.write);
+    llvm::sort(events);
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (!events[i].second)
+        continue;
+      int64_t from = events[i].first, to = from;
+      for (size_t j = i + 1; j < events.size() && !events[j].second; ++j)
+        to = events[j].first;
+      for (int64_t t = from; t <= to; ++t)
+        liveBytes[t] += end - begin;
+    }
+  }
+  return liveBytes.empty()
+             ? 0
+             : *std::max_element(liveBytes.begin(), liveBytes.end());
 }
 
 struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {

@@ -18,24 +18,30 @@
 
 // NORT: error: holds no rt.program to report on; run --triad-lower-to-rt or --triad-train-pipeline first
 
-// A hand-written program: %b and its view %v share bytes and count once;
-// %c reuses %a's bytes after %a died, so the peak is two 4 KiB buffers.
+// A hand-written program, liveness followed per byte range: %b's bytes stay
+// live from their write until its view %v reads them, even while neither
+// buffer is used (counting per buffer would miss them at the fourth
+// kernel); %c reuses %a's bytes after %a died. Peak: %b, %c and %d.
 // CHECK: triad memory report: program @rank0 (pipeline rank 0)
 // CHECK: parameters 256 B {{.*}} 1 tensors
-// CHECK: activations at peak (microbatch_step) 8,192 B
-// CHECK: arena 8,448 B
+// CHECK: activations at peak (microbatch_step) 12,288 B
+// CHECK: arena 12,544 B
 rt.plan mesh ["dp", "pp", "tp"] = [1, 1, 1] seq 4 vocab 16 batch 1 microbatches 1
-rt.program @rank0 pipeline_rank 0 arena 8448 {
+rt.program @rank0 pipeline_rank 0 arena 12544 {
   %w = rt.buffer 0 : memref<64xf32>
   %a = rt.buffer 256 : memref<1024xf32>
   %b = rt.buffer 4352 : memref<1024xf32>
   %v = rt.buffer 4352 : memref<32x32xf32>
   %c = rt.buffer 256 : memref<1024xf32>
+  %d = rt.buffer 8448 : memref<1024xf32>
+  %e = rt.buffer 256 : memref<1024xf32>
   rt.persistent "w" parameter %w global [64] offsets [0] init <zeros> : memref<64xf32>
   rt.func @microbatch_step args() kinds [] results() names [] {
     rt.kernel fill() -> (%a) floats [1.0] : () -> memref<1024xf32>
     rt.kernel activation(%a) -> (%b) ints [3] : (memref<1024xf32>) -> memref<1024xf32>
-    rt.kernel activation(%v) -> (%c) ints [3] : (memref<32x32xf32>) -> memref<1024xf32>
+    rt.kernel fill() -> (%c) floats [2.0] : () -> memref<1024xf32>
+    rt.kernel activation(%c) -> (%d) ints [3] : (memref<1024xf32>) -> memref<1024xf32>
+    rt.kernel activation(%v) -> (%e) ints [3] : (memref<32x32xf32>) -> memref<1024xf32>
   }
   rt.step [@microbatch_step] microbatches [0]
 }
