@@ -5,12 +5,12 @@
 # pipeline passes land), prints its memory report, exports the plan and
 # trains it on a CPU rank under mpirun, printing the loss as it falls.
 #
-# TRIAD_DEMO_STEPS (default 400) sets the number of steps.
+# TRIAD_DEMO_STEPS (default 800) sets the number of steps.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${TRIAD_BUILD_DIR:-$root/build}"
 out="$root/out"
-steps="${TRIAD_DEMO_STEPS:-400}"
+steps="${TRIAD_DEMO_STEPS:-800}"
 mesh="dp=1 tp=1 pp=1"
 
 bash "$root/scripts/setup.sh"
@@ -34,7 +34,9 @@ if [[ ${#corpus[@]} -eq 0 ]]; then
   exit 1
 fi
 
-run "$build/bin/triad-data" --output "$out/fortunes.bin" "${corpus[@]}"
+echo
+echo "demo: triad-data --output out/fortunes.bin /usr/share/games/fortunes/* (${#corpus[@]} texts)"
+"$build/bin/triad-data" --output "$out/fortunes.bin" "${corpus[@]}"
 run "$build/bin/triad-gen" --preset tiny -o "$out/tiny.mlir"
 run "$build/bin/triad-opt" "$out/tiny.mlir" \
   "--triad-train-pipeline=$mesh lr=3e-3 warmup=20" --triad-memory-report \
@@ -51,7 +53,7 @@ rm -rf "$out/checkpoints"
 run "${mpi[@]}" "$build/bin/triad-run" "$out/tiny.plan" \
   --data "$out/fortunes.bin" --steps "$steps" --log-every 20 \
   --metrics "$out/metrics.jsonl" --save "$out/checkpoints" \
-  --save-every 200
+  --save-every 400
 
 echo
 echo "demo: metrics in out/metrics.jsonl, checkpoints in out/checkpoints;"
