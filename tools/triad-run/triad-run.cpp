@@ -56,8 +56,8 @@ ABSL_FLAG(std::optional<double>, lr, std::nullopt,
           "Peak learning rate instead of the plan's (the schedule's floor "
           "scales alike)");
 ABSL_FLAG(int64_t, log_every, 1,
-          "Print a progress line (and a metrics record) every K steps and "
-          "at the last one");
+          "Print a progress line (and a metrics record) every K steps, at "
+          "the first and at the last one");
 ABSL_FLAG(std::string, metrics, "",
           "Write one JSON object per logged step to FILE (JSON lines)");
 ABSL_FLAG(std::string, trace, "",
@@ -456,7 +456,7 @@ int main(int argc, char **argv) {
     double tokensPerSecond =
         result->seconds > 0 ? result->tokens / result->seconds : 0.0;
     tool.failIf(trace.write(result->events), "--trace: ");
-    if (step % static_cast<uint64_t>(logEvery) == 0 ||
+    if (step % static_cast<uint64_t>(logEvery) == 0 || step == firstStep ||
         step == static_cast<uint64_t>(steps)) {
       tool.say(absl::StrFormat(
           "step %*d/%d | loss %.4f | lr %.2e | grad norm %.4f | %s tok/s | "
