@@ -39,7 +39,8 @@ echo "demo: triad-data --output out/fortunes.bin /usr/share/games/fortunes/* (${
 "$build/bin/triad-data" --output "$out/fortunes.bin" "${corpus[@]}"
 run "$build/bin/triad-gen" --preset tiny -o "$out/tiny.mlir"
 run "$build/bin/triad-opt" "$out/tiny.mlir" \
-  "--triad-train-pipeline=$mesh lr=3e-3 warmup=20" --triad-memory-report \
+  "--triad-train-pipeline=$mesh lr=3e-3 min-lr=3e-4 warmup=20 decay-steps=$steps" \
+  --triad-memory-report \
   -o "$out/tiny.rt.mlir"
 run "$build/bin/triad-translate" --export-plan "$out/tiny.rt.mlir" \
   -o "$out/tiny.plan"

@@ -179,7 +179,8 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
             std::string(" (") + func.getSymName().str() + ")";
         line(what, peakTemporaryBytes(func, persistent));
       }
-      line("kernel workspace", 0, "(no kernel of the plan takes any)");
+      line("kernel workspace", 0,
+           "(in the arena; CPU kernels keep small scratch of their own)");
       line("arena", program.getArenaBytes(),
            "(persistent tensors + the largest function's temporaries, "
            "aligned)");
