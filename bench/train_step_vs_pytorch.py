@@ -1,0 +1,538 @@
+#!/usr/bin/python3
+"""Training-step time of Triad's CPU runtime against PyTorch on the same model.
+
+For each model configuration this script
+
+  1. compiles the model with Triad's tools (triad-gen, triad-opt
+     --triad-train-pipeline, triad-translate --export-plan) and trains it with
+     triad-run, reading each step's `step_seconds` from the metrics file;
+  2. builds the same GPT-2 style model in PyTorch (pre-LayerNorm with biases,
+     learned positions, causal multi-head attention, exact-GELU MLP, final
+     LayerNorm, output projection tied to the token embedding, mean cross
+     entropy over next-token labels), checks that its parameters have the
+     shapes and the count of Triad's, and trains it with torch.optim.AdamW
+     and gradient-norm clipping on random windows of the same token file;
+  3. prints the median step time of both after warm-up steps, and their ratio.
+
+Both sides run fp32 on the CPU with the same number of threads (OpenMP and
+OpenBLAS for Triad; torch.set_num_threads plus the same environment for
+PyTorch). Run it with Debian's Python, the one that can import torch:
+
+  /usr/bin/python3 bench/train_step_vs_pytorch.py --build build --threads 2
+
+It is a benchmark, not a test: it exits non-zero only when something fails to
+run or the two models' parameters differ.
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# The configurations compared. `tiny` is triad-gen's preset; `mid` overrides
+# its size. Every field is passed to triad-gen explicitly, so both sides build
+# from this one table.
+CONFIGS = {
+    "tiny": dict(layers=2, hidden=64, heads=4, ffn=256, seq=64, batch=8,
+                 vocab=256),
+    "mid": dict(layers=6, hidden=384, heads=6, ffn=1536, seq=256, batch=8,
+                vocab=256),
+}
+DEFAULT_STEPS = {"tiny": 20, "mid": 8}
+
+FORTUNES = "/usr/share/games/fortunes"
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default="build",
+                        help="Triad build folder whose bin/ has the tools "
+                             "(default: ./build)")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="Threads for both sides (default: 2)")
+    parser.add_argument("--configs", default="tiny,mid",
+                        help="Comma-separated configurations to run: "
+                             + ", ".join(CONFIGS) + " (default: tiny,mid)")
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="Untimed steps before the timed ones (default: 3)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="Timed steps per configuration (default: "
+                             + ", ".join(f"{k} {v}" for k, v in
+                                         DEFAULT_STEPS.items()) + ")")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="Run both sides this many times (alternating) and "
+                             "keep each side's best median (default: 1)")
+    parser.add_argument("--corpus", default=None,
+                        help="Token file (u16) to train on; default: the "
+                             "fortunes under " + FORTUNES + " through "
+                             "triad-data")
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--weight-decay", type=float, default=0.1)
+    parser.add_argument("--clip-norm", type=float, default=1.0)
+    parser.add_argument("--torch-attention",
+                        choices=["matmul", "fused-qkv", "mha"],
+                        default="matmul",
+                        help="PyTorch attention: matmul + softmax with "
+                             "separate q/k/v projections (the shapes of "
+                             "Triad's parameters; default), the same with one "
+                             "fused [3h, h] q/k/v projection (nanoGPT style), "
+                             "or nn.MultiheadAttention (fused in-projection); "
+                             "all three have Triad's parameter count")
+    parser.add_argument("--keep-temp", action="store_true",
+                        help="Keep the temporary folder (plans, metrics, logs)")
+    args = parser.parse_args()
+    for name in args.configs.split(","):
+        if name not in CONFIGS:
+            parser.error(f"unknown configuration '{name}' (known: "
+                         f"{', '.join(CONFIGS)})")
+    if args.threads < 1 or args.warmup < 0 or args.rounds < 1:
+        parser.error("--threads and --rounds must be at least 1, --warmup "
+                     "at least 0")
+    if args.steps is not None and args.steps < 1:
+        parser.error("--steps must be at least 1")
+    return args
+
+
+ARGS = parse_args()
+# Before torch loads: its OpenMP and OpenBLAS (Debian's torch calls the system
+# libblas, which is OpenBLAS here) read these at start-up.
+for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[variable] = str(ARGS.threads)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+def fail(message):
+    print(f"train_step_vs_pytorch: error: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def run(command, env=None, capture=True):
+    result = subprocess.run(command, env=env, text=True,
+                            stdout=subprocess.PIPE if capture else None,
+                            stderr=subprocess.PIPE if capture else None)
+    if result.returncode != 0:
+        fail(f"{' '.join(command)} exited with {result.returncode}:\n"
+             f"{result.stdout or ''}{result.stderr or ''}")
+    return result.stdout
+
+
+# ----------------------------------------------------------------------------
+# Machine
+# ----------------------------------------------------------------------------
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def load_text():
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+# ----------------------------------------------------------------------------
+# Triad
+# ----------------------------------------------------------------------------
+
+class Triad:
+    def __init__(self, build, workdir, threads):
+        self.bin = os.path.join(build, "bin")
+        self.workdir = workdir
+        self.env = dict(os.environ, OMP_NUM_THREADS=str(threads),
+                        OPENBLAS_NUM_THREADS=str(threads))
+        for tool in ("triad-gen", "triad-opt", "triad-translate", "triad-run",
+                     "triad-data"):
+            if not os.access(self.tool(tool), os.X_OK):
+                fail(f"{self.tool(tool)} not found: build it with "
+                     f"`ninja -C {build} {tool}` or pass --build")
+
+    def tool(self, name):
+        return os.path.join(self.bin, name)
+
+    def corpus(self):
+        files = sorted(
+            os.path.join(FORTUNES, name) for name in os.listdir(FORTUNES)
+            if not name.endswith((".dat", ".u8"))
+            and os.path.isfile(os.path.join(FORTUNES, name)))
+        if not files:
+            fail(f"no text files under {FORTUNES} (install `fortunes` or "
+                 "pass --corpus)")
+        path = os.path.join(self.workdir, "fortunes.u16")
+        run([self.tool("triad-data"), "--output", path] + files)
+        return path
+
+    def compile(self, name, config):
+        mlir = os.path.join(self.workdir, f"{name}.mlir")
+        flags = ["--preset", "tiny"]
+        for key in ("layers", "hidden", "heads", "ffn", "seq", "batch",
+                    "vocab"):
+            flags += [f"--{key}", str(config[key])]
+        run([self.tool("triad-gen")] + flags + ["-o", mlir])
+        summary = run([self.tool("triad-gen")] + flags + ["--print-params"])
+        match = re.search(r"^parameters:\s*(\d+)", summary, re.M)
+        if not match:
+            fail(f"no parameter count in triad-gen --print-params:\n{summary}")
+        count = int(match.group(1))
+        params = {}
+        with open(mlir) as f:
+            for m in re.finditer(r"triad\.param @([\w.]+) : tensor<([\dx]+)x"
+                                 r"f32>", f.read()):
+                params[m.group(1)] = tuple(int(d) for d in
+                                           m.group(2).split("x"))
+        rt = os.path.join(self.workdir, f"{name}.rt.mlir")
+        plan = os.path.join(self.workdir, f"{name}.plan")
+        pipeline = (f"--triad-train-pipeline=lr={ARGS.lr} "
+                    f"clip-norm={ARGS.clip_norm} "
+                    f"weight-decay={ARGS.weight_decay}")
+        run([self.tool("triad-opt"), mlir, pipeline, "-o", rt])
+        run([self.tool("triad-translate"), "--export-plan", rt, "-o", plan])
+        return plan, count, params
+
+    def train(self, name, plan, corpus, steps, round_index):
+        metrics = os.path.join(self.workdir, f"{name}.{round_index}.jsonl")
+        log = run([self.tool("triad-run"), plan, "--data", corpus, "--steps",
+                   str(steps), "--seed", str(ARGS.seed), "--metrics", metrics,
+                   "--log-every", "1"], env=self.env)
+        with open(os.path.join(self.workdir, f"{name}.{round_index}.log"),
+                  "w") as f:
+            f.write(log)
+        records = []
+        with open(metrics) as f:
+            for line in f:
+                if line.strip():
+                    records.append(json.loads(line))
+        if [r["step"] for r in records] != list(range(1, steps + 1)):
+            fail(f"triad-run's metrics in {metrics} do not have steps "
+                 f"1..{steps}")
+        return ([r["step_seconds"] for r in records],
+                [r["loss"] for r in records])
+
+
+# ----------------------------------------------------------------------------
+# PyTorch: the same model
+# ----------------------------------------------------------------------------
+
+class Attention(nn.Module):
+    """Causal multi-head self-attention with separate q, k, v projections."""
+
+    def __init__(self, hidden, heads, seq):
+        super().__init__()
+        self.heads = heads
+        self.wq = nn.Linear(hidden, hidden)
+        self.wk = nn.Linear(hidden, hidden)
+        self.wv = nn.Linear(hidden, hidden)
+        self.wo = nn.Linear(hidden, hidden)
+        self.register_buffer(
+            "masked", torch.ones(seq, seq, dtype=torch.bool).triu(1),
+            persistent=False)
+
+    def forward(self, x):
+        b, t, h = x.shape
+        d = h // self.heads
+
+        def split(y):
+            return y.view(b, t, self.heads, d).transpose(1, 2)
+
+        q, k, v = split(self.wq(x)), split(self.wk(x)), split(self.wv(x))
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+        scores = scores.masked_fill(self.masked[:t, :t], float("-inf"))
+        y = F.softmax(scores, dim=-1) @ v
+        return self.wo(y.transpose(1, 2).reshape(b, t, h))
+
+
+class FusedQkvAttention(nn.Module):
+    """As Attention, with q, k and v from one [3h, h] projection."""
+
+    def __init__(self, hidden, heads, seq):
+        super().__init__()
+        self.heads = heads
+        self.wqkv = nn.Linear(hidden, 3 * hidden)
+        self.wo = nn.Linear(hidden, hidden)
+        self.register_buffer(
+            "masked", torch.ones(seq, seq, dtype=torch.bool).triu(1),
+            persistent=False)
+
+    def forward(self, x):
+        b, t, h = x.shape
+        d = h // self.heads
+        q, k, v = (y.view(b, t, self.heads, d).transpose(1, 2)
+                   for y in self.wqkv(x).split(h, dim=2))
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+        scores = scores.masked_fill(self.masked[:t, :t], float("-inf"))
+        y = F.softmax(scores, dim=-1) @ v
+        return self.wo(y.transpose(1, 2).reshape(b, t, h))
+
+
+class TorchMHA(nn.Module):
+    """nn.MultiheadAttention: one fused in-projection, same parameter count."""
+
+    def __init__(self, hidden, heads, seq):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(hidden, heads, batch_first=True)
+        self.register_buffer(
+            "masked", torch.ones(seq, seq, dtype=torch.bool).triu(1),
+            persistent=False)
+
+    def forward(self, x):
+        t = x.shape[1]
+        return self.mha(x, x, x, attn_mask=self.masked[:t, :t],
+                        need_weights=False)[0]
+
+
+class Mlp(nn.Module):
+    def __init__(self, hidden, ffn):
+        super().__init__()
+        self.fc1 = nn.Linear(hidden, ffn)
+        self.fc2 = nn.Linear(ffn, hidden)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, c, attention):
+        super().__init__()
+        self.attn_norm = nn.LayerNorm(c["hidden"], eps=1e-5)
+        self.attn = attention(c["hidden"], c["heads"], c["seq"])
+        self.mlp_norm = nn.LayerNorm(c["hidden"], eps=1e-5)
+        self.mlp = Mlp(c["hidden"], c["ffn"])
+
+    def forward(self, x):
+        x = x + self.attn(self.attn_norm(x))
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class Embed(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.wte = nn.Embedding(c["vocab"], c["hidden"])
+        self.wpe = nn.Embedding(c["seq"], c["hidden"])
+
+
+class Head(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.norm = nn.LayerNorm(c["hidden"], eps=1e-5)
+
+
+class Gpt(nn.Module):
+    """Module names mirror Triad's parameter names (embed.wte,
+    layers.0.attn.wq, ...)."""
+
+    def __init__(self, c, attention):
+        super().__init__()
+        self.embed = Embed(c)
+        self.layers = nn.ModuleList(Block(c, attention)
+                                    for _ in range(c["layers"]))
+        self.head = Head(c)
+        # Triad's initialization: normal(0.02), the residual-stream outputs
+        # GPT-2's 0.02 / sqrt(2 * layers), biases zero, norms one/zero.
+        residual_std = 0.02 / math.sqrt(2 * c["layers"])
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif "norm" in name:
+                nn.init.ones_(p)
+            elif name.endswith(("wo.weight", "fc2.weight",
+                                "out_proj.weight")):
+                nn.init.normal_(p, std=residual_std)
+            else:
+                nn.init.normal_(p, std=0.02)
+
+    def forward(self, tokens, labels):
+        t = tokens.shape[1]
+        positions = torch.arange(t, device=tokens.device)
+        x = self.embed.wte(tokens) + self.embed.wpe(positions)
+        for layer in self.layers:
+            x = layer(x)
+        x = self.head.norm(x)
+        logits = F.linear(x, self.embed.wte.weight)  # tied output projection
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]),
+                               labels.reshape(-1))
+
+
+ATTENTIONS = {"matmul": Attention, "fused-qkv": FusedQkvAttention,
+              "mha": TorchMHA}
+
+
+def triad_name(torch_name):
+    """`layers.0.attn.wq.weight` -> Triad's parameter name."""
+    if torch_name.startswith(("embed.wte", "embed.wpe")):
+        return torch_name[:-len(".weight")]
+    return torch_name
+
+
+def check_parameters(model, triad_params, triad_count):
+    """Both models' parameters: the same names and shapes (Triad stores a
+    linear weight as [in, out], torch as [out, in]), and the same count."""
+    torch_count = sum(p.numel() for p in model.parameters())
+    problems = []
+    if ARGS.torch_attention == "matmul":
+        seen = set()
+        for name, p in model.named_parameters():
+            key = triad_name(name)
+            shape = tuple(p.shape)
+            if p.dim() == 2 and not key.startswith("embed."):
+                shape = shape[::-1]
+            if key not in triad_params:
+                problems.append(f"{name} {shape}: not in Triad's model")
+            elif triad_params[key] != shape:
+                problems.append(f"{name}: shape {shape} in torch, "
+                                f"{triad_params[key]} in Triad")
+            seen.add(key)
+        problems += [f"{k} {v}: not in the torch model"
+                     for k, v in triad_params.items() if k not in seen]
+    mlir_count = sum(math.prod(s) for s in triad_params.values())
+    if not (torch_count == triad_count == mlir_count):
+        problems.append(f"parameter counts differ: torch {torch_count}, "
+                        f"triad-gen --print-params {triad_count}, Triad IR "
+                        f"{mlir_count}")
+    return torch_count, problems
+
+
+class Corpus:
+    def __init__(self, path):
+        self.tokens = np.fromfile(path, dtype="<u2").astype(np.int64)
+
+    def sampler(self, batch, seq, seed):
+        rng = np.random.default_rng(seed)
+        span = np.arange(seq + 1)
+        top = len(self.tokens) - seq - 1
+
+        def sample():
+            window = self.tokens[rng.integers(0, top + 1, batch)[:, None]
+                                 + span]
+            window = torch.from_numpy(window)
+            return window[:, :-1], window[:, 1:]
+        return sample
+
+
+def torch_train(c, corpus, steps):
+    torch.manual_seed(ARGS.seed)
+    model = Gpt(c, ATTENTIONS[ARGS.torch_attention])
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": ARGS.weight_decay},
+         {"params": no_decay, "weight_decay": 0.0}],
+        lr=ARGS.lr, betas=(0.9, 0.95), eps=1e-8, foreach=True)
+    sample = corpus.sampler(c["batch"], c["seq"], ARGS.seed)
+    seconds, losses = [], []
+    for _ in range(steps):
+        begin = time.perf_counter()
+        tokens, labels = sample()
+        loss = model(tokens, labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), ARGS.clip_norm)
+        optimizer.step()
+        seconds.append(time.perf_counter() - begin)
+        losses.append(loss.item())
+    return model, seconds, losses
+
+
+# ----------------------------------------------------------------------------
+# Main
+# ----------------------------------------------------------------------------
+
+def main():
+    torch.set_num_threads(ARGS.threads)
+    cores = len(os.sched_getaffinity(0))
+    print(f"machine: {cpu_model()}, nproc {cores} ({os.cpu_count()} online)")
+    print(f"threads: {ARGS.threads} (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS; "
+          f"torch.set_num_threads -> {torch.get_num_threads()})")
+    print(f"torch {torch.__version__}, python {platform.python_version()}; "
+          f"fp32, CPU; torch attention: {ARGS.torch_attention}")
+    print(f"optimizer: AdamW lr {ARGS.lr:g} betas (0.9, 0.95) eps 1e-8, weight "
+          f"decay {ARGS.weight_decay:g} on matrices, clip-norm "
+          f"{ARGS.clip_norm:g}; warm-up {ARGS.warmup} steps")
+    print(f"load average at start: {load_text()}")
+
+    workdir = tempfile.mkdtemp(prefix="triad-bench-")
+    try:
+        triad = Triad(ARGS.build, workdir, ARGS.threads)
+        corpus_path = ARGS.corpus or triad.corpus()
+        corpus = Corpus(corpus_path)
+        print(f"corpus: {corpus_path} ({len(corpus.tokens):,} tokens)")
+        rows = []
+        for name in ARGS.configs.split(","):
+            c = CONFIGS[name]
+            steps = ARGS.steps or DEFAULT_STEPS[name]
+            total = ARGS.warmup + steps
+            plan, triad_count, triad_params = triad.compile(name, c)
+            model = Gpt(c, ATTENTIONS[ARGS.torch_attention])
+            torch_count, problems = check_parameters(model, triad_params,
+                                                     triad_count)
+            del model
+            print(f"\n[{name}] layers {c['layers']} hidden {c['hidden']} heads "
+                  f"{c['heads']} ffn {c['ffn']} seq {c['seq']} batch "
+                  f"{c['batch']} vocab {c['vocab']}: parameters Triad "
+                  f"{triad_count:,}, PyTorch {torch_count:,}"
+                  + (" (equal)" if not problems else ""))
+            if problems:
+                fail("the PyTorch model differs from Triad's:\n  "
+                     + "\n  ".join(problems))
+            best_triad = best_torch = None
+            for r in range(ARGS.rounds):
+                load_before = load_text()
+                t_sec, t_loss = triad.train(name, plan, corpus_path, total, r)
+                _, p_sec, p_loss = torch_train(c, corpus, total)
+                t_med = statistics.median(t_sec[ARGS.warmup:])
+                p_med = statistics.median(p_sec[ARGS.warmup:])
+                print(f"  round {r + 1}: Triad median {t_med * 1e3:.1f} ms "
+                      f"(min {min(t_sec[ARGS.warmup:]) * 1e3:.1f}, max "
+                      f"{max(t_sec[ARGS.warmup:]) * 1e3:.1f}), PyTorch median "
+                      f"{p_med * 1e3:.1f} ms (min "
+                      f"{min(p_sec[ARGS.warmup:]) * 1e3:.1f}, max "
+                      f"{max(p_sec[ARGS.warmup:]) * 1e3:.1f}); loss step 1 -> "
+                      f"{total}: Triad {t_loss[0]:.4f} -> {t_loss[-1]:.4f}, "
+                      f"PyTorch {p_loss[0]:.4f} -> {p_loss[-1]:.4f}; load "
+                      f"{load_before} -> {load_text()}")
+                best_triad = t_med if best_triad is None else min(best_triad,
+                                                                  t_med)
+                best_torch = p_med if best_torch is None else min(best_torch,
+                                                                  p_med)
+            rows.append((name, triad_count, steps, best_triad, best_torch))
+
+        print(f"\nthreads {ARGS.threads}, nproc {cores}, {cpu_model()}; "
+              f"median of the timed steps after {ARGS.warmup} warm-up"
+              + (f", best of {ARGS.rounds} rounds" if ARGS.rounds > 1 else ""))
+        header = (f"{'config':<8} {'parameters':>12} {'steps':>5} "
+                  f"{'Triad ms/step':>14} {'PyTorch ms/step':>16} "
+                  f"{'Triad/PyTorch':>14}")
+        print(header)
+        print("-" * len(header))
+        for name, count, steps, t, p in rows:
+            print(f"{name:<8} {count:>12,} {steps:>5} {t * 1e3:>14.1f} "
+                  f"{p * 1e3:>16.1f} {t / p:>14.2f}")
+        print(f"load average at end: {load_text()}")
+    finally:
+        if ARGS.keep_temp:
+            print(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
