@@ -14,8 +14,9 @@ PACKAGES=(
   # Runtime: Status/StatusOr and command-line flags; JSON (checkpoint
   # headers and indexes).
   libabsl-dev nlohmann-json3-dev
-  # CPU kernels: BLAS for the matrix products.
-  libopenblas-dev
+  # CPU kernels: BLAS for the matrix products (the OpenMP build shares the
+  # kernels' threads; see runtime/CMakeLists.txt).
+  libopenblas-dev libopenblas0-openmp
   # The plan file format.
   libflatbuffers-dev flatbuffers-compiler
   # Multi-rank runs on CPUs: mpirun and the MPI library triad-run links.
