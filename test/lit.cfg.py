@@ -25,3 +25,15 @@ tool_dirs = [config.triad_tools_dir, config.llvm_tools_dir]
 tools = ["triad-opt", "triad-gen", "triad-interp", "triad-data", "triad-translate",
          "triad-run"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# Multi-rank tests need Open MPI's launcher. It refuses root unless told, and
+# a 2-core machine needs oversubscription; one BLAS/OpenMP thread per rank.
+import shutil
+if shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    for name, value in [("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+                        ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+                        ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
+                        ("OMP_NUM_THREADS", "1"),
+                        ("OPENBLAS_NUM_THREADS", "1")]:
+        config.environment[name] = value
