@@ -277,75 +277,72 @@ void rmsNormGrad(const float *x, const float *gamma, const float *dy, float *dx,
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// The softmax weights of one query row over the keys (masked keys 0).
+/// The softmax weights of query rows [0, querySeq) of sample b and head h
+/// over the keys, row-major [querySeq, keySeq] (masked keys 0): the scores
+/// of the whole block come from one matrix product.
 void attentionWeights(const float *q, const float *k,
                       const int32_t *prefixLengths, const float *alibiSlopes,
-                      const AttentionShape &s, int64_t b, int64_t h, int64_t i,
+                      const AttentionShape &s, int64_t b, int64_t h,
                       float *weights) {
   int64_t qWidth = s.heads * s.headDim, kvWidth = s.kvHeads * s.headDim;
   int64_t kvHead = h / (s.heads / s.kvHeads);
-  const float *query = q + (b * s.querySeq + i) * qWidth + h * s.headDim;
+  cblas_sgemm(
+      CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(s.querySeq),
+      static_cast<int>(s.keySeq), static_cast<int>(s.headDim), s.scale,
+      q + b * s.querySeq * qWidth + h * s.headDim, static_cast<int>(qWidth),
+      k + b * s.keySeq * kvWidth + kvHead * s.headDim,
+      static_cast<int>(kvWidth), 0.0f, weights, static_cast<int>(s.keySeq));
   int64_t prefix = s.mask == Mask::Prefix ? prefixLengths[b] : 0;
-  float maxScore = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < s.keySeq; ++j) {
-    bool visible = s.mask == Mask::None || j <= i ||
-                   (s.mask == Mask::Prefix && j < prefix);
-    if (!visible) {
-      weights[j] = -std::numeric_limits<float>::infinity();
-      continue;
+  for (int64_t i = 0; i < s.querySeq; ++i) {
+    float *row = weights + i * s.keySeq;
+    float maxScore = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < s.keySeq; ++j) {
+      bool visible = s.mask == Mask::None || j <= i ||
+                     (s.mask == Mask::Prefix && j < prefix);
+      if (!visible) {
+        row[j] = -std::numeric_limits<float>::infinity();
+        continue;
+      }
+      if (alibiSlopes)
+        row[j] -= alibiSlopes[h] * static_cast<float>(i - j);
+      maxScore = std::max(maxScore, row[j]);
     }
-    const float *key = k + (b * s.keySeq + j) * kvWidth + kvHead * s.headDim;
-    float dot = 0.0f;
-    for (int64_t d = 0; d < s.headDim; ++d)
-      dot += query[d] * key[d];
-    float score = s.scale * dot;
-    if (alibiSlopes)
-      score -= alibiSlopes[h] * static_cast<float>(i - j);
-    weights[j] = score;
-    maxScore = std::max(maxScore, score);
-  }
-  double total = 0.0;
-  for (int64_t j = 0; j < s.keySeq; ++j) {
-    weights[j] = std::exp(weights[j] - maxScore);
-    total += weights[j];
-  }
-  float inverse = static_cast<float>(1.0 / total);
-  for (int64_t j = 0; j < s.keySeq; ++j)
-    weights[j] *= inverse;
-}
-/// out[d] = sum_j weights[j] * v[b, j, kvHead, d]: one query row's output.
-void weightedValues(const float *v, const float *weights,
-                    const AttentionShape &s, int64_t b, int64_t kvHead,
-                    float *out) {
-  int64_t kvWidth = s.kvHeads * s.headDim;
-  std::fill_n(out, s.headDim, 0.0f);
-  for (int64_t j = 0; j < s.keySeq; ++j) {
-    if (weights[j] == 0.0f)
-      continue;
-    const float *value = v + (b * s.keySeq + j) * kvWidth + kvHead * s.headDim;
-    for (int64_t d = 0; d < s.headDim; ++d)
-      out[d] += weights[j] * value[d];
+    double total = 0.0;
+    for (int64_t j = 0; j < s.keySeq; ++j) {
+      row[j] = std::exp(row[j] - maxScore);
+      total += row[j];
+    }
+    float inverse = static_cast<float>(1.0 / total);
+    for (int64_t j = 0; j < s.keySeq; ++j)
+      row[j] *= inverse;
   }
 }
 } // namespace
 
+// Each (sample, head) block is a few matrix products over its strided rows
+// of the packed [batch, seq, heads * headDim] tensors; threads take blocks
+// (OpenBLAS runs single-threaded inside them).
 void attention(const float *q, const float *k, const float *v,
                const int32_t *prefixLengths, const float *alibiSlopes,
                float *out, const AttentionShape &s) {
-  int64_t qWidth = s.heads * s.headDim;
+  int64_t qWidth = s.heads * s.headDim, kvWidth = s.kvHeads * s.headDim;
 #pragma omp parallel
   {
-    std::vector<float> weights(s.keySeq);
+    std::vector<float> weights(s.querySeq * s.keySeq);
 #pragma omp for collapse(2)
     for (int64_t b = 0; b < s.batch; ++b)
       for (int64_t h = 0; h < s.heads; ++h) {
         int64_t kvHead = h / (s.heads / s.kvHeads);
-        for (int64_t i = 0; i < s.querySeq; ++i) {
-          attentionWeights(q, k, prefixLengths, alibiSlopes, s, b, h, i,
-                           weights.data());
-          weightedValues(v, weights.data(), s, b, kvHead,
-                         out + (b * s.querySeq + i) * qWidth + h * s.headDim);
-        }
+        attentionWeights(q, k, prefixLengths, alibiSlopes, s, b, h,
+                         weights.data());
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
+                    static_cast<int>(s.querySeq), static_cast<int>(s.headDim),
+                    static_cast<int>(s.keySeq), 1.0f, weights.data(),
+                    static_cast<int>(s.keySeq),
+                    v + b * s.keySeq * kvWidth + kvHead * s.headDim,
+                    static_cast<int>(kvWidth), 0.0f,
+                    out + b * s.querySeq * qWidth + h * s.headDim,
+                    static_cast<int>(qWidth));
       }
   }
 }
@@ -356,50 +353,53 @@ void attentionGrad(const float *q, const float *k, const float *v,
                    const AttentionShape &s) {
   int64_t qWidth = s.heads * s.headDim, kvWidth = s.kvHeads * s.headDim;
   int64_t group = s.heads / s.kvHeads;
-  std::fill_n(dq, s.batch * s.querySeq * qWidth, 0.0f);
+  const int sq = static_cast<int>(s.querySeq), sk = static_cast<int>(s.keySeq),
+            hd = static_cast<int>(s.headDim), qw = static_cast<int>(qWidth),
+            kvw = static_cast<int>(kvWidth);
   std::fill_n(dk, s.batch * s.keySeq * kvWidth, 0.0f);
   std::fill_n(dv, s.batch * s.keySeq * kvWidth, 0.0f);
-  // Query heads sharing a kv head write the same dk/dv rows: parallel over
-  // (sample, kv head), each thread owning its rows.
+  // Query heads sharing a kv head add into the same dk/dv columns: threads
+  // take (sample, kv head) blocks, each owning its columns.
 #pragma omp parallel
   {
-    std::vector<float> weights(s.keySeq), output(s.headDim);
+    std::vector<float> weights(s.querySeq * s.keySeq),
+        dWeights(s.querySeq * s.keySeq);
 #pragma omp for collapse(2)
     for (int64_t b = 0; b < s.batch; ++b)
-      for (int64_t kvHead = 0; kvHead < s.kvHeads; ++kvHead)
-        for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h)
+      for (int64_t kvHead = 0; kvHead < s.kvHeads; ++kvHead) {
+        const float *key = k + b * s.keySeq * kvWidth + kvHead * s.headDim;
+        const float *value = v + b * s.keySeq * kvWidth + kvHead * s.headDim;
+        float *dKey = dk + b * s.keySeq * kvWidth + kvHead * s.headDim;
+        float *dValue = dv + b * s.keySeq * kvWidth + kvHead * s.headDim;
+        for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
+          int64_t qOffset = b * s.querySeq * qWidth + h * s.headDim;
+          attentionWeights(q, k, prefixLengths, alibiSlopes, s, b, h,
+                           weights.data());
+          // dP = dO V^T; dV += P^T dO.
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, sk, hd, 1.0f,
+                      dout + qOffset, qw, value, kvw, 0.0f, dWeights.data(),
+                      sk);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, sk, hd, sq, 1.0f,
+                      weights.data(), sk, dout + qOffset, qw, 1.0f, dValue,
+                      kvw);
+          // dS = P (dP - rowsum(P dP)) * scale, in place of dP.
           for (int64_t i = 0; i < s.querySeq; ++i) {
-            attentionWeights(q, k, prefixLengths, alibiSlopes, s, b, h, i,
-                             weights.data());
-            int64_t qOffset = (b * s.querySeq + i) * qWidth + h * s.headDim;
-            const float *query = q + qOffset;
-            const float *dOut = dout + qOffset;
-            // o . do, with o recomputed from the weights.
-            weightedValues(v, weights.data(), s, b, kvHead, output.data());
+            const float *p = weights.data() + i * s.keySeq;
+            float *dp = dWeights.data() + i * s.keySeq;
             float outDotGrad = 0.0f;
-            for (int64_t d = 0; d < s.headDim; ++d)
-              outDotGrad += output[d] * dOut[d];
-            float *dQuery = dq + qOffset;
-            for (int64_t j = 0; j < s.keySeq; ++j) {
-              float p = weights[j];
-              if (p == 0.0f)
-                continue;
-              int64_t kvOffset =
-                  (b * s.keySeq + j) * kvWidth + kvHead * s.headDim;
-              const float *key = k + kvOffset;
-              const float *value = v + kvOffset;
-              float dp = 0.0f;
-              for (int64_t d = 0; d < s.headDim; ++d) {
-                dp += dOut[d] * value[d];
-                dv[kvOffset + d] += p * dOut[d];
-              }
-              float dScore = p * (dp - outDotGrad) * s.scale;
-              for (int64_t d = 0; d < s.headDim; ++d) {
-                dQuery[d] += dScore * key[d];
-                dk[kvOffset + d] += dScore * query[d];
-              }
-            }
+            for (int64_t j = 0; j < s.keySeq; ++j)
+              outDotGrad += p[j] * dp[j];
+            for (int64_t j = 0; j < s.keySeq; ++j)
+              dp[j] = p[j] * (dp[j] - outDotGrad) * s.scale;
           }
+          // dQ = dS K; dK += dS^T Q.
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, hd, sk,
+                      1.0f, dWeights.data(), sk, key, kvw, 0.0f, dq + qOffset,
+                      qw);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, sk, hd, sq, 1.0f,
+                      dWeights.data(), sk, q + qOffset, qw, 1.0f, dKey, kvw);
+        }
+      }
   }
 }
 
