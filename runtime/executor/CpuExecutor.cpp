@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -487,13 +488,40 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
           outStrides = strides(result);
     size_t lead = x.size() - result.size();
     std::vector<double> sums(static_cast<size_t>(count(result)), 0.0);
-    forEachIndex(x, [&](int64_t linear, const Shape &coords) {
-      int64_t to = 0;
-      for (size_t d = 0; d < result.size(); ++d)
-        if (result[d] != 1)
-          to += coords[lead + d] * outStrides[d];
-      sums[to] += f32(in(0))[linear];
-    });
+    // The common reductions are over leading dimensions (a bias gradient:
+    // result [1, .., 1, x's trailing sizes]) or trailing ones (result [x's
+    // leading sizes, 1, .., 1]): contiguous loops, added in the same order
+    // as the general case below.
+    size_t ones = 0;
+    while (ones < result.size() && result[ones] == 1)
+      ++ones;
+    bool leading = std::equal(result.begin() + ones, result.end(),
+                              x.begin() + lead + ones);
+    size_t kept = 0;
+    while (kept < result.size() && result[kept] == x[lead + kept])
+      ++kept;
+    bool trailing =
+        lead == 0 && std::all_of(result.begin() + kept, result.end(),
+                                 [](int64_t d) { return d == 1; });
+    const float *data = f32(in(0));
+    int64_t total = count(x), width = count(result);
+    if (leading) {
+      for (int64_t row = 0; row < total / width; ++row)
+        for (int64_t j = 0; j < width; ++j)
+          sums[j] += data[row * width + j];
+    } else if (trailing) {
+      int64_t chunk = total / width;
+      for (int64_t i = 0; i < width; ++i)
+        for (int64_t j = 0; j < chunk; ++j)
+          sums[i] += data[i * chunk + j];
+    } else
+      forEachIndex(x, [&](int64_t linear, const Shape &coords) {
+        int64_t to = 0;
+        for (size_t d = 0; d < result.size(); ++d)
+          if (result[d] != 1)
+            to += coords[lead + d] * outStrides[d];
+        sums[to] += f32(in(0))[linear];
+      });
     for (size_t i = 0; i < sums.size(); ++i)
       f32(out(0))[i] = static_cast<float>(sums[i] * floatAt(0));
     return absl::OkStatus();

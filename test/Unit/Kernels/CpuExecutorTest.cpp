@@ -163,6 +163,32 @@ TEST(CpuExecutor, ShapeOps) {
   expectNear((*results)[5], ref::scale(rs, 4.0)); // 8 copies, times 0.5
 }
 
+// Sum's shapes: over leading dimensions (bias gradients), trailing ones,
+// inner ones and with the rank dropped, each against the interpreter.
+TEST(CpuExecutor, SumOverAnyDimensions) {
+  PlanBuilder b;
+  uint32_t x = b.value(DType::F32, {2, 3, 4});
+  uint32_t lead = b.value(DType::F32, {1, 1, 4});
+  uint32_t dropped = b.value(DType::F32, {4});
+  uint32_t trail = b.value(DType::F32, {2, 1, 1});
+  uint32_t inner = b.value(DType::F32, {2, 1, 4});
+  b.instr(OpCode::Sum, {x}, {lead}, {}, {1.0});
+  b.instr(OpCode::Sum, {x}, {dropped}, {}, {0.5});
+  b.instr(OpCode::Sum, {x}, {trail}, {}, {1.0});
+  b.instr(OpCode::Sum, {x}, {inner}, {}, {1.0});
+  LoadedPlan holder;
+  CpuExecutor executor =
+      makeExecutor(b.build({x}, {lead, dropped, trail, inner}), holder);
+  ref::Tensor xs = random({2, 3, 4}, 3);
+  auto results = executor.run("f", {host(xs)});
+  ASSERT_TRUE(results.ok()) << results.status();
+  expectNear((*results)[0], ref::reduce(xs, {0, 1}, true, false));
+  expectNear((*results)[1],
+             ref::scale(ref::reduce(xs, {0, 1}, false, false), 0.5));
+  expectNear((*results)[2], ref::reduce(xs, {1, 2}, true, false));
+  expectNear((*results)[3], ref::reduce(xs, {1}, true, false));
+}
+
 TEST(CpuExecutor, RejectsWhatTheCpuBackendCannotRun) {
   PlanBuilder b;
   uint32_t x = b.value(DType::BF16, {2});
