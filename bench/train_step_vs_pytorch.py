@@ -12,11 +12,15 @@ For each model configuration this script
      entropy over next-token labels), checks that its parameters have the
      shapes and the count of Triad's, and trains it with torch.optim.AdamW
      and gradient-norm clipping on random windows of the same token file;
-  3. prints the median step time of both after warm-up steps, and their ratio.
+  3. checks that both take the same training step: PyTorch, started from
+     Triad's weights and AdamW state after step 1 (a triad-run checkpoint),
+     must reproduce Triad's step-2 loss, gradient norm and weight update on
+     the batch triad-run sampled (--no-check skips this);
+  4. prints the median step time of both after warm-up steps, and their ratio.
 
 Both sides run fp32 on the CPU with the same number of threads (OpenMP and
 OpenBLAS for Triad; torch.set_num_threads plus the same environment for
-PyTorch). Run it with Debian's Python, the one that can import torch:
+PyTorch) and, by default, the same OpenBLAS build (see --torch-blas). Run it with Debian's Python, the one that can import torch:
 
   /usr/bin/python3 bench/train_step_vs_pytorch.py --build build --threads 2
 
@@ -49,6 +53,7 @@ CONFIGS = {
 DEFAULT_STEPS = {"tiny": 20, "mid": 8}
 
 FORTUNES = "/usr/share/games/fortunes"
+OPENBLAS_OPENMP = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
 
 
 def parse_args():
@@ -81,14 +86,28 @@ def parse_args():
     parser.add_argument("--weight-decay", type=float, default=0.1)
     parser.add_argument("--clip-norm", type=float, default=1.0)
     parser.add_argument("--torch-attention",
-                        choices=["matmul", "fused-qkv", "mha"],
-                        default="matmul",
-                        help="PyTorch attention: matmul + softmax with "
-                             "separate q/k/v projections (the shapes of "
-                             "Triad's parameters; default), the same with one "
-                             "fused [3h, h] q/k/v projection (nanoGPT style), "
-                             "or nn.MultiheadAttention (fused in-projection); "
-                             "all three have Triad's parameter count")
+                        choices=["mha", "matmul", "fused-qkv"],
+                        default="mha",
+                        help="PyTorch attention: nn.MultiheadAttention (the "
+                             "fastest of the three here; default), matmul + "
+                             "masked softmax with separate q/k/v projections, "
+                             "or the same with one fused q/k/v projection "
+                             "(nanoGPT style). All three hold exactly Triad's "
+                             "parameters (fused ones stack wq, wk, wv)")
+    parser.add_argument("--torch-blas", choices=["match", "system", "openmp"],
+                        default="match",
+                        help="BLAS under torch: `match` (default) the "
+                             "OpenBLAS build triad-run links (OpenMP or "
+                             "pthreads), `system` the system's libblas.so.3 "
+                             "(Debian's alternative), `openmp` OpenBLAS's "
+                             "OpenMP build (" + OPENBLAS_OPENMP + ") through "
+                             "LD_LIBRARY_PATH")
+    parser.add_argument("--no-check", dest="check", action="store_false",
+                        help="Skip the check that both take the same step: "
+                             "PyTorch starting from Triad's weights and AdamW "
+                             "state after step 1 must reproduce step 2's "
+                             "loss, gradient norm and weight update on "
+                             "triad-run's batch")
     parser.add_argument("--keep-temp", action="store_true",
                         help="Keep the temporary folder (plans, metrics, logs)")
     args = parser.parse_args()
@@ -105,6 +124,41 @@ def parse_args():
 
 
 ARGS = parse_args()
+
+
+def triad_run_uses_openblas_openmp():
+    try:
+        out = subprocess.run(["ldd", os.path.join(ARGS.build, "bin",
+                                                  "triad-run")],
+                             capture_output=True, text=True).stdout
+    except OSError:
+        return False
+    return any("openblas" in line and "=>" in line and
+               OPENBLAS_OPENMP in os.path.realpath(
+                   line.split("=>")[1].split()[0])
+               for line in out.splitlines())
+
+
+# The dynamic loader reads LD_LIBRARY_PATH when the process starts: to put
+# OpenBLAS's OpenMP build under torch, start again with it set (Triad's tools
+# get the original back).
+if "TRIAD_BENCH_LD_LIBRARY_PATH" in os.environ:
+    TORCH_BLAS = "openmp"
+elif ARGS.torch_blas == "match":
+    TORCH_BLAS = "openmp" if triad_run_uses_openblas_openmp() else "system"
+else:
+    TORCH_BLAS = ARGS.torch_blas
+if TORCH_BLAS == "openmp" and "TRIAD_BENCH_LD_LIBRARY_PATH" not in \
+        os.environ:
+    if not os.path.exists(os.path.join(OPENBLAS_OPENMP, "libblas.so.3")):
+        sys.exit(f"train_step_vs_pytorch: error: no {OPENBLAS_OPENMP}/"
+                 "libblas.so.3 for --torch-blas openmp (install "
+                 "libopenblas0-openmp)")
+    original = os.environ.get("LD_LIBRARY_PATH", "")
+    env = dict(os.environ, TRIAD_BENCH_LD_LIBRARY_PATH=original,
+               LD_LIBRARY_PATH=OPENBLAS_OPENMP + (":" + original
+                                                  if original else ""))
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
 # Before torch loads: its OpenMP and OpenBLAS (Debian's torch calls the system
 # libblas, which is OpenBLAS here) read these at start-up.
 for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -146,6 +200,30 @@ def cpu_model():
     return platform.processor() or "unknown"
 
 
+def torch_blas():
+    """The BLAS library this process (torch) has loaded."""
+    try:
+        with open("/proc/self/maps") as f:
+            found = sorted({line.split()[-1] for line in f
+                            if "blas" in line.rsplit("/", 1)[-1]})
+    except OSError:
+        return "unknown"
+    return ", ".join(os.path.realpath(path) for path in found) or "unknown"
+
+
+def linked_blas(binary, env):
+    """The BLAS library `binary` links, as ldd resolves it under `env`."""
+    try:
+        out = subprocess.run(["ldd", binary], capture_output=True, env=env,
+                             text=True).stdout
+    except OSError:
+        return "unknown"
+    found = sorted({os.path.realpath(line.split("=>")[1].split()[0])
+                    for line in out.splitlines()
+                    if "blas" in line and "=>" in line})
+    return ", ".join(found) or "none linked"
+
+
 def load_text():
     one, five, fifteen = os.getloadavg()
     return f"{one:.2f} {five:.2f} {fifteen:.2f}"
@@ -161,6 +239,12 @@ class Triad:
         self.workdir = workdir
         self.env = dict(os.environ, OMP_NUM_THREADS=str(threads),
                         OPENBLAS_NUM_THREADS=str(threads))
+        if "TRIAD_BENCH_LD_LIBRARY_PATH" in self.env:
+            original = self.env.pop("TRIAD_BENCH_LD_LIBRARY_PATH")
+            if original:
+                self.env["LD_LIBRARY_PATH"] = original
+            else:
+                self.env.pop("LD_LIBRARY_PATH", None)
         for tool in ("triad-gen", "triad-opt", "triad-translate", "triad-run",
                      "triad-data"):
             if not os.access(self.tool(tool), os.X_OK):
@@ -227,6 +311,98 @@ class Triad:
                  f"1..{steps}")
         return ([r["step_seconds"] for r in records],
                 [r["loss"] for r in records])
+
+    def two_checkpointed_steps(self, name, plan, corpus):
+        """Trains step 1 and saves, then resumes for step 2 and saves:
+        the weights and AdamW state after step 1 and after step 2, and
+        step 2's metrics (its loss is the step-1 weights' loss on step 2's
+        batch)."""
+        folder = os.path.join(self.workdir, f"{name}.checkpoints")
+        metrics = os.path.join(self.workdir, f"{name}.check.jsonl")
+        base = [self.tool("triad-run"), plan, "--data", corpus]
+        run(base + ["--steps", "1", "--seed", str(ARGS.seed), "--save",
+                    folder], env=self.env)
+        run(base + ["--steps", "2", "--load", folder, "--save", folder,
+                    "--metrics", metrics], env=self.env)
+        with open(metrics) as f:
+            record = json.loads(f.readline())
+        return (read_checkpoint(os.path.join(folder, "step-00000001")),
+                read_checkpoint(os.path.join(folder, "step-00000002")),
+                record)
+
+
+# ----------------------------------------------------------------------------
+# Triad's data sampler and checkpoints, read from Python
+# ----------------------------------------------------------------------------
+
+MASK32 = 0xFFFFFFFF
+MASK64 = 0xFFFFFFFFFFFFFFFF
+
+
+def philox4x32(counter, key):
+    """Philox4x32-10, as runtime/init/Philox.cpp."""
+    c0, c1, c2, c3 = counter
+    k0, k1 = key
+    for r in range(10):
+        if r > 0:
+            k0, k1 = (k0 + 0x9E3779B9) & MASK32, (k1 + 0xBB67AE85) & MASK32
+        p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2
+        c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ k0, p1 & MASK32,
+                          (p0 >> 32) ^ c3 ^ k1, p0 & MASK32)
+    return c0, c1, c2, c3
+
+
+def mix64(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def parameter_key(seed, name):
+    """runtime/init/Init.cpp's parameterKey: FNV-1a of the name, mixed with
+    the seed."""
+    h = 0xCBF29CE484222325
+    for byte in name.encode():
+        h = ((h ^ byte) * 0x100000001B3) & MASK64
+    z = mix64(h ^ ((seed + 0x9E3779B97F4A7C15) & MASK64))
+    return z & MASK32, z >> 32
+
+
+def triad_batch(tokens, seq, batch, seed, step):
+    """The tokens and labels triad-run trains on at `step` (one rank, one
+    microbatch): runtime/data/TokenFile.cpp's Sampler."""
+    key = parameter_key(seed, "triad.data")
+    starts = []
+    for sample in range(batch):
+        bits = philox4x32((sample & MASK32, sample >> 32, step & MASK32,
+                           step >> 32), key)
+        starts.append((bits[0] | bits[1] << 32) % (len(tokens) - seq))
+    window = tokens[np.array(starts)[:, None] + np.arange(seq + 1)]
+    window = torch.from_numpy(window)
+    return window[:, :-1], window[:, 1:]
+
+
+def read_checkpoint(folder):
+    """Every tensor of a one-rank Triad checkpoint (safetensors), by name."""
+    tensors = {}
+    for file in sorted(os.listdir(folder)):
+        if not file.endswith(".safetensors"):
+            continue
+        with open(os.path.join(folder, file), "rb") as f:
+            data = f.read()
+        length = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8:8 + length])
+        for name, entry in header.items():
+            if name == "__metadata__":
+                continue
+            if entry["dtype"] != "F32":
+                fail(f"{folder}/{file}: {name} is {entry['dtype']}, "
+                     "expected F32")
+            begin, end = entry["data_offsets"]
+            tensors[name] = np.frombuffer(
+                data, dtype="<f4", count=(end - begin) // 4,
+                offset=8 + length + begin).reshape(entry["shape"])
+    return tensors
 
 
 # ----------------------------------------------------------------------------
@@ -376,33 +552,41 @@ ATTENTIONS = {"matmul": Attention, "fused-qkv": FusedQkvAttention,
               "mha": TorchMHA}
 
 
-def triad_name(torch_name):
-    """`layers.0.attn.wq.weight` -> Triad's parameter name."""
-    if torch_name.startswith(("embed.wte", "embed.wpe")):
-        return torch_name[:-len(".weight")]
-    return torch_name
+def triad_parts(name, shape):
+    """The Triad parameters (name, Triad shape) that torch parameter `name`
+    of shape `shape` holds. Triad stores a linear weight as [in, out], torch
+    as [out, in]; a fused q/k/v projection (`wqkv`, nn.MultiheadAttention's
+    `in_proj_*`) holds Triad's wq, wk and wv stacked on dimension 0."""
+    fused = re.fullmatch(r"(.*\.attn)\.(?:mha\.in_proj_|wqkv\.)(weight|bias)",
+                         name)
+    if fused:
+        part = (shape[0] // 3,) + tuple(shape[1:])
+        return [(f"{fused.group(1)}.{w}.{fused.group(2)}", part[::-1])
+                for w in ("wq", "wk", "wv")]
+    name = name.replace(".mha.out_proj.", ".wo.")
+    if name.startswith(("embed.wte.", "embed.wpe.")):
+        return [(name[:-len(".weight")], tuple(shape))]
+    return [(name, tuple(shape)[::-1])]
 
 
 def check_parameters(model, triad_params, triad_count):
-    """Both models' parameters: the same names and shapes (Triad stores a
-    linear weight as [in, out], torch as [out, in]), and the same count."""
+    """Both models' parameters: the same names and shapes, and the same
+    count."""
     torch_count = sum(p.numel() for p in model.parameters())
-    problems = []
-    if ARGS.torch_attention == "matmul":
-        seen = set()
-        for name, p in model.named_parameters():
-            key = triad_name(name)
-            shape = tuple(p.shape)
-            if p.dim() == 2 and not key.startswith("embed."):
-                shape = shape[::-1]
+    problems, seen = [], set()
+    for name, p in model.named_parameters():
+        for key, shape in triad_parts(name, p.shape):
             if key not in triad_params:
-                problems.append(f"{name} {shape}: not in Triad's model")
+                problems.append(f"{name} {tuple(p.shape)}: holds {key} "
+                                f"{shape}, which is not in Triad's model")
             elif triad_params[key] != shape:
-                problems.append(f"{name}: shape {shape} in torch, "
+                problems.append(f"{name}: {key} has shape {shape} in torch, "
                                 f"{triad_params[key]} in Triad")
+            elif key in seen:
+                problems.append(f"{name}: {key} twice in the torch model")
             seen.add(key)
-        problems += [f"{k} {v}: not in the torch model"
-                     for k, v in triad_params.items() if k not in seen]
+    problems += [f"{k} {v}: not in the torch model"
+                 for k, v in triad_params.items() if k not in seen]
     mlir_count = sum(math.prod(s) for s in triad_params.values())
     if not (torch_count == triad_count == mlir_count):
         problems.append(f"parameter counts differ: torch {torch_count}, "
@@ -411,8 +595,93 @@ def check_parameters(model, triad_params, triad_count):
     return torch_count, problems
 
 
+def torch_layout(model, tensors, prefix=""):
+    """Triad tensors named `prefix + parameter` in the layout of each of
+    `model`'s parameters (transposed, fused q/k/v stacked), by torch name."""
+    result = {}
+    for name, p in model.named_parameters():
+        pieces = []
+        for key, _ in triad_parts(name, p.shape):
+            array = tensors[prefix + key]
+            pieces.append(array.T if array.ndim == 2
+                          and not key.startswith("embed.") else array)
+        result[name] = torch.from_numpy(np.array(
+            np.concatenate(pieces) if len(pieces) > 1 else pieces[0],
+            dtype=np.float32, order="C"))
+    return result
+
+
+def make_optimizer(model):
+    """AdamW as Triad's pipeline sets it up: decay on rank >= 2 only."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": ARGS.weight_decay},
+         {"params": no_decay, "weight_decay": 0.0}],
+        lr=ARGS.lr, betas=(0.9, 0.95), eps=1e-8, foreach=True)
+
+
+def train_step(model, optimizer, tokens, labels):
+    loss = model(tokens, labels)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), ARGS.clip_norm)
+    optimizer.step()
+    return loss.item(), norm.item()
+
+
+def check_same_step(c, triad, name, plan, corpus):
+    """Starts the PyTorch model from Triad's weights and AdamW state after
+    step 1, trains step 2 on the batch triad-run trained it on, and compares
+    the loss, the gradient norm and the updated weights. Returns the
+    differences, and a list of problems (empty when they agree)."""
+    before, after, record = triad.two_checkpointed_steps(name, plan,
+                                                         corpus.path)
+    model = Gpt(c, ATTENTIONS[ARGS.torch_attention])
+    optimizer = make_optimizer(model)
+    weights = torch_layout(model, before)
+    m, v = torch_layout(model, before, "adam.m."), torch_layout(
+        model, before, "adam.v.")
+    completed = float(before["optimizer.step"].reshape(()))
+    with torch.no_grad():
+        for key, p in model.named_parameters():
+            p.copy_(weights[key])
+            optimizer.state[p] = {"step": torch.tensor(completed),
+                                  "exp_avg": m[key].clone(),
+                                  "exp_avg_sq": v[key].clone()}
+    tokens, labels = triad_batch(corpus.tokens, c["seq"], c["batch"],
+                                 ARGS.seed, 2)
+    loss, norm = train_step(model, optimizer, tokens, labels)
+    expected = torch_layout(model, after)
+    # The largest difference between torch's and Triad's update of a weight,
+    # in units of the learning rate (an AdamW update is about lr in size).
+    # Not relative per tensor: some gradients are zero up to rounding (a key
+    # bias does not change the softmax), and so are their updates.
+    update_error = max(
+        ((p.detach() - weights[key]) - (expected[key] - weights[key]))
+        .abs().max().item() for key, p in model.named_parameters()) / ARGS.lr
+    differences = dict(
+        loss=(record["loss"], loss, abs(loss - record["loss"])
+              / abs(record["loss"])),
+        grad_norm=(record["grad_norm"], norm, abs(norm - record["grad_norm"])
+                   / abs(record["grad_norm"])),
+        update=update_error)
+    problems = []
+    if completed != 1.0:
+        problems.append(f"the step-1 checkpoint has optimizer.step "
+                        f"{completed}, expected 1")
+    if differences["loss"][2] > 1e-4:
+        problems.append("step 2's loss differs")
+    if differences["grad_norm"][2] > 1e-3:
+        problems.append("step 2's gradient norm differs")
+    if update_error > 2e-3:
+        problems.append("step 2's weight update differs")
+    return differences, problems
+
+
 class Corpus:
     def __init__(self, path):
+        self.path = path
         self.tokens = np.fromfile(path, dtype="<u2").astype(np.int64)
 
     def sampler(self, batch, seq, seed):
@@ -431,24 +700,15 @@ class Corpus:
 def torch_train(c, corpus, steps):
     torch.manual_seed(ARGS.seed)
     model = Gpt(c, ATTENTIONS[ARGS.torch_attention])
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": ARGS.weight_decay},
-         {"params": no_decay, "weight_decay": 0.0}],
-        lr=ARGS.lr, betas=(0.9, 0.95), eps=1e-8, foreach=True)
+    optimizer = make_optimizer(model)
     sample = corpus.sampler(c["batch"], c["seq"], ARGS.seed)
     seconds, losses = [], []
     for _ in range(steps):
         begin = time.perf_counter()
         tokens, labels = sample()
-        loss = model(tokens, labels)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), ARGS.clip_norm)
-        optimizer.step()
+        loss, _ = train_step(model, optimizer, tokens, labels)
         seconds.append(time.perf_counter() - begin)
-        losses.append(loss.item())
+        losses.append(loss)
     return model, seconds, losses
 
 
@@ -463,7 +723,8 @@ def main():
     print(f"threads: {ARGS.threads} (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS; "
           f"torch.set_num_threads -> {torch.get_num_threads()})")
     print(f"torch {torch.__version__}, python {platform.python_version()}; "
-          f"fp32, CPU; torch attention: {ARGS.torch_attention}")
+          f"fp32, CPU; torch attention: {ARGS.torch_attention}, torch BLAS: "
+          f"{TORCH_BLAS} (--torch-blas {ARGS.torch_blas})")
     print(f"optimizer: AdamW lr {ARGS.lr:g} betas (0.9, 0.95) eps 1e-8, weight "
           f"decay {ARGS.weight_decay:g} on matrices, clip-norm "
           f"{ARGS.clip_norm:g}; warm-up {ARGS.warmup} steps")
@@ -472,6 +733,9 @@ def main():
     workdir = tempfile.mkdtemp(prefix="triad-bench-")
     try:
         triad = Triad(ARGS.build, workdir, ARGS.threads)
+        print(f"BLAS: Triad (triad-run) "
+              f"{linked_blas(triad.tool('triad-run'), triad.env)}; torch "
+              f"{torch_blas()}")
         corpus_path = ARGS.corpus or triad.corpus()
         corpus = Corpus(corpus_path)
         print(f"corpus: {corpus_path} ({len(corpus.tokens):,} tokens)")
@@ -493,6 +757,17 @@ def main():
             if problems:
                 fail("the PyTorch model differs from Triad's:\n  "
                      + "\n  ".join(problems))
+            if ARGS.check:
+                d, problems = check_same_step(c, triad, name, plan, corpus)
+                print(f"  same step from Triad's step-1 state: loss Triad "
+                      f"{d['loss'][0]:.6f} PyTorch {d['loss'][1]:.6f} (rel "
+                      f"{d['loss'][2]:.1e}); grad norm Triad "
+                      f"{d['grad_norm'][0]:.6f} PyTorch {d['grad_norm'][1]:.6f}"
+                      f" (rel {d['grad_norm'][2]:.1e}); weight updates differ "
+                      f"by at most {d['update']:.1e} lr")
+                if problems:
+                    fail("PyTorch's training step differs from Triad's: "
+                         + "; ".join(problems))
             best_triad = best_torch = None
             for r in range(ARGS.rounds):
                 load_before = load_text()
