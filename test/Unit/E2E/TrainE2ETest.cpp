@@ -145,8 +145,9 @@ TEST_F(TrainE2E, RuntimeLossesEqualTheInterpreters) {
     EXPECT_NEAR(result->gradNorm, expectedNorm, 1e-4 * expectedNorm)
         << "step " << step;
   }
-  // Training starts near ln(256) and the loss falls.
-  EXPECT_NEAR(losses.front(), std::log(256.0), 0.1);
+  // Training starts near the uniform ln(256) (how near depends on the text
+  // the README holds today) and the loss falls.
+  EXPECT_NEAR(losses.front(), std::log(256.0), 0.5);
   EXPECT_LT(losses.back(), losses.front() - 0.1);
   EXPECT_EQ(trainer->completedSteps(), static_cast<uint64_t>(kSteps));
 }
