@@ -224,6 +224,33 @@ def linked_blas(binary, env):
     return ", ".join(found) or "none linked"
 
 
+def triad_build_text(build):
+    """Which Triad was measured: triad-run's build time and the source
+    revision of the build folder (from its CMakeCache)."""
+    run_tool = os.path.join(build, "bin", "triad-run")
+    built = time.strftime("%Y-%m-%d %H:%M:%S",
+                          time.localtime(os.path.getmtime(run_tool)))
+    source = None
+    try:
+        with open(os.path.join(build, "CMakeCache.txt")) as f:
+            for line in f:
+                if line.startswith("CMAKE_HOME_DIRECTORY:"):
+                    source = line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    revision = "unknown revision"
+    if source:
+        head = subprocess.run(["git", "-C", source, "rev-parse", "--short",
+                               "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", source, "status", "--porcelain",
+                                "--untracked-files=no"],
+                               capture_output=True, text=True)
+        if head.returncode == 0:
+            revision = f"{source} at {head.stdout.strip()}" + (
+                " with uncommitted changes" if dirty.stdout.strip() else "")
+    return f"triad-run built {built}; source {revision}"
+
+
 def load_text():
     one, five, fifteen = os.getloadavg()
     return f"{one:.2f} {five:.2f} {fifteen:.2f}"
@@ -733,6 +760,7 @@ def main():
     workdir = tempfile.mkdtemp(prefix="triad-bench-")
     try:
         triad = Triad(ARGS.build, workdir, ARGS.threads)
+        print(f"Triad: {triad_build_text(ARGS.build)}")
         print(f"BLAS: Triad (triad-run) "
               f"{linked_blas(triad.tool('triad-run'), triad.env)}; torch "
               f"{torch_blas()}")
