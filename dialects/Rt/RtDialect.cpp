@@ -126,10 +126,10 @@ LogicalResult BufferOp::verify() {
            << offset << " is not a non-negative multiple of "
            << kBufferAlignment;
   int64_t arena = (*this)->getParentOfType<ProgramOp>().getArenaBytes();
-  if (offset + getBytes() > arena)
-    return emitOpError("bytes [")
-           << offset << ", " << offset + getBytes()
-           << ") extend past the arena of " << arena << " bytes";
+  if (offset > arena || getBytes() > arena - offset)
+    return emitOpError("its ")
+           << getBytes() << " bytes at offset " << offset
+           << " extend past the arena of " << arena << " bytes";
   return success();
 }
 
@@ -147,7 +147,8 @@ LogicalResult PersistentOp::verify() {
     return emitOpError("global shape and offsets must have the buffer's rank ")
            << type.getRank();
   for (int64_t d = 0; d < type.getRank(); ++d)
-    if (offsets[d] < 0 || offsets[d] + type.getDimSize(d) > global[d])
+    if (offsets[d] < 0 || offsets[d] > global[d] ||
+        type.getDimSize(d) > global[d] - offsets[d])
       return emitOpError("the slice of dimension ")
              << d << " ([" << offsets[d] << ", "
              << offsets[d] + type.getDimSize(d)
@@ -164,7 +165,18 @@ LogicalResult PersistentOp::verify() {
 // FuncOp
 //===----------------------------------------------------------------------===//
 
+/// Every buffer an rt op names is an rt.buffer of its program.
+static LogicalResult checkBuffers(Operation *op, ValueRange values) {
+  for (Value value : values)
+    if (!value.getDefiningOp<BufferOp>())
+      return op->emitOpError("operands must be rt.buffer values");
+  return success();
+}
+
 LogicalResult FuncOp::verify() {
+  if (failed(checkBuffers(*this, getArgs())) ||
+      failed(checkBuffers(*this, getResults())))
+    return failure();
   if (getArgKinds().size() != getArgs().size())
     return emitOpError("has ") << getArgs().size() << " arguments but "
                                << getArgKinds().size() << " argument kinds";
@@ -207,6 +219,9 @@ static bool updatesInPlace(OpCode opcode) {
 }
 
 LogicalResult KernelOp::verify() {
+  if (failed(checkBuffers(*this, getInputs())) ||
+      failed(checkBuffers(*this, getOutputs())))
+    return failure();
   if (getOutputs().empty())
     return emitOpError("writes no output");
   if (!updatesInPlace(getOpcode()))

@@ -55,6 +55,11 @@ MemoryPlan planMemory(const std::vector<BufferLifetime> &buffers,
   };
   auto place = [&](size_t index) {
     int64_t size = rounded(buffers[index].bytes);
+    if (size == 0) {
+      // Takes no bytes: any offset will do, and nothing to release.
+      plan.offsets[index] = 0;
+      return;
+    }
     auto best = free.end();
     for (auto it = free.begin(); it != free.end(); ++it)
       if (it->second >= size &&
@@ -88,7 +93,8 @@ MemoryPlan planMemory(const std::vector<BufferLifetime> &buffers,
     int64_t now = buffers[byStart[nextStart]].first;
     // Release what died before `now`, then place what starts at `now`.
     while (nextEnd < byEnd.size() && buffers[byEnd[nextEnd]].last < now) {
-      if (plan.offsets[byEnd[nextEnd]] >= 0)
+      if (plan.offsets[byEnd[nextEnd]] >= 0 &&
+          rounded(buffers[byEnd[nextEnd]].bytes) > 0)
         release(byEnd[nextEnd]);
       ++nextEnd;
     }

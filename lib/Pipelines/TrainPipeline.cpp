@@ -55,7 +55,7 @@ std::string checkOptions(const triad::TrainPipelineOptions &o) {
   else if (!o.dtype.empty() &&
            !llvm::is_contained({"f32", "bf16", "f16"}, o.dtype.getValue()))
     os << "dtype '" << o.dtype << "' is unknown (f32, bf16 or f16)";
-  else if (o.dp * o.tp * o.pp != 1)
+  else if (o.dp != 1 || o.tp != 1 || o.pp != 1)
     os << "the mesh dp=" << o.dp << " tp=" << o.tp << " pp=" << o.pp
        << " is not supported yet: the sharding and pipeline passes that "
           "split the model across ranks do not exist; use dp=1 tp=1 pp=1";

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -348,6 +349,8 @@ private:
   DenseMap<Value, unsigned> slotOf;
   /// Results written straight into a persistent tensor's slot.
   DenseMap<Value, unsigned> redirect;
+  /// Reads of a persistent tensor that must copy its old value.
+  llvm::DenseSet<Operation *> snapshots;
   /// Accumulators of the gradients (by parameter), the loss and the count.
   llvm::StringMap<unsigned> gradAccumulator;
   unsigned lossSum = 0, tokenCount = 0;
@@ -383,17 +386,10 @@ LogicalResult ProgramLowering::findInPlaceUpdates(func::FuncOp func) {
   int64_t next = 0;
   func.walk<WalkOrder::PreOrder>([&](Operation *op) { position[op] = next++; });
 
-  // Every value that is a view of each persistent tensor.
-  llvm::StringMap<SmallVector<Value>> views;
-  llvm::StringMap<int> assignments;
-  func.walk([&](Operation *op) {
-    if (auto get = dyn_cast<GetParamOp>(op))
-      views[get.getName()].push_back(get.getResult());
-    if (auto assign = dyn_cast<AssignOp>(op))
-      ++assignments[assign.getName()];
-  });
-  for (auto &entry : views) {
-    SmallVector<Value> &values = entry.second;
+  // The values that are views of what one get_param read: reshapes, layer
+  // arguments and layer results.
+  auto viewsOf = [](Value root) {
+    SmallVector<Value> values = {root};
     for (size_t i = 0; i < values.size(); ++i)
       for (OpOperand &use : values[i].getUses()) {
         Operation *user = use.getOwner();
@@ -406,7 +402,27 @@ LogicalResult ProgramLowering::findInPlaceUpdates(func::FuncOp func) {
           if (auto layer = dyn_cast<LayerOp>(user->getParentOp()))
             values.push_back(layer.getResult(use.getOperandNumber()));
       }
-  }
+    return values;
+  };
+  llvm::StringMap<SmallVector<GetParamOp>> reads;
+  llvm::StringMap<int> assignments;
+  func.walk([&](Operation *op) {
+    if (auto get = dyn_cast<GetParamOp>(op))
+      reads[get.getName()].push_back(get);
+    if (auto assign = dyn_cast<AssignOp>(op))
+      ++assignments[assign.getName()];
+  });
+  llvm::StringMap<SmallVector<Value>> views;
+  for (auto &entry : reads)
+    for (GetParamOp get : entry.second)
+      llvm::append_range(views[entry.first()], viewsOf(get.getResult()));
+  auto lastUse = [&](ArrayRef<Value> values) {
+    int64_t last = -1;
+    for (Value view : values)
+      for (Operation *user : view.getUsers())
+        last = std::max(last, position.lookup(user));
+    return last;
+  };
 
   func.walk([&](AssignOp assign) {
     StringRef name = assign.getName();
@@ -428,6 +444,19 @@ LogicalResult ProgramLowering::findInPlaceUpdates(func::FuncOp func) {
       }
     redirect[result] = persistentSlot.lookup(name);
   });
+
+  // An update that is not in place copies into the persistent tensor at its
+  // assign: a read made before it whose value is still used after it gets a
+  // copy of the old value of its own.
+  func.walk([&](AssignOp assign) {
+    auto result = dyn_cast<OpResult>(assign.getValue());
+    if (result && redirect.count(result))
+      return;
+    int64_t at = position.lookup(assign);
+    for (GetParamOp get : reads.lookup(assign.getName()))
+      if (position.lookup(get) < at && lastUse(viewsOf(get.getResult())) > at)
+        snapshots.insert(get);
+  });
   return success();
 }
 
@@ -446,7 +475,13 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
     if (it == persistentSlot.end())
       return get.emitOpError("reads ")
              << get.getNameAttr() << ", which is no parameter or state";
-    slotOf[get.getResult()] = it->second;
+    if (snapshots.contains(get)) {
+      unsigned copy = temporary(get.getType());
+      emit(f, OpCode::Copy, {it->second}, {copy});
+      slotOf[get.getResult()] = copy;
+    } else {
+      slotOf[get.getResult()] = it->second;
+    }
     return success();
   }
   if (auto layer = dyn_cast<LayerOp>(op)) {
@@ -642,6 +677,7 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f) {
   // The step's mean: every accumulator over the step's token count.
   unsigned inverse = temporary(scalarType());
   emit(f, OpCode::Reciprocal, {tokenCount}, {inverse});
+  llvm::DenseSet<unsigned> normalized;
   for (BlockArgument arg : apply.getArguments()) {
     auto param = apply.getArgAttrOfType<FlatSymbolRefAttr>(arg.getArgNumber(),
                                                            "triad.grad");
@@ -651,6 +687,13 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f) {
       return apply.emitOpError("argument ")
              << arg.getArgNumber()
              << " is not the gradient of a parameter microbatch_step returns";
+    if (slots[it->second].type != memrefOf(arg.getType()))
+      return apply.emitOpError("argument ")
+             << arg.getArgNumber() << " has type " << arg.getType()
+             << " but the gradient of " << param << " has another";
+    if (!normalized.insert(it->second).second)
+      return apply.emitOpError("argument ")
+             << arg.getArgNumber() << " repeats the gradient of " << param;
     emit(f, OpCode::ScaleBy, {it->second, inverse}, {it->second});
     slotOf[arg] = it->second;
   }
@@ -824,6 +867,33 @@ LogicalResult ProgramLowering::lower(int64_t microbatches,
   return success();
 }
 
+/// The runtime holds static f32 tensors (i32 for token ids): anything else
+/// in the step's functions is an error at the value's op.
+LogicalResult checkRuntimeTypes(func::FuncOp func) {
+  if (func.isExternal())
+    return func.emitOpError("is only declared; lowering needs its body");
+  auto check = [&](Value value, Operation *where) -> LogicalResult {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if (type && type.hasStaticShape() &&
+        (type.getElementType().isF32() || type.getElementType().isInteger(32)))
+      return success();
+    return where->emitOpError("has a value of type ")
+           << value.getType()
+           << "; the runtime runs static f32 tensors (and i32 token ids) "
+              "only, so bf16 and f16 models do not lower yet";
+  };
+  for (BlockArgument arg : func.getArguments())
+    if (failed(check(arg, func)))
+      return failure();
+  WalkResult walk = func.walk([&](Operation *op) {
+    for (Value result : op->getResults())
+      if (failed(check(result, op)))
+        return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
   using LowerToRtBase::LowerToRtBase;
 
@@ -861,7 +931,7 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
                 "dp, tp, pp and microbatches must be at least 1");
       return signalPassFailure();
     }
-    if (dp * tp * pp != 1) {
+    if (dp != 1 || tp != 1 || pp != 1) {
       emitError(module.getLoc(), "the mesh dp=")
           << dp.getValue() << " tp=" << tp.getValue() << " pp=" << pp.getValue()
           << " is not supported yet: the sharding and pipeline passes that "
@@ -876,6 +946,9 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
                                  "--triad-autodiff first");
       return signalPassFailure();
     }
+    if (failed(checkRuntimeTypes(microbatchStep)) ||
+        failed(checkRuntimeTypes(applyStep)))
+      return signalPassFailure();
     if (!dtype.empty()) {
       for (auto param : module.getOps<ParamOp>()) {
         std::string actual;

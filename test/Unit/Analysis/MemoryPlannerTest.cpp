@@ -88,6 +88,15 @@ TEST(MemoryPlanner, RandomLifetimesAreConflictFreeAndDeterministic) {
   }
 }
 
+TEST(MemoryPlanner, EmptyBuffersTakeNoBytes) {
+  // A zero-byte buffer between two others must not lose a free block.
+  std::vector<BufferLifetime> buffers = {
+      {128, 0, 0}, {128, 0, 5}, {0, 1, 1}, {128, 2, 2}};
+  MemoryPlan plan = planMemory(buffers, 64);
+  expectNoConflicts(buffers, plan, 64);
+  EXPECT_EQ(plan.arenaBytes, 256);
+}
+
 TEST(MemoryPlanner, EmptyInput) {
   MemoryPlan plan = planMemory({}, 64);
   EXPECT_EQ(plan.arenaBytes, 0);

@@ -70,7 +70,7 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
 
 // Buffers stay inside the arena.
 rt.program @rank0 pipeline_rank 0 arena 100 {
-  // expected-error@+1 {{'rt.buffer' op bytes [64, 128) extend past the arena of 100 bytes}}
+  // expected-error@+1 {{'rt.buffer' op its 64 bytes at offset 64 extend past the arena of 100 bytes}}
   %a = rt.buffer 64 : memref<16xf32>
   rt.step [] microbatches []
 }
@@ -232,4 +232,25 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   }
   // expected-error@+1 {{'rt.step' op microbatch 1 of the call of @f is outside [0, 1)}}
   rt.step [@f] microbatches [1]
+}
+
+// -----
+
+// Offsets near the integer limit do not wrap around the arena check.
+rt.program @rank0 pipeline_rank 0 arena 128 {
+  // expected-error@+1 {{'rt.buffer' op its 64 bytes at offset 9223372036854775744 extend past the arena of 128 bytes}}
+  %a = rt.buffer 9223372036854775744 : memref<16xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Kernels and functions name rt.buffer values only.
+rt.program @rank0 pipeline_rank 0 arena 128 {
+  rt.func @f args() kinds [] results() names [] {
+    %c = builtin.unrealized_conversion_cast to memref<2xf32>
+    // expected-error@+1 {{'rt.kernel' op operands must be rt.buffer values}}
+    rt.kernel fill() -> (%c) floats [0.0] : () -> memref<2xf32>
+  }
+  rt.step [] microbatches []
 }

@@ -3,6 +3,7 @@
 // RUN: not triad-opt %S/Inputs/two-params.mlir --triad-autodiff '--triad-lower-to-rt=order=dp,dp,tp' 2>&1 | FileCheck %s --check-prefix=ORDER
 // RUN: not triad-opt %S/Inputs/two-params.mlir --triad-autodiff --triad-lower-to-rt=dtype=bf16 2>&1 | FileCheck %s --check-prefix=DTYPE
 // RUN: not triad-opt %S/Inputs/two-params.mlir --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=NOSTEP
+// RUN: triad-gen --preset tiny --layers 1 --dtype f16 | not triad-opt --triad-train-pipeline 2>&1 | FileCheck %s --check-prefix=F16
 // RUN: triad-opt %s -split-input-file -verify-diagnostics --triad-lower-to-rt
 
 // MESH: error: the mesh dp=2 tp=1 pp=1 is not supported yet: the sharding and pipeline passes that split the model across ranks do not exist; use dp=1 tp=1 pp=1
@@ -10,6 +11,7 @@
 // ORDER: error: order 'dp,dp,tp' must list dp, tp and pp once each
 // DTYPE: error: 'triad.param' op is f32 but the pipeline asks for dtype=bf16; generate the model with that dtype
 // NOSTEP: error: needs @microbatch_step and @apply_step; run --triad-autodiff first
+// F16: error: 'triad.get_param' op has a value of type 'tensor<256x64xf16>'; the runtime runs static f32 tensors (and i32 token ids) only, so bf16 and f16 models do not lower yet
 
 // Only splat f32 constants become fill kernels.
 triad.param @w : tensor<2xf32> init <zeros>
@@ -67,5 +69,33 @@ func.func @microbatch_step(%x: tensor<1x2xi32> {triad.input = "tokens"}, %y: ten
 }
 // expected-error@+1 {{'func.func' op argument 0 is not the gradient of a parameter microbatch_step returns}}
 func.func @apply_step(%g: tensor<2xf32> {triad.grad = @u}) {
+  return
+}
+
+// -----
+
+// A declared step has nothing to lower.
+triad.param @w : tensor<2xf32> init <zeros>
+func.func @microbatch_step(%x: tensor<1x2xi32> {triad.input = "tokens"}, %y: tensor<1x2xi32> {triad.input = "labels"}) -> (tensor<f32> {triad.output = "loss"}, tensor<2xf32> {triad.grad = @w}) {
+  %w = triad.get_param @w : tensor<2xf32>
+  %l = triad.broadcast %w : tensor<2xf32> -> tensor<1x2x2xf32>
+  %loss = triad.cross_entropy %l, %y : tensor<1x2x2xf32>, tensor<1x2xi32> -> tensor<f32>
+  return %loss, %w : tensor<f32>, tensor<2xf32>
+}
+// expected-error@+1 {{'func.func' op is only declared; lowering needs its body}}
+func.func private @apply_step(tensor<2xf32> {triad.grad = @w})
+
+// -----
+
+// Each gradient is normalized once: one apply argument per gradient.
+triad.param @w : tensor<2xf32> init <zeros>
+func.func @microbatch_step(%x: tensor<1x2xi32> {triad.input = "tokens"}, %y: tensor<1x2xi32> {triad.input = "labels"}) -> (tensor<f32> {triad.output = "loss"}, tensor<2xf32> {triad.grad = @w}) {
+  %w = triad.get_param @w : tensor<2xf32>
+  %l = triad.broadcast %w : tensor<2xf32> -> tensor<1x2x2xf32>
+  %loss = triad.cross_entropy %l, %y : tensor<1x2x2xf32>, tensor<1x2xi32> -> tensor<f32>
+  return %loss, %w : tensor<f32>, tensor<2xf32>
+}
+// expected-error@+1 {{'func.func' op argument 1 repeats the gradient of @w}}
+func.func @apply_step(%g: tensor<2xf32> {triad.grad = @w}, %h: tensor<2xf32> {triad.grad = @w}) {
   return
 }

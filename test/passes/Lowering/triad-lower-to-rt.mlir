@@ -93,3 +93,28 @@ func.func @apply_step(%g: tensor<16xf32> {triad.grad = @w}) -> (tensor<f32> {tri
   triad.assign @w, %new : tensor<16xf32>
   return %n : tensor<f32>
 }
+
+// -----
+
+// An update that cannot be in place (the old value is read after it) is a
+// copy at the assign, and the earlier read keeps a copy of the old value.
+triad.param @w : tensor<4xf32> init <zeros>
+
+// CHECK-LABEL: rt.func @apply_step
+// CHECK: rt.kernel copy(%[[W:[0-9a-z]+]]) -> (%[[OLD:[0-9a-z]+]])
+// CHECK-NEXT: rt.kernel scale(%[[OLD]]) -> (%[[NEW:[0-9a-z]+]]) floats [2.000000e+00]
+// CHECK-NEXT: rt.kernel copy(%[[NEW]]) -> (%[[W]])
+// CHECK-NEXT: rt.kernel sum_squares(%[[OLD]])
+func.func @microbatch_step(%x: tensor<1x4xi32> {triad.input = "tokens"}, %y: tensor<1x4xi32> {triad.input = "labels"}) -> (tensor<f32> {triad.output = "loss"}, tensor<4xf32> {triad.grad = @w}) {
+  %w = triad.get_param @w : tensor<4xf32>
+  %l = triad.broadcast %w : tensor<4xf32> -> tensor<1x4x4xf32>
+  %loss = triad.cross_entropy %l, %y : tensor<1x4x4xf32>, tensor<1x4xi32> -> tensor<f32>
+  return %loss, %w : tensor<f32>, tensor<4xf32>
+}
+func.func @apply_step(%g: tensor<4xf32> {triad.grad = @w}) -> (tensor<f32> {triad.output = "grad_norm"}) {
+  %w = triad.get_param @w : tensor<4xf32>
+  %n = triad.scale %w by 2.0 : tensor<4xf32>
+  triad.assign @w, %n : tensor<4xf32>
+  %s = triad.sum_squares %w : tensor<4xf32>
+  return %s : tensor<f32>
+}
