@@ -412,17 +412,18 @@ LogicalResult ProgramLowering::findInPlaceUpdates(func::FuncOp func) {
     if (auto assign = dyn_cast<AssignOp>(op))
       ++assignments[assign.getName()];
   });
+  // Every view of each persistent tensor, and where each read is last used.
   llvm::StringMap<SmallVector<Value>> views;
+  DenseMap<Operation *, int64_t> lastUse;
   for (auto &entry : reads)
-    for (GetParamOp get : entry.second)
-      llvm::append_range(views[entry.first()], viewsOf(get.getResult()));
-  auto lastUse = [&](ArrayRef<Value> values) {
-    int64_t last = -1;
-    for (Value view : values)
-      for (Operation *user : view.getUsers())
-        last = std::max(last, position.lookup(user));
-    return last;
-  };
+    for (GetParamOp get : entry.second) {
+      SmallVector<Value> readViews = viewsOf(get.getResult());
+      int64_t &last = lastUse[get] = -1;
+      for (Value view : readViews)
+        for (Operation *user : view.getUsers())
+          last = std::max(last, position.lookup(user));
+      llvm::append_range(views[entry.first()], readViews);
+    }
 
   func.walk([&](AssignOp assign) {
     StringRef name = assign.getName();
@@ -454,7 +455,7 @@ LogicalResult ProgramLowering::findInPlaceUpdates(func::FuncOp func) {
       return;
     int64_t at = position.lookup(assign);
     for (GetParamOp get : reads.lookup(assign.getName()))
-      if (position.lookup(get) < at && lastUse(viewsOf(get.getResult())) > at)
+      if (position.lookup(get) < at && lastUse.lookup(get) > at)
         snapshots.insert(get);
   });
   return success();
