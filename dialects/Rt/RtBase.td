@@ -75,7 +75,11 @@ def Rt_OpCode : I32EnumAttr<"OpCode", "runtime kernel", [
     I32EnumAttrCase<"CountValid", 34, "count_valid">,
     I32EnumAttrCase<"Accumulate", 35, "accumulate">,
     I32EnumAttrCase<"Reciprocal", 36, "reciprocal">,
-    I32EnumAttrCase<"ScaleBy", 37, "scale_by">
+    I32EnumAttrCase<"ScaleBy", 37, "scale_by">,
+    I32EnumAttrCase<"AllReduce", 38, "all_reduce">,
+    I32EnumAttrCase<"AllGather", 39, "all_gather">,
+    I32EnumAttrCase<"ReduceScatter", 40, "reduce_scatter">,
+    I32EnumAttrCase<"AllToAll", 41, "all_to_all">
   ]> {
   let cppNamespace = "::triad::rt";
 }

@@ -37,8 +37,12 @@ TRIAD_SAME_OPCODE(CountValid)
 TRIAD_SAME_OPCODE(Accumulate)
 TRIAD_SAME_OPCODE(Reciprocal)
 TRIAD_SAME_OPCODE(ScaleBy)
+TRIAD_SAME_OPCODE(AllReduce)
+TRIAD_SAME_OPCODE(AllGather)
+TRIAD_SAME_OPCODE(ReduceScatter)
+TRIAD_SAME_OPCODE(AllToAll)
 #undef TRIAD_SAME_OPCODE
-static_assert(static_cast<int>(rtir::OpCode::ScaleBy) ==
+static_assert(static_cast<int>(rtir::OpCode::AllToAll) ==
                   static_cast<int>(plan::OpCode::MAX),
               "the rt dialect and plan.fbs list different kernels");
 static_assert(static_cast<int>(rtir::Role::Accumulator) ==
