@@ -7,6 +7,7 @@
 
 #include "runtime/plan/Plan.h"
 
+#include "runtime/plan/Mesh.h"
 #include "runtime/support/Files.h"
 
 #include "absl/strings/str_cat.h"
@@ -98,9 +99,13 @@ private:
   }
   absl::Status checkValues();
   absl::Status checkPersistent();
+  absl::Status checkSplit(const plan::Persistent &p, const Shape &local);
   absl::Status checkSignature(const plan::Function &function);
   absl::Status checkStep();
   absl::Status checkInstr(const plan::Instr &instr);
+  absl::Status checkCollective(plan::OpCode op, const std::vector<uint32_t> &in,
+                               const std::vector<uint32_t> &out,
+                               const std::vector<int64_t> &ints);
 
   const plan::Value *value(uint32_t index) const {
     return program.values()->Get(index);
@@ -280,12 +285,8 @@ absl::Status ProgramChecker::checkPersistent() {
       return fail(absl::StrCat("persistent tensor '", name,
                                "' needs a global shape and offsets of rank ",
                                local.size()));
-    for (size_t d = 0; d < local.size(); ++d) {
-      int64_t offset = p->offsets()->Get(d), global = p->global_shape()->Get(d);
-      if (offset < 0 || global < 0 || offset > global - local[d])
-        return fail(absl::StrCat("persistent tensor '", name,
-                                 "': its slice lies outside its global shape"));
-    }
+    if (absl::Status status = checkSplit(*p, local); !status.ok())
+      return status;
     const plan::Init *init = p->init();
     switch (init->kind()) {
     case plan::InitKind::Normal:
@@ -308,6 +309,36 @@ absl::Status ProgramChecker::checkPersistent() {
       return fail(absl::StrCat("persistent tensor '", name,
                                "' has an unknown init kind"));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramChecker::checkSplit(const plan::Persistent &p,
+                                        const Shape &local) {
+  std::string name = p.name()->str();
+  size_t dims = local.size();
+  if (p.split() && p.split()->size() != 0 && p.split()->size() != dims)
+    return fail(absl::StrCat("persistent tensor '", name, "' has ",
+                             p.split()->size(), " split entries for ", dims,
+                             " dimensions"));
+  std::set<std::string> used;
+  for (size_t d = 0; d < dims; ++d) {
+    int64_t pieces = 1;
+    if (p.split() && p.split()->size() == dims && p.split()->Get(d)->axes())
+      for (const flatbuffers::String *axis : *p.split()->Get(d)->axes()) {
+        if (meshAxisIndex(planRoot, axis->string_view()) < 0 ||
+            !used.insert(axis->str()).second)
+          return fail(absl::StrCat("persistent tensor '", name,
+                                   "' is split over '", axis->str(),
+                                   "', which is no mesh axis or is named "
+                                   "twice"));
+        pieces *= meshAxisSize(planRoot, axis->str());
+      }
+    // The slice of the last piece must lie inside the global shape too.
+    int64_t offset = p.offsets()->Get(d), global = p.global_shape()->Get(d);
+    if (offset < 0 || global < 0 || local[d] > (global - offset) / pieces)
+      return fail(absl::StrCat("persistent tensor '", name,
+                               "': its slice lies outside its global shape"));
   }
   return absl::OkStatus();
 }
@@ -703,9 +734,89 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
       return fail("the result must have the type of x");
     return floatValues({in[0]});
   }
+  case plan::OpCode::AllReduce:
+  case plan::OpCode::AllGather:
+  case plan::OpCode::ReduceScatter:
+  case plan::OpCode::AllToAll:
+    return checkCollective(instr.op(), in, out, ints);
   }
 #undef CHECK_OK
   return fail(absl::StrCat("unknown op code ", static_cast<int>(instr.op())));
+}
+
+absl::Status ProgramChecker::checkCollective(plan::OpCode op,
+                                             const std::vector<uint32_t> &in,
+                                             const std::vector<uint32_t> &out,
+                                             const std::vector<int64_t> &ints) {
+  size_t intCount = op == plan::OpCode::AllReduce  ? 1
+                    : op == plan::OpCode::AllToAll ? 3
+                                                   : 2;
+  if (in.size() != 1 || out.size() != 1 || ints.size() != intCount)
+    return fail(absl::StrCat(
+        "expects 1 input, 1 output and ", intCount,
+        op == plan::OpCode::AllReduce  ? " int (group)"
+        : op == plan::OpCode::AllToAll ? " ints (group, split_dim, concat_dim)"
+                                       : " ints (group, dim)",
+        "; has ", in.size(), ", ", out.size(), " and ", ints.size()));
+  const plan::Value *x = value(in[0]), *result = value(out[0]);
+  if (x->dtype() != plan::DType::F32 || result->dtype() != plan::DType::F32)
+    return fail("collectives run on f32 values");
+  size_t groups = planRoot.groups() ? planRoot.groups()->size() : 0;
+  if (ints[0] < 0 || static_cast<uint64_t>(ints[0]) >= groups)
+    return fail(absl::StrCat("group ", ints[0], " is not one of the plan's ",
+                             groups, " groups"));
+  int64_t members = groupSize(planRoot, static_cast<uint32_t>(ints[0]));
+  Shape xShape = shapeOf(x), resultShape = shapeOf(result);
+  for (size_t i = 1; i < ints.size(); ++i)
+    if (ints[i] < 0 || ints[i] >= static_cast<int64_t>(xShape.size()))
+      return fail(absl::StrCat("dimension ", ints[i], " is outside x's rank ",
+                               xShape.size()));
+  // The result's shape; a size that would exceed 2^48 elements is -1, which
+  // no valid value has.
+  Shape expected = xShape;
+  auto times = [&](int64_t size) {
+    return size > (int64_t(1) << 48) / members ? -1 : size * members;
+  };
+  auto split = [&](int64_t dim) -> absl::Status {
+    if (expected[dim] % members != 0)
+      return fail(absl::StrCat("x ", text(xShape), " does not split into ",
+                               members, " pieces along dimension ", dim));
+    expected[dim] /= members;
+    return absl::OkStatus();
+  };
+  switch (op) {
+  case plan::OpCode::AllGather:
+    expected[ints[1]] = times(expected[ints[1]]);
+    break;
+  case plan::OpCode::ReduceScatter:
+    if (absl::Status status = split(ints[1]); !status.ok())
+      return status;
+    break;
+  case plan::OpCode::AllToAll:
+    if (absl::Status status = split(ints[1]); !status.ok())
+      return status;
+    expected[ints[2]] = times(expected[ints[2]]);
+    break;
+  default:
+    break;
+  }
+  if (resultShape != expected)
+    return fail(absl::StrCat("the result must have shape ", text(expected),
+                             " (x ", text(xShape), " over ", members,
+                             " members), not ", text(resultShape)));
+  // Only AllReduce works in place, and only on the same value: partly
+  // overlapping buffers would make every backend read what it has written.
+  const plan::Region *a = x->region(), *b = result->region();
+  bool overlap = a->bytes() > 0 && b->bytes() > 0 &&
+                 a->offset() < b->offset() + b->bytes() &&
+                 b->offset() < a->offset() + a->bytes();
+  if (overlap && !(op == plan::OpCode::AllReduce && in[0] == out[0]))
+    return fail(absl::StrCat(
+        "the result's bytes overlap x's",
+        op == plan::OpCode::AllReduce
+            ? " (an in-place all-reduce names the same value twice)"
+            : " (only AllReduce works in place)"));
+  return absl::OkStatus();
 }
 
 /// FlatBuffers verifies the alignment of scalars and of vector lengths but
@@ -738,6 +849,36 @@ bool vectorsAligned(const plan::Plan &plan) {
   return true;
 }
 
+/// Every group names mesh axes, each once, and no group is listed twice.
+absl::Status checkGroups(const plan::Plan &plan) {
+  if (!plan.groups())
+    return absl::OkStatus();
+  std::set<std::vector<std::string>> seen;
+  for (size_t i = 0; i < plan.groups()->size(); ++i) {
+    const plan::Group *group = plan.groups()->Get(i);
+    std::vector<std::string> axes;
+    if (group->axes())
+      for (const flatbuffers::String *axis : *group->axes())
+        axes.push_back(axis->str());
+    auto fail = [&](const std::string &what) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "group ", i, " [", absl::StrJoin(axes, ", "), "] ", what));
+    };
+    if (axes.empty())
+      return fail("names no mesh axis");
+    std::set<std::string> unique;
+    for (const std::string &axis : axes) {
+      if (meshAxisIndex(plan, axis) < 0)
+        return fail(absl::StrCat("names '", axis, "', which is no mesh axis"));
+      if (!unique.insert(axis).second)
+        return fail(absl::StrCat("names axis '", axis, "' twice"));
+    }
+    if (!seen.insert(axes).second)
+      return fail("is listed twice");
+  }
+  return absl::OkStatus();
+}
+
 } // namespace
 
 absl::Status checkPlan(const plan::Plan &plan) {
@@ -767,6 +908,8 @@ absl::Status checkPlan(const plan::Plan &plan) {
     if (world > (1 << 24))
       return absl::InvalidArgumentError("the mesh is too large");
   }
+  if (absl::Status status = checkGroups(plan); !status.ok())
+    return status;
   int64_t dp = meshAxisSize(plan, "dp");
   if (plan.batch() / plan.microbatches() % dp != 0)
     return absl::InvalidArgumentError(absl::StrCat(

@@ -25,6 +25,8 @@ class PlanBuilder {
 public:
   int64_t seq = 4, vocab = 16, batch = 2, microbatches = 1;
   std::vector<std::pair<std::string, uint32_t>> mesh = {{"dp", 1}};
+  /// Plan.groups: the mesh axes of each communicator group.
+  std::vector<std::vector<std::string>> groups;
 
   /// A new value in its own 64-byte aligned region.
   uint32_t value(plan::DType dtype, std::vector<int64_t> shape) {
@@ -49,6 +51,23 @@ public:
                   plan::InitKind kind, double parameter = 0.0) {
     persistents.push_back({name, v, role, kind, parameter, values[v].shape,
                            std::vector<int64_t>(values[v].shape.size(), 0)});
+  }
+
+  /// A persistent tensor split over mesh axes: `split[d]` lists the axes
+  /// that cut dimension d (DimSplit); its global shape is the local one
+  /// times the pieces.
+  void splitPersistent(const std::string &name, uint32_t v, plan::Role role,
+                       plan::InitKind kind, double parameter,
+                       std::vector<std::vector<std::string>> split) {
+    std::vector<int64_t> global = values[v].shape;
+    for (size_t d = 0; d < split.size(); ++d)
+      for (const std::string &axis : split[d])
+        for (const auto &[meshAxis, size] : mesh)
+          if (meshAxis == axis)
+            global[d] *= size;
+    persistents.push_back({name, v, role, kind, parameter, global,
+                           std::vector<int64_t>(global.size(), 0),
+                           std::move(split)});
   }
 
   /// Starts function `name`; later instructions go to it. Without a call,
@@ -98,9 +117,12 @@ public:
       auto init =
           plan::CreateInit(b, p.kind, normal ? p.parameter : 0.0, 0,
                            normal ? 0.0 : p.parameter, b.CreateString(p.name));
-      ps.push_back(plan::CreatePersistent(b, b.CreateString(p.name), p.role,
-                                          p.value, b.CreateVector(p.global),
-                                          b.CreateVector(p.offsets), init));
+      std::vector<flatbuffers::Offset<plan::DimSplit>> split;
+      for (const std::vector<std::string> &axes : p.split)
+        split.push_back(plan::CreateDimSplit(b, b.CreateVectorOfStrings(axes)));
+      ps.push_back(plan::CreatePersistent(
+          b, b.CreateString(p.name), p.role, p.value, b.CreateVector(p.global),
+          b.CreateVector(p.offsets), init, b.CreateVector(split)));
     }
     std::vector<flatbuffers::Offset<plan::Function>> fs;
     for (const F &f : functions) {
@@ -126,10 +148,13 @@ public:
     std::vector<flatbuffers::Offset<plan::MeshAxis>> axes;
     for (const auto &[name, size] : mesh)
       axes.push_back(plan::CreateMeshAxis(b, b.CreateString(name), size));
+    std::vector<flatbuffers::Offset<plan::Group>> gs;
+    for (const std::vector<std::string> &group : groups)
+      gs.push_back(plan::CreateGroup(b, b.CreateVectorOfStrings(group)));
     auto root = plan::CreatePlan(
         b, kPlanVersion, b.CreateVector(axes),
         b.CreateVector(std::vector<decltype(program)>{program}), seq, vocab,
-        batch, microbatches);
+        batch, microbatches, b.CreateVector(gs));
     plan::FinishPlanBuffer(b, root);
     return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()),
                        b.GetSize());
@@ -148,6 +173,7 @@ private:
     plan::InitKind kind;
     double parameter;
     std::vector<int64_t> global, offsets;
+    std::vector<std::vector<std::string>> split = {};
   };
   struct I {
     plan::OpCode op;

@@ -9,6 +9,7 @@
 #include "runtime/plan/Plan.h"
 
 #include "runtime/init/Philox.h"
+#include "runtime/plan/Mesh.h"
 #include "runtime/support/Files.h"
 #include "runtime/tests/PlanBuilder.h"
 
@@ -54,6 +55,9 @@ struct PlanSpec {
   std::vector<std::string> resultNames;
   /// The step: (function, microbatch) calls.
   std::vector<std::pair<uint32_t, uint32_t>> calls;
+  /// Plan.groups, and the DimSplit axes of the persistent tensor 'w'.
+  std::vector<std::vector<std::string>> groups;
+  std::vector<std::vector<std::string>> split;
 
   std::string build() const {
     fb::FlatBufferBuilder b;
@@ -65,9 +69,13 @@ struct PlanSpec {
     }
     auto init =
         triad::plan::CreateInit(b, initKind, 0.02, 0, 0.0, b.CreateString("w"));
+    std::vector<fb::Offset<triad::plan::DimSplit>> splitOffsets;
+    for (const std::vector<std::string> &axes : split)
+      splitOffsets.push_back(
+          triad::plan::CreateDimSplit(b, b.CreateVectorOfStrings(axes)));
     auto persistent = triad::plan::CreatePersistent(
         b, b.CreateString("w"), role, 1, b.CreateVector(globalShape),
-        b.CreateVector(offsets), init);
+        b.CreateVector(offsets), init, b.CreateVector(splitOffsets));
     auto instr = triad::plan::CreateInstr(
         b, op, b.CreateVector(inputs), b.CreateVector(outputs),
         b.CreateVector(ints), b.CreateVector(floats));
@@ -93,10 +101,14 @@ struct PlanSpec {
     for (const auto &[name, size] : mesh)
       axes.push_back(
           triad::plan::CreateMeshAxis(b, b.CreateString(name), size));
+    std::vector<fb::Offset<triad::plan::Group>> groupOffsets;
+    for (const std::vector<std::string> &group : groups)
+      groupOffsets.push_back(
+          triad::plan::CreateGroup(b, b.CreateVectorOfStrings(group)));
     auto plan = triad::plan::CreatePlan(
         b, version, b.CreateVector(axes),
         b.CreateVector(std::vector<fb::Offset<triad::plan::Program>>{program}),
-        seq, vocab, batch, microbatches);
+        seq, vocab, batch, microbatches, b.CreateVector(groupOffsets));
     triad::plan::FinishPlanBuffer(b, plan);
     return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()),
                        b.GetSize());
@@ -106,6 +118,122 @@ struct PlanSpec {
 std::string loadError(const PlanSpec &spec) {
   auto plan = loadPlanFromBytes(spec.build(), "test.plan");
   return plan.ok() ? "" : std::string(plan.status().message());
+}
+
+/// A 2 x 2 mesh (dp x tp) with the group [tp] and, besides the values of
+/// PlanSpec, value 6 f32 [4, 3], value 7 f32 [2, 6], value 8 f32 [2, 3] on
+/// value 0's bytes and value 9 f32 [4, 3] overlapping them; the instruction
+/// is `op` from `in` to `out` with `ints`.
+void collective(PlanSpec &s, triad::plan::OpCode op, uint32_t in, uint32_t out,
+                std::vector<int64_t> ints) {
+  s.mesh = {{"dp", 2}, {"tp", 2}, {"pp", 1}};
+  s.groups = {{"tp"}};
+  s.values.push_back({triad::plan::DType::F32, {4, 3}, 136, 48});
+  s.values.push_back({triad::plan::DType::F32, {2, 6}, 184, 48});
+  s.values.push_back({triad::plan::DType::F32, {2, 3}, 0, 24});
+  s.values.push_back({triad::plan::DType::F32, {4, 3}, 0, 48});
+  s.arena = 232;
+  s.op = op;
+  s.inputs = {in};
+  s.outputs = {out};
+  s.ints = std::move(ints);
+}
+
+TEST(Plan, CollectivesLoad) {
+  using triad::plan::OpCode;
+  struct Case {
+    OpCode op;
+    uint32_t in, out;
+    std::vector<int64_t> ints;
+  };
+  const Case cases[] = {
+      {OpCode::AllReduce, 0, 0, {0}},
+      {OpCode::AllReduce, 2, 2, {1}},
+      {OpCode::AllReduce, 0, 0, {2}},
+      {OpCode::AllGather, 0, 6, {0, 0}},
+      {OpCode::AllGather, 0, 7, {0, 1}},
+      {OpCode::ReduceScatter, 6, 0, {0, 0}},
+      {OpCode::ReduceScatter, 7, 0, {0, 1}},
+      {OpCode::AllToAll, 6, 7, {0, 0, 1}},
+      {OpCode::AllToAll, 7, 6, {0, 1, 0}},
+      {OpCode::AllToAll, 6, 9, {1, 0, 0}},
+  };
+  for (const Case &c : cases) {
+    PlanSpec spec;
+    collective(spec, c.op, c.in, c.out, c.ints);
+    // Group 1 is the whole mesh (4 members, dp slowest); group 2 is over
+    // the axis of size 1 (one member).
+    spec.groups = {{"tp"}, {"dp", "tp"}, {"pp"}};
+    EXPECT_EQ(loadError(spec), "") << triad::plan::EnumNameOpCode(c.op);
+  }
+  PlanSpec spec;
+  collective(spec, OpCode::AllReduce, 0, 0, {1});
+  spec.groups = {{"tp"}, {"dp", "tp"}, {"pp"}};
+  auto plan = loadPlanFromBytes(spec.build(), "test.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(groupSize(plan->root(), 0), 2);
+  EXPECT_EQ(groupSize(plan->root(), 1), 4);
+  EXPECT_EQ(groupSize(plan->root(), 2), 1);
+}
+
+TEST(Plan, MeshCoordinatesAndGroups) {
+  PlanSpec spec;
+  spec.mesh = {{"dp", 2}, {"pp", 1}, {"tp", 3}};
+  spec.batch = 2;
+  spec.groups = {{"tp"}, {"dp"}, {"tp", "dp"}, {"dp", "tp"}};
+  auto plan = loadPlanFromBytes(spec.build(), "test.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const triad::plan::Plan &root = plan->root();
+  // Row-major: the last axis varies fastest.
+  EXPECT_EQ(meshCoordinates(root, 0), (MeshCoordinates{0, 0, 0}));
+  EXPECT_EQ(meshCoordinates(root, 2), (MeshCoordinates{0, 0, 2}));
+  EXPECT_EQ(meshCoordinates(root, 4), (MeshCoordinates{1, 0, 1}));
+  for (int64_t rank = 0; rank < 6; ++rank)
+    EXPECT_EQ(worldRankAt(root, meshCoordinates(root, rank)), rank);
+  EXPECT_EQ(coordinateOn(root, meshCoordinates(root, 4), "dp"), 1);
+  EXPECT_EQ(coordinateOn(root, meshCoordinates(root, 4), "ep"), 0);
+  EXPECT_EQ(pipelineRankAt(root, meshCoordinates(root, 5)), 0u);
+  // Rank 4 = (dp 1, tp 1): in [tp] member 1 of the group of color dp = 1;
+  // in [dp] member 1 of color tp = 1; in [tp, dp] member 1 * 2 + 1; in
+  // [dp, tp] member 1 * 3 + 1; both whole-mesh groups have one color.
+  MeshCoordinates rank4 = meshCoordinates(root, 4);
+  auto position = [&](uint32_t group) {
+    GroupPosition p = groupPosition(root, group, rank4);
+    return std::vector<int64_t>{p.size, p.member, p.color};
+  };
+  EXPECT_EQ(position(0), (std::vector<int64_t>{3, 1, 1}));
+  EXPECT_EQ(position(1), (std::vector<int64_t>{2, 1, 1}));
+  EXPECT_EQ(position(2), (std::vector<int64_t>{6, 3, 0}));
+  EXPECT_EQ(position(3), (std::vector<int64_t>{6, 4, 0}));
+}
+
+TEST(Plan, SplitPersistentsHaveOffsetsPerRank) {
+  // w [3, 4] on each rank of a dp 2 x tp 2 mesh: its columns split over
+  // tp, its rows over nothing (global [3, 8]).
+  PlanSpec spec;
+  spec.mesh = {{"dp", 2}, {"tp", 2}, {"pp", 1}};
+  spec.globalShape = {3, 8};
+  spec.split = {{}, {"tp"}};
+  auto plan = loadPlanFromBytes(spec.build(), "test.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const triad::plan::Plan &root = plan->root();
+  const triad::plan::Program &program = *root.programs()->Get(0);
+  const triad::plan::Persistent &w = *program.persistent()->Get(0);
+  std::vector<std::vector<int64_t>> offsets;
+  for (int64_t rank = 0; rank < 4; ++rank)
+    offsets.push_back(
+        sliceOffsets(root, program, w, meshCoordinates(root, rank)));
+  EXPECT_EQ(offsets, (std::vector<std::vector<int64_t>>{
+                         {0, 0}, {0, 4}, {0, 0}, {0, 4}}));
+  // Over [dp, tp] (dp slowest) the columns of [3, 16] go to ranks in order.
+  spec.globalShape = {3, 16};
+  spec.split = {{}, {"dp", "tp"}};
+  plan = loadPlanFromBytes(spec.build(), "test.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const triad::plan::Program &program2 = *plan->root().programs()->Get(0);
+  EXPECT_EQ(sliceOffsets(plan->root(), program2, *program2.persistent()->Get(0),
+                         meshCoordinates(plan->root(), 2)),
+            (std::vector<int64_t>{0, 8}));
 }
 
 TEST(Plan, ValidPlanLoads) {
@@ -448,6 +576,161 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
          s.ints = {};
        },
        "instruction 0 (ScaleBy): value 4 must be a float tensor"},
+      // Communicator groups.
+      {"group without axes", [](PlanSpec &s) { s.groups = {{}}; },
+       "group 0 [] names no mesh axis"},
+      {"group of no axis",
+       [](PlanSpec &s) {
+         s.groups = {{"tp"}, {"ep"}};
+       },
+       "group 1 [ep] names 'ep', which is no mesh axis"},
+      {"group axis twice",
+       [](PlanSpec &s) {
+         s.groups = {{"tp", "dp", "tp"}};
+       },
+       "group 0 [tp, dp, tp] names axis 'tp' twice"},
+      {"group twice",
+       [](PlanSpec &s) {
+         s.groups = {{"dp", "tp"}, {"tp"}, {"dp", "tp"}};
+       },
+       "group 2 [dp, tp] is listed twice"},
+      // Split persistent tensors.
+      {"split entries", [](PlanSpec &s) { s.split = {{"tp"}}; },
+       "persistent tensor 'w' has 1 split entries for 2 dimensions"},
+      {"split over no axis",
+       [](PlanSpec &s) {
+         s.split = {{"ep"}, {}};
+       },
+       "persistent tensor 'w' is split over 'ep', which is no mesh axis or "
+       "is named twice"},
+      {"split over an axis twice",
+       [](PlanSpec &s) {
+         s.split = {{"tp"}, {"tp"}};
+       },
+       "persistent tensor 'w' is split over 'tp', which is no mesh axis or "
+       "is named twice"},
+      {"split beyond the global shape",
+       [](PlanSpec &s) {
+         s.mesh[1].second = 2;
+         s.split = {{}, {"tp"}};
+       },
+       "persistent tensor 'w': its slice lies outside its global shape"},
+      // Collectives.
+      {"collective of integers",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllReduce, 4, 4, {0});
+       },
+       "instruction 0 (AllReduce): collectives run on f32 values"},
+      {"collective into integers",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllGather, 0, 4, {0, 0});
+       },
+       "instruction 0 (AllGather): collectives run on f32 values"},
+      {"collective of two inputs",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllReduce, 0, 0, {0});
+         s.inputs = {0, 1};
+       },
+       "instruction 0 (AllReduce): expects 1 input, 1 output and 1 int "
+       "(group); has 2, 1 and 1"},
+      {"collective of two outputs",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::ReduceScatter, 6, 0, {0, 0});
+         s.outputs = {0, 8};
+       },
+       "instruction 0 (ReduceScatter): expects 1 input, 1 output and 2 ints "
+       "(group, dim); has 1, 2 and 2"},
+      {"gather without a dimension",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllGather, 0, 6, {0});
+       },
+       "instruction 0 (AllGather): expects 1 input, 1 output and 2 ints "
+       "(group, dim); has 1, 1 and 1"},
+      {"all-to-all without a concat dimension",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllToAll, 6, 7, {0, 0});
+       },
+       "expects 1 input, 1 output and 3 ints (group, split_dim, concat_dim); "
+       "has 1, 1 and 2"},
+      {"group out of range",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllReduce, 0, 0, {1});
+       },
+       "instruction 0 (AllReduce): group 1 is not one of the plan's 1 groups"},
+      {"negative group",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllReduce, 0, 0, {-1});
+       },
+       "group -1 is not one of the plan's 1 groups"},
+      {"plan without groups",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllReduce, 0, 0, {0});
+         s.groups.clear();
+       },
+       "group 0 is not one of the plan's 0 groups"},
+      {"gather dimension out of range",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllGather, 0, 6, {0, 2});
+       },
+       "instruction 0 (AllGather): dimension 2 is outside x's rank 2"},
+      {"negative scatter dimension",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::ReduceScatter, 6, 0, {0, -1});
+       },
+       "instruction 0 (ReduceScatter): dimension -1 is outside x's rank 2"},
+      {"all-to-all concat dimension out of range",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllToAll, 6, 7, {0, 0, 5});
+       },
+       "instruction 0 (AllToAll): dimension 5 is outside x's rank 2"},
+      {"all-reduce shape",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllReduce, 0, 2, {0});
+       },
+       "instruction 0 (AllReduce): the result must have shape [2, 3] (x "
+       "[2, 3] over 2 members), not [2, 4]"},
+      {"gather shape",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllGather, 0, 6, {0, 1});
+       },
+       "instruction 0 (AllGather): the result must have shape [2, 6] (x "
+       "[2, 3] over 2 members), not [4, 3]"},
+      {"scatter of an odd size",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::ReduceScatter, 0, 2, {0, 1});
+       },
+       "instruction 0 (ReduceScatter): x [2, 3] does not split into 2 pieces "
+       "along dimension 1"},
+      {"scatter shape",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::ReduceScatter, 6, 2, {0, 0});
+       },
+       "instruction 0 (ReduceScatter): the result must have shape [2, 3] (x "
+       "[4, 3] over 2 members), not [2, 4]"},
+      {"all-to-all of an odd size",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllToAll, 0, 7, {0, 1, 0});
+       },
+       "instruction 0 (AllToAll): x [2, 3] does not split into 2 pieces "
+       "along dimension 1"},
+      {"all-to-all shape",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllToAll, 6, 7, {0, 0, 0});
+       },
+       "instruction 0 (AllToAll): the result must have shape [4, 3] (x [4, "
+       "3] over 2 members), not [2, 6]"},
+      {"all-reduce onto another value's bytes",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllReduce, 0, 8, {0});
+       },
+       "instruction 0 (AllReduce): the result's bytes overlap x's (an "
+       "in-place all-reduce names the same value twice)"},
+      {"gather in place",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllGather, 0, 9, {0, 0});
+       },
+       "instruction 0 (AllGather): the result's bytes overlap x's (only "
+       "AllReduce works in place)"},
   };
   for (const Case &c : cases) {
     PlanSpec spec;
