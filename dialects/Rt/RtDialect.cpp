@@ -68,6 +68,21 @@ LogicalResult PlanOp::verify() {
     if (axis == "dp")
       dp = size;
   }
+  for (Attribute group : getGroups()) {
+    auto axes = cast<ArrayAttr>(group);
+    if (axes.empty())
+      return emitOpError("has a communicator group without mesh axes");
+    llvm::StringSet<> seen;
+    for (Attribute axis : axes) {
+      StringRef name = cast<StringAttr>(axis).getValue();
+      if (!names.contains(name))
+        return emitOpError("communicator group names mesh axis '")
+               << name << "', which the mesh does not have";
+      if (!seen.insert(name).second)
+        return emitOpError("communicator group names mesh axis '")
+               << name << "' twice";
+    }
+  }
   for (auto [what, value] : {std::pair<StringRef, int64_t>{"seq", getSeq()},
                              {"vocab", getVocab()},
                              {"batch", getBatch()},
@@ -212,6 +227,7 @@ static bool updatesInPlace(OpCode opcode) {
   case OpCode::ScaleBy:
   case OpCode::Select:
   case OpCode::Copy:
+  case OpCode::AllReduce:
     return true;
   default:
     return false;

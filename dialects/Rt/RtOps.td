@@ -37,10 +37,12 @@ def Rt_PlanOp : Rt_Op<"plan", [HasParent<"::mlir::ModuleOp">]> {
   }];
   let arguments = (ins StrArrayAttr:$axes, DenseI64ArrayAttr:$axis_sizes,
                        I64Attr:$seq, I64Attr:$vocab, I64Attr:$batch,
-                       I64Attr:$microbatches);
+                       I64Attr:$microbatches,
+                       DefaultValuedAttr<TypedArrayAttrBase<StrArrayAttr,
+                           "communicator groups">, "{}">:$groups);
   let assemblyFormat = [{
     `mesh` $axes `=` $axis_sizes `seq` $seq `vocab` $vocab `batch` $batch
-    `microbatches` $microbatches attr-dict
+    `microbatches` $microbatches (`groups` $groups^)? attr-dict
   }];
   let hasVerifier = 1;
 }

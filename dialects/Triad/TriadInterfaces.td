@@ -32,4 +32,36 @@ def Triad_VjpOpInterface : OpInterface<"VjpOpInterface"> {
   ];
 }
 
+def Triad_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::triad";
+  let description = [{
+    How the op's computation splits over a device mesh (see
+    ShardingRule.h): the factors of its iteration space, which dimension
+    of each operand and result each factor is, which factors must stay
+    whole, and in which operands the op is linear (so that a partial
+    operand can pass its pending sum on). The sharding passes read only
+    this: they never switch over op names. `buildLocal` builds the op on
+    one rank's pieces; ops whose attributes depend on split sizes (heads,
+    slice sizes) override it.
+  }];
+  let methods = [
+    InterfaceMethod<"The op's sharding rule.", "::triad::ShardingRule",
+      "getShardingRule">,
+    InterfaceMethod<[{
+        Builds the op's computation on local pieces: `operands` are the
+        local operands, `resultTypes` the local result types and
+        `factorParts[f]` the number of pieces factor f is split into.
+        Returns the new op.
+      }],
+      "::mlir::Operation *", "buildLocal",
+      (ins "::mlir::OpBuilder &":$builder, "::mlir::ValueRange":$operands,
+           "::mlir::TypeRange":$resultTypes,
+           "::llvm::ArrayRef<int64_t>":$factorParts),
+      /*methodBody=*/"",
+      /*defaultImplementation=*/[{
+        return ::triad::cloneWithTypes(builder, $_op, operands, resultTypes);
+      }]>
+  ];
+}
+
 #endif // TRIAD_DIALECT_TRIAD_INTERFACES_TD

@@ -83,14 +83,31 @@ static FailureOr<Type> declaredType(Operation *op, FlatSymbolRefAttr name,
   return op->emitOpError("refers to unknown parameter ") << name;
 }
 
+/// Whether `type` is `declared` or one rank's piece of it after
+/// partitioning: the same element type and rank, every dimension dividing
+/// the declared one.
+static bool isPieceOf(Type type, Type declared) {
+  if (type == declared)
+    return true;
+  auto piece = dyn_cast<RankedTensorType>(type);
+  auto whole = dyn_cast<RankedTensorType>(declared);
+  if (!piece || !whole || piece.getElementType() != whole.getElementType() ||
+      piece.getRank() != whole.getRank())
+    return false;
+  for (auto [p, w] : llvm::zip(piece.getShape(), whole.getShape()))
+    if (p <= 0 || w % p != 0)
+      return false;
+  return true;
+}
+
 LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   FailureOr<Type> type = declaredType(*this, getNameAttr(), symbolTable);
   if (failed(type))
     return failure();
-  if (*type != getType())
+  if (!isPieceOf(getType(), *type))
     return emitOpError("result type ")
            << getType() << " does not match the declared type " << *type
-           << " of parameter " << getNameAttr();
+           << " of parameter " << getNameAttr() << " (nor is it a piece of it)";
   return success();
 }
 
@@ -98,10 +115,10 @@ LogicalResult AssignOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   FailureOr<Type> type = declaredType(*this, getNameAttr(), symbolTable);
   if (failed(type))
     return failure();
-  if (*type != getValue().getType())
+  if (!isPieceOf(getValue().getType(), *type))
     return emitOpError("value type ")
            << getValue().getType() << " does not match the declared type "
-           << *type << " of " << getNameAttr();
+           << *type << " of " << getNameAttr() << " (nor is it a piece of it)";
   return success();
 }
 

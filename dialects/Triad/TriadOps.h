@@ -18,6 +18,16 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/Triad/ShardingRule.h"
+
+namespace triad {
+/// `op` rebuilt on other operands with other result types, its attributes
+/// kept (except the layouts of its results) and no regions.
+mlir::Operation *cloneWithTypes(mlir::OpBuilder &builder, mlir::Operation *op,
+                                mlir::ValueRange operands,
+                                mlir::TypeRange resultTypes);
+} // namespace triad
+
 #include "dialects/Triad/TriadInterfaces.h.inc"
 
 #define GET_OP_CLASSES

@@ -20,11 +20,24 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 class Triad_Op<string mnemonic, list<Trait> traits = []>
     : Op<Triad_Dialect, mnemonic, traits>;
 
+// Ops that compute on tensors have a sharding rule (the
+// ShardingRuleOpInterface, implemented in TriadSharding.cpp).
+defvar Triad_Sharded = DeclareOpInterfaceMethods<Triad_ShardingRuleOpInterface>;
+defvar Triad_ShardedWithLocalForm = DeclareOpInterfaceMethods<
+    Triad_ShardingRuleOpInterface, ["buildLocal"]>;
+
 // An op with a gradient rule (the VjpOpInterface, implemented in
 // TriadVjp.cpp).
 class Triad_DiffOp<string mnemonic, list<Trait> traits = []>
     : Triad_Op<mnemonic, !listconcat(traits,
-        [DeclareOpInterfaceMethods<Triad_VjpOpInterface>])>;
+        [DeclareOpInterfaceMethods<Triad_VjpOpInterface>, Triad_Sharded])>;
+
+// A differentiable op whose local form has other attributes than its
+// global one (heads, slice sizes): it builds it itself.
+class Triad_DiffOpWithLocalForm<string mnemonic, list<Trait> traits = []>
+    : Triad_Op<mnemonic, !listconcat(traits,
+        [DeclareOpInterfaceMethods<Triad_VjpOpInterface>,
+         Triad_ShardedWithLocalForm])>;
 
 //===----------------------------------------------------------------------===//
 // Parameters and model structure
@@ -444,7 +457,7 @@ def Triad_RmsNormOp : Triad_DiffOp<"rms_norm", [Pure, AllTypesMatch<["x", "resul
   let hasVerifier = 1;
 }
 
-def Triad_AttentionOp : Triad_DiffOp<"attention", [
+def Triad_AttentionOp : Triad_DiffOpWithLocalForm<"attention", [
     Pure, AttrSizedOperandSegments, AllTypesMatch<["q", "result"]>]> {
   let summary = "Fused multi-head scaled dot-product attention";
   let description = [{
@@ -500,7 +513,7 @@ def Triad_AttentionOp : Triad_DiffOp<"attention", [
   }];
 }
 
-def Triad_RopeOp : Triad_DiffOp<"rope", [Pure, SameOperandsAndResultType]> {
+def Triad_RopeOp : Triad_DiffOpWithLocalForm<"rope", [Pure, SameOperandsAndResultType]> {
   let summary = "Rotary position embedding";
   let description = [{
     Rotates the first `rotary_dim` dimensions of every head of
@@ -570,7 +583,7 @@ def Triad_TransposeOp : Triad_DiffOp<"transpose", [Pure, AllElementTypesMatch<["
   let hasVerifier = 1;
 }
 
-def Triad_SliceOp : Triad_DiffOp<"slice", [Pure, AllElementTypesMatch<["x", "result"]>]> {
+def Triad_SliceOp : Triad_DiffOpWithLocalForm<"slice", [Pure, AllElementTypesMatch<["x", "result"]>]> {
   let summary = "Extracts a static rectangular slice";
   let description = [{
     `result[i...] = x[offsets + i...]`; the result's shape is `sizes`, and
@@ -766,7 +779,7 @@ def Triad_MeanOp : Triad_ReduceOp<"mean", "mean">;
 // statistics) rather than reading saved intermediates.
 //===----------------------------------------------------------------------===//
 
-def Triad_EmbeddingGradOp : Triad_Op<"embedding_grad", [Pure]> {
+def Triad_EmbeddingGradOp : Triad_Op<"embedding_grad", [Triad_Sharded, Pure]> {
   let summary = "Gradient of an embedding table";
   let description = [{
     `result[v, :] = sum of dy[i..., :] over the positions i... where
@@ -788,7 +801,7 @@ def Triad_EmbeddingGradOp : Triad_Op<"embedding_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Triad_ActivationGradOp : Triad_Op<"activation_grad", [
+def Triad_ActivationGradOp : Triad_Op<"activation_grad", [Triad_Sharded,
     Pure, SameOperandsAndResultType]> {
   let summary = "Gradient of an elementwise activation";
   let description = [{
@@ -807,7 +820,7 @@ def Triad_ActivationGradOp : Triad_Op<"activation_grad", [
   let assemblyFormat = "$kind $x `,` $dy attr-dict `:` type($result)";
 }
 
-def Triad_LayerNormGradOp : Triad_Op<"layer_norm_grad", [
+def Triad_LayerNormGradOp : Triad_Op<"layer_norm_grad", [Triad_Sharded,
     Pure, AllTypesMatch<["x", "dy", "dx"]>, AllTypesMatch<["gamma", "dgamma"]>]> {
   let summary = "Gradient of layer normalization";
   let description = [{
@@ -832,7 +845,7 @@ def Triad_LayerNormGradOp : Triad_Op<"layer_norm_grad", [
   let hasVerifier = 1;
 }
 
-def Triad_RmsNormGradOp : Triad_Op<"rms_norm_grad", [
+def Triad_RmsNormGradOp : Triad_Op<"rms_norm_grad", [Triad_Sharded,
     Pure, AllTypesMatch<["x", "dy", "dx"]>, AllTypesMatch<["gamma", "dgamma"]>]> {
   let summary = "Gradient of RMS normalization";
   let description = [{
@@ -855,7 +868,7 @@ def Triad_RmsNormGradOp : Triad_Op<"rms_norm_grad", [
   let hasVerifier = 1;
 }
 
-def Triad_AttentionGradOp : Triad_Op<"attention_grad", [
+def Triad_AttentionGradOp : Triad_Op<"attention_grad", [Triad_ShardedWithLocalForm, 
     Pure, AttrSizedOperandSegments, AllTypesMatch<["q", "dout"]>]> {
   let summary = "Gradient of fused attention";
   let description = [{
@@ -903,7 +916,7 @@ def Triad_AttentionGradOp : Triad_Op<"attention_grad", [
   }];
 }
 
-def Triad_RopeGradOp : Triad_Op<"rope_grad", [Pure, SameOperandsAndResultType]> {
+def Triad_RopeGradOp : Triad_Op<"rope_grad", [Triad_ShardedWithLocalForm, Pure, SameOperandsAndResultType]> {
   let summary = "Gradient of the rotary position embedding";
   let description = [{
     The gradient of `triad.rope` (same attributes) with respect to its
@@ -929,7 +942,7 @@ def Triad_RopeGradOp : Triad_Op<"rope_grad", [Pure, SameOperandsAndResultType]> 
   let hasVerifier = 1;
 }
 
-def Triad_CrossEntropyGradOp : Triad_Op<"cross_entropy_grad", [
+def Triad_CrossEntropyGradOp : Triad_Op<"cross_entropy_grad", [Triad_Sharded,
     Pure, AllTypesMatch<["logits", "result"]>]> {
   let summary = "Gradient of the mean cross-entropy";
   let description = [{
@@ -1015,7 +1028,7 @@ def Triad_AssignOp : Triad_Op<"assign", [
   let assemblyFormat = "$name `,` $value attr-dict `:` type($value)";
 }
 
-def Triad_LrScheduleOp : Triad_Op<"lr_schedule", [Pure]> {
+def Triad_LrScheduleOp : Triad_Op<"lr_schedule", [Triad_Sharded, Pure]> {
   let summary = "Learning rate: linear warmup, then cosine decay to a floor";
   let description = [{
     The learning rate at optimizer step `step` (a scalar counting from 1):
@@ -1044,7 +1057,7 @@ def Triad_LrScheduleOp : Triad_Op<"lr_schedule", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Triad_SumSquaresOp : Triad_Op<"sum_squares", [Pure]> {
+def Triad_SumSquaresOp : Triad_Op<"sum_squares", [Triad_Sharded, Pure]> {
   let summary = "Sum of the squares of a tensor's elements";
   let description = [{
     `sum(x^2)` accumulated in at least f32, as an f32 scalar. Summed over
@@ -1062,7 +1075,7 @@ def Triad_SumSquaresOp : Triad_Op<"sum_squares", [Pure]> {
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
-def Triad_ClipCoefficientOp : Triad_Op<"clip_coefficient", [Pure]> {
+def Triad_ClipCoefficientOp : Triad_Op<"clip_coefficient", [Triad_Sharded, Pure]> {
   let summary = "Global-norm gradient clipping coefficient";
   let description = [{
     From the squared global gradient norm `sum_squares`, returns the norm
@@ -1083,7 +1096,7 @@ def Triad_ClipCoefficientOp : Triad_Op<"clip_coefficient", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Triad_AdamWUpdateOp : Triad_Op<"adamw_update", [
+def Triad_AdamWUpdateOp : Triad_Op<"adamw_update", [Triad_Sharded,
     Pure, AllTypesMatch<["param", "new_param"]>,
     AllTypesMatch<["m", "v", "new_m", "new_v"]>,
     AllShapesMatch<["param", "grad", "m"]>]> {
@@ -1127,7 +1140,7 @@ def Triad_AdamWUpdateOp : Triad_Op<"adamw_update", [
   let hasVerifier = 1;
 }
 
-def Triad_SelectOp : Triad_Op<"select", [
+def Triad_SelectOp : Triad_Op<"select", [Triad_Sharded,
     Pure, AllTypesMatch<["on_true", "on_false", "result"]>]> {
   let summary = "Chooses one of two tensors by a scalar condition";
   let description = [{
@@ -1148,7 +1161,7 @@ def Triad_SelectOp : Triad_Op<"select", [
   }];
 }
 
-def Triad_LossScaleUpdateOp : Triad_Op<"loss_scale_update", [Pure]> {
+def Triad_LossScaleUpdateOp : Triad_Op<"loss_scale_update", [Triad_Sharded, Pure]> {
   let summary = "Dynamic loss scaling for f16 training";
   let description = [{
     Given the sum of squares of the step's scaled gradients, the current

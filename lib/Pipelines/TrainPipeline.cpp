@@ -4,6 +4,7 @@
 
 #include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
+#include "passes/Sharding/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -55,10 +56,14 @@ std::string checkOptions(const triad::TrainPipelineOptions &o) {
   else if (!o.dtype.empty() &&
            !llvm::is_contained({"f32", "bf16", "f16"}, o.dtype.getValue()))
     os << "dtype '" << o.dtype << "' is unknown (f32, bf16 or f16)";
-  else if (o.dp != 1 || o.tp != 1 || o.pp != 1)
-    os << "the mesh dp=" << o.dp << " tp=" << o.tp << " pp=" << o.pp
-       << " is not supported yet: the sharding and pipeline passes that "
-          "split the model across ranks do not exist; use dp=1 tp=1 pp=1";
+  else if (o.tp != 1 || o.pp != 1)
+    os << "the mesh tp=" << o.tp << " pp=" << o.pp
+       << " is not supported yet: only data parallelism splits the step "
+          "across ranks so far; use tp=1 pp=1";
+  else if (o.zero != 0)
+    os << "zero=" << o.zero
+       << " is not supported yet (sharded optimizer state, gradients and "
+          "parameters); use zero=0";
   else if (o.virtualStages > 1 || o.sp)
     os << "virtual-stages and sp need pp > 1 and tp > 1, which are not "
           "supported yet";
@@ -82,12 +87,21 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   autodiff.weightDecay = options.weightDecay;
   autodiff.clipNorm = options.clipNorm;
   pm.addPass(createAutodiff(autodiff));
+  SplitMicrobatchesOptions split;
+  split.microbatches = options.microbatches;
+  pm.addPass(createSplitMicrobatches(split));
+  ShardPropagateOptions propagate;
+  propagate.dp = options.dp;
+  propagate.tp = options.tp;
+  propagate.pp = options.pp;
+  propagate.order = options.order;
+  pm.addPass(createShardPropagate(propagate));
+  pm.addPass(createPartition());
   LowerToRtOptions lower;
   lower.dp = options.dp;
   lower.tp = options.tp;
   lower.pp = options.pp;
   lower.order = options.order;
-  lower.microbatches = options.microbatches;
   lower.dtype = options.dtype;
   pm.addPass(createLowerToRt(lower));
 }
@@ -96,6 +110,6 @@ void triad::registerTrainPipeline() {
   PassPipelineRegistration<TrainPipelineOptions>(
       "triad-train-pipeline",
       "Compiles the forward model into per-rank rt programs: autodiff, "
-      "(sharding, pipeline: not yet), lowering to rt",
+      "microbatch split, sharding (data parallel), lowering to rt",
       buildTrainPipeline);
 }

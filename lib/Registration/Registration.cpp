@@ -2,11 +2,13 @@
 
 #include "triad/Registration.h"
 
+#include "dialects/Dist/DistDialect.h"
 #include "dialects/Rt/RtDialect.h"
 #include "dialects/Triad/TriadDialect.h"
 #include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Reports/Passes.h"
+#include "passes/Sharding/Passes.h"
 #include "triad/Pipelines/TrainPipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -15,7 +17,8 @@
 #include "mlir/IR/DialectRegistry.h"
 
 void triad::registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<triad::TriadDialect, triad::rt::RtDialect,
+  registry.insert<triad::TriadDialect, triad::dist::DistDialect,
+                  triad::rt::RtDialect,
                   mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::tensor::TensorDialect>();
 }
@@ -23,6 +26,7 @@ void triad::registerAllDialects(mlir::DialectRegistry &registry) {
 void triad::registerAllPasses() {
   triad::registerAutodiffPasses();
   triad::registerReportsPasses();
+  triad::registerShardingPasses();
   triad::registerLoweringPasses();
   triad::registerTrainPipeline();
 }

@@ -219,13 +219,20 @@ FailureOr<std::string> triad::exportPlan(ModuleOp module) {
     mesh.push_back(plan::CreateMeshAxis(
         b, b.CreateString(cast<StringAttr>(name).getValue().str()),
         static_cast<uint32_t>(size)));
+  std::vector<fb::Offset<plan::Group>> groups;
+  for (Attribute group : header.getGroups()) {
+    std::vector<fb::Offset<fb::String>> axes;
+    for (Attribute axis : cast<ArrayAttr>(group))
+      axes.push_back(b.CreateString(cast<StringAttr>(axis).getValue().str()));
+    groups.push_back(plan::CreateGroup(b, b.CreateVector(axes)));
+  }
   std::vector<fb::Offset<plan::Program>> programOffsets;
   for (rtir::ProgramOp program : programs)
     programOffsets.push_back(exportProgram(b, program));
   b.Finish(plan::CreatePlan(b, rt::kPlanVersion, b.CreateVector(mesh),
                             b.CreateVector(programOffsets), header.getSeq(),
                             header.getVocab(), header.getBatch(),
-                            header.getMicrobatches()),
+                            header.getMicrobatches(), b.CreateVector(groups)),
            plan::PlanIdentifier());
 
   std::string bytes(reinterpret_cast<const char *>(b.GetBufferPointer()),
@@ -260,9 +267,19 @@ OwningOpRef<ModuleOp> triad::importPlan(llvm::StringRef bytes,
       axes.push_back(axis->name()->string_view());
       sizes.push_back(axis->size());
     }
+  SmallVector<Attribute> groups;
+  if (root.groups())
+    for (const plan::Group *group : *root.groups()) {
+      SmallVector<StringRef> names;
+      if (group->axes())
+        for (const fb::String *axis : *group->axes())
+          names.push_back(axis->string_view());
+      groups.push_back(b.getStrArrayAttr(names));
+    }
   rtir::PlanOp::create(b, loc, b.getStrArrayAttr(axes),
                        b.getDenseI64ArrayAttr(sizes), root.seq(), root.vocab(),
-                       root.batch(), root.microbatches());
+                       root.batch(), root.microbatches(),
+                       b.getArrayAttr(groups));
 
   auto i64s = [](const fb::Vector<int64_t> *list) {
     SmallVector<int64_t> result;

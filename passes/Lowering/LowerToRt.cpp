@@ -11,7 +11,9 @@
 
 #include "passes/Lowering/Passes.h"
 
+#include "dialects/Dist/DistDialect.h"
 #include "dialects/Triad/TriadOps.h"
+#include "passes/Sharding/LayoutRules.h"
 #include "triad/Analysis/MemoryPlanner.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -280,11 +282,11 @@ SmallVector<unsigned> inPlaceOperands(Operation *op, unsigned result) {
 
 class ProgramLowering {
 public:
-  ProgramLowering(ModuleOp module, func::FuncOp microbatch, func::FuncOp apply)
-      : module(module), microbatch(microbatch), apply(apply) {}
+  ProgramLowering(ModuleOp module, dist::MeshOp mesh, func::FuncOp microbatch,
+                  func::FuncOp apply)
+      : module(module), mesh(mesh), microbatch(microbatch), apply(apply) {}
 
-  LogicalResult lower(int64_t microbatches, ArrayRef<std::string> axes,
-                      ArrayRef<int64_t> axisSizes);
+  LogicalResult lower(int64_t microbatches);
 
   int64_t kernels = 0, inPlace = 0, copies = 0, arenaBytes = 0;
 
@@ -337,10 +339,22 @@ private:
   LogicalResult lowerMicrobatchStep(Function &f, int64_t microbatches);
   LogicalResult lowerApplyStep(Function &f);
   void planMemory(ArrayRef<Function> functions);
-  void emitProgram(ArrayRef<Function> functions, ArrayRef<std::string> axes,
-                   ArrayRef<int64_t> axisSizes, int64_t microbatches);
+  void emitProgram(ArrayRef<Function> functions, int64_t microbatches);
+  LogicalResult lowerCollective(Operation &op, Function &f);
+  /// The index of the communicator group over `axes`, added if new.
+  int64_t groupIndex(ArrayRef<StringRef> axes) {
+    std::vector<std::string> key(axes.begin(), axes.end());
+    auto it = llvm::find(groups, key);
+    if (it != groups.end())
+      return it - groups.begin();
+    groups.push_back(key);
+    return groups.size() - 1;
+  }
 
   ModuleOp module;
+  dist::MeshOp mesh;
+  /// Communicator groups, in order of first use.
+  std::vector<std::vector<std::string>> groups;
   func::FuncOp microbatch, apply;
   std::vector<Storage> storages;
   std::vector<Slot> slots;
@@ -354,7 +368,7 @@ private:
   /// Accumulators of the gradients (by parameter), the loss and the count.
   llvm::StringMap<unsigned> gradAccumulator;
   unsigned lossSum = 0, tokenCount = 0;
-  int64_t seq = 0, vocab = 0, batch = 0;
+  int64_t seq = 0, vocab = 0, batch = 0, globalBatch = 0;
 };
 
 void ProgramLowering::declarePersistents() {
@@ -525,6 +539,9 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
     return success();
   }
 
+  if (op.getDialect() == mesh->getDialect())
+    return lowerCollective(op, f);
+
   FailureOr<KernelSpec> spec = kernelFor(&op);
   if (failed(spec))
     return failure();
@@ -557,6 +574,47 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
   return success();
 }
 
+/// A collective is a kernel on the group of its mesh axes. An all_reduce of
+/// a value nothing else reads (a gradient accumulator entering the apply
+/// step) reduces it in place.
+LogicalResult ProgramLowering::lowerCollective(Operation &op, Function &f) {
+  auto axesOf = [](ArrayAttr axes) {
+    return SmallVector<StringRef>(axes.getAsValueRange<StringAttr>());
+  };
+  if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
+    int64_t group = groupIndex(axesOf(reduce.getAxes()));
+    for (auto [input, result] :
+         llvm::zip(reduce.getInputs(), reduce.getResults())) {
+      unsigned source = slotOf.at(input);
+      unsigned target =
+          input.hasOneUse() ? source : temporary(result.getType());
+      emit(f, OpCode::AllReduce, {source}, {target}, {group});
+      slotOf[result] = target;
+    }
+    return success();
+  }
+  auto single = [&](OpCode opcode, Value input, Value result, ArrayAttr axes,
+                    ArrayRef<int64_t> dims) {
+    SmallVector<int64_t> ints = {groupIndex(axesOf(axes))};
+    ints.append(dims.begin(), dims.end());
+    unsigned target = temporary(result.getType());
+    emit(f, opcode, {slotOf.at(input)}, {target}, ints);
+    slotOf[result] = target;
+    return success();
+  };
+  if (auto gather = dyn_cast<dist::AllGatherOp>(op))
+    return single(OpCode::AllGather, gather.getInput(), gather.getResult(),
+                  gather.getAxes(), {gather.getDim()});
+  if (auto scatter = dyn_cast<dist::ReduceScatterOp>(op))
+    return single(OpCode::ReduceScatter, scatter.getInput(),
+                  scatter.getResult(), scatter.getAxes(), {scatter.getDim()});
+  if (auto exchange = dyn_cast<dist::AllToAllOp>(op))
+    return single(OpCode::AllToAll, exchange.getInput(), exchange.getResult(),
+                  exchange.getAxes(),
+                  {exchange.getSplitDim(), exchange.getConcatDim()});
+  return op.emitOpError("has no runtime kernel");
+}
+
 LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
                                                    int64_t microbatches) {
   f.name = "microbatch_step";
@@ -578,10 +636,6 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
       return microbatch.emitOpError("tokens and labels differ in shape");
     batch = type.getDimSize(0);
     seq = type.getDimSize(1);
-    if (batch % microbatches != 0)
-      return microbatch.emitOpError("batch ")
-             << batch << " is not divisible by microbatches (" << microbatches
-             << ")";
     unsigned slot = temporary(arg.getType());
     slotOf[arg] = slot;
     f.args.push_back(slot);
@@ -591,11 +645,14 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
   }
   if (!labels)
     return microbatch.emitOpError("takes no labels argument");
-  if (microbatches != 1)
-    return microbatch.emitOpError("microbatches=")
-           << microbatches
-           << " needs the batch split of the sharding passes, which do not "
-              "exist yet; use microbatches=1";
+  // The arguments hold one call's samples: the step's batch is that times
+  // the ranks splitting it and the microbatches.
+  auto layout = microbatch.getArgAttrOfType<dist::LayoutAttr>(
+      0, dist::DistDialect::kLayoutAttrName);
+  int64_t splitting = layout && layout.getRank() > 0
+                          ? mesh.getGroupSize(layout.getSplitAxes(0))
+                          : 1;
+  globalBatch = batch * splitting * microbatches;
 
   // The loss: one cross entropy, whose ignore index the count uses.
   std::optional<int64_t> ignoreIndex;
@@ -675,6 +732,21 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
 
 LogicalResult ProgramLowering::lowerApplyStep(Function &f) {
   f.name = "apply_step";
+  // The loss and token count are partial where the batch is split: reduced
+  // first, so that every rank divides by the step's whole count (the
+  // gradients, reduced in the body, are linear in the division).
+  for (unsigned index = 0; index < microbatch.getNumResults(); ++index) {
+    auto name =
+        microbatch.getResultAttrOfType<StringAttr>(index, "triad.output");
+    auto layout = microbatch.getResultAttrOfType<dist::LayoutAttr>(
+        index, dist::DistDialect::kLayoutAttrName);
+    if (!name || name.getValue() != "loss" || !layout ||
+        mesh.getGroupSize(layout.getPartialAxes()) <= 1)
+      continue;
+    int64_t group = groupIndex(layout.getPartialAxes());
+    emit(f, OpCode::AllReduce, {lossSum}, {lossSum}, {group});
+    emit(f, OpCode::AllReduce, {tokenCount}, {tokenCount}, {group});
+  }
   // The step's mean: every accumulator over the step's token count.
   unsigned inverse = temporary(scalarType());
   emit(f, OpCode::Reciprocal, {tokenCount}, {inverse});
@@ -766,16 +838,17 @@ void ProgramLowering::planMemory(ArrayRef<Function> functions) {
 }
 
 void ProgramLowering::emitProgram(ArrayRef<Function> functions,
-                                  ArrayRef<std::string> axes,
-                                  ArrayRef<int64_t> axisSizes,
                                   int64_t microbatches) {
   MLIRContext *ctx = module.getContext();
   Location loc = module.getLoc();
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  SmallVector<StringRef> axisNames(axes.begin(), axes.end());
-  rt::PlanOp::create(b, loc, b.getStrArrayAttr(axisNames),
-                     b.getDenseI64ArrayAttr(axisSizes), seq, vocab, batch,
-                     microbatches);
+  SmallVector<Attribute> groupList;
+  for (const std::vector<std::string> &group : groups) {
+    SmallVector<StringRef> names(group.begin(), group.end());
+    groupList.push_back(b.getStrArrayAttr(names));
+  }
+  rt::PlanOp::create(b, loc, mesh.getAxes(), mesh.getSizesAttr(), seq, vocab,
+                     globalBatch, microbatches, b.getArrayAttr(groupList));
   auto program =
       rt::ProgramOp::create(b, loc, "rank0", /*pipeline_rank=*/0, arenaBytes);
   Block *body = b.createBlock(&program.getBody());
@@ -850,9 +923,7 @@ void ProgramLowering::emitProgram(ArrayRef<Function> functions,
                      b.getDenseI64ArrayAttr(callMicrobatches));
 }
 
-LogicalResult ProgramLowering::lower(int64_t microbatches,
-                                     ArrayRef<std::string> axes,
-                                     ArrayRef<int64_t> axisSizes) {
+LogicalResult ProgramLowering::lower(int64_t microbatches) {
   declarePersistents();
   Function begin, step, applyStep;
   begin.name = "begin_step";
@@ -864,7 +935,7 @@ LogicalResult ProgramLowering::lower(int64_t microbatches,
     return failure();
   std::vector<Function> functions = {begin, step, applyStep};
   planMemory(functions);
-  emitProgram(functions, axes, axisSizes, microbatches);
+  emitProgram(functions, microbatches);
   return success();
 }
 
@@ -905,40 +976,20 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
       return signalPassFailure();
     }
 
-    // The mesh: only 1x1x1 until the sharding and pipeline passes exist.
-    SmallVector<StringRef> names;
-    StringRef(order).split(names, ',');
-    SmallVector<std::string> axes;
-    SmallVector<int64_t> sizes;
-    llvm::StringMap<int64_t> sizeOf = {{"dp", dp}, {"tp", tp}, {"pp", pp}};
-    for (StringRef name : names) {
-      name = name.trim();
-      auto it = sizeOf.find(name);
-      if (it == sizeOf.end() || llvm::is_contained(axes, name.str())) {
-        emitError(module.getLoc(), "order '")
-            << order.getValue() << "' must list dp, tp and pp once each";
+    // The mesh the sharding passes partitioned for (or one from the
+    // options when they did not run).
+    FailureOr<dist::MeshOp> mesh =
+        sharding::getOrCreateMesh(module, dp, tp, pp, order);
+    if (failed(mesh))
+      return signalPassFailure();
+    for (StringRef axis : {"tp", "pp"})
+      if (mesh->getAxisSize(axis).value_or(1) != 1) {
+        emitError(module.getLoc(), "mesh axis ")
+            << axis << "=" << *mesh->getAxisSize(axis)
+            << " is not supported yet: only data parallelism splits the "
+               "step across ranks so far; use tp=1 pp=1";
         return signalPassFailure();
       }
-      axes.push_back(name.str());
-      sizes.push_back(it->second);
-    }
-    if (axes.size() != 3) {
-      emitError(module.getLoc(), "order '")
-          << order.getValue() << "' must list dp, tp and pp once each";
-      return signalPassFailure();
-    }
-    if (dp < 1 || tp < 1 || pp < 1 || microbatches < 1) {
-      emitError(module.getLoc(),
-                "dp, tp, pp and microbatches must be at least 1");
-      return signalPassFailure();
-    }
-    if (dp != 1 || tp != 1 || pp != 1) {
-      emitError(module.getLoc(), "the mesh dp=")
-          << dp.getValue() << " tp=" << tp.getValue() << " pp=" << pp.getValue()
-          << " is not supported yet: the sharding and pipeline passes that "
-             "split the model across ranks do not exist; use dp=1 tp=1 pp=1";
-      return signalPassFailure();
-    }
 
     auto microbatchStep = module.lookupSymbol<func::FuncOp>("microbatch_step");
     auto applyStep = module.lookupSymbol<func::FuncOp>("apply_step");
@@ -965,8 +1016,17 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
       }
     }
 
-    ProgramLowering lowering(module, microbatchStep, applyStep);
-    if (failed(lowering.lower(microbatches, axes, sizes)))
+    // --triad-split-microbatches records how many calls make the step.
+    int64_t microbatches = 1;
+    if (auto count =
+            microbatchStep->getAttrOfType<IntegerAttr>("triad.microbatches"))
+      microbatches = count.getInt();
+    if (microbatches < 1) {
+      microbatchStep.emitOpError("triad.microbatches must be at least 1");
+      return signalPassFailure();
+    }
+    ProgramLowering lowering(module, *mesh, microbatchStep, applyStep);
+    if (failed(lowering.lower(microbatches)))
       return signalPassFailure();
     numKernels = lowering.kernels;
     numInPlace = lowering.inPlace;
@@ -975,7 +1035,7 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
 
     // The rt program replaces the training step.
     for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
-      if (isa<func::FuncOp, ParamOp, StateOp>(op))
+      if (isa<func::FuncOp, ParamOp, StateOp, dist::MeshOp>(op))
         op.erase();
   }
 };

@@ -4,6 +4,7 @@
 #ifndef TRIAD_PASSES_LOWERING_PASSES_H
 #define TRIAD_PASSES_LOWERING_PASSES_H
 
+#include "dialects/Dist/DistDialect.h"
 #include "dialects/Rt/RtDialect.h"
 #include "dialects/Triad/TriadDialect.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -59,8 +59,14 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
     }
     ```
 
-    Only the 1x1x1 mesh exists until the sharding and pipeline passes land;
-    a larger mesh is an error that says so.
+    The mesh is the module's `dist.mesh` (from `--triad-shard-propagate`),
+    or one built from the options. Collectives become kernels on
+    communicator groups (`rt.plan ... groups`); an all_reduce of a gradient
+    accumulator runs in place. Where the batch is split, the step's loss
+    sum and token count are all-reduced before the division. The number of
+    microbatch calls per step is `@microbatch_step`'s `triad.microbatches`
+    (from `--triad-split-microbatches`). Only data parallelism splits the
+    step so far: a mesh with tp or pp above 1 is an error that says so.
   }];
   let options = [
     Option<"dp", "dp", "int64_t", "1", "Data-parallel replicas">,
@@ -68,8 +74,6 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
     Option<"pp", "pp", "int64_t", "1", "Pipeline stages">,
     Option<"order", "order", "std::string", "\"dp,pp,tp\"",
            "Mesh axes from slowest to fastest varying across ranks">,
-    Option<"microbatches", "microbatches", "int64_t", "1",
-           "Microbatches per data-parallel replica and step">,
     Option<"dtype", "dtype", "std::string", "\"\"",
            "Expected parameter element type (f32, bf16, f16); empty: the model's">,
   ];
@@ -81,7 +85,7 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
               "Persistent updates that needed a copy">,
     Statistic<"arenaBytes", "arena-bytes", "Bytes of the arena">,
   ];
-  let dependentDialects = ["::triad::rt::RtDialect"];
+  let dependentDialects = ["::triad::rt::RtDialect", "::triad::dist::DistDialect"];
 }
 
 def MemoryReport : Pass<"triad-memory-report", "::mlir::ModuleOp"> {

@@ -1,8 +1,13 @@
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline | FileCheck %s
-// RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=1 tp=1 pp=1 zero=1 schedule=gpipe recompute=full order=pp,dp,tp dtype=f32 lr=0.01 warmup=5 clip-norm=0.5' | FileCheck %s --check-prefix=OPTS
+// RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=1 tp=1 pp=1 zero=0 schedule=gpipe recompute=full order=pp,dp,tp dtype=f32 lr=0.01 warmup=5 clip-norm=0.5' | FileCheck %s --check-prefix=OPTS
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline --triad-memory-report -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 tp=2' 2>&1 | FileCheck %s --check-prefix=MESH
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=zero=4 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=zero=1 2>&1 | FileCheck %s --check-prefix=ZERO1
+// RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dp=2 | FileCheck %s --check-prefix=DP
+// RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=microbatches=2 | FileCheck %s --check-prefix=MB
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dp=4 2>&1 | FileCheck %s --check-prefix=DP4
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 microbatches=2' 2>&1 | FileCheck %s --check-prefix=DPMB
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=schedule=round-robin 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=virtual-stages=2 2>&1 | FileCheck %s --check-prefix=VIRTUAL
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=recompute=some 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
@@ -31,8 +36,35 @@
 // REPORT: triad memory report: program @rank0 (pipeline rank 0)
 // REPORT: arena
 
-// MESH: error: --triad-train-pipeline: the mesh dp=2 tp=2 pp=1 is not supported yet
+// MESH: error: --triad-train-pipeline: the mesh tp=2 pp=1 is not supported yet: only data parallelism splits the step across ranks so far; use tp=1 pp=1
 // ZERO: error: --triad-train-pipeline: zero=4 is not a ZeRO stage (0, 1, 2 or 3)
+// ZERO1: error: --triad-train-pipeline: zero=1 is not supported yet
+
+// Data parallel: each rank computes on its half of the batch; the loss
+// sum, the token count and every gradient accumulator are all-reduced over
+// dp at the start of the apply step, before the division by the count.
+// DP: rt.plan mesh ["dp", "pp", "tp"] = [2, 1, 1] seq 4 vocab 16 batch 2 microbatches 1 groups {{\[}}["dp"]]
+// DP: rt.func @microbatch_step args(%{{.*}}, %{{.*}} : memref<1x4xi32>, memref<1x4xi32>) kinds ["tokens", "labels"]
+// DP-NOT: all_reduce
+// DP: rt.func @apply_step
+// DP-NEXT: rt.kernel all_reduce(%[[LOSS:[0-9a-z_]+]]) -> (%[[LOSS]]) ints [0] : (memref<f32>)
+// DP-NEXT: rt.kernel all_reduce(%[[COUNT:[0-9a-z_]+]]) -> (%[[COUNT]]) ints [0] : (memref<f32>)
+// DP-NEXT: rt.kernel reciprocal(%[[COUNT]])
+// DP-COUNT-2: rt.kernel scale_by
+// DP: rt.kernel all_reduce(%{{.*}}) ints [0] : (memref<16x8xf32>)
+// DP-NEXT: rt.kernel all_reduce(%{{.*}}) ints [0] : (memref<8xf32>)
+// DP: rt.step [@begin_step, @microbatch_step, @apply_step]
+
+// Microbatches: the step calls the microbatch step on each half of the
+// batch in turn, with no communication.
+// MB: rt.plan mesh ["dp", "pp", "tp"] = [1, 1, 1] seq 4 vocab 16 batch 2 microbatches 2
+// MB-NOT: groups
+// MB: rt.func @microbatch_step args(%{{.*}}, %{{.*}} : memref<1x4xi32>, memref<1x4xi32>)
+// MB-NOT: all_reduce
+// MB: rt.step [@begin_step, @microbatch_step, @microbatch_step, @apply_step] microbatches [0, 0, 1, 0]
+
+// DP4: error: 'func.func' op batch 2 of argument 0 is not divisible by dp=4
+// DPMB: error: 'func.func' op batch 1 of argument 0 is not divisible by dp=2
 // SCHEDULE: error: --triad-train-pipeline: schedule 'round-robin' is unknown (gpipe, 1f1b, interleaved or zero-bubble)
 // VIRTUAL: error: --triad-train-pipeline: virtual-stages=2 needs schedule=interleaved
 // RECOMPUTE: error: --triad-train-pipeline: recompute 'some' is unknown (none, selective or full)

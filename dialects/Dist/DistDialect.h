@@ -1,0 +1,49 @@
+//===- DistDialect.h - the dist mesh and layout dialect ------------*- C++
+//-*-===//
+//
+// Declares the `dist` dialect (L2): the device mesh, tensor layouts over it
+// and the collectives between layouts.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_DIALECTS_DIST_DISTDIALECT_H
+#define TRIAD_DIALECTS_DIST_DISTDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/Dist/DistDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Dist/DistAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/Dist/DistOps.h.inc"
+
+namespace triad::dist {
+
+/// Checks `layout` against `mesh` and, when `globalType` is given, against
+/// the global tensor type it lays out: as many dimensions, axes of the
+/// mesh, no axis twice, every split dimension divisible by its axes.
+/// Reports through `emitError`.
+mlir::LogicalResult
+verifyLayout(LayoutAttr layout, MeshOp mesh, mlir::RankedTensorType globalType,
+             llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
+/// The local type of a rank's piece of `globalType` under `layout`.
+mlir::RankedTensorType localType(mlir::RankedTensorType globalType,
+                                 LayoutAttr layout, MeshOp mesh);
+
+/// The layouts of `op`'s results (`dist.layouts`), or an empty list.
+llvm::SmallVector<LayoutAttr> getResultLayouts(mlir::Operation *op);
+void setResultLayouts(mlir::Operation *op, llvm::ArrayRef<LayoutAttr> layouts);
+
+} // namespace triad::dist
+
+#endif // TRIAD_DIALECTS_DIST_DISTDIALECT_H

@@ -1,0 +1,64 @@
+//===- ShardingRule.h - how an op's computation splits over a mesh -*- C++
+//-*-===//
+//
+// The sharding rule of a triad op, in factors: every dimension of every
+// operand and result is one factor of the op's iteration space (or none),
+// and dimensions that share a factor are split together. Splitting a factor
+// over mesh axes splits each dimension it maps to; a result without that
+// factor (a contraction, a sum, the loss over a split batch) becomes partial
+// over those axes. `Whole` factors (a normalized dimension, the sequence of
+// attention, a sliced dimension) must not be split: the sharding passes
+// gather them first.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_DIALECTS_TRIAD_SHARDINGRULE_H
+#define TRIAD_DIALECTS_TRIAD_SHARDINGRULE_H
+
+#include "llvm/ADT/SmallVector.h"
+#include <cstdint>
+
+namespace triad {
+
+class ShardingRule {
+public:
+  /// A dimension that belongs to no factor (a broadcast dimension, or one
+  /// the op cannot split): it must stay whole.
+  static constexpr int64_t kNoFactor = -1;
+
+  enum class Linearity {
+    /// A partial operand must be reduced before the op.
+    None,
+    /// The results are linear in each operand listed in `linearOperands`
+    /// while the others are fixed: one partial operand among them passes
+    /// its partial axes on (matmul, mul, a gradient rule in its dy).
+    Each,
+    /// The results are linear in all tensor operands together: operands
+    /// partial over the same axes pass them on (add, concat).
+    Joint,
+  };
+
+  /// Adds a factor of `size` elements; `whole` factors are never split.
+  int64_t addFactor(int64_t size, bool whole = false) {
+    sizes.push_back(size);
+    wholeFactors.push_back(whole);
+    return sizes.size() - 1;
+  }
+  void addOperand(llvm::ArrayRef<int64_t> dims) {
+    operands.emplace_back(dims.begin(), dims.end());
+  }
+  void addResult(llvm::ArrayRef<int64_t> dims) {
+    results.emplace_back(dims.begin(), dims.end());
+  }
+
+  llvm::SmallVector<int64_t> sizes;
+  llvm::SmallVector<bool> wholeFactors;
+  /// Per operand and result, the factor of each dimension.
+  llvm::SmallVector<llvm::SmallVector<int64_t>> operands, results;
+  Linearity linearity = Linearity::None;
+  llvm::SmallVector<unsigned> linearOperands;
+};
+
+} // namespace triad
+
+#endif // TRIAD_DIALECTS_TRIAD_SHARDINGRULE_H

@@ -1,0 +1,530 @@
+//===- TriadSharding.cpp - sharding rules of the triad ops ----------------===//
+//
+// The ShardingRuleOpInterface of every computing op: its factors, which
+// of them must stay whole and where it is linear. Ops whose attributes
+// count heads or slice sizes also build their local form.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Triad/TriadOps.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace triad;
+
+using Linearity = ShardingRule::Linearity;
+static constexpr int64_t kNone = ShardingRule::kNoFactor;
+
+Operation *triad::cloneWithTypes(OpBuilder &builder, Operation *op,
+                                 ValueRange operands, TypeRange resultTypes) {
+  OperationState state(op->getLoc(), op->getName());
+  state.addOperands(operands);
+  state.addTypes(resultTypes);
+  for (NamedAttribute attr : op->getAttrs())
+    if (attr.getName().getValue() != "dist.layouts")
+      state.addAttribute(attr.getName(), attr.getValue());
+  return builder.create(state);
+}
+
+namespace {
+
+ArrayRef<int64_t> shapeOf(Value value) {
+  return cast<ShapedType>(value.getType()).getShape();
+}
+
+/// One new factor per dimension of `shape`.
+SmallVector<int64_t> newFactors(ShardingRule &rule, ArrayRef<int64_t> shape,
+                                bool whole = false) {
+  SmallVector<int64_t> factors;
+  for (int64_t size : shape)
+    factors.push_back(rule.addFactor(size, whole));
+  return factors;
+}
+
+/// The factors of the trailing `rank` dimensions of `factors`.
+SmallVector<int64_t> trailing(ArrayRef<int64_t> factors, int64_t rank) {
+  return SmallVector<int64_t>(factors.drop_front(factors.size() - rank));
+}
+
+/// Ops whose operands share the trailing dimensions of the first result
+/// (same shape, a trailing vector such as a bias, or a scalar), one factor
+/// per dimension of the result.
+ShardingRule elementwise(Operation *op, Linearity linearity = Linearity::None,
+                         ArrayRef<unsigned> linearOperands = {}) {
+  ShardingRule rule;
+  SmallVector<int64_t> factors = newFactors(rule, shapeOf(op->getResult(0)));
+  for (Value operand : op->getOperands())
+    rule.addOperand(trailing(factors, shapeOf(operand).size()));
+  for (Value result : op->getResults())
+    rule.addResult(trailing(factors, shapeOf(result).size()));
+  rule.linearity = linearity;
+  rule.linearOperands.assign(linearOperands.begin(), linearOperands.end());
+  return rule;
+}
+
+/// Marks the factors of the last `count` dimensions of `factors` whole.
+void keepWhole(ShardingRule &rule, ArrayRef<int64_t> factors, int64_t count) {
+  for (int64_t factor : factors.take_back(count))
+    rule.wholeFactors[factor] = true;
+}
+
+/// Normalizations over the last dimension: x[..., h], vectors [h].
+ShardingRule normalization(Operation *op, Linearity linearity = Linearity::None,
+                           ArrayRef<unsigned> linearOperands = {}) {
+  ShardingRule rule = elementwise(op, linearity, linearOperands);
+  keepWhole(rule, rule.results[0], 1);
+  return rule;
+}
+
+/// Attention-like ops: [batch, seq, heads * head_dim] tensors split by
+/// batch and by groups of heads (a query group shares one kv head, so the
+/// kv heads count the groups); the sequence stays whole.
+ShardingRule attentionRule(Operation *op, int64_t kvHeads, unsigned tensors,
+                           Value prefix, Value slopes) {
+  ShardingRule rule;
+  ArrayRef<int64_t> q = shapeOf(op->getOperand(0));
+  int64_t batch = rule.addFactor(q[0]);
+  int64_t seq = rule.addFactor(q[1], /*whole=*/true);
+  int64_t groups = rule.addFactor(kvHeads);
+  for (Value operand : op->getOperands()) {
+    if (operand == prefix)
+      rule.addOperand({batch});
+    else if (operand == slopes)
+      rule.addOperand({groups});
+    else
+      rule.addOperand({batch, seq, groups});
+  }
+  for (unsigned i = 0; i < op->getNumResults(); ++i)
+    rule.addResult({batch, seq, groups});
+  (void)tensors;
+  return rule;
+}
+
+/// The number of pieces of the head-group factor of an attention-like op.
+int64_t headParts(ArrayRef<int64_t> factorParts) {
+  return factorParts.size() > 2 ? factorParts[2] : 1;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Embedding and matmul
+//===----------------------------------------------------------------------===//
+
+ShardingRule EmbeddingOp::getShardingRule() {
+  ShardingRule rule;
+  SmallVector<int64_t> ids = newFactors(rule, shapeOf(getIds()));
+  ArrayRef<int64_t> table = shapeOf(getTable());
+  int64_t vocab = rule.addFactor(table[0], /*whole=*/true);
+  int64_t hidden = rule.addFactor(table[1]);
+  rule.addOperand(ids);
+  rule.addOperand({vocab, hidden});
+  SmallVector<int64_t> result = ids;
+  result.push_back(hidden);
+  rule.addResult(result);
+  rule.linearity = Linearity::Each;
+  rule.linearOperands = {1};
+  return rule;
+}
+
+ShardingRule MatmulOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs());
+  int64_t rank = lhs.size();
+  SmallVector<int64_t> batch = newFactors(rule, lhs.take_front(rank - 2));
+  int64_t rowDim = getTransposeLhs() ? rank - 1 : rank - 2;
+  int64_t row = rule.addFactor(lhs[rowDim]);
+  int64_t contract =
+      rule.addFactor(lhs[getTransposeLhs() ? rank - 2 : rank - 1]);
+  int64_t rhsRank = rhs.size();
+  int64_t col =
+      rule.addFactor(rhs[getTransposeRhs() ? rhsRank - 2 : rhsRank - 1]);
+  SmallVector<int64_t> lhsDims = batch;
+  lhsDims.append(getTransposeLhs() ? SmallVector<int64_t>{contract, row}
+                                   : SmallVector<int64_t>{row, contract});
+  SmallVector<int64_t> rhsDims =
+      rhsRank == rank ? batch : SmallVector<int64_t>();
+  rhsDims.append(getTransposeRhs() ? SmallVector<int64_t>{col, contract}
+                                   : SmallVector<int64_t>{contract, col});
+  SmallVector<int64_t> result = batch;
+  result.append({row, col});
+  rule.addOperand(lhsDims);
+  rule.addOperand(rhsDims);
+  rule.addResult(result);
+  rule.linearity = Linearity::Each;
+  rule.linearOperands = {0, 1};
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+ShardingRule AddOp::getShardingRule() {
+  return elementwise(*this, Linearity::Joint);
+}
+ShardingRule MulOp::getShardingRule() {
+  return elementwise(*this, Linearity::Each, {0, 1});
+}
+ShardingRule ScaleOp::getShardingRule() {
+  return elementwise(*this, Linearity::Each, {0});
+}
+ShardingRule BiasAddOp::getShardingRule() {
+  return elementwise(*this, Linearity::Joint);
+}
+ShardingRule GeluOp::getShardingRule() { return elementwise(*this); }
+ShardingRule FastGeluOp::getShardingRule() { return elementwise(*this); }
+ShardingRule ReluOp::getShardingRule() { return elementwise(*this); }
+ShardingRule SiluOp::getShardingRule() { return elementwise(*this); }
+ShardingRule SwigluOp::getShardingRule() { return elementwise(*this); }
+ShardingRule GegluOp::getShardingRule() { return elementwise(*this); }
+ShardingRule CastOp::getShardingRule() { return elementwise(*this); }
+ShardingRule ActivationGradOp::getShardingRule() {
+  return elementwise(*this, Linearity::Each, {1});
+}
+ShardingRule SelectOp::getShardingRule() { return elementwise(*this); }
+ShardingRule AdamWUpdateOp::getShardingRule() { return elementwise(*this); }
+
+// Dropout's mask is a function of the global element index: its pieces
+// would need their global offsets, so it runs on whole tensors for now.
+ShardingRule DropoutOp::getShardingRule() {
+  ShardingRule rule = elementwise(*this);
+  keepWhole(rule, rule.results[0], rule.results[0].size());
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization, attention, rotary embeddings
+//===----------------------------------------------------------------------===//
+
+ShardingRule LayerNormOp::getShardingRule() { return normalization(*this); }
+ShardingRule RmsNormOp::getShardingRule() { return normalization(*this); }
+
+// dx keeps the leading factors; dgamma has only the hidden one, so a split
+// batch makes it partial.
+static ShardingRule normalizationGrad(Operation *op) {
+  ShardingRule rule;
+  SmallVector<int64_t> factors = newFactors(rule, shapeOf(op->getOperand(0)));
+  rule.wholeFactors[factors.back()] = true;
+  rule.addOperand(factors);
+  rule.addOperand({factors.back()});
+  rule.addOperand(factors);
+  rule.addResult(factors);
+  rule.addResult({factors.back()});
+  rule.linearity = Linearity::Each;
+  rule.linearOperands = {2};
+  return rule;
+}
+ShardingRule LayerNormGradOp::getShardingRule() {
+  return normalizationGrad(*this);
+}
+ShardingRule RmsNormGradOp::getShardingRule() {
+  return normalizationGrad(*this);
+}
+
+ShardingRule AttentionOp::getShardingRule() {
+  return attentionRule(*this, getKvHeads(), 3, getPrefixLengths(),
+                       getAlibiSlopes());
+}
+
+Operation *AttentionOp::buildLocal(OpBuilder &builder, ValueRange operands,
+                                   TypeRange resultTypes,
+                                   ArrayRef<int64_t> factorParts) {
+  Operation *local = cloneWithTypes(builder, *this, operands, resultTypes);
+  auto attention = cast<AttentionOp>(local);
+  int64_t parts = headParts(factorParts);
+  attention.setHeads(getHeads() / parts);
+  attention.setKvHeads(getKvHeads() / parts);
+  return local;
+}
+
+ShardingRule AttentionGradOp::getShardingRule() {
+  ShardingRule rule = attentionRule(*this, getKvHeads(), 4, getPrefixLengths(),
+                                    getAlibiSlopes());
+  rule.linearity = Linearity::Each;
+  rule.linearOperands = {getNumOperands() - 1};
+  return rule;
+}
+
+Operation *AttentionGradOp::buildLocal(OpBuilder &builder, ValueRange operands,
+                                       TypeRange resultTypes,
+                                       ArrayRef<int64_t> factorParts) {
+  Operation *local = cloneWithTypes(builder, *this, operands, resultTypes);
+  auto grad = cast<AttentionGradOp>(local);
+  int64_t parts = headParts(factorParts);
+  grad.setHeads(getHeads() / parts);
+  grad.setKvHeads(getKvHeads() / parts);
+  return local;
+}
+
+// Rotary embeddings rotate each head's features by the position: the
+// sequence stays whole, heads split.
+static ShardingRule ropeRule(Operation *op, int64_t heads, bool linear) {
+  ShardingRule rule;
+  ArrayRef<int64_t> x = shapeOf(op->getOperand(0));
+  int64_t batch = rule.addFactor(x[0]);
+  int64_t seq = rule.addFactor(x[1], /*whole=*/true);
+  int64_t groups = rule.addFactor(heads);
+  rule.addOperand({batch, seq, groups});
+  rule.addResult({batch, seq, groups});
+  if (linear) {
+    rule.linearity = Linearity::Each;
+    rule.linearOperands = {0};
+  }
+  return rule;
+}
+
+ShardingRule RopeOp::getShardingRule() {
+  return ropeRule(*this, getHeads(), /*linear=*/true);
+}
+
+Operation *RopeOp::buildLocal(OpBuilder &builder, ValueRange operands,
+                              TypeRange resultTypes,
+                              ArrayRef<int64_t> factorParts) {
+  Operation *local = cloneWithTypes(builder, *this, operands, resultTypes);
+  cast<RopeOp>(local).setHeads(getHeads() / headParts(factorParts));
+  return local;
+}
+
+ShardingRule RopeGradOp::getShardingRule() {
+  return ropeRule(*this, getHeads(), /*linear=*/true);
+}
+
+Operation *RopeGradOp::buildLocal(OpBuilder &builder, ValueRange operands,
+                                  TypeRange resultTypes,
+                                  ArrayRef<int64_t> factorParts) {
+  Operation *local = cloneWithTypes(builder, *this, operands, resultTypes);
+  cast<RopeGradOp>(local).setHeads(getHeads() / headParts(factorParts));
+  return local;
+}
+
+//===----------------------------------------------------------------------===//
+// Shape ops
+//===----------------------------------------------------------------------===//
+
+// A reshape groups the dimensions of its input and result into runs of
+// equal products (merging [b, s] into [b*s], or splitting it back). Only the
+// outermost dimension of a run carries a factor: splitting it splits the
+// run's leading dimension on both sides into the same contiguous pieces.
+// Other dimensions of a run stay whole.
+ShardingRule ReshapeOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(getX()), out = shapeOf(getResult());
+  SmallVector<int64_t> inDims(in.size(), kNone), outDims(out.size(), kNone);
+  size_t i = 0, o = 0;
+  while (i < in.size() && o < out.size()) {
+    int64_t inProduct = in[i], outProduct = out[o];
+    size_t iEnd = i + 1, oEnd = o + 1;
+    while (inProduct != outProduct) {
+      if (inProduct < outProduct && iEnd < in.size())
+        inProduct *= in[iEnd++];
+      else if (outProduct < inProduct && oEnd < out.size())
+        outProduct *= out[oEnd++];
+      else
+        break;
+    }
+    int64_t factor = rule.addFactor(std::min(in[i], out[o]));
+    inDims[i] = factor;
+    outDims[o] = factor;
+    i = iEnd;
+    o = oEnd;
+  }
+  rule.addOperand(inDims);
+  rule.addResult(outDims);
+  rule.linearity = Linearity::Each;
+  rule.linearOperands = {0};
+  return rule;
+}
+
+ShardingRule TransposeOp::getShardingRule() {
+  ShardingRule rule;
+  SmallVector<int64_t> in = newFactors(rule, shapeOf(getX()));
+  SmallVector<int64_t> out;
+  for (int64_t dim : getPermutation())
+    out.push_back(in[dim]);
+  rule.addOperand(in);
+  rule.addResult(out);
+  rule.linearity = Linearity::Each;
+  rule.linearOperands = {0};
+  return rule;
+}
+
+// Sliced dimensions stay whole; the others pass through.
+ShardingRule SliceOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(getX());
+  SmallVector<int64_t> dims;
+  for (auto [dim, size] : llvm::enumerate(in))
+    dims.push_back(rule.addFactor(size, getOffsets()[dim] != 0 ||
+                                            getSizes()[dim] != size));
+  rule.addOperand(dims);
+  rule.addResult(dims);
+  rule.linearity = Linearity::Each;
+  rule.linearOperands = {0};
+  return rule;
+}
+
+Operation *SliceOp::buildLocal(OpBuilder &builder, ValueRange operands,
+                               TypeRange resultTypes, ArrayRef<int64_t>) {
+  Operation *local = cloneWithTypes(builder, *this, operands, resultTypes);
+  cast<SliceOp>(local).setSizes(cast<ShapedType>(resultTypes[0]).getShape());
+  return local;
+}
+
+ShardingRule ConcatOp::getShardingRule() {
+  ShardingRule rule;
+  SmallVector<int64_t> dims = newFactors(rule, shapeOf(getResult()));
+  rule.wholeFactors[dims[getDim()]] = true;
+  for (unsigned i = 0; i < getInputs().size(); ++i)
+    rule.addOperand(dims);
+  rule.addResult(dims);
+  rule.linearity = Linearity::Joint;
+  return rule;
+}
+
+// Dimensions of the result that repeat the input (new leading ones, or
+// ones expanded from 1) have no factor in the input: splitting them keeps
+// the input whole.
+ShardingRule BroadcastOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(getX()), out = shapeOf(getResult());
+  SmallVector<int64_t> outDims = newFactors(rule, out);
+  SmallVector<int64_t> inDims;
+  size_t offset = out.size() - in.size();
+  for (auto [dim, size] : llvm::enumerate(in))
+    inDims.push_back(size == out[offset + dim] ? outDims[offset + dim] : kNone);
+  rule.addOperand(inDims);
+  rule.addResult(outDims);
+  rule.linearity = Linearity::Each;
+  rule.linearOperands = {0};
+  return rule;
+}
+
+ShardingRule PadOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(getX()), out = shapeOf(getResult());
+  SmallVector<int64_t> inDims, outDims;
+  for (auto [dim, size] : llvm::enumerate(in)) {
+    if (size == out[dim]) {
+      int64_t factor = rule.addFactor(size);
+      inDims.push_back(factor);
+      outDims.push_back(factor);
+    } else {
+      inDims.push_back(rule.addFactor(size, /*whole=*/true));
+      outDims.push_back(rule.addFactor(out[dim], /*whole=*/true));
+    }
+  }
+  rule.addOperand(inDims);
+  rule.addResult(outDims);
+  rule.linearity = Linearity::Each;
+  rule.linearOperands = {0};
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and losses
+//===----------------------------------------------------------------------===//
+
+// Summed dimensions are factors the result lacks: a split one makes the
+// result partial.
+ShardingRule SumOp::getShardingRule() {
+  ShardingRule rule;
+  SmallVector<int64_t> in = newFactors(rule, shapeOf(getX()));
+  SmallVector<int64_t> out;
+  for (auto [dim, factor] : llvm::enumerate(in))
+    if (!llvm::is_contained(getDims(), static_cast<int64_t>(dim)))
+      out.push_back(factor);
+  rule.addOperand(in);
+  rule.addResult(out);
+  rule.linearity = Linearity::Each;
+  rule.linearOperands = {0};
+  return rule;
+}
+
+// A mean divides by the global count of its dimensions: they stay whole.
+ShardingRule MeanOp::getShardingRule() {
+  ShardingRule rule;
+  SmallVector<int64_t> in;
+  SmallVector<int64_t> out;
+  for (auto [dim, size] : llvm::enumerate(shapeOf(getX()))) {
+    bool reduced = llvm::is_contained(getDims(), static_cast<int64_t>(dim));
+    in.push_back(rule.addFactor(size, reduced));
+    if (!reduced)
+      out.push_back(in.back());
+  }
+  rule.addOperand(in);
+  rule.addResult(out);
+  rule.linearity = Linearity::Each;
+  rule.linearOperands = {0};
+  return rule;
+}
+
+// The loss is the mean over the tokens of the batch; split by samples or
+// positions, each piece's loss is its own tokens' mean, partial in the
+// token-weighted sense: the step combines pieces (microbatches and
+// data-parallel ranks alike) weighted by their counts of non-ignored
+// labels. The vocabulary stays whole.
+ShardingRule CrossEntropyOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> logits = shapeOf(getLogits());
+  SmallVector<int64_t> tokens = newFactors(rule, logits.drop_back());
+  int64_t vocab = rule.addFactor(logits.back(), /*whole=*/true);
+  SmallVector<int64_t> logitDims = tokens;
+  logitDims.push_back(vocab);
+  rule.addOperand(logitDims);
+  rule.addOperand(tokens);
+  rule.addResult({});
+  return rule;
+}
+
+// The gradient of a piece's mean loss: partial in the same token-weighted
+// sense as the loss.
+ShardingRule CrossEntropyGradOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> logits = shapeOf(getLogits());
+  SmallVector<int64_t> tokens = newFactors(rule, logits.drop_back());
+  int64_t vocab = rule.addFactor(logits.back(), /*whole=*/true);
+  SmallVector<int64_t> logitDims = tokens;
+  logitDims.push_back(vocab);
+  rule.addOperand(logitDims);
+  rule.addOperand(tokens);
+  rule.addOperand({});
+  rule.addResult(logitDims);
+  rule.linearity = Linearity::Each;
+  rule.linearOperands = {2};
+  return rule;
+}
+
+ShardingRule EmbeddingGradOp::getShardingRule() {
+  ShardingRule rule;
+  SmallVector<int64_t> ids = newFactors(rule, shapeOf(getIds()));
+  ArrayRef<int64_t> table = shapeOf(getResult());
+  int64_t vocab = rule.addFactor(table[0], /*whole=*/true);
+  int64_t hidden = rule.addFactor(table[1]);
+  SmallVector<int64_t> dy = ids;
+  dy.push_back(hidden);
+  rule.addOperand(ids);
+  rule.addOperand(dy);
+  rule.addResult({vocab, hidden});
+  rule.linearity = Linearity::Each;
+  rule.linearOperands = {1};
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+// Squares do not sum over pending sums: a partial operand is reduced first;
+// a split one leaves a partial sum of squares.
+ShardingRule SumSquaresOp::getShardingRule() {
+  ShardingRule rule;
+  rule.addOperand(newFactors(rule, shapeOf(getX())));
+  rule.addResult({});
+  return rule;
+}
+
+ShardingRule LrScheduleOp::getShardingRule() { return elementwise(*this); }
+ShardingRule ClipCoefficientOp::getShardingRule() { return elementwise(*this); }
+ShardingRule LossScaleUpdateOp::getShardingRule() { return elementwise(*this); }

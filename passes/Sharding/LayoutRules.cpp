@@ -1,0 +1,149 @@
+//===- LayoutRules.cpp - layouts of an op's values from its rule ----------===//
+
+#include "passes/Sharding/LayoutRules.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace triad;
+using namespace triad::dist;
+
+namespace triad::sharding {
+
+LayoutAttr replicatedFor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return LayoutAttr::getReplicated(type.getContext(),
+                                   tensor ? tensor.getRank() : 0);
+}
+
+bool isDistributed(LayoutAttr layout, MeshOp mesh) {
+  for (int64_t dim = 0; dim < layout.getRank(); ++dim)
+    if (mesh.getGroupSize(layout.getSplitAxes(dim)) > 1)
+      return true;
+  return mesh.getGroupSize(layout.getPartialAxes()) > 1;
+}
+
+LayoutDecision decideLayouts(const ShardingRule &rule,
+                             ArrayRef<LayoutAttr> operandLayouts, MeshOp mesh,
+                             MLIRContext *context) {
+  size_t factors = rule.sizes.size();
+  SmallVector<SmallVector<StringRef>> factorAxes(factors);
+  llvm::StringSet<> used;
+  auto axesFree = [&](ArrayRef<StringRef> axes) {
+    return llvm::none_of(axes, [&](StringRef a) { return used.contains(a); });
+  };
+
+  // Splits, in operand order.
+  for (auto [operand, layout] : llvm::enumerate(operandLayouts)) {
+    for (int64_t dim = 0; dim < layout.getRank(); ++dim) {
+      SmallVector<StringRef> axes = layout.getSplitAxes(dim);
+      if (axes.empty() || dim >= (int64_t)rule.operands[operand].size())
+        continue;
+      int64_t factor = rule.operands[operand][dim];
+      if (factor == ShardingRule::kNoFactor || rule.wholeFactors[factor] ||
+          !factorAxes[factor].empty() || !axesFree(axes) ||
+          rule.sizes[factor] % mesh.getGroupSize(axes) != 0)
+        continue;
+      factorAxes[factor] = axes;
+      for (StringRef axis : axes)
+        used.insert(axis);
+    }
+  }
+
+  // Pending sums that pass through.
+  SmallVector<SmallVector<StringRef>> partial;
+  for (LayoutAttr layout : operandLayouts)
+    partial.push_back(layout.getPartialAxes());
+  SmallVector<StringRef> passed;
+  SmallVector<bool> keepsPartial(operandLayouts.size(), false);
+  auto anyPartial = llvm::any_of(partial, [](auto &p) { return !p.empty(); });
+  if (anyPartial) {
+    using Linearity = ShardingRule::Linearity;
+    if (rule.linearity == Linearity::Joint &&
+        llvm::all_of(partial, [&](auto &p) { return p == partial.front(); }) &&
+        axesFree(partial.front())) {
+      passed = partial.front();
+      keepsPartial.assign(operandLayouts.size(), true);
+    } else if (rule.linearity == Linearity::Each) {
+      SmallVector<unsigned> partialOperands;
+      for (auto [i, p] : llvm::enumerate(partial))
+        if (!p.empty())
+          partialOperands.push_back(i);
+      if (partialOperands.size() == 1 &&
+          llvm::is_contained(rule.linearOperands, partialOperands.front()) &&
+          axesFree(partial[partialOperands.front()])) {
+        passed = partial[partialOperands.front()];
+        keepsPartial[partialOperands.front()] = true;
+      }
+    }
+  }
+
+  LayoutDecision decision;
+  auto layoutOf = [&](ArrayRef<int64_t> dims, ArrayRef<StringRef> partialAxes) {
+    SmallVector<ArrayAttr> split;
+    for (int64_t factor : dims) {
+      SmallVector<Attribute> axes;
+      if (factor != ShardingRule::kNoFactor)
+        for (StringRef axis : factorAxes[factor])
+          axes.push_back(StringAttr::get(context, axis));
+      split.push_back(ArrayAttr::get(context, axes));
+    }
+    SmallVector<Attribute> pending;
+    for (StringRef axis : partialAxes)
+      pending.push_back(StringAttr::get(context, axis));
+    return LayoutAttr::get(context, split, ArrayAttr::get(context, pending));
+  };
+  for (auto [operand, dims] : llvm::enumerate(rule.operands))
+    decision.operands.push_back(layoutOf(dims, keepsPartial[operand]
+                                                   ? ArrayRef<StringRef>(passed)
+                                                   : ArrayRef<StringRef>()));
+  for (ArrayRef<int64_t> dims : rule.results) {
+    llvm::SetVector<StringRef> pending(passed.begin(), passed.end());
+    for (size_t factor = 0; factor < factors; ++factor)
+      if (!llvm::is_contained(dims, (int64_t)factor))
+        pending.insert(factorAxes[factor].begin(), factorAxes[factor].end());
+    decision.results.push_back(layoutOf(dims, pending.getArrayRef()));
+  }
+  for (ArrayRef<StringRef> axes : factorAxes)
+    decision.factorParts.push_back(mesh.getGroupSize(axes));
+  return decision;
+}
+
+FailureOr<MeshOp> getOrCreateMesh(ModuleOp module, int64_t dp, int64_t tp,
+                                  int64_t pp, StringRef order) {
+  SmallVector<StringRef> names;
+  order.split(names, ',');
+  llvm::StringMap<int64_t> sizeOf = {{"dp", dp}, {"tp", tp}, {"pp", pp}};
+  SmallVector<StringRef> axes;
+  SmallVector<int64_t> sizes;
+  for (StringRef name : names) {
+    name = name.trim();
+    auto it = sizeOf.find(name);
+    if (it == sizeOf.end() || llvm::is_contained(axes, name))
+      return emitError(module.getLoc(), "order '")
+             << order << "' must list dp, tp and pp once each";
+    axes.push_back(it->first());
+    sizes.push_back(it->second);
+  }
+  if (axes.size() != 3)
+    return emitError(module.getLoc(), "order '")
+           << order << "' must list dp, tp and pp once each";
+  if (dp < 1 || tp < 1 || pp < 1)
+    return emitError(module.getLoc(), "dp, tp and pp must be at least 1");
+  if (MeshOp mesh = MeshOp::lookup(module)) {
+    for (auto [name, size] : llvm::zip(axes, sizes))
+      if (size != 1 && mesh.getAxisSize(name).value_or(1) != size)
+        return emitError(module.getLoc(), "the module's mesh has ")
+               << name << "=" << mesh.getAxisSize(name).value_or(1)
+               << " but the options ask for " << name << "=" << size;
+    return mesh;
+  }
+  OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
+  return MeshOp::create(builder, module.getLoc(), "mesh",
+                        builder.getStrArrayAttr(axes),
+                        builder.getDenseI64ArrayAttr(sizes));
+}
+
+} // namespace triad::sharding

@@ -1,0 +1,69 @@
+//===- LayoutRules.h - layouts of an op's values from its rule ----*- C++
+//-*-===//
+//
+// Shared by the sharding passes: given the layouts of an op's operands,
+// its sharding rule decides which factors are split over which mesh axes,
+// the layouts the operands must have (a collective makes them so when they
+// differ) and the layouts of the results.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_PASSES_SHARDING_LAYOUTRULES_H
+#define TRIAD_PASSES_SHARDING_LAYOUTRULES_H
+
+#include "dialects/Dist/DistDialect.h"
+#include "dialects/Triad/TriadOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace triad::sharding {
+
+struct LayoutDecision {
+  /// The layout each operand must have when the op runs.
+  llvm::SmallVector<dist::LayoutAttr> operands;
+  llvm::SmallVector<dist::LayoutAttr> results;
+  /// Per factor of the rule, the number of pieces it is split into.
+  llvm::SmallVector<int64_t> factorParts;
+};
+
+/// Decides the layouts of `op` from `operandLayouts` (one per operand). A
+/// factor is split over the axes of the first operand dimension that splits
+/// it, unless it is whole, the axes are taken or do not divide it: then
+/// that operand is gathered. A partial operand stays partial where the op
+/// is linear in it; otherwise it is reduced first.
+LayoutDecision decideLayouts(const ShardingRule &rule,
+                             llvm::ArrayRef<dist::LayoutAttr> operandLayouts,
+                             dist::MeshOp mesh, mlir::MLIRContext *context);
+
+/// A replicated layout for `type` (rank 0 for non-tensors).
+dist::LayoutAttr replicatedFor(mlir::Type type);
+
+/// Whether `layout` splits or reduces over an axis of more than one rank.
+bool isDistributed(dist::LayoutAttr layout, dist::MeshOp mesh);
+
+/// The module's mesh; when it has none, one named @mesh with axes dp, tp
+/// and pp of the given sizes in `order` (slowest first). Errors (at the
+/// module) when `order` does not list the three axes once each, or a size
+/// is below 1, or an existing mesh disagrees with the sizes.
+mlir::FailureOr<dist::MeshOp> getOrCreateMesh(mlir::ModuleOp module, int64_t dp,
+                                              int64_t tp, int64_t pp,
+                                              llvm::StringRef order);
+
+/// Gives every tensor value of the module's functions a layout on `mesh`
+/// (shard-propagate): the data arguments split their batch over
+/// `batchAxis`. `funcs` are the functions, the microbatch step first.
+mlir::LogicalResult propagateLayouts(mlir::ModuleOp module, dist::MeshOp mesh,
+                                     llvm::StringRef batchAxis,
+                                     llvm::ArrayRef<mlir::func::FuncOp> funcs);
+
+/// Rewrites `func` to local shapes on `mesh` with the collectives its
+/// layouts need (partition); returns the number of collectives inserted.
+/// Without `allowCollectives`, needing one is an error that says so.
+mlir::FailureOr<int64_t> partitionFunction(mlir::ModuleOp module,
+                                           dist::MeshOp mesh,
+                                           mlir::func::FuncOp func,
+                                           int64_t bucketBytes,
+                                           bool allowCollectives);
+
+} // namespace triad::sharding
+
+#endif // TRIAD_PASSES_SHARDING_LAYOUTRULES_H

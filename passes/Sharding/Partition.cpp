@@ -1,0 +1,365 @@
+//===- Partition.cpp - local shapes and collectives -----------------------===//
+//
+// Rewrites every op of the module's functions to one rank's local shapes,
+// following the layouts shard-propagate chose, and inserts a collective
+// wherever a value's layout differs from the one its user needs. Partial
+// function arguments (gradients entering the apply step) are reduced once
+// at the function's start, in buckets.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Sharding/LayoutRules.h"
+#include "passes/Sharding/Passes.h"
+
+#include "dialects/Triad/TriadOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
+
+namespace triad {
+#define GEN_PASS_DEF_PARTITION
+#include "passes/Sharding/Passes.h.inc"
+} // namespace triad
+
+using namespace mlir;
+using namespace triad;
+using namespace triad::dist;
+using namespace triad::sharding;
+
+namespace {
+
+class Partitioner {
+public:
+  Partitioner(ModuleOp module, MeshOp mesh, int64_t bucketBytes,
+              bool allowCollectives)
+      : module(module), mesh(mesh), builder(module.getContext()),
+        bucketBytes(bucketBytes), allowCollectives(allowCollectives) {}
+
+  LogicalResult run(func::FuncOp func) {
+    Block &entry = func.getBody().front();
+    // Rules read global shapes: take them all before any op turns local.
+    func.walk([&](ShardingRuleOpInterface op) {
+      rules.try_emplace(op, op.getShardingRule());
+    });
+    for (BlockArgument arg : func.getArguments()) {
+      LayoutAttr layout = func.getArgAttrOfType<LayoutAttr>(
+          arg.getArgNumber(), DistDialect::kLayoutAttrName);
+      if (!layout)
+        layout = replicatedFor(arg.getType());
+      layouts[arg] = layout;
+      if (auto tensor = dyn_cast<RankedTensorType>(arg.getType()))
+        arg.setType(localType(tensor, layout, mesh));
+    }
+    reduceArgumentsAtEntry(func);
+    if (failedCollective || failed(partition(entry)))
+      return failure();
+
+    // The results keep the layouts propagation gave them.
+    Operation *terminator = entry.getTerminator();
+    builder.setInsertionPoint(terminator);
+    for (OpOperand &operand : terminator->getOpOperands()) {
+      auto wanted = func.getResultAttrOfType<LayoutAttr>(
+          operand.getOperandNumber(), DistDialect::kLayoutAttrName);
+      if (!wanted)
+        continue;
+      FailureOr<Value> value =
+          reshard(operand.get(), wanted, terminator->getLoc());
+      if (failed(value))
+        return failure();
+      operand.set(*value);
+    }
+    func.setType(FunctionType::get(func.getContext(), entry.getArgumentTypes(),
+                                   terminator->getOperandTypes()));
+    return success();
+  }
+
+  int64_t collectives = 0;
+
+private:
+  bool failedCollective = false;
+  LayoutAttr layoutOf(Value value) {
+    auto it = layouts.find(value);
+    return it != layouts.end() ? it->second : replicatedFor(value.getType());
+  }
+
+  /// Reduces the partial arguments of `func` at its start: one all_reduce
+  /// per bucket of consecutive arguments pending over the same axes.
+  void reduceArgumentsAtEntry(func::FuncOp func) {
+    Block &entry = func.getBody().front();
+    builder.setInsertionPointToStart(&entry);
+    SmallVector<BlockArgument> bucket;
+    SmallVector<StringRef> bucketAxes;
+    int64_t bytes = 0;
+    auto flush = [&] {
+      if (bucket.empty())
+        return;
+      SmallVector<Value> inputs(bucket.begin(), bucket.end());
+      if (failed(checkCollectiveAllowed(func.getLoc(), layoutOf(bucket[0]),
+                                        layoutOf(bucket[0]).withPartial({}))))
+        return;
+      auto reduce = AllReduceOp::create(builder, func.getLoc(),
+                                        ValueRange(inputs).getTypes(), inputs,
+                                        builder.getStrArrayAttr(bucketAxes));
+      ++collectives;
+      for (auto [arg, result] : llvm::zip(bucket, reduce.getResults())) {
+        arg.replaceAllUsesExcept(result, reduce);
+        layouts[result] = layoutOf(arg).withPartial({});
+      }
+      setResultLayouts(
+          reduce, llvm::map_to_vector(reduce.getResults(), [&](Value result) {
+            return layoutOf(result);
+          }));
+      bucket.clear();
+      bytes = 0;
+    };
+    for (BlockArgument arg : func.getArguments()) {
+      LayoutAttr layout = layoutOf(arg);
+      SmallVector<StringRef> axes = layout.getPartialAxes();
+      if (mesh.getGroupSize(axes) <= 1 || arg.use_empty())
+        continue;
+      auto tensor = cast<RankedTensorType>(arg.getType());
+      int64_t size = tensor.getNumElements() *
+                     std::max<int64_t>(1, tensor.getElementTypeBitWidth() / 8);
+      if (!bucket.empty() && (axes != bucketAxes || bytes + size > bucketBytes))
+        flush();
+      bucket.push_back(arg);
+      bucketAxes = axes;
+      bytes += size;
+    }
+    flush();
+  }
+
+  LogicalResult checkCollectiveAllowed(Location loc, LayoutAttr from,
+                                       LayoutAttr to) {
+    if (allowCollectives)
+      return success();
+    failedCollective = true;
+    return emitError(loc, "needs communication between the pieces of mesh "
+                          "axis '")
+           << llvm::join(mesh.getAxes().getAsValueRange<StringAttr>(), ",")
+           << "' (from " << from << " to " << to << "), which cannot have any";
+  }
+
+  /// `value` (local, laid out as recorded) in layout `to`, through the
+  /// collectives that change one into the other.
+  FailureOr<Value> reshard(Value value, LayoutAttr to, Location loc) {
+    LayoutAttr from = layoutOf(value);
+    if (from == to)
+      return value;
+    auto fail = [&]() {
+      return emitError(loc, "cannot change layout ")
+             << from << " into " << to << " (not supported yet)";
+    };
+    SmallVector<StringRef> keep = to.getPartialAxes(), reduce;
+    for (StringRef axis : from.getPartialAxes()) {
+      if (!llvm::is_contained(keep, axis))
+        reduce.push_back(axis);
+    }
+    for (StringRef axis : keep)
+      if (!llvm::is_contained(from.getPartialAxes(), axis))
+        return fail();
+    LayoutAttr current = from;
+    if (!reduce.empty()) {
+      current = current.withPartial(keep);
+      if (mesh.getGroupSize(reduce) > 1) {
+        if (failed(checkCollectiveAllowed(loc, from, to)))
+          return failure();
+        std::optional<int64_t> scatterDim;
+        for (int64_t dim = 0; dim < to.getRank(); ++dim)
+          if (to.getSplitAxes(dim) == reduce && from.getSplitAxes(dim).empty())
+            scatterDim = dim;
+        if (scatterDim) {
+          auto type = cast<RankedTensorType>(value.getType());
+          SmallVector<int64_t> shape(type.getShape());
+          shape[*scatterDim] /= mesh.getGroupSize(reduce);
+          value = ReduceScatterOp::create(builder, loc, type.clone(shape),
+                                          value, *scatterDim,
+                                          builder.getStrArrayAttr(reduce));
+          current = current.withSplit(*scatterDim, reduce);
+        } else {
+          value = AllReduceOp::create(builder, loc, TypeRange{value.getType()},
+                                      ValueRange{value},
+                                      builder.getStrArrayAttr(reduce))
+                      .getResult(0);
+        }
+        ++collectives;
+        setResultLayouts(value.getDefiningOp(), {current});
+      }
+      layouts[value] = current;
+    }
+    for (int64_t dim = 0; dim < to.getRank(); ++dim) {
+      SmallVector<StringRef> have = current.getSplitAxes(dim);
+      SmallVector<StringRef> want = to.getSplitAxes(dim);
+      if (have == want)
+        continue;
+      if (!want.empty())
+        return fail();
+      current = current.withSplit(dim, {});
+      if (mesh.getGroupSize(have) > 1) {
+        if (failed(checkCollectiveAllowed(loc, from, to)))
+          return failure();
+        auto type = cast<RankedTensorType>(value.getType());
+        SmallVector<int64_t> shape(type.getShape());
+        shape[dim] *= mesh.getGroupSize(have);
+        value = AllGatherOp::create(builder, loc, type.clone(shape), value, dim,
+                                    builder.getStrArrayAttr(have));
+        ++collectives;
+        setResultLayouts(value.getDefiningOp(), {current});
+      }
+      layouts[value] = current;
+    }
+    layouts[value] = to;
+    return value;
+  }
+
+  LogicalResult partition(Block &block) {
+    for (Operation &op : llvm::make_early_inc_range(block))
+      if (failed(partition(op)))
+        return failure();
+    return success();
+  }
+
+  LogicalResult partition(Operation &op) {
+    SmallVector<LayoutAttr> resultLayouts = getResultLayouts(&op);
+    if (resultLayouts.size() != op.getNumResults() && op.getNumResults() != 0)
+      return op.emitOpError("has no layouts; run --triad-shard-propagate "
+                            "first");
+    builder.setInsertionPoint(&op);
+
+    if (auto assign = dyn_cast<AssignOp>(op)) {
+      Operation *symbol = SymbolTable::lookupSymbolIn(module, assign.getName());
+      auto declared =
+          symbol
+              ? symbol->getAttrOfType<LayoutAttr>(DistDialect::kLayoutAttrName)
+              : LayoutAttr();
+      FailureOr<Value> value = reshard(
+          assign.getValue(),
+          declared ? declared : replicatedFor(assign.getValue().getType()),
+          op.getLoc());
+      if (failed(value))
+        return failure();
+      assign.getValueMutable().assign(*value);
+      return success();
+    }
+    if (auto layer = dyn_cast<LayerOp>(op)) {
+      Block &body = layer.getBody().front();
+      for (auto [arg, input] :
+           llvm::zip(body.getArguments(), layer.getInputs())) {
+        arg.setType(input.getType());
+        layouts[arg] = layoutOf(input);
+      }
+      if (failed(partition(body)))
+        return failure();
+      SmallVector<LayoutAttr> yielded;
+      for (auto [result, value] :
+           llvm::zip(layer.getResults(), body.getTerminator()->getOperands())) {
+        result.setType(value.getType());
+        layouts[result] = layoutOf(value);
+        yielded.push_back(layoutOf(value));
+      }
+      setResultLayouts(layer, yielded);
+      return success();
+    }
+    auto sharded = dyn_cast<ShardingRuleOpInterface>(op);
+    if (!sharded) {
+      // Parameters, constants: local types from their layouts.
+      for (auto [result, layout] : llvm::zip(op.getResults(), resultLayouts)) {
+        if (auto tensor = dyn_cast<RankedTensorType>(result.getType())) {
+          if (failed(verifyLayout(layout, mesh, tensor,
+                                  [&] { return op.emitOpError(); })))
+            return failure();
+          if (isa<GetParamOp>(op))
+            result.setType(localType(tensor, layout, mesh));
+          else if (isDistributed(layout, mesh))
+            return op.emitOpError("cannot be split over the mesh");
+        }
+        layouts[result] = layout;
+      }
+      return success();
+    }
+
+    SmallVector<LayoutAttr> operandLayouts;
+    for (Value operand : op.getOperands())
+      operandLayouts.push_back(layoutOf(operand));
+    LayoutDecision decision =
+        decideLayouts(rules.at(&op), operandLayouts, mesh, op.getContext());
+    SmallVector<Value> operands;
+    for (auto [operand, wanted] :
+         llvm::zip(op.getOperands(), decision.operands)) {
+      FailureOr<Value> value = reshard(operand, wanted, op.getLoc());
+      if (failed(value))
+        return failure();
+      operands.push_back(*value);
+    }
+    SmallVector<Type> types;
+    for (auto [result, layout] : llvm::zip(op.getResults(), decision.results)) {
+      auto tensor = cast<RankedTensorType>(result.getType());
+      if (failed(verifyLayout(layout, mesh, tensor,
+                              [&] { return op.emitOpError(); })))
+        return failure();
+      types.push_back(localType(tensor, layout, mesh));
+    }
+    Operation *local =
+        sharded.buildLocal(builder, operands, types, decision.factorParts);
+    setResultLayouts(local, decision.results);
+    for (auto [result, layout] :
+         llvm::zip(local->getResults(), decision.results))
+      layouts[result] = layout;
+    op.replaceAllUsesWith(local->getResults());
+    op.erase();
+    return success();
+  }
+
+  ModuleOp module;
+  MeshOp mesh;
+  OpBuilder builder;
+  int64_t bucketBytes;
+  bool allowCollectives;
+  DenseMap<Value, LayoutAttr> layouts;
+  DenseMap<Operation *, ShardingRule> rules;
+};
+
+} // namespace
+
+FailureOr<int64_t> triad::sharding::partitionFunction(ModuleOp module,
+                                                      MeshOp mesh,
+                                                      func::FuncOp func,
+                                                      int64_t bucketBytes,
+                                                      bool allowCollectives) {
+  Partitioner partitioner(module, mesh, bucketBytes, allowCollectives);
+  if (failed(partitioner.run(func)))
+    return failure();
+  return partitioner.collectives;
+}
+
+namespace {
+
+struct PartitionPass : public triad::impl::PartitionBase<PartitionPass> {
+  using PartitionBase::PartitionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MeshOp mesh = MeshOp::lookup(module);
+    if (!mesh) {
+      emitError(module.getLoc(), "the module has no dist.mesh; run "
+                                 "--triad-shard-propagate first");
+      return signalPassFailure();
+    }
+    if (bucketBytes < 1) {
+      emitError(module.getLoc(), "bucket-bytes must be at least 1");
+      return signalPassFailure();
+    }
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      FailureOr<int64_t> collectives =
+          partitionFunction(module, mesh, func, bucketBytes, true);
+      if (failed(collectives))
+        return signalPassFailure();
+      numCollectives += *collectives;
+    }
+  }
+};
+
+} // namespace

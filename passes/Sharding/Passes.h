@@ -1,0 +1,21 @@
+//===- Passes.h - sharding passes -------------------------------*- C++ -*-===//
+
+#ifndef TRIAD_PASSES_SHARDING_PASSES_H
+#define TRIAD_PASSES_SHARDING_PASSES_H
+
+#include "dialects/Dist/DistDialect.h"
+#include "dialects/Triad/TriadDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace triad {
+
+#define GEN_PASS_DECL
+#include "passes/Sharding/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Sharding/Passes.h.inc"
+
+} // namespace triad
+
+#endif // TRIAD_PASSES_SHARDING_PASSES_H

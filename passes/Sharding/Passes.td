@@ -1,0 +1,139 @@
+//===- Passes.td - sharding passes ------------------------*- tablegen -*-===//
+//
+// From the training step on global shapes to per-rank computations on a
+// device mesh (DESIGN.md section 4, passes 2-4).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_PASSES_SHARDING_PASSES_TD
+#define TRIAD_PASSES_SHARDING_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def SplitMicrobatches : Pass<"triad-split-microbatches", "::mlir::ModuleOp"> {
+  let summary = "Rewrites the microbatch step to one microbatch's share of "
+                "the batch";
+  let description = [{
+    The model IR's batch is the global batch of one optimizer step; the
+    runtime calls `@microbatch_step` once per microbatch. This pass
+    partitions `@microbatch_step` over a virtual mesh axis of `microbatches`
+    pieces that run one after the other: the token and label arguments
+    split their batch, every op gets its local shapes from its sharding
+    rule, and the results that become partial (the loss, the weight
+    gradients) are what the step's accumulation sums. A function that
+    would need communication between microbatches is an error. Runs before
+    `--triad-shard-propagate`, which then splits each microbatch over `dp`.
+
+    Before (microbatches=2):
+
+    ```mlir
+    func.func @microbatch_step(%tokens: tensor<8x64xi32> {triad.input = "tokens"}, ...)
+    ```
+
+    After:
+
+    ```mlir
+    func.func @microbatch_step(%tokens: tensor<4x64xi32> {triad.input = "tokens"}, ...)
+    ```
+  }];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", "1",
+           "Microbatches per optimizer step">,
+  ];
+  let dependentDialects = ["::triad::dist::DistDialect"];
+}
+
+def ShardPropagate : Pass<"triad-shard-propagate", "::mlir::ModuleOp"> {
+  let summary = "Gives every value of the training step a layout on the mesh";
+  let description = [{
+    Declares the module's `dist.mesh` from the options (unless the module
+    already has one), then gives every tensor value of every function a
+    `#dist.layout`, op by op in program order, from the op's sharding rule
+    (the ShardingRuleOpInterface):
+
+    - the token and label arguments split their batch dimension over `dp`;
+    - parameters and state have the layout written on them by hand
+      (`dist.layout`), else they are replicated;
+    - an op's operand layouts decide which of its factors are split; its
+      results are split along those factors and partial over the axes of
+      split factors they lack (a weight gradient summed over a split
+      batch is partial over `dp`);
+    - the gradients `@apply_step` takes have the layouts `@microbatch_step`
+      returns them with.
+
+    Layouts go into `dist.layouts` on each op and `dist.layout` on function
+    arguments and results; shapes stay global. Axes of one rank split
+    nothing, so on the 1x1x1 mesh every value is replicated.
+
+    Before (dp=2):
+
+    ```mlir
+    func.func @microbatch_step(%tokens: tensor<8x64xi32> {triad.input = "tokens"}, ...)
+      %w = triad.get_param @embed.wte : tensor<256x64xf32>
+      %x = triad.embedding %tokens, %w : ...
+    ```
+
+    After:
+
+    ```mlir
+    dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 1]
+    func.func @microbatch_step(%tokens: tensor<8x64xi32> {dist.layout = #dist.layout<{dp}, {}>, ...}, ...)
+      %w = triad.get_param @embed.wte {dist.layouts = [#dist.layout<{}, {}>]} : tensor<256x64xf32>
+      %x = triad.embedding %tokens, %w {dist.layouts = [#dist.layout<{dp}, {}, {}>]} : ...
+    ```
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", "1", "Data-parallel replicas">,
+    Option<"tp", "tp", "int64_t", "1", "Tensor-parallel ranks">,
+    Option<"pp", "pp", "int64_t", "1", "Pipeline stages">,
+    Option<"order", "order", "std::string", "\"dp,pp,tp\"",
+           "Mesh axes from slowest to fastest varying across ranks">,
+  ];
+  let dependentDialects = ["::triad::dist::DistDialect"];
+}
+
+def Partition : Pass<"triad-partition", "::mlir::ModuleOp"> {
+  let summary = "Rewrites the training step to one rank's local shapes and "
+                "inserts the collectives the layouts require";
+  let description = [{
+    Reads the layouts `--triad-shard-propagate` chose and rewrites every
+    op to the local shapes of one rank (the op's sharding rule builds its
+    local form), inserting a collective wherever a value's layout differs
+    from the one its user needs:
+
+    - partial to replicated: `dist.all_reduce`;
+    - partial to split: `dist.reduce_scatter`;
+    - split to replicated: `dist.all_gather`.
+
+    Gradients that reach `@apply_step` partial are reduced once, at its
+    start, in buckets of at most `bucket-bytes` bytes (one `dist.all_reduce`
+    per bucket), after every microbatch has been accumulated. Parameters
+    keep their global types and layouts; the values the functions compute
+    with are local.
+
+    Before (dp=2, after shard-propagate):
+
+    ```mlir
+    func.func @apply_step(%g: tensor<64xf32> {dist.layout = #dist.layout<{}, partial = {dp}>, triad.grad = @b})
+      %s = triad.sum_squares %g : tensor<64xf32>
+    ```
+
+    After:
+
+    ```mlir
+    func.func @apply_step(%g: tensor<64xf32> {dist.layout = #dist.layout<{}, partial = {dp}>, triad.grad = @b})
+      %r = dist.all_reduce %g over ["dp"] : tensor<64xf32>
+      %s = triad.sum_squares %r : tensor<64xf32>
+    ```
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "25 * 1024 * 1024",
+           "Largest bucket of gradients reduced by one collective">,
+  ];
+  let statistics = [
+    Statistic<"numCollectives", "collectives", "Collectives inserted">,
+  ];
+  let dependentDialects = ["::triad::dist::DistDialect"];
+}
+
+#endif // TRIAD_PASSES_SHARDING_PASSES_TD
