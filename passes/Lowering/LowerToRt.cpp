@@ -56,6 +56,8 @@ struct Kernel {
   SmallVector<unsigned> inputs, outputs;
   SmallVector<int64_t> ints;
   SmallVector<double> floats;
+  /// The dist.all_reduce bucket the kernel reduces part of (-1: none).
+  int64_t bucket = -1;
 };
 
 struct Function {
@@ -340,6 +342,7 @@ private:
   LogicalResult lowerApplyStep(Function &f);
   void planMemory(ArrayRef<Function> functions);
   void emitProgram(ArrayRef<Function> functions, int64_t microbatches);
+  void mergeBuckets(Function &f);
   LogicalResult lowerCollective(Operation &op, Function &f);
   /// The index of the communicator group over `axes`, added if new.
   int64_t groupIndex(ArrayRef<StringRef> axes) {
@@ -368,6 +371,7 @@ private:
   /// Accumulators of the gradients (by parameter), the loss and the count.
   llvm::StringMap<unsigned> gradAccumulator;
   unsigned lossSum = 0, tokenCount = 0;
+  int64_t buckets = 0;
   int64_t seq = 0, vocab = 0, batch = 0, globalBatch = 0;
 };
 
@@ -589,8 +593,10 @@ LogicalResult ProgramLowering::lowerCollective(Operation &op, Function &f) {
       unsigned target =
           input.hasOneUse() ? source : temporary(result.getType());
       emit(f, OpCode::AllReduce, {source}, {target}, {group});
+      f.body.back().bucket = buckets;
       slotOf[result] = target;
     }
+    ++buckets;
     return success();
   }
   auto single = [&](OpCode opcode, Value input, Value result, ArrayAttr axes,
@@ -745,7 +751,9 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f) {
       continue;
     int64_t group = groupIndex(layout.getPartialAxes());
     emit(f, OpCode::AllReduce, {lossSum}, {lossSum}, {group});
+    f.body.back().bucket = buckets;
     emit(f, OpCode::AllReduce, {tokenCount}, {tokenCount}, {group});
+    f.body.back().bucket = buckets++;
   }
   // The step's mean: every accumulator over the step's token count.
   unsigned inverse = temporary(scalarType());
@@ -789,6 +797,54 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f) {
     f.resultNames.push_back(name.getValue().str());
   }
   return success();
+}
+
+/// One all_reduce kernel per bucket where the bucket's tensors are whole
+/// persistent storages lying one after the other (the gradient
+/// accumulators, laid out in order): it reduces the bytes from the first
+/// to the last, alignment gaps included.
+void ProgramLowering::mergeBuckets(Function &f) {
+  auto wholePersistent = [&](const Kernel &k) {
+    if (k.opcode != OpCode::AllReduce || k.bucket < 0 ||
+        k.inputs[0] != k.outputs[0])
+      return false;
+    const Slot &slot = slots[k.inputs[0]];
+    const Storage &storage = storages[slot.storage];
+    return storage.persistent && slot.type.getElementType().isF32() &&
+           slot.type.getNumElements() * 4 == storage.bytes;
+  };
+  std::vector<Kernel> body;
+  for (size_t k = 0; k < f.body.size();) {
+    size_t end = k + 1;
+    int64_t lastEnd = 0;
+    if (wholePersistent(f.body[k])) {
+      const Storage *last = &storages[slots[f.body[k].inputs[0]].storage];
+      while (end < f.body.size() && wholePersistent(f.body[end]) &&
+             f.body[end].bucket == f.body[k].bucket) {
+        const Storage &next = storages[slots[f.body[end].inputs[0]].storage];
+        if (next.offset !=
+            last->offset +
+                (int64_t)llvm::alignTo(last->bytes, rt::kBufferAlignment))
+          break;
+        last = &next;
+        ++end;
+      }
+      lastEnd = last->offset + last->bytes;
+    }
+    if (end == k + 1) {
+      body.push_back(f.body[k++]);
+      continue;
+    }
+    int64_t first = storages[slots[f.body[k].inputs[0]].storage].offset;
+    int64_t bytes = lastEnd - first;
+    storages.push_back({bytes, /*persistent=*/true, first});
+    MemRefType type =
+        MemRefType::get({bytes / 4}, Float32Type::get(module.getContext()));
+    unsigned view = addSlot(storages.size() - 1, type);
+    body.push_back({OpCode::AllReduce, {view}, {view}, f.body[k].ints, {}});
+    k = end;
+  }
+  f.body = std::move(body);
 }
 
 void ProgramLowering::planMemory(ArrayRef<Function> functions) {
@@ -935,6 +991,8 @@ LogicalResult ProgramLowering::lower(int64_t microbatches) {
     return failure();
   std::vector<Function> functions = {begin, step, applyStep};
   planMemory(functions);
+  for (Function &f : functions)
+    mergeBuckets(f);
   emitProgram(functions, microbatches);
   return success();
 }

@@ -44,15 +44,18 @@
 // sum, the token count and every gradient accumulator are all-reduced over
 // dp at the start of the apply step, before the division by the count.
 // DP: rt.plan mesh ["dp", "pp", "tp"] = [2, 1, 1] seq 4 vocab 16 batch 2 microbatches 1 groups {{\[}}["dp"]]
+// The loss sum and the token count lie side by side and are reduced by one
+// kernel; so are the two gradients (16x8 and 8 floats: 136, one bucket).
+// DP: %[[SUMS:[0-9a-z_]+]] = rt.buffer 2368 : memref<17xf32>
+// DP: %[[GRADS:[0-9a-z_]+]] = rt.buffer 1792 : memref<136xf32>
 // DP: rt.func @microbatch_step args(%{{.*}}, %{{.*}} : memref<1x4xi32>, memref<1x4xi32>) kinds ["tokens", "labels"]
 // DP-NOT: all_reduce
 // DP: rt.func @apply_step
-// DP-NEXT: rt.kernel all_reduce(%[[LOSS:[0-9a-z_]+]]) -> (%[[LOSS]]) ints [0] : (memref<f32>)
-// DP-NEXT: rt.kernel all_reduce(%[[COUNT:[0-9a-z_]+]]) -> (%[[COUNT]]) ints [0] : (memref<f32>)
-// DP-NEXT: rt.kernel reciprocal(%[[COUNT]])
+// DP-NEXT: rt.kernel all_reduce(%[[SUMS]]) -> (%[[SUMS]]) ints [0] : (memref<17xf32>)
+// DP-NEXT: rt.kernel reciprocal(
 // DP-COUNT-2: rt.kernel scale_by
-// DP: rt.kernel all_reduce(%{{.*}}) ints [0] : (memref<16x8xf32>)
-// DP-NEXT: rt.kernel all_reduce(%{{.*}}) ints [0] : (memref<8xf32>)
+// DP: rt.kernel all_reduce(%[[GRADS]]) -> (%[[GRADS]]) ints [0] : (memref<136xf32>)
+// DP-NOT: all_reduce
 // DP: rt.step [@begin_step, @microbatch_step, @apply_step]
 
 // Microbatches: the step calls the microbatch step on each half of the
