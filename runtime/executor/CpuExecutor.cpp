@@ -58,6 +58,17 @@ template <typename Fn> void forEachIndex(const Shape &shape, Fn visit) {
   }
 }
 
+bool isCollective(plan::OpCode op) {
+  return op == plan::OpCode::AllReduce || op == plan::OpCode::AllGather ||
+         op == plan::OpCode::ReduceScatter || op == plan::OpCode::AllToAll;
+}
+
+int64_t nowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 cpu::Activation activationOf(int64_t kind) {
   switch (kind) {
   case 0:
@@ -99,6 +110,26 @@ absl::StatusOr<CpuExecutor> CpuExecutor::create(const LoadedPlan &plan,
           plan::EnumNameDType(dtype), " (compile with dtype=f32)"));
   }
   CpuExecutor executor(plan, *program, options);
+  const plan::Plan &root = plan.root();
+  uint32_t groups = root.groups() ? root.groups()->size() : 0;
+  if (options.communicator) {
+    Communicator &comm = *options.communicator;
+    if (comm.worldSize() != meshSize(root) || comm.groupCount() != groups ||
+        comm.worldRank() < 0 || comm.worldRank() >= comm.worldSize())
+      return absl::FailedPreconditionError(
+          absl::StrCat("the communicator (rank ", comm.worldRank(), " of ",
+                       comm.worldSize(), ", ", comm.groupCount(),
+                       " groups) is not one for this plan's mesh of ",
+                       meshSize(root), " ranks and ", groups, " groups"));
+    executor.communicator = &comm;
+    executor.rank = comm.worldRank();
+  } else {
+    executor.ownCommunicator = std::make_unique<LocalCommunicator>(groups);
+    executor.communicator = executor.ownCommunicator.get();
+  }
+  executor.meshPosition = meshCoordinates(root, executor.rank);
+  if (absl::Status status = executor.checkCollectives(); !status.ok())
+    return status;
   size_t bytes = std::max<uint64_t>(program->arena_bytes(), 64);
   executor.arena.reset(static_cast<std::byte *>(
       ::operator new(bytes, std::align_val_t(64), std::nothrow)));
@@ -119,6 +150,41 @@ float *CpuExecutor::f32(uint32_t index) {
 int32_t *CpuExecutor::i32(uint32_t index) {
   return reinterpret_cast<int32_t *>(arena.get() +
                                      value(index).region()->offset());
+}
+
+absl::Status CpuExecutor::checkCollectives() const {
+  const plan::Plan &root = plan->root();
+  for (const plan::Function *function : *program->functions()) {
+    if (!function->body())
+      continue;
+    for (size_t i = 0; i < function->body()->size(); ++i) {
+      const plan::Instr *instr = function->body()->Get(i);
+      plan::OpCode op = instr->op();
+      if (op != plan::OpCode::AllReduce && op != plan::OpCode::AllGather &&
+          op != plan::OpCode::ReduceScatter && op != plan::OpCode::AllToAll)
+        continue;
+      uint32_t group = static_cast<uint32_t>(instr->ints()->Get(0));
+      int64_t members = groupSize(root, group);
+      std::string where =
+          absl::StrCat("function '", function->name()->str(), "', instruction ",
+                       i, " (", plan::EnumNameOpCode(op), ")");
+      if (!options.communicator && members > 1)
+        return absl::FailedPreconditionError(absl::StrCat(
+            where, " runs over group ", group, " of ", members,
+            " ranks, but this executor has no communicator (run the plan's ",
+            meshSize(root), " ranks under mpirun)"));
+      if (options.communicator && communicator->groupSize(group) != members)
+        return absl::InternalError(absl::StrCat(
+            where, ": the communicator's group ", group, " has ",
+            communicator->groupSize(group), " members, the plan's ", members));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int64_t>
+CpuExecutor::sliceOffsets(const plan::Persistent &p) const {
+  return triad::rt::sliceOffsets(plan->root(), *program, p, meshPosition);
 }
 
 absl::Status CpuExecutor::initialize(uint64_t runSeed) {
@@ -150,7 +216,7 @@ absl::Status CpuExecutor::initialize(uint64_t runSeed) {
         stddev /= std::sqrt(2.0 * static_cast<double>(init->layers()));
       // Each local element draws at its global index.
       Shape global(p->global_shape()->begin(), p->global_shape()->end());
-      Shape offsets(p->offsets()->begin(), p->offsets()->end());
+      Shape offsets = sliceOffsets(*p);
       Shape globalStrides = strides(global);
       std::string stream = init->stream()->str();
       forEachIndex(local, [&](int64_t linear, const Shape &coords) {
@@ -220,24 +286,34 @@ CpuExecutor::run(const plan::Function &function,
     else
       std::copy_n(arg.ints.data(), n, i32(index));
   }
-  auto now = [] {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
+  auto now = nowNanos;
+  auto failed = [&](size_t i, const plan::Instr &instr,
+                    const absl::Status &status) {
+    // Buffers of collectives in flight stay untouched until they complete.
+    waitFor(nullptr, nullptr).IgnoreError();
+    return absl::Status(status.code(),
+                        absl::StrCat("function '", name, "', instruction ", i,
+                                     " (", plan::EnumNameOpCode(instr.op()),
+                                     "): ", status.message()));
   };
   if (function.body())
     for (size_t i = 0; i < function.body()->size(); ++i) {
       const plan::Instr *instr = function.body()->Get(i);
+      if (!inFlight.empty())
+        if (absl::Status status = waitFor(instr, times); !status.ok())
+          return failed(i, *instr, status);
       int64_t begin = times ? now() : 0;
-      if (absl::Status status = execute(*instr, step); !status.ok())
-        return absl::Status(status.code(),
-                            absl::StrCat("function '", name, "', instruction ",
-                                         i, " (",
-                                         plan::EnumNameOpCode(instr->op()),
-                                         "): ", status.message()));
+      absl::Status status = isCollective(instr->op())
+                                ? startCollective(*instr, i)
+                                : execute(*instr, step);
+      if (!status.ok())
+        return failed(i, *instr, status);
       if (times)
         times->push_back({instr->op(), begin, now()});
     }
+  if (absl::Status status = waitFor(nullptr, times); !status.ok())
+    return absl::Status(status.code(), absl::StrCat("function '", name,
+                                                    "': ", status.message()));
   std::vector<HostTensor> results;
   if (function.results())
     for (uint32_t index : *function.results()) {
@@ -252,6 +328,89 @@ CpuExecutor::run(const plan::Function &function,
       results.push_back(std::move(result));
     }
   return results;
+}
+
+absl::Status CpuExecutor::startCollective(const plan::Instr &instr,
+                                          size_t index) {
+  uint32_t x = instr.inputs()->Get(0), out = instr.outputs()->Get(0);
+  TensorCollective collective;
+  collective.group = static_cast<uint32_t>(instr.ints()->Get(0));
+  collective.x = f32(x);
+  collective.xShape = shapeOf(value(x));
+  collective.out = f32(out);
+  collective.outShape = shapeOf(value(out));
+  switch (instr.op()) {
+  case plan::OpCode::AllGather:
+    collective.kind = CollectiveKind::AllGather;
+    collective.dim = instr.ints()->Get(1);
+    break;
+  case plan::OpCode::ReduceScatter:
+    collective.kind = CollectiveKind::ReduceScatter;
+    collective.dim = instr.ints()->Get(1);
+    break;
+  case plan::OpCode::AllToAll:
+    collective.kind = CollectiveKind::AllToAll;
+    collective.dim = instr.ints()->Get(1);
+    collective.concatDim = instr.ints()->Get(2);
+    break;
+  default:
+    collective.kind = CollectiveKind::AllReduce;
+    break;
+  }
+  absl::StatusOr<PendingCollective> pending =
+      triad::rt::startCollective(*communicator, collective);
+  if (!pending.ok())
+    return pending.status();
+  if (!options.overlapCollectives)
+    return pending->wait();
+  const plan::Region &xRegion = *value(x).region(),
+                     &outRegion = *value(out).region();
+  inFlight.push_back({std::move(*pending), instr.op(), index, xRegion.offset(),
+                      xRegion.offset() + xRegion.bytes(), outRegion.offset(),
+                      outRegion.offset() + outRegion.bytes()});
+  return absl::OkStatus();
+}
+
+absl::Status CpuExecutor::waitFor(const plan::Instr *instr,
+                                  std::vector<InstructionTime> *times) {
+  auto overlaps = [&](uint32_t index, uint64_t begin, uint64_t end) {
+    const plan::Region &region = *value(index).region();
+    return region.bytes() > 0 && begin < end && region.offset() < end &&
+           begin < region.offset() + region.bytes();
+  };
+  auto mustWait = [&](const InFlight &c) {
+    if (!instr)
+      return true;
+    if (instr->inputs())
+      for (uint32_t index : *instr->inputs())
+        if (overlaps(index, c.outBegin, c.outEnd))
+          return true;
+    if (instr->outputs())
+      for (uint32_t index : *instr->outputs())
+        if (overlaps(index, c.outBegin, c.outEnd) ||
+            overlaps(index, c.xBegin, c.xEnd))
+          return true;
+    return false;
+  };
+  absl::Status result;
+  for (size_t i = 0; i < inFlight.size();) {
+    if (!mustWait(inFlight[i])) {
+      ++i;
+      continue;
+    }
+    int64_t begin = times ? nowNanos() : 0;
+    absl::Status status = inFlight[i].pending.wait();
+    if (times)
+      times->push_back({inFlight[i].op, begin, nowNanos(), /*wait=*/true});
+    if (!status.ok() && result.ok())
+      result = absl::Status(status.code(),
+                            absl::StrCat("the collective of instruction ",
+                                         inFlight[i].instruction, " (",
+                                         plan::EnumNameOpCode(inFlight[i].op),
+                                         "): ", status.message()));
+    inFlight.erase(inFlight.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  return result;
 }
 
 absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
@@ -639,6 +798,11 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     cpu::scale(f32(in(0)), factor, f32(out(0)), n(out(0)));
     return absl::OkStatus();
   }
+  case plan::OpCode::AllReduce:
+  case plan::OpCode::AllGather:
+  case plan::OpCode::ReduceScatter:
+  case plan::OpCode::AllToAll:
+    return absl::InternalError("collectives run through startCollective");
   }
   return absl::InternalError("unknown op code");
 }

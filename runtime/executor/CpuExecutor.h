@@ -13,6 +13,9 @@
 #ifndef TRIAD_RUNTIME_EXECUTOR_CPUEXECUTOR_H
 #define TRIAD_RUNTIME_EXECUTOR_CPUEXECUTOR_H
 
+#include "runtime/comm/Collectives.h"
+#include "runtime/comm/Comm.h"
+#include "runtime/plan/Mesh.h"
 #include "runtime/plan/Plan.h"
 
 #include "absl/status/status.h"
@@ -42,12 +45,27 @@ struct ExecutorOptions {
   /// Replaces the peak learning rate of every LrSchedule; its floor scales
   /// by the same ratio (so the schedule keeps its shape).
   std::optional<double> peakLearningRate;
+  /// The job's ranks (not owned; it must outlive the executor): the
+  /// executor is its world rank, holds that rank's slices of the persistent
+  /// tensors and runs the plan's collectives through it. Without one, the
+  /// executor is world rank 0 alone: a plan whose collectives run over
+  /// groups of more than one rank is then refused at creation.
+  Communicator *communicator = nullptr;
+  /// Starts each collective and lets the following instructions run until
+  /// the first one that reads or writes the collective's output, or writes
+  /// its input, overlapping communication with computation; false: every
+  /// collective completes before the next instruction. Either way all are
+  /// complete when a function returns.
+  bool overlapCollectives = true;
 };
 
-/// When one instruction of a run started and ended (steady clock).
+/// When one instruction of a run started and ended (steady clock). A
+/// collective started in the background has a second entry, `wait`, for
+/// the time the run waited for it to complete.
 struct InstructionTime {
   plan::OpCode op;
   int64_t beginNanos, endNanos;
+  bool wait = false;
 };
 
 class CpuExecutor {
@@ -74,6 +92,12 @@ public:
       std::vector<InstructionTime> *times = nullptr);
 
   const plan::Program &programOf() const { return *program; }
+  /// The world rank this executor runs, and its mesh coordinates.
+  int64_t worldRank() const { return rank; }
+  const MeshCoordinates &coordinates() const { return meshPosition; }
+  /// Where the slice of persistent `p` that this rank holds starts in the
+  /// global tensor.
+  std::vector<int64_t> sliceOffsets(const plan::Persistent &p) const;
 
   /// The f32 data of a persistent tensor (for checkpoints and tests).
   absl::StatusOr<float *> persistent(const std::string &name);
@@ -86,7 +110,14 @@ private:
   run(const plan::Function &function, const std::vector<HostTensor> &args,
       uint64_t step, std::vector<InstructionTime> *times);
   absl::Status initialize(uint64_t seed);
+  absl::Status checkCollectives() const;
   absl::Status execute(const plan::Instr &instr, uint64_t step);
+  /// Starts the collective `instr` (and, without overlap, completes it).
+  absl::Status startCollective(const plan::Instr &instr, size_t index);
+  /// Completes the collectives in flight that `instr` must wait for (all
+  /// of them for nullptr); records their waits in `times`.
+  absl::Status waitFor(const plan::Instr *instr,
+                       std::vector<InstructionTime> *times);
 
   float *f32(uint32_t value);
   int32_t *i32(uint32_t value);
@@ -101,11 +132,26 @@ private:
     }
   };
 
+  /// A collective started and not yet completed: the byte ranges of its
+  /// input and output in the arena.
+  struct InFlight {
+    PendingCollective pending;
+    plan::OpCode op;
+    size_t instruction;
+    uint64_t xBegin, xEnd, outBegin, outEnd;
+  };
+
   const LoadedPlan *plan;
   const plan::Program *program;
   ExecutorOptions options;
   std::unique_ptr<std::byte, ArenaDeleter> arena;
   uint64_t seed = 0;
+  int64_t rank = 0;
+  MeshCoordinates meshPosition;
+  /// options.communicator, or a world of one rank.
+  std::unique_ptr<Communicator> ownCommunicator;
+  Communicator *communicator = nullptr;
+  std::vector<InFlight> inFlight;
 };
 
 } // namespace triad::rt

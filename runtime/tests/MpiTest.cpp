@@ -1,18 +1,28 @@
-//===- MpiTest.cpp - the MPI world without a launcher ---------------------===//
+//===- MpiTest.cpp - the MPI world and the MPI communicator ---------------===//
 //
 // Started without a launcher (as unit tests are), a process is one rank and
-// never starts MPI; the launcher variables are what decides. Multi-rank
-// runs are tested under mpirun by the end-to-end tests.
+// never starts MPI; the launcher variables are what decides. The tests of
+// the MPI communicator start this test binary again under `mpirun -np N`
+// (with Open MPI's settings for root and oversubscription) and pass when
+// every rank passes: run without a launcher, such a test launches; run by
+// one, it is one rank of the job.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/mpi/Mpi.h"
+#include "runtime/comm/mpi/MpiCommunicator.h"
+#include "runtime/executor/CpuExecutor.h"
+#include "runtime/tests/CollectiveChecks.h"
+#include "runtime/tests/PlanBuilder.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace triad::rt;
 
@@ -62,6 +72,112 @@ TEST(Mpi, LauncherVariablesAreRecognized) {
   }
   WithoutLauncher clean;
   EXPECT_FALSE(mpi::launchedByLauncher());
+}
+
+/// Runs test `test` of this binary on `ranks` ranks under mpirun; returns
+/// its exit status, with the job's output in `output`.
+int runUnderMpirun(int ranks, const std::string &test, std::string &output) {
+  for (const auto &[name, value] :
+       {std::pair<const char *, const char *>{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+        {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+        {"OMPI_MCA_rmaps_base_oversubscribe", "1"},
+        {"OMP_NUM_THREADS", "1"},
+        {"OPENBLAS_NUM_THREADS", "1"},
+        // Open MPI's own allocations outlive MPI_Finalize.
+        {"ASAN_OPTIONS", "detect_leaks=0"}})
+    setenv(name, value, 1);
+  char self[4096];
+  ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (length <= 0)
+    return -1;
+  self[length] = '\0';
+  std::string command = "mpirun -np " + std::to_string(ranks) + " '" + self +
+                        "' --gtest_filter=" + test + " 2>&1";
+  FILE *pipe = popen(command.c_str(), "r");
+  if (!pipe)
+    return -1;
+  char buffer[4096];
+  size_t read;
+  while ((read = fread(buffer, 1, sizeof(buffer), pipe)) > 0)
+    output.append(buffer, read);
+  int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+bool haveMpirun() {
+  return std::system("command -v mpirun > /dev/null 2>&1") == 0;
+}
+
+/// Without a launcher: runs the current test on `ranks` ranks and returns
+/// true (the caller returns too). Under one: returns false.
+bool launched(int ranks) {
+  if (mpi::launchedByLauncher())
+    return false;
+  if (!haveMpirun()) {
+    ADD_FAILURE() << "mpirun is not installed";
+    return true;
+  }
+  const ::testing::TestInfo *info =
+      ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string test = std::string(info->test_suite_name()) + "." + info->name(),
+              output;
+  EXPECT_EQ(runUnderMpirun(ranks, test, output), 0) << output;
+  return true;
+}
+
+TEST(MpiCommunicator, EveryCollectiveOnA2x2Mesh) {
+  if (launched(4))
+    return;
+  auto world = mpi::World::initialize(nullptr, nullptr);
+  ASSERT_TRUE(world.ok()) << world.status();
+  ASSERT_EQ(world->size(), 4);
+  auto plan =
+      loadPlanFromBytes(tests::buildCollectivesPlan(), "collectives.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto comm = mpi::createMpiCommunicator(plan->root());
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_EQ((*comm)->worldRank(), world->rank());
+  for (int64_t group = 0; group < 4; ++group) {
+    std::vector<int64_t> members = tests::checkedMembers(group, world->rank());
+    EXPECT_EQ((*comm)->groupSize(group), static_cast<int64_t>(members.size()));
+    EXPECT_EQ(members[(*comm)->groupMember(group)], world->rank());
+  }
+  for (bool overlap : {false, true}) {
+    ExecutorOptions options;
+    options.communicator = comm->get();
+    options.overlapCollectives = overlap;
+    auto executor = CpuExecutor::create(*plan, 0, 1, options);
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    EXPECT_EQ(tests::checkCollectives(*executor, world->rank()), "")
+        << "overlap " << overlap;
+  }
+  // Every rank learns of one rank's failure.
+  absl::Status mine =
+      world->rank() == 2 ? absl::InternalError("disk full") : absl::OkStatus();
+  absl::Status agreed = (*comm)->agree(mine);
+  EXPECT_EQ(agreed.message(),
+            world->rank() == 2 ? "disk full" : "rank 2 failed (see its error)");
+  EXPECT_TRUE((*comm)->agree(absl::OkStatus()).ok());
+  EXPECT_TRUE((*comm)->barrier().ok());
+  // A plan for another world size is refused.
+  tests::PlanBuilder two;
+  two.mesh = {{"dp", 2}};
+  auto other = loadPlanFromBytes(two.build({}, {}), "two.plan");
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto refused = mpi::createMpiCommunicator(other->root());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "the plan's mesh has 2 ranks but the MPI world has 4");
+}
+
+TEST(MpiCommunicator, NeedsMpi) {
+  WithoutLauncher clean;
+  auto plan = loadPlanFromBytes(tests::PlanBuilder().build({}, {}), "p");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto comm = mpi::createMpiCommunicator(plan->root());
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().message(),
+            "MPI is not running (start the job with mpirun or srun)");
 }
 
 } // namespace

@@ -1,6 +1,7 @@
 //===- Mpi.cpp - the MPI world of a runtime process -----------------------===//
 
 #include "runtime/comm/mpi/Mpi.h"
+#include "runtime/comm/mpi/MpiStatus.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -12,18 +13,7 @@ namespace triad::rt::mpi {
 
 namespace {
 
-absl::Status check(int code, const char *what) {
-  if (code == MPI_SUCCESS)
-    return absl::OkStatus();
-  char message[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  if (MPI_Error_string(code, message, &length) != MPI_SUCCESS)
-    length = 0;
-  return absl::InternalError(
-      absl::StrCat(what, " failed: ",
-                   length > 0 ? std::string(message, length)
-                              : absl::StrCat("MPI error ", code)));
-}
+absl::Status check(int code, const char *what) { return mpiStatus(code, what); }
 
 } // namespace
 

@@ -1,0 +1,181 @@
+//===- Collectives.cpp - the plan's collectives on whole tensors ----------===//
+
+#include "runtime/comm/Collectives.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <cstring>
+
+namespace triad::rt {
+
+namespace {
+
+int64_t volume(const TensorShape &shape) {
+  int64_t count = 1;
+  for (int64_t size : shape)
+    count *= size;
+  return count;
+}
+
+std::string text(const TensorShape &shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+/// The shape `out` must have, or an error.
+absl::StatusOr<TensorShape> resultShape(const TensorCollective &c,
+                                        int64_t members) {
+  auto invalid = [&](const std::string &what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("collective over group ", c.group, " of ", members,
+                     " members on x ", text(c.xShape), ": ", what));
+  };
+  int64_t rank = static_cast<int64_t>(c.xShape.size());
+  for (int64_t size : c.xShape)
+    if (size < 0)
+      return invalid("negative size");
+  auto inside = [&](int64_t dim) { return dim >= 0 && dim < rank; };
+  TensorShape expected = c.xShape;
+  switch (c.kind) {
+  case CollectiveKind::AllReduce:
+    break;
+  case CollectiveKind::AllGather:
+    if (!inside(c.dim))
+      return invalid(absl::StrCat("dimension ", c.dim, " is outside x"));
+    expected[c.dim] *= members;
+    break;
+  case CollectiveKind::ReduceScatter:
+  case CollectiveKind::AllToAll:
+    if (!inside(c.dim) ||
+        (c.kind == CollectiveKind::AllToAll && !inside(c.concatDim)))
+      return invalid("a dimension is outside x");
+    if (expected[c.dim] % members != 0)
+      return invalid(absl::StrCat("dimension ", c.dim, " does not split into ",
+                                  members, " pieces"));
+    expected[c.dim] /= members;
+    if (c.kind == CollectiveKind::AllToAll)
+      expected[c.concatDim] *= members;
+    break;
+  }
+  if (expected != c.outShape)
+    return invalid(absl::StrCat("the result must have shape ", text(expected),
+                                ", not ", text(c.outShape)));
+  return expected;
+}
+
+} // namespace
+
+void swapBlocks(const float *source, float *target, int64_t a, int64_t b,
+                int64_t c) {
+  size_t bytes = static_cast<size_t>(c) * sizeof(float);
+  for (int64_t i = 0; i < a; ++i)
+    for (int64_t j = 0; j < b; ++j)
+      std::memcpy(target + (j * a + i) * c, source + (i * b + j) * c, bytes);
+}
+
+int64_t outerElements(const TensorShape &shape, int64_t dim) {
+  int64_t outer = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  return outer;
+}
+
+void packPieces(const float *tensor, const TensorShape &shape, int64_t dim,
+                int64_t pieces, float *packed) {
+  int64_t outer = outerElements(shape, dim);
+  int64_t run = outer == 0 ? 0 : volume(shape) / outer / pieces;
+  swapBlocks(tensor, packed, outer, pieces, run);
+}
+
+void unpackPieces(const float *packed, const TensorShape &shape, int64_t dim,
+                  int64_t pieces, float *tensor) {
+  int64_t outer = outerElements(shape, dim);
+  int64_t run = outer == 0 ? 0 : volume(shape) / outer / pieces;
+  swapBlocks(packed, tensor, pieces, outer, run);
+}
+
+absl::Status PendingCollective::wait() {
+  if (!request)
+    return absl::FailedPreconditionError("the collective was already waited");
+  absl::Status status = request->wait();
+  request.reset();
+  if (!status.ok())
+    return status;
+  if (!received.empty())
+    unpackPieces(received.data(), outShape, joinDim, pieces, out);
+  sent = {};
+  received = {};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PendingCollective> startCollective(Communicator &comm,
+                                                  const TensorCollective &c) {
+  if (c.group >= comm.groupCount())
+    return absl::InvalidArgumentError(
+        absl::StrCat("group ", c.group, " is not one of the communicator's ",
+                     comm.groupCount(), " groups"));
+  int64_t members = comm.groupSize(c.group);
+  absl::StatusOr<TensorShape> shape = resultShape(c, members);
+  if (!shape.ok())
+    return shape.status();
+  PendingCollective pending;
+  pending.out = c.out;
+  pending.outShape = c.outShape;
+  pending.pieces = members;
+  int64_t count = volume(c.xShape);
+  absl::StatusOr<std::unique_ptr<CommRequest>> request;
+  switch (c.kind) {
+  case CollectiveKind::AllReduce:
+    request = comm.startAllReduceSum(c.group, c.x, c.out, count);
+    break;
+  case CollectiveKind::AllGather: {
+    float *target = c.out;
+    if (outerElements(c.outShape, c.dim) > 1 && count > 0) {
+      pending.received.resize(static_cast<size_t>(count * members));
+      pending.joinDim = c.dim;
+      target = pending.received.data();
+    }
+    request = comm.startAllGather(c.group, c.x, target, count);
+    break;
+  }
+  case CollectiveKind::ReduceScatter: {
+    const float *source = c.x;
+    if (outerElements(c.xShape, c.dim) > 1 && count > 0) {
+      pending.sent.resize(static_cast<size_t>(count));
+      packPieces(c.x, c.xShape, c.dim, members, pending.sent.data());
+      source = pending.sent.data();
+    }
+    request = comm.startReduceScatter(c.group, source, c.out, count / members);
+    break;
+  }
+  case CollectiveKind::AllToAll: {
+    const float *source = c.x;
+    if (outerElements(c.xShape, c.dim) > 1 && count > 0) {
+      pending.sent.resize(static_cast<size_t>(count));
+      packPieces(c.x, c.xShape, c.dim, members, pending.sent.data());
+      source = pending.sent.data();
+    }
+    float *target = c.out;
+    if (outerElements(c.outShape, c.concatDim) > 1 && count > 0) {
+      pending.received.resize(static_cast<size_t>(count));
+      pending.joinDim = c.concatDim;
+      target = pending.received.data();
+    }
+    request = comm.startAllToAll(c.group, source, target, count / members);
+    break;
+  }
+  }
+  if (!request.ok())
+    return request.status();
+  pending.request = std::move(*request);
+  return pending;
+}
+
+absl::Status runCollective(Communicator &comm, const TensorCollective &c) {
+  absl::StatusOr<PendingCollective> pending = startCollective(comm, c);
+  if (!pending.ok())
+    return pending.status();
+  return pending->wait();
+}
+
+} // namespace triad::rt

@@ -1,0 +1,104 @@
+//===- Collectives.h - the plan's collectives on whole tensors --*- C++ -*-===//
+//
+// The plan's AllReduce, AllGather, ReduceScatter and AllToAll on row-major
+// tensors, along any dimension, over any Communicator. A backend moves
+// contiguous blocks, member after member; this layer cuts a tensor into its
+// pieces along a dimension (packPieces: piece j becomes block j) before
+// sending and joins received blocks along one (unpackPieces) after. Along
+// the leading dimension (or any dimension whose leading sizes are all 1)
+// the pieces already are the blocks, and nothing is copied.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_RUNTIME_COMM_COLLECTIVES_H
+#define TRIAD_RUNTIME_COMM_COLLECTIVES_H
+
+#include "runtime/comm/Comm.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace triad::rt {
+
+using TensorShape = std::vector<int64_t>;
+
+/// Views `source` as the row-major array [a][b][c] and writes it to
+/// `target` as [b][a][c]. The buffers must not overlap.
+void swapBlocks(const float *source, float *target, int64_t a, int64_t b,
+                int64_t c);
+
+/// Elements before `dim` (the product of the leading sizes): the number of
+/// separate runs that make up one piece of a tensor cut along `dim`.
+int64_t outerElements(const TensorShape &shape, int64_t dim);
+
+/// Writes the `pieces` equal pieces of `tensor` (of `shape`) along `dim`
+/// one after the other into `packed`, each piece row-major as a tensor of
+/// its own.
+void packPieces(const float *tensor, const TensorShape &shape, int64_t dim,
+                int64_t pieces, float *packed);
+
+/// The inverse of packPieces: joins the `pieces` consecutive pieces of
+/// `packed` along `dim` into `tensor`, whose shape (the joined one) is
+/// `shape`.
+void unpackPieces(const float *packed, const TensorShape &shape, int64_t dim,
+                  int64_t pieces, float *tensor);
+
+enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, AllToAll };
+
+/// One collective of a plan instruction (see plan.fbs): x -> out over the
+/// members of group `group`.
+struct TensorCollective {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  uint32_t group = 0;
+  const float *x = nullptr;
+  TensorShape xShape;
+  float *out = nullptr;
+  TensorShape outShape;
+  /// AllGather, ReduceScatter: the dimension; AllToAll: the split one.
+  int64_t dim = 0;
+  /// AllToAll: the dimension the received pieces are joined along.
+  int64_t concatDim = 0;
+};
+
+/// A tensor collective in flight.
+class PendingCollective {
+public:
+  PendingCollective(PendingCollective &&) = default;
+  PendingCollective &operator=(PendingCollective &&) = default;
+
+  /// Completes the collective: waits for the backend and joins what it
+  /// received into the output. Call once.
+  absl::Status wait();
+
+private:
+  friend absl::StatusOr<PendingCollective>
+  startCollective(Communicator &comm, const TensorCollective &collective);
+  PendingCollective() = default;
+
+  std::unique_ptr<CommRequest> request;
+  /// The packed pieces sent, and the blocks received when they still need
+  /// joining into `out`.
+  std::vector<float> sent, received;
+  float *out = nullptr;
+  TensorShape outShape;
+  int64_t joinDim = 0, pieces = 1;
+};
+
+/// Checks the shapes against the kind, the group's size and the dimensions
+/// (InvalidArgument when they do not fit), packs x's pieces when needed and
+/// starts the collective. Until wait() returns, `out` must be neither read
+/// nor written, nor `x` written.
+absl::StatusOr<PendingCollective>
+startCollective(Communicator &comm, const TensorCollective &collective);
+
+/// startCollective, then wait.
+absl::Status runCollective(Communicator &comm,
+                           const TensorCollective &collective);
+
+} // namespace triad::rt
+
+#endif // TRIAD_RUNTIME_COMM_COLLECTIVES_H

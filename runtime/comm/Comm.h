@@ -1,0 +1,124 @@
+//===- Comm.h - collective communication among a job's ranks ----*- C++ -*-===//
+//
+// The interface every communication backend implements (mpi now, nccl
+// later): the four collectives of the plan, each over one of the plan's
+// communicator groups (an index into Plan.groups), on contiguous f32
+// buffers laid out member after member, the way MPI and NCCL take them.
+// Cutting a tensor into pieces along a dimension that is not the leading
+// one, and joining received pieces along one, is the same for every
+// backend and lives in Collectives.h, above this interface.
+//
+// A backend's collectives are blocking; a backend that can run them in the
+// background overrides the start* functions, which by default run the
+// blocking one and return a finished request.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_RUNTIME_COMM_COMM_H
+#define TRIAD_RUNTIME_COMM_COMM_H
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include <cstdint>
+#include <memory>
+
+namespace triad::rt {
+
+/// A collective in flight.
+class CommRequest {
+public:
+  virtual ~CommRequest();
+  /// Blocks until the collective completes (its output is then final and
+  /// its buffers free). Call once.
+  virtual absl::Status wait() = 0;
+};
+
+class Communicator {
+public:
+  virtual ~Communicator();
+
+  virtual int64_t worldRank() const = 0;
+  virtual int64_t worldSize() const = 0;
+  /// The number of groups (the plan's Plan.groups).
+  virtual uint32_t groupCount() const = 0;
+  /// Members of group `group`, and this rank's index among them (the
+  /// plan's order: see Group in plan.fbs).
+  virtual int64_t groupSize(uint32_t group) const = 0;
+  virtual int64_t groupMember(uint32_t group) const = 0;
+
+  // The collectives over the members of `group`. Every member calls each
+  // one, in the same order, with the same `count`; `count` elements make
+  // one block, and a buffer of several blocks holds them member after
+  // member. Errors (a failed transfer, a count the backend cannot take)
+  // come back as a Status.
+
+  /// out[i] = the sum over the members of their in[i], for i < count.
+  /// `in` may be `out` (in place); otherwise the buffers do not overlap.
+  virtual absl::Status allReduceSum(uint32_t group, const float *in, float *out,
+                                    int64_t count) = 0;
+  /// out (groupSize blocks) = every member's `in` (one block), in member
+  /// order.
+  virtual absl::Status allGather(uint32_t group, const float *in, float *out,
+                                 int64_t count) = 0;
+  /// in: groupSize blocks; out (one block) = the sum over the members of
+  /// their block number groupMember(group).
+  virtual absl::Status reduceScatter(uint32_t group, const float *in,
+                                     float *out, int64_t count) = 0;
+  /// in: groupSize blocks, block j for member j; out: groupSize blocks,
+  /// block i from member i.
+  virtual absl::Status allToAll(uint32_t group, const float *in, float *out,
+                                int64_t count) = 0;
+
+  /// Waits for every rank of the world.
+  virtual absl::Status barrier() = 0;
+  /// Every rank calls it with its own outcome; every rank gets OK exactly
+  /// when every rank's `local` is OK. A rank that failed gets its own
+  /// error back, the others an error naming the first rank that failed.
+  virtual absl::Status agree(const absl::Status &local) = 0;
+
+  // The same collectives started in the background: until the request's
+  // wait() returns, `out` must be neither read nor written and `in` not
+  // written. The defaults run the blocking collective.
+  virtual absl::StatusOr<std::unique_ptr<CommRequest>>
+  startAllReduceSum(uint32_t group, const float *in, float *out, int64_t count);
+  virtual absl::StatusOr<std::unique_ptr<CommRequest>>
+  startAllGather(uint32_t group, const float *in, float *out, int64_t count);
+  virtual absl::StatusOr<std::unique_ptr<CommRequest>>
+  startReduceScatter(uint32_t group, const float *in, float *out,
+                     int64_t count);
+  virtual absl::StatusOr<std::unique_ptr<CommRequest>>
+  startAllToAll(uint32_t group, const float *in, float *out, int64_t count);
+};
+
+/// The world of one rank, alone in each of its `groups` groups: every
+/// collective is a copy.
+class LocalCommunicator : public Communicator {
+public:
+  explicit LocalCommunicator(uint32_t groups = 0) : groups(groups) {}
+
+  int64_t worldRank() const override { return 0; }
+  int64_t worldSize() const override { return 1; }
+  uint32_t groupCount() const override { return groups; }
+  int64_t groupSize(uint32_t) const override { return 1; }
+  int64_t groupMember(uint32_t) const override { return 0; }
+  absl::Status allReduceSum(uint32_t group, const float *in, float *out,
+                            int64_t count) override;
+  absl::Status allGather(uint32_t group, const float *in, float *out,
+                         int64_t count) override;
+  absl::Status reduceScatter(uint32_t group, const float *in, float *out,
+                             int64_t count) override;
+  absl::Status allToAll(uint32_t group, const float *in, float *out,
+                        int64_t count) override;
+  absl::Status barrier() override { return absl::OkStatus(); }
+  absl::Status agree(const absl::Status &local) override { return local; }
+
+private:
+  absl::Status copy(uint32_t group, const float *in, float *out,
+                    int64_t count) const;
+  uint32_t groups;
+};
+
+} // namespace triad::rt
+
+#endif // TRIAD_RUNTIME_COMM_COMM_H

@@ -1,0 +1,242 @@
+//===- CommTest.cpp - collectives: packing, one rank, ranks as threads ----===//
+//
+// The tensor layer's packing helpers, the world of one rank, and every
+// collective of the plan format run by the executor on the four ranks of a
+// 2 x 2 mesh (as threads), over groups of one axis, of both in either
+// order, along leading and non-leading dimensions, with and without
+// overlapping communication. The same checks run over MPI in MpiTest.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/Comm.h"
+#include "runtime/comm/Collectives.h"
+#include "runtime/executor/CpuExecutor.h"
+#include "runtime/tests/CollectiveChecks.h"
+#include "runtime/tests/PlanBuilder.h"
+#include "runtime/tests/ThreadComm.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+using namespace triad::rt;
+using triad::plan::DType;
+using triad::plan::OpCode;
+
+namespace {
+
+std::vector<float> iota(int64_t count) {
+  std::vector<float> values(static_cast<size_t>(count));
+  std::iota(values.begin(), values.end(), 0.0f);
+  return values;
+}
+
+TEST(Packing, SwapBlocks) {
+  // [2][3][2] -> [3][2][2]
+  std::vector<float> source = iota(12), target(12);
+  swapBlocks(source.data(), target.data(), 2, 3, 2);
+  EXPECT_EQ(target, (std::vector<float>{0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11}));
+}
+
+TEST(Packing, PiecesAlongEveryDimension) {
+  // x [2, 4, 3] = 0..23 in pieces of two along dimension 1: piece 0 holds
+  // rows 0-1 of each [4, 3] matrix, piece 1 rows 2-3.
+  std::vector<float> x = iota(24), packed(24), back(24);
+  packPieces(x.data(), {2, 4, 3}, 1, 2, packed.data());
+  EXPECT_EQ(packed,
+            (std::vector<float>{0, 1, 2, 3, 4,  5,  12, 13, 14, 15, 16, 17,
+                                6, 7, 8, 9, 10, 11, 18, 19, 20, 21, 22, 23}));
+  unpackPieces(packed.data(), {2, 4, 3}, 1, 2, back.data());
+  EXPECT_EQ(back, x);
+  // Along the last dimension: three pieces of one column each.
+  packPieces(x.data(), {2, 4, 3}, 2, 3, packed.data());
+  EXPECT_EQ(std::vector<float>(packed.begin(), packed.begin() + 8),
+            (std::vector<float>{0, 3, 6, 9, 12, 15, 18, 21}));
+  unpackPieces(packed.data(), {2, 4, 3}, 2, 3, back.data());
+  EXPECT_EQ(back, x);
+  // Along the leading dimension the pieces are the blocks already.
+  packPieces(x.data(), {2, 4, 3}, 0, 2, packed.data());
+  EXPECT_EQ(packed, x);
+  EXPECT_EQ(outerElements({2, 4, 3}, 0), 1);
+  EXPECT_EQ(outerElements({2, 4, 3}, 2), 8);
+  EXPECT_EQ(outerElements({1, 1, 3}, 2), 1);
+}
+
+TEST(LocalCommunicator, EveryCollectiveIsACopy) {
+  LocalCommunicator comm(2);
+  EXPECT_EQ(comm.worldSize(), 1);
+  EXPECT_EQ(comm.groupSize(1), 1);
+  std::vector<float> x = iota(12), out(12);
+  TensorCollective gather;
+  gather.kind = CollectiveKind::AllGather;
+  gather.group = 1;
+  gather.x = x.data();
+  gather.xShape = gather.outShape = {3, 4};
+  gather.out = out.data();
+  gather.dim = 1;
+  ASSERT_TRUE(runCollective(comm, gather).ok());
+  EXPECT_EQ(out, x);
+  TensorCollective inPlace = gather;
+  inPlace.kind = CollectiveKind::AllReduce;
+  inPlace.out = x.data();
+  ASSERT_TRUE(runCollective(comm, inPlace).ok());
+  EXPECT_EQ(out, x);
+  // Errors, not crashes.
+  TensorCollective bad = gather;
+  bad.group = 2;
+  EXPECT_EQ(runCollective(comm, bad).code(),
+            absl::StatusCode::kInvalidArgument);
+  bad = gather;
+  bad.outShape = {3, 5};
+  EXPECT_EQ(runCollective(comm, bad).message(),
+            "collective over group 1 of 1 members on x [3, 4]: the result "
+            "must have shape [3, 4], not [3, 5]");
+  bad = gather;
+  bad.dim = 2;
+  EXPECT_FALSE(runCollective(comm, bad).ok());
+  EXPECT_FALSE(comm.allReduceSum(0, x.data(), out.data(), -1).ok());
+  EXPECT_TRUE(comm.barrier().ok());
+  EXPECT_EQ(comm.agree(absl::InternalError("x")).message(), "x");
+}
+
+TEST(ThreadCommunicator, GroupsOfA2x2Mesh) {
+  auto plan = loadPlanFromBytes(tests::buildCollectivesPlan(), "c.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  tests::runRanks(plan->root(), [&](int64_t rank,
+                                    tests::ThreadCommunicator &comm) {
+    for (int64_t group = 0; group < 4; ++group) {
+      std::vector<int64_t> members = tests::checkedMembers(group, rank);
+      EXPECT_EQ(comm.groupSize(group), static_cast<int64_t>(members.size()));
+      EXPECT_EQ(members[comm.groupMember(group)], rank) << "group " << group;
+    }
+  });
+}
+
+void runCollectivesOnThreads(bool overlap) {
+  auto plan = loadPlanFromBytes(tests::buildCollectivesPlan(), "c.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::vector<std::string> errors(4);
+  tests::runRanks(plan->root(),
+                  [&](int64_t rank, tests::ThreadCommunicator &comm) {
+                    ExecutorOptions options;
+                    options.communicator = &comm;
+                    options.overlapCollectives = overlap;
+                    comm.deferred = overlap;
+                    auto executor = CpuExecutor::create(*plan, 0, 1, options);
+                    if (!executor.ok()) {
+                      errors[rank] = std::string(executor.status().message());
+                      return; // every rank fails alike
+                    }
+                    EXPECT_EQ(executor->worldRank(), rank);
+                    errors[rank] = tests::checkCollectives(*executor, rank);
+                    EXPECT_EQ(comm.collectives, 12);
+                  });
+  for (const std::string &error : errors)
+    EXPECT_EQ(error, "");
+}
+
+TEST(ExecutorCollectives, EveryCollectiveOnA2x2Mesh) {
+  runCollectivesOnThreads(/*overlap=*/false);
+}
+
+TEST(ExecutorCollectives, EveryCollectiveOverlapped) {
+  runCollectivesOnThreads(/*overlap=*/true);
+}
+
+// Collectives that complete only when waited for: the executor waits at
+// the first instruction that reads a collective's output or writes its
+// input (or a value on the same bytes), and before the function returns.
+TEST(ExecutorCollectives, OverlapWaitsWhereTheBuffersAreUsed) {
+  tests::PlanBuilder b;
+  b.mesh = {{"dp", 2}};
+  b.groups = {{"dp"}};
+  uint32_t x = b.value(DType::F32, {4}), sum = b.value(DType::F32, {4}),
+           scaled = b.value(DType::F32, {4}),
+           gathered = b.value(DType::F32, {8}),
+           unread = b.value(DType::F32, {4}), copy = b.value(DType::F32, {4});
+  b.function("f", {x});
+  b.instr(OpCode::AllReduce, {x}, {sum}, {0});
+  b.instr(OpCode::AllGather, {x}, {gathered}, {0, 0});
+  b.instr(OpCode::Copy, {x}, {copy});         // reads x: no wait
+  b.instr(OpCode::Fill, {}, {x}, {}, {-1.0}); // writes x: waits for both
+  b.instr(OpCode::Scale, {sum}, {scaled}, {}, {2.0}); // reads sum
+  b.instr(OpCode::AllReduce, {x}, {unread}, {0});     // completes at the end
+  b.results({scaled, gathered, unread, copy}, {});
+  auto plan = loadPlanFromBytes(b.build(), "overlap.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (bool overlap : {false, true}) {
+    std::vector<std::vector<HostTensor>> results(2);
+    std::vector<std::vector<InstructionTime>> times(2);
+    tests::runRanks(plan->root(),
+                    [&](int64_t rank, tests::ThreadCommunicator &comm) {
+                      comm.deferred = true;
+                      ExecutorOptions options;
+                      options.communicator = &comm;
+                      options.overlapCollectives = overlap;
+                      auto executor = CpuExecutor::create(*plan, 0, 1, options);
+                      ASSERT_TRUE(executor.ok()) << executor.status();
+                      HostTensor input;
+                      input.shape = {4};
+                      input.floats = {1.0f + rank, 2, 3, 4};
+                      auto out = executor->run("f", {input}, 0, &times[rank]);
+                      ASSERT_TRUE(out.ok()) << out.status();
+                      results[rank] = *out;
+                    });
+    for (int rank = 0; rank < 2; ++rank) {
+      ASSERT_EQ(results[rank].size(), 4u);
+      EXPECT_EQ(results[rank][0].floats, (std::vector<float>{6, 8, 12, 16}));
+      EXPECT_EQ(results[rank][1].floats,
+                (std::vector<float>{1, 2, 3, 4, 2, 2, 3, 4}));
+      EXPECT_EQ(results[rank][2].floats, (std::vector<float>(4, -2.0f)));
+      EXPECT_EQ(results[rank][3].floats,
+                (std::vector<float>{1.0f + rank, 2, 3, 4}));
+      // Six instructions, and with overlap three waits.
+      int waits = 0;
+      for (const InstructionTime &time : times[rank])
+        waits += time.wait;
+      EXPECT_EQ(times[rank].size(), overlap ? 9u : 6u);
+      EXPECT_EQ(waits, overlap ? 3 : 0);
+    }
+  }
+}
+
+TEST(ExecutorCollectives, WithoutACommunicatorOnlyGroupsOfOne) {
+  auto plan = loadPlanFromBytes(tests::buildCollectivesPlan(), "c.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto executor = CpuExecutor::create(*plan, 0, 1);
+  ASSERT_FALSE(executor.ok());
+  EXPECT_EQ(executor.status().message(),
+            "function 'collectives', instruction 0 (AllReduce) runs over "
+            "group 0 of 2 ranks, but this executor has no communicator (run "
+            "the plan's 4 ranks under mpirun)");
+
+  // A communicator for another mesh is refused.
+  tests::ThreadWorld world(1);
+  tests::PlanBuilder single;
+  single.groups = {{"dp"}};
+  uint32_t x = single.value(DType::F32, {2, 3}),
+           y = single.value(DType::F32, {2, 3});
+  single.instr(OpCode::AllGather, {x}, {y}, {0, 1});
+  auto one = loadPlanFromBytes(single.build({x}, {y}), "one.plan");
+  ASSERT_TRUE(one.ok()) << one.status();
+  tests::ThreadCommunicator wrong(one->root(), 0, world);
+  ExecutorOptions options;
+  options.communicator = &wrong;
+  auto mismatched = CpuExecutor::create(*plan, 0, 1, options);
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_NE(mismatched.status().message().find("is not one for this plan"),
+            std::string::npos)
+      << mismatched.status();
+
+  // On one rank every group has one member: collectives are copies.
+  auto local = CpuExecutor::create(*one, 0, 1);
+  ASSERT_TRUE(local.ok()) << local.status();
+  HostTensor input;
+  input.shape = {2, 3};
+  input.floats = iota(6);
+  auto results = local->run("f", {input});
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ((*results)[0].floats, input.floats);
+}
+
+} // namespace
