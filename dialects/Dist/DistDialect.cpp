@@ -279,6 +279,12 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
     return verifyLayoutOn(op, attr.getValue(), type.getValue(),
                           /*global=*/true, "layout");
   }
+  if (attr.getName() == kReasonAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "'" << kReasonAttrName << "' must be a string";
+    return success();
+  }
   return op->emitOpError() << "has unknown dist attribute '" << attr.getName()
                            << "'";
 }

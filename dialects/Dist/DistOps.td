@@ -38,6 +38,9 @@ def Dist_Dialect : Dialect {
     /// The attribute that holds the layout of a function argument or
     /// result, or of a parameter.
     static constexpr ::llvm::StringLiteral kLayoutAttrName = "dist.layout";
+    /// Why the sharding passes put a collective there (a string, for the
+    /// communication report).
+    static constexpr ::llvm::StringLiteral kReasonAttrName = "dist.reason";
   }];
 }
 

@@ -21,6 +21,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -58,6 +59,8 @@ struct Kernel {
   SmallVector<double> floats;
   /// The dist.all_reduce bucket the kernel reduces part of (-1: none).
   int64_t bucket = -1;
+  /// Why a collective runs (the comm report prints it).
+  std::string reason;
 };
 
 struct Function {
@@ -582,6 +585,13 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
 /// a value nothing else reads (a gradient accumulator entering the apply
 /// step) reduces it in place.
 LogicalResult ProgramLowering::lowerCollective(Operation &op, Function &f) {
+  size_t first = f.body.size();
+  auto stampReason = llvm::make_scope_exit([&] {
+    if (auto reason =
+            op.getAttrOfType<StringAttr>(dist::DistDialect::kReasonAttrName))
+      for (size_t k = first; k < f.body.size(); ++k)
+        f.body[k].reason = reason.str();
+  });
   auto axesOf = [](ArrayAttr axes) {
     return SmallVector<StringRef>(axes.getAsValueRange<StringAttr>());
   };
@@ -750,10 +760,14 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f) {
         mesh.getGroupSize(layout.getPartialAxes()) <= 1)
       continue;
     int64_t group = groupIndex(layout.getPartialAxes());
+    std::string reason = "the step's loss sum and token count, partial over " +
+                         llvm::join(layout.getPartialAxes(), ",");
     emit(f, OpCode::AllReduce, {lossSum}, {lossSum}, {group});
     f.body.back().bucket = buckets;
+    f.body.back().reason = reason;
     emit(f, OpCode::AllReduce, {tokenCount}, {tokenCount}, {group});
     f.body.back().bucket = buckets++;
+    f.body.back().reason = reason;
   }
   // The step's mean: every accumulator over the step's token count.
   unsigned inverse = temporary(scalarType());
@@ -841,7 +855,13 @@ void ProgramLowering::mergeBuckets(Function &f) {
     MemRefType type =
         MemRefType::get({bytes / 4}, Float32Type::get(module.getContext()));
     unsigned view = addSlot(storages.size() - 1, type);
-    body.push_back({OpCode::AllReduce, {view}, {view}, f.body[k].ints, {}});
+    body.push_back({OpCode::AllReduce,
+                    {view},
+                    {view},
+                    f.body[k].ints,
+                    {},
+                    f.body[k].bucket,
+                    f.body[k].reason});
     k = end;
   }
   f.body = std::move(body);
@@ -959,8 +979,10 @@ void ProgramLowering::emitProgram(ArrayRef<Function> functions,
       for (const Kernel &k : f.body) {
         SmallVector<Value> inputs = values(k.inputs),
                            outputs = values(k.outputs);
-        rt::KernelOp::create(b, loc, k.opcode, inputs, outputs, k.ints,
-                             k.floats);
+        auto kernel = rt::KernelOp::create(b, loc, k.opcode, inputs, outputs,
+                                           k.ints, k.floats);
+        if (!k.reason.empty())
+          kernel->setAttr("reason", b.getStringAttr(k.reason));
         ++kernels;
       }
     }

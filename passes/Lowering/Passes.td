@@ -110,4 +110,31 @@ def MemoryReport : Pass<"triad-memory-report", "::mlir::ModuleOp"> {
   ];
 }
 
+def CommReport : Pass<"triad-comm-report", "::mlir::ModuleOp"> {
+  let summary = "Lists every collective of one optimizer step, from the "
+                "compiled plan";
+  let description = [{
+    For every `rt.program` (run it after `--triad-lower-to-rt` or
+    `--triad-train-pipeline`), prints each collective kernel with the
+    function that runs it and how often one step calls that function (once
+    per microbatch for `@microbatch_step`), its communicator group and
+    ranks, the bytes of the tensor it moves, and why the sharding passes put
+    it there (the layout change and the op that needed it). Totals per
+    group close the report. The IR is not changed. Output goes to stdout,
+    or to `file`.
+
+    ```
+    triad comm report: program @rank0 (pipeline rank 0), one optimizer step
+      function         calls  collective     group    ranks          bytes  why
+      apply_step           1  all_reduce     dp           2             68  the step's loss sum and token count, partial over dp
+      apply_step           1  all_reduce     dp           2        482,304  gradients entering @apply_step, partial over dp: 36 tensors in one bucket
+      total over dp              482,372 B per step
+    ```
+  }];
+  let options = [
+    Option<"file", "file", "std::string", "\"-\"",
+           "Where to write the report ('-': stdout)">,
+  ];
+}
+
 #endif // TRIAD_PASSES_LOWERING_PASSES_TD

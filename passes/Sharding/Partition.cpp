@@ -64,7 +64,10 @@ public:
       if (!wanted)
         continue;
       FailureOr<Value> value =
-          reshard(operand.get(), wanted, terminator->getLoc());
+          reshard(operand.get(), wanted, terminator->getLoc(),
+                  ("result " + Twine(operand.getOperandNumber()) + " of @" +
+                   func.getSymName())
+                      .str());
       if (failed(value))
         return failure();
       operand.set(*value);
@@ -102,6 +105,12 @@ private:
                                         ValueRange(inputs).getTypes(), inputs,
                                         builder.getStrArrayAttr(bucketAxes));
       ++collectives;
+      reduce->setAttr(DistDialect::kReasonAttrName,
+                      builder.getStringAttr(
+                          "gradients entering @" + func.getSymName().str() +
+                          ", partial over " + llvm::join(bucketAxes, ",") +
+                          ": " + std::to_string(bucket.size()) +
+                          " tensors in one bucket"));
       for (auto [arg, result] : llvm::zip(bucket, reduce.getResults())) {
         arg.replaceAllUsesExcept(result, reduce);
         layouts[result] = layoutOf(arg).withPartial({});
@@ -143,10 +152,17 @@ private:
 
   /// `value` (local, laid out as recorded) in layout `to`, through the
   /// collectives that change one into the other.
-  FailureOr<Value> reshard(Value value, LayoutAttr to, Location loc) {
+  FailureOr<Value> reshard(Value value, LayoutAttr to, Location loc,
+                           StringRef user) {
     LayoutAttr from = layoutOf(value);
     if (from == to)
       return value;
+    std::string why;
+    llvm::raw_string_ostream(why) << from << " to " << to << " for " << user;
+    auto stamp = [&](Value collective) {
+      collective.getDefiningOp()->setAttr(DistDialect::kReasonAttrName,
+                                          builder.getStringAttr(why));
+    };
     auto fail = [&]() {
       return emitError(loc, "cannot change layout ")
              << from << " into " << to << " (not supported yet)";
@@ -184,6 +200,7 @@ private:
                       .getResult(0);
         }
         ++collectives;
+        stamp(value);
         setResultLayouts(value.getDefiningOp(), {current});
       }
       layouts[value] = current;
@@ -205,6 +222,7 @@ private:
         value = AllGatherOp::create(builder, loc, type.clone(shape), value, dim,
                                     builder.getStrArrayAttr(have));
         ++collectives;
+        stamp(value);
         setResultLayouts(value.getDefiningOp(), {current});
       }
       layouts[value] = current;
@@ -236,7 +254,7 @@ private:
       FailureOr<Value> value = reshard(
           assign.getValue(),
           declared ? declared : replicatedFor(assign.getValue().getType()),
-          op.getLoc());
+          op.getLoc(), ("triad.assign to " + assign.getName()).str());
       if (failed(value))
         return failure();
       assign.getValueMutable().assign(*value);
@@ -287,7 +305,8 @@ private:
     SmallVector<Value> operands;
     for (auto [operand, wanted] :
          llvm::zip(op.getOperands(), decision.operands)) {
-      FailureOr<Value> value = reshard(operand, wanted, op.getLoc());
+      FailureOr<Value> value =
+          reshard(operand, wanted, op.getLoc(), op.getName().getStringRef());
       if (failed(value))
         return failure();
       operands.push_back(*value);

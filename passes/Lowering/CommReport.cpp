@@ -1,0 +1,139 @@
+//===- CommReport.cpp - the collectives of one optimizer step -------------===//
+//
+// Reads the compiled rt programs and lists every collective one optimizer
+// step runs: in which function, how often (a microbatch function runs once
+// per microbatch), over which communicator group, how many bytes, and why
+// the sharding passes put it there. Totals per group close the report.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Lowering/Passes.h"
+
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <map>
+
+namespace triad {
+#define GEN_PASS_DEF_COMMREPORT
+#include "passes/Lowering/Passes.h.inc"
+} // namespace triad
+
+using namespace mlir;
+using namespace triad;
+
+namespace {
+
+/// The bytes a collective moves, counted on the full tensor: the reduced
+/// buffer, the gathered result, the input that is reduced and scattered.
+int64_t collectiveBytes(rt::KernelOp kernel) {
+  Value tensor = kernel.getOpcode() == rt::OpCode::AllGather
+                     ? kernel.getOutputs().front()
+                     : kernel.getInputs().front();
+  auto type = cast<MemRefType>(tensor.getType());
+  return type.getNumElements() * rt::elementBytes(type.getElementType());
+}
+
+bool isCollective(rt::OpCode opcode) {
+  return opcode == rt::OpCode::AllReduce || opcode == rt::OpCode::AllGather ||
+         opcode == rt::OpCode::ReduceScatter || opcode == rt::OpCode::AllToAll;
+}
+
+struct CommReportPass : triad::impl::CommReportBase<CommReportPass> {
+  using CommReportBase::CommReportBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto plans = module.getOps<rt::PlanOp>();
+    auto programs = module.getOps<rt::ProgramOp>();
+    if (plans.empty() || programs.empty()) {
+      emitError(module.getLoc(),
+                "holds no rt.plan and rt.program to report on; run "
+                "--triad-lower-to-rt or --triad-train-pipeline first");
+      return signalPassFailure();
+    }
+    rt::PlanOp plan = *plans.begin();
+    auto groupText = [&](int64_t index) -> std::string {
+      if (index < 0 || index >= (int64_t)plan.getGroups().size())
+        return "?";
+      auto axes = cast<ArrayAttr>(plan.getGroups()[index]);
+      return llvm::join(axes.getAsValueRange<StringAttr>(), ",");
+    };
+    auto groupRanks = [&](int64_t index) -> int64_t {
+      int64_t ranks = 1;
+      if (index < 0 || index >= (int64_t)plan.getGroups().size())
+        return 0;
+      for (StringRef axis : cast<ArrayAttr>(plan.getGroups()[index])
+                                .getAsValueRange<StringAttr>())
+        for (auto [name, size] :
+             llvm::zip(plan.getAxes().getAsValueRange<StringAttr>(),
+                       plan.getAxisSizes()))
+          if (name == axis)
+            ranks *= size;
+      return ranks;
+    };
+
+    std::string message;
+    auto output = openOutputFile(file, &message);
+    if (!output) {
+      emitError(module.getLoc(), "cannot write the comm report: ") << message;
+      return signalPassFailure();
+    }
+    llvm::raw_ostream &os = output->os();
+    for (rt::ProgramOp program : programs) {
+      // How often one step calls each function.
+      llvm::StringMap<int64_t> calls;
+      for (auto step : program.getBody().getOps<rt::StepOp>())
+        for (Attribute callee : step.getCallees())
+          ++calls[cast<FlatSymbolRefAttr>(callee).getValue()];
+      os << "triad comm report: program @" << program.getSymName()
+         << " (pipeline rank " << program.getPipelineRank()
+         << "), one optimizer step\n";
+      os << llvm::format("  %-16s %5s  %-14s %-8s %5s %14s  %s\n", "function",
+                         "calls", "collective", "group", "ranks", "bytes",
+                         "why");
+      std::map<std::string, int64_t> totals;
+      int64_t count = 0;
+      for (auto func : program.getBody().getOps<rt::FuncOp>()) {
+        int64_t n = calls.lookup(func.getSymName());
+        for (auto kernel : func.getBody().getOps<rt::KernelOp>()) {
+          if (!isCollective(kernel.getOpcode()))
+            continue;
+          int64_t group = kernel.getInts().empty() ? -1 : kernel.getInts()[0];
+          int64_t bytes = collectiveBytes(kernel);
+          auto reason = kernel->getAttrOfType<StringAttr>("reason");
+          os << llvm::format(
+              "  %-16s %5lld  %-14s %-8s %5lld %14s  %s\n",
+              func.getSymName().str().c_str(), (long long)n,
+              stringifyOpCode(kernel.getOpcode()).str().c_str(),
+              groupText(group).c_str(), (long long)groupRanks(group),
+              withCommas(bytes).c_str(), reason ? reason.str().c_str() : "");
+          totals[groupText(group)] += n * bytes;
+          count += n;
+        }
+      }
+      if (totals.empty())
+        os << "  (no collectives: every rank computes alone)\n";
+      for (auto &[group, bytes] : totals)
+        os << llvm::format("  total over %-8s %14s B per step\n", group.c_str(),
+                           withCommas(bytes).c_str());
+      os << "  collectives per step: " << count << "\n";
+    }
+    output->keep();
+    markAllAnalysesPreserved();
+  }
+
+  static std::string withCommas(int64_t value) {
+    std::string digits = std::to_string(value), text;
+    for (size_t i = 0; i < digits.size(); ++i) {
+      if (i && (digits.size() - i) % 3 == 0)
+        text += ',';
+      text += digits[i];
+    }
+    return text;
+  }
+};
+
+} // namespace
