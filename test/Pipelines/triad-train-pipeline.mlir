@@ -51,10 +51,10 @@
 // DP: rt.func @microbatch_step args(%{{.*}}, %{{.*}} : memref<1x4xi32>, memref<1x4xi32>) kinds ["tokens", "labels"]
 // DP-NOT: all_reduce
 // DP: rt.func @apply_step
-// DP-NEXT: rt.kernel all_reduce(%[[SUMS]]) -> (%[[SUMS]]) ints [0] : (memref<17xf32>)
+// DP-NEXT: rt.kernel all_reduce(%[[SUMS]]) -> (%[[SUMS]]) ints [0] {reason = "the step{{.}}s loss sum and token count, partial over dp"} : (memref<17xf32>)
 // DP-NEXT: rt.kernel reciprocal(
 // DP-COUNT-2: rt.kernel scale_by
-// DP: rt.kernel all_reduce(%[[GRADS]]) -> (%[[GRADS]]) ints [0] : (memref<136xf32>)
+// DP: rt.kernel all_reduce(%[[GRADS]]) -> (%[[GRADS]]) ints [0] {reason = "gradients entering @apply_step, partial over dp: 2 tensors in one bucket"} : (memref<136xf32>)
 // DP-NOT: all_reduce
 // DP: rt.step [@begin_step, @microbatch_step, @apply_step]
 
