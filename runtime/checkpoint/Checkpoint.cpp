@@ -208,6 +208,8 @@ absl::Status commitCheckpoint(const std::string &dir,
                           {"data_position", info.dataPosition},
                           {"world_size", info.worldSize},
                           {"tensors", tensors}};
+  if (!info.mesh.empty())
+    index["mesh"] = info.mesh;
   if (absl::Status status =
           writeFileAtomically(stepDir + "/index.json", index.dump(1));
       !status.ok())
@@ -252,6 +254,18 @@ CheckpointReader::open(const std::string &dir) try {
   reader.checkpointInfo.seed = index["seed"].get<uint64_t>();
   reader.checkpointInfo.dataPosition = index["data_position"].get<uint64_t>();
   reader.checkpointInfo.worldSize = index["world_size"].get<int64_t>();
+  if (index.contains("mesh")) {
+    const nlohmann::json &mesh = index["mesh"];
+    if (!mesh.is_array())
+      return invalid("'mesh' is not a list of [axis, size]");
+    for (const nlohmann::json &axis : mesh) {
+      if (!axis.is_array() || axis.size() != 2 || !axis[0].is_string() ||
+          !axis[1].is_number_unsigned())
+        return invalid("'mesh' is not a list of [axis, size]");
+      reader.checkpointInfo.mesh.emplace_back(axis[0].get<std::string>(),
+                                              axis[1].get<int64_t>());
+    }
+  }
   if (!index["tensors"].is_object())
     return invalid("'tensors' is not an object");
 

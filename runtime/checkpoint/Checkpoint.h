@@ -2,12 +2,20 @@
 //-*-===//
 //
 // A checkpoint is a set of rectangular slices of global tensors: each rank
-// writes the slices it owns to DIR/step-N/rank-R.safetensors (with each
-// slice's global shape and offsets in the file's metadata); one rank then
-// commits: it checks that the slices of every tensor tile it exactly, writes
-// DIR/step-N/index.json and finally points DIR/latest at step-N. Every file
-// is written atomically and `latest` moves last, so a crash at any moment
-// leaves the previous checkpoint intact and loadable.
+// writes the slices it owns to DIR/step-N/rank-R.safetensors (R in five
+// digits; each slice's global shape and offsets in the file's metadata);
+// one rank then commits: it checks that the slices of every tensor tile it
+// exactly, writes DIR/step-N/index.json and finally points DIR/latest at
+// step-N. Every file is written atomically and `latest` moves last, so a
+// crash at any moment leaves the previous checkpoint intact and loadable.
+//
+// The index:
+//   {"format": "triad-checkpoint", "version": 1, "step": N, "seed": S,
+//    "data_position": samples consumed, "world_size": ranks,
+//    "mesh": [["dp", 2], ["tp", 2]],            (optional)
+//    "tensors": {NAME: {"dtype": "F32", "shape": [global shape],
+//                       "slices": [{"file": "rank-00001.safetensors",
+//                                   "offsets": [...], "sizes": [...]}]}}}
 //
 // Loading reads any slice of any tensor, assembling it from whatever slices
 // were stored: a checkpoint saved under one mesh loads under another.
@@ -25,6 +33,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace triad::rt {
@@ -46,6 +55,9 @@ struct CheckpointInfo {
   /// Samples of the corpus consumed so far (the data position).
   uint64_t dataPosition = 0;
   int64_t worldSize = 1;
+  /// The mesh the checkpoint was saved under (axis name, size), slowest
+  /// first; empty when unknown. For people: loading reslices to any mesh.
+  std::vector<std::pair<std::string, int64_t>> mesh = {};
 };
 
 /// The folder of step `step` inside checkpoint folder `dir`.

@@ -230,7 +230,8 @@ inline int64_t microbatchSamplesOf(const TrainingPlanSpec &spec) {
 /// A language model: logits = dropout(wte[tokens]) @ wout, mean
 /// cross-entropy; the gradients of each microbatch accumulate weighted by
 /// its label count, and the apply step divides by the total, clips the
-/// global norm to 1 and runs AdamW with a warmup and cosine schedule. The
+/// global norm to 1 and runs AdamW with a warmup and cosine schedule. With
+/// dp > 1 the apply step first all-reduces the sums over [dp] (group 0). The
 /// step: begin_step, microbatch_step per microbatch, apply_step; its named
 /// results are "loss", "grad_norm", "lr", "skipped" and "tokens".
 inline std::string buildTrainingPlan(const TrainingPlanSpec &spec) {
@@ -322,6 +323,15 @@ inline std::string buildTrainingPlan(const TrainingPlanSpec &spec) {
   b.instr(OpCode::Accumulate, {countSum, count, one}, {countSum});
 
   uint32_t apply = b.function("apply_step");
+  // Data parallel: the sums over each replica's microbatches become sums
+  // over the global batch (in place, over the group [dp]).
+  if (microbatchSamplesOf(spec) * spec.microbatches != spec.batch) {
+    b.groups = {{"dp"}};
+    for (uint32_t acc : {lossSum, countSum})
+      b.instr(OpCode::AllReduce, {acc}, {acc}, {0});
+    for (const Trained &t : trained)
+      b.instr(OpCode::AllReduce, {t.grad}, {t.grad}, {0});
+  }
   uint32_t inverse = b.value(DType::F32, {}),
            meanLoss = b.value(DType::F32, {}), total = b.value(DType::F32, {}),
            squares = b.value(DType::F32, {}),

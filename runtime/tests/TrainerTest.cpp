@@ -5,15 +5,19 @@
 // one microbatch of both; a run resumed from a checkpoint continues with
 // exactly the losses and weights of an uninterrupted one; checkpoints of
 // another model are refused, naming the tensor; a save killed at any moment
-// leaves a checkpoint that loads.
+// leaves a checkpoint that loads. Several ranks (threads) of a
+// data-parallel mesh train like one rank; each rank saves its own slices,
+// and a checkpoint loads under another mesh (reshard on load).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/train/Trainer.h"
 
+#include "runtime/checkpoint/Safetensors.h"
 #include "runtime/init/Philox.h"
 #include "runtime/support/Files.h"
 #include "runtime/tests/PlanBuilder.h"
+#include "runtime/tests/ThreadComm.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -70,17 +74,25 @@ struct Run {
   std::unique_ptr<Trainer> trainer;
 
   static std::unique_ptr<Run> create(const TrainingPlanSpec &spec,
-                                     uint64_t seed = 7) {
+                                     uint64_t seed = 7,
+                                     Communicator *communicator = nullptr) {
+    return create(tests::buildTrainingPlan(spec), spec.vocab, seed,
+                  communicator);
+  }
+
+  static std::unique_ptr<Run> create(const std::string &planBytes,
+                                     int64_t vocab, uint64_t seed,
+                                     Communicator *communicator) {
     auto run = std::make_unique<Run>();
-    auto plan =
-        loadPlanFromBytes(tests::buildTrainingPlan(spec), "training.plan");
+    auto plan = loadPlanFromBytes(planBytes, "training.plan");
     EXPECT_TRUE(plan.ok()) << plan.status();
     run->plan = std::move(*plan);
-    auto data = TokenFile::open(corpusPath(), TokenWidth::U16, spec.vocab);
+    auto data = TokenFile::open(corpusPath(), TokenWidth::U16, vocab);
     EXPECT_TRUE(data.ok()) << data.status();
     run->data = std::make_unique<TokenFile>(std::move(*data));
     TrainerOptions options;
     options.seed = seed;
+    options.communicator = communicator;
     auto trainer = Trainer::create(run->plan, *run->data, options);
     EXPECT_TRUE(trainer.ok()) << trainer.status();
     run->trainer = std::make_unique<Trainer>(std::move(*trainer));
@@ -98,7 +110,7 @@ struct Run {
   }
 
   std::vector<float> weights(const std::string &name) {
-    const triad::plan::Program &program = *plan.root().programs()->Get(0);
+    const triad::plan::Program &program = trainer->executor().programOf();
     for (const triad::plan::Persistent *p : *program.persistent())
       if (p->name()->str() == name) {
         int64_t count = 1;
@@ -363,6 +375,278 @@ TEST(Trainer, KilledSaveLeavesALoadableCheckpoint) {
   }
   EXPECT_GE(steps.front(), 1u);
   removeDir(dir);
+}
+
+/// Whether a and b agree to a relative 1e-5 (the project's law for fp32
+/// runs on different meshes).
+bool close(double a, double b) {
+  return std::abs(a - b) <= 1e-5 * std::max(std::abs(a), std::abs(b)) + 1e-7;
+}
+
+/// The losses (and final weights of `wte`) of `steps` steps of every rank
+/// of `spec`'s mesh, run as threads.
+struct RankRuns {
+  std::vector<std::vector<double>> losses;
+  std::vector<std::vector<float>> weights;
+};
+
+RankRuns runRanks(const TrainingPlanSpec &spec, int steps,
+                  const std::function<void(int64_t, Run &)> &before = {}) {
+  auto plan =
+      loadPlanFromBytes(tests::buildTrainingPlan(spec), "training.plan");
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  RankRuns result;
+  int64_t ranks = meshSize(plan->root());
+  result.losses.resize(ranks);
+  result.weights.resize(ranks);
+  tests::runRanks(plan->root(),
+                  [&](int64_t rank, tests::ThreadCommunicator &comm) {
+                    auto run = Run::create(spec, 7, &comm);
+                    if (before)
+                      before(rank, *run);
+                    result.losses[rank] = run->losses(steps);
+                    result.weights[rank] = run->weights("wte");
+                  });
+  return result;
+}
+
+// The law of the project on the data-parallel axis: two replicas, each
+// training on its half of every batch and all-reducing the sums, give the
+// losses and weights of one rank (fp32: within 1e-5).
+TEST(MultiRankTrainer, DataParallelMatchesOneRank) {
+  TrainingPlanSpec one;
+  one.dropout = 0; // the plan's dropout streams are not yet per replica
+  auto single = Run::create(one);
+  std::vector<double> expected = single->losses(10);
+  std::vector<float> expectedWeights = single->weights("wte");
+  for (int64_t microbatches : {1, 2}) {
+    TrainingPlanSpec two = one;
+    two.mesh = {{"dp", 2}, {"tp", 1}, {"pp", 1}};
+    two.microbatches = microbatches;
+    RankRuns runs = runRanks(two, 10, [](int64_t rank, auto &run) {
+      EXPECT_EQ(run.trainer->dataParallelRank(), rank);
+      EXPECT_EQ(run.trainer->dataParallelSize(), 2);
+    });
+    // Every replica holds the same (global) loss and the same weights.
+    EXPECT_EQ(runs.losses[0], runs.losses[1]);
+    EXPECT_EQ(runs.weights[0], runs.weights[1]);
+    for (size_t i = 0; i < expected.size(); ++i)
+      EXPECT_TRUE(close(runs.losses[0][i], expected[i]))
+          << "step " << i + 1 << ": " << runs.losses[0][i] << " vs "
+          << expected[i];
+    for (size_t i = 0; i < expectedWeights.size(); ++i)
+      ASSERT_TRUE(close(runs.weights[0][i], expectedWeights[i])) << i;
+  }
+}
+
+// A checkpoint saved by two replicas (each saving what it alone holds:
+// here the replicated tensors once, by rank 0) resumes exactly on the same
+// mesh and loads under one rank.
+TEST(MultiRankTrainer, CheckpointsOfReplicas) {
+  std::string dir = freshDir("replicas");
+  TrainingPlanSpec two;
+  two.dropout = 0;
+  two.mesh = {{"dp", 2}, {"tp", 1}, {"pp", 1}};
+  // Uninterrupted: 5 steps. Interrupted: 3, save, then 2 from the save.
+  RankRuns full = runRanks(two, 5);
+  {
+    auto plan =
+        loadPlanFromBytes(tests::buildTrainingPlan(two), "training.plan");
+    ASSERT_TRUE(plan.ok());
+    tests::runRanks(plan->root(),
+                    [&](int64_t rank, tests::ThreadCommunicator &comm) {
+                      auto run = Run::create(two, 7, &comm);
+                      run->losses(3);
+                      absl::Status saved = run->trainer->save(dir);
+                      EXPECT_TRUE(saved.ok()) << saved;
+                    });
+  }
+  // Rank 1 holds only replicas of rank 0's tensors: its shard is empty.
+  auto shard = SafetensorsFile::open(checkpointStepDir(dir, 3) +
+                                     "/rank-00001.safetensors");
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  EXPECT_TRUE(shard->entries().empty());
+  auto reader = CheckpointReader::open(dir);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ(reader->info().worldSize, 2);
+  EXPECT_EQ(reader->info().mesh, (std::vector<std::pair<std::string, int64_t>>{
+                                     {"dp", 2}, {"tp", 1}, {"pp", 1}}));
+
+  RankRuns resumed = runRanks(two, 2, [&](int64_t, auto &run) {
+    absl::Status loaded = run.trainer->load(dir);
+    EXPECT_TRUE(loaded.ok()) << loaded;
+    EXPECT_EQ(run.trainer->completedSteps(), 3u);
+  });
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(resumed.losses[rank],
+              std::vector<double>(full.losses[rank].begin() + 3,
+                                  full.losses[rank].end()));
+    EXPECT_EQ(resumed.weights[rank], full.weights[rank]);
+  }
+
+  TrainingPlanSpec one = two;
+  one.mesh = {{"dp", 1}, {"tp", 1}, {"pp", 1}};
+  auto single = Run::create(one);
+  ASSERT_TRUE(single->trainer->load(dir).ok());
+  std::vector<double> losses = single->losses(2);
+  for (size_t i = 0; i < losses.size(); ++i)
+    EXPECT_TRUE(close(losses[i], full.losses[0][3 + i]))
+        << losses[i] << " vs " << full.losses[0][3 + i];
+}
+
+/// A plan whose only persistent tensor, "w" [4, 6], is cut over the axes
+/// of `split` (rows, columns) of `mesh`, and whose step does nothing.
+std::string slicedPlan(std::vector<std::pair<std::string, uint32_t>> mesh,
+                       std::vector<std::vector<std::string>> split,
+                       bool extra = false) {
+  using triad::plan::DType;
+  tests::PlanBuilder b;
+  b.mesh = mesh;
+  b.vocab = 32;
+  b.batch = 4;
+  std::vector<int64_t> local = {4, 6};
+  for (size_t d = 0; d < 2; ++d)
+    for (const std::string &axis : split[d])
+      for (const auto &[name, size] : mesh)
+        if (name == axis)
+          local[d] /= size;
+  uint32_t w = b.value(DType::F32, local);
+  b.splitPersistent("w", w, triad::plan::Role::Parameter,
+                    triad::plan::InitKind::Normal, 0.5, split);
+  if (extra) {
+    uint32_t v = b.value(DType::F32, {2});
+    b.persistent("v", v, triad::plan::Role::State,
+                 triad::plan::InitKind::Zeros);
+  }
+  int64_t dp = 1;
+  for (const auto &[name, size] : mesh)
+    if (name == "dp")
+      dp = size;
+  uint32_t tokens = b.value(DType::I32, {4 / dp, b.seq}),
+           labels = b.value(DType::I32, {4 / dp, b.seq}),
+           x = b.value(DType::F32, {});
+  uint32_t f =
+      b.function("f", {tokens, labels},
+                 {triad::plan::ArgKind::Tokens, triad::plan::ArgKind::Labels});
+  b.instr(triad::plan::OpCode::Fill, {}, {x}, {}, {0.0});
+  b.call(f);
+  return b.build();
+}
+
+/// The slice of w = 100 + global index that `run`'s rank holds.
+std::vector<float> expectedSlice(Run &run) {
+  const triad::plan::Program &program = run.trainer->executor().programOf();
+  const triad::plan::Persistent &w = *program.persistent()->Get(0);
+  std::vector<int64_t> offsets = run.trainer->executor().sliceOffsets(w);
+  const auto *shape = program.values()->Get(w.value())->shape();
+  std::vector<float> values;
+  for (int64_t r = 0; r < shape->Get(0); ++r)
+    for (int64_t c = 0; c < shape->Get(1); ++c)
+      values.push_back(
+          static_cast<float>(100 + (offsets[0] + r) * 6 + offsets[1] + c));
+  return values;
+}
+
+/// Runs `body` on every rank of the mesh of `planBytes`, as threads.
+void onRanks(const std::string &planBytes,
+             const std::function<void(int64_t, Run &)> &body) {
+  auto plan = loadPlanFromBytes(planBytes, "sliced.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  tests::runRanks(plan->root(),
+                  [&](int64_t rank, tests::ThreadCommunicator &comm) {
+                    auto run = Run::create(planBytes, 32, 7, &comm);
+                    body(rank, *run);
+                  });
+}
+
+// Reshard on load: w saved as row halves by two ranks loads whole on one
+// rank, as row quarters on four, and as column halves replicated over dp
+// on a 2 x 2 mesh, whose save in turn stores each column half once.
+TEST(MultiRankTrainer, ReshardOnLoad) {
+  std::string dir = freshDir("reshard");
+  std::string rows2 = slicedPlan({{"dp", 2}}, {{"dp"}, {}});
+  onRanks(rows2, [&](int64_t, auto &run) {
+    std::vector<float> values = expectedSlice(run);
+    std::copy(values.begin(), values.end(),
+              *run.trainer->executor().persistent("w"));
+    run.losses(1);
+    absl::Status saved = run.trainer->save(dir);
+    EXPECT_TRUE(saved.ok()) << saved;
+  });
+
+  auto loadAndCheck = [&](const std::string &plan) {
+    int ranks = 0;
+    onRanks(plan, [&](int64_t, auto &run) {
+      absl::Status loaded = run.trainer->load(dir);
+      ASSERT_TRUE(loaded.ok()) << loaded;
+      EXPECT_EQ(run.weights("w"), expectedSlice(run));
+      EXPECT_EQ(run.trainer->completedSteps(), 1u);
+      ++ranks;
+    });
+    return ranks;
+  };
+  // Whole on one rank, row quarters on four, and columns over tp.
+  EXPECT_EQ(loadAndCheck(slicedPlan({{"dp", 1}}, {{}, {}})), 1);
+  EXPECT_EQ(loadAndCheck(slicedPlan({{"dp", 4}}, {{"dp"}, {}})), 4);
+  std::string columns = slicedPlan({{"dp", 2}, {"tp", 2}}, {{}, {"tp"}});
+  EXPECT_EQ(loadAndCheck(columns), 4);
+
+  // Saved from the 2 x 2 mesh: the dp = 0 ranks (0 and 1) store the two
+  // column halves, the replicas on ranks 2 and 3 nothing.
+  std::string dir2 = freshDir("reshard-columns");
+  onRanks(columns, [&](int64_t, auto &run) {
+    ASSERT_TRUE(run.trainer->load(dir).ok());
+    absl::Status saved = run.trainer->save(dir2);
+    EXPECT_TRUE(saved.ok()) << saved;
+  });
+  for (int rank = 0; rank < 4; ++rank) {
+    auto shard =
+        SafetensorsFile::open(checkpointStepDir(dir2, 1) + "/rank-0000" +
+                              std::to_string(rank) + ".safetensors");
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    EXPECT_EQ(shard->entries().size(), rank < 2 ? 1u : 0u) << rank;
+  }
+  dir = dir2;
+  EXPECT_EQ(loadAndCheck(slicedPlan({{"dp", 1}}, {{}, {}})), 1);
+  EXPECT_EQ(loadAndCheck(rows2), 2);
+
+  // A tensor the checkpoint lacks fails the load on every rank, and
+  // changes nothing.
+  onRanks(slicedPlan({{"dp", 2}}, {{"dp"}, {}}, /*extra=*/true),
+          [&](int64_t, auto &run) {
+            std::vector<float> before = run.weights("w");
+            absl::Status loaded = run.trainer->load(dir);
+            EXPECT_NE(loaded.message().find(
+                          "does not fit this plan: the checkpoint has no "
+                          "tensor 'v'"),
+                      std::string::npos)
+                << loaded;
+            EXPECT_EQ(run.weights("w"), before);
+            EXPECT_EQ(run.trainer->completedSteps(), 0u);
+          });
+}
+
+// A rank that cannot save makes every rank's save fail, and `latest` stays.
+TEST(MultiRankTrainer, AFailedShardFailsEveryRank) {
+  std::string dir = freshDir("failed-shard");
+  std::string rows2 = slicedPlan({{"dp", 2}}, {{"dp"}, {}});
+  onRanks(rows2, [&](int64_t, auto &run) {
+    run.losses(1);
+    EXPECT_TRUE(run.trainer->save(dir).ok());
+  });
+  // Rank 1's shard of step 2 cannot be written: a folder is in its way.
+  std::string blocker = checkpointStepDir(dir, 2) + "/rank-00001.safetensors";
+  ASSERT_EQ(std::system(("mkdir -p '" + blocker + "'").c_str()), 0);
+  std::vector<std::string> errors(2);
+  onRanks(rows2, [&](int64_t rank, auto &run) {
+    run.losses(2);
+    errors[rank] = std::string(run.trainer->save(dir).message());
+  });
+  EXPECT_NE(errors[1], "");
+  EXPECT_EQ(errors[0], "rank 1 failed (see its error)");
+  auto reader = CheckpointReader::open(dir);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ(reader->info().step, 1u);
 }
 
 } // namespace

@@ -3,6 +3,7 @@
 #include "runtime/train/Trainer.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/plan/Mesh.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -47,17 +48,36 @@ const plan::Program *programOfRank(const plan::Plan &plan, uint32_t rank) {
 } // namespace
 
 Trainer::Trainer(const LoadedPlan &plan, Sampler sampler, CpuExecutor cpu,
+                 std::unique_ptr<Communicator> ownCommunicator,
                  const TrainerOptions &options)
-    : plan(&plan), sampler(sampler), cpu(std::move(cpu)), options(options),
+    : plan(&plan), sampler(sampler), cpu(std::move(cpu)),
+      ownCommunicator(std::move(ownCommunicator)),
+      communicator(options.communicator ? options.communicator
+                                        : this->ownCommunicator.get()),
+      options(options),
+      dpRank(coordinateOn(plan.root(), this->cpu.coordinates(), "dp")),
       dpSize(meshAxisSize(plan.root(), "dp")), epochNanos(nowNanos()) {}
 
 absl::StatusOr<Trainer> Trainer::create(const LoadedPlan &plan,
                                         const TokenFile &data,
                                         const TrainerOptions &options) {
-  const plan::Program *program = programOfRank(plan.root(), 0);
+  if (meshAxisSize(plan.root(), "pp") > 1)
+    return absl::UnimplementedError(absl::StrCat(
+        "the plan's mesh has a pipeline axis of ",
+        meshAxisSize(plan.root(), "pp"),
+        " ranks; this runtime does not run pipeline-parallel plans yet"));
+  int64_t worldRank =
+      options.communicator ? options.communicator->worldRank() : 0;
+  if (worldRank < 0 || worldRank >= meshSize(plan.root()))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "world rank ", worldRank, " is outside the plan's mesh of ",
+        meshSize(plan.root()), " ranks"));
+  uint32_t pipelineRank =
+      pipelineRankAt(plan.root(), meshCoordinates(plan.root(), worldRank));
+  const plan::Program *program = programOfRank(plan.root(), pipelineRank);
   if (!program)
-    return absl::InvalidArgumentError(
-        "the plan has no program for pipeline rank 0");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the plan has no program for pipeline rank ", pipelineRank));
   if (!program->step() || program->step()->size() == 0)
     return absl::InvalidArgumentError(
         "the plan's program has no step (Program.step) to train with; "
@@ -66,13 +86,37 @@ absl::StatusOr<Trainer> Trainer::create(const LoadedPlan &plan,
       Sampler::create(data, plan.root().seq(), options.seed);
   if (!sampler.ok())
     return sampler.status();
+  std::unique_ptr<Communicator> own;
+  if (!options.communicator) {
+    uint32_t groups = plan.root().groups() ? plan.root().groups()->size() : 0;
+    own = std::make_unique<LocalCommunicator>(groups);
+  }
   ExecutorOptions executorOptions;
   executorOptions.peakLearningRate = options.learningRate;
+  executorOptions.communicator = options.communicator;
+  executorOptions.overlapCollectives = options.overlapCollectives;
   absl::StatusOr<CpuExecutor> cpu =
-      CpuExecutor::create(plan, 0, options.seed, executorOptions);
+      CpuExecutor::create(plan, pipelineRank, options.seed, executorOptions);
   if (!cpu.ok())
     return cpu.status();
-  return Trainer(plan, *sampler, std::move(*cpu), options);
+  return Trainer(plan, *sampler, std::move(*cpu), std::move(own), options);
+}
+
+bool Trainer::savesSlice(const plan::Persistent &p) const {
+  const plan::Plan &root = plan->root();
+  std::vector<bool> keeps(root.mesh()->size(), false);
+  int64_t pp = meshAxisIndex(root, "pp");
+  if (pp >= 0)
+    keeps[pp] = true;
+  if (p.split())
+    for (const plan::DimSplit *split : *p.split())
+      if (split->axes())
+        for (const flatbuffers::String *axis : *split->axes())
+          keeps[meshAxisIndex(root, axis->string_view())] = true;
+  for (size_t i = 0; i < keeps.size(); ++i)
+    if (!keeps[i] && cpu.coordinates()[i] != 0)
+      return false;
+  return true;
 }
 
 absl::StatusOr<StepResult> Trainer::step() {
@@ -157,7 +201,7 @@ absl::Status Trainer::save(const std::string &dir) {
   const plan::Program &program = cpu.programOf();
   if (program.persistent())
     for (const plan::Persistent *p : *program.persistent()) {
-      if (!checkpointed(*p))
+      if (!checkpointed(*p) || !savesSlice(*p))
         continue;
       absl::StatusOr<float *> values = cpu.persistent(p->name()->str());
       if (!values.ok())
@@ -167,23 +211,48 @@ absl::Status Trainer::save(const std::string &dir) {
       slice.dtype = DType::F32;
       slice.globalShape.assign(p->global_shape()->begin(),
                                p->global_shape()->end());
-      slice.offsets.assign(p->offsets()->begin(), p->offsets()->end());
+      slice.offsets = cpu.sliceOffsets(*p);
       slice.sizes = shapeOf(*program.values()->Get(p->value()));
       slice.data = *values;
       slices.push_back(std::move(slice));
     }
-  if (absl::Status status = writeCheckpointShard(dir, completed, 0, slices);
+  int64_t rank = communicator->worldRank();
+  // Every shard is on disk (or every rank knows one is not) before rank 0
+  // checks them all and moves `latest`.
+  if (absl::Status status = communicator->agree(
+          writeCheckpointShard(dir, completed, rank, slices));
       !status.ok())
     return status;
-  CheckpointInfo info;
-  info.step = completed;
-  info.seed = options.seed;
-  info.dataPosition = consumed;
-  info.worldSize = 1;
-  return commitCheckpoint(dir, info);
+  absl::Status committed;
+  if (rank == 0) {
+    CheckpointInfo info;
+    info.step = completed;
+    info.seed = options.seed;
+    info.dataPosition = consumed;
+    info.worldSize = communicator->worldSize();
+    for (const plan::MeshAxis *axis : *plan->root().mesh())
+      info.mesh.emplace_back(axis->name()->str(), axis->size());
+    committed = commitCheckpoint(dir, info);
+  }
+  return communicator->agree(committed);
 }
 
 absl::Status Trainer::load(const std::string &dir) {
+  std::vector<std::pair<float *, std::vector<float>>> restored;
+  absl::StatusOr<CheckpointInfo> info = read(dir, restored);
+  // Every rank changes its tensors only when every rank could read them.
+  if (absl::Status status = communicator->agree(info.status()); !status.ok())
+    return status;
+  for (auto &[target, values] : restored)
+    std::memcpy(target, values.data(), values.size() * sizeof(float));
+  completed = info->step;
+  consumed = info->dataPosition;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointInfo>
+Trainer::read(const std::string &dir,
+              std::vector<std::pair<float *, std::vector<float>>> &restored) {
   absl::StatusOr<CheckpointReader> reader = CheckpointReader::open(dir);
   if (!reader.ok())
     return reader.status();
@@ -209,14 +278,13 @@ absl::Status Trainer::load(const std::string &dir) {
                                  "', which the plan does not have"));
   // Read everything before changing anything.
   const plan::Program &program = cpu.programOf();
-  std::vector<std::pair<float *, std::vector<float>>> restored;
   if (program.persistent())
     for (const plan::Persistent *p : *program.persistent()) {
       if (!checkpointed(*p))
         continue;
       std::vector<int64_t> global(p->global_shape()->begin(),
                                   p->global_shape()->end());
-      std::vector<int64_t> offsets(p->offsets()->begin(), p->offsets()->end());
+      std::vector<int64_t> offsets = cpu.sliceOffsets(*p);
       std::vector<int64_t> sizes = shapeOf(*program.values()->Get(p->value()));
       std::vector<float> values(static_cast<size_t>(volume(sizes)));
       if (absl::Status status =
@@ -229,11 +297,7 @@ absl::Status Trainer::load(const std::string &dir) {
         return target.status();
       restored.emplace_back(*target, std::move(values));
     }
-  for (auto &[target, values] : restored)
-    std::memcpy(target, values.data(), values.size() * sizeof(float));
-  completed = reader->info().step;
-  consumed = reader->info().dataPosition;
-  return absl::OkStatus();
+  return reader->info();
 }
 
 } // namespace triad::rt

@@ -20,11 +20,26 @@
 // samples consumed; a run resumed from it continues with exactly the losses
 // of an uninterrupted one.
 //
+// Under a mesh of several ranks (TrainerOptions::communicator), the rank's
+// place in the mesh decides its program (its "pp" coordinate), its slices
+// of the persistent tensors and its data: its "dp" coordinate is the
+// data-parallel rank above, the size of the "dp" axis the replica count.
+// The plan makes the logged results ("loss", "grad_norm") global itself
+// (all-reduced inside the step), so every rank reports the same values.
+// Every rank saves the slices it holds into its own shard of the
+// checkpoint, a replicated slice being saved once (by the replica whose
+// coordinates are 0 on every axis that neither splits the tensor nor is
+// "pp"); rank 0 commits once every shard is written. Loading reads each
+// rank's slices from whatever slices the checkpoint holds, so a checkpoint
+// saved under one mesh loads under another.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef TRIAD_RUNTIME_TRAIN_TRAINER_H
 #define TRIAD_RUNTIME_TRAIN_TRAINER_H
 
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/comm/Comm.h"
 #include "runtime/data/TokenFile.h"
 #include "runtime/executor/CpuExecutor.h"
 #include "runtime/plan/Plan.h"
@@ -35,6 +50,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +67,11 @@ struct TrainerOptions {
   /// With `trace`, also one event per instruction for the steps up to this
   /// one (instruction events are many).
   uint64_t traceInstructionSteps = 3;
+  /// The job's ranks (not owned; it must outlive the trainer), or none for
+  /// a world of one rank. See ExecutorOptions::communicator.
+  Communicator *communicator = nullptr;
+  /// See ExecutorOptions::overlapCollectives.
+  bool overlapCollectives = true;
 };
 
 /// A span of time for a timeline (Chrome trace "complete" event).
@@ -85,8 +106,9 @@ class Trainer {
 public:
   /// A trainer for `plan` on `data`, which must outlive it (open `data`
   /// with the plan's vocabulary). Fails when the plan has no step or no
-  /// program for pipeline rank 0, or when the corpus is shorter than one
-  /// sample.
+  /// program for this rank's pipeline rank, when its mesh splits the
+  /// pipeline (no runtime support yet), or when the corpus is shorter than
+  /// one sample.
   static absl::StatusOr<Trainer> create(const LoadedPlan &plan,
                                         const TokenFile &data,
                                         const TrainerOptions &options);
@@ -101,28 +123,45 @@ public:
   uint64_t seed() const { return options.seed; }
 
   /// Saves every parameter and optimizer state after completedSteps() into
-  /// checkpoint folder `dir` (DIR/step-N, then DIR/latest; atomic).
+  /// checkpoint folder `dir` (DIR/step-N, then DIR/latest; atomic). Every
+  /// rank calls it; it returns OK on every rank or an error on every rank.
   absl::Status save(const std::string &dir);
 
-  /// Restores the latest checkpoint of `dir`: every parameter and state of
-  /// the program, the step and the data position. Refuses (and changes
-  /// nothing) when a tensor is missing, differs in shape, or the checkpoint
-  /// holds a tensor the plan does not have, or was saved with another seed.
+  /// Restores the latest checkpoint of `dir`: this rank's slices of every
+  /// parameter and state of its program, the step and the data position.
+  /// Refuses (and changes nothing) when a tensor is missing, differs in
+  /// global shape, or the checkpoint holds a tensor the plan does not have,
+  /// or was saved with another seed. Every rank calls it; it returns OK on
+  /// every rank or an error on every rank.
   absl::Status load(const std::string &dir);
 
   CpuExecutor &executor() { return cpu; }
+  /// This rank's data-parallel index and the replica count.
+  int64_t dataParallelRank() const { return dpRank; }
+  int64_t dataParallelSize() const { return dpSize; }
 
 private:
   Trainer(const LoadedPlan &plan, Sampler sampler, CpuExecutor cpu,
+          std::unique_ptr<Communicator> ownCommunicator,
           const TrainerOptions &options);
+
+  /// Whether this rank is the one that saves its slice of `p`.
+  bool savesSlice(const plan::Persistent &p) const;
+  /// Reads this rank's slices from the latest checkpoint of `dir` into
+  /// `restored` (target, values), checking that it fits the plan.
+  absl::StatusOr<CheckpointInfo>
+  read(const std::string &dir,
+       std::vector<std::pair<float *, std::vector<float>>> &restored);
 
   const LoadedPlan *plan;
   Sampler sampler;
   CpuExecutor cpu;
+  /// options.communicator, or a world of one rank.
+  std::unique_ptr<Communicator> ownCommunicator;
+  Communicator *communicator;
   TrainerOptions options;
   uint64_t completed = 0, consumed = 0;
-  /// The data-parallel rank and replica count (1 until the runtime runs
-  /// multi-rank meshes).
+  /// The data-parallel rank and replica count.
   int64_t dpRank = 0, dpSize = 1;
   int64_t epochNanos = 0;
 };
