@@ -9,6 +9,7 @@
 
 #include "triad/Interpreter/Kernels.h"
 
+#include "dialects/Dist/DistDialect.h"
 #include "dialects/Triad/TriadOps.h"
 #include "runtime/init/Init.h"
 
@@ -61,6 +62,34 @@ static Tensor initialTensor(RankedTensorType type, Attribute init,
   return value;
 }
 
+/// This rank's piece of `value` when `symbol` declares a split layout on
+/// the module's mesh; `value` itself otherwise.
+static Tensor localPiece(Operation *symbol, Tensor value, int64_t rank) {
+  auto layout = symbol->getAttrOfType<dist::LayoutAttr>(
+      dist::DistDialect::kLayoutAttrName);
+  dist::MeshOp mesh = dist::MeshOp::lookup(symbol);
+  if (!layout || !mesh)
+    return value;
+  // This rank's coordinate on each axis (the last axis varies fastest).
+  llvm::StringMap<int64_t> coordinate;
+  int64_t rest = rank;
+  for (int64_t i = mesh.getSizes().size() - 1; i >= 0; --i) {
+    coordinate[cast<StringAttr>(mesh.getAxes()[i]).getValue()] =
+        rest % mesh.getSizes()[i];
+    rest /= mesh.getSizes()[i];
+  }
+  std::vector<int64_t> offsets(value.rank(), 0), sizes(value.shape);
+  for (int64_t dim = 0; dim < layout.getRank() && dim < value.rank(); ++dim) {
+    int64_t index = 0;
+    for (StringRef axis : layout.getSplitAxes(dim))
+      index =
+          index * mesh.getAxisSize(axis).value_or(1) + coordinate.lookup(axis);
+    sizes[dim] /= mesh.getGroupSize(layout.getSplitAxes(dim));
+    offsets[dim] = index * sizes[dim];
+  }
+  return slice(value, offsets, sizes);
+}
+
 void Interpreter::initializeParameters() {
   params.clear();
   llvm::StringMap<Type> paramTypes;
@@ -68,8 +97,10 @@ void Interpreter::initializeParameters() {
     Type elementType = param.getTensorType().getElementType();
     paramTypes[param.getSymName()] = elementType;
     params[param.getSymName()] =
-        initialTensor(param.getTensorType(), param.getInit(), options.seed,
-                      param.getSymName(), elementType);
+        localPiece(param,
+                   initialTensor(param.getTensorType(), param.getInit(),
+                                 options.seed, param.getSymName(), elementType),
+                   options.rank);
   }
   // A state of a parameter draws from the parameter's stream and precision:
   // a master copy starts equal to its parameter.
@@ -82,8 +113,10 @@ void Interpreter::initializeParameters() {
         precision = paramType;
     }
     params[state.getSymName()] =
-        initialTensor(state.getTensorType(), state.getInit(), options.seed,
-                      stream, precision);
+        localPiece(state,
+                   initialTensor(state.getTensorType(), state.getInit(),
+                                 options.seed, stream, precision),
+                   options.rank);
   }
 }
 
@@ -194,6 +227,13 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
   auto resultShape = [&]() {
     return cast<RankedTensorType>(op->getResult(0).getType()).getShape();
   };
+
+  if (isa<dist::DistDialect>(op->getDialect())) {
+    if (!options.collectives)
+      return op->emitError("is a collective; run the module on its mesh "
+                           "(MeshInterpreter)");
+    return options.collectives(op, in);
+  }
 
   return llvm::TypeSwitch<Operation *, Result>(op)
       .Case([&](GetParamOp get) -> Result {

@@ -18,6 +18,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <functional>
+
 namespace triad::interp {
 
 struct InterpreterOptions {
@@ -28,6 +30,14 @@ struct InterpreterOptions {
   /// Round every op result to its element type (f32, bf16, f16) instead of
   /// keeping float64.
   bool nativePrecision = false;
+  /// The rank this interpreter is, on the module's dist.mesh: parameters
+  /// with a split layout hold this rank's piece.
+  int64_t rank = 0;
+  /// Evaluates the dist collectives (set by MeshInterpreter, which runs one
+  /// interpreter per rank); without it a collective is an error.
+  std::function<mlir::FailureOr<std::vector<Tensor>>(
+      mlir::Operation *, llvm::ArrayRef<const Tensor *>)>
+      collectives;
 };
 
 /// The value of global element `index` of a parameter declared with `init`,
@@ -62,6 +72,31 @@ private:
   mlir::ModuleOp module;
   InterpreterOptions options;
   llvm::StringMap<Tensor> params;
+};
+
+/// A partitioned module run on every rank of its dist.mesh in one process:
+/// one interpreter per rank, each on its own thread, exchanging the
+/// collectives' data in memory. It checks a partition against the
+/// unpartitioned function without MPI.
+class MeshInterpreter {
+public:
+  MeshInterpreter(mlir::ModuleOp module, InterpreterOptions options = {});
+  ~MeshInterpreter();
+
+  int64_t numRanks() const { return ranks.size(); }
+  /// Every rank's pieces of the parameters, as Interpreter does.
+  void initializeParameters();
+  Interpreter &rank(int64_t index) { return *ranks[index]; }
+
+  /// Calls `name` on every rank at once, rank r on `args[r]`; the results
+  /// per rank. Fails when any rank fails.
+  mlir::FailureOr<std::vector<std::vector<Tensor>>>
+  call(llvm::StringRef name, llvm::ArrayRef<std::vector<Tensor>> args);
+
+private:
+  struct Exchange;
+  std::vector<std::unique_ptr<Interpreter>> ranks;
+  std::unique_ptr<Exchange> exchange;
 };
 
 } // namespace triad::interp
