@@ -7,17 +7,40 @@
 // The runtime's tool: no MLIR or LLVM. It verifies the plan, opens the
 // corpus, and runs optimizer steps 1..N (or, with --load, from the
 // checkpoint's step to N) on the CPU, printing one progress line per logged
-// step. Under a launcher (mpirun, srun) it starts MPI and checks that the
-// job has as many ranks as the plan's mesh; only rank 0 prints. Every input
-// is checked before use: bad input is one line on stderr,
-// `triad-run: error: ...`, and exit status 1.
+// step. Under a launcher (mpirun, srun) it starts MPI, checks that the job
+// has as many ranks as the plan's mesh and runs one rank of it: the plan's
+// collectives go over MPI (one communicator per plan group), each rank
+// reads the samples of its data-parallel rank, and only rank 0 prints.
+//
+// Files of a job of several ranks:
+//   --metrics FILE   FILE: the job's records, written by rank 0 (as for one
+//                    rank); FILE with ".rankR" before its extension
+//                    (metrics.rank1.jsonl): every rank's own records, one
+//                    per logged step (rank, coordinates, step, seconds,
+//                    the rank's named results).
+//   --trace FILE     every rank writes its timeline to FILE with ".rankR"
+//                    before the extension (process R); at the end rank 0
+//                    merges them into FILE, one process per rank.
+//   --save DIR       DIR/step-N/rank-R.safetensors per rank and
+//                    DIR/step-N/index.json by rank 0 (runtime/checkpoint/
+//                    Checkpoint.h), DIR/latest moved once every shard is
+//                    written; --load DIR reads them under any mesh.
+//
+// Every input is checked before use: bad input is one line on stderr,
+// `triad-run: error: ...`, and exit status 1, on every rank (a rank that
+// failed alone says so, and the others name it). A failure of one rank in
+// the middle of a step ends the job (MPI_Abort), since the others may be
+// waiting for it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/comm/mpi/Mpi.h"
+#include "runtime/comm/mpi/MpiCommunicator.h"
 #include "runtime/data/TokenFile.h"
+#include "runtime/plan/Mesh.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/support/Files.h"
 #include "runtime/train/Trainer.h"
 
 #include "absl/flags/flag.h"
@@ -99,20 +122,46 @@ double peakResidentBytes() {
   return static_cast<double>(usage.ru_maxrss) * 1024.0; // KiB on Linux
 }
 
-/// The tool's process: its MPI world, and how it ends.
+/// The tool's process: its MPI world and communicator, and how it ends.
 class Tool {
 public:
-  /// Prints `message` as the tool's error and ends with status 1, on every
-  /// rank (every rank sees the same inputs, so every rank fails alike).
+  /// Prints `message` as the tool's error and ends with status 1. Call it
+  /// where every rank fails alike (every rank sees the same inputs, or
+  /// learned of the failure through the communicator).
   [[noreturn]] void fail(const std::string &message) {
     std::fprintf(stderr, "triad-run: error: %s\n", message.c_str());
     std::fflush(stderr);
+    comm.reset();
     world.reset(); // finalizes MPI
     std::exit(1);
   }
   void failIf(const absl::Status &status, const std::string &context = "") {
     if (!status.ok())
       fail(absl::StrCat(context, status.message()));
+  }
+  /// For an outcome that may differ between ranks (every rank calls it):
+  /// when any rank failed, every rank fails, a failing rank with its own
+  /// error and the others naming the first rank that failed.
+  void failIfAny(const absl::Status &status, const std::string &context = "") {
+    absl::Status agreed = comm ? comm->agree(status) : status;
+    if (!agreed.ok())
+      fail(absl::StrCat(status.ok() ? "" : context, agreed.message()));
+  }
+  /// A failure of this rank alone while the others may be waiting for it:
+  /// prints it and ends the whole job.
+  [[noreturn]] void abortJob(const std::string &message) {
+    std::fprintf(stderr, "triad-run: error: %s%s\n",
+                 size() > 1 ? absl::StrCat("rank ", rank(), ": ").c_str() : "",
+                 message.c_str());
+    std::fflush(stderr);
+    std::fflush(stdout);
+    if (world)
+      world->abort(1);
+    std::exit(1);
+  }
+  void abortIf(const absl::Status &status, const std::string &context = "") {
+    if (!status.ok())
+      abortJob(absl::StrCat(context, status.message()));
   }
   /// Prints a line on rank 0.
   void say(const std::string &line) {
@@ -122,9 +171,24 @@ public:
     }
   }
   int rank() const { return world ? world->rank() : 0; }
+  int size() const { return world ? world->size() : 1; }
 
   std::unique_ptr<mpi::World> world;
+  /// The plan's collectives over MPI (under a launcher).
+  std::unique_ptr<Communicator> comm;
 };
+
+/// `path` with ".rankR" before its extension: metrics.jsonl ->
+/// metrics.rank1.jsonl, out/trace -> out/trace.rank1.
+std::string perRankPath(const std::string &path, int rank) {
+  size_t slash = path.find_last_of('/');
+  size_t base = slash == std::string::npos ? 0 : slash + 1;
+  size_t dot = path.find_last_of('.');
+  std::string tag = absl::StrCat(".rank", rank);
+  if (dot == std::string::npos || dot <= base)
+    return path + tag;
+  return absl::StrCat(path.substr(0, dot), tag, path.substr(dot));
+}
 
 /// A file written line by line and flushed after each (JSON lines, the
 /// trace), so a run that dies leaves what it had written.
@@ -235,6 +299,29 @@ private:
   int pid = 0;
 };
 
+/// Merges the traces `parts` (one per rank) into one trace at `path`.
+absl::Status mergeTraces(const std::vector<std::string> &parts,
+                         const std::string &path) {
+  std::string text = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  bool first = true;
+  for (const std::string &part : parts) {
+    absl::StatusOr<std::string> content = readFile(part);
+    if (!content.ok())
+      return content.status();
+    Json trace = Json::parse(*content, nullptr, /*allow_exceptions=*/false);
+    if (trace.is_discarded() || !trace.is_object() ||
+        !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
+      return absl::DataLossError(
+          absl::StrCat("'", part, "' is not a complete trace"));
+    for (const Json &event : trace["traceEvents"]) {
+      absl::StrAppend(&text, first ? "" : ",\n", json(event));
+      first = false;
+    }
+  }
+  absl::StrAppend(&text, "\n]}\n");
+  return writeFileAtomically(path, text);
+}
+
 /// Lets flags be spelled with dashes, as the usage says (--log-every):
 /// Abseil's names have underscores.
 void underscoreFlagNames(int argc, char **argv) {
@@ -303,7 +390,16 @@ int main(int argc, char **argv) {
       "(mem: the plan's arena on this rank; rss: the process's peak resident "
       "memory). --metrics records per logged step: step, loss, lr, "
       "grad_norm, tokens_per_s, step_seconds, skipped. Flags may be spelled "
-      "with - or _ (--log-every, --log_every).");
+      "with - or _ (--log-every, --log_every).\n\n"
+      "Under mpirun the job has the plan's mesh size in ranks and only rank "
+      "0 prints. --metrics FILE: rank 0 writes the job's records to FILE "
+      "and every rank R its own (rank, coordinates, step, step_seconds, its "
+      "named results) to FILE with .rankR before the extension "
+      "(metrics.rank1.jsonl). --trace FILE: every rank writes FILE with "
+      ".rankR before the extension; rank 0 merges them into FILE at the end. "
+      "--save DIR: DIR/step-N/rank-R.safetensors per rank, "
+      "DIR/step-N/index.json and DIR/latest by rank 0 once every shard is "
+      "written; --load reads a checkpoint saved under any mesh.");
   underscoreFlagNames(argc, argv);
   std::vector<char *> positional = absl::ParseCommandLine(argc, argv);
   Tool tool;
@@ -365,23 +461,27 @@ int main(int argc, char **argv) {
         tool.world->usesMpi()
             ? ""
             : absl::StrCat(" (start it with mpirun -np ", meshRanks, ")")));
-  if (meshRanks > 1)
-    tool.fail(absl::StrCat(
-        "the plan is for a mesh of ", meshRanks, " ranks (", meshText(plan),
-        "); this runtime runs single-rank plans so far (compile for dp=1 "
-        "tp=1 pp=1)"));
+  if (tool.world->usesMpi()) {
+    absl::StatusOr<std::unique_ptr<Communicator>> comm =
+        mpi::createMpiCommunicator(plan);
+    tool.failIf(comm.status(), "cannot set up the plan's communicators: ");
+    tool.comm = std::move(*comm);
+  }
+  bool multiRank = tool.size() > 1;
 
+  // From here on a rank may fail where another does not (its files, its
+  // node): every rank learns of it.
   absl::StatusOr<TokenFile> data = TokenFile::open(
       dataPath, width == "u16" ? TokenWidth::U16 : TokenWidth::U32,
       plan.vocab());
-  tool.failIf(data.status());
+  tool.failIfAny(data.status());
 
   // Resuming: the checkpoint's step and seed.
   uint64_t seed = seedFlag.value_or(1234), firstStep = 1;
   if (!loadDir.empty()) {
     absl::StatusOr<CheckpointReader> checkpoint =
         CheckpointReader::open(loadDir);
-    tool.failIf(checkpoint.status(), "--load: ");
+    tool.failIfAny(checkpoint.status(), "--load: ");
     const CheckpointInfo &info = checkpoint->info();
     if (seedFlag && *seedFlag != info.seed)
       tool.fail(absl::StrCat("--seed ", *seedFlag, " differs from the seed ",
@@ -400,27 +500,47 @@ int main(int argc, char **argv) {
   options.seed = seed;
   options.learningRate = lr;
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
+  options.communicator = tool.comm.get();
   absl::StatusOr<Trainer> trainer = Trainer::create(*loaded, *data, options);
-  tool.failIf(trainer.status());
+  tool.failIfAny(trainer.status());
   if (!loadDir.empty())
-    tool.failIf(trainer->load(loadDir), "--load: ");
+    tool.failIf(trainer->load(loadDir), "--load: "); // fails on every rank
+  absl::Status folder;
   if (!saveDir.empty() && mkdir(saveDir.c_str(), 0755) != 0 && errno != EEXIST)
-    tool.fail(absl::StrCat("--save: cannot create checkpoint folder '", saveDir,
-                           "': ", std::strerror(errno)));
+    folder = absl::PermissionDeniedError(
+        absl::StrCat("cannot create checkpoint folder '", saveDir,
+                     "': ", std::strerror(errno)));
+  tool.failIfAny(folder, "--save: ");
 
-  OutputFile metrics;
-  TraceWriter trace;
-  if (tool.rank() == 0) {
-    if (!absl::GetFlag(FLAGS_metrics).empty()) {
-      absl::StatusOr<OutputFile> opened =
-          OutputFile::open(absl::GetFlag(FLAGS_metrics));
-      tool.failIf(opened.status(), "--metrics: ");
-      metrics = std::move(*opened);
-    }
-    if (options.trace)
-      tool.failIf(trace.open(absl::GetFlag(FLAGS_trace), tool.rank()),
-                  "--trace: ");
+  // The job's metrics (rank 0) and, with several ranks, every rank's own.
+  std::string metricsPath = absl::GetFlag(FLAGS_metrics),
+              tracePath = absl::GetFlag(FLAGS_trace);
+  OutputFile metrics, rankMetrics;
+  absl::Status opened;
+  if (!metricsPath.empty() && tool.rank() == 0) {
+    absl::StatusOr<OutputFile> file = OutputFile::open(metricsPath);
+    if (file.ok())
+      metrics = std::move(*file);
+    opened = file.status();
   }
+  if (!metricsPath.empty() && multiRank && opened.ok()) {
+    absl::StatusOr<OutputFile> file =
+        OutputFile::open(perRankPath(metricsPath, tool.rank()));
+    if (file.ok())
+      rankMetrics = std::move(*file);
+    opened = file.status();
+  }
+  tool.failIfAny(opened, "--metrics: ");
+  TraceWriter trace;
+  if (options.trace)
+    tool.failIfAny(
+        trace.open(multiRank ? perRankPath(tracePath, tool.rank()) : tracePath,
+                   tool.rank()),
+        "--trace: ");
+  Json coordinates = Json::object();
+  const MeshCoordinates &position = trainer->executor().coordinates();
+  for (size_t i = 0; i < position.size(); ++i)
+    coordinates[plan.mesh()->Get(i)->name()->str()] = position[i];
 
   tool.say(describePlan(planPath, plan));
   tool.say(absl::StrCat(
@@ -441,7 +561,7 @@ int main(int argc, char **argv) {
   uint64_t lastSaved = 0;
   auto started = std::chrono::steady_clock::now();
   auto save = [&] {
-    tool.failIf(trainer->save(saveDir), "--save: ");
+    tool.failIf(trainer->save(saveDir), "--save: "); // fails on every rank
     lastSaved = trainer->completedSteps();
     tool.say(absl::StrCat("triad-run: saved step ", lastSaved, " to ",
                           checkpointStepDir(saveDir, lastSaved)));
@@ -449,13 +569,13 @@ int main(int argc, char **argv) {
   for (uint64_t step = firstStep; step <= static_cast<uint64_t>(steps);
        ++step) {
     absl::StatusOr<StepResult> result = trainer->step();
-    tool.failIf(result.status());
+    tool.abortIf(result.status());
     trainedSeconds += result->seconds;
     trainedTokens += result->tokens;
     lastLoss = result->loss;
     double tokensPerSecond =
         result->seconds > 0 ? result->tokens / result->seconds : 0.0;
-    tool.failIf(trace.write(result->events), "--trace: ");
+    tool.abortIf(trace.write(result->events), "--trace: ");
     if (step % static_cast<uint64_t>(logEvery) == 0 || step == firstStep ||
         step == static_cast<uint64_t>(steps)) {
       tool.say(absl::StrFormat(
@@ -473,7 +593,18 @@ int main(int argc, char **argv) {
                        {"tokens_per_s", number(tokensPerSecond)},
                        {"step_seconds", number(result->seconds)},
                        {"skipped", result->skipped}};
-        tool.failIf(metrics.write(json(record) + "\n"), "--metrics: ");
+        tool.abortIf(metrics.write(json(record) + "\n"), "--metrics: ");
+      }
+      if (rankMetrics) {
+        Json results = Json::object();
+        for (const auto &[name, value] : result->results)
+          results[name] = number(value);
+        Json record = {{"rank", tool.rank()},
+                       {"coordinates", coordinates},
+                       {"step", step},
+                       {"step_seconds", number(result->seconds)},
+                       {"results", results}};
+        tool.abortIf(rankMetrics.write(json(record) + "\n"), "--metrics: ");
       }
     }
     if (!saveDir.empty() && saveEvery > 0 &&
@@ -482,8 +613,24 @@ int main(int argc, char **argv) {
   }
   if (!saveDir.empty() && lastSaved != trainer->completedSteps())
     save();
-  tool.failIf(trace.close(), "--trace: ");
-  tool.failIf(metrics.close(), "--metrics: ");
+  absl::Status closed = trace.close();
+  if (closed.ok())
+    closed = metrics.close();
+  if (closed.ok())
+    closed = rankMetrics.close();
+  tool.failIfAny(closed);
+  if (options.trace && multiRank) {
+    // Every rank's trace is complete before rank 0 reads them all.
+    tool.failIf(tool.comm->barrier());
+    absl::Status merged;
+    if (tool.rank() == 0) {
+      std::vector<std::string> parts;
+      for (int rank = 0; rank < tool.size(); ++rank)
+        parts.push_back(perRankPath(tracePath, rank));
+      merged = mergeTraces(parts, tracePath);
+    }
+    tool.failIfAny(merged, "--trace: ");
+  }
   double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
           .count();
@@ -495,5 +642,6 @@ int main(int argc, char **argv) {
       grouped(std::llround(trainedSeconds > 0 ? trainedTokens / trainedSeconds
                                               : 0.0)),
       lastLoss));
+  tool.comm.reset(); // before MPI is finalized
   return 0;
 }

@@ -81,4 +81,10 @@ absl::Status World::barrier() const {
   return check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
 }
 
+void World::abort(int code) const {
+  if (started)
+    MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
+}
+
 } // namespace triad::rt::mpi

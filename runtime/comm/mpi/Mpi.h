@@ -44,6 +44,11 @@ public:
   /// Waits for every rank (nothing without MPI).
   absl::Status barrier() const;
 
+  /// Ends every rank of the job with exit status `code` (MPI_Abort): for a
+  /// failure of this rank alone, which the others, waiting for it in a
+  /// collective, would never learn of. Without MPI, ends this process.
+  [[noreturn]] void abort(int code) const;
+
 private:
   World() = default;
   int worldRank = 0, worldSize = 1;
