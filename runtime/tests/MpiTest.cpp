@@ -86,13 +86,18 @@ int runUnderMpirun(int ranks, const std::string &test, std::string &output) {
         // Open MPI's own allocations outlive MPI_Finalize.
         {"ASAN_OPTIONS", "detect_leaks=0"}})
     setenv(name, value, 1);
+  // The job runs exactly the one test, whatever shard of the suite (and
+  // output file) a runner such as lit gave this process.
+  for (const char *name : {"GTEST_TOTAL_SHARDS", "GTEST_SHARD_INDEX",
+                           "GTEST_SHARD_STATUS_FILE", "GTEST_OUTPUT"})
+    unsetenv(name);
   char self[4096];
   ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (length <= 0)
     return -1;
   self[length] = '\0';
   std::string command = "mpirun -np " + std::to_string(ranks) + " '" + self +
-                        "' --gtest_filter=" + test + " 2>&1";
+                        "' --gtest_color=no --gtest_filter=" + test + " 2>&1";
   FILE *pipe = popen(command.c_str(), "r");
   if (!pipe)
     return -1;
@@ -122,6 +127,12 @@ bool launched(int ranks) {
   std::string test = std::string(info->test_suite_name()) + "." + info->name(),
               output;
   EXPECT_EQ(runUnderMpirun(ranks, test, output), 0) << output;
+  // Every rank ran the test (and passed it).
+  int passed = 0;
+  for (size_t at = output.find("[  PASSED  ] 1 test."); at != std::string::npos;
+       at = output.find("[  PASSED  ] 1 test.", at + 1))
+    ++passed;
+  EXPECT_EQ(passed, ranks) << output;
   return true;
 }
 
