@@ -279,8 +279,34 @@ int corruptAndLoad(const std::string &bytes, uint32_t trials) {
   return rejected;
 }
 
+/// Groups, every collective and a split persistent tensor on a 2 x 2 mesh.
+std::string collectivesPlan() {
+  using triad::plan::DType;
+  using triad::plan::OpCode;
+  tests::PlanBuilder b;
+  b.mesh = {{"dp", 2}, {"tp", 2}};
+  b.groups = {{"tp"}, {"dp", "tp"}};
+  uint32_t w = b.value(DType::F32, {4, 3});
+  b.splitPersistent("w", w, triad::plan::Role::Parameter,
+                    triad::plan::InitKind::Normal, 0.5, {{"dp"}, {"tp"}});
+  uint32_t x = b.value(DType::F32, {2, 4, 3}),
+           gathered = b.value(DType::F32, {2, 8, 3}),
+           scattered = b.value(DType::F32, {2, 1, 3}),
+           exchanged = b.value(DType::F32, {2, 2, 6});
+  b.function("f", {x});
+  b.instr(OpCode::AllReduce, {x}, {x}, {1});
+  b.instr(OpCode::AllGather, {x}, {gathered}, {0, 1});
+  b.instr(OpCode::ReduceScatter, {x}, {scattered}, {1, 1});
+  b.instr(OpCode::AllToAll, {x}, {exchanged}, {0, 1, 2});
+  b.results({gathered, scattered, exchanged}, {});
+  return b.build();
+}
+
 TEST(Plan, TruncatedAndCorruptedFilesNeverCrash) {
   EXPECT_GT(corruptAndLoad(PlanSpec().build(), 5000), 1000);
+  EXPECT_EQ(loadPlanFromBytes(collectivesPlan(), "c").status(),
+            absl::OkStatus());
+  EXPECT_GT(corruptAndLoad(collectivesPlan(), 5000), 1000);
   // A whole training step: several functions, argument kinds, result names
   // and the step's calls.
   EXPECT_GT(corruptAndLoad(tests::buildTrainingPlan({}), 5000), 1000);

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
@@ -183,10 +184,17 @@ TEST_F(RunTool, DataParallelJobTrainsLikeOneRank) {
   EXPECT_TRUE(exists(dir + "/trace.rank1.json"));
   auto merged = nlohmann::json::parse(*readFile(dir + "/trace.json"));
   std::set<int> processes;
-  for (const nlohmann::json &event : merged["traceEvents"])
+  int started = 0, waited = 0;
+  for (const nlohmann::json &event : merged["traceEvents"]) {
     if (event["name"] == "step 1")
       processes.insert(event["pid"].get<int>());
+    // Each all-reduce starts, and its completion is waited for later.
+    started += event["name"] == "AllReduce";
+    waited += event["name"] == "wait AllReduce";
+  }
   EXPECT_EQ(processes, (std::set<int>{0, 1}));
+  EXPECT_GT(started, 0);
+  EXPECT_EQ(waited, started);
 
   // A shard per rank, the index and latest.
   std::string step = dir + "/ckpt/step-00000004";

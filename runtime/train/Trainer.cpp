@@ -171,9 +171,11 @@ absl::StatusOr<StepResult> Trainer::step() {
       result.events.push_back(
           {name, "call", micros(callBegin), (callEnd - callBegin) / 1000.0});
       for (const InstructionTime &time : times)
-        result.events.push_back({plan::EnumNameOpCode(time.op), "instruction",
-                                 micros(time.beginNanos),
-                                 (time.endNanos - time.beginNanos) / 1000.0});
+        result.events.push_back(
+            {time.wait ? absl::StrCat("wait ", plan::EnumNameOpCode(time.op))
+                       : std::string(plan::EnumNameOpCode(time.op)),
+             "instruction", micros(time.beginNanos),
+             (time.endNanos - time.beginNanos) / 1000.0});
     }
   }
   int64_t stepEnd = nowNanos();

@@ -77,7 +77,8 @@ struct TrainerOptions {
 /// A span of time for a timeline (Chrome trace "complete" event).
 struct TraceEvent {
   std::string name;
-  /// "step", "call" or "instruction".
+  /// "step", "call" or "instruction" (a collective completing in the
+  /// background has a second one, "wait <op>", for the time waited).
   std::string category;
   /// Microseconds since the trainer was created.
   double beginMicros = 0, durationMicros = 0;
