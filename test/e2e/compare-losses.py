@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Checks the law of DESIGN.md section 6 on two triad-run metrics files:
+the same steps, with losses (and gradient norms) equal within a relative
+tolerance. Prints the largest relative difference; exits 1 on a mismatch."""
+
+import argparse
+import json
+import sys
+
+
+def read(path):
+    steps = {}
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                sys.exit(f"{path}:{number}: not JSON: {e}")
+            if "step" in record and "loss" in record:
+                steps[record["step"]] = record
+    if not steps:
+        sys.exit(f"{path}: no step with a loss")
+    return steps
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("reference")
+    parser.add_argument("candidate")
+    parser.add_argument("--rtol", type=float, default=1e-5)
+    parser.add_argument("--keys", default="loss,grad_norm")
+    args = parser.parse_args()
+    reference, candidate = read(args.reference), read(args.candidate)
+    if sorted(reference) != sorted(candidate):
+        sys.exit(f"steps differ: {sorted(reference)} vs {sorted(candidate)}")
+    worst, failures = 0.0, []
+    for step in sorted(reference):
+        for key in args.keys.split(","):
+            a, b = reference[step].get(key), candidate[step].get(key)
+            if a is None or b is None:
+                failures.append(f"step {step}: {key} missing")
+                continue
+            rel = abs(a - b) / max(abs(a), 1e-30)
+            worst = max(worst, rel)
+            if rel > args.rtol:
+                failures.append(f"step {step}: {key} {a!r} vs {b!r} "
+                                f"(relative difference {rel:.3g})")
+    print(f"{len(reference)} steps, largest relative difference {worst:.3g} "
+          f"(tolerance {args.rtol:g})")
+    for failure in failures:
+        print("MISMATCH " + failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
