@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
+#include <climits>
 #include <cstring>
 
 namespace triad::rt {
@@ -42,6 +43,8 @@ absl::StatusOr<TensorShape> resultShape(const TensorCollective &c,
   case CollectiveKind::AllGather:
     if (!inside(c.dim))
       return invalid(absl::StrCat("dimension ", c.dim, " is outside x"));
+    if (expected[c.dim] > INT64_MAX / members)
+      return invalid("the result is too large");
     expected[c.dim] *= members;
     break;
   case CollectiveKind::ReduceScatter:
@@ -53,8 +56,11 @@ absl::StatusOr<TensorShape> resultShape(const TensorCollective &c,
       return invalid(absl::StrCat("dimension ", c.dim, " does not split into ",
                                   members, " pieces"));
     expected[c.dim] /= members;
-    if (c.kind == CollectiveKind::AllToAll)
+    if (c.kind == CollectiveKind::AllToAll) {
+      if (expected[c.concatDim] > INT64_MAX / members)
+        return invalid("the result is too large");
       expected[c.concatDim] *= members;
+    }
     break;
   }
   if (expected != c.outShape)
@@ -115,6 +121,9 @@ absl::StatusOr<PendingCollective> startCollective(Communicator &comm,
         absl::StrCat("group ", c.group, " is not one of the communicator's ",
                      comm.groupCount(), " groups"));
   int64_t members = comm.groupSize(c.group);
+  if (members < 1)
+    return absl::InternalError(
+        absl::StrCat("group ", c.group, " has ", members, " members"));
   absl::StatusOr<TensorShape> shape = resultShape(c, members);
   if (!shape.ok())
     return shape.status();
