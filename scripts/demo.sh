@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds Triad, turns Debian's
 # fortune texts into a byte-level corpus, compiles the `tiny` GPT preset for
-# the 1x1x1 mesh (dp=1 tp=1 pp=1: the only mesh until the sharding and
-# pipeline passes land), prints its memory report, exports the plan and
-# trains it on a CPU rank under mpirun, printing the loss as it falls.
+# a data-parallel mesh of two ranks (dp=2 tp=1 pp=1: tensor and pipeline
+# parallelism are still to come), prints its memory and communication
+# reports, exports the plan and trains it on two CPU ranks under mpirun,
+# printing the loss as it falls.
 #
 # TRIAD_DEMO_STEPS (default 800) sets the number of steps.
 set -euo pipefail
@@ -11,7 +12,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${TRIAD_BUILD_DIR:-$root/build}"
 out="$root/out"
 steps="${TRIAD_DEMO_STEPS:-800}"
-mesh="dp=1 tp=1 pp=1"
+mesh="dp=2 tp=1 pp=1"
+ranks=2
 
 bash "$root/scripts/setup.sh"
 bash "$root/scripts/build.sh"
@@ -40,13 +42,15 @@ echo "demo: triad-data --output out/fortunes.bin /usr/share/games/fortunes/* (${
 run "$build/bin/triad-gen" --preset tiny -o "$out/tiny.mlir"
 run "$build/bin/triad-opt" "$out/tiny.mlir" \
   "--triad-train-pipeline=$mesh lr=3e-3 min-lr=3e-4 warmup=20 decay-steps=$steps" \
-  --triad-memory-report \
+  --triad-memory-report --triad-comm-report \
   -o "$out/tiny.rt.mlir"
 run "$build/bin/triad-translate" --export-plan "$out/tiny.rt.mlir" \
   -o "$out/tiny.plan"
 
-# One rank per mesh position; Open MPI refuses root without this flag.
-mpi=(mpirun -np 1 -x "OMP_NUM_THREADS=$(nproc)")
+# One rank per mesh position, the cores shared between them; Open MPI
+# refuses root without --allow-run-as-root.
+threads=$(($(nproc) / ranks))
+mpi=(mpirun -np "$ranks" --oversubscribe -x "OMP_NUM_THREADS=$((threads > 0 ? threads : 1))")
 if [[ $(id -u) -eq 0 ]]; then
   mpi+=(--allow-run-as-root)
 fi
@@ -58,4 +62,4 @@ run "${mpi[@]}" "$build/bin/triad-run" "$out/tiny.plan" \
 
 echo
 echo "demo: metrics in out/metrics.jsonl, checkpoints in out/checkpoints;"
-echo "demo: resume with: build/bin/triad-run out/tiny.plan --data out/fortunes.bin --load out/checkpoints --steps $((steps + 200))"
+echo "demo: resume with: mpirun -np $ranks build/bin/triad-run out/tiny.plan --data out/fortunes.bin --load out/checkpoints --steps $((steps + 200))"
