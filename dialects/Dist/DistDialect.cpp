@@ -455,6 +455,15 @@ LogicalResult ReduceScatterOp::verify() {
                      *parts, "result", "input");
 }
 
+LogicalResult AllSliceOp::verify() {
+  FailureOr<int64_t> parts = groupSize(*this, getAxes());
+  auto input = cast<RankedTensorType>(getInput().getType());
+  if (failed(parts) || failed(checkDim(*this, input, getDim(), "dim")))
+    return failure();
+  return checkScaled(*this, cast<RankedTensorType>(getType()), input, getDim(),
+                     *parts, "result", "input");
+}
+
 LogicalResult AllToAllOp::verify() {
   FailureOr<int64_t> parts = groupSize(*this, getAxes());
   auto input = cast<RankedTensorType>(getInput().getType());

@@ -207,6 +207,29 @@ def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter"> {
   let extraClassDeclaration = collectiveClassDeclaration;
 }
 
+def Dist_AllSliceOp : Dist_CollectiveOp<"all_slice"> {
+  let summary = "Keeps this rank's piece of a replicated dimension";
+  let description = [{
+    The inverse of all_gather, without communication: each rank of a group
+    over `axes` keeps the piece of `dim` of its index in the group (the
+    input is the same on every rank). ZeRO uses it to update a replicated
+    parameter's shard.
+
+    Example:
+
+    ```mlir
+    %piece = dist.all_slice %w dim 0 over ["dp"] : tensor<64x64xf32> -> tensor<32x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$dim, StrArrayAttr:$axes);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `dim` $dim `over` $axes attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = collectiveClassDeclaration;
+}
+
 def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all"> {
   let summary = "Moves a split from one dimension to another";
   let description = [{

@@ -79,7 +79,8 @@ def Rt_OpCode : I32EnumAttr<"OpCode", "runtime kernel", [
     I32EnumAttrCase<"AllReduce", 38, "all_reduce">,
     I32EnumAttrCase<"AllGather", 39, "all_gather">,
     I32EnumAttrCase<"ReduceScatter", 40, "reduce_scatter">,
-    I32EnumAttrCase<"AllToAll", 41, "all_to_all">
+    I32EnumAttrCase<"AllToAll", 41, "all_to_all">,
+    I32EnumAttrCase<"AllSlice", 42, "all_slice">
   ]> {
   let cppNamespace = "::triad::rt";
 }

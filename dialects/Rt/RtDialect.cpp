@@ -161,6 +161,10 @@ LogicalResult PersistentOp::verify() {
       offsets.size() != global.size())
     return emitOpError("global shape and offsets must have the buffer's rank ")
            << type.getRank();
+  if (!getSplit().empty() &&
+      getSplit().size() != static_cast<size_t>(type.getRank()))
+    return emitOpError("split must list the axes of every dimension (")
+           << type.getRank() << "), not " << getSplit().size();
   for (int64_t d = 0; d < type.getRank(); ++d)
     if (offsets[d] < 0 || offsets[d] > global[d] ||
         type.getDimSize(d) > global[d] - offsets[d])

@@ -106,20 +106,27 @@ def Rt_PersistentOp : Rt_Op<"persistent", [HasParent<"ProgramOp">]> {
     A parameter, a piece of optimizer state or an accumulator: its name (the
     checkpoint's and the init generator's), its buffer, the global shape of
     the tensor and the offsets of this rank's slice of it, and how it
-    starts (the `triad` dialect's init attribute).
+    starts (the `triad` dialect's init attribute). A program serves every
+    rank of its pipeline rank: `split` lists, per dimension, the mesh axes
+    that split it, and a rank's slice starts at `offsets` plus its piece
+    index times the local size in each split dimension.
 
     Example:
 
     ```mlir
     rt.persistent "embed.wte" parameter %0 global [256, 64] offsets [0, 0] init <normal, std = 2.000000e-02> : memref<256x64xf32>
+    rt.persistent "adam.m.w" state %1 global [64, 64] offsets [0, 0] split [["dp"], []] init <zeros> : memref<32x64xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name, Rt_Role:$role, Rt_Buffer:$buffer,
                        DenseI64ArrayAttr:$global_shape,
-                       DenseI64ArrayAttr:$offsets, Triad_InitAttr:$init);
+                       DenseI64ArrayAttr:$offsets,
+                       DefaultValuedAttr<TypedArrayAttrBase<StrArrayAttr,
+                           "split axes per dimension">, "{}">:$split,
+                       Triad_InitAttr:$init);
   let assemblyFormat = [{
-    $name $role $buffer `global` $global_shape `offsets` $offsets `init`
-    $init attr-dict `:` type($buffer)
+    $name $role $buffer `global` $global_shape `offsets` $offsets
+    (`split` $split^)? `init` $init attr-dict `:` type($buffer)
   }];
   let hasVerifier = 1;
 }

@@ -141,6 +141,11 @@ struct MeshInterpreter::Exchange {
           results.push_back(piece(sum(members, 0), scatter.getDim(),
                                   members.size(), position(members)));
         })
+        .Case([&](dist::AllSliceOp keep) {
+          auto members = group(rank, axesOf(keep.getAxes()));
+          results.push_back(
+              piece(*in[0], keep.getDim(), members.size(), position(members)));
+        })
         .Case([&](dist::AllToAllOp exchange) {
           auto members = group(rank, axesOf(exchange.getAxes()));
           std::vector<Tensor> received;

@@ -60,10 +60,10 @@ std::string checkOptions(const triad::TrainPipelineOptions &o) {
     os << "the mesh tp=" << o.tp << " pp=" << o.pp
        << " is not supported yet: only data parallelism splits the step "
           "across ranks so far; use tp=1 pp=1";
-  else if (o.zero != 0)
+  else if (o.zero > 1)
     os << "zero=" << o.zero
-       << " is not supported yet (sharded optimizer state, gradients and "
-          "parameters); use zero=0";
+       << " is not supported yet (sharded gradients and parameters); use "
+          "zero=0 or zero=1";
   else if (o.virtualStages > 1 || o.sp)
     os << "virtual-stages and sp need pp > 1 and tp > 1, which are not "
           "supported yet";
@@ -90,6 +90,13 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   SplitMicrobatchesOptions split;
   split.microbatches = options.microbatches;
   pm.addPass(createSplitMicrobatches(split));
+  ZeroOptions zero;
+  zero.zero = options.zero;
+  zero.dp = options.dp;
+  zero.tp = options.tp;
+  zero.pp = options.pp;
+  zero.order = options.order;
+  pm.addPass(createZero(zero));
   ShardPropagateOptions propagate;
   propagate.dp = options.dp;
   propagate.tp = options.tp;

@@ -41,8 +41,9 @@ TRIAD_SAME_OPCODE(AllReduce)
 TRIAD_SAME_OPCODE(AllGather)
 TRIAD_SAME_OPCODE(ReduceScatter)
 TRIAD_SAME_OPCODE(AllToAll)
+TRIAD_SAME_OPCODE(AllSlice)
 #undef TRIAD_SAME_OPCODE
-static_assert(static_cast<int>(rtir::OpCode::AllToAll) ==
+static_assert(static_cast<int>(rtir::OpCode::AllSlice) ==
                   static_cast<int>(plan::OpCode::MAX),
               "the rt dialect and plan.fbs list different kernels");
 static_assert(static_cast<int>(rtir::Role::Accumulator) ==
@@ -149,12 +150,20 @@ fb::Offset<plan::Program> exportProgram(fb::FlatBufferBuilder &b,
           b, initKindOf(init.getKind()), constant ? 0.0 : stdOrValue,
           init.getLayers(), constant ? stdOrValue : 0.0,
           b.CreateString(p.getName().str()));
+      std::vector<fb::Offset<plan::DimSplit>> split;
+      for (Attribute dim : p.getSplit()) {
+        std::vector<fb::Offset<fb::String>> axes;
+        for (Attribute axis : cast<ArrayAttr>(dim))
+          axes.push_back(
+              b.CreateString(cast<StringAttr>(axis).getValue().str()));
+        split.push_back(plan::CreateDimSplit(b, b.CreateVector(axes)));
+      }
       persistent.push_back(plan::CreatePersistent(
           b, b.CreateString(p.getName().str()),
           static_cast<plan::Role>(p.getRole()), index.at(p.getBuffer()),
           b.CreateVector(p.getGlobalShape().data(), p.getGlobalShape().size()),
           b.CreateVector(p.getOffsets().data(), p.getOffsets().size()),
-          initOffset));
+          initOffset, split.empty() ? 0 : b.CreateVector(split)));
     } else if (auto func = dyn_cast<rtir::FuncOp>(op)) {
       std::vector<fb::Offset<plan::Instr>> body;
       for (auto kernel : func.getBody().getOps<rtir::KernelOp>())
@@ -320,10 +329,20 @@ OwningOpRef<ModuleOp> triad::importPlan(llvm::StringRef bytes,
         auto initAttr = triad::InitAttr::get(
             ctx, initKindOf(init->kind()),
             APFloat(constant ? init->value() : init->std()), init->layers());
+        SmallVector<Attribute> split;
+        if (p->split())
+          for (const plan::DimSplit *dim : *p->split()) {
+            SmallVector<StringRef> axes;
+            if (dim->axes())
+              for (const fb::String *axis : *dim->axes())
+                axes.push_back(axis->string_view());
+            split.push_back(b.getStrArrayAttr(axes));
+          }
         rtir::PersistentOp::create(
             b, loc, p->name()->str(), static_cast<rtir::Role>(p->role()),
             values[p->value()], b.getDenseI64ArrayAttr(i64s(p->global_shape())),
-            b.getDenseI64ArrayAttr(i64s(p->offsets())), initAttr);
+            b.getDenseI64ArrayAttr(i64s(p->offsets())), b.getArrayAttr(split),
+            initAttr);
       }
     SmallVector<Attribute> functionNames;
     for (const plan::Function *function : *program->functions()) {

@@ -77,6 +77,10 @@ struct Persistent {
   rt::Role role;
   unsigned slot;
   InitAttr init;
+  /// The global shape, and the axes splitting each dimension (none:
+  /// replicated).
+  SmallVector<int64_t> globalShape;
+  SmallVector<SmallVector<std::string>> split;
 };
 
 /// What a triad op becomes: a kernel with its attributes.
@@ -315,10 +319,20 @@ private:
     return addSlot(addStorage(type, false), type);
   }
   unsigned addPersistent(StringRef name, rt::Role role, Type tensor,
-                         InitAttr init) {
-    MemRefType type = memrefOf(tensor);
+                         InitAttr init, dist::LayoutAttr layout = {}) {
+    auto global = cast<RankedTensorType>(tensor);
+    MemRefType type =
+        memrefOf(layout ? dist::localType(global, layout, mesh) : global);
     unsigned slot = addSlot(addStorage(type, true), type);
-    persistents.push_back({name.str(), role, slot, init});
+    Persistent p{name.str(), role, slot, init, {}, {}};
+    p.globalShape.assign(global.getShape().begin(), global.getShape().end());
+    if (layout && sharding::isDistributed(layout, mesh))
+      for (int64_t dim = 0; dim < layout.getRank(); ++dim) {
+        SmallVector<std::string> &axes = p.split.emplace_back();
+        for (StringRef axis : layout.getSplitAxes(dim))
+          axes.push_back(axis.str());
+      }
+    persistents.push_back(std::move(p));
     persistentSlot[name] = slot;
     return slot;
   }
@@ -379,12 +393,16 @@ private:
 };
 
 void ProgramLowering::declarePersistents() {
+  auto layoutOf = [](Operation *op) {
+    return op->getAttrOfType<dist::LayoutAttr>(
+        dist::DistDialect::kLayoutAttrName);
+  };
   for (auto param : module.getOps<ParamOp>())
     addPersistent(param.getSymName(), rt::Role::Parameter,
-                  param.getTensorType(), param.getInit());
+                  param.getTensorType(), param.getInit(), layoutOf(param));
   for (auto state : module.getOps<StateOp>())
     addPersistent(state.getSymName(), rt::Role::State, state.getType(),
-                  state.getInit());
+                  state.getInit(), layoutOf(state));
   MLIRContext *ctx = module.getContext();
   InitAttr zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), 0);
   for (auto [index, type] : llvm::enumerate(microbatch.getResultTypes())) {
@@ -624,6 +642,9 @@ LogicalResult ProgramLowering::lowerCollective(Operation &op, Function &f) {
   if (auto scatter = dyn_cast<dist::ReduceScatterOp>(op))
     return single(OpCode::ReduceScatter, scatter.getInput(),
                   scatter.getResult(), scatter.getAxes(), {scatter.getDim()});
+  if (auto slice = dyn_cast<dist::AllSliceOp>(op))
+    return single(OpCode::AllSlice, slice.getInput(), slice.getResult(),
+                  slice.getAxes(), {slice.getDim()});
   if (auto exchange = dyn_cast<dist::AllToAllOp>(op))
     return single(OpCode::AllToAll, exchange.getInput(), exchange.getResult(),
                   exchange.getAxes(),
@@ -951,10 +972,16 @@ void ProgramLowering::emitProgram(ArrayRef<Function> functions,
   }
   auto buffer = [&](unsigned slot) { return buffers.at(slot); };
   for (const Persistent &p : persistents) {
-    ArrayRef<int64_t> shape = slots[p.slot].type.getShape();
+    SmallVector<Attribute> split;
+    for (const SmallVector<std::string> &axes : p.split) {
+      SmallVector<StringRef> names(axes.begin(), axes.end());
+      split.push_back(b.getStrArrayAttr(names));
+    }
     rt::PersistentOp::create(
-        b, loc, p.name, p.role, buffer(p.slot), b.getDenseI64ArrayAttr(shape),
-        b.getDenseI64ArrayAttr(SmallVector<int64_t>(shape.size(), 0)), p.init);
+        b, loc, p.name, p.role, buffer(p.slot),
+        b.getDenseI64ArrayAttr(p.globalShape),
+        b.getDenseI64ArrayAttr(SmallVector<int64_t>(p.globalShape.size(), 0)),
+        b.getArrayAttr(split), p.init);
   }
   auto values = [&](ArrayRef<unsigned> list) {
     SmallVector<Value> result;

@@ -210,6 +210,23 @@ private:
       SmallVector<StringRef> want = to.getSplitAxes(dim);
       if (have == want)
         continue;
+      if (have.empty()) {
+        // Each rank keeps its piece: no communication.
+        current = current.withSplit(dim, want);
+        if (mesh.getGroupSize(want) > 1) {
+          if (failed(checkCollectiveAllowed(loc, from, to)))
+            return failure();
+          auto type = cast<RankedTensorType>(value.getType());
+          SmallVector<int64_t> shape(type.getShape());
+          shape[dim] /= mesh.getGroupSize(want);
+          value = AllSliceOp::create(builder, loc, type.clone(shape), value,
+                                     dim, builder.getStrArrayAttr(want));
+          stamp(value);
+          setResultLayouts(value.getDefiningOp(), {current});
+        }
+        layouts[value] = current;
+        continue;
+      }
       if (!want.empty())
         return fail();
       current = current.withSplit(dim, {});

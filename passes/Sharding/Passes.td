@@ -92,6 +92,46 @@ def ShardPropagate : Pass<"triad-shard-propagate", "::mlir::ModuleOp"> {
   let dependentDialects = ["::triad::dist::DistDialect"];
 }
 
+def Zero : Pass<"triad-zero", "::mlir::ModuleOp"> {
+  let summary = "Shards the optimizer state over the data-parallel ranks "
+                "(ZeRO)";
+  let description = [{
+    ZeRO stage 1: every optimizer state tensor kept for a parameter (the
+    AdamW moments, `triad.state ... of @param`) is split along its first
+    dimension over `dp`, so each data-parallel rank keeps and updates
+    1/dp of it; a state whose first dimension `dp` does not divide stays
+    replicated. Runs before `--triad-shard-propagate`, which carries the
+    split into the optimizer update: each rank updates its slice of every
+    parameter (`dist.all_slice`, no communication) and the parameters are
+    all-gathered after the update. Stages 2 (gradients) and 3
+    (parameters) are not built yet: asking for them is an error.
+
+    Before (zero=1, dp=2):
+
+    ```mlir
+    triad.state @adam.m.w : tensor<64x64xf32> init <zeros> of @w
+    ```
+
+    After:
+
+    ```mlir
+    triad.state @adam.m.w : tensor<64x64xf32> init <zeros> of @w {dist.layout = #dist.layout<{dp}, {}>}
+    ```
+  }];
+  let options = [
+    Option<"zero", "zero", "int64_t", "0", "ZeRO stage (0-3)">,
+    Option<"dp", "dp", "int64_t", "1", "Data-parallel replicas">,
+    Option<"tp", "tp", "int64_t", "1", "Tensor-parallel ranks">,
+    Option<"pp", "pp", "int64_t", "1", "Pipeline stages">,
+    Option<"order", "order", "std::string", "\"dp,pp,tp\"",
+           "Mesh axes from slowest to fastest varying across ranks">,
+  ];
+  let statistics = [
+    Statistic<"numSharded", "sharded-states", "Optimizer states split over dp">,
+  ];
+  let dependentDialects = ["::triad::dist::DistDialect"];
+}
+
 def Partition : Pass<"triad-partition", "::mlir::ModuleOp"> {
   let summary = "Rewrites the training step to one rank's local shapes and "
                 "inserts the collectives the layouts require";

@@ -3,7 +3,7 @@
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline --triad-memory-report -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 tp=2' 2>&1 | FileCheck %s --check-prefix=MESH
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=zero=4 2>&1 | FileCheck %s --check-prefix=ZERO
-// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=zero=1 2>&1 | FileCheck %s --check-prefix=ZERO1
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=zero=2 2>&1 | FileCheck %s --check-prefix=ZERO2
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dp=2 | FileCheck %s --check-prefix=DP
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=microbatches=2 | FileCheck %s --check-prefix=MB
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dp=4 2>&1 | FileCheck %s --check-prefix=DP4
@@ -38,7 +38,7 @@
 
 // MESH: error: --triad-train-pipeline: the mesh tp=2 pp=1 is not supported yet: only data parallelism splits the step across ranks so far; use tp=1 pp=1
 // ZERO: error: --triad-train-pipeline: zero=4 is not a ZeRO stage (0, 1, 2 or 3)
-// ZERO1: error: --triad-train-pipeline: zero=1 is not supported yet
+// ZERO2: error: --triad-train-pipeline: zero=2 is not supported yet (sharded gradients and parameters); use zero=0 or zero=1
 
 // Data parallel: each rank computes on its half of the batch; the loss
 // sum, the token count and every gradient accumulator are all-reduced over
