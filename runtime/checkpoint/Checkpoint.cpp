@@ -282,6 +282,13 @@ CheckpointReader::open(const std::string &dir) try {
       return invalid(absl::StrCat("tensor '", name, "' is malformed"));
     tensor.dtype = *dtype;
     tensor.shape = value["shape"].get<std::vector<int64_t>>();
+    int64_t elements = 1;
+    for (int64_t size : tensor.shape) {
+      if (size < 0 || (size > 0 && elements > (int64_t(1) << 48) / size))
+        return invalid(
+            absl::StrCat("tensor '", name, "' has an invalid shape"));
+      elements *= size;
+    }
     for (const auto &slice : value["slices"]) {
       if (!slice.is_object() || !slice["file"].is_string())
         return invalid(absl::StrCat("a slice of '", name, "' names no file"));
@@ -291,24 +298,20 @@ CheckpointReader::open(const std::string &dir) try {
       auto [it, inserted] =
           fileIds.try_emplace(fileName, static_cast<int64_t>(fileIds.size()));
       if (inserted) {
-        absl::StatusOr<SafetensorsFile> file =
-            SafetensorsFile::open(reader.stepDir + "/" + fileName);
-        if (!file.ok())
-          return file.status();
-        reader.files.push_back(std::move(*file));
+        reader.fileNames.push_back(fileName);
+        reader.files.emplace_back();
       }
       StoredSlice stored{it->second,
                          slice.value("offsets", std::vector<int64_t>{}),
                          slice.value("sizes", std::vector<int64_t>{})};
-      const TensorEntry *entry = reader.files[stored.file].find(name);
-      if (!entry || entry->dtype != tensor.dtype ||
-          entry->shape != stored.sizes ||
-          stored.offsets.size() != tensor.shape.size())
+      // The shard itself is checked against the index when a read opens it.
+      if (stored.offsets.size() != tensor.shape.size() ||
+          stored.sizes.size() != tensor.shape.size())
         return invalid(absl::StrCat("the slice of '", name, "' in '", fileName,
                                     "' does not match the index"));
       for (size_t d = 0; d < tensor.shape.size(); ++d)
-        if (stored.offsets[d] < 0 ||
-            stored.offsets[d] + stored.sizes[d] > tensor.shape[d])
+        if (stored.offsets[d] < 0 || stored.sizes[d] < 0 ||
+            stored.offsets[d] > tensor.shape[d] - stored.sizes[d])
           return invalid(
               absl::StrCat("a slice of '", name, "' lies outside its shape"));
       for (const StoredSlice &earlier : tensor.slices)
@@ -329,6 +332,18 @@ CheckpointReader::open(const std::string &dir) try {
 } catch (const nlohmann::json::exception &error) {
   return absl::DataLossError(
       absl::StrCat("invalid checkpoint index in '", dir, "': ", error.what()));
+}
+
+absl::StatusOr<const SafetensorsFile *>
+CheckpointReader::file(int64_t id) const {
+  if (!files[id]) {
+    absl::StatusOr<SafetensorsFile> opened =
+        SafetensorsFile::open(stepDir + "/" + fileNames[id]);
+    if (!opened.ok())
+      return opened.status();
+    files[id] = std::make_unique<SafetensorsFile>(std::move(*opened));
+  }
+  return files[id].get();
 }
 
 std::vector<std::string> CheckpointReader::tensorNames() const {
@@ -382,7 +397,15 @@ absl::Status CheckpointReader::read(const std::string &name, DType dtype,
     }
     if (empty)
       continue;
-    const char *source = files[slice.file].bytes(*files[slice.file].find(name));
+    absl::StatusOr<const SafetensorsFile *> shard = file(slice.file);
+    if (!shard.ok())
+      return shard.status();
+    const TensorEntry *entry = (*shard)->find(name);
+    if (!entry || entry->dtype != tensor.dtype || entry->shape != slice.sizes)
+      return absl::DataLossError(absl::StrCat(
+          "invalid checkpoint '", stepDir, "': the slice of '", name, "' in '",
+          fileNames[slice.file], "' does not match the index"));
+    const char *source = (*shard)->bytes(*entry);
     if (rank == 0) {
       std::memcpy(target, source, element);
       ++copied;

@@ -18,7 +18,9 @@
 //                                   "offsets": [...], "sizes": [...]}]}}}
 //
 // Loading reads any slice of any tensor, assembling it from whatever slices
-// were stored: a checkpoint saved under one mesh loads under another.
+// were stored: a checkpoint saved under one mesh loads under another. A
+// reader opens a shard only when a read needs one of its slices, so a rank
+// reads the shards that hold its slices and no others.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +34,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,7 +87,8 @@ public:
 
   /// Reads the slice (offsets, sizes) of tensor `name` into `out`
   /// (row-major). The tensor must exist with this dtype and global shape;
-  /// the error names the tensor and what differs.
+  /// the error names the tensor and what differs. A shard that is missing
+  /// or does not hold what the index says is an error too.
   absl::Status read(const std::string &name, DType dtype,
                     const std::vector<int64_t> &globalShape,
                     const std::vector<int64_t> &offsets,
@@ -102,7 +106,10 @@ private:
   };
   CheckpointInfo checkpointInfo;
   std::string stepDir;
-  std::vector<SafetensorsFile> files;
+  /// The shards the index names, opened on first use.
+  absl::StatusOr<const SafetensorsFile *> file(int64_t id) const;
+  std::vector<std::string> fileNames;
+  mutable std::vector<std::unique_ptr<SafetensorsFile>> files;
   std::map<std::string, StoredTensor> tensors;
 };
 

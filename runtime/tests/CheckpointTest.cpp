@@ -230,12 +230,53 @@ TEST(Checkpoint, CorruptIndexesAreRefused) {
               index["tensors"]["w"]["slices"][1]["offsets"] = {0, 0};
             })).find("overlap"),
             std::string::npos);
+  // A shape of more elements than any file holds.
+  EXPECT_NE(
+      withIndex(edited([](nlohmann::json &index) {
+        index["tensors"]["w"]["shape"] = {int64_t(1) << 40, int64_t(1) << 40};
+      })).find("tensor 'w' has an invalid shape"),
+      std::string::npos);
   // A slice reaching past the tensor.
   EXPECT_NE(withIndex(edited([](nlohmann::json &index) {
               index["tensors"]["w"]["slices"][1]["offsets"] = {3, 0};
             })).find("lies outside its shape"),
             std::string::npos);
   EXPECT_EQ(withIndex(original), "");
+}
+
+// A reader opens only the shards its reads need: rank 0's rows load with
+// rank 1's shard gone, and a read that needs it names it.
+TEST(Checkpoint, ReadsOpenOnlyTheShardsTheyNeed) {
+  std::string dir = freshDir("lazy");
+  saveTwoRanks(dir, 2, 0);
+  ASSERT_EQ(
+      std::remove(
+          (checkpointStepDir(dir, 2) + "/rank-00001.safetensors").c_str()),
+      0);
+  auto reader = CheckpointReader::open(dir);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::vector<float> rows(12);
+  ASSERT_TRUE(
+      reader->read("w", DType::F32, {4, 6}, {0, 0}, {2, 6}, rows.data()).ok());
+  EXPECT_EQ(rows, iota(12));
+  absl::Status missing =
+      reader->read("w", DType::F32, {4, 6}, {1, 0}, {2, 6}, rows.data());
+  EXPECT_NE(missing.message().find("rank-00001.safetensors"), std::string::npos)
+      << missing;
+  // A shard that does not hold what the index says: rank 1's shard
+  // rewritten with one row.
+  std::vector<float> row = iota(6);
+  ASSERT_TRUE(
+      writeCheckpointShard(
+          dir, 2, 1, {{"w", DType::F32, {4, 6}, {2, 0}, {1, 6}, row.data()}})
+          .ok());
+  auto mixed = CheckpointReader::open(dir);
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_NE(mixed->read("w", DType::F32, {4, 6}, {2, 0}, {2, 6}, rows.data())
+                .message()
+                .find("the slice of 'w' in 'rank-00001.safetensors' does not "
+                      "match the index"),
+            std::string::npos);
 }
 
 // A save killed at any moment leaves a loadable checkpoint: the previous
