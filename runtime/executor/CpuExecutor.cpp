@@ -798,6 +798,25 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     cpu::scale(f32(in(0)), factor, f32(out(0)), n(out(0)));
     return absl::OkStatus();
   }
+  case plan::OpCode::AllSlice: {
+    // This member's piece of x along dim, as a view [outer, pieces, run]:
+    // no communication, the member index comes from the mesh.
+    uint32_t group = static_cast<uint32_t>(intAt(0));
+    int64_t dim = intAt(1);
+    GroupPosition position = groupPosition(plan->root(), group, meshPosition);
+    Shape x = shape(in(0));
+    int64_t outer = 1;
+    for (int64_t d = 0; d < dim; ++d)
+      outer *= x[d];
+    int64_t run = outer == 0 ? 0 : count(x) / outer / position.size;
+    const float *source = f32(in(0));
+    float *target = f32(out(0));
+    for (int64_t i = 0; i < outer; ++i)
+      std::memcpy(target + i * run,
+                  source + (i * position.size + position.member) * run,
+                  static_cast<size_t>(run) * sizeof(float));
+    return absl::OkStatus();
+  }
   case plan::OpCode::AllReduce:
   case plan::OpCode::AllGather:
   case plan::OpCode::ReduceScatter:

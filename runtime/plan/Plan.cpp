@@ -738,6 +738,7 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
   case plan::OpCode::AllGather:
   case plan::OpCode::ReduceScatter:
   case plan::OpCode::AllToAll:
+  case plan::OpCode::AllSlice:
     return checkCollective(instr.op(), in, out, ints);
   }
 #undef CHECK_OK
@@ -789,6 +790,7 @@ absl::Status ProgramChecker::checkCollective(plan::OpCode op,
     expected[ints[1]] = times(expected[ints[1]]);
     break;
   case plan::OpCode::ReduceScatter:
+  case plan::OpCode::AllSlice:
     if (absl::Status status = split(ints[1]); !status.ok())
       return status;
     break;

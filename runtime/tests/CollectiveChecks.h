@@ -1,7 +1,8 @@
 //===- CollectiveChecks.h - every collective on a 2 x 2 mesh ----*- C++ -*-===//
 //
 // A plan for the mesh dp=2 x tp=2 whose function "collectives" runs every
-// collective of the plan format over the groups [tp], [dp], [dp, tp] and
+// collective of the plan format (and AllSlice, which takes this member's
+// piece without communicating) over the groups [tp], [dp], [dp, tp] and
 // [tp, dp], along leading and non-leading dimensions, and a reference that
 // computes each result element by element from every rank's input (rank r
 // passes x[i] = 1000 r + i). The thread tests and the MPI test (under
@@ -60,6 +61,9 @@ inline const std::vector<CheckedCollective> &checkedCollectives() {
       {OpCode::AllToAll, 2, 1, 0, {8, 1, 3}},
       {OpCode::AllToAll, 3, 1, 1, {2, 4, 3}},
       {OpCode::AllToAll, 1, 0, 2, {1, 4, 6}},
+      {OpCode::AllSlice, 0, 1, 0, {2, 2, 3}},
+      {OpCode::AllSlice, 3, 1, 0, {2, 1, 3}},
+      {OpCode::AllSlice, 1, 0, 0, {1, 4, 3}},
   };
   return collectives;
 }
@@ -144,6 +148,12 @@ inline std::vector<float> expectedCollective(const CheckedCollective &c,
           Shape from = index;
           from[c.dim] = index[c.dim] % xShape[c.dim];
           value = xAt(members[index[c.dim] / xShape[c.dim]], from);
+          break;
+        }
+        case plan::OpCode::AllSlice: {
+          Shape from = index;
+          from[c.dim] += me * c.result[c.dim];
+          value = xAt(rank, from);
           break;
         }
         case plan::OpCode::ReduceScatter: {

@@ -157,6 +157,8 @@ TEST(Plan, CollectivesLoad) {
       {OpCode::AllToAll, 6, 7, {0, 0, 1}},
       {OpCode::AllToAll, 7, 6, {0, 1, 0}},
       {OpCode::AllToAll, 6, 9, {1, 0, 0}},
+      {OpCode::AllSlice, 6, 0, {0, 0}},
+      {OpCode::AllSlice, 7, 0, {0, 1}},
   };
   for (const Case &c : cases) {
     PlanSpec spec;
@@ -733,6 +735,30 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
        },
        "instruction 0 (ReduceScatter): the result must have shape [2, 3] (x "
        "[4, 3] over 2 members), not [2, 4]"},
+      {"slice of an odd size",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllSlice, 0, 2, {0, 1});
+       },
+       "instruction 0 (AllSlice): x [2, 3] does not split into 2 pieces "
+       "along dimension 1"},
+      {"slice shape",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllSlice, 7, 2, {0, 1});
+       },
+       "instruction 0 (AllSlice): the result must have shape [2, 3] (x [2, "
+       "6] over 2 members), not [2, 4]"},
+      {"slice without a dimension",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllSlice, 6, 0, {0});
+       },
+       "instruction 0 (AllSlice): expects 1 input, 1 output and 2 ints "
+       "(group, dim); has 1, 1 and 1"},
+      {"slice in place",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllSlice, 9, 0, {0, 0});
+       },
+       "instruction 0 (AllSlice): the result's bytes overlap x's (only "
+       "AllReduce works in place)"},
       {"all-to-all of an odd size",
        [](PlanSpec &s) {
          collective(s, triad::plan::OpCode::AllToAll, 0, 7, {0, 1, 0});
