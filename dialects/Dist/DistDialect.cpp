@@ -279,6 +279,13 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
     return verifyLayoutOn(op, attr.getValue(), type.getValue(),
                           /*global=*/true, "layout");
   }
+  if (attr.getName() == kZeroAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()) || !op->getAttrOfType<TypeAttr>("type"))
+      return op->emitOpError()
+             << "'" << kZeroAttrName
+             << "' is a unit attribute of ops that declare a tensor type";
+    return success();
+  }
   if (attr.getName() == kReasonAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitOpError()

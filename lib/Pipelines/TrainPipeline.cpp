@@ -56,17 +56,18 @@ std::string checkOptions(const triad::TrainPipelineOptions &o) {
   else if (!o.dtype.empty() &&
            !llvm::is_contained({"f32", "bf16", "f16"}, o.dtype.getValue()))
     os << "dtype '" << o.dtype << "' is unknown (f32, bf16 or f16)";
-  else if (o.tp != 1 || o.pp != 1)
-    os << "the mesh tp=" << o.tp << " pp=" << o.pp
-       << " is not supported yet: only data parallelism splits the step "
-          "across ranks so far; use tp=1 pp=1";
+  else if (o.pp != 1)
+    os << "pp=" << o.pp
+       << " is not supported yet: pipeline stages do not exist so far; use "
+          "pp=1";
   else if (o.zero > 1)
     os << "zero=" << o.zero
        << " is not supported yet (sharded gradients and parameters); use "
           "zero=0 or zero=1";
-  else if (o.virtualStages > 1 || o.sp)
-    os << "virtual-stages and sp need pp > 1 and tp > 1, which are not "
-          "supported yet";
+  else if (o.virtualStages > 1)
+    os << "virtual-stages needs pp > 1, which is not supported yet";
+  else if (o.sp)
+    os << "sp (sequence parallelism) is not supported yet";
   return text;
 }
 
@@ -117,6 +118,7 @@ void triad::registerTrainPipeline() {
   PassPipelineRegistration<TrainPipelineOptions>(
       "triad-train-pipeline",
       "Compiles the forward model into per-rank rt programs: autodiff, "
-      "microbatch split, sharding (data parallel), lowering to rt",
+      "microbatch split, ZeRO, sharding (data and tensor parallel), lowering "
+      "to rt",
       buildTrainPipeline);
 }

@@ -600,8 +600,8 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
 }
 
 /// A collective is a kernel on the group of its mesh axes. An all_reduce of
-/// a value nothing else reads (a gradient accumulator entering the apply
-/// step) reduces it in place.
+/// a gradient accumulator entering the apply step that nothing else reads
+/// reduces it in place.
 LogicalResult ProgramLowering::lowerCollective(Operation &op, Function &f) {
   size_t first = f.body.size();
   auto stampReason = llvm::make_scope_exit([&] {
@@ -618,8 +618,14 @@ LogicalResult ProgramLowering::lowerCollective(Operation &op, Function &f) {
     for (auto [input, result] :
          llvm::zip(reduce.getInputs(), reduce.getResults())) {
       unsigned source = slotOf.at(input);
-      unsigned target =
-          input.hasOneUse() ? source : temporary(result.getType());
+      // In place only on an accumulator entering the function: any other
+      // value's storage may be shared with views that are read later.
+      bool accumulator =
+          isa<BlockArgument>(input) &&
+          isa<func::FuncOp>(input.getParentBlock()->getParentOp());
+      unsigned target = accumulator && input.hasOneUse()
+                            ? source
+                            : temporary(result.getType());
       emit(f, OpCode::AllReduce, {source}, {target}, {group});
       f.body.back().bucket = buckets;
       slotOf[result] = target;
@@ -1089,14 +1095,13 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
         sharding::getOrCreateMesh(module, dp, tp, pp, order);
     if (failed(mesh))
       return signalPassFailure();
-    for (StringRef axis : {"tp", "pp"})
-      if (mesh->getAxisSize(axis).value_or(1) != 1) {
-        emitError(module.getLoc(), "mesh axis ")
-            << axis << "=" << *mesh->getAxisSize(axis)
-            << " is not supported yet: only data parallelism splits the "
-               "step across ranks so far; use tp=1 pp=1";
-        return signalPassFailure();
-      }
+    if (mesh->getAxisSize("pp").value_or(1) != 1) {
+      emitError(module.getLoc(), "mesh axis pp=")
+          << *mesh->getAxisSize("pp")
+          << " is not supported yet: pipeline stages do not exist so far; "
+             "use pp=1";
+      return signalPassFailure();
+    }
 
     auto microbatchStep = module.lookupSymbol<func::FuncOp>("microbatch_step");
     auto applyStep = module.lookupSymbol<func::FuncOp>("apply_step");

@@ -35,6 +35,7 @@ LayoutDecision decideLayouts(const ShardingRule &rule,
     return llvm::none_of(axes, [&](StringRef a) { return used.contains(a); });
   };
 
+  std::optional<std::tuple<unsigned, int64_t, int64_t>> indivisible;
   // Splits, in operand order.
   for (auto [operand, layout] : llvm::enumerate(operandLayouts)) {
     for (int64_t dim = 0; dim < layout.getRank(); ++dim) {
@@ -43,9 +44,14 @@ LayoutDecision decideLayouts(const ShardingRule &rule,
         continue;
       int64_t factor = rule.operands[operand][dim];
       if (factor == ShardingRule::kNoFactor || rule.wholeFactors[factor] ||
-          !factorAxes[factor].empty() || !axesFree(axes) ||
-          rule.sizes[factor] % mesh.getGroupSize(axes) != 0)
+          !factorAxes[factor].empty() || !axesFree(axes))
         continue;
+      if (rule.sizes[factor] % mesh.getGroupSize(axes) != 0) {
+        if (!indivisible)
+          indivisible =
+              std::make_tuple((unsigned)operand, dim, mesh.getGroupSize(axes));
+        continue;
+      }
       factorAxes[factor] = axes;
       for (StringRef axis : axes)
         used.insert(axis);
@@ -108,6 +114,7 @@ LayoutDecision decideLayouts(const ShardingRule &rule,
   }
   for (ArrayRef<StringRef> axes : factorAxes)
     decision.factorParts.push_back(mesh.getGroupSize(axes));
+  decision.indivisible = indivisible;
   return decision;
 }
 

@@ -23,6 +23,9 @@ struct LayoutDecision {
   llvm::SmallVector<dist::LayoutAttr> results;
   /// Per factor of the rule, the number of pieces it is split into.
   llvm::SmallVector<int64_t> factorParts;
+  /// A split an operand asked for that its factor's size does not allow:
+  /// (operand, dimension, ranks), or none.
+  std::optional<std::tuple<unsigned, int64_t, int64_t>> indivisible;
 };
 
 /// Decides the layouts of `op` from `operandLayouts` (one per operand). A

@@ -210,34 +210,41 @@ private:
       SmallVector<StringRef> want = to.getSplitAxes(dim);
       if (have == want)
         continue;
-      if (have.empty()) {
-        // Each rank keeps its piece: no communication.
+      // The axes listed last split innermost: dropping a suffix is an
+      // all_gather over it, adding one an all_slice.
+      auto startsWith = [](ArrayRef<StringRef> list, ArrayRef<StringRef> head) {
+        return list.size() >= head.size() &&
+               list.take_front(head.size()) == head;
+      };
+      auto type = cast<RankedTensorType>(value.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      if (startsWith(want, have)) {
+        SmallVector<StringRef> axes(
+            ArrayRef<StringRef>(want).drop_front(have.size()));
         current = current.withSplit(dim, want);
-        if (mesh.getGroupSize(want) > 1) {
+        if (mesh.getGroupSize(axes) > 1) {
           if (failed(checkCollectiveAllowed(loc, from, to)))
             return failure();
-          auto type = cast<RankedTensorType>(value.getType());
-          SmallVector<int64_t> shape(type.getShape());
-          shape[dim] /= mesh.getGroupSize(want);
+          shape[dim] /= mesh.getGroupSize(axes);
           value = AllSliceOp::create(builder, loc, type.clone(shape), value,
-                                     dim, builder.getStrArrayAttr(want));
+                                     dim, builder.getStrArrayAttr(axes));
           stamp(value);
           setResultLayouts(value.getDefiningOp(), {current});
         }
         layouts[value] = current;
         continue;
       }
-      if (!want.empty())
+      if (!startsWith(have, want))
         return fail();
-      current = current.withSplit(dim, {});
-      if (mesh.getGroupSize(have) > 1) {
+      SmallVector<StringRef> axes(
+          ArrayRef<StringRef>(have).drop_front(want.size()));
+      current = current.withSplit(dim, want);
+      if (mesh.getGroupSize(axes) > 1) {
         if (failed(checkCollectiveAllowed(loc, from, to)))
           return failure();
-        auto type = cast<RankedTensorType>(value.getType());
-        SmallVector<int64_t> shape(type.getShape());
-        shape[dim] *= mesh.getGroupSize(have);
+        shape[dim] *= mesh.getGroupSize(axes);
         value = AllGatherOp::create(builder, loc, type.clone(shape), value, dim,
-                                    builder.getStrArrayAttr(have));
+                                    builder.getStrArrayAttr(axes));
         ++collectives;
         stamp(value);
         setResultLayouts(value.getDefiningOp(), {current});
@@ -256,6 +263,9 @@ private:
   }
 
   LogicalResult partition(Operation &op) {
+    // Collectives are this pass's own, already local.
+    if (isa<DistDialect>(op.getDialect()))
+      return success();
     SmallVector<LayoutAttr> resultLayouts = getResultLayouts(&op);
     if (resultLayouts.size() != op.getNumResults() && op.getNumResults() != 0)
       return op.emitOpError("has no layouts; run --triad-shard-propagate "

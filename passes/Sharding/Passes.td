@@ -97,11 +97,11 @@ def Zero : Pass<"triad-zero", "::mlir::ModuleOp"> {
                 "(ZeRO)";
   let description = [{
     ZeRO stage 1: every optimizer state tensor kept for a parameter (the
-    AdamW moments, `triad.state ... of @param`) is split along its first
-    dimension over `dp`, so each data-parallel rank keeps and updates
-    1/dp of it; a state whose first dimension `dp` does not divide stays
-    replicated. Runs before `--triad-shard-propagate`, which carries the
-    split into the optimizer update: each rank updates its slice of every
+    AdamW moments, `triad.state ... of @param`) is marked `dist.zero`;
+    `--triad-shard-propagate` gives it its parameter's layout with `dp`
+    added on the first dimension that can take it, so each data-parallel
+    rank keeps and updates 1/dp of it (a state no dimension of which `dp`
+    divides stays replicated). Each rank then updates its slice of every
     parameter (`dist.all_slice`, no communication) and the parameters are
     all-gathered after the update. Stages 2 (gradients) and 3
     (parameters) are not built yet: asking for them is an error.
@@ -115,7 +115,7 @@ def Zero : Pass<"triad-zero", "::mlir::ModuleOp"> {
     After:
 
     ```mlir
-    triad.state @adam.m.w : tensor<64x64xf32> init <zeros> of @w {dist.layout = #dist.layout<{dp}, {}>}
+    triad.state @adam.m.w : tensor<64x64xf32> init <zeros> of @w {dist.zero}
     ```
   }];
   let options = [

@@ -15,7 +15,9 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace triad {
 #define GEN_PASS_DEF_SHARDPROPAGATE
@@ -31,8 +33,10 @@ namespace {
 
 class Propagation {
 public:
-  Propagation(ModuleOp module, MeshOp mesh, StringRef batchAxis)
-      : module(module), mesh(mesh), batchAxis(batchAxis) {}
+  Propagation(ModuleOp module, MeshOp mesh, StringRef batchAxis,
+              llvm::StringSet<> &readParams)
+      : module(module), mesh(mesh), batchAxis(batchAxis),
+        readParams(readParams) {}
 
   LogicalResult run(func::FuncOp func,
                     const llvm::StringMap<LayoutAttr> &gradLayouts) {
@@ -108,6 +112,11 @@ private:
           symbol
               ? symbol->getAttrOfType<LayoutAttr>(DistDialect::kLayoutAttrName)
               : LayoutAttr();
+      // The first read of a parameter without a layout may still choose
+      // one: its first user's.
+      if (symbol && !declared && readParams.insert(get.getName()).second)
+        adoptable[get.getResult()] = symbol;
+      readParams.insert(get.getName());
       results.push_back(declared ? declared : replicatedFor(get.getType()));
     } else if (auto layer = dyn_cast<LayerOp>(op)) {
       Block &body = layer.getBody().front();
@@ -122,8 +131,28 @@ private:
       SmallVector<LayoutAttr> operands;
       for (Value operand : op.getOperands())
         operands.push_back(layoutOf(operand));
-      LayoutDecision decision = decideLayouts(sharded.getShardingRule(),
-                                              operands, mesh, op.getContext());
+      ShardingRule rule = sharded.getShardingRule();
+      seedTensorParallel(op, rule, operands);
+      LayoutDecision decision =
+          decideLayouts(rule, operands, mesh, op.getContext());
+      if (decision.indivisible) {
+        auto [operand, dim, ranks] = *decision.indivisible;
+        return op.emitOpError("cannot split dimension ")
+               << dim << " of operand " << operand << " ("
+               << op.getOperand(operand).getType() << ") over " << ranks
+               << " ranks: its size ("
+               << rule.sizes[rule.operands[operand][dim]]
+               << " for this op) is not divisible";
+      }
+      FailureOr<bool> changed = adoptParameterLayouts(op, operands, decision);
+      if (failed(changed))
+        return failure();
+      if (*changed) {
+        // ZeRO split a state further: decide again with its layout.
+        for (auto [index, operand] : llvm::enumerate(op.getOperands()))
+          operands[index] = layoutOf(operand);
+        decision = decideLayouts(rule, operands, mesh, op.getContext());
+      }
       results = decision.results;
     } else if (op.getNumRegions() != 0 ||
                llvm::any_of(
@@ -143,10 +172,101 @@ private:
     return success();
   }
 
+  /// Megatron's tensor parallelism from one choice: a weight (a
+  /// parameter read here first, without a layout) that an op contracts
+  /// with another operand and whose other dimension only the result has
+  /// (the weight of a linear layer fed by replicated activations) has that
+  /// output dimension split over tp. Its consumers follow from the rules:
+  /// biases, activations and attention heads split alike, and the next
+  /// weight contracted with the split features is split on its input
+  /// dimension (its result partial over tp).
+  void seedTensorParallel(Operation &op, const ShardingRule &rule,
+                          SmallVectorImpl<LayoutAttr> &operands) {
+    if (mesh.getAxisSize("tp").value_or(1) <= 1)
+      return;
+    for (LayoutAttr layout : operands)
+      for (int64_t dim = 0; dim < layout.getRank(); ++dim)
+        if (llvm::is_contained(layout.getSplitAxes(dim), "tp"))
+          return;
+    for (auto [index, operand] : llvm::enumerate(op.getOperands())) {
+      if (!adoptable.count(operand) || rule.operands[index].size() != 2)
+        continue;
+      auto inOthers = [&](int64_t factor) {
+        for (auto [other, dims] : llvm::enumerate(rule.operands))
+          if (other != index && llvm::is_contained(dims, factor))
+            return true;
+        return false;
+      };
+      auto inResults = [&](int64_t factor) {
+        return llvm::any_of(rule.results, [&](ArrayRef<int64_t> dims) {
+          return llvm::is_contained(dims, factor);
+        });
+      };
+      for (int64_t dim = 0; dim < 2; ++dim) {
+        int64_t out = rule.operands[index][dim];
+        int64_t in = rule.operands[index][1 - dim];
+        if (out == ShardingRule::kNoFactor || in == ShardingRule::kNoFactor ||
+            rule.wholeFactors[out] || !inResults(out) || inOthers(out) ||
+            !inOthers(in) || inResults(in))
+          continue;
+        operands[index] = operands[index].withSplit(dim, {"tp"});
+        return;
+      }
+    }
+  }
+
+  /// A first read of a parameter takes the layout its user needs; ZeRO
+  /// state (`dist.zero`) also splits over dp, on the first dimension that
+  /// can take it. Returns whether a ZeRO split changed an operand's layout
+  /// from the decision's.
+  FailureOr<bool> adoptParameterLayouts(Operation &op,
+                                        ArrayRef<LayoutAttr> operands,
+                                        LayoutDecision &decision) {
+    bool changed = false;
+    for (auto [index, operand] : llvm::enumerate(op.getOperands())) {
+      auto it = adoptable.find(operand);
+      if (it == adoptable.end())
+        continue;
+      Operation *symbol = it->second;
+      adoptable.erase(it);
+      auto type = dyn_cast<RankedTensorType>(
+          symbol->getAttrOfType<TypeAttr>("type").getValue());
+      LayoutAttr wanted = decision.operands[index].withPartial({});
+      int64_t replicas = mesh.getAxisSize("dp").value_or(1);
+      if (symbol->hasAttr(DistDialect::kZeroAttrName) && replicas > 1 &&
+          !llvm::any_of(
+              llvm::seq<int64_t>(0, wanted.getRank()), [&](int64_t d) {
+                return llvm::is_contained(wanted.getSplitAxes(d), "dp");
+              })) {
+        for (int64_t dim = 0; dim < wanted.getRank(); ++dim) {
+          SmallVector<StringRef> axes = wanted.getSplitAxes(dim);
+          axes.push_back("dp");
+          if (type.getDimSize(dim) % mesh.getGroupSize(axes) == 0) {
+            wanted = wanted.withSplit(dim, axes);
+            changed = true;
+            break;
+          }
+        }
+      }
+      if (!isDistributed(wanted, mesh))
+        continue;
+      if (failed(verifyLayout(wanted, mesh, type,
+                              [&] { return symbol->emitOpError(); })))
+        return failure();
+      symbol->setAttr(DistDialect::kLayoutAttrName, wanted);
+      layouts[operand] = wanted;
+      setResultLayouts(operand.getDefiningOp(), {wanted});
+    }
+    return changed;
+  }
+
   ModuleOp module;
   MeshOp mesh;
   StringRef batchAxis;
+  llvm::StringSet<> &readParams;
   DenseMap<Value, LayoutAttr> layouts;
+  /// Reads of parameters whose layout their first user still chooses.
+  DenseMap<Value, Operation *> adoptable;
 };
 
 } // namespace
@@ -155,10 +275,11 @@ LogicalResult triad::sharding::propagateLayouts(ModuleOp module, MeshOp mesh,
                                                 StringRef batchAxis,
                                                 ArrayRef<func::FuncOp> funcs) {
   llvm::StringMap<LayoutAttr> gradLayouts;
+  llvm::StringSet<> readParams;
   for (func::FuncOp func : funcs) {
     if (func.isExternal())
       continue;
-    Propagation propagation(module, mesh, batchAxis);
+    Propagation propagation(module, mesh, batchAxis, readParams);
     if (failed(propagation.run(func, gradLayouts)))
       return failure();
     if (func.getSymName() != "microbatch_step")

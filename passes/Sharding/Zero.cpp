@@ -1,8 +1,9 @@
 //===- Zero.cpp - optimizer state sharded over data-parallel ranks --------===//
 //
-// ZeRO stage 1: the optimizer state of every parameter gets a layout split
-// along its first dimension over dp, which propagation and partitioning
-// turn into a sharded update and an all_gather of the parameters.
+// ZeRO stage 1: the optimizer state of every parameter is marked to be
+// split over dp, which propagation (choosing the dimension after the
+// parameter's own layout) and partitioning turn into a sharded update and
+// an all_gather of the parameters.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,15 +45,14 @@ struct ZeroPass : public triad::impl::ZeroBase<ZeroPass> {
     int64_t replicas = mesh->getAxisSize("dp").value_or(1);
     if (zero == 0 || replicas == 1)
       return;
+    // The split itself is chosen where the state is first read (by
+    // shard-propagate), after the parameter's own layout: dp goes on the
+    // first dimension that can take it.
     for (auto state : module.getOps<StateOp>()) {
-      if (!state.getOf() || state->hasAttr(DistDialect::kLayoutAttrName))
+      if (!state.getOf() || state->hasAttr(DistDialect::kLayoutAttrName) ||
+          state.getTensorType().getRank() == 0)
         continue;
-      RankedTensorType type = state.getTensorType();
-      if (type.getRank() == 0 || type.getDimSize(0) % replicas != 0)
-        continue;
-      state->setAttr(
-          DistDialect::kLayoutAttrName,
-          LayoutAttr::getSplit(&getContext(), type.getRank(), 0, {"dp"}));
+      state->setAttr(DistDialect::kZeroAttrName, UnitAttr::get(&getContext()));
       ++numSharded;
     }
   }

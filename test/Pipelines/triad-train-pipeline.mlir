@@ -1,7 +1,7 @@
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline | FileCheck %s
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=1 tp=1 pp=1 zero=0 schedule=gpipe recompute=full order=pp,dp,tp dtype=f32 lr=0.01 warmup=5 clip-norm=0.5' | FileCheck %s --check-prefix=OPTS
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline --triad-memory-report -o /dev/null | FileCheck %s --check-prefix=REPORT
-// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 tp=2' 2>&1 | FileCheck %s --check-prefix=MESH
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 pp=2' 2>&1 | FileCheck %s --check-prefix=MESH
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=zero=4 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=zero=2 2>&1 | FileCheck %s --check-prefix=ZERO2
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dp=2 | FileCheck %s --check-prefix=DP
@@ -36,7 +36,7 @@
 // REPORT: triad memory report: program @rank0 (pipeline rank 0)
 // REPORT: arena
 
-// MESH: error: --triad-train-pipeline: the mesh tp=2 pp=1 is not supported yet: only data parallelism splits the step across ranks so far; use tp=1 pp=1
+// MESH: error: --triad-train-pipeline: pp=2 is not supported yet: pipeline stages do not exist so far; use pp=1
 // ZERO: error: --triad-train-pipeline: zero=4 is not a ZeRO stage (0, 1, 2 or 3)
 // ZERO2: error: --triad-train-pipeline: zero=2 is not supported yet (sharded gradients and parameters); use zero=0 or zero=1
 
@@ -73,4 +73,4 @@
 // RECOMPUTE: error: --triad-train-pipeline: recompute 'some' is unknown (none, selective or full)
 // DTYPE: error: --triad-train-pipeline: dtype 'f64' is unknown (f32, bf16 or f16)
 // MICRO: error: --triad-train-pipeline: microbatches=0 must be at least 1
-// SP: error: --triad-train-pipeline: virtual-stages and sp need pp > 1 and tp > 1, which are not supported yet
+// SP: error: --triad-train-pipeline: sp (sequence parallelism) is not supported yet

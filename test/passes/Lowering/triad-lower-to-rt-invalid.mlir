@@ -1,11 +1,11 @@
-// RUN: not triad-opt %S/Inputs/two-params.mlir --triad-autodiff --triad-lower-to-rt=tp=2 2>&1 | FileCheck %s --check-prefix=MESH
+// RUN: not triad-opt %S/Inputs/two-params.mlir --triad-autodiff --triad-lower-to-rt=pp=2 2>&1 | FileCheck %s --check-prefix=MESH
 // RUN: not triad-opt %S/Inputs/two-params.mlir --triad-autodiff '--triad-lower-to-rt=order=dp,dp,tp' 2>&1 | FileCheck %s --check-prefix=ORDER
 // RUN: not triad-opt %S/Inputs/two-params.mlir --triad-autodiff --triad-lower-to-rt=dtype=bf16 2>&1 | FileCheck %s --check-prefix=DTYPE
 // RUN: not triad-opt %S/Inputs/two-params.mlir --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=NOSTEP
 // RUN: triad-gen --preset tiny --layers 1 --dtype f16 | not triad-opt --triad-train-pipeline 2>&1 | FileCheck %s --check-prefix=F16
 // RUN: triad-opt %s -split-input-file -verify-diagnostics --triad-lower-to-rt
 
-// MESH: error: mesh axis tp=2 is not supported yet: only data parallelism splits the step across ranks so far; use tp=1 pp=1
+// MESH: error: mesh axis pp=2 is not supported yet: pipeline stages do not exist so far; use pp=1
 // ORDER: error: order 'dp,dp,tp' must list dp, tp and pp once each
 // DTYPE: error: 'triad.param' op is f32 but the pipeline asks for dtype=bf16; generate the model with that dtype
 // NOSTEP: error: needs @microbatch_step and @apply_step; run --triad-autodiff first

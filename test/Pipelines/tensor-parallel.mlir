@@ -1,0 +1,33 @@
+// RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 4 --kv-heads 2 --seq 16 --batch 4 | triad-opt '--triad-train-pipeline=tp=2 microbatches=2' --triad-comm-report -o /dev/null | FileCheck %s --check-prefix=COMM
+// RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --kv-heads 2 --seq 16 --batch 4 | triad-opt --triad-autodiff '--triad-shard-propagate=tp=2' | FileCheck %s --check-prefix=LAYOUT
+// RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --kv-heads 2 --seq 16 --batch 4 | not triad-opt --triad-train-pipeline=tp=4 2>&1 | FileCheck %s --check-prefix=KV
+// RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --ffn 50 --seq 16 --batch 4 | not triad-opt --triad-train-pipeline=tp=4 2>&1 | FileCheck %s --check-prefix=FFN
+
+// Megatron's count: per layer and microbatch, the attention and MLP outputs
+// are all-reduced over tp in the forward (before their bias) and the
+// residual gradients in the backward: four all-reduces of b*s*h floats
+// (2 x 16 x 32 x 4 B = 4,096 B), here for 2 layers and 2 microbatches.
+// COMM: function calls collective group ranks bytes why
+// COMM-COUNT-4: microbatch_step 2 all_reduce tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {}, {}> for triad.bias_add
+// COMM-COUNT-4: microbatch_step 2 all_reduce tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {}, {}> for triad.add
+// COMM-NOT: microbatch_step
+
+// The weights split as Megatron splits them, from the rules alone:
+// column-parallel query, key, value and first MLP weights (and their
+// biases), row-parallel output and second MLP weights; norms, embeddings
+// and the row-parallel biases stay replicated. Grouped-query attention
+// splits its 4 query heads and 2 kv heads alike.
+// LAYOUT-DAG: triad.param @embed.wte : tensor<256x32xf32> init <normal, std = 2.000000e-02>{{$}}
+// LAYOUT-DAG: triad.param @layers.0.attn.wq.weight : tensor<32x32xf32> {{.*}} {dist.layout = #dist.layout<{}, {tp}>}
+// LAYOUT-DAG: triad.param @layers.0.attn.wk.weight : tensor<32x16xf32> {{.*}} {dist.layout = #dist.layout<{}, {tp}>}
+// LAYOUT-DAG: triad.param @layers.0.attn.wq.bias : tensor<32xf32> init <zeros> {dist.layout = #dist.layout<{tp}>}
+// LAYOUT-DAG: triad.param @layers.0.attn.wo.weight : tensor<32x32xf32> {{.*}} {dist.layout = #dist.layout<{tp}, {}>}
+// LAYOUT-DAG: triad.param @layers.0.attn.wo.bias : tensor<32xf32> init <zeros>{{$}}
+// LAYOUT-DAG: triad.param @layers.0.mlp.fc1.weight : tensor<32x256xf32> {{.*}} {dist.layout = #dist.layout<{}, {tp}>}
+// LAYOUT-DAG: triad.param @layers.0.mlp.fc2.weight : tensor<256x32xf32> {{.*}} {dist.layout = #dist.layout<{tp}, {}>}
+// LAYOUT-DAG: triad.param @layers.0.attn_norm.weight : tensor<32xf32> init <ones>{{$}}
+// LAYOUT-DAG: triad.attention {{.*}} heads = 4 kv_heads = 2 {{.*}} {dist.layouts = [#dist.layout<{}, {}, {tp}>]}
+
+// tp must divide the kv heads and the MLP width.
+// KV: error: 'triad.attention' op cannot split dimension 2 of operand 0 ('tensor<4x16x32xf32>') over 4 ranks: its size (2 for this op) is not divisible
+// FFN: error: 'triad.matmul' op cannot split dimension 1 of operand 1 ('tensor<32x50xf32>') over 4 ranks: its size (50 for this op) is not divisible
