@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds Triad, turns Debian's
 # fortune texts into a byte-level corpus, compiles the `tiny` GPT preset for
-# a data-parallel mesh of two ranks (dp=2 tp=1 pp=1: tensor and pipeline
-# parallelism are still to come), prints its memory and communication
-# reports, exports the plan and trains it on two CPU ranks under mpirun,
-# printing the loss as it falls.
+# a mesh of four ranks, two data-parallel replicas of two tensor-parallel
+# ranks each (dp=2 tp=2 pp=1: pipeline stages are still to come), prints its
+# memory and communication reports, exports the plan and trains it on four
+# CPU ranks under mpirun, printing the loss as it falls.
 #
 # TRIAD_DEMO_STEPS (default 800) sets the number of steps.
 set -euo pipefail
@@ -12,8 +12,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${TRIAD_BUILD_DIR:-$root/build}"
 out="$root/out"
 steps="${TRIAD_DEMO_STEPS:-800}"
-mesh="dp=2 tp=1 pp=1"
-ranks=2
+mesh="dp=2 tp=2 pp=1"
+ranks=4
 
 bash "$root/scripts/setup.sh"
 bash "$root/scripts/build.sh"
