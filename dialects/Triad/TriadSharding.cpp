@@ -10,6 +10,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <type_traits>
+
 using namespace mlir;
 using namespace triad;
 
@@ -80,8 +82,8 @@ ShardingRule normalization(Operation *op, Linearity linearity = Linearity::None,
 /// Attention-like ops: [batch, seq, heads * head_dim] tensors split by
 /// batch and by groups of heads (a query group shares one kv head, so the
 /// kv heads count the groups); the sequence stays whole.
-ShardingRule attentionRule(Operation *op, int64_t kvHeads, unsigned tensors,
-                           Value prefix, Value slopes) {
+ShardingRule attentionRule(Operation *op, int64_t kvHeads, Value prefix,
+                           Value slopes) {
   ShardingRule rule;
   ArrayRef<int64_t> q = shapeOf(op->getOperand(0));
   int64_t batch = rule.addFactor(q[0]);
@@ -97,7 +99,6 @@ ShardingRule attentionRule(Operation *op, int64_t kvHeads, unsigned tensors,
   }
   for (unsigned i = 0; i < op->getNumResults(); ++i)
     rule.addResult({batch, seq, groups});
-  (void)tensors;
   return rule;
 }
 
@@ -224,24 +225,35 @@ ShardingRule RmsNormGradOp::getShardingRule() {
 }
 
 ShardingRule AttentionOp::getShardingRule() {
-  return attentionRule(*this, getKvHeads(), 3, getPrefixLengths(),
+  return attentionRule(*this, getKvHeads(), getPrefixLengths(),
                        getAlibiSlopes());
+}
+
+/// `op` on local pieces with its head counts divided among the pieces of
+/// the head-group factor.
+template <typename AttentionLikeOp>
+static Operation *withLocalHeads(OpBuilder &builder, AttentionLikeOp op,
+                                 ValueRange operands, TypeRange resultTypes,
+                                 ArrayRef<int64_t> factorParts) {
+  Operation *local = cloneWithTypes(builder, op, operands, resultTypes);
+  auto attention = cast<AttentionLikeOp>(local);
+  int64_t parts = headParts(factorParts);
+  attention.setHeads(op.getHeads() / parts);
+  if constexpr (std::is_same_v<AttentionLikeOp, AttentionOp> ||
+                std::is_same_v<AttentionLikeOp, AttentionGradOp>)
+    attention.setKvHeads(op.getKvHeads() / parts);
+  return local;
 }
 
 Operation *AttentionOp::buildLocal(OpBuilder &builder, ValueRange operands,
                                    TypeRange resultTypes,
                                    ArrayRef<int64_t> factorParts) {
-  Operation *local = cloneWithTypes(builder, *this, operands, resultTypes);
-  auto attention = cast<AttentionOp>(local);
-  int64_t parts = headParts(factorParts);
-  attention.setHeads(getHeads() / parts);
-  attention.setKvHeads(getKvHeads() / parts);
-  return local;
+  return withLocalHeads(builder, *this, operands, resultTypes, factorParts);
 }
 
 ShardingRule AttentionGradOp::getShardingRule() {
-  ShardingRule rule = attentionRule(*this, getKvHeads(), 4, getPrefixLengths(),
-                                    getAlibiSlopes());
+  ShardingRule rule =
+      attentionRule(*this, getKvHeads(), getPrefixLengths(), getAlibiSlopes());
   rule.linearity = Linearity::Each;
   rule.linearOperands = {getNumOperands() - 1};
   return rule;
@@ -250,12 +262,7 @@ ShardingRule AttentionGradOp::getShardingRule() {
 Operation *AttentionGradOp::buildLocal(OpBuilder &builder, ValueRange operands,
                                        TypeRange resultTypes,
                                        ArrayRef<int64_t> factorParts) {
-  Operation *local = cloneWithTypes(builder, *this, operands, resultTypes);
-  auto grad = cast<AttentionGradOp>(local);
-  int64_t parts = headParts(factorParts);
-  grad.setHeads(getHeads() / parts);
-  grad.setKvHeads(getKvHeads() / parts);
-  return local;
+  return withLocalHeads(builder, *this, operands, resultTypes, factorParts);
 }
 
 // Rotary embeddings rotate each head's features by the position: the
@@ -282,9 +289,7 @@ ShardingRule RopeOp::getShardingRule() {
 Operation *RopeOp::buildLocal(OpBuilder &builder, ValueRange operands,
                               TypeRange resultTypes,
                               ArrayRef<int64_t> factorParts) {
-  Operation *local = cloneWithTypes(builder, *this, operands, resultTypes);
-  cast<RopeOp>(local).setHeads(getHeads() / headParts(factorParts));
-  return local;
+  return withLocalHeads(builder, *this, operands, resultTypes, factorParts);
 }
 
 ShardingRule RopeGradOp::getShardingRule() {
@@ -294,9 +299,7 @@ ShardingRule RopeGradOp::getShardingRule() {
 Operation *RopeGradOp::buildLocal(OpBuilder &builder, ValueRange operands,
                                   TypeRange resultTypes,
                                   ArrayRef<int64_t> factorParts) {
-  Operation *local = cloneWithTypes(builder, *this, operands, resultTypes);
-  cast<RopeGradOp>(local).setHeads(getHeads() / headParts(factorParts));
-  return local;
+  return withLocalHeads(builder, *this, operands, resultTypes, factorParts);
 }
 
 //===----------------------------------------------------------------------===//
@@ -426,30 +429,16 @@ ShardingRule PadOp::getShardingRule() {
 // Reductions and losses
 //===----------------------------------------------------------------------===//
 
-// Summed dimensions are factors the result lacks: a split one makes the
-// result partial.
-ShardingRule SumOp::getShardingRule() {
+/// A reduction over `dims` of `x`: the reduced dimensions are factors the
+/// result lacks (a split one leaves the result partial) or, with
+/// `wholeReduced`, stay whole.
+static ShardingRule reductionRule(Value x, ArrayRef<int64_t> dims,
+                                  bool wholeReduced) {
   ShardingRule rule;
-  SmallVector<int64_t> in = newFactors(rule, shapeOf(getX()));
-  SmallVector<int64_t> out;
-  for (auto [dim, factor] : llvm::enumerate(in))
-    if (!llvm::is_contained(getDims(), static_cast<int64_t>(dim)))
-      out.push_back(factor);
-  rule.addOperand(in);
-  rule.addResult(out);
-  rule.linearity = Linearity::Each;
-  rule.linearOperands = {0};
-  return rule;
-}
-
-// A mean divides by the global count of its dimensions: they stay whole.
-ShardingRule MeanOp::getShardingRule() {
-  ShardingRule rule;
-  SmallVector<int64_t> in;
-  SmallVector<int64_t> out;
-  for (auto [dim, size] : llvm::enumerate(shapeOf(getX()))) {
-    bool reduced = llvm::is_contained(getDims(), static_cast<int64_t>(dim));
-    in.push_back(rule.addFactor(size, reduced));
+  SmallVector<int64_t> in, out;
+  for (auto [dim, size] : llvm::enumerate(shapeOf(x))) {
+    bool reduced = llvm::is_contained(dims, static_cast<int64_t>(dim));
+    in.push_back(rule.addFactor(size, reduced && wholeReduced));
     if (!reduced)
       out.push_back(in.back());
   }
@@ -460,18 +449,33 @@ ShardingRule MeanOp::getShardingRule() {
   return rule;
 }
 
+ShardingRule SumOp::getShardingRule() {
+  return reductionRule(getX(), getDims(), /*wholeReduced=*/false);
+}
+
+// A mean divides by the global count of its dimensions: they stay whole.
+ShardingRule MeanOp::getShardingRule() {
+  return reductionRule(getX(), getDims(), /*wholeReduced=*/true);
+}
+
+/// The factors of cross entropy: one per token dimension of the logits
+/// (the labels' dimensions) and the vocabulary, which stays whole.
+static std::pair<SmallVector<int64_t>, SmallVector<int64_t>>
+crossEntropyFactors(ShardingRule &rule, ArrayRef<int64_t> logits) {
+  SmallVector<int64_t> tokens = newFactors(rule, logits.drop_back());
+  SmallVector<int64_t> logitDims = tokens;
+  logitDims.push_back(rule.addFactor(logits.back(), /*whole=*/true));
+  return {tokens, logitDims};
+}
+
 // The loss is the mean over the tokens of the batch; split by samples or
 // positions, each piece's loss is its own tokens' mean, partial in the
 // token-weighted sense: the step combines pieces (microbatches and
 // data-parallel ranks alike) weighted by their counts of non-ignored
-// labels. The vocabulary stays whole.
+// labels.
 ShardingRule CrossEntropyOp::getShardingRule() {
   ShardingRule rule;
-  ArrayRef<int64_t> logits = shapeOf(getLogits());
-  SmallVector<int64_t> tokens = newFactors(rule, logits.drop_back());
-  int64_t vocab = rule.addFactor(logits.back(), /*whole=*/true);
-  SmallVector<int64_t> logitDims = tokens;
-  logitDims.push_back(vocab);
+  auto [tokens, logitDims] = crossEntropyFactors(rule, shapeOf(getLogits()));
   rule.addOperand(logitDims);
   rule.addOperand(tokens);
   rule.addResult({});
@@ -482,11 +486,7 @@ ShardingRule CrossEntropyOp::getShardingRule() {
 // sense as the loss.
 ShardingRule CrossEntropyGradOp::getShardingRule() {
   ShardingRule rule;
-  ArrayRef<int64_t> logits = shapeOf(getLogits());
-  SmallVector<int64_t> tokens = newFactors(rule, logits.drop_back());
-  int64_t vocab = rule.addFactor(logits.back(), /*whole=*/true);
-  SmallVector<int64_t> logitDims = tokens;
-  logitDims.push_back(vocab);
+  auto [tokens, logitDims] = crossEntropyFactors(rule, shapeOf(getLogits()));
   rule.addOperand(logitDims);
   rule.addOperand(tokens);
   rule.addOperand({});

@@ -71,6 +71,17 @@ std::string checkOptions(const triad::TrainPipelineOptions &o) {
   return text;
 }
 
+/// The options of a pass that takes the mesh (dp, tp, pp, order).
+template <typename PassOptions>
+PassOptions meshOptions(const triad::TrainPipelineOptions &options) {
+  PassOptions mesh;
+  mesh.dp = options.dp;
+  mesh.tp = options.tp;
+  mesh.pp = options.pp;
+  mesh.order = options.order;
+  return mesh;
+}
+
 } // namespace
 
 void triad::buildTrainPipeline(OpPassManager &pm,
@@ -91,25 +102,12 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   SplitMicrobatchesOptions split;
   split.microbatches = options.microbatches;
   pm.addPass(createSplitMicrobatches(split));
-  ZeroOptions zero;
+  auto zero = meshOptions<ZeroOptions>(options);
   zero.zero = options.zero;
-  zero.dp = options.dp;
-  zero.tp = options.tp;
-  zero.pp = options.pp;
-  zero.order = options.order;
   pm.addPass(createZero(zero));
-  ShardPropagateOptions propagate;
-  propagate.dp = options.dp;
-  propagate.tp = options.tp;
-  propagate.pp = options.pp;
-  propagate.order = options.order;
-  pm.addPass(createShardPropagate(propagate));
+  pm.addPass(createShardPropagate(meshOptions<ShardPropagateOptions>(options)));
   pm.addPass(createPartition());
-  LowerToRtOptions lower;
-  lower.dp = options.dp;
-  lower.tp = options.tp;
-  lower.pp = options.pp;
-  lower.order = options.order;
+  auto lower = meshOptions<LowerToRtOptions>(options);
   lower.dtype = options.dtype;
   pm.addPass(createLowerToRt(lower));
 }
