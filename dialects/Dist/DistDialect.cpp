@@ -292,8 +292,8 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
              << "'" << kReasonAttrName << "' must be a string";
     return success();
   }
-  return op->emitOpError() << "has unknown dist attribute '" << attr.getName()
-                           << "'";
+  return op->emitOpError() << "has unknown dist attribute '"
+                           << attr.getName().getValue() << "'";
 }
 
 LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op, unsigned,
@@ -301,8 +301,8 @@ LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                     NamedAttribute attr) {
   auto func = dyn_cast<FunctionOpInterface>(op);
   if (!func || attr.getName() != kLayoutAttrName)
-    return op->emitOpError()
-           << "has unknown dist argument attribute '" << attr.getName() << "'";
+    return op->emitOpError() << "has unknown dist argument attribute '"
+                             << attr.getName().getValue() << "'";
   return verifyLayoutOn(op, attr.getValue(), func.getArgumentTypes()[argIndex],
                         /*global=*/false,
                         "layout of argument " + Twine(argIndex));
@@ -313,8 +313,8 @@ LogicalResult DistDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                        NamedAttribute attr) {
   auto func = dyn_cast<FunctionOpInterface>(op);
   if (!func || attr.getName() != kLayoutAttrName)
-    return op->emitOpError()
-           << "has unknown dist result attribute '" << attr.getName() << "'";
+    return op->emitOpError() << "has unknown dist result attribute '"
+                             << attr.getName().getValue() << "'";
   return verifyLayoutOn(op, attr.getValue(), func.getResultTypes()[resultIndex],
                         /*global=*/false,
                         "layout of result " + Twine(resultIndex));
@@ -343,8 +343,9 @@ LogicalResult MeshOp::verify() {
       return emitOpError("has more than 2^31 ranks");
     ranks *= size;
   }
-  for (Operation &other : *(*this)->getBlock())
-    if (auto mesh = dyn_cast<MeshOp>(other); mesh && mesh != *this)
+  for (Operation *other = (*this)->getPrevNode(); other;
+       other = other->getPrevNode())
+    if (isa<MeshOp>(other))
       return emitOpError("is the module's second mesh; a module has one");
   return success();
 }
