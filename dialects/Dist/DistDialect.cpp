@@ -490,9 +490,9 @@ LogicalResult AllToAllOp::verify() {
            << *parts << " ranks of the group";
   for (int64_t d = 0; d < input.getRank(); ++d) {
     int64_t expected = input.getDimSize(d);
-    if (d == getSplitDim())
+    if (d == static_cast<int64_t>(getSplitDim()))
       expected /= *parts;
-    if (d == getConcatDim())
+    if (d == static_cast<int64_t>(getConcatDim()))
       expected *= *parts;
     if (result.getDimSize(d) != expected)
       return emitOpError("dimension ")

@@ -102,10 +102,12 @@ LogicalResult PlanOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ProgramOp::verify() {
-  if (getPipelineRank() < 0)
-    return emitOpError("pipeline rank ") << getPipelineRank() << " is negative";
-  if (getArenaBytes() < 0)
-    return emitOpError("arena size ") << getArenaBytes() << " is negative";
+  if (static_cast<int64_t>(getPipelineRank()) < 0)
+    return emitOpError("pipeline rank ")
+           << static_cast<int64_t>(getPipelineRank()) << " is negative";
+  if (static_cast<int64_t>(getArenaBytes()) < 0)
+    return emitOpError("arena size ")
+           << static_cast<int64_t>(getArenaBytes()) << " is negative";
   llvm::StringSet<> persistent;
   llvm::DenseSet<Value> persistentBuffers;
   int steps = 0;

@@ -21,7 +21,6 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -227,7 +226,8 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
         return KernelSpec{OpCode::Pad, ints, {}};
       })
       .Case([&](ConcatOp c) -> R {
-        return KernelSpec{OpCode::Concat, {c.getDim()}, {}};
+        return KernelSpec{
+            OpCode::Concat, {static_cast<int64_t>(c.getDim())}, {}};
       })
       .Case([&](BroadcastOp) { return plain(OpCode::Broadcast); })
       .Case([&](CastOp) { return plain(OpCode::Cast); })
@@ -235,14 +235,18 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       .Case([&](MeanOp m) { return reduce(m.getX(), m.getDims(), true); })
       .Case([&](DropoutOp d) -> R {
         return KernelSpec{OpCode::Dropout,
-                          {d.getRngStream(), 0},
+                          {static_cast<int64_t>(d.getRngStream()), 0},
                           {d.getProbability().convertToDouble()}};
       })
       .Case([&](CrossEntropyOp c) -> R {
-        return KernelSpec{OpCode::CrossEntropy, {c.getIgnoreIndex()}, {}};
+        return KernelSpec{OpCode::CrossEntropy,
+                          {static_cast<int64_t>(c.getIgnoreIndex())},
+                          {}};
       })
       .Case([&](CrossEntropyGradOp c) -> R {
-        return KernelSpec{OpCode::CrossEntropyGrad, {c.getIgnoreIndex()}, {}};
+        return KernelSpec{OpCode::CrossEntropyGrad,
+                          {static_cast<int64_t>(c.getIgnoreIndex())},
+                          {}};
       })
       .Case([&](SumSquaresOp) { return plain(OpCode::SumSquares); })
       .Case([&](ClipCoefficientOp c) -> R {
@@ -361,6 +365,7 @@ private:
   void emitProgram(ArrayRef<Function> functions, int64_t microbatches);
   void mergeBuckets(Function &f);
   LogicalResult lowerCollective(Operation &op, Function &f);
+  LogicalResult lowerCollectiveKernels(Operation &op, Function &f);
   /// The index of the communicator group over `axes`, added if new.
   int64_t groupIndex(ArrayRef<StringRef> axes) {
     std::vector<std::string> key(axes.begin(), axes.end());
@@ -604,12 +609,17 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
 /// reduces it in place.
 LogicalResult ProgramLowering::lowerCollective(Operation &op, Function &f) {
   size_t first = f.body.size();
-  auto stampReason = llvm::make_scope_exit([&] {
-    if (auto reason =
-            op.getAttrOfType<StringAttr>(dist::DistDialect::kReasonAttrName))
-      for (size_t k = first; k < f.body.size(); ++k)
-        f.body[k].reason = reason.str();
-  });
+  if (failed(lowerCollectiveKernels(op, f)))
+    return failure();
+  if (auto reason =
+          op.getAttrOfType<StringAttr>(dist::DistDialect::kReasonAttrName))
+    for (size_t k = first; k < f.body.size(); ++k)
+      f.body[k].reason = reason.str();
+  return success();
+}
+
+LogicalResult ProgramLowering::lowerCollectiveKernels(Operation &op,
+                                                      Function &f) {
   auto axesOf = [](ArrayAttr axes) {
     return SmallVector<StringRef>(axes.getAsValueRange<StringAttr>());
   };
@@ -644,17 +654,19 @@ LogicalResult ProgramLowering::lowerCollective(Operation &op, Function &f) {
   };
   if (auto gather = dyn_cast<dist::AllGatherOp>(op))
     return single(OpCode::AllGather, gather.getInput(), gather.getResult(),
-                  gather.getAxes(), {gather.getDim()});
+                  gather.getAxes(), {static_cast<int64_t>(gather.getDim())});
   if (auto scatter = dyn_cast<dist::ReduceScatterOp>(op))
     return single(OpCode::ReduceScatter, scatter.getInput(),
-                  scatter.getResult(), scatter.getAxes(), {scatter.getDim()});
+                  scatter.getResult(), scatter.getAxes(),
+                  {static_cast<int64_t>(scatter.getDim())});
   if (auto slice = dyn_cast<dist::AllSliceOp>(op))
     return single(OpCode::AllSlice, slice.getInput(), slice.getResult(),
-                  slice.getAxes(), {slice.getDim()});
+                  slice.getAxes(), {static_cast<int64_t>(slice.getDim())});
   if (auto exchange = dyn_cast<dist::AllToAllOp>(op))
     return single(OpCode::AllToAll, exchange.getInput(), exchange.getResult(),
                   exchange.getAxes(),
-                  {exchange.getSplitDim(), exchange.getConcatDim()});
+                  {static_cast<int64_t>(exchange.getSplitDim()),
+                   static_cast<int64_t>(exchange.getConcatDim())});
   return op.emitOpError("has no runtime kernel");
 }
 
@@ -700,7 +712,8 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
   // The loss: one cross entropy, whose ignore index the count uses.
   std::optional<int64_t> ignoreIndex;
   WalkResult walk = microbatch.walk([&](CrossEntropyOp loss) {
-    if (ignoreIndex && *ignoreIndex != loss.getIgnoreIndex()) {
+    if (ignoreIndex &&
+        *ignoreIndex != static_cast<int64_t>(loss.getIgnoreIndex())) {
       loss.emitOpError("has another ignore_index than the step's other "
                        "cross entropy");
       return WalkResult::interrupt();

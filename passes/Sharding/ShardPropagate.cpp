@@ -155,10 +155,10 @@ private:
       }
       results = decision.results;
     } else if (op.getNumRegions() != 0 ||
-               llvm::any_of(
-                   op.getResultTypes(),
-                   [](Type type) { return isa<RankedTensorType>(type); }) &&
-                   !op.hasTrait<OpTrait::ConstantLike>()) {
+               (llvm::any_of(
+                    op.getResultTypes(),
+                    [](Type type) { return isa<RankedTensorType>(type); }) &&
+                !op.hasTrait<OpTrait::ConstantLike>())) {
       return op.emitOpError("has no sharding rule; the sharding passes "
                             "cannot place it on the mesh");
     } else {
