@@ -116,6 +116,80 @@ func.func @loss(%logits: tensor<2x8x16xf32> {dist.layout = #dist.layout<{dp}, {}
   return %l, %d : tensor<f32>, tensor<2x8x16xf32>
 }
 
+// -----
+
+// Rotary embeddings and their gradient split by batch and heads; gated
+// activations and activation gradients pass splits through; dropout keeps
+// its input whole (its mask is a function of the global element index).
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
+// CHECK-LABEL: func.func @activations
+func.func @activations(%x: tensor<2x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {tp}>})
+    -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) {
+  // CHECK: triad.rope {{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {tp}>]}
+  %r = triad.rope %x heads = 4 rotary_dim = 4 : tensor<2x8x16xf32>
+  // CHECK: triad.rope_grad {{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {tp}>]}
+  %g = triad.rope_grad %x heads = 4 rotary_dim = 4 : tensor<2x8x16xf32>
+  // CHECK: triad.swiglu {{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {tp}>]}
+  %s = triad.swiglu %x, %x : tensor<2x8x16xf32>
+  // CHECK: triad.activation_grad {{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {tp}>]}
+  %a = triad.activation_grad gelu_tanh %x, %x : tensor<2x8x16xf32>
+  // CHECK: triad.dropout {{.*}} {dist.layouts = [#dist.layout<{}, {}, {}>]}
+  %d = triad.dropout %x probability = 0.1 rng_stream = 7 : tensor<2x8x16xf32>
+  return %r, %g, %s, %a, %d : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>
+}
+
+// -----
+
+// Shape ops: concat keeps its dimension whole, pad its padded ones;
+// broadcast splits the dimensions it keeps from its input.
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
+// CHECK-LABEL: func.func @shapes2
+func.func @shapes2(%x: tensor<2x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {tp}>},
+                   %p: tensor<8x16xf32> {dist.layout = #dist.layout<{}, {tp}>})
+    -> (tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<4x10x16xf32>, tensor<2x8x16xf32>) {
+  // CHECK: triad.concat {{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {}>]}
+  %c = triad.concat %x, %x dim = 2 : tensor<2x8x16xf32>, tensor<2x8x16xf32> -> tensor<2x8x32xf32>
+  // CHECK: triad.concat {{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {}>]}
+  %c1 = triad.concat %x, %x dim = 2 : tensor<2x8x16xf32>, tensor<2x8x16xf32> -> tensor<2x8x32xf32>
+  // CHECK: triad.pad {{.*}} {dist.layouts = [#dist.layout<{}, {}, {tp}>]}
+  %q = triad.pad %x low = [2, 0, 0] high = [0, 2, 0] : tensor<2x8x16xf32> -> tensor<4x10x16xf32>
+  // CHECK: triad.broadcast {{.*}} {dist.layouts = [#dist.layout<{}, {}, {tp}>]}
+  %b = triad.broadcast %p : tensor<8x16xf32> -> tensor<2x8x16xf32>
+  return %c, %c1, %q, %b : tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<4x10x16xf32>, tensor<2x8x16xf32>
+}
+
+// -----
+
+// Gradient rules: the embedding gradient over a split batch is partial; a
+// normalization's input gradient keeps the batch split and its weight
+// gradient is partial.
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
+// CHECK-LABEL: func.func @gradients
+func.func @gradients(%ids: tensor<2x8xi32> {dist.layout = #dist.layout<{dp}, {}>},
+                     %x: tensor<2x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {}>},
+                     %g: tensor<16xf32>) -> (tensor<32x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>, tensor<16xf32>) {
+  // CHECK: triad.embedding_grad {{.*}} {dist.layouts = [#dist.layout<{}, {}, partial = {dp}>]}
+  %e = triad.embedding_grad %ids, %x : tensor<2x8xi32>, tensor<2x8x16xf32> -> tensor<32x16xf32>
+  // CHECK: triad.layer_norm_grad {{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {}>, #dist.layout<{}, partial = {dp}>]}
+  %dx, %dg = triad.layer_norm_grad %x, %g, %x : tensor<2x8x16xf32>, tensor<16xf32>
+  // CHECK: triad.rms_norm_grad {{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {}>, #dist.layout<{}, partial = {dp}>]}
+  %rx, %rg = triad.rms_norm_grad %x, %g, %x : tensor<2x8x16xf32>, tensor<16xf32>
+  return %e, %dx, %dg, %rx, %rg : tensor<32x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// The optimizer update is elementwise: a split moment splits the update.
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
+// CHECK-LABEL: func.func @adamw
+func.func @adamw(%p: tensor<8x4xf32>, %g: tensor<8x4xf32>,
+                 %m: tensor<8x4xf32> {dist.layout = #dist.layout<{dp}, {}>},
+                 %lr: tensor<f32>, %step: tensor<f32>, %coef: tensor<f32>) -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>) {
+  // CHECK: triad.adamw_update {{.*}} {dist.layouts = [#dist.layout<{dp}, {}>, #dist.layout<{dp}, {}>, #dist.layout<{dp}, {}>]}
+  %np, %nm, %nv = triad.adamw_update %p, %g, %m, %m, %lr, %step, %coef beta1 = 0.9 beta2 = 0.95 epsilon = 1.0e-8 weight_decay = 0.1 : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>
+  return %np, %nm, %nv : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>
+}
+
 // The training step of a small model (Inputs/step.mlir) on dp=2: tokens and
 // labels split over dp, every weight gradient partial over dp, and the
 // apply step's gradient arguments take those layouts.
