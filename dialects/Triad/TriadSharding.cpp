@@ -265,9 +265,9 @@ Operation *AttentionGradOp::buildLocal(OpBuilder &builder, ValueRange operands,
   return withLocalHeads(builder, *this, operands, resultTypes, factorParts);
 }
 
-// Rotary embeddings rotate each head's features by the position: the
-// sequence stays whole, heads split.
-static ShardingRule ropeRule(Operation *op, int64_t heads, bool linear) {
+// Rotary embeddings rotate each head's features by the position, linearly:
+// the sequence stays whole, heads split.
+static ShardingRule ropeRule(Operation *op, int64_t heads) {
   ShardingRule rule;
   ArrayRef<int64_t> x = shapeOf(op->getOperand(0));
   int64_t batch = rule.addFactor(x[0]);
@@ -275,16 +275,12 @@ static ShardingRule ropeRule(Operation *op, int64_t heads, bool linear) {
   int64_t groups = rule.addFactor(heads);
   rule.addOperand({batch, seq, groups});
   rule.addResult({batch, seq, groups});
-  if (linear) {
-    rule.linearity = Linearity::Each;
-    rule.linearOperands = {0};
-  }
+  rule.linearity = Linearity::Each;
+  rule.linearOperands = {0};
   return rule;
 }
 
-ShardingRule RopeOp::getShardingRule() {
-  return ropeRule(*this, getHeads(), /*linear=*/true);
-}
+ShardingRule RopeOp::getShardingRule() { return ropeRule(*this, getHeads()); }
 
 Operation *RopeOp::buildLocal(OpBuilder &builder, ValueRange operands,
                               TypeRange resultTypes,
@@ -293,7 +289,7 @@ Operation *RopeOp::buildLocal(OpBuilder &builder, ValueRange operands,
 }
 
 ShardingRule RopeGradOp::getShardingRule() {
-  return ropeRule(*this, getHeads(), /*linear=*/true);
+  return ropeRule(*this, getHeads());
 }
 
 Operation *RopeGradOp::buildLocal(OpBuilder &builder, ValueRange operands,
