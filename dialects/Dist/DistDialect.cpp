@@ -312,6 +312,14 @@ LogicalResult DistDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                        unsigned resultIndex,
                                                        NamedAttribute attr) {
   auto func = dyn_cast<FunctionOpInterface>(op);
+  if (func && attr.getName() == kZeroAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()) ||
+        !isa<RankedTensorType>(func.getResultTypes()[resultIndex]))
+      return op->emitOpError()
+             << "'" << kZeroAttrName << "' on result " << resultIndex
+             << " is a unit attribute of a tensor result (a gradient)";
+    return success();
+  }
   if (!func || attr.getName() != kLayoutAttrName)
     return op->emitOpError() << "has unknown dist result attribute '"
                              << attr.getName().getValue() << "'";

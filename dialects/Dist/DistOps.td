@@ -41,8 +41,9 @@ def Dist_Dialect : Dialect {
     /// Why the sharding passes put a collective there (a string, for the
     /// communication report).
     static constexpr ::llvm::StringLiteral kReasonAttrName = "dist.reason";
-    /// Marks optimizer state that ZeRO splits over dp (a unit attribute on
-    /// a triad.state; shard-propagate chooses the dimension).
+    /// Marks what ZeRO splits over dp: a unit attribute on a triad.state
+    /// (stage 1) or triad.param (stage 3), or on a gradient a function
+    /// returns (stage 2); shard-propagate chooses the dimension.
     static constexpr ::llvm::StringLiteral kZeroAttrName = "dist.zero";
   }];
 }

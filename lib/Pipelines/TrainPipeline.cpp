@@ -60,10 +60,6 @@ std::string checkOptions(const triad::TrainPipelineOptions &o) {
     os << "pp=" << o.pp
        << " is not supported yet: pipeline stages do not exist so far; use "
           "pp=1";
-  else if (o.zero > 1)
-    os << "zero=" << o.zero
-       << " is not supported yet (sharded gradients and parameters); use "
-          "zero=0 or zero=1";
   else if (o.virtualStages > 1)
     os << "virtual-stages needs pp > 1, which is not supported yet";
   else if (o.sp)

@@ -393,6 +393,12 @@ private:
   /// Accumulators of the gradients (by parameter), the loss and the count.
   llvm::StringMap<unsigned> gradAccumulator;
   unsigned lossSum = 0, tokenCount = 0;
+  /// The microbatch's count of non-ignored labels, once counted.
+  std::optional<unsigned> microbatchTokens;
+  /// Collectives that complete a gradient the microbatch step returns
+  /// (ZeRO-2's reduce_scatter): their input is weighted by the
+  /// microbatch's token count first, since ranks count their own tokens.
+  llvm::DenseSet<Operation *> weightedCollectives;
   int64_t buckets = 0;
   int64_t seq = 0, vocab = 0, batch = 0, globalBatch = 0;
 };
@@ -614,7 +620,8 @@ LogicalResult ProgramLowering::lowerCollective(Operation &op, Function &f) {
   if (auto reason =
           op.getAttrOfType<StringAttr>(dist::DistDialect::kReasonAttrName))
     for (size_t k = first; k < f.body.size(); ++k)
-      f.body[k].reason = reason.str();
+      if (f.body[k].opcode != OpCode::ScaleBy)
+        f.body[k].reason = reason.str();
   return success();
 }
 
@@ -643,28 +650,36 @@ LogicalResult ProgramLowering::lowerCollectiveKernels(Operation &op,
     ++buckets;
     return success();
   }
-  auto single = [&](OpCode opcode, Value input, Value result, ArrayAttr axes,
-                    ArrayRef<int64_t> dims) {
+  auto single = [&](OpCode opcode, unsigned source, Value result,
+                    ArrayAttr axes, ArrayRef<int64_t> dims) {
     SmallVector<int64_t> ints = {groupIndex(axesOf(axes))};
     ints.append(dims.begin(), dims.end());
     unsigned target = temporary(result.getType());
-    emit(f, opcode, {slotOf.at(input)}, {target}, ints);
+    emit(f, opcode, {source}, {target}, ints);
     slotOf[result] = target;
     return success();
   };
   if (auto gather = dyn_cast<dist::AllGatherOp>(op))
-    return single(OpCode::AllGather, gather.getInput(), gather.getResult(),
-                  gather.getAxes(), {static_cast<int64_t>(gather.getDim())});
-  if (auto scatter = dyn_cast<dist::ReduceScatterOp>(op))
-    return single(OpCode::ReduceScatter, scatter.getInput(),
-                  scatter.getResult(), scatter.getAxes(),
-                  {static_cast<int64_t>(scatter.getDim())});
+    return single(OpCode::AllGather, slotOf.at(gather.getInput()),
+                  gather.getResult(), gather.getAxes(),
+                  {static_cast<int64_t>(gather.getDim())});
+  if (auto scatter = dyn_cast<dist::ReduceScatterOp>(op)) {
+    unsigned source = slotOf.at(scatter.getInput());
+    if (weightedCollectives.contains(&op)) {
+      unsigned weighted = temporary(scatter.getInput().getType());
+      emit(f, OpCode::ScaleBy, {source, *microbatchTokens}, {weighted});
+      source = weighted;
+    }
+    return single(OpCode::ReduceScatter, source, scatter.getResult(),
+                  scatter.getAxes(), {static_cast<int64_t>(scatter.getDim())});
+  }
   if (auto slice = dyn_cast<dist::AllSliceOp>(op))
-    return single(OpCode::AllSlice, slice.getInput(), slice.getResult(),
-                  slice.getAxes(), {static_cast<int64_t>(slice.getDim())});
+    return single(OpCode::AllSlice, slotOf.at(slice.getInput()),
+                  slice.getResult(), slice.getAxes(),
+                  {static_cast<int64_t>(slice.getDim())});
   if (auto exchange = dyn_cast<dist::AllToAllOp>(op))
-    return single(OpCode::AllToAll, exchange.getInput(), exchange.getResult(),
-                  exchange.getAxes(),
+    return single(OpCode::AllToAll, slotOf.at(exchange.getInput()),
+                  exchange.getResult(), exchange.getAxes(),
                   {static_cast<int64_t>(exchange.getSplitDim()),
                    static_cast<int64_t>(exchange.getConcatDim())});
   return op.emitOpError("has no runtime kernel");
@@ -731,17 +746,26 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
   unsigned count = temporary(scalarType());
   emit(f, OpCode::CountValid, {*labels}, {count}, {*ignoreIndex});
   unsigned one = fill(f, 1.0);
+  microbatchTokens = count;
+  auto returned = microbatch.getBody().front().getTerminator()->getOperands();
+  for (auto [index, value] : llvm::enumerate(returned))
+    if (microbatch.getResultAttr(index, "triad.grad"))
+      if (auto scatter = value.getDefiningOp<dist::ReduceScatterOp>())
+        weightedCollectives.insert(scatter);
   size_t bodyStart = f.body.size();
   if (failed(findInPlaceUpdates(microbatch)) ||
       failed(lowerBlock(microbatch.getBody().front(), f)))
     return failure();
 
   // Accumulate each gradient right after the kernel that completes it, the
-  // loss at the end.
-  auto returned = microbatch.getBody().front().getTerminator()->getOperands();
+  // loss at the end; a gradient weighted before its collective is added
+  // as it is.
   std::optional<unsigned> loss;
-  DenseMap<unsigned, SmallVector<std::pair<unsigned, unsigned>>> after;
-  SmallVector<std::pair<unsigned, unsigned>> atEnd;
+  struct Update {
+    unsigned accumulator, grad, weight;
+  };
+  DenseMap<unsigned, SmallVector<Update>> after;
+  SmallVector<Update> atEnd;
   DenseMap<unsigned, size_t> lastWriter;
   for (size_t k = bodyStart; k < f.body.size(); ++k)
     for (unsigned out : f.body[k].outputs)
@@ -757,8 +781,10 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
         loss = slot;
       continue;
     }
-    std::pair<unsigned, unsigned> update{
-        gradAccumulator.lookup(param.getValue()), slot};
+    auto scatter = value.getDefiningOp<dist::ReduceScatterOp>();
+    Update update{gradAccumulator.lookup(param.getValue()), slot,
+                  scatter && weightedCollectives.contains(scatter) ? one
+                                                                   : count};
     auto it = lastWriter.find(slots[slot].storage);
     if (it == lastWriter.end())
       atEnd.push_back(update);
@@ -771,16 +797,16 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
   std::vector<Kernel> body(f.body.begin(), f.body.begin() + bodyStart);
   for (size_t k = bodyStart; k < f.body.size(); ++k) {
     body.push_back(f.body[k]);
-    for (auto [accumulator, grad] : after.lookup(k))
+    for (auto [accumulator, grad, weight] : after.lookup(k))
       body.push_back({OpCode::Accumulate,
-                      {accumulator, grad, count},
+                      {accumulator, grad, weight},
                       {accumulator},
                       {},
                       {}});
   }
   f.body = std::move(body);
-  for (auto [accumulator, grad] : atEnd)
-    emit(f, OpCode::Accumulate, {accumulator, grad, count}, {accumulator});
+  for (auto [accumulator, grad, weight] : atEnd)
+    emit(f, OpCode::Accumulate, {accumulator, grad, weight}, {accumulator});
   emit(f, OpCode::Accumulate, {lossSum, *loss, count}, {lossSum});
   emit(f, OpCode::Accumulate, {tokenCount, count, one}, {tokenCount});
   return success();

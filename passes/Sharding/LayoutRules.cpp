@@ -25,6 +25,34 @@ bool isDistributed(LayoutAttr layout, MeshOp mesh) {
   return mesh.getGroupSize(layout.getPartialAxes()) > 1;
 }
 
+LayoutAttr zeroShardedLayout(LayoutAttr layout, RankedTensorType type,
+                             MeshOp mesh) {
+  if (mesh.getAxisSize("dp").value_or(1) <= 1)
+    return layout;
+  for (int64_t dim = 0; dim < layout.getRank(); ++dim)
+    if (llvm::is_contained(layout.getSplitAxes(dim), "dp"))
+      return layout;
+  for (int64_t dim = 0; dim < layout.getRank(); ++dim) {
+    SmallVector<StringRef> axes = layout.getSplitAxes(dim);
+    axes.push_back("dp");
+    if (!type.isDynamicDim(dim) &&
+        type.getDimSize(dim) % mesh.getGroupSize(axes) == 0)
+      return layout.withSplit(dim, axes);
+  }
+  return layout;
+}
+
+LayoutAttr withoutZeroSplit(LayoutAttr layout) {
+  for (int64_t dim = 0; dim < layout.getRank(); ++dim) {
+    SmallVector<StringRef> axes = layout.getSplitAxes(dim);
+    if (llvm::is_contained(axes, "dp"))
+      return layout.withSplit(
+          dim, llvm::to_vector(llvm::make_filter_range(
+                   axes, [](StringRef axis) { return axis != "dp"; })));
+  }
+  return layout;
+}
+
 LayoutDecision decideLayouts(const ShardingRule &rule,
                              ArrayRef<LayoutAttr> operandLayouts, MeshOp mesh,
                              MLIRContext *context) {

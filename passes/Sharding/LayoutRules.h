@@ -43,6 +43,19 @@ dist::LayoutAttr replicatedFor(mlir::Type type);
 /// Whether `layout` splits or reduces over an axis of more than one rank.
 bool isDistributed(dist::LayoutAttr layout, dist::MeshOp mesh);
 
+/// `layout` of a tensor of `type` with the data-parallel axis `dp` added
+/// to the first dimension whose size divides by the ranks of its axes with
+/// `dp` appended (ZeRO's split of optimizer state, gradients and
+/// parameters). Unchanged when `dp` already splits a dimension, has one
+/// rank, or divides no dimension.
+dist::LayoutAttr zeroShardedLayout(dist::LayoutAttr layout,
+                                   mlir::RankedTensorType type,
+                                   dist::MeshOp mesh);
+
+/// `layout` with the data-parallel axis `dp` removed from every split: the
+/// whole tensor a ZeRO-3 parameter is gathered into before use.
+dist::LayoutAttr withoutZeroSplit(dist::LayoutAttr layout);
+
 /// The module's mesh; when it has none, one named @mesh with axes dp, tp
 /// and pp of the given sizes in `order` (slowest first). Errors (at the
 /// module) when `order` does not list the three axes once each, or a size

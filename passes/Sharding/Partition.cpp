@@ -55,14 +55,23 @@ public:
     if (failedCollective || failed(partition(entry)))
       return failure();
 
-    // The results keep the layouts propagation gave them.
+    // The results keep the layouts propagation gave them. A collective
+    // that changes one runs right after the value is computed, so that it
+    // can overlap with the rest of the function.
     Operation *terminator = entry.getTerminator();
-    builder.setInsertionPoint(terminator);
+    // Where the collectives of a value returned twice go: after the last
+    // ones inserted for it, so they run in the order of the results.
+    DenseMap<Value, Operation *> insertedAfter;
     for (OpOperand &operand : terminator->getOpOperands()) {
       auto wanted = func.getResultAttrOfType<LayoutAttr>(
           operand.getOperandNumber(), DistDialect::kLayoutAttrName);
       if (!wanted)
         continue;
+      Value returned = operand.get();
+      if (Operation *last = insertedAfter.lookup(returned))
+        builder.setInsertionPointAfter(last);
+      else
+        builder.setInsertionPointAfterValue(returned);
       FailureOr<Value> value =
           reshard(operand.get(), wanted, terminator->getLoc(),
                   ("result " + Twine(operand.getOperandNumber()) + " of @" +
@@ -70,6 +79,8 @@ public:
                       .str());
       if (failed(value))
         return failure();
+      if (*value != returned)
+        insertedAfter[returned] = value->getDefiningOp();
       operand.set(*value);
     }
     func.setType(FunctionType::get(func.getContext(), entry.getArgumentTypes(),
@@ -181,27 +192,58 @@ private:
       if (mesh.getGroupSize(reduce) > 1) {
         if (failed(checkCollectiveAllowed(loc, from, to)))
           return failure();
+        // Axes that the target splits a dimension over, after that
+        // dimension's current split, are reduce-scattered there; the rest
+        // are all-reduced first.
         std::optional<int64_t> scatterDim;
-        for (int64_t dim = 0; dim < to.getRank(); ++dim)
-          if (to.getSplitAxes(dim) == reduce && from.getSplitAxes(dim).empty())
+        SmallVector<StringRef> scatterAxes;
+        for (int64_t dim = 0; dim < to.getRank() && !scatterDim; ++dim) {
+          SmallVector<StringRef> have = from.getSplitAxes(dim);
+          SmallVector<StringRef> want = to.getSplitAxes(dim);
+          if (want.size() <= have.size() ||
+              ArrayRef<StringRef>(want).take_front(have.size()) !=
+                  ArrayRef<StringRef>(have))
+            continue;
+          ArrayRef<StringRef> suffix =
+              ArrayRef<StringRef>(want).drop_front(have.size());
+          if (mesh.getGroupSize(suffix) > 1 &&
+              llvm::all_of(suffix, [&](StringRef axis) {
+                return llvm::is_contained(reduce, axis);
+              })) {
             scatterDim = dim;
+            scatterAxes.assign(suffix.begin(), suffix.end());
+          }
+        }
+        SmallVector<StringRef> sum = llvm::to_vector(
+            llvm::make_filter_range(reduce, [&](StringRef axis) {
+              return !llvm::is_contained(scatterAxes, axis);
+            }));
+        LayoutAttr reduced = from.withPartial(
+            llvm::to_vector(llvm::concat<StringRef>(keep, scatterAxes)));
+        if (mesh.getGroupSize(sum) > 1) {
+          value = AllReduceOp::create(builder, loc, TypeRange{value.getType()},
+                                      ValueRange{value},
+                                      builder.getStrArrayAttr(sum))
+                      .getResult(0);
+          ++collectives;
+          stamp(value);
+          setResultLayouts(value.getDefiningOp(),
+                           {scatterDim ? reduced : current});
+          layouts[value] = scatterDim ? reduced : current;
+        }
         if (scatterDim) {
           auto type = cast<RankedTensorType>(value.getType());
           SmallVector<int64_t> shape(type.getShape());
-          shape[*scatterDim] /= mesh.getGroupSize(reduce);
+          shape[*scatterDim] /= mesh.getGroupSize(scatterAxes);
           value = ReduceScatterOp::create(builder, loc, type.clone(shape),
                                           value, *scatterDim,
-                                          builder.getStrArrayAttr(reduce));
-          current = current.withSplit(*scatterDim, reduce);
-        } else {
-          value = AllReduceOp::create(builder, loc, TypeRange{value.getType()},
-                                      ValueRange{value},
-                                      builder.getStrArrayAttr(reduce))
-                      .getResult(0);
+                                          builder.getStrArrayAttr(scatterAxes));
+          current =
+              current.withSplit(*scatterDim, to.getSplitAxes(*scatterDim));
+          ++collectives;
+          stamp(value);
+          setResultLayouts(value.getDefiningOp(), {current});
         }
-        ++collectives;
-        stamp(value);
-        setResultLayouts(value.getDefiningOp(), {current});
       }
       layouts[value] = current;
     }
@@ -255,6 +297,38 @@ private:
     return value;
   }
 
+  /// A read of a parameter yields the rank's stored piece of it; where the
+  /// read's users want another layout (a ZeRO-3 parameter gathered whole
+  /// for the microbatch step), collectives right after the read make it.
+  LogicalResult partitionGetParam(GetParamOp get, LayoutAttr wanted) {
+    Operation *symbol = SymbolTable::lookupSymbolIn(module, get.getName());
+    auto tensor = cast<RankedTensorType>(get.getType());
+    auto stored =
+        symbol ? symbol->getAttrOfType<LayoutAttr>(DistDialect::kLayoutAttrName)
+               : LayoutAttr();
+    if (!stored)
+      stored = replicatedFor(tensor);
+    if (failed(verifyLayout(stored, mesh, tensor,
+                            [&] { return get.emitOpError(); })) ||
+        failed(verifyLayout(wanted, mesh, tensor,
+                            [&] { return get.emitOpError(); })))
+      return failure();
+    SmallVector<OpOperand *> uses = llvm::map_to_vector(
+        get.getResult().getUses(), [](OpOperand &use) { return &use; });
+    get.getResult().setType(localType(tensor, stored, mesh));
+    layouts[get.getResult()] = stored;
+    setResultLayouts(get, {stored});
+    builder.setInsertionPointAfter(get);
+    FailureOr<Value> value =
+        reshard(get.getResult(), wanted, get.getLoc(),
+                ("triad.get_param @" + get.getName()).str());
+    if (failed(value))
+      return failure();
+    for (OpOperand *use : uses)
+      use->set(*value);
+    return success();
+  }
+
   LogicalResult partition(Block &block) {
     for (Operation &op : llvm::make_early_inc_range(block))
       if (failed(partition(op)))
@@ -306,17 +380,17 @@ private:
       setResultLayouts(layer, yielded);
       return success();
     }
+    if (auto get = dyn_cast<GetParamOp>(op))
+      return partitionGetParam(get, resultLayouts.front());
     auto sharded = dyn_cast<ShardingRuleOpInterface>(op);
     if (!sharded) {
-      // Parameters, constants: local types from their layouts.
+      // Constants: replicated.
       for (auto [result, layout] : llvm::zip(op.getResults(), resultLayouts)) {
         if (auto tensor = dyn_cast<RankedTensorType>(result.getType())) {
           if (failed(verifyLayout(layout, mesh, tensor,
                                   [&] { return op.emitOpError(); })))
             return failure();
-          if (isa<GetParamOp>(op))
-            result.setType(localType(tensor, layout, mesh));
-          else if (isDistributed(layout, mesh))
+          if (isDistributed(layout, mesh))
             return op.emitOpError("cannot be split over the mesh");
         }
         layouts[result] = layout;

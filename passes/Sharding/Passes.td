@@ -93,29 +93,45 @@ def ShardPropagate : Pass<"triad-shard-propagate", "::mlir::ModuleOp"> {
 }
 
 def Zero : Pass<"triad-zero", "::mlir::ModuleOp"> {
-  let summary = "Shards the optimizer state over the data-parallel ranks "
-                "(ZeRO)";
+  let summary = "Shards optimizer state, gradients and parameters over the "
+                "data-parallel ranks (ZeRO stages 1-3)";
   let description = [{
-    ZeRO stage 1: every optimizer state tensor kept for a parameter (the
-    AdamW moments, `triad.state ... of @param`) is marked `dist.zero`;
-    `--triad-shard-propagate` gives it its parameter's layout with `dp`
-    added on the first dimension that can take it, so each data-parallel
-    rank keeps and updates 1/dp of it (a state no dimension of which `dp`
-    divides stays replicated). Each rank then updates its slice of every
-    parameter (`dist.all_slice`, no communication) and the parameters are
-    all-gathered after the update. Stages 2 (gradients) and 3
-    (parameters) are not built yet: asking for them is an error.
+    Marks with `dist.zero` what ZeRO splits over `dp`; `--triad-shard-propagate`
+    chooses the dimension (the parameter's own layout with `dp` added on the
+    first dimension that can take it) and `--triad-partition` inserts the
+    collectives that follow. Nothing whose dimensions `dp` does not divide is
+    split, and a layout given by hand is kept.
 
-    Before (zero=1, dp=2):
+    - Stage 1: every optimizer state tensor kept for a parameter (the AdamW
+      moments, `triad.state ... of @param`). Each data-parallel rank keeps and
+      updates 1/dp of it: it updates its slice of every parameter
+      (`dist.all_slice`, no communication) and the parameters are
+      all-gathered after the update.
+    - Stage 2: also the gradients `@microbatch_step` returns (`dist.zero` on
+      its results). Each microbatch's gradient is reduce-scattered over `dp`
+      where the backward completes it, so each rank accumulates only the
+      1/dp its optimizer state updates, and the step's all_reduce of the
+      gradients is gone.
+    - Stage 3: also the parameters (`dist.zero` on `triad.param`). Each rank
+      stores 1/dp of every parameter and updates it in place; the
+      microbatch step all-gathers a parameter before each use, in forward
+      and again in backward, and the gathered copy is a temporary freed
+      after its last use.
+
+    Before (zero=3, dp=2):
 
     ```mlir
-    triad.state @adam.m.w : tensor<64x64xf32> init <zeros> of @w
+    triad.param @w : tensor<4x8xf32> init <zeros>
+    triad.state @m.w : tensor<4x8xf32> init <zeros> of @w
+    func.func @microbatch_step(...) -> (..., tensor<4x8xf32> {triad.grad = @w})
     ```
 
     After:
 
     ```mlir
-    triad.state @adam.m.w : tensor<64x64xf32> init <zeros> of @w {dist.zero}
+    triad.param @w : tensor<4x8xf32> init <zeros> {dist.zero}
+    triad.state @m.w : tensor<4x8xf32> init <zeros> of @w {dist.zero}
+    func.func @microbatch_step(...) -> (..., tensor<4x8xf32> {dist.zero, triad.grad = @w})
     ```
   }];
   let options = [
@@ -128,6 +144,9 @@ def Zero : Pass<"triad-zero", "::mlir::ModuleOp"> {
   ];
   let statistics = [
     Statistic<"numSharded", "sharded-states", "Optimizer states split over dp">,
+    Statistic<"numShardedGrads", "sharded-gradients",
+              "Gradients reduce-scattered over dp">,
+    Statistic<"numShardedParams", "sharded-params", "Parameters split over dp">,
   ];
   let dependentDialects = ["::triad::dist::DistDialect"];
 }
@@ -142,13 +161,19 @@ def Partition : Pass<"triad-partition", "::mlir::ModuleOp"> {
     from the one its user needs:
 
     - partial to replicated: `dist.all_reduce`;
-    - partial to split: `dist.reduce_scatter`;
-    - split to replicated: `dist.all_gather`.
+    - partial to split: `dist.reduce_scatter` (after a `dist.all_reduce`
+      over the pending axes that the target does not split over);
+    - split to replicated: `dist.all_gather`;
+    - replicated to split: `dist.all_slice` (no communication).
 
     Gradients that reach `@apply_step` partial are reduced once, at its
     start, in buckets of at most `bucket-bytes` bytes (one `dist.all_reduce`
-    per bucket), after every microbatch has been accumulated. Parameters
-    keep their global types and layouts; the values the functions compute
+    per bucket), after every microbatch has been accumulated. A result
+    returned in another layout than it is computed in (a ZeRO-2 gradient)
+    is changed right after it is computed, so the collective overlaps with
+    the rest of the function. Parameters keep their global types and
+    layouts; a read yields the rank's stored piece, gathered right there
+    when its users want it whole (ZeRO-3). The values the functions compute
     with are local.
 
     Before (dp=2, after shard-propagate):

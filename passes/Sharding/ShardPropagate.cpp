@@ -33,10 +33,13 @@ namespace {
 
 class Propagation {
 public:
+  /// With `gatherZeroParams`, reads of ZeRO-3 parameters are laid out
+  /// whole over dp (the microbatch step computes with gathered weights);
+  /// without, as they are stored (the apply step updates the pieces).
   Propagation(ModuleOp module, MeshOp mesh, StringRef batchAxis,
-              llvm::StringSet<> &readParams)
+              llvm::StringSet<> &readParams, bool gatherZeroParams)
       : module(module), mesh(mesh), batchAxis(batchAxis),
-        readParams(readParams) {}
+        readParams(readParams), gatherZeroParams(gatherZeroParams) {}
 
   LogicalResult run(func::FuncOp func,
                     const llvm::StringMap<LayoutAttr> &gradLayouts) {
@@ -47,7 +50,8 @@ public:
       return failure();
     Operation *terminator = func.getBody().front().getTerminator();
     for (auto [index, value] : llvm::enumerate(terminator->getOperands()))
-      func.setResultAttr(index, DistDialect::kLayoutAttrName, layoutOf(value));
+      func.setResultAttr(index, DistDialect::kLayoutAttrName,
+                         resultLayout(func, index, value));
     return success();
   }
 
@@ -55,6 +59,34 @@ private:
   LayoutAttr layoutOf(Value value) {
     auto it = layouts.find(value);
     return it != layouts.end() ? it->second : replicatedFor(value.getType());
+  }
+
+  /// The layout `func` returns `value` with as its result `index`: the
+  /// value's own, except for a gradient ZeRO shards (`dist.zero`, stage 2),
+  /// which leaves the step reduced over dp and split like its parameter's
+  /// optimizer state (so the update needs no more communication).
+  LayoutAttr resultLayout(func::FuncOp func, unsigned index, Value value) {
+    LayoutAttr layout = layoutOf(value);
+    auto param =
+        func.getResultAttrOfType<FlatSymbolRefAttr>(index, "triad.grad");
+    if (!param || !func.getResultAttr(index, DistDialect::kZeroAttrName) ||
+        !llvm::is_contained(layout.getPartialAxes(), "dp"))
+      return layout;
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if (!type)
+      return layout;
+    Operation *symbol = SymbolTable::lookupSymbolIn(module, param.getAttr());
+    auto declared =
+        symbol ? symbol->getAttrOfType<LayoutAttr>(DistDialect::kLayoutAttrName)
+               : LayoutAttr();
+    LayoutAttr sharded = zeroShardedLayout(declared ? withoutZeroSplit(declared)
+                                                    : replicatedFor(type),
+                                           type, mesh);
+    bool split = llvm::any_of(
+        llvm::seq<int64_t>(0, sharded.getRank()), [&](int64_t dim) {
+          return llvm::is_contained(sharded.getSplitAxes(dim), "dp");
+        });
+    return split ? sharded : layout;
   }
 
   /// The data arguments split their batch over dp; a gradient argument has
@@ -117,6 +149,11 @@ private:
       if (symbol && !declared && readParams.insert(get.getName()).second)
         adoptable[get.getResult()] = symbol;
       readParams.insert(get.getName());
+      // A ZeRO-3 parameter is kept split over dp and gathered whole for
+      // the microbatch step's computations.
+      if (declared && gatherZeroParams && isa<ParamOp>(symbol) &&
+          symbol->hasAttr(DistDialect::kZeroAttrName))
+        declared = withoutZeroSplit(declared);
       results.push_back(declared ? declared : replicatedFor(get.getType()));
     } else if (auto layer = dyn_cast<LayerOp>(op)) {
       Block &body = layer.getBody().front();
@@ -232,28 +269,24 @@ private:
       auto type = dyn_cast<RankedTensorType>(
           symbol->getAttrOfType<TypeAttr>("type").getValue());
       LayoutAttr wanted = decision.operands[index].withPartial({});
-      int64_t replicas = mesh.getAxisSize("dp").value_or(1);
-      if (symbol->hasAttr(DistDialect::kZeroAttrName) && replicas > 1 &&
-          !llvm::any_of(
-              llvm::seq<int64_t>(0, wanted.getRank()), [&](int64_t d) {
-                return llvm::is_contained(wanted.getSplitAxes(d), "dp");
-              })) {
-        for (int64_t dim = 0; dim < wanted.getRank(); ++dim) {
-          SmallVector<StringRef> axes = wanted.getSplitAxes(dim);
-          axes.push_back("dp");
-          if (type.getDimSize(dim) % mesh.getGroupSize(axes) == 0) {
-            wanted = wanted.withSplit(dim, axes);
-            changed = true;
-            break;
-          }
+      LayoutAttr stored = wanted;
+      if (symbol->hasAttr(DistDialect::kZeroAttrName)) {
+        stored = zeroShardedLayout(wanted, type, mesh);
+        // ZeRO-3 parameters are computed with whole in the microbatch step
+        // (gathered from the stored pieces); sharded state is updated in
+        // its pieces, which the op must now decide with.
+        bool gathered = gatherZeroParams && isa<ParamOp>(symbol);
+        if (!gathered && stored != wanted) {
+          wanted = stored;
+          changed = true;
         }
       }
-      if (!isDistributed(wanted, mesh))
+      if (!isDistributed(stored, mesh))
         continue;
-      if (failed(verifyLayout(wanted, mesh, type,
+      if (failed(verifyLayout(stored, mesh, type,
                               [&] { return symbol->emitOpError(); })))
         return failure();
-      symbol->setAttr(DistDialect::kLayoutAttrName, wanted);
+      symbol->setAttr(DistDialect::kLayoutAttrName, stored);
       layouts[operand] = wanted;
       setResultLayouts(operand.getDefiningOp(), {wanted});
     }
@@ -264,6 +297,7 @@ private:
   MeshOp mesh;
   StringRef batchAxis;
   llvm::StringSet<> &readParams;
+  bool gatherZeroParams;
   DenseMap<Value, LayoutAttr> layouts;
   /// Reads of parameters whose layout their first user still chooses.
   DenseMap<Value, Operation *> adoptable;
@@ -279,7 +313,8 @@ LogicalResult triad::sharding::propagateLayouts(ModuleOp module, MeshOp mesh,
   for (func::FuncOp func : funcs) {
     if (func.isExternal())
       continue;
-    Propagation propagation(module, mesh, batchAxis, readParams);
+    Propagation propagation(module, mesh, batchAxis, readParams,
+                            func.getSymName() != "apply_step");
     if (failed(propagation.run(func, gradLayouts)))
       return failure();
     if (func.getSymName() != "microbatch_step")

@@ -3,7 +3,7 @@
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline --triad-memory-report -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 pp=2' 2>&1 | FileCheck %s --check-prefix=MESH
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=zero=4 2>&1 | FileCheck %s --check-prefix=ZERO
-// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=zero=2 2>&1 | FileCheck %s --check-prefix=ZERO2
+// RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 zero=2' | FileCheck %s --check-prefix=ZERO2
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dp=2 | FileCheck %s --check-prefix=DP
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=microbatches=2 | FileCheck %s --check-prefix=MB
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dp=4 2>&1 | FileCheck %s --check-prefix=DP4
@@ -38,7 +38,19 @@
 
 // MESH: error: --triad-train-pipeline: pp=2 is not supported yet: pipeline stages do not exist so far; use pp=1
 // ZERO: error: --triad-train-pipeline: zero=4 is not a ZeRO stage (0, 1, 2 or 3)
-// ZERO2: error: --triad-train-pipeline: zero=2 is not supported yet (sharded gradients and parameters); use zero=0 or zero=1
+
+// ZeRO-2: each rank weights its gradient by its own token count before the
+// reduce_scatter sums the ranks' pieces (the ranks may count different
+// tokens), then adds its piece to its half-size accumulator unweighted.
+// ZERO2: rt.func @microbatch_step
+// ZERO2: rt.kernel count_valid(%{{.*}}) -> (%[[COUNT:[0-9a-z_]+]])
+// ZERO2: rt.kernel fill() -> (%[[ONE:[0-9a-z_]+]]) floats [1.000000e+00]
+// ZERO2: rt.kernel scale_by(%{{.*}}, %[[COUNT]]) -> (%[[WEIGHTED:[0-9a-z_]+]]) : (memref<16x8xf32>, memref<f32>) -> memref<16x8xf32>
+// ZERO2-NEXT: rt.kernel reduce_scatter(%[[WEIGHTED]]) -> (%[[PIECE:[0-9a-z_]+]]) ints [0, 0] {{.*}} : (memref<16x8xf32>) -> memref<8x8xf32>
+// ZERO2-NEXT: rt.kernel accumulate(%[[ACC:[0-9a-z_]+]], %[[PIECE]], %[[ONE]]) -> (%[[ACC]])
+// ZERO2: rt.func @apply_step
+// ZERO2-NOT: reduce_scatter
+// ZERO2: rt.step
 
 // Data parallel: each rank computes on its half of the batch; the loss
 // sum, the token count and every gradient accumulator are all-reduced over

@@ -313,7 +313,7 @@ func.func @f(%x: tensor<4xf32>) {
 
 // -----
 
-// On function arguments and results only dist.layout exists.
+// On function arguments only dist.layout exists.
 dist.mesh @mesh axes ["dp"] = [2]
 // expected-error @+1 {{'func.func' op has unknown dist argument attribute 'dist.zero'}}
 func.func @f(%x: tensor<4xf32> {dist.zero}) {
@@ -322,10 +322,29 @@ func.func @f(%x: tensor<4xf32> {dist.zero}) {
 
 // -----
 
+// On function results dist.layout and dist.zero exist.
 dist.mesh @mesh axes ["dp"] = [2]
 // expected-error @+1 {{'func.func' op has unknown dist result attribute 'dist.layouts'}}
 func.func @f(%x: tensor<4xf32>) -> (tensor<4xf32> {dist.layouts = [#dist.layout<{}>]}) {
   return %x : tensor<4xf32>
+}
+
+// -----
+
+// dist.zero marks a gradient result (ZeRO-2): a unit attribute.
+dist.mesh @mesh axes ["dp"] = [2]
+// expected-error @+1 {{'func.func' op 'dist.zero' on result 0 is a unit attribute of a tensor result (a gradient)}}
+func.func @f(%x: tensor<4xf32>) -> (tensor<4xf32> {dist.zero = true}) {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// ... of a tensor result.
+dist.mesh @mesh axes ["dp"] = [2]
+// expected-error @+1 {{'func.func' op 'dist.zero' on result 0 is a unit attribute of a tensor result (a gradient)}}
+func.func @f(%x: i32) -> (i32 {dist.zero}) {
+  return %x : i32
 }
 
 // -----

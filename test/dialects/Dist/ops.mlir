@@ -23,6 +23,16 @@ triad.state @step : tensor<f32> init <zeros> {dist.layout = #dist.layout<>}
 // An axis of one rank may split a dimension of any size.
 // CHECK: triad.param @odd : tensor<3xf32> init <zeros> {dist.layout = #dist.layout<{pp}>}
 triad.param @odd : tensor<3xf32> init <zeros> {dist.layout = #dist.layout<{pp}>}
+// A ZeRO-3 parameter.
+// CHECK: triad.param @z : tensor<8xf32> init <zeros> {dist.layout = #dist.layout<{dp}>, dist.zero}
+triad.param @z : tensor<8xf32> init <zeros> {dist.layout = #dist.layout<{dp}>, dist.zero}
+
+// A gradient ZeRO-2 reduce-scatters over dp.
+// CHECK-LABEL: func.func @zero_grad
+// CHECK-SAME: -> (tensor<8xf32> {dist.layout = #dist.layout<{dp}>, dist.zero})
+func.func @zero_grad(%g: tensor<8xf32>) -> (tensor<8xf32> {dist.layout = #dist.layout<{dp}>, dist.zero}) {
+  return %g : tensor<8xf32>
+}
 
 // CHECK-LABEL: func.func @layouts
 // CHECK-SAME: (%{{.*}}: tensor<4x8xf32> {dist.layout = #dist.layout<{dp}, {}>}, %{{.*}}: tensor<f32> {dist.layout = #dist.layout<partial = {dp, tp}>}, %{{.*}}: tensor<4x8xf32> {dist.layout = #dist.layout<{dp, tp}, {}, partial = {pp}>}, %{{.*}}: tensor<4x8xf32> {dist.layout = #dist.layout<{}, {}>})

@@ -73,6 +73,27 @@ func.func @reduce_scatter(%k: tensor<4x16xf32> {dist.layout = #dist.layout<{}, {
 
 // -----
 
+// A value pending over two axes that its user wants split over one of them
+// after its current split: all-reduced over the other, reduce-scattered
+// over that one (a tensor-parallel gradient leaving the step under ZeRO-2).
+// The collectives run right after the value is computed, not at the return.
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 2, 2]
+// CHECK-LABEL: func.func @reduce_then_scatter
+// CHECK-SAME: -> (tensor<2x4xf32> {dist.layout = #dist.layout<{tp, dp}, {}>}, tensor<4x4xf32> {dist.layout = #dist.layout<{tp}, {}>})
+func.func @reduce_then_scatter(%x: tensor<8x8x4xf32> {dist.layout = #dist.layout<{dp, pp}, {tp}, {}>})
+    -> (tensor<8x4xf32> {dist.layout = #dist.layout<{tp, dp}, {}>}, tensor<8x4xf32> {dist.layout = #dist.layout<{tp}, {}>}) {
+  // CHECK: %[[G:.*]] = triad.sum {{.*}} : tensor<2x4x4xf32> -> tensor<4x4xf32>
+  %g = triad.sum %x dims = [0] {dist.layouts = [#dist.layout<{tp}, {}, partial = {dp, pp}>]} : tensor<8x8x4xf32> -> tensor<8x4xf32>
+  // CHECK-NEXT: %[[SUM:.*]] = dist.all_reduce %[[G]] over ["pp"] {dist.layouts = [#dist.layout<{tp}, {}, partial = {dp}>]
+  // CHECK-NEXT: %[[PIECE:.*]] = dist.reduce_scatter %[[SUM]] dim 0 over ["dp"] {dist.layouts = [#dist.layout<{tp, dp}, {}>]
+  // CHECK-SAME: : tensor<4x4xf32> -> tensor<2x4xf32>
+  // CHECK-NEXT: %[[WHOLE:.*]] = dist.all_reduce %[[G]] over ["dp", "pp"]
+  // CHECK-NEXT: return %[[PIECE]], %[[WHOLE]]
+  return %g, %g : tensor<8x4xf32>, tensor<8x4xf32>
+}
+
+// -----
+
 // Local types: split arguments shrink, a parameter keeps its global type
 // and layout while its read is local, and ops that count heads or slice
 // sizes get their local counts.

@@ -1,10 +1,16 @@
 // RUN: triad-opt %s --triad-zero='zero=1 dp=2' | FileCheck %s
 // RUN: triad-opt %s --triad-zero='zero=0 dp=2' | FileCheck %s --check-prefix=OFF
-// RUN: not triad-opt %s --triad-zero='zero=2 dp=2' 2>&1 | FileCheck %s --check-prefix=TWO
+// RUN: triad-opt %s --triad-zero='zero=3 dp=2' | FileCheck %s --check-prefix=THREE
 // RUN: not triad-opt %s --triad-zero='zero=4 dp=2' 2>&1 | FileCheck %s --check-prefix=FOUR
 // RUN: triad-gen --preset tiny | triad-opt '--triad-train-pipeline=dp=4 zero=0' --triad-memory-report -o /dev/null | FileCheck %s --check-prefix=MEM0
 // RUN: triad-gen --preset tiny | triad-opt '--triad-train-pipeline=dp=4 zero=1' --triad-memory-report -o /dev/null | FileCheck %s --check-prefix=MEM1
+// RUN: triad-gen --preset tiny | triad-opt '--triad-train-pipeline=dp=4 zero=2' --triad-memory-report -o /dev/null | FileCheck %s --check-prefix=MEM2
+// RUN: triad-gen --preset tiny | triad-opt '--triad-train-pipeline=dp=4 zero=3' --triad-memory-report -o /dev/null | FileCheck %s --check-prefix=MEM3
 // RUN: triad-gen --preset tiny | triad-opt '--triad-train-pipeline=dp=4 zero=1' --triad-comm-report -o /dev/null | FileCheck %s --check-prefix=COMM
+// RUN: triad-gen --preset tiny | triad-opt '--triad-train-pipeline=dp=4 zero=2' --triad-comm-report -o /dev/null | FileCheck %s --check-prefix=COMM2
+// RUN: triad-gen --preset tiny | triad-opt '--triad-train-pipeline=dp=4 zero=3' --triad-comm-report -o /dev/null | FileCheck %s --check-prefix=COMM3
+// RUN: triad-gen --preset tiny --layers 1 | triad-opt --triad-autodiff '--triad-zero=zero=2 dp=2' | FileCheck %s --check-prefix=GRADS
+// RUN: triad-gen --preset tiny --layers 1 | triad-opt --triad-autodiff '--triad-zero=zero=3 dp=2' '--triad-shard-propagate=dp=2' --triad-partition | FileCheck %s --check-prefix=GATHER
 // RUN: triad-gen --preset tiny --layers 1 | triad-opt --triad-autodiff '--triad-zero=zero=1 dp=2 tp=2' '--triad-shard-propagate=dp=2 tp=2' | FileCheck %s --check-prefix=TP
 
 // ZeRO-1 marks the optimizer state of each parameter to be split over dp
@@ -16,12 +22,17 @@
 // CHECK: triad.state @step : tensor<f32> init <zeros>{{$}}
 // CHECK: triad.state @m.b : tensor<8xf32> init <zeros> of @b {dist.layout = #dist.layout<{}>}
 // OFF-NOT: dist.zero
-// TWO: error: zero=2 is not supported yet (sharded gradients and parameters); use zero=0 or zero=1
+// Stage 3 marks the parameters too, except one with a layout given by hand
+// (one that dp divides nowhere is marked, and stays whole).
+// THREE: triad.param @w : tensor<4x8xf32> init <zeros> {dist.zero}
+// THREE: triad.param @odd : tensor<3xf32> init <zeros> {dist.zero}
+// THREE: triad.param @b : tensor<8xf32> init <zeros> {dist.layout = #dist.layout<{}>}{{$}}
+// THREE: triad.state @m.w : tensor<4x8xf32> init <zeros> of @w {dist.zero}
 // FOUR: error: zero=4 is not a ZeRO stage (0, 1, 2 or 3)
 dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 1]
 triad.param @w : tensor<4x8xf32> init <zeros>
 triad.param @odd : tensor<3xf32> init <zeros>
-triad.param @b : tensor<8xf32> init <zeros>
+triad.param @b : tensor<8xf32> init <zeros> {dist.layout = #dist.layout<{}>}
 triad.state @m.w : tensor<4x8xf32> init <zeros> of @w
 triad.state @m.odd : tensor<3xf32> init <zeros> of @odd
 triad.state @step : tensor<f32> init <zeros>
@@ -33,6 +44,14 @@ triad.state @m.b : tensor<8xf32> init <zeros> of @b {dist.layout = #dist.layout<
 // MEM1: parameters 482,304 B
 // MEM1-NEXT: optimizer state 241,156 B
 // MEM1-NEXT: gradient accumulators 482,312 B
+// ZeRO-2 also keeps a quarter of the gradients (plus the loss sum and
+// token count, 8 B); ZeRO-3 a quarter of the parameters as well.
+// MEM2: parameters 482,304 B
+// MEM2-NEXT: optimizer state 241,156 B
+// MEM2-NEXT: gradient accumulators 120,584 B
+// MEM3: parameters 120,576 B
+// MEM3-NEXT: optimizer state 241,156 B
+// MEM3-NEXT: gradient accumulators 120,584 B
 
 // Each rank updates its slice of every parameter, then the updated slices
 // are all-gathered (the slicing itself moves nothing and is not listed).
@@ -47,3 +66,45 @@ triad.state @m.b : tensor<8xf32> init <zeros> of @b {dist.layout = #dist.layout<
 // TP-DAG: triad.param @layers.0.mlp.fc1.weight : tensor<64x256xf32> init <normal, std = 2.000000e-02> {dist.layout = #dist.layout<{}, {tp}>}
 // TP-DAG: triad.state @adam.m.layers.0.mlp.fc1.weight : tensor<64x256xf32> init <zeros> of @layers.0.mlp.fc1.weight {dist.layout = #dist.layout<{dp}, {tp}>, dist.zero}
 // TP-DAG: triad.state @adam.m.layers.0.mlp.fc1.bias : tensor<256xf32> init <zeros> of @layers.0.mlp.fc1.bias {dist.layout = #dist.layout<{tp, dp}>, dist.zero}
+
+// ZeRO-2: each gradient is reduce-scattered over dp in the microbatch step,
+// right after the backward completes it (the last layer's first), to the
+// split of its optimizer state; the apply step reduces no gradient, only
+// the loss, the token count and the partial sum of squares for clipping.
+// COMM2: microbatch_step 1 reduce_scatter dp 4 {{.*}} to #dist.layout<{dp}> for result {{[0-9]+}} of @microbatch_step
+// COMM2: microbatch_step 1 reduce_scatter dp 4 65,536 #dist.layout<{}, {}, partial = {dp}> to #dist.layout<{dp}, {}> for result {{[0-9]+}} of @microbatch_step
+// COMM2-NOT: gradients entering @apply_step
+// COMM2: apply_step 1 all_reduce dp 4 68 the step's loss sum and token count, partial over dp
+// COMM2: apply_step 1 all_reduce dp 4 4 #dist.layout<partial = {dp}> to #dist.layout<> for triad.clip_coefficient
+// COMM2: apply_step 1 all_gather dp 4 65,536 #dist.layout<{dp}, {}> to #dist.layout<{}, {}> for triad.assign to embed.wte
+// COMM2: collectives per step: 74
+
+// ZeRO-3: parameters are gathered before each read in the microbatch step
+// (the forward's and again the backward's) and never after the update.
+// COMM3: microbatch_step 1 all_gather dp 4 65,536 #dist.layout<{dp}, {}> to #dist.layout<{}, {}> for triad.get_param @embed.wte
+// COMM3: microbatch_step 1 reduce_scatter dp 4
+// COMM3: microbatch_step 1 all_gather dp 4 65,536 #dist.layout<{dp}, {}> to #dist.layout<{}, {}> for triad.get_param @layers.1.mlp.fc2.weight
+// COMM3-NOT: for triad.assign
+// COMM3: collectives per step: 93
+
+// Stage 2 marks the gradients the microbatch step returns.
+// GRADS-LABEL: func.func @microbatch_step
+// GRADS-SAME: tensor<256x64xf32> {dist.zero, triad.grad = @embed.wte}
+// GRADS-SAME: tensor<64xf32> {dist.zero, triad.grad = @head.norm.bias}
+
+// Stage 3 after partitioning: a rank reads its stored half of a parameter
+// and gathers it whole for the microbatch step; the apply step updates the
+// stored half in place, with the state's and the gradient's halves.
+// GATHER: triad.param @embed.wte : tensor<256x64xf32> init <normal, std = 2.000000e-02> {dist.layout = #dist.layout<{dp}, {}>, dist.zero}
+// GATHER-LABEL: func.func @microbatch_step
+// GATHER: %[[HALF:.*]] = triad.get_param @embed.wte {dist.layouts = [#dist.layout<{dp}, {}>]} : tensor<128x64xf32>
+// GATHER: %[[WHOLE:.*]] = dist.all_gather %[[HALF]] dim 0 over ["dp"] {{.*}} : tensor<128x64xf32> -> tensor<256x64xf32>
+// GATHER: triad.embedding %{{.*}}, %[[WHOLE]]
+// GATHER: dist.reduce_scatter %{{.*}} dim 0 over ["dp"] {{.*}} : tensor<256x64xf32> -> tensor<128x64xf32>
+// GATHER-LABEL: func.func @apply_step
+// GATHER-SAME: %[[GRAD:[a-z0-9]+]]: tensor<128x64xf32> {dist.layout = #dist.layout<{dp}, {}>, triad.grad = @embed.wte}
+// GATHER-NOT: dist.all_gather
+// GATHER: %[[W:.*]] = triad.get_param @embed.wte {dist.layouts = [#dist.layout<{dp}, {}>]} : tensor<128x64xf32>
+// GATHER: triad.adamw_update %[[W]], %[[GRAD]], {{.*}} : tensor<128x64xf32>, tensor<128x64xf32>, tensor<128x64xf32>
+// GATHER-NOT: dist.all_gather
+// GATHER: triad.assign @embed.wte
