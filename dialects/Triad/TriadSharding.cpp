@@ -459,6 +459,13 @@ ShardingRule MeanOp::getShardingRule() {
 static std::pair<SmallVector<int64_t>, SmallVector<int64_t>>
 crossEntropyFactors(ShardingRule &rule, ArrayRef<int64_t> logits) {
   SmallVector<int64_t> tokens = newFactors(rule, logits.drop_back());
+  // The loss takes whole sequences: a piece's loss is weighted by its own
+  // count of tokens when the step combines pieces, which is right for
+  // pieces the backward keeps apart (microbatches, data-parallel ranks)
+  // but not for sequence pieces whose gradients tensor-parallel layers mix
+  // (sequence parallelism gathers the sequence before the loss).
+  for (int64_t factor : ArrayRef<int64_t>(tokens).drop_front())
+    rule.wholeFactors[factor] = true;
   SmallVector<int64_t> logitDims = tokens;
   logitDims.push_back(rule.addFactor(logits.back(), /*whole=*/true));
   return {tokens, logitDims};

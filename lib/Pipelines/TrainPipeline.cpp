@@ -62,8 +62,10 @@ std::string checkOptions(const triad::TrainPipelineOptions &o) {
           "pp=1";
   else if (o.virtualStages > 1)
     os << "virtual-stages needs pp > 1, which is not supported yet";
-  else if (o.sp)
-    os << "sp (sequence parallelism) is not supported yet";
+  else if (o.sp && o.tp < 2)
+    os << "sp (sequence parallelism) splits the sequence over tp and needs "
+          "tp > 1 (got tp="
+       << o.tp << ")";
   return text;
 }
 
@@ -101,8 +103,12 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   auto zero = meshOptions<ZeroOptions>(options);
   zero.zero = options.zero;
   pm.addPass(createZero(zero));
-  pm.addPass(createShardPropagate(meshOptions<ShardPropagateOptions>(options)));
-  pm.addPass(createPartition());
+  auto propagate = meshOptions<ShardPropagateOptions>(options);
+  propagate.sp = options.sp;
+  pm.addPass(createShardPropagate(propagate));
+  PartitionOptions partition;
+  partition.sp = options.sp;
+  pm.addPass(createPartition(partition));
   auto lower = meshOptions<LowerToRtOptions>(options);
   lower.dtype = options.dtype;
   pm.addPass(createLowerToRt(lower));
@@ -112,7 +118,8 @@ void triad::registerTrainPipeline() {
   PassPipelineRegistration<TrainPipelineOptions>(
       "triad-train-pipeline",
       "Compiles the forward model into per-rank rt programs: autodiff, "
-      "microbatch split, ZeRO, sharding (data and tensor parallel), lowering "
+      "microbatch split, ZeRO, sharding (data, tensor and sequence parallel), "
+      "lowering "
       "to rt",
       buildTrainPipeline);
 }

@@ -53,9 +53,21 @@ LayoutAttr withoutZeroSplit(LayoutAttr layout) {
   return layout;
 }
 
+bool readsParameter(Value value) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (isa<GetParamOp>(op))
+      return true;
+    if (!isa<DistDialect>(op->getDialect()) || op->getNumOperands() != 1)
+      return false;
+    value = op->getOperand(0);
+  }
+  return false;
+}
+
 LayoutDecision decideLayouts(const ShardingRule &rule,
                              ArrayRef<LayoutAttr> operandLayouts, MeshOp mesh,
-                             MLIRContext *context) {
+                             MLIRContext *context, ArrayRef<bool> parameters,
+                             std::optional<int64_t> scatterDim) {
   size_t factors = rule.sizes.size();
   SmallVector<SmallVector<StringRef>> factorAxes(factors);
   llvm::StringSet<> used;
@@ -64,26 +76,45 @@ LayoutDecision decideLayouts(const ShardingRule &rule,
   };
 
   std::optional<std::tuple<unsigned, int64_t, int64_t>> indivisible;
-  // Splits, in operand order.
-  for (auto [operand, layout] : llvm::enumerate(operandLayouts)) {
-    for (int64_t dim = 0; dim < layout.getRank(); ++dim) {
-      SmallVector<StringRef> axes = layout.getSplitAxes(dim);
-      if (axes.empty() || dim >= (int64_t)rule.operands[operand].size())
-        continue;
-      int64_t factor = rule.operands[operand][dim];
-      if (factor == ShardingRule::kNoFactor || rule.wholeFactors[factor] ||
-          !factorAxes[factor].empty() || !axesFree(axes))
-        continue;
-      if (rule.sizes[factor] % mesh.getGroupSize(axes) != 0) {
-        if (!indivisible)
-          indivisible =
-              std::make_tuple((unsigned)operand, dim, mesh.getGroupSize(axes));
-        continue;
-      }
-      factorAxes[factor] = axes;
-      for (StringRef axis : axes)
-        used.insert(axis);
+  // Splits, the parameters' first (a weight is never gathered for an
+  // activation), then those of factors the results keep before reduced
+  // ones (splitting a reduced factor leaves a pending sum to communicate),
+  // then in operand order.
+  auto kept = [&](int64_t factor) {
+    return llvm::any_of(rule.results, [&](ArrayRef<int64_t> dims) {
+      return llvm::is_contained(dims, factor);
+    });
+  };
+  SmallVector<std::pair<unsigned, int64_t>> candidates;
+  for (auto [operand, layout] : llvm::enumerate(operandLayouts))
+    for (int64_t dim = 0; dim < layout.getRank(); ++dim)
+      if (dim < (int64_t)rule.operands[operand].size() &&
+          rule.operands[operand][dim] != ShardingRule::kNoFactor)
+        candidates.push_back({(unsigned)operand, dim});
+  auto rank = [&](std::pair<unsigned, int64_t> candidate) {
+    auto [operand, dim] = candidate;
+    bool parameter = operand < parameters.size() && parameters[operand];
+    return std::make_tuple(!parameter, !kept(rule.operands[operand][dim]),
+                           operand, dim);
+  };
+  llvm::stable_sort(candidates,
+                    [&](auto a, auto b) { return rank(a) < rank(b); });
+  for (auto [operand, dim] : candidates) {
+    SmallVector<StringRef> axes = operandLayouts[operand].getSplitAxes(dim);
+    if (axes.empty())
+      continue;
+    int64_t factor = rule.operands[operand][dim];
+    if (rule.wholeFactors[factor] || !factorAxes[factor].empty() ||
+        !axesFree(axes))
+      continue;
+    if (rule.sizes[factor] % mesh.getGroupSize(axes) != 0) {
+      if (!indivisible)
+        indivisible = std::make_tuple(operand, dim, mesh.getGroupSize(axes));
+      continue;
     }
+    factorAxes[factor] = axes;
+    for (StringRef axis : axes)
+      used.insert(axis);
   }
 
   // Pending sums that pass through.
@@ -113,6 +144,24 @@ LayoutDecision decideLayouts(const ShardingRule &rule,
       }
     }
   }
+
+  // A pending sum of activations ([batch, seq, hidden]) that the op must
+  // reduce is reduce-scattered along the factor of its dimension
+  // `scatterDim` where that factor is free.
+  if (scatterDim)
+    for (auto [operand, pending] : llvm::enumerate(partial)) {
+      if (pending.empty() || keepsPartial[operand] || !axesFree(pending) ||
+          operandLayouts[operand].getRank() != 3)
+        continue;
+      int64_t factor = rule.operands[operand][*scatterDim];
+      if (factor == ShardingRule::kNoFactor || rule.wholeFactors[factor] ||
+          !factorAxes[factor].empty() || !kept(factor) ||
+          rule.sizes[factor] % mesh.getGroupSize(pending) != 0)
+        continue;
+      factorAxes[factor] = pending;
+      for (StringRef axis : pending)
+        used.insert(axis);
+    }
 
   LayoutDecision decision;
   auto layoutOf = [&](ArrayRef<int64_t> dims, ArrayRef<StringRef> partialAxes) {

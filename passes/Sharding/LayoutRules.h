@@ -31,11 +31,23 @@ struct LayoutDecision {
 /// Decides the layouts of `op` from `operandLayouts` (one per operand). A
 /// factor is split over the axes of the first operand dimension that splits
 /// it, unless it is whole, the axes are taken or do not divide it: then
-/// that operand is gathered. A partial operand stays partial where the op
-/// is linear in it; otherwise it is reduced first.
+/// that operand is gathered. Operands marked in `parameters` (reads of
+/// parameters) come first, then dimensions of factors a result keeps, then
+/// the rest, each group in operand order. A partial operand stays partial
+/// where the op is linear in it; otherwise it is reduced first: with
+/// `scatterDim`, a pending activation ([batch, seq, hidden]) is
+/// reduce-scattered along the factor of its dimension `scatterDim` when the
+/// op can split that factor (sequence parallelism scatters along the
+/// sequence, dimension 1).
 LayoutDecision decideLayouts(const ShardingRule &rule,
                              llvm::ArrayRef<dist::LayoutAttr> operandLayouts,
-                             dist::MeshOp mesh, mlir::MLIRContext *context);
+                             dist::MeshOp mesh, mlir::MLIRContext *context,
+                             llvm::ArrayRef<bool> parameters = {},
+                             std::optional<int64_t> scatterDim = {});
+
+/// Whether `value` is a read of a parameter, directly or through the
+/// collectives partitioning put on it.
+bool readsParameter(mlir::Value value);
 
 /// A replicated layout for `type` (rank 0 for non-tensors).
 dist::LayoutAttr replicatedFor(mlir::Type type);
@@ -66,19 +78,23 @@ mlir::FailureOr<dist::MeshOp> getOrCreateMesh(mlir::ModuleOp module, int64_t dp,
 
 /// Gives every tensor value of the module's functions a layout on `mesh`
 /// (shard-propagate): the data arguments split their batch over
-/// `batchAxis`. `funcs` are the functions, the microbatch step first.
+/// `batchAxis`. `funcs` are the functions, the microbatch step first. With
+/// `sequenceSplit`, activations between forward layers are split along
+/// their sequence over tp (sequence parallelism).
 mlir::LogicalResult propagateLayouts(mlir::ModuleOp module, dist::MeshOp mesh,
                                      llvm::StringRef batchAxis,
-                                     llvm::ArrayRef<mlir::func::FuncOp> funcs);
+                                     llvm::ArrayRef<mlir::func::FuncOp> funcs,
+                                     bool sequenceSplit = false);
 
 /// Rewrites `func` to local shapes on `mesh` with the collectives its
 /// layouts need (partition); returns the number of collectives inserted.
-/// Without `allowCollectives`, needing one is an error that says so.
-mlir::FailureOr<int64_t> partitionFunction(mlir::ModuleOp module,
-                                           dist::MeshOp mesh,
-                                           mlir::func::FuncOp func,
-                                           int64_t bucketBytes,
-                                           bool allowCollectives);
+/// Without `allowCollectives`, needing one is an error that says so. With
+/// `sequenceSplit`, pending sums are reduce-scattered along the sequence
+/// as shard-propagate decided with `sequenceSplit`.
+mlir::FailureOr<int64_t>
+partitionFunction(mlir::ModuleOp module, dist::MeshOp mesh,
+                  mlir::func::FuncOp func, int64_t bucketBytes,
+                  bool allowCollectives, bool sequenceSplit = false);
 
 } // namespace triad::sharding
 

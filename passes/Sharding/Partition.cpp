@@ -32,9 +32,10 @@ namespace {
 class Partitioner {
 public:
   Partitioner(ModuleOp module, MeshOp mesh, int64_t bucketBytes,
-              bool allowCollectives)
+              bool allowCollectives, bool sequenceSplit)
       : module(module), mesh(mesh), builder(module.getContext()),
-        bucketBytes(bucketBytes), allowCollectives(allowCollectives) {}
+        bucketBytes(bucketBytes), allowCollectives(allowCollectives),
+        sequenceSplit(sequenceSplit) {}
 
   LogicalResult run(func::FuncOp func) {
     Block &entry = func.getBody().front();
@@ -163,11 +164,32 @@ private:
 
   /// `value` (local, laid out as recorded) in layout `to`, through the
   /// collectives that change one into the other.
+  /// `value` in layout `to`, reusing the collectives an earlier user in
+  /// the same block already needed for it (the sequence gathered once for
+  /// the three projections of attention).
   FailureOr<Value> reshard(Value value, LayoutAttr to, Location loc,
                            StringRef user) {
-    LayoutAttr from = layoutOf(value);
-    if (from == to)
+    if (layoutOf(value) == to)
       return value;
+    Block *block = builder.getInsertionBlock();
+    auto point = builder.getInsertionPoint();
+    auto it = resharded.find({value, to});
+    if (it != resharded.end()) {
+      Operation *earlier = it->second.getDefiningOp();
+      if (earlier->getBlock() == block && point != block->end() &&
+          earlier->isBeforeInBlock(&*point))
+        return it->second;
+    }
+    FailureOr<Value> result = reshardAnew(value, to, loc, user);
+    if (succeeded(result) && *result != value)
+      resharded[{value, to}] = *result;
+    return result;
+  }
+
+  /// `value` in layout `to`, through new collectives.
+  FailureOr<Value> reshardAnew(Value value, LayoutAttr to, Location loc,
+                               StringRef user) {
+    LayoutAttr from = layoutOf(value);
     std::string why;
     llvm::raw_string_ostream(why) << from << " to " << to << " for " << user;
     auto stamp = [&](Value collective) {
@@ -370,12 +392,29 @@ private:
       }
       if (failed(partition(body)))
         return failure();
+      // The layer's results have the layouts propagation recorded on it
+      // (sequence parallelism splits some): the yielded values are changed
+      // into them at the end of the layer.
+      Operation *yield = body.getTerminator();
+      builder.setInsertionPoint(yield);
       SmallVector<LayoutAttr> yielded;
-      for (auto [result, value] :
-           llvm::zip(layer.getResults(), body.getTerminator()->getOperands())) {
-        result.setType(value.getType());
-        layouts[result] = layoutOf(value);
-        yielded.push_back(layoutOf(value));
+      for (auto [index, result] : llvm::enumerate(layer.getResults())) {
+        OpOperand &operand = yield->getOpOperand(index);
+        LayoutAttr wanted = index < resultLayouts.size()
+                                ? resultLayouts[index]
+                                : layoutOf(operand.get());
+        FailureOr<Value> value =
+            reshard(operand.get(), wanted, yield->getLoc(),
+                    ("result " + Twine(index) + " of layer " +
+                     stringifyLayerKind(layer.getKind()) + " " +
+                     Twine(layer.getIndex()))
+                        .str());
+        if (failed(value))
+          return failure();
+        operand.set(*value);
+        result.setType(value->getType());
+        layouts[result] = wanted;
+        yielded.push_back(wanted);
       }
       setResultLayouts(layer, yielded);
       return success();
@@ -401,8 +440,14 @@ private:
     SmallVector<LayoutAttr> operandLayouts;
     for (Value operand : op.getOperands())
       operandLayouts.push_back(layoutOf(operand));
+    SmallVector<bool> parameters = llvm::map_to_vector(
+        op.getOperands(), [](Value v) { return readsParameter(v); });
+    std::optional<int64_t> scatterDim;
+    if (sequenceSplit)
+      scatterDim = 1;
     LayoutDecision decision =
-        decideLayouts(rules.at(&op), operandLayouts, mesh, op.getContext());
+        decideLayouts(rules.at(&op), operandLayouts, mesh, op.getContext(),
+                      parameters, scatterDim);
     SmallVector<Value> operands;
     for (auto [operand, wanted] :
          llvm::zip(op.getOperands(), decision.operands)) {
@@ -436,18 +481,21 @@ private:
   OpBuilder builder;
   int64_t bucketBytes;
   bool allowCollectives;
+  bool sequenceSplit;
   DenseMap<Value, LayoutAttr> layouts;
+  /// Values already changed into a layout, by (value, layout).
+  DenseMap<std::pair<Value, Attribute>, Value> resharded;
   DenseMap<Operation *, ShardingRule> rules;
 };
 
 } // namespace
 
-FailureOr<int64_t> triad::sharding::partitionFunction(ModuleOp module,
-                                                      MeshOp mesh,
-                                                      func::FuncOp func,
-                                                      int64_t bucketBytes,
-                                                      bool allowCollectives) {
-  Partitioner partitioner(module, mesh, bucketBytes, allowCollectives);
+FailureOr<int64_t>
+triad::sharding::partitionFunction(ModuleOp module, MeshOp mesh,
+                                   func::FuncOp func, int64_t bucketBytes,
+                                   bool allowCollectives, bool sequenceSplit) {
+  Partitioner partitioner(module, mesh, bucketBytes, allowCollectives,
+                          sequenceSplit);
   if (failed(partitioner.run(func)))
     return failure();
   return partitioner.collectives;
@@ -474,7 +522,7 @@ struct PartitionPass : public triad::impl::PartitionBase<PartitionPass> {
       if (func.isExternal())
         continue;
       FailureOr<int64_t> collectives =
-          partitionFunction(module, mesh, func, bucketBytes, true);
+          partitionFunction(module, mesh, func, bucketBytes, true, sp);
       if (failed(collectives))
         return signalPassFailure();
       numCollectives += *collectives;

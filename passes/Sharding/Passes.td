@@ -59,7 +59,18 @@ def ShardPropagate : Pass<"triad-shard-propagate", "::mlir::ModuleOp"> {
       split factors they lack (a weight gradient summed over a split
       batch is partial over `dp`);
     - the gradients `@apply_step` takes have the layouts `@microbatch_step`
-      returns them with.
+      returns them with;
+    - with `sp` (sequence parallelism, Megatron-LM's), an activation one
+      forward layer passes to the next is split along its sequence over
+      `tp`: norms, dropout and residual sums run on sequence pieces, the
+      sequence is gathered before the weights split over `tp` (a
+      parameter's split always wins over an activation's) and pending sums
+      are reduce-scattered back into pieces.
+
+    When two operands ask for the same mesh axis on different factors, the
+    parameters' splits are taken first, then splits of factors a result
+    keeps (a split reduced factor would leave a pending sum to
+    communicate); the other operand is gathered.
 
     Layouts go into `dist.layouts` on each op and `dist.layout` on function
     arguments and results; shapes stay global. Axes of one rank split
@@ -88,6 +99,9 @@ def ShardPropagate : Pass<"triad-shard-propagate", "::mlir::ModuleOp"> {
     Option<"pp", "pp", "int64_t", "1", "Pipeline stages">,
     Option<"order", "order", "std::string", "\"dp,pp,tp\"",
            "Mesh axes from slowest to fastest varying across ranks">,
+    Option<"sp", "sp", "bool", "false",
+           "Sequence parallelism: split the activations between layers "
+           "along the sequence over tp">,
   ];
   let dependentDialects = ["::triad::dist::DistDialect"];
 }
@@ -194,6 +208,10 @@ def Partition : Pass<"triad-partition", "::mlir::ModuleOp"> {
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", "25 * 1024 * 1024",
            "Largest bucket of gradients reduced by one collective">,
+    Option<"sp", "sp", "bool", "false",
+           "Sequence parallelism (as given to --triad-shard-propagate): "
+           "pending sums an op must reduce are reduce-scattered along the "
+           "sequence">,
   ];
   let statistics = [
     Statistic<"numCollectives", "collectives", "Collectives inserted">,

@@ -37,9 +37,11 @@ public:
   /// whole over dp (the microbatch step computes with gathered weights);
   /// without, as they are stored (the apply step updates the pieces).
   Propagation(ModuleOp module, MeshOp mesh, StringRef batchAxis,
-              llvm::StringSet<> &readParams, bool gatherZeroParams)
+              llvm::StringSet<> &readParams, bool gatherZeroParams,
+              bool sequenceSplit)
       : module(module), mesh(mesh), batchAxis(batchAxis),
-        readParams(readParams), gatherZeroParams(gatherZeroParams) {}
+        readParams(readParams), gatherZeroParams(gatherZeroParams),
+        sequenceSplit(sequenceSplit) {}
 
   LogicalResult run(func::FuncOp func,
                     const llvm::StringMap<LayoutAttr> &gradLayouts) {
@@ -162,16 +164,30 @@ private:
         layouts[arg] = layoutOf(input);
       if (failed(propagate(body)))
         return failure();
-      for (Value value : body.getTerminator()->getOperands())
-        results.push_back(layoutOf(value));
+      for (auto [result, value] :
+           llvm::zip(layer.getResults(), body.getTerminator()->getOperands())) {
+        FailureOr<LayoutAttr> layout =
+            layer.getBackward()
+                ? layoutOf(value)
+                : sequenceParallel(layer, cast<OpResult>(result),
+                                   layoutOf(value));
+        if (failed(layout))
+          return failure();
+        results.push_back(*layout);
+      }
     } else if (auto sharded = dyn_cast<ShardingRuleOpInterface>(op)) {
       SmallVector<LayoutAttr> operands;
       for (Value operand : op.getOperands())
         operands.push_back(layoutOf(operand));
       ShardingRule rule = sharded.getShardingRule();
       seedTensorParallel(op, rule, operands);
-      LayoutDecision decision =
-          decideLayouts(rule, operands, mesh, op.getContext());
+      SmallVector<bool> parameters = llvm::map_to_vector(
+          op.getOperands(), [](Value v) { return readsParameter(v); });
+      std::optional<int64_t> scatterDim;
+      if (sequenceSplit)
+        scatterDim = 1;
+      LayoutDecision decision = decideLayouts(
+          rule, operands, mesh, op.getContext(), parameters, scatterDim);
       if (decision.indivisible) {
         auto [operand, dim, ranks] = *decision.indivisible;
         return op.emitOpError("cannot split dimension ")
@@ -188,7 +204,8 @@ private:
         // ZeRO split a state further: decide again with its layout.
         for (auto [index, operand] : llvm::enumerate(op.getOperands()))
           operands[index] = layoutOf(operand);
-        decision = decideLayouts(rule, operands, mesh, op.getContext());
+        decision = decideLayouts(rule, operands, mesh, op.getContext(),
+                                 parameters, scatterDim);
       }
       results = decision.results;
     } else if (op.getNumRegions() != 0 ||
@@ -209,6 +226,38 @@ private:
     return success();
   }
 
+  /// Sequence parallelism: an activation one forward layer passes to
+  /// another ([batch, seq, hidden], whole over tp) is split along its
+  /// sequence over tp. The layers' rules then keep the norms, dropout and
+  /// residual sums split, gather the sequence before the weights split
+  /// over tp (which take precedence) and reduce-scatter their pending sums
+  /// back into sequence pieces, as Megatron-LM does by hand.
+  FailureOr<LayoutAttr> sequenceParallel(LayerOp layer, OpResult result,
+                                         LayoutAttr layout) {
+    int64_t ranks = mesh.getAxisSize("tp").value_or(1);
+    auto type = dyn_cast<RankedTensorType>(result.getType());
+    bool feedsLayer = llvm::any_of(result.getUsers(), [](Operation *user) {
+      auto layer = dyn_cast<LayerOp>(user);
+      return layer && !layer.getBackward();
+    });
+    if (!sequenceSplit || ranks <= 1 || !feedsLayer || !type ||
+        type.getRank() != 3 || !isa<FloatType>(type.getElementType()) ||
+        !layout.getPartialAxes().empty() ||
+        llvm::any_of(llvm::seq<int64_t>(0, 3), [&](int64_t dim) {
+          return llvm::is_contained(layout.getSplitAxes(dim), "tp");
+        }))
+      return layout;
+    SmallVector<StringRef> axes = layout.getSplitAxes(1);
+    axes.push_back("tp");
+    if (type.getDimSize(1) % mesh.getGroupSize(axes) != 0)
+      return layer.emitOpError("sequence parallelism cannot split the "
+                               "sequence of result ")
+             << result.getResultNumber() << " (" << type
+             << ") over tp=" << ranks << ": " << type.getDimSize(1)
+             << " is not divisible";
+    return layout.withSplit(1, axes);
+  }
+
   /// Megatron's tensor parallelism from one choice: a weight (a
   /// parameter read here first, without a layout) that an op contracts
   /// with another operand and whose other dimension only the result has
@@ -221,12 +270,21 @@ private:
                           SmallVectorImpl<LayoutAttr> &operands) {
     if (mesh.getAxisSize("tp").value_or(1) <= 1)
       return;
-    for (LayoutAttr layout : operands)
-      for (int64_t dim = 0; dim < layout.getRank(); ++dim)
-        if (llvm::is_contained(layout.getSplitAxes(dim), "tp"))
-          return;
+    // A weight already contracted with features split over tp follows the
+    // rule (row parallel); one whose factors tp splits nowhere yet is
+    // seeded (an activation's sequence split over tp gives way to it).
+    auto tpOnFactorOf = [&](ArrayRef<int64_t> weightFactors) {
+      for (auto [index, layout] : llvm::enumerate(operands))
+        for (int64_t dim = 0; dim < layout.getRank(); ++dim)
+          if (llvm::is_contained(layout.getSplitAxes(dim), "tp") &&
+              dim < (int64_t)rule.operands[index].size() &&
+              llvm::is_contained(weightFactors, rule.operands[index][dim]))
+            return true;
+      return false;
+    };
     for (auto [index, operand] : llvm::enumerate(op.getOperands())) {
-      if (!adoptable.count(operand) || rule.operands[index].size() != 2)
+      if (!adoptable.count(operand) || rule.operands[index].size() != 2 ||
+          tpOnFactorOf(rule.operands[index]))
         continue;
       auto inOthers = [&](int64_t factor) {
         for (auto [other, dims] : llvm::enumerate(rule.operands))
@@ -298,6 +356,7 @@ private:
   StringRef batchAxis;
   llvm::StringSet<> &readParams;
   bool gatherZeroParams;
+  bool sequenceSplit;
   DenseMap<Value, LayoutAttr> layouts;
   /// Reads of parameters whose layout their first user still chooses.
   DenseMap<Value, Operation *> adoptable;
@@ -307,14 +366,15 @@ private:
 
 LogicalResult triad::sharding::propagateLayouts(ModuleOp module, MeshOp mesh,
                                                 StringRef batchAxis,
-                                                ArrayRef<func::FuncOp> funcs) {
+                                                ArrayRef<func::FuncOp> funcs,
+                                                bool sequenceSplit) {
   llvm::StringMap<LayoutAttr> gradLayouts;
   llvm::StringSet<> readParams;
   for (func::FuncOp func : funcs) {
     if (func.isExternal())
       continue;
     Propagation propagation(module, mesh, batchAxis, readParams,
-                            func.getSymName() != "apply_step");
+                            func.getSymName() != "apply_step", sequenceSplit);
     if (failed(propagation.run(func, gradLayouts)))
       return failure();
     if (func.getSymName() != "microbatch_step")
@@ -356,7 +416,7 @@ struct ShardPropagatePass
     std::stable_partition(funcs.begin(), funcs.end(), [](func::FuncOp func) {
       return func.getSymName() == "microbatch_step";
     });
-    if (failed(propagateLayouts(module, *mesh, "dp", funcs)))
+    if (failed(propagateLayouts(module, *mesh, "dp", funcs, sp)))
       return signalPassFailure();
   }
 };

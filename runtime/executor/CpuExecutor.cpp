@@ -808,13 +808,14 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     int64_t outer = 1;
     for (int64_t d = 0; d < dim; ++d)
       outer *= x[d];
-    int64_t run = outer == 0 ? 0 : count(x) / outer / position.size;
-    const float *source = f32(in(0));
-    float *target = f32(out(0));
+    // Elements of 4 bytes: f32 values or i32 token ids.
+    int64_t run = outer == 0 ? 0 : count(x) / outer / position.size * 4;
+    const std::byte *source = reinterpret_cast<const std::byte *>(f32(in(0)));
+    std::byte *target = reinterpret_cast<std::byte *>(f32(out(0)));
     for (int64_t i = 0; i < outer; ++i)
       std::memcpy(target + i * run,
                   source + (i * position.size + position.member) * run,
-                  static_cast<size_t>(run) * sizeof(float));
+                  static_cast<size_t>(run));
     return absl::OkStatus();
   }
   case plan::OpCode::AllReduce:

@@ -760,8 +760,13 @@ absl::Status ProgramChecker::checkCollective(plan::OpCode op,
                                        : " ints (group, dim)",
         "; has ", in.size(), ", ", out.size(), " and ", ints.size()));
   const plan::Value *x = value(in[0]), *result = value(out[0]);
-  if (x->dtype() != plan::DType::F32 || result->dtype() != plan::DType::F32)
-    return fail("collectives run on f32 values");
+  // Slicing moves no data between ranks and takes token ids too.
+  bool sliceOfIds = op == plan::OpCode::AllSlice &&
+                    x->dtype() == plan::DType::I32 &&
+                    result->dtype() == plan::DType::I32;
+  if (!sliceOfIds &&
+      (x->dtype() != plan::DType::F32 || result->dtype() != plan::DType::F32))
+    return fail("collectives run on f32 values (all_slice also on i32 ids)");
   size_t groups = planRoot.groups() ? planRoot.groups()->size() : 0;
   if (ints[0] < 0 || static_cast<uint64_t>(ints[0]) >= groups)
     return fail(absl::StrCat("group ", ints[0], " is not one of the plan's ",

@@ -168,6 +168,12 @@ TEST(Plan, CollectivesLoad) {
     spec.groups = {{"tp"}, {"dp", "tp"}, {"pp"}};
     EXPECT_EQ(loadError(spec), "") << triad::plan::EnumNameOpCode(c.op);
   }
+  // Slicing moves no data and also takes token ids (sequence parallelism
+  // slices them along the sequence).
+  PlanSpec ids;
+  collective(ids, OpCode::AllSlice, 4, 10, {0, 0});
+  ids.values.push_back({triad::plan::DType::I32, {1, 3}, 0, 12});
+  EXPECT_EQ(loadError(ids), "");
   PlanSpec spec;
   collective(spec, OpCode::AllReduce, 0, 0, {1});
   spec.groups = {{"tp"}, {"dp", "tp"}, {"pp"}};
@@ -654,6 +660,12 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
          collective(s, triad::plan::OpCode::AllGather, 0, 4, {0, 0});
        },
        "instruction 0 (AllGather): collectives run on f32 values"},
+      {"slice of floats into integers",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllSlice, 0, 4, {0, 0});
+       },
+       "instruction 0 (AllSlice): collectives run on f32 values (all_slice "
+       "also on i32 ids)"},
       {"collective of two inputs",
        [](PlanSpec &s) {
          collective(s, triad::plan::OpCode::AllReduce, 0, 0, {0});

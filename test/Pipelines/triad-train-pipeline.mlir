@@ -85,4 +85,4 @@
 // RECOMPUTE: error: --triad-train-pipeline: recompute 'some' is unknown (none, selective or full)
 // DTYPE: error: --triad-train-pipeline: dtype 'f64' is unknown (f32, bf16 or f16)
 // MICRO: error: --triad-train-pipeline: microbatches=0 must be at least 1
-// SP: error: --triad-train-pipeline: sp (sequence parallelism) is not supported yet
+// SP: error: --triad-train-pipeline: sp (sequence parallelism) splits the sequence over tp and needs tp > 1 (got tp=1)

@@ -82,8 +82,9 @@ func.func @matmul(%x: tensor<4x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {
 // -----
 
 // Matmul with a transposed lhs (its contraction is dimension -2) and a
-// batched rhs; the first operand to split a factor decides, and a pending
-// sum passes through.
+// batched rhs; the first operand to split a factor decides, except that a
+// factor the result keeps takes an axis before a contraction does, and a
+// pending sum passes through.
 dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
 // CHECK-LABEL: func.func @matmul_transposed_batched
 func.func @matmul_transposed_batched(
@@ -98,8 +99,10 @@ func.func @matmul_transposed_batched(
   // The rows take tp, so the rhs's columns are gathered.
   // CHECK: triad.matmul %{{.*}} transpose_lhs {dist.layouts = [#dist.layout<{dp}, {tp}, {}>]}
   %1 = triad.matmul %rows, %b transpose_lhs : tensor<4x16x8xf32>, tensor<4x16x32xf32> -> tensor<4x8x32xf32>
-  // The batch comes from the rhs, the contraction from the lhs.
-  // CHECK: triad.matmul %{{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {}, partial = {tp}>]}
+  // The batch and the columns come from the rhs; the lhs's split
+  // contraction would want tp too, and is gathered instead of leaving a
+  // pending sum.
+  // CHECK: triad.matmul %{{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {tp}>]}
   %2 = triad.matmul %a, %b : tensor<4x8x16xf32>, tensor<4x16x32xf32> -> tensor<4x8x32xf32>
   // CHECK: triad.matmul %{{.*}} {dist.layouts = [#dist.layout<{}, {}, {}, partial = {dp}>]}
   %3 = triad.matmul %p, %w : tensor<4x8x16xf32>, tensor<16x32xf32> -> tensor<4x8x32xf32>
@@ -454,9 +457,9 @@ func.func @reductions(%x: tensor<4x8xf32> {dist.layout = #dist.layout<{dp}, {tp}
 
 // -----
 
-// The loss over split tokens (samples or positions) is partial
-// (token-weighted); the vocabulary stays whole; the loss gradient keeps
-// the token splits and is linear in the incoming gradient. The embedding
+// The loss over split samples is partial (token-weighted); positions and
+// the vocabulary stay whole; the loss gradient keeps the sample split and
+// is linear in the incoming gradient. The embedding
 // gradient over a split batch is partial.
 dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
 // CHECK-LABEL: func.func @loss
@@ -471,7 +474,8 @@ func.func @loss(%logits: tensor<2x8x16xf32> {dist.layout = #dist.layout<{dp}, {}
                 %dx: tensor<2x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {tp}>}) {
   // CHECK: triad.cross_entropy {{.*}} {dist.layouts = [#dist.layout<partial = {dp}>]}
   %0 = triad.cross_entropy %logits, %labels : tensor<2x8x16xf32>, tensor<2x8xi32> -> tensor<f32>
-  // CHECK: triad.cross_entropy {{.*}} {dist.layouts = [#dist.layout<partial = {dp, tp}>]}
+  // Positions stay whole: logits split along the sequence are gathered.
+  // CHECK: triad.cross_entropy {{.*}} {dist.layouts = [#dist.layout<partial = {dp}>]}
   %1 = triad.cross_entropy %tokens, %labels : tensor<2x8x16xf32>, tensor<2x8xi32> -> tensor<f32>
   // CHECK: triad.cross_entropy {{.*}} {dist.layouts = [#dist.layout<partial = {dp}>]}
   %2 = triad.cross_entropy %vocab, %labels : tensor<2x8x16xf32>, tensor<2x8xi32> -> tensor<f32>

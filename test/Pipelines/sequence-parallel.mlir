@@ -1,0 +1,53 @@
+// RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 4 --kv-heads 2 --seq 16 --batch 4 | triad-opt '--triad-train-pipeline=tp=2 microbatches=2 sp=true' --triad-comm-report -o /dev/null | grep microbatch_step | sort | uniq -c | FileCheck %s --check-prefix=COMM
+// RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 4 --kv-heads 2 --seq 16 --batch 4 | triad-opt '--triad-train-pipeline=tp=2 microbatches=2 sp=true' --triad-comm-report -o /dev/null | grep -c microbatch_step | FileCheck %s --check-prefix=LINES
+// RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --kv-heads 2 --seq 16 --batch 4 | triad-opt --triad-autodiff '--triad-shard-propagate=tp=2 sp=true' '--triad-partition=sp=true' | FileCheck %s --check-prefix=LAYER
+// RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 4 --seq 16 --batch 4 | triad-opt '--triad-train-pipeline=tp=2' --triad-memory-report -o /dev/null | FileCheck %s --check-prefix=MEM
+// RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 4 --seq 16 --batch 4 | triad-opt '--triad-train-pipeline=tp=2 sp=true' --triad-memory-report -o /dev/null | FileCheck %s --check-prefix=MEMSP
+// RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --seq 15 --batch 4 | not triad-opt '--triad-train-pipeline=tp=2 sp=true' 2>&1 | FileCheck %s --check-prefix=ODD
+
+// Megatron-LM's sequence parallelism from the layouts: per layer and
+// microbatch the forward all-gathers the sequence before the
+// column-parallel projections (once for query, key and value) and before
+// the first MLP weight, and reduce-scatters the row-parallel outputs back
+// into sequence pieces instead of all-reducing them (2 all_gathers and 2
+// reduce_scatters of b*s*h floats, 2 x 16 x 32 x 4 B = 4,096 B); the
+// backward mirrors them and gathers the saved norm outputs again for the
+// weight gradients (4 all_gathers, 2 reduce_scatters). The loss takes whole
+// sequences: the logits are gathered for it. Here 2 layers (one line per
+// collective and layer; calls = 2 microbatches), 25 lines in all.
+// COMM-DAG: 1 microbatch_step 2 all_gather tp 2 32,768 #dist.layout<{}, {tp}, {}> to #dist.layout<{}, {}, {}> for triad.cross_entropy
+// COMM-DAG: 1 microbatch_step 2 all_gather tp 2 32,768 #dist.layout<{}, {tp}, {}> to #dist.layout<{}, {}, {}> for triad.cross_entropy_grad
+// COMM-DAG: 8 microbatch_step 2 all_gather tp 2 4,096 #dist.layout<{}, {tp}, {}> to #dist.layout<{}, {}, {}> for triad.matmul
+// COMM-DAG: 5 microbatch_step 2 all_gather tp 2 4,096 #dist.layout<{}, {tp}, {}> to #dist.layout<{}, {}, {}> for triad.reshape
+// COMM-DAG: 1 microbatch_step 2 all_gather tp 2 2,048 #dist.layout<{tp}, {}> to #dist.layout<{}, {}> for triad.pad
+// COMM-DAG: 1 microbatch_step 2 all_reduce tp 2 32,768 #dist.layout<{}, {}, partial = {tp}> to #dist.layout<{}, {}> for triad.add
+// COMM-DAG: 4 microbatch_step 2 reduce_scatter tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {tp}, {}> for triad.bias_add
+// COMM-DAG: 4 microbatch_step 2 reduce_scatter tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {tp}, {}> for triad.layer_norm_grad
+
+// LINES: 25
+
+// One layer after partitioning: the embedding layer's output is sliced
+// along the sequence; the norms and residual sums run on sequence pieces;
+// the weights keep Megatron's splits (a weight's split wins over an
+// activation's), so the normalized pieces are gathered once for the three
+// projections, and the row-parallel sums are reduce-scattered.
+// LAYER-LABEL: func.func @microbatch_step
+// LAYER: dist.all_slice %{{.*}} dim 1 over ["tp"] {{.*}} : tensor<4x16x32xf32> -> tensor<4x8x32xf32>
+// LAYER: triad.layer transformer 0
+// LAYER: %[[NORM:.*]] = triad.layer_norm {{.*}} : tensor<4x8x32xf32>
+// LAYER: %[[WHOLE:.*]] = dist.all_gather %[[NORM]] dim 1 over ["tp"] {{.*}} : tensor<4x8x32xf32> -> tensor<4x16x32xf32>
+// LAYER: triad.matmul %[[WHOLE]], %{{.*}} : tensor<4x16x32xf32>, tensor<32x16xf32> -> tensor<4x16x16xf32>
+// LAYER: triad.matmul %[[WHOLE]], %{{.*}} : tensor<4x16x32xf32>, tensor<32x8xf32> -> tensor<4x16x8xf32>
+// LAYER: triad.matmul %[[WHOLE]], %{{.*}} : tensor<4x16x32xf32>, tensor<32x8xf32> -> tensor<4x16x8xf32>
+// LAYER: %[[PENDING:.*]] = triad.matmul {{.*}} : tensor<4x16x16xf32>, tensor<16x32xf32> -> tensor<4x16x32xf32>
+// LAYER: %[[PIECE:.*]] = dist.reduce_scatter %[[PENDING]] dim 1 over ["tp"] {{.*}} : tensor<4x16x32xf32> -> tensor<4x8x32xf32>
+// LAYER: triad.bias_add %[[PIECE]]
+// LAYER: triad.layer_norm {{.*}} : tensor<4x8x32xf32>
+
+// Activations at peak per rank shrink (the norms, residuals and their
+// gradients are kept in sequence pieces).
+// MEM: activations at peak (microbatch_step) 377,360 B
+// MEMSP: activations at peak (microbatch_step) 336,400 B
+
+// The sequence must divide among the tp ranks.
+// ODD: error: 'triad.layer' op sequence parallelism cannot split the sequence of result 0 ('tensor<4x15x32xf32>') over tp=2: 15 is not divisible
