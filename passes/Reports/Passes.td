@@ -35,4 +35,48 @@ def ModelSummary : Pass<"triad-model-summary", "::mlir::ModuleOp"> {
   let dependentDialects = ["::triad::TriadDialect"];
 }
 
+def ScheduleReport : Pass<"triad-schedule-report", "::mlir::ModuleOp"> {
+  let summary = "Prints a pipeline schedule's per-rank actions, its check and "
+                "its bubble";
+  let description = [{
+    Builds the pipeline schedule `schedule` (gpipe, 1f1b, interleaved,
+    zb-h1; zero-bubble is zb-h1) for `pp` pipeline ranks, `microbatches`
+    microbatches and `virtual-stages` stages per rank, checks it statically
+    (every send has its receive, every pass has its inputs, and the ranks
+    cannot deadlock with blocking point-to-point transfers) and prints:
+    each rank's actions in order, the bubble fraction (idle over compute
+    time) of a unit-cost run (a forward costs 1, a backward 2) next to the
+    schedule's closed form, and the most microbatches whose activations
+    each rank holds at once. The IR is not changed. An invalid combination
+    (interleaved with a number of microbatches that `pp` does not divide,
+    virtual stages without interleaving) is an error that says why.
+
+    Example (`--triad-schedule-report="pp=2 microbatches=4"`):
+
+    ```
+    triad schedule report: 1f1b, 2 pipeline ranks, 4 microbatches, 1 stage per rank
+      rank 0: F0.0 send-act0.0>1 F0.1 send-act0.1>1 recv-grad0.0<1 B0.0 ...
+      rank 1: recv-act1.0<0 F1.0 B1.0 send-grad1.0>0 ...
+      check: every transfer matched, inputs before passes, no deadlock
+      bubble (F=1, B=2): 0.2500 of compute time (closed form (p-1)/m: 0.2500)
+      peak microbatches in flight per rank: 2 1
+    ```
+
+    Tokens: `Fs.i` / `Bs.i` forward / backward of stage s, microbatch i;
+    `BIs.i` / `BWs.i` the input and weight halves of a split backward;
+    `send-acts.i>r` / `recv-acts.i<r` an activation to / from rank r,
+    `send-grads.i>r` / `recv-grads.i<r` a gradient.
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "Pipeline schedule: gpipe, 1f1b, interleaved, zb-h1 "
+           "(zero-bubble)">,
+    Option<"pp", "pp", "int64_t", "1", "Pipeline ranks">,
+    Option<"microbatches", "microbatches", "int64_t", "1",
+           "Microbatches per optimizer step">,
+    Option<"virtualStages", "virtual-stages", "int64_t", "1",
+           "Stages per pipeline rank (interleaved)">,
+  ];
+}
+
 #endif // TRIAD_PASSES_REPORTS_PASSES_TD

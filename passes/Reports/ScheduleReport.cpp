@@ -1,0 +1,96 @@
+//===- ScheduleReport.cpp - a pipeline schedule, checked and measured -----===//
+//
+// Implements --triad-schedule-report: builds a pipeline schedule with the
+// runtime's schedule library (the same code that checks a loaded plan),
+// verifies it and prints its per-rank actions, its unit-cost bubble next
+// to the closed form and the microbatches each rank holds at once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Reports/Passes.h"
+
+#include "runtime/schedule/Schedule.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <limits>
+
+namespace triad {
+#define GEN_PASS_DEF_SCHEDULEREPORT
+#include "passes/Reports/Passes.h.inc"
+} // namespace triad
+
+using namespace mlir;
+
+namespace {
+
+/// The closed form of a schedule's bubble, as text.
+const char *closedFormText(llvm::StringRef name) {
+  if (name == "interleaved")
+    return "(p-1)/(v*m)";
+  if (name == "zb-h1")
+    return "(p-1)/(3*m)";
+  return "(p-1)/m";
+}
+
+struct ScheduleReportPass
+    : public triad::impl::ScheduleReportBase<ScheduleReportPass> {
+  using ScheduleReportBase::ScheduleReportBase;
+
+  void runOnOperation() override {
+    std::string name =
+        schedule == "zero-bubble" ? "zb-h1" : schedule.getValue();
+    auto fail = [&](absl::string_view message) {
+      emitError(getOperation().getLoc(), "--triad-schedule-report: ")
+          << llvm::StringRef(message.data(), message.size());
+      signalPassFailure();
+    };
+    constexpr int64_t limit = std::numeric_limits<int>::max();
+    if (pp > limit || microbatches > limit || virtualStages > limit)
+      return fail("pp, microbatches and virtual-stages must fit in an int");
+    absl::StatusOr<triad::schedule::Schedule> built = triad::schedule::build(
+        name, static_cast<int>(pp), static_cast<int>(microbatches),
+        static_cast<int>(virtualStages));
+    if (!built.ok())
+      return fail(built.status().message());
+    if (absl::Status status = triad::schedule::verify(*built); !status.ok())
+      return fail(status.message());
+    absl::StatusOr<triad::schedule::Timeline> timeline =
+        triad::schedule::simulate(*built);
+    if (!timeline.ok())
+      return fail(timeline.status().message());
+
+    llvm::raw_ostream &os = llvm::outs();
+    auto count = [](int64_t n, llvm::StringRef one, llvm::StringRef many) {
+      return std::to_string(n) + " " + (n == 1 ? one : many).str();
+    };
+    os << "triad schedule report: " << name << ", "
+       << count(pp, "pipeline rank", "pipeline ranks") << ", "
+       << count(microbatches, "microbatch", "microbatches") << ", "
+       << count(virtualStages, "stage", "stages") << " per rank\n";
+    for (auto [rank, actions] : llvm::enumerate(built->actions)) {
+      os << "  rank " << rank << ":";
+      for (const triad::schedule::Action &action : actions)
+        os << " " << triad::schedule::format(action);
+      os << "\n";
+    }
+    os << "  check: every transfer matched, inputs before passes, no "
+          "deadlock\n";
+    os << "  bubble (F=1, B=2): "
+       << llvm::format("%.4f", timeline->bubbleFraction)
+       << " of compute time (closed form " << closedFormText(name) << ": "
+       << llvm::format("%.4f", triad::schedule::closedFormBubble(
+                                   name, static_cast<int>(pp),
+                                   static_cast<int>(microbatches),
+                                   static_cast<int>(virtualStages)))
+       << ")\n";
+    os << "  peak microbatches in flight per rank:";
+    for (int peak : triad::schedule::peakInFlight(*built))
+      os << " " << peak;
+    os << "\n";
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace
