@@ -39,10 +39,12 @@ std::string checkOptions(const triad::TrainPipelineOptions &o) {
        << " pp=" << o.pp << ")";
   else if (o.zero < 0 || o.zero > 3)
     os << "zero=" << o.zero << " is not a ZeRO stage (0, 1, 2 or 3)";
-  else if (!llvm::is_contained({"gpipe", "1f1b", "interleaved", "zero-bubble"},
-                               o.schedule.getValue()))
+  else if (!llvm::is_contained(
+               {"gpipe", "1f1b", "interleaved", "zb-h1", "zero-bubble"},
+               o.schedule.getValue()))
     os << "schedule '" << o.schedule
-       << "' is unknown (gpipe, 1f1b, interleaved or zero-bubble)";
+       << "' is unknown (gpipe, 1f1b, interleaved, zb-h1 or zero-bubble, "
+          "the same as zb-h1)";
   else if (o.microbatches < 1)
     os << "microbatches=" << o.microbatches << " must be at least 1";
   else if (o.virtualStages < 1)

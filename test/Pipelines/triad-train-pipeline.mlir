@@ -80,7 +80,7 @@
 
 // DP4: error: 'func.func' op batch 2 of argument 0 is not divisible by dp=4
 // DPMB: error: 'func.func' op batch 1 of argument 0 is not divisible by dp=2
-// SCHEDULE: error: --triad-train-pipeline: schedule 'round-robin' is unknown (gpipe, 1f1b, interleaved or zero-bubble)
+// SCHEDULE: error: --triad-train-pipeline: schedule 'round-robin' is unknown (gpipe, 1f1b, interleaved, zb-h1 or zero-bubble, the same as zb-h1)
 // VIRTUAL: error: --triad-train-pipeline: virtual-stages=2 needs schedule=interleaved
 // RECOMPUTE: error: --triad-train-pipeline: recompute 'some' is unknown (none, selective or full)
 // DTYPE: error: --triad-train-pipeline: dtype 'f64' is unknown (f32, bf16 or f16)

@@ -31,8 +31,8 @@ struct TrainPipelineOptions
                        llvm::cl::init(0)};
   Option<std::string> schedule{
       *this, "schedule",
-      llvm::cl::desc("Pipeline schedule: gpipe, 1f1b, interleaved, "
-                     "zero-bubble"),
+      llvm::cl::desc("Pipeline schedule: gpipe, 1f1b, interleaved, zb-h1 "
+                     "(zero-bubble)"),
       llvm::cl::init("1f1b")};
   Option<int64_t> microbatches{
       *this, "microbatches",
