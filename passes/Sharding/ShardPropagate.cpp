@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -390,6 +391,89 @@ LogicalResult triad::sharding::propagateLayouts(ModuleOp module, MeshOp mesh,
 
 namespace {
 
+/// The layout propagation recorded for `value`.
+LayoutAttr recordedLayout(Value value) {
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    auto layout = func ? func.getArgAttrOfType<LayoutAttr>(
+                             arg.getArgNumber(), DistDialect::kLayoutAttrName)
+                       : LayoutAttr();
+    return layout ? layout : replicatedFor(value.getType());
+  }
+  SmallVector<LayoutAttr> layouts = getResultLayouts(value.getDefiningOp());
+  unsigned index = cast<OpResult>(value).getResultNumber();
+  return index < layouts.size() ? layouts[index]
+                                : replicatedFor(value.getType());
+}
+
+/// Regroups every sum of scalars (a tree of single-use triad.add ops, such
+/// as the global gradient norm's sum of squares) whose terms are pending
+/// over different mesh axes: the terms pending over the same axes are
+/// added first, so that each group is reduced once, instead of every
+/// partial term being reduced on its own before it meets a replicated one.
+void groupPendingSums(func::FuncOp func, MeshOp mesh) {
+  auto isScalarAdd = [](Operation *op) {
+    auto add = dyn_cast_or_null<AddOp>(op);
+    return add && cast<RankedTensorType>(add.getType()).getRank() == 0 &&
+           add.getLhs().getType() == add.getRhs().getType();
+  };
+  SmallVector<AddOp> roots;
+  func.walk([&](AddOp add) {
+    bool inner = add->hasOneUse() && isScalarAdd(*add->user_begin());
+    if (isScalarAdd(add) && !inner)
+      roots.push_back(add);
+  });
+  for (AddOp root : roots) {
+    SmallVector<Value> leaves;
+    SmallVector<Operation *> tree;
+    std::function<void(Value)> collect = [&](Value value) {
+      Operation *def = value.getDefiningOp();
+      if (isScalarAdd(def) && value.hasOneUse()) {
+        tree.push_back(def);
+        collect(def->getOperand(0));
+        collect(def->getOperand(1));
+        return;
+      }
+      leaves.push_back(value);
+    };
+    tree.push_back(root);
+    collect(root.getLhs());
+    collect(root.getRhs());
+    llvm::MapVector<Attribute, SmallVector<Value>> groups;
+    for (Value leaf : leaves) {
+      SmallVector<StringRef> axes = recordedLayout(leaf).getPartialAxes();
+      if (mesh.getGroupSize(axes) <= 1)
+        axes.clear();
+      groups[OpBuilder(func).getStrArrayAttr(axes)].push_back(leaf);
+    }
+    if (groups.size() < 2)
+      continue;
+    OpBuilder builder(root);
+    auto sum = [&](Value lhs, Value rhs, LayoutAttr layout) -> Value {
+      auto add = AddOp::create(builder, root.getLoc(), lhs.getType(), lhs, rhs);
+      setResultLayouts(add, {layout});
+      return add;
+    };
+    Value total;
+    for (auto &[axes, terms] : groups) {
+      SmallVector<StringRef> pending(
+          cast<ArrayAttr>(axes).getAsValueRange<StringAttr>());
+      LayoutAttr layout =
+          LayoutAttr::getReplicated(func.getContext(), 0).withPartial(pending);
+      Value group = terms.front();
+      for (Value term : llvm::drop_begin(terms))
+        group = sum(group, term, layout);
+      total =
+          total ? sum(total, group, recordedLayout(root.getResult())) : group;
+    }
+    root.getResult().replaceAllUsesWith(total);
+    for (Operation *op : tree)
+      op->dropAllReferences();
+    for (Operation *op : tree)
+      op->erase();
+  }
+}
+
 struct ShardPropagatePass
     : public triad::impl::ShardPropagateBase<ShardPropagatePass> {
   using ShardPropagateBase::ShardPropagateBase;
@@ -418,6 +502,8 @@ struct ShardPropagatePass
     });
     if (failed(propagateLayouts(module, *mesh, "dp", funcs, sp)))
       return signalPassFailure();
+    for (func::FuncOp func : funcs)
+      groupPendingSums(func, *mesh);
   }
 };
 

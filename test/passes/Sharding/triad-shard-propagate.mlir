@@ -663,3 +663,25 @@ func.func @microbatch_step(%x: tensor<4x8xf32> {triad.input = "tokens"}) -> (ten
 // ONE: dist.mesh @mesh axes ["dp", "pp", "tp"] = [1, 1, 1]
 // ONE-NOT: {dp}
 // ONE-NOT: partial
+
+// -----
+
+// A sum of scalars whose terms are pending over different axes (the global
+// gradient norm under tp) is regrouped: the pending terms are added first,
+// so that one all_reduce serves them all, then the replicated ones.
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
+// CHECK-LABEL: func.func @grouped_sum
+// CHECK-SAME: (%[[A:[a-z0-9]+]]: tensor<f32> {{.*}}, %[[B:[a-z0-9]+]]: tensor<f32> {{.*}}, %[[C:[a-z0-9]+]]: tensor<f32> {{.*}}, %[[D:[a-z0-9]+]]: tensor<f32> {{.*}})
+func.func @grouped_sum(%a: tensor<f32> {dist.layout = #dist.layout<partial = {tp}>},
+                       %b: tensor<f32>,
+                       %c: tensor<f32> {dist.layout = #dist.layout<partial = {tp}>},
+                       %d: tensor<f32>) -> tensor<f32> {
+  // CHECK: %[[AC:.*]] = triad.add %[[A]], %[[C]] {dist.layouts = [#dist.layout<partial = {tp}>]}
+  // CHECK: %[[BD:.*]] = triad.add %[[B]], %[[D]] {dist.layouts = [#dist.layout<>]}
+  // CHECK: %[[ALL:.*]] = triad.add %[[AC]], %[[BD]] {dist.layouts = [#dist.layout<>]}
+  // CHECK: return %[[ALL]]
+  %0 = triad.add %a, %b : tensor<f32>, tensor<f32>
+  %1 = triad.add %0, %c : tensor<f32>, tensor<f32>
+  %2 = triad.add %1, %d : tensor<f32>, tensor<f32>
+  return %2 : tensor<f32>
+}
