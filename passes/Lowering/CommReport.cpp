@@ -36,6 +36,17 @@ int64_t collectiveBytes(rt::KernelOp kernel) {
   return type.getNumElements() * rt::elementBytes(type.getElementType());
 }
 
+/// The bytes each member of a group of `ranks` sends for a collective over
+/// `bytes` (as collectiveBytes counts them) with the ring algorithms NCCL
+/// and MPI use for large messages: an all_reduce is a reduce_scatter and an
+/// all_gather, each sending (ranks - 1) / ranks of the tensor.
+double wireBytes(rt::OpCode opcode, int64_t bytes, int64_t ranks) {
+  if (ranks <= 1)
+    return 0;
+  double share = double(ranks - 1) / double(ranks) * double(bytes);
+  return opcode == rt::OpCode::AllReduce ? 2 * share : share;
+}
+
 bool isCollective(rt::OpCode opcode) {
   return opcode == rt::OpCode::AllReduce || opcode == rt::OpCode::AllGather ||
          opcode == rt::OpCode::ReduceScatter || opcode == rt::OpCode::AllToAll;
@@ -95,6 +106,7 @@ struct CommReportPass : triad::impl::CommReportBase<CommReportPass> {
                          "calls", "collective", "group", "ranks", "bytes",
                          "why");
       std::map<std::string, int64_t> totals;
+      std::map<std::string, double> sent;
       int64_t count = 0;
       for (auto func : program.getBody().getOps<rt::FuncOp>()) {
         int64_t n = calls.lookup(func.getSymName());
@@ -111,14 +123,19 @@ struct CommReportPass : triad::impl::CommReportBase<CommReportPass> {
               groupText(group).c_str(), (long long)groupRanks(group),
               withCommas(bytes).c_str(), reason ? reason.str().c_str() : "");
           totals[groupText(group)] += n * bytes;
+          sent[groupText(group)] +=
+              n * wireBytes(kernel.getOpcode(), bytes, groupRanks(group));
           count += n;
         }
       }
       if (totals.empty())
         os << "  (no collectives: every rank computes alone)\n";
       for (auto &[group, bytes] : totals)
-        os << llvm::format("  total over %-8s %14s B per step\n", group.c_str(),
-                           withCommas(bytes).c_str());
+        os << llvm::format(
+            "  total over %-8s %14s B per step, %s B sent by each rank (ring "
+            "algorithms)\n",
+            group.c_str(), withCommas(bytes).c_str(),
+            withCommas(static_cast<int64_t>(sent[group] + 0.5)).c_str());
       os << "  collectives per step: " << count << "\n";
     }
     output->keep();

@@ -1,6 +1,7 @@
 // RUN: triad-opt %S/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 microbatches=1' --triad-comm-report -o /dev/null | FileCheck %s --check-prefix=DP
 // RUN: triad-opt %S/Inputs/two-params.mlir --triad-train-pipeline=microbatches=2 --triad-comm-report -o /dev/null | FileCheck %s --check-prefix=SINGLE
 // RUN: not triad-opt %S/Inputs/two-params.mlir --triad-comm-report 2>&1 | FileCheck %s --check-prefix=NOPLAN
+// RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --seq 16 --batch 8 | triad-opt '--triad-train-pipeline=dp=4 zero=2' --triad-comm-report -o /dev/null | FileCheck %s --check-prefix=WIRE
 
 // Data parallel: one step reduces the loss sum and token count (two
 // adjacent floats, 68 bytes with the alignment gap) and one bucket with both
@@ -9,7 +10,9 @@
 // DP-NEXT: function calls collective group ranks bytes why
 // DP-NEXT: apply_step 1 all_reduce dp 2 68 the step's loss sum and token count, partial over dp
 // DP-NEXT: apply_step 1 all_reduce dp 2 544 gradients entering @apply_step, partial over dp: 2 tensors in one bucket
-// DP-NEXT: total over dp 612 B per step
+// Over 2 ranks a ring all_reduce sends the whole tensor from each rank
+// (half in its reduce-scatter, half in its all-gather).
+// DP-NEXT: total over dp 612 B per step, 612 B sent by each rank (ring algorithms)
 // DP-NEXT: collectives per step: 2
 
 // One rank, two microbatches: nothing to communicate.
@@ -17,3 +20,10 @@
 // SINGLE-NEXT: collectives per step: 0
 
 // NOPLAN: error: holds no rt.plan and rt.program to report on; run --triad-lower-to-rt or --triad-train-pipeline first
+
+// Over 4 ranks each rank sends 3/4 of what a reduce_scatter or all_gather
+// moves and 3/2 of an all_reduce's tensor: ZeRO-2 reduce-scatters the
+// 125,312 gradient bytes and all-gathers as many parameter bytes, and
+// all-reduces 72 bytes (the loss sum and token count, the sum of squares):
+// 3/4 x 250,624 + 3/2 x 72 = 188,076.
+// WIRE: total over dp 250,696 B per step, 188,076 B sent by each rank (ring algorithms)
