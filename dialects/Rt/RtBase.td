@@ -80,7 +80,9 @@ def Rt_OpCode : I32EnumAttr<"OpCode", "runtime kernel", [
     I32EnumAttrCase<"AllGather", 39, "all_gather">,
     I32EnumAttrCase<"ReduceScatter", 40, "reduce_scatter">,
     I32EnumAttrCase<"AllToAll", 41, "all_to_all">,
-    I32EnumAttrCase<"AllSlice", 42, "all_slice">
+    I32EnumAttrCase<"AllSlice", 42, "all_slice">,
+    I32EnumAttrCase<"Send", 43, "send">,
+    I32EnumAttrCase<"Recv", 44, "recv">
   ]> {
   let cppNamespace = "::triad::rt";
 }

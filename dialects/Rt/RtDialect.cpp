@@ -244,7 +244,13 @@ LogicalResult KernelOp::verify() {
   if (failed(checkBuffers(*this, getInputs())) ||
       failed(checkBuffers(*this, getOutputs())))
     return failure();
-  if (getOutputs().empty())
+  if (getOpcode() == OpCode::Send &&
+      (getInputs().size() != 1 || !getOutputs().empty()))
+    return emitOpError("kernel 'send' reads one input and writes no output");
+  if (getOpcode() == OpCode::Recv &&
+      (!getInputs().empty() || getOutputs().size() != 1))
+    return emitOpError("kernel 'recv' reads no input and writes one output");
+  if (getOutputs().empty() && getOpcode() != OpCode::Send)
     return emitOpError("writes no output");
   if (!updatesInPlace(getOpcode()))
     for (Value out : getOutputs())

@@ -166,8 +166,10 @@ def Rt_KernelOp : Rt_Op<"kernel", [AttrSizedOperandSegments,
   let description = [{
     Calls kernel `opcode` on the input buffers, writing the output buffers,
     with its integer and float attributes (their meaning per kernel is in
-    plan.fbs). An output is the same buffer as an input only for the kernels
-    that update in place (adamw, accumulate, scale_by, select, copy).
+    plan.fbs). Every kernel writes an output but `send`, which reads one
+    buffer and transfers it to another pipeline rank (`recv` reads none and
+    writes one). An output is the same buffer as an input only for the
+    kernels that update in place (adamw, accumulate, scale_by, select, copy).
 
     Example:
 

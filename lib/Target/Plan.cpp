@@ -42,8 +42,10 @@ TRIAD_SAME_OPCODE(AllGather)
 TRIAD_SAME_OPCODE(ReduceScatter)
 TRIAD_SAME_OPCODE(AllToAll)
 TRIAD_SAME_OPCODE(AllSlice)
+TRIAD_SAME_OPCODE(Send)
+TRIAD_SAME_OPCODE(Recv)
 #undef TRIAD_SAME_OPCODE
-static_assert(static_cast<int>(rtir::OpCode::AllSlice) ==
+static_assert(static_cast<int>(rtir::OpCode::Recv) ==
                   static_cast<int>(plan::OpCode::MAX),
               "the rt dialect and plan.fbs list different kernels");
 static_assert(static_cast<int>(rtir::Role::Accumulator) ==

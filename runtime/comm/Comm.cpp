@@ -52,6 +52,41 @@ Communicator::startAllToAll(uint32_t group, const float *in, float *out,
   return finished(allToAll(group, in, out, count));
 }
 
+absl::StatusOr<std::unique_ptr<CommRequest>>
+Communicator::startSend(const float *data, int64_t count, int64_t peer,
+                        int64_t tag) {
+  return finished(send(data, count, peer, tag));
+}
+
+absl::StatusOr<std::unique_ptr<CommRequest>>
+Communicator::startRecv(float *data, int64_t count, int64_t peer, int64_t tag) {
+  return finished(recv(data, count, peer, tag));
+}
+
+absl::Status Communicator::checkTransfer(int64_t count, int64_t peer,
+                                         int64_t tag) const {
+  if (peer < 0 || peer >= worldSize() || peer == worldRank())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", worldRank(), " cannot transfer to or from rank ", peer,
+        ": the peer must be another of the world's ", worldSize(), " ranks"));
+  if (count < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("negative element count ", count));
+  if (tag < 0)
+    return absl::InvalidArgumentError(absl::StrCat("negative tag ", tag));
+  return absl::OkStatus();
+}
+
+absl::Status LocalCommunicator::send(const float *, int64_t count, int64_t peer,
+                                     int64_t tag) {
+  return checkTransfer(count, peer, tag);
+}
+
+absl::Status LocalCommunicator::recv(float *, int64_t count, int64_t peer,
+                                     int64_t tag) {
+  return checkTransfer(count, peer, tag);
+}
+
 absl::Status LocalCommunicator::copy(uint32_t group, const float *in,
                                      float *out, int64_t count) const {
   if (group >= groups)

@@ -8,9 +8,12 @@
 // one, and joining received pieces along one, is the same for every
 // backend and lives in Collectives.h, above this interface.
 //
-// A backend's collectives are blocking; a backend that can run them in the
-// background overrides the start* functions, which by default run the
-// blocking one and return a finished request.
+// Besides them, point-to-point transfers between two world ranks (the
+// plan's Send and Recv, between pipeline ranks).
+//
+// A backend's collectives and transfers are blocking; a backend that can run
+// them in the background overrides the start* functions, which by default
+// run the blocking one and return a finished request.
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,6 +73,21 @@ public:
   virtual absl::Status allToAll(uint32_t group, const float *in, float *out,
                                 int64_t count) = 0;
 
+  // Point-to-point transfers of `count` f32 elements between this rank and
+  // world rank `peer` (another rank). A send and a receive match when their
+  // (sender, receiver, tag) match, in the order each side issues them; a
+  // receive whose count differs from its send's is an error. A send may
+  // return before the receiver has the data or only once it has it: callers
+  // order their transfers so that neither deadlocks (a schedule that is
+  // deadlock-free when both block until matched).
+
+  /// Sends data[0, count) to `peer`.
+  virtual absl::Status send(const float *data, int64_t count, int64_t peer,
+                            int64_t tag) = 0;
+  /// Receives `count` elements from `peer` into data[0, count).
+  virtual absl::Status recv(float *data, int64_t count, int64_t peer,
+                            int64_t tag) = 0;
+
   /// Waits for every rank of the world.
   virtual absl::Status barrier() = 0;
   /// Every rank calls it with its own outcome; every rank gets OK exactly
@@ -89,10 +107,23 @@ public:
                      int64_t count);
   virtual absl::StatusOr<std::unique_ptr<CommRequest>>
   startAllToAll(uint32_t group, const float *in, float *out, int64_t count);
+  /// The transfers started in the background: until wait() returns, a
+  /// send's `data` must not be written, a receive's neither read nor
+  /// written. Transfers match in the order they are started.
+  virtual absl::StatusOr<std::unique_ptr<CommRequest>>
+  startSend(const float *data, int64_t count, int64_t peer, int64_t tag);
+  virtual absl::StatusOr<std::unique_ptr<CommRequest>>
+  startRecv(float *data, int64_t count, int64_t peer, int64_t tag);
+
+protected:
+  /// InvalidArgument unless `peer` is another rank of the world, `count`
+  /// is not negative and `tag` is not negative.
+  absl::Status checkTransfer(int64_t count, int64_t peer, int64_t tag) const;
 };
 
 /// The world of one rank, alone in each of its `groups` groups: every
-/// collective is a copy.
+/// collective is a copy, and every transfer an error (there is no other
+/// rank).
 class LocalCommunicator : public Communicator {
 public:
   explicit LocalCommunicator(uint32_t groups = 0) : groups(groups) {}
@@ -110,6 +141,10 @@ public:
                              int64_t count) override;
   absl::Status allToAll(uint32_t group, const float *in, float *out,
                         int64_t count) override;
+  absl::Status send(const float *data, int64_t count, int64_t peer,
+                    int64_t tag) override;
+  absl::Status recv(float *data, int64_t count, int64_t peer,
+                    int64_t tag) override;
   absl::Status barrier() override { return absl::OkStatus(); }
   absl::Status agree(const absl::Status &local) override { return local; }
 

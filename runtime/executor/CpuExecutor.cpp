@@ -63,6 +63,10 @@ bool isCollective(plan::OpCode op) {
          op == plan::OpCode::ReduceScatter || op == plan::OpCode::AllToAll;
 }
 
+bool isTransfer(plan::OpCode op) {
+  return op == plan::OpCode::Send || op == plan::OpCode::Recv;
+}
+
 int64_t nowNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -160,14 +164,29 @@ absl::Status CpuExecutor::checkCollectives() const {
     for (size_t i = 0; i < function->body()->size(); ++i) {
       const plan::Instr *instr = function->body()->Get(i);
       plan::OpCode op = instr->op();
-      if (op != plan::OpCode::AllReduce && op != plan::OpCode::AllGather &&
-          op != plan::OpCode::ReduceScatter && op != plan::OpCode::AllToAll)
-        continue;
-      uint32_t group = static_cast<uint32_t>(instr->ints()->Get(0));
-      int64_t members = groupSize(root, group);
       std::string where =
           absl::StrCat("function '", function->name()->str(), "', instruction ",
                        i, " (", plan::EnumNameOpCode(op), ")");
+      if (isTransfer(op)) {
+        int64_t peer = instr->ints()->Get(0);
+        if (!options.communicator)
+          return absl::FailedPreconditionError(absl::StrCat(
+              where, " transfers ", op == plan::OpCode::Send ? "to" : "from",
+              " pipeline rank ", peer,
+              ", but this executor has no communicator (run the plan's ",
+              meshSize(root), " ranks under mpirun)"));
+        uint32_t standsAt = pipelineRankAt(root, meshPosition);
+        if (standsAt != program->pipeline_rank())
+          return absl::FailedPreconditionError(absl::StrCat(
+              where, ": world rank ", rank, " is at pipeline rank ", standsAt,
+              " of the mesh but runs the program of pipeline rank ",
+              program->pipeline_rank()));
+        continue;
+      }
+      if (!isCollective(op))
+        continue;
+      uint32_t group = static_cast<uint32_t>(instr->ints()->Get(0));
+      int64_t members = groupSize(root, group);
       if (!options.communicator && members > 1)
         return absl::FailedPreconditionError(absl::StrCat(
             where, " runs over group ", group, " of ", members,
@@ -305,7 +324,8 @@ CpuExecutor::run(const plan::Function &function,
       int64_t begin = times ? now() : 0;
       absl::Status status = isCollective(instr->op())
                                 ? startCollective(*instr, i)
-                                : execute(*instr, step);
+                            : isTransfer(instr->op()) ? startTransfer(*instr, i)
+                                                      : execute(*instr, step);
       if (!status.ok())
         return failed(i, *instr, status);
       if (times)
@@ -365,9 +385,32 @@ absl::Status CpuExecutor::startCollective(const plan::Instr &instr,
     return pending->wait();
   const plan::Region &xRegion = *value(x).region(),
                      &outRegion = *value(out).region();
-  inFlight.push_back({std::move(*pending), instr.op(), index, xRegion.offset(),
-                      xRegion.offset() + xRegion.bytes(), outRegion.offset(),
+  inFlight.push_back({std::move(*pending), nullptr, instr.op(), index,
+                      xRegion.offset(), xRegion.offset() + xRegion.bytes(),
+                      outRegion.offset(),
                       outRegion.offset() + outRegion.bytes()});
+  return absl::OkStatus();
+}
+
+absl::Status CpuExecutor::startTransfer(const plan::Instr &instr,
+                                        size_t index) {
+  bool send = instr.op() == plan::OpCode::Send;
+  uint32_t data = send ? instr.inputs()->Get(0) : instr.outputs()->Get(0);
+  int64_t peer = pipelinePeerRank(plan->root(), meshPosition,
+                                  instr.ints()->Get(0)),
+          tag = instr.ints()->Get(1), elements = count(shapeOf(value(data)));
+  absl::StatusOr<std::unique_ptr<CommRequest>> request =
+      send ? communicator->startSend(f32(data), elements, peer, tag)
+           : communicator->startRecv(f32(data), elements, peer, tag);
+  if (!request.ok())
+    return request.status();
+  if (!options.overlapCollectives)
+    return (*request)->wait();
+  const plan::Region &region = *value(data).region();
+  uint64_t begin = region.offset(), end = region.offset() + region.bytes();
+  inFlight.push_back({std::nullopt, std::move(*request), instr.op(), index,
+                      send ? begin : 0, send ? end : 0, send ? 0 : begin,
+                      send ? 0 : end});
   return absl::OkStatus();
 }
 
@@ -399,12 +442,14 @@ absl::Status CpuExecutor::waitFor(const plan::Instr *instr,
       continue;
     }
     int64_t begin = times ? nowNanos() : 0;
-    absl::Status status = inFlight[i].pending.wait();
+    absl::Status status = inFlight[i].wait();
     if (times)
       times->push_back({inFlight[i].op, begin, nowNanos(), /*wait=*/true});
     if (!status.ok() && result.ok())
       result = absl::Status(status.code(),
-                            absl::StrCat("the collective of instruction ",
+                            absl::StrCat(isTransfer(inFlight[i].op)
+                                             ? "the transfer of instruction "
+                                             : "the collective of instruction ",
                                          inFlight[i].instruction, " (",
                                          plan::EnumNameOpCode(inFlight[i].op),
                                          "): ", status.message()));
@@ -822,7 +867,11 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   case plan::OpCode::AllGather:
   case plan::OpCode::ReduceScatter:
   case plan::OpCode::AllToAll:
-    return absl::InternalError("collectives run through startCollective");
+  case plan::OpCode::Send:
+  case plan::OpCode::Recv:
+    return absl::InternalError(
+        "collectives and transfers run through startCollective and "
+        "startTransfer");
   }
   return absl::InternalError("unknown op code");
 }

@@ -47,21 +47,22 @@ struct ExecutorOptions {
   std::optional<double> peakLearningRate;
   /// The job's ranks (not owned; it must outlive the executor): the
   /// executor is its world rank, holds that rank's slices of the persistent
-  /// tensors and runs the plan's collectives through it. Without one, the
-  /// executor is world rank 0 alone: a plan whose collectives run over
-  /// groups of more than one rank is then refused at creation.
+  /// tensors and runs the plan's collectives and transfers through it.
+  /// Without one, the executor is world rank 0 alone: a plan whose
+  /// collectives run over groups of more than one rank, or that transfers
+  /// between pipeline ranks, is then refused at creation.
   Communicator *communicator = nullptr;
-  /// Starts each collective and lets the following instructions run until
-  /// the first one that reads or writes the collective's output, or writes
-  /// its input, overlapping communication with computation; false: every
-  /// collective completes before the next instruction. Either way all are
-  /// complete when a function returns.
+  /// Starts each collective and transfer (Send, Recv) and lets the
+  /// following instructions run until the first one that reads or writes
+  /// its output, or writes its input, overlapping communication with
+  /// computation; false: every collective and transfer completes before the
+  /// next instruction. Either way all are complete when a function returns.
   bool overlapCollectives = true;
 };
 
 /// When one instruction of a run started and ended (steady clock). A
-/// collective started in the background has a second entry, `wait`, for
-/// the time the run waited for it to complete.
+/// collective or transfer started in the background has a second entry,
+/// `wait`, for the time the run waited for it to complete.
 struct InstructionTime {
   plan::OpCode op;
   int64_t beginNanos, endNanos;
@@ -114,8 +115,10 @@ private:
   absl::Status execute(const plan::Instr &instr, uint64_t step);
   /// Starts the collective `instr` (and, without overlap, completes it).
   absl::Status startCollective(const plan::Instr &instr, size_t index);
-  /// Completes the collectives in flight that `instr` must wait for (all
-  /// of them for nullptr); records their waits in `times`.
+  /// Starts the Send or Recv `instr` (and, without overlap, completes it).
+  absl::Status startTransfer(const plan::Instr &instr, size_t index);
+  /// Completes the collectives and transfers in flight that `instr` must
+  /// wait for (all of them for nullptr); records their waits in `times`.
   absl::Status waitFor(const plan::Instr *instr,
                        std::vector<InstructionTime> *times);
 
@@ -132,13 +135,19 @@ private:
     }
   };
 
-  /// A collective started and not yet completed: the byte ranges of its
-  /// input and output in the arena.
+  /// A collective or transfer started and not yet completed (one of
+  /// `collective` and `transfer`): the byte ranges of its input and output
+  /// in the arena (empty for the side a transfer lacks).
   struct InFlight {
-    PendingCollective pending;
+    std::optional<PendingCollective> collective;
+    std::unique_ptr<CommRequest> transfer;
     plan::OpCode op;
     size_t instruction;
     uint64_t xBegin, xEnd, outBegin, outEnd;
+
+    absl::Status wait() {
+      return collective ? collective->wait() : transfer->wait();
+    }
   };
 
   const LoadedPlan *plan;

@@ -49,6 +49,14 @@ int64_t worldRankAt(const plan::Plan &plan,
   return rank;
 }
 
+int64_t pipelinePeerRank(const plan::Plan &plan,
+                         const MeshCoordinates &coordinates,
+                         int64_t peerPipelineRank) {
+  MeshCoordinates peer = coordinates;
+  peer[meshAxisIndex(plan, "pp")] = peerPipelineRank;
+  return worldRankAt(plan, peer);
+}
+
 int64_t meshAxisIndex(const plan::Plan &plan, std::string_view name) {
   if (plan.mesh())
     for (size_t i = 0; i < plan.mesh()->size(); ++i)

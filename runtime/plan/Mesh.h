@@ -42,6 +42,14 @@ inline uint32_t pipelineRankAt(const plan::Plan &plan,
   return static_cast<uint32_t>(coordinateOn(plan, coordinates, "pp"));
 }
 
+/// The world rank of pipeline rank `peerPipelineRank` that shares every
+/// other coordinate with the rank at `coordinates`: the other end of a Send
+/// or Recv (see plan.fbs). The mesh must have a "pp" axis with more than
+/// `peerPipelineRank` ranks.
+int64_t pipelinePeerRank(const plan::Plan &plan,
+                         const MeshCoordinates &coordinates,
+                         int64_t peerPipelineRank);
+
 /// A rank's place in one communicator group.
 struct GroupPosition {
   /// Members of the group: the product of the sizes of its axes.

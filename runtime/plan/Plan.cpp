@@ -106,6 +106,9 @@ private:
   absl::Status checkCollective(plan::OpCode op, const std::vector<uint32_t> &in,
                                const std::vector<uint32_t> &out,
                                const std::vector<int64_t> &ints);
+  absl::Status checkTransfer(plan::OpCode op, const std::vector<uint32_t> &in,
+                             const std::vector<uint32_t> &out,
+                             const std::vector<int64_t> &ints);
 
   const plan::Value *value(uint32_t index) const {
     return program.values()->Get(index);
@@ -740,6 +743,11 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
   case plan::OpCode::AllToAll:
   case plan::OpCode::AllSlice:
     return checkCollective(instr.op(), in, out, ints);
+  case plan::OpCode::Send:
+  case plan::OpCode::Recv:
+    CHECK_OK(arity(instr.op() == plan::OpCode::Send ? 1 : 0,
+                   instr.op() == plan::OpCode::Send ? 0 : 1, 2, 0));
+    return checkTransfer(instr.op(), in, out, ints);
   }
 #undef CHECK_OK
   return fail(absl::StrCat("unknown op code ", static_cast<int>(instr.op())));
@@ -823,6 +831,31 @@ absl::Status ProgramChecker::checkCollective(plan::OpCode op,
         op == plan::OpCode::AllReduce
             ? " (an in-place all-reduce names the same value twice)"
             : " (only AllReduce works in place)"));
+  return absl::OkStatus();
+}
+
+absl::Status ProgramChecker::checkTransfer(plan::OpCode op,
+                                           const std::vector<uint32_t> &in,
+                                           const std::vector<uint32_t> &out,
+                                           const std::vector<int64_t> &ints) {
+  uint32_t data = op == plan::OpCode::Send ? in[0] : out[0];
+  if (value(data)->dtype() != plan::DType::F32)
+    return fail(absl::StrCat("transfers move f32 values; value ", data, " is ",
+                             plan::EnumNameDType(value(data)->dtype())));
+  int64_t peer = ints[0], tag = ints[1];
+  if (meshAxisIndex(planRoot, "pp") < 0)
+    return fail("transfers run between pipeline ranks, but the mesh has no "
+                "axis 'pp'");
+  int64_t pipelineRanks = meshAxisSize(planRoot, "pp");
+  if (peer < 0 || peer >= pipelineRanks)
+    return fail(absl::StrCat("peer pipeline rank ", peer, " is outside [0, ",
+                             pipelineRanks, ") (the mesh axis 'pp')"));
+  if (peer == program.pipeline_rank())
+    return fail(
+        absl::StrCat("peer pipeline rank ", peer, " is the program's own"));
+  if (tag < 0 || tag > kMaxTransferTag)
+    return fail(
+        absl::StrCat("tag ", tag, " is outside [0, ", kMaxTransferTag, "]"));
   return absl::OkStatus();
 }
 

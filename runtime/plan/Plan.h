@@ -27,6 +27,10 @@ namespace triad::rt {
 /// The plan format version this runtime reads.
 constexpr uint32_t kPlanVersion = 1;
 
+/// The largest tag of a Send or Recv: the least upper bound of tags that
+/// MPI guarantees (MPI_TAG_UB is at least this).
+constexpr int64_t kMaxTransferTag = 32767;
+
 /// A verified plan and the bytes it points into.
 class LoadedPlan {
 public:

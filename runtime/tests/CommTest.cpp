@@ -4,7 +4,9 @@
 // collective of the plan format run by the executor on the four ranks of a
 // 2 x 2 mesh (as threads), over groups of one axis, of both in either
 // order, along leading and non-leading dimensions, with and without
-// overlapping communication. The same checks run over MPI in MpiTest.cpp.
+// overlapping communication; then Send and Recv between pipeline ranks, on
+// pp = 2 alone and beside dp = 2, and their errors. The same checks run
+// over MPI in MpiTest.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,9 +16,11 @@
 #include "runtime/tests/CollectiveChecks.h"
 #include "runtime/tests/PlanBuilder.h"
 #include "runtime/tests/ThreadComm.h"
+#include "runtime/tests/TransferChecks.h"
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <numeric>
 
 using namespace triad::rt;
@@ -97,6 +101,132 @@ TEST(LocalCommunicator, EveryCollectiveIsACopy) {
   EXPECT_FALSE(comm.allReduceSum(0, x.data(), out.data(), -1).ok());
   EXPECT_TRUE(comm.barrier().ok());
   EXPECT_EQ(comm.agree(absl::InternalError("x")).message(), "x");
+  // Alone, a rank has no one to transfer to or from.
+  EXPECT_EQ(comm.send(x.data(), 12, 1, 0).message(),
+            "rank 0 cannot transfer to or from rank 1: the peer must be "
+            "another of the world's 1 ranks");
+  EXPECT_EQ(comm.recv(out.data(), 12, 0, 0).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+/// Runs the transfer plan on `mesh` as threads; `peerOf` gives each world
+/// rank's pipeline peer.
+void runTransfersOnThreads(std::vector<std::pair<std::string, uint32_t>> mesh,
+                           const std::function<int64_t(int64_t)> &peerOf,
+                           bool overlap) {
+  auto plan = loadPlanFromBytes(tests::buildTransferPlan(mesh), "t.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  int64_t size = meshSize(plan->root());
+  std::vector<std::string> errors(size);
+  std::vector<int64_t> transfers(size);
+  tests::runRanks(
+      plan->root(), [&](int64_t rank, tests::ThreadCommunicator &comm) {
+        ExecutorOptions options;
+        options.communicator = &comm;
+        options.overlapCollectives = overlap;
+        comm.deferred = overlap;
+        uint32_t pipelineRank =
+            pipelineRankAt(plan->root(), meshCoordinates(plan->root(), rank));
+        auto executor = CpuExecutor::create(*plan, pipelineRank, 1, options);
+        if (!executor.ok()) {
+          errors[rank] = std::string(executor.status().message());
+          return;
+        }
+        errors[rank] =
+            tests::checkTransfers(*executor, rank, pipelineRank, peerOf(rank));
+        transfers[rank] = comm.transfers;
+      });
+  for (int64_t rank = 0; rank < size; ++rank) {
+    EXPECT_EQ(errors[rank], "") << "rank " << rank;
+    EXPECT_EQ(transfers[rank], 3) << "rank " << rank;
+  }
+}
+
+TEST(ExecutorTransfers, BetweenTwoPipelineRanks) {
+  for (bool overlap : {false, true})
+    runTransfersOnThreads(
+        {{"pp", 2}}, [](int64_t rank) { return 1 - rank; }, overlap);
+}
+
+// Each dp replica's pipeline pair exchanges its own data: with dp slowest
+// the peer of rank 2 dp + pp is 2 dp + (1 - pp); with pp slowest, the peer
+// of 2 pp + dp is 2 (1 - pp) + dp.
+TEST(ExecutorTransfers, PeersShareTheDataParallelCoordinate) {
+  for (bool overlap : {false, true}) {
+    runTransfersOnThreads(
+        {{"dp", 2}, {"pp", 2}}, [](int64_t rank) { return rank ^ 1; }, overlap);
+    runTransfersOnThreads(
+        {{"pp", 2}, {"dp", 2}}, [](int64_t rank) { return rank ^ 2; }, overlap);
+  }
+}
+
+TEST(ExecutorTransfers, NeedACommunicatorAndTheRightPipelineRank) {
+  auto plan = loadPlanFromBytes(
+      tests::buildTransferPlan({{"dp", 2}, {"pp", 2}}), "t.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto alone = CpuExecutor::create(*plan, 1, 1);
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(alone.status().message(),
+            "function 'f', instruction 0 (Recv) transfers from pipeline rank "
+            "0, but this executor has no communicator (run the plan's 4 ranks "
+            "under mpirun)");
+  // World rank 2 is (dp 1, pp 0): it cannot run pipeline rank 1's program.
+  tests::ThreadWorld world(4);
+  tests::ThreadCommunicator comm(plan->root(), 2, world);
+  ExecutorOptions options;
+  options.communicator = &comm;
+  auto misplaced = CpuExecutor::create(*plan, 1, 1, options);
+  ASSERT_FALSE(misplaced.ok());
+  EXPECT_EQ(misplaced.status().message(),
+            "function 'f', instruction 0 (Recv): world rank 2 is at pipeline "
+            "rank 0 of the mesh but runs the program of pipeline rank 1");
+  // The communicator refuses transfers to itself or outside the world.
+  std::vector<float> data(4);
+  EXPECT_FALSE(comm.send(data.data(), 4, 2, 0).ok());
+  EXPECT_FALSE(comm.recv(data.data(), 4, 4, 0).ok());
+  EXPECT_FALSE(comm.send(data.data(), -1, 0, 0).ok());
+  EXPECT_FALSE(comm.send(data.data(), 4, 0, -1).ok());
+}
+
+// A receive whose size differs from its send's is an error on the
+// receiving rank, whether it waits at once or at the first use.
+TEST(ExecutorTransfers, SizesMustMatch) {
+  tests::PlanBuilder b;
+  b.mesh = {{"pp", 2}};
+  uint32_t x = b.value(DType::F32, {2, 3});
+  b.function("f");
+  b.instr(OpCode::Send, {x}, {}, {1, 0});
+  b.program(1);
+  uint32_t y = b.value(DType::F32, {4}), z = b.value(DType::F32, {4});
+  b.function("f");
+  b.instr(OpCode::Recv, {}, {y}, {0, 0});
+  b.instr(OpCode::Copy, {y}, {z});
+  auto plan = loadPlanFromBytes(b.build(), "mismatch.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (bool overlap : {false, true}) {
+    std::vector<std::string> errors(2);
+    tests::runRanks(plan->root(), [&](int64_t rank,
+                                      tests::ThreadCommunicator &comm) {
+      ExecutorOptions options;
+      options.communicator = &comm;
+      options.overlapCollectives = overlap;
+      comm.deferred = overlap;
+      auto executor =
+          CpuExecutor::create(*plan, static_cast<uint32_t>(rank), 1, options);
+      ASSERT_TRUE(executor.ok()) << executor.status();
+      auto results = executor->run("f", {});
+      errors[rank] =
+          results.ok() ? "" : std::string(results.status().message());
+    });
+    EXPECT_EQ(errors[0], "");
+    EXPECT_EQ(errors[1],
+              overlap ? "function 'f', instruction 1 (Copy): the transfer of "
+                        "instruction 0 (Recv): received 6 elements from rank "
+                        "0 (tag 0) but expected 4"
+                      : "function 'f', instruction 0 (Recv): received 6 "
+                        "elements from rank 0 (tag 0) but expected 4");
+  }
 }
 
 TEST(ThreadCommunicator, GroupsOfA2x2Mesh) {

@@ -14,6 +14,7 @@
 #include "runtime/executor/CpuExecutor.h"
 #include "runtime/tests/CollectiveChecks.h"
 #include "runtime/tests/PlanBuilder.h"
+#include "runtime/tests/TransferChecks.h"
 
 #include <gtest/gtest.h>
 
@@ -179,6 +180,63 @@ TEST(MpiCommunicator, EveryCollectiveOnA2x2Mesh) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().message(),
             "the plan's mesh has 2 ranks but the MPI world has 4");
+}
+
+/// Runs the transfer plan on `mesh` over MPI, blocking and overlapped;
+/// `peerOf` gives each world rank's pipeline peer.
+void checkTransfersOverMpi(std::vector<std::pair<std::string, uint32_t>> mesh,
+                           int64_t (*peerOf)(int64_t)) {
+  auto world = mpi::World::initialize(nullptr, nullptr);
+  ASSERT_TRUE(world.ok()) << world.status();
+  auto plan = loadPlanFromBytes(tests::buildTransferPlan(mesh), "t.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(world->size(), meshSize(plan->root()));
+  auto comm = mpi::createMpiCommunicator(plan->root());
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  int64_t rank = world->rank();
+  uint32_t pipelineRank =
+      pipelineRankAt(plan->root(), meshCoordinates(plan->root(), rank));
+  for (bool overlap : {false, true}) {
+    ExecutorOptions options;
+    options.communicator = comm->get();
+    options.overlapCollectives = overlap;
+    auto executor = CpuExecutor::create(*plan, pipelineRank, 1, options);
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    EXPECT_EQ(
+        tests::checkTransfers(*executor, rank, pipelineRank, peerOf(rank)), "")
+        << "overlap " << overlap;
+  }
+  // Transfers of another size than the receive's are errors there (and
+  // the sender's sends complete).
+  std::vector<float> data(8, 1.0f);
+  int64_t peer = peerOf(rank);
+  if (pipelineRank == 0) {
+    EXPECT_TRUE((*comm)->send(data.data(), 4, peer, 9).ok());
+  } else {
+    absl::Status status = (*comm)->recv(data.data(), 8, peer, 9);
+    EXPECT_EQ(status.message(),
+              absl::StrCat("received 4 elements from rank ", peer,
+                           " (tag 9) but expected 8: the matching send has "
+                           "another size"));
+  }
+  EXPECT_FALSE((*comm)->send(data.data(), 4, rank, 0).ok());
+  EXPECT_FALSE((*comm)->recv(data.data(), 4, 4, 0).ok());
+  EXPECT_TRUE((*comm)->barrier().ok());
+}
+
+TEST(MpiCommunicator, TransfersBetweenTwoPipelineRanks) {
+  if (launched(2))
+    return;
+  checkTransfersOverMpi({{"pp", 2}}, [](int64_t rank) { return 1 - rank; });
+}
+
+// Each dp replica's pipeline pair exchanges its own data: the peer of rank
+// 2 dp + pp is 2 dp + (1 - pp).
+TEST(MpiCommunicator, TransfersBesideDataParallelism) {
+  if (launched(4))
+    return;
+  checkTransfersOverMpi({{"dp", 2}, {"pp", 2}},
+                        [](int64_t rank) { return rank ^ 1; });
 }
 
 TEST(MpiCommunicator, NeedsMpi) {

@@ -1,8 +1,9 @@
 //===- PlanBuilder.h - small plans built by hand for tests ------*- C++ -*-===//
 //
 // Tests of the loader, the executor and the trainer build plans value by
-// value and instruction by instruction: `PlanBuilder` writes one program
-// (pipeline rank 0) with any number of functions and a step, and
+// value and instruction by instruction: `PlanBuilder` writes programs
+// (pipeline rank 0, and more after `program`) with any number of functions
+// and a step, and
 // `buildTrainingPlan` writes a complete one, a two-parameter language model
 // with dropout, AdamW and gradient accumulation over the step's microbatches,
 // shaped like what the compiler emits.
@@ -27,6 +28,19 @@ public:
   std::vector<std::pair<std::string, uint32_t>> mesh = {{"dp", 1}};
   /// Plan.groups: the mesh axes of each communicator group.
   std::vector<std::vector<std::string>> groups;
+
+  /// Finishes the current program and starts the one of `pipelineRank`:
+  /// later values, persistent tensors, functions and calls are its own.
+  void program(uint32_t pipelineRank) {
+    finished.push_back({rank, std::move(values), std::move(persistents),
+                        std::move(functions), std::move(step), arena});
+    values.clear();
+    persistents.clear();
+    functions.clear();
+    step.clear();
+    arena = 0;
+    rank = pipelineRank;
+  }
 
   /// A new value in its own 64-byte aligned region.
   uint32_t value(plan::DType dtype, std::vector<int64_t> shape) {
@@ -105,6 +119,37 @@ public:
 
   std::string build() {
     flatbuffers::FlatBufferBuilder b;
+    std::vector<flatbuffers::Offset<plan::Program>> programs;
+    for (const Program &p : finished)
+      programs.push_back(buildProgram(b, p.rank, p.values, p.persistents,
+                                      p.functions, p.step, p.arena));
+    programs.push_back(
+        buildProgram(b, rank, values, persistents, functions, step, arena));
+    std::vector<flatbuffers::Offset<plan::MeshAxis>> axes;
+    for (const auto &[name, size] : mesh)
+      axes.push_back(plan::CreateMeshAxis(b, b.CreateString(name), size));
+    std::vector<flatbuffers::Offset<plan::Group>> gs;
+    for (const std::vector<std::string> &group : groups)
+      gs.push_back(plan::CreateGroup(b, b.CreateVectorOfStrings(group)));
+    auto root = plan::CreatePlan(b, kPlanVersion, b.CreateVector(axes),
+                                 b.CreateVector(programs), seq, vocab, batch,
+                                 microbatches, b.CreateVector(gs));
+    plan::FinishPlanBuffer(b, root);
+    return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()),
+                       b.GetSize());
+  }
+
+private:
+  struct V;
+  struct P;
+  struct F;
+
+  static flatbuffers::Offset<plan::Program>
+  buildProgram(flatbuffers::FlatBufferBuilder &b, uint32_t pipelineRank,
+               const std::vector<V> &values, const std::vector<P> &persistents,
+               const std::vector<F> &functions,
+               const std::vector<std::pair<uint32_t, uint32_t>> &step,
+               uint64_t arena) {
     std::vector<flatbuffers::Offset<plan::Value>> vs;
     for (const V &v : values) {
       plan::Region region(v.offset, v.bytes);
@@ -142,25 +187,11 @@ public:
     std::vector<plan::Call> calls;
     for (const auto &[function, microbatch] : step)
       calls.emplace_back(function, microbatch);
-    auto program =
-        plan::CreateProgram(b, 0, arena, b.CreateVector(vs), b.CreateVector(ps),
-                            b.CreateVector(fs), b.CreateVectorOfStructs(calls));
-    std::vector<flatbuffers::Offset<plan::MeshAxis>> axes;
-    for (const auto &[name, size] : mesh)
-      axes.push_back(plan::CreateMeshAxis(b, b.CreateString(name), size));
-    std::vector<flatbuffers::Offset<plan::Group>> gs;
-    for (const std::vector<std::string> &group : groups)
-      gs.push_back(plan::CreateGroup(b, b.CreateVectorOfStrings(group)));
-    auto root = plan::CreatePlan(
-        b, kPlanVersion, b.CreateVector(axes),
-        b.CreateVector(std::vector<decltype(program)>{program}), seq, vocab,
-        batch, microbatches, b.CreateVector(gs));
-    plan::FinishPlanBuffer(b, root);
-    return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()),
-                       b.GetSize());
+    return plan::CreateProgram(b, pipelineRank, arena, b.CreateVector(vs),
+                               b.CreateVector(ps), b.CreateVector(fs),
+                               b.CreateVectorOfStructs(calls));
   }
 
-private:
   struct V {
     plan::DType dtype;
     std::vector<int64_t> shape;
@@ -196,6 +227,18 @@ private:
     return functions.back();
   }
 
+  /// A program that `program` finished.
+  struct Program {
+    uint32_t rank;
+    std::vector<V> values;
+    std::vector<P> persistents;
+    std::vector<F> functions;
+    std::vector<std::pair<uint32_t, uint32_t>> step;
+    uint64_t arena;
+  };
+
+  std::vector<Program> finished;
+  uint32_t rank = 0;
   std::vector<V> values;
   std::vector<P> persistents;
   std::vector<F> functions;

@@ -27,6 +27,7 @@ namespace {
 /// other instructions; tests change a piece, then build.
 struct PlanSpec {
   uint32_t version = kPlanVersion;
+  uint32_t pipelineRank = 0;
   int64_t seq = 3, vocab = 16, batch = 2, microbatches = 1;
   std::vector<std::pair<std::string, uint32_t>> mesh = {
       {"dp", 1}, {"tp", 1}, {"pp", 1}};
@@ -93,7 +94,7 @@ struct PlanSpec {
     for (const auto &[function, microbatch] : calls)
       step.emplace_back(function, microbatch);
     auto program = triad::plan::CreateProgram(
-        b, 0, arena, b.CreateVector(valueOffsets),
+        b, pipelineRank, arena, b.CreateVector(valueOffsets),
         b.CreateVector(
             std::vector<fb::Offset<triad::plan::Persistent>>{persistent}),
         b.CreateVector(functionOffsets), b.CreateVectorOfStructs(step));
@@ -182,6 +183,49 @@ TEST(Plan, CollectivesLoad) {
   EXPECT_EQ(groupSize(plan->root(), 0), 2);
   EXPECT_EQ(groupSize(plan->root(), 1), 4);
   EXPECT_EQ(groupSize(plan->root(), 2), 1);
+}
+
+/// The mesh dp 2 x pp 2 (pipeline rank 0's program); the instruction is
+/// `op` (Send of `data`, or Recv into it) with `ints` (peer, tag).
+void transfer(PlanSpec &s, triad::plan::OpCode op, uint32_t data,
+              std::vector<int64_t> ints) {
+  s.mesh = {{"dp", 2}, {"pp", 2}};
+  s.op = op;
+  s.inputs.clear();
+  s.outputs.clear();
+  (op == triad::plan::OpCode::Send ? s.inputs : s.outputs) = {data};
+  s.ints = std::move(ints);
+}
+
+TEST(Plan, TransfersLoad) {
+  using triad::plan::OpCode;
+  PlanSpec send;
+  transfer(send, OpCode::Send, 0, {1, 0});
+  EXPECT_EQ(loadError(send), "");
+  PlanSpec recv;
+  transfer(recv, OpCode::Recv, 3, {1, kMaxTransferTag});
+  EXPECT_EQ(loadError(recv), "");
+  // Pipeline rank 1 of three receives from 2 and sends to 0.
+  for (auto [op, peer] : {std::pair{OpCode::Recv, 2}, {OpCode::Send, 0}}) {
+    PlanSpec spec;
+    transfer(spec, op, 2, {peer, 5});
+    spec.mesh = {{"pp", 3}, {"tp", 2}};
+    spec.pipelineRank = 1;
+    EXPECT_EQ(loadError(spec), "") << triad::plan::EnumNameOpCode(op);
+  }
+}
+
+TEST(Plan, PipelinePeersShareTheOtherCoordinates) {
+  // Ranks of dp 2 x pp 2 x tp 2: the peer of (dp 1, pp 0, tp 1) = rank 5 at
+  // pipeline rank 1 is (dp 1, pp 1, tp 1) = rank 7.
+  PlanSpec spec;
+  spec.mesh = {{"dp", 2}, {"pp", 2}, {"tp", 2}};
+  auto plan = loadPlanFromBytes(spec.build(), "test.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const triad::plan::Plan &root = plan->root();
+  EXPECT_EQ(pipelinePeerRank(root, meshCoordinates(root, 5), 1), 7);
+  EXPECT_EQ(pipelinePeerRank(root, meshCoordinates(root, 7), 0), 5);
+  EXPECT_EQ(pipelinePeerRank(root, meshCoordinates(root, 2), 0), 0);
 }
 
 TEST(Plan, MeshCoordinatesAndGroups) {
@@ -795,6 +839,64 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
        },
        "instruction 0 (AllGather): the result's bytes overlap x's (only "
        "AllReduce works in place)"},
+      // Transfers.
+      {"send with an output",
+       [](PlanSpec &s) {
+         transfer(s, triad::plan::OpCode::Send, 0, {1, 0});
+         s.outputs = {2};
+       },
+       "instruction 0 (Send): expects 1 inputs, 0 outputs, 2 ints and 0 "
+       "floats; has 1, 1, 2 and 0"},
+      {"recv with an input",
+       [](PlanSpec &s) {
+         transfer(s, triad::plan::OpCode::Recv, 2, {1, 0});
+         s.inputs = {0};
+       },
+       "instruction 0 (Recv): expects 0 inputs, 1 outputs, 2 ints and 0 "
+       "floats; has 1, 1, 2 and 0"},
+      {"transfer without a tag",
+       [](PlanSpec &s) { transfer(s, triad::plan::OpCode::Send, 0, {1}); },
+       "instruction 0 (Send): expects 1 inputs, 0 outputs, 2 ints and 0 "
+       "floats; has 1, 0, 1 and 0"},
+      {"transfer of integers",
+       [](PlanSpec &s) {
+         transfer(s, triad::plan::OpCode::Recv, 4, {1, 0});
+       },
+       "instruction 0 (Recv): transfers move f32 values; value 4 is I32"},
+      {"transfer without a pipeline axis",
+       [](PlanSpec &s) {
+         transfer(s, triad::plan::OpCode::Send, 0, {1, 0});
+         s.mesh = {{"dp", 2}, {"tp", 2}};
+       },
+       "instruction 0 (Send): transfers run between pipeline ranks, but the "
+       "mesh has no axis 'pp'"},
+      {"peer beyond the pipeline",
+       [](PlanSpec &s) {
+         transfer(s, triad::plan::OpCode::Send, 0, {2, 0});
+       },
+       "instruction 0 (Send): peer pipeline rank 2 is outside [0, 2) (the "
+       "mesh axis 'pp')"},
+      {"negative peer",
+       [](PlanSpec &s) {
+         transfer(s, triad::plan::OpCode::Recv, 2, {-1, 0});
+       },
+       "instruction 0 (Recv): peer pipeline rank -1 is outside [0, 2)"},
+      {"transfer to itself",
+       [](PlanSpec &s) {
+         transfer(s, triad::plan::OpCode::Send, 0, {1, 0});
+         s.pipelineRank = 1;
+       },
+       "program 0, function 'forward', instruction 0 (Send): peer pipeline "
+       "rank 1 is the program's own"},
+      {"negative tag",
+       [](PlanSpec &s) {
+         transfer(s, triad::plan::OpCode::Send, 0, {1, -3});
+       },
+       "instruction 0 (Send): tag -3 is outside [0, 32767]"},
+      {"tag beyond MPI's",
+       [](PlanSpec
+              &s) { transfer(s, triad::plan::OpCode::Recv, 2, {1, 32768}); },
+       "instruction 0 (Recv): tag 32768 is outside [0, 32767]"},
   };
   for (const Case &c : cases) {
     PlanSpec spec;

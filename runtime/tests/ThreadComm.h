@@ -6,7 +6,10 @@
 // MPI requires), after which each rank reads its group's inputs from the
 // others' buffers and writes its own output, and a second barrier before
 // anyone may overwrite an input. Sums add the members' values in member
-// order. `runRanks` starts the threads and joins them.
+// order. A transfer goes through a mailbox per (sender, receiver, tag): a
+// send leaves a copy of its data there and returns, a receive takes the
+// oldest message (waiting for one, up to a minute, so a broken test fails
+// instead of hanging). `runRanks` starts the threads and joins them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,12 +22,16 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace triad::rt::tests {
@@ -48,6 +55,28 @@ public:
     changed.wait(lock, [&] { return generationCount != generation; });
   }
 
+  /// Leaves a copy of `data` for `to`.
+  void post(int64_t from, int64_t to, int64_t tag, std::vector<float> data) {
+    std::lock_guard<std::mutex> lock(mailMutex);
+    mailboxes[{from, to, tag}].push_back(std::move(data));
+    mailArrived.notify_all();
+  }
+
+  /// Takes the oldest message from `from` to `to` with `tag`, waiting up
+  /// to `timeout` for one.
+  absl::StatusOr<std::vector<float>> take(int64_t from, int64_t to, int64_t tag,
+                                          std::chrono::seconds timeout) {
+    std::unique_lock<std::mutex> lock(mailMutex);
+    std::deque<std::vector<float>> &box = mailboxes[{from, to, tag}];
+    if (!mailArrived.wait_for(lock, timeout, [&] { return !box.empty(); }))
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rank ", to, " waited ", timeout.count(),
+          " s for a message from rank ", from, " (tag ", tag, ")"));
+    std::vector<float> data = std::move(box.front());
+    box.pop_front();
+    return data;
+  }
+
   const int64_t size;
   /// Each rank's input of the current collective.
   std::vector<const float *> inputs;
@@ -58,6 +87,11 @@ private:
   std::condition_variable changed;
   int64_t arrived = 0;
   uint64_t generationCount = 0;
+  std::mutex mailMutex;
+  std::condition_variable mailArrived;
+  std::map<std::tuple<int64_t, int64_t, int64_t>,
+           std::deque<std::vector<float>>>
+      mailboxes;
 };
 
 class ThreadCommunicator : public Communicator {
@@ -133,6 +167,30 @@ public:
                     count * sizeof(float));
     });
   }
+  absl::Status send(const float *data, int64_t count, int64_t peer,
+                    int64_t tag) override {
+    if (absl::Status status = checkTransfer(count, peer, tag); !status.ok())
+      return status;
+    ++transfers;
+    world.post(rank, peer, tag, std::vector<float>(data, data + count));
+    return absl::OkStatus();
+  }
+  absl::Status recv(float *data, int64_t count, int64_t peer,
+                    int64_t tag) override {
+    if (absl::Status status = checkTransfer(count, peer, tag); !status.ok())
+      return status;
+    ++transfers;
+    absl::StatusOr<std::vector<float>> message =
+        world.take(peer, rank, tag, std::chrono::seconds(60));
+    if (!message.ok())
+      return message.status();
+    if (static_cast<int64_t>(message->size()) != count)
+      return absl::InvalidArgumentError(
+          absl::StrCat("received ", message->size(), " elements from rank ",
+                       peer, " (tag ", tag, ") but expected ", count));
+    std::memcpy(data, message->data(), message->size() * sizeof(float));
+    return absl::OkStatus();
+  }
   absl::Status barrier() override {
     world.arrive();
     return absl::OkStatus();
@@ -179,8 +237,25 @@ public:
     return later([=] { return allToAll(group, in, out, count); });
   }
 
-  /// Collectives run so far (tests check that plans ran them).
-  int64_t collectives = 0;
+  /// A send leaves its message at once (as a buffering backend would); a
+  /// receive, when `deferred`, takes it only when waited for.
+  absl::StatusOr<std::unique_ptr<CommRequest>> startSend(const float *data,
+                                                         int64_t count,
+                                                         int64_t peer,
+                                                         int64_t tag) override {
+    if (absl::Status status = send(data, count, peer, tag); !status.ok())
+      return status;
+    return std::unique_ptr<CommRequest>(
+        new Deferred([] { return absl::OkStatus(); }));
+  }
+  absl::StatusOr<std::unique_ptr<CommRequest>>
+  startRecv(float *data, int64_t count, int64_t peer, int64_t tag) override {
+    return later([=] { return recv(data, count, peer, tag); });
+  }
+
+  /// Collectives and transfers (each end counts one) run so far (tests
+  /// check that plans ran them).
+  int64_t collectives = 0, transfers = 0;
 
 private:
   class Deferred : public CommRequest {

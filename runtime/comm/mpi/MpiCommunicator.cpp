@@ -37,15 +37,56 @@ private:
   const char *what;
 };
 
+/// The error for a receive that got `received` elements where `expected`
+/// were to come.
+absl::Status receivedCount(const MPI_Status &status, int64_t expected,
+                           int64_t peer, int64_t tag) {
+  int received = 0;
+  if (absl::Status s = mpiStatus(MPI_Get_count(&status, MPI_FLOAT, &received),
+                                 "MPI_Get_count");
+      !s.ok())
+    return s;
+  if (received != expected)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "received ", received, " elements from rank ", peer, " (tag ", tag,
+        ") but expected ", expected, ": the matching send has another size"));
+  return absl::OkStatus();
+}
+
+/// A nonblocking receive: its wait also checks the count received.
+class MpiRecvRequest : public CommRequest {
+public:
+  MpiRecvRequest(MPI_Request request, int64_t count, int64_t peer, int64_t tag)
+      : request(request), count(count), peer(peer), tag(tag) {}
+  ~MpiRecvRequest() override {
+    if (request != MPI_REQUEST_NULL)
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
+  absl::Status wait() override {
+    MPI_Status status;
+    if (absl::Status s = mpiStatus(MPI_Wait(&request, &status), "MPI_Wait");
+        !s.ok())
+      return s;
+    return receivedCount(status, count, peer, tag);
+  }
+
+private:
+  MPI_Request request;
+  int64_t count, peer, tag;
+};
+
 class MpiCommunicator : public Communicator {
 public:
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized)
-      for (MPI_Comm &comm : comms)
-        if (comm != MPI_COMM_NULL)
-          MPI_Comm_free(&comm);
+    if (finalized)
+      return;
+    for (MPI_Comm &comm : comms)
+      if (comm != MPI_COMM_NULL)
+        MPI_Comm_free(&comm);
+    if (transfers != MPI_COMM_NULL)
+      MPI_Comm_free(&transfers);
   }
 
   absl::Status initialize(const plan::Plan &plan);
@@ -143,6 +184,57 @@ public:
     return started(code, request, "MPI_Ialltoall");
   }
 
+  absl::Status send(const float *data, int64_t count, int64_t peer,
+                    int64_t tag) override {
+    if (absl::Status status = checkMpiTransfer(count, peer, tag); !status.ok())
+      return status;
+    return mpiStatus(MPI_Send(data, static_cast<int>(count), MPI_FLOAT,
+                              static_cast<int>(peer), static_cast<int>(tag),
+                              transfers),
+                     "MPI_Send");
+  }
+  absl::Status recv(float *data, int64_t count, int64_t peer,
+                    int64_t tag) override {
+    if (absl::Status status = checkMpiTransfer(count, peer, tag); !status.ok())
+      return status;
+    MPI_Status received;
+    if (absl::Status status =
+            mpiStatus(MPI_Recv(data, static_cast<int>(count), MPI_FLOAT,
+                               static_cast<int>(peer), static_cast<int>(tag),
+                               transfers, &received),
+                      "MPI_Recv");
+        !status.ok())
+      return status;
+    return receivedCount(received, count, peer, tag);
+  }
+  absl::StatusOr<std::unique_ptr<CommRequest>> startSend(const float *data,
+                                                         int64_t count,
+                                                         int64_t peer,
+                                                         int64_t tag) override {
+    if (absl::Status status = checkMpiTransfer(count, peer, tag); !status.ok())
+      return status;
+    MPI_Request request;
+    int code = MPI_Isend(data, static_cast<int>(count), MPI_FLOAT,
+                         static_cast<int>(peer), static_cast<int>(tag),
+                         transfers, &request);
+    return started(code, request, "MPI_Isend");
+  }
+  absl::StatusOr<std::unique_ptr<CommRequest>>
+  startRecv(float *data, int64_t count, int64_t peer, int64_t tag) override {
+    if (absl::Status status = checkMpiTransfer(count, peer, tag); !status.ok())
+      return status;
+    MPI_Request request;
+    if (absl::Status status =
+            mpiStatus(MPI_Irecv(data, static_cast<int>(count), MPI_FLOAT,
+                                static_cast<int>(peer), static_cast<int>(tag),
+                                transfers, &request),
+                      "MPI_Irecv");
+        !status.ok())
+      return status;
+    return std::unique_ptr<CommRequest>(
+        new MpiRecvRequest(request, count, peer, tag));
+  }
+
   absl::Status barrier() override {
     return mpiStatus(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
   }
@@ -177,6 +269,20 @@ private:
     return absl::OkStatus();
   }
 
+  absl::Status checkMpiTransfer(int64_t count, int64_t peer,
+                                int64_t tag) const {
+    if (absl::Status status = checkTransfer(count, peer, tag); !status.ok())
+      return status;
+    if (count > INT_MAX)
+      return absl::InvalidArgumentError(
+          absl::StrCat("a transfer of ", count,
+                       " elements exceeds MPI's counts (2^31 - 1)"));
+    if (tag > maxTag)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tag ", tag, " exceeds this MPI's largest tag ", maxTag));
+    return absl::OkStatus();
+  }
+
   /// The request of a collective that MPI started (call it after the
   /// MPI call has written `request`).
   static absl::StatusOr<std::unique_ptr<CommRequest>>
@@ -187,6 +293,10 @@ private:
   }
 
   int64_t rank = 0, size = 1;
+  /// The world, duplicated: point-to-point transfers match only each
+  /// other, never another library's messages.
+  MPI_Comm transfers = MPI_COMM_NULL;
+  int64_t maxTag = 32767;
   std::vector<MPI_Comm> comms;
   std::vector<GroupPosition> positions;
 };
@@ -215,6 +325,23 @@ absl::Status MpiCommunicator::initialize(const plan::Plan &plan) {
                      " ranks but the MPI world has ", worldSize));
   rank = worldRank;
   size = worldSize;
+  if (absl::Status status =
+          mpiStatus(MPI_Comm_dup(MPI_COMM_WORLD, &transfers), "MPI_Comm_dup");
+      !status.ok())
+    return status;
+  if (absl::Status status =
+          mpiStatus(MPI_Comm_set_errhandler(transfers, MPI_ERRORS_RETURN),
+                    "MPI_Comm_set_errhandler");
+      !status.ok())
+    return status;
+  int *tagUpperBound = nullptr, found = 0;
+  if (absl::Status status = mpiStatus(
+          MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tagUpperBound, &found),
+          "MPI_Comm_get_attr");
+      !status.ok())
+    return status;
+  if (found && tagUpperBound)
+    maxTag = *tagUpperBound;
   MeshCoordinates coordinates = meshCoordinates(plan, rank);
   uint32_t groups = plan.groups() ? plan.groups()->size() : 0;
   for (uint32_t group = 0; group < groups; ++group) {

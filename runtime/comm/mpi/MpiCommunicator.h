@@ -9,13 +9,19 @@
 // group. They return errors instead of aborting, and are freed when the
 // communicator is destroyed (before MPI is finalized).
 //
+// Point-to-point transfers run on a duplicate of the world communicator
+// (MPI_Send, MPI_Recv), so they match only each other; a receive checks
+// that it got the count it expected.
+//
 // The start* collectives are MPI's nonblocking ones (MPI_Iallreduce,
-// MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ialltoall). Open MPI
+// MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ialltoall; MPI_Isend and
+// MPI_Irecv for transfers). Open MPI
 // progresses them inside MPI calls, so without an MPI progress thread most
 // of the transfer happens in wait(); the schedule is still right for a
 // backend that does progress in the background.
 //
-// Counts above 2^31 - 1 elements per block are refused (MPI's int counts).
+// Counts above 2^31 - 1 elements per block are refused (MPI's int counts),
+// and tags above the MPI's MPI_TAG_UB.
 //
 //===----------------------------------------------------------------------===//
 

@@ -183,6 +183,31 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
 
 // -----
 
+// A send reads one buffer and writes none.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %n = rt.buffer 0 : memref<4xf32>
+  %m = rt.buffer 64 : memref<4xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'send' reads one input and writes no output}}
+    rt.kernel send(%n) -> (%m) ints [1, 0] : (memref<4xf32>) -> memref<4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// A recv reads nothing and writes one buffer.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %n = rt.buffer 0 : memref<4xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'recv' reads no input and writes one output}}
+    rt.kernel recv(%n) -> (%n) ints [1, 0] : (memref<4xf32>) -> memref<4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
 // Only updating kernels write in place.
 rt.program @rank0 pipeline_rank 0 arena 4096 {
   %n = rt.buffer 0 : memref<4xf32>
