@@ -8,6 +8,8 @@
 
 #include "dialects/Triad/TriadOps.h"
 
+#include <numeric>
+
 #include "mlir/IR/Builders.h"
 
 #include <type_traits>
@@ -304,9 +306,9 @@ Operation *RopeGradOp::buildLocal(OpBuilder &builder, ValueRange operands,
 
 // A reshape groups the dimensions of its input and result into runs of
 // equal products (merging [b, s] into [b*s], or splitting it back). Only the
-// outermost dimension of a run carries a factor: splitting it splits the
-// run's leading dimension on both sides into the same contiguous pieces.
-// Other dimensions of a run stay whole.
+// outermost dimension of a run (of more than one element) carries a factor:
+// splitting it splits the run's leading dimension on both sides into the
+// same contiguous pieces. Other dimensions of a run stay whole.
 ShardingRule ReshapeOp::getShardingRule() {
   ShardingRule rule;
   ArrayRef<int64_t> in = shapeOf(getX()), out = shapeOf(getResult());
@@ -323,9 +325,19 @@ ShardingRule ReshapeOp::getShardingRule() {
       else
         break;
     }
-    int64_t factor = rule.addFactor(std::min(in[i], out[o]));
-    inDims[i] = factor;
-    outDims[o] = factor;
+    // The run's leading dimensions of more than one element carry the
+    // factor; a split into n pieces is contiguous on both sides only when
+    // n divides both, so the factor's size is their common divisor (a run
+    // without one stays whole).
+    size_t iLead = i, oLead = o;
+    while (iLead + 1 < iEnd && in[iLead] == 1)
+      ++iLead;
+    while (oLead + 1 < oEnd && out[oLead] == 1)
+      ++oLead;
+    int64_t common = std::gcd(in[iLead], out[oLead]);
+    int64_t factor = rule.addFactor(common, /*whole=*/common == 1);
+    inDims[iLead] = factor;
+    outDims[oLead] = factor;
     i = iEnd;
     o = oEnd;
   }

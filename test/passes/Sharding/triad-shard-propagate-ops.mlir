@@ -1149,3 +1149,22 @@ func.func @adamw_update(%r: tensor<16x32xf32>,
   %6:3 = triad.adamw_update %r, %r, %r, %r, %sp, %s, %sp beta1 = 0.9 beta2 = 0.95 epsilon = 1.0e-8 weight_decay = 0.1 : tensor<16x32xf32>, tensor<16x32xf32>, tensor<16x32xf32>
   return
 }
+
+// -----
+
+// reshape: a split passes only where both sides cut into the same contiguous
+// pieces (2x3 to 3x2 over 2 ranks would cut a row in half: gathered), and a
+// size-1 dimension neither carries nor blocks a split.
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [1, 1, 2]
+// CHECK-LABEL: func.func @reshape_contiguous
+func.func @reshape_contiguous(%x: tensor<2x3xf32> {dist.layout = #dist.layout<{tp}, {}>},
+                              %y: tensor<4x16xf32> {dist.layout = #dist.layout<{}, {tp}>},
+                              %z: tensor<4x1x16xf32> {dist.layout = #dist.layout<{}, {}, {tp}>}) {
+  // CHECK: triad.reshape %{{.*}} {dist.layouts = [#dist.layout<{}, {}>]} : tensor<2x3xf32> -> tensor<3x2xf32>
+  %0 = triad.reshape %x : tensor<2x3xf32> -> tensor<3x2xf32>
+  // CHECK: triad.reshape %{{.*}} {dist.layouts = [#dist.layout<{}, {}, {tp}>]} : tensor<4x16xf32> -> tensor<4x1x16xf32>
+  %1 = triad.reshape %y : tensor<4x16xf32> -> tensor<4x1x16xf32>
+  // CHECK: triad.reshape %{{.*}} {dist.layouts = [#dist.layout<{}, {tp}>]} : tensor<4x1x16xf32> -> tensor<4x16xf32>
+  %2 = triad.reshape %z : tensor<4x1x16xf32> -> tensor<4x16xf32>
+  return
+}
