@@ -104,8 +104,22 @@ LayoutDecision decideLayouts(const ShardingRule &rule,
     if (axes.empty())
       continue;
     int64_t factor = rule.operands[operand][dim];
-    if (rule.wholeFactors[factor] || !factorAxes[factor].empty() ||
-        !axesFree(axes))
+    if (rule.wholeFactors[factor])
+      continue;
+    // A finer split of a factor that extends the one taken wins: the
+    // coarser operands are sliced (no communication) rather than the finer
+    // one gathered (ZeRO state split {tp, dp} next to its {tp} parameter).
+    ArrayRef<StringRef> taken = factorAxes[factor];
+    if (!taken.empty() && axes.size() > taken.size() &&
+        ArrayRef<StringRef>(axes).take_front(taken.size()) == taken &&
+        axesFree(ArrayRef<StringRef>(axes).drop_front(taken.size())) &&
+        rule.sizes[factor] % mesh.getGroupSize(axes) == 0) {
+      for (StringRef axis : ArrayRef<StringRef>(axes).drop_front(taken.size()))
+        used.insert(axis);
+      factorAxes[factor] = axes;
+      continue;
+    }
+    if (!taken.empty() || !axesFree(axes))
       continue;
     if (rule.sizes[factor] % mesh.getGroupSize(axes) != 0) {
       if (!indivisible)

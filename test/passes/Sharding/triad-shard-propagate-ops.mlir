@@ -1121,7 +1121,7 @@ func.func @loss_scale_update(%s: tensor<f32>,
 // -----
 
 // adamw_update: param, grad and moments split alike (the param's split of a
-// dimension wins), the scalars are replicated, and a pending gradient or
+// dimension wins unless another operand's extends it), the scalars are replicated, and a pending gradient or
 // scalar is reduced (the update is not linear).
 dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
 // CHECK-LABEL: func.func @adamw_update(
@@ -1140,8 +1140,9 @@ func.func @adamw_update(%r: tensor<16x32xf32>,
   %2:3 = triad.adamw_update %bh, %bh, %bh, %bh, %s, %s, %s beta1 = 0.9 beta2 = 0.95 epsilon = 1.0e-8 weight_decay = 0.1 : tensor<16x32xf32>, tensor<16x32xf32>, tensor<16x32xf32>
   // CHECK: triad.adamw_update {{.*}}{dist.layouts = [#dist.layout<{}, {tp, dp}>, #dist.layout<{}, {tp, dp}>, #dist.layout<{}, {tp, dp}>]}
   %3:3 = triad.adamw_update %c2, %r, %c2, %c2, %s, %s, %s beta1 = 0.9 beta2 = 0.95 epsilon = 1.0e-8 weight_decay = 0.1 : tensor<16x32xf32>, tensor<16x32xf32>, tensor<16x32xf32>
-  // The param's tp split wins: the moments' {tp, dp} are gathered to tp.
-  // CHECK: triad.adamw_update {{.*}}{dist.layouts = [#dist.layout<{}, {tp}>, #dist.layout<{}, {tp}>, #dist.layout<{}, {tp}>]}
+  // The moments' finer {tp, dp} extends the param's tp split and wins: the
+  // param is sliced (no communication) rather than the moments gathered.
+  // CHECK: triad.adamw_update {{.*}}{dist.layouts = [#dist.layout<{}, {tp, dp}>, #dist.layout<{}, {tp, dp}>, #dist.layout<{}, {tp, dp}>]}
   %4:3 = triad.adamw_update %h, %r, %c2, %r, %s, %s, %s beta1 = 0.9 beta2 = 0.95 epsilon = 1.0e-8 weight_decay = 0.1 : tensor<16x32xf32>, tensor<16x32xf32>, tensor<16x32xf32>
   // CHECK: triad.adamw_update {{.*}}{dist.layouts = [#dist.layout<{}, {tp}>, #dist.layout<{}, {tp}>, #dist.layout<{}, {tp}>]}
   %5:3 = triad.adamw_update %h, %hp, %h, %h, %s, %s, %s beta1 = 0.9 beta2 = 0.95 epsilon = 1.0e-8 weight_decay = 0.1 : tensor<16x32xf32>, tensor<16x32xf32>, tensor<16x32xf32>

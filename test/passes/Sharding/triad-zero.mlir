@@ -10,6 +10,7 @@
 // RUN: triad-gen --preset tiny | triad-opt '--triad-train-pipeline=dp=4 zero=2' --triad-comm-report -o /dev/null | FileCheck %s --check-prefix=COMM2
 // RUN: triad-gen --preset tiny | triad-opt '--triad-train-pipeline=dp=4 zero=3' --triad-comm-report -o /dev/null | FileCheck %s --check-prefix=COMM3
 // RUN: triad-gen --preset tiny --layers 1 | triad-opt --triad-autodiff '--triad-zero=zero=2 dp=2' | FileCheck %s --check-prefix=GRADS
+// RUN: triad-gen --preset tiny --layers 1 | triad-opt '--triad-train-pipeline=dp=2 tp=2 zero=1' --triad-comm-report -o /dev/null | FileCheck %s --check-prefix=TPCOMM
 // RUN: triad-gen --preset tiny --layers 1 | triad-opt --triad-autodiff '--triad-zero=zero=3 dp=2' '--triad-shard-propagate=dp=2' --triad-partition | FileCheck %s --check-prefix=GATHER
 // RUN: triad-gen --preset tiny --layers 1 | triad-opt --triad-autodiff '--triad-zero=zero=1 dp=2 tp=2' '--triad-shard-propagate=dp=2 tp=2' | FileCheck %s --check-prefix=TP
 
@@ -108,3 +109,11 @@ triad.state @m.b : tensor<8xf32> init <zeros> of @b {dist.layout = #dist.layout<
 // GATHER: triad.adamw_update %[[W]], %[[GRAD]], {{.*}} : tensor<128x64xf32>, tensor<128x64xf32>, tensor<128x64xf32>
 // GATHER-NOT: dist.all_gather
 // GATHER: triad.assign @embed.wte
+
+// With tp, a state split {tp, dp} on the dimension its parameter splits
+// {tp} is updated in its pieces: the parameter is sliced, no state is
+// gathered for the update.
+// TPCOMM-NOT: for triad.adamw_update
+// TPCOMM: all_gather dp 2 {{.*}} #dist.layout<{tp, dp}> to #dist.layout<{tp}> for triad.assign to layers.0.attn.wq.bias
+// TPCOMM-NOT: for triad.adamw_update
+// TPCOMM: collectives per step: 31
