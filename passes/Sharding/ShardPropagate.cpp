@@ -229,21 +229,33 @@ private:
 
   /// Sequence parallelism: an activation one forward layer passes to
   /// another ([batch, seq, hidden], whole over tp) is split along its
-  /// sequence over tp. The layers' rules then keep the norms, dropout and
-  /// residual sums split, gather the sequence before the weights split
-  /// over tp (which take precedence) and reduce-scatter their pending sums
-  /// back into sequence pieces, as Megatron-LM does by hand.
+  /// sequence over tp, except the head's input, which is gathered. The layers'
+  /// rules then keep the norms, dropout and residual sums split, gather the
+  /// sequence before the weights split over tp (which take precedence) and
+  /// reduce-scatter their pending sums back into sequence pieces, as
+  /// Megatron-LM does by hand.
   FailureOr<LayoutAttr> sequenceParallel(LayerOp layer, OpResult result,
                                          LayoutAttr layout) {
     int64_t ranks = mesh.getAxisSize("tp").value_or(1);
     auto type = dyn_cast<RankedTensorType>(result.getType());
-    bool feedsLayer = llvm::any_of(result.getUsers(), [](Operation *user) {
-      auto layer = dyn_cast<LayerOp>(user);
-      return layer && !layer.getBackward();
-    });
-    if (!sequenceSplit || ranks <= 1 || !feedsLayer || !type ||
-        type.getRank() != 3 || !isa<FloatType>(type.getElementType()) ||
-        !layout.getPartialAxes().empty() ||
+    auto feeds = [&](auto predicate) {
+      return llvm::any_of(result.getUsers(), [&](Operation *user) {
+        auto layer = dyn_cast<LayerOp>(user);
+        return layer && !layer.getBackward() && predicate(layer);
+      });
+    };
+    if (!sequenceSplit || ranks <= 1 || !type || type.getRank() != 3 ||
+        !isa<FloatType>(type.getElementType()) ||
+        !layout.getPartialAxes().empty())
+      return layout;
+    // The head's loss takes whole sequences: its input is gathered once,
+    // before the output layer, rather than the logits after it.
+    if (feeds([](LayerOp user) { return user.getKind() == LayerKind::head; }))
+      return layout.withSplit(
+          1, llvm::to_vector(llvm::make_filter_range(
+                 layout.getSplitAxes(1),
+                 [](StringRef axis) { return axis != "tp"; })));
+    if (!feeds([](LayerOp) { return true; }) ||
         llvm::any_of(llvm::seq<int64_t>(0, 3), [&](int64_t dim) {
           return llvm::is_contained(layout.getSplitAxes(dim), "tp");
         }))
