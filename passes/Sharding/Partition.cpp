@@ -98,8 +98,10 @@ private:
     return it != layouts.end() ? it->second : replicatedFor(value.getType());
   }
 
-  /// Reduces the partial arguments of `func` at its start: one all_reduce
-  /// per bucket of consecutive arguments pending over the same axes.
+  /// Reduces the partial gradient arguments (`triad.grad`) of `func` at its
+  /// start: one all_reduce per bucket of consecutive arguments pending over
+  /// the same axes. Other pending arguments are reduced where an op needs
+  /// them reduced, as propagation decided.
   void reduceArgumentsAtEntry(func::FuncOp func) {
     Block &entry = func.getBody().front();
     builder.setInsertionPointToStart(&entry);
@@ -137,7 +139,8 @@ private:
     for (BlockArgument arg : func.getArguments()) {
       LayoutAttr layout = layoutOf(arg);
       SmallVector<StringRef> axes = layout.getPartialAxes();
-      if (mesh.getGroupSize(axes) <= 1 || arg.use_empty())
+      if (mesh.getGroupSize(axes) <= 1 || arg.use_empty() ||
+          !func.getArgAttr(arg.getArgNumber(), "triad.grad"))
         continue;
       auto tensor = cast<RankedTensorType>(arg.getType());
       int64_t size = tensor.getNumElements() *

@@ -100,7 +100,7 @@ private:
     unsigned index = arg.getArgNumber();
     if (auto given = func.getArgAttrOfType<LayoutAttr>(
             index, DistDialect::kLayoutAttrName)) {
-      layouts[arg] = given;
+      layouts[arg] = reducedAtEntry(func, index, given);
       return success();
     }
     LayoutAttr layout = replicatedFor(arg.getType());
@@ -124,9 +124,20 @@ private:
             layout, mesh, dyn_cast<RankedTensorType>(arg.getType()),
             [&] { return func.emitOpError("argument ") << index << ": "; })))
       return failure();
-    layouts[arg] = layout;
+    layouts[arg] = reducedAtEntry(func, index, layout);
     func.setArgAttr(index, DistDialect::kLayoutAttrName, layout);
     return success();
+  }
+
+  /// The layout a function computes with from its argument `index` laid
+  /// out as `layout`: a pending gradient is reduced where the function
+  /// starts (--triad-partition does it, once per step, in buckets).
+  LayoutAttr reducedAtEntry(func::FuncOp func, unsigned index,
+                            LayoutAttr layout) {
+    return func.getArgAttr(index, "triad.grad") &&
+                   mesh.getGroupSize(layout.getPartialAxes()) > 1
+               ? layout.withPartial({})
+               : layout;
   }
 
   LogicalResult propagate(Block &block) {

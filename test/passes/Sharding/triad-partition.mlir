@@ -1,5 +1,5 @@
 // --triad-partition: local types from the layouts, the collective each
-// change of layout needs, the bucketed reduction of pending arguments, and
+// change of layout needs, the bucketed reduction of pending gradients, and
 // the training step. Errors at ops are in triad-partition-invalid.mlir.
 // RUN: triad-opt %s -split-input-file --triad-partition | FileCheck %s
 // RUN: triad-opt %s -split-input-file '--triad-partition=bucket-bytes=80' | FileCheck %s --check-prefix=SMALL
@@ -216,12 +216,13 @@ func.func @zero(%g: tensor<8x4xf32> {dist.layout = #dist.layout<{}, {}>}, %lr: t
 
 // -----
 
-// Pending arguments are reduced at the function's start in buckets of
-// consecutive arguments pending over the same axes, at most bucket-bytes
-// each; unused ones and sums over one rank are left alone.
+// Pending gradient arguments (triad.grad) are reduced at the function's
+// start in buckets of consecutive arguments pending over the same axes, at
+// most bucket-bytes each; unused ones and sums over one rank are left
+// alone; another pending argument is reduced where an op needs it.
 dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
 // CHECK-LABEL: func.func @buckets
-// CHECK-SAME: (%[[A:[a-z0-9]+]]: {{.*}}, %[[B:[a-z0-9]+]]: {{.*}}, %[[C:[a-z0-9]+]]: {{.*}}, %[[D:[a-z0-9]+]]: {{.*}}, %[[E:[a-z0-9]+]]: {{.*}}, %[[F:[a-z0-9]+]]: {{.*}}, %[[G:[a-z0-9]+]]: {{.*}}, %[[H:[a-z0-9]+]]: {{.*}})
+// CHECK-SAME: (%[[A:[a-z0-9]+]]: {{.*}}, %[[B:[a-z0-9]+]]: {{.*}}, %[[C:[a-z0-9]+]]: {{.*}}, %[[D:[a-z0-9]+]]: {{.*}}, %[[E:[a-z0-9]+]]: {{.*}}, %[[F:[a-z0-9]+]]: {{.*}}, %[[G:[a-z0-9]+]]: {{.*}}, %[[H:[a-z0-9]+]]: {{.*}}, %{{.*}}: {{.*}})
 // CHECK-NEXT: dist.all_reduce %[[A]], %[[B]] over ["dp"] {{.*}}dist.reason = "gradients entering @buckets, partial over dp: 2 tensors in one bucket"} : tensor<16xf32>, tensor<8xf32>
 // CHECK-NEXT: dist.all_reduce %[[C]] over ["tp"] {{.*}}dist.reason = "gradients entering @buckets, partial over tp: 1 tensors in one bucket"} : tensor<4xf32>
 // CHECK-NEXT: dist.all_reduce %[[D]], %[[F]] over ["dp"] {{.*}} : tensor<4xf32>, tensor<16xf32>
@@ -231,15 +232,16 @@ dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
 // SMALL-NEXT: dist.all_reduce %arg1 over ["dp"] {{.*}} : tensor<8xf32>
 // SMALL-NEXT: dist.all_reduce %arg2 over ["tp"] {{.*}} : tensor<4xf32>
 // SMALL-NEXT: dist.all_reduce %arg3, %arg5 over ["dp"] {{.*}} : tensor<4xf32>, tensor<16xf32>
-// SMALL-NOT: dist.all_reduce
-func.func @buckets(%a: tensor<16xf32> {dist.layout = #dist.layout<{}, partial = {dp}>},
-                   %b: tensor<8xf32> {dist.layout = #dist.layout<{}, partial = {dp}>},
-                   %c: tensor<4xf32> {dist.layout = #dist.layout<{}, partial = {tp}>},
-                   %d: tensor<4xf32> {dist.layout = #dist.layout<{}, partial = {dp}>},
-                   %unused: tensor<4xf32> {dist.layout = #dist.layout<{}, partial = {dp}>},
-                   %f: tensor<16xf32> {dist.layout = #dist.layout<{}, partial = {dp}>},
-                   %g: tensor<4xf32> {dist.layout = #dist.layout<{}, partial = {pp}>},
-                   %h: tensor<4xf32> {dist.layout = #dist.layout<{}>}) -> tensor<f32> {
+// SMALL-NOT: gradients entering @buckets
+func.func @buckets(%a: tensor<16xf32> {dist.layout = #dist.layout<{}, partial = {dp}>, triad.grad = @a},
+                   %b: tensor<8xf32> {dist.layout = #dist.layout<{}, partial = {dp}>, triad.grad = @b},
+                   %c: tensor<4xf32> {dist.layout = #dist.layout<{}, partial = {tp}>, triad.grad = @c},
+                   %d: tensor<4xf32> {dist.layout = #dist.layout<{}, partial = {dp}>, triad.grad = @d},
+                   %unused: tensor<4xf32> {dist.layout = #dist.layout<{}, partial = {dp}>, triad.grad = @unused},
+                   %f: tensor<16xf32> {dist.layout = #dist.layout<{}, partial = {dp}>, triad.grad = @f},
+                   %g: tensor<4xf32> {dist.layout = #dist.layout<{}, partial = {pp}>, triad.grad = @g},
+                   %h: tensor<4xf32> {dist.layout = #dist.layout<{}>, triad.grad = @h},
+                   %other: tensor<4xf32> {dist.layout = #dist.layout<{}, partial = {dp}>}) -> tensor<f32> {
   %0 = triad.sum_squares %a {dist.layouts = [#dist.layout<>]} : tensor<16xf32>
   %1 = triad.sum_squares %b {dist.layouts = [#dist.layout<>]} : tensor<8xf32>
   %2 = triad.sum_squares %c {dist.layouts = [#dist.layout<>]} : tensor<4xf32>
@@ -247,6 +249,9 @@ func.func @buckets(%a: tensor<16xf32> {dist.layout = #dist.layout<{}, partial = 
   %5 = triad.sum_squares %f {dist.layouts = [#dist.layout<>]} : tensor<16xf32>
   %6 = triad.sum_squares %g {dist.layouts = [#dist.layout<>]} : tensor<4xf32>
   %7 = triad.sum_squares %h {dist.layouts = [#dist.layout<>]} : tensor<4xf32>
+  // CHECK: %[[OTHER:.*]] = dist.all_reduce %arg8 over ["dp"] {{.*}}for triad.relu
+  // CHECK-NEXT: triad.relu %[[OTHER]]
+  %8 = triad.relu %other {dist.layouts = [#dist.layout<{}>]} : tensor<4xf32>
   return %0 : tensor<f32>
 }
 

@@ -685,3 +685,23 @@ func.func @grouped_sum(%a: tensor<f32> {dist.layout = #dist.layout<partial = {tp
   %2 = triad.add %1, %d : tensor<f32>, tensor<f32>
   return %2 : tensor<f32>
 }
+
+// -----
+
+// A pending gradient argument is reduced where the function starts (by
+// --triad-partition, in buckets), so the function computes with it whole;
+// another pending argument stays pending through linear ops. Partition
+// then needs no other collective than the entry's to give the results
+// these layouts.
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
+triad.param @w : tensor<4x8xf32> init <zeros>
+// CHECK-LABEL: func.func @pending_arguments
+// CHECK-SAME: -> (tensor<4x8xf32> {dist.layout = #dist.layout<{}, {}>}, tensor<4x8xf32> {dist.layout = #dist.layout<{}, {}, partial = {tp}>})
+func.func @pending_arguments(%g: tensor<4x8xf32> {dist.layout = #dist.layout<{}, {}, partial = {dp}>, triad.grad = @w},
+                             %p: tensor<4x8xf32> {dist.layout = #dist.layout<{}, {}, partial = {tp}>}) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  // CHECK: triad.scale %{{.*}} {dist.layouts = [#dist.layout<{}, {}>]}
+  %0 = triad.scale %g by 2.0 : tensor<4x8xf32>
+  // CHECK: triad.scale %{{.*}} {dist.layouts = [#dist.layout<{}, {}, partial = {tp}>]}
+  %1 = triad.scale %p by 2.0 : tensor<4x8xf32>
+  return %0, %1 : tensor<4x8xf32>, tensor<4x8xf32>
+}
