@@ -440,15 +440,19 @@ ShardingRule PadOp::getShardingRule() {
 /// A reduction over `dims` of `x`: the reduced dimensions are factors the
 /// result lacks (a split one leaves the result partial) or, with
 /// `wholeReduced`, stay whole.
-static ShardingRule reductionRule(Value x, ArrayRef<int64_t> dims,
+static ShardingRule reductionRule(Value x, Value result, ArrayRef<int64_t> dims,
                                   bool wholeReduced) {
   ShardingRule rule;
   SmallVector<int64_t> in, out;
+  // A result of x's rank keeps the reduced dimensions, of size 1.
+  bool keepsDims = shapeOf(result).size() == shapeOf(x).size();
   for (auto [dim, size] : llvm::enumerate(shapeOf(x))) {
     bool reduced = llvm::is_contained(dims, static_cast<int64_t>(dim));
     in.push_back(rule.addFactor(size, reduced && wholeReduced));
     if (!reduced)
       out.push_back(in.back());
+    else if (keepsDims)
+      out.push_back(kNone);
   }
   rule.addOperand(in);
   rule.addResult(out);
@@ -458,12 +462,14 @@ static ShardingRule reductionRule(Value x, ArrayRef<int64_t> dims,
 }
 
 ShardingRule SumOp::getShardingRule() {
-  return reductionRule(getX(), getDims(), /*wholeReduced=*/false);
+  return reductionRule(getX(), getResult(), getDims(),
+                       /*wholeReduced=*/false);
 }
 
 // A mean divides by the global count of its dimensions: they stay whole.
 ShardingRule MeanOp::getShardingRule() {
-  return reductionRule(getX(), getDims(), /*wholeReduced=*/true);
+  return reductionRule(getX(), getResult(), getDims(),
+                       /*wholeReduced=*/true);
 }
 
 /// The factors of cross entropy: one per token dimension of the logits

@@ -1169,3 +1169,18 @@ func.func @reshape_contiguous(%x: tensor<2x3xf32> {dist.layout = #dist.layout<{t
   %2 = triad.reshape %z : tensor<4x1x16xf32> -> tensor<4x16xf32>
   return
 }
+
+// -----
+
+// sum and mean that keep the reduced dimensions (of size 1): the result has
+// the input's rank, the kept dimensions whole; a sum over a split dimension
+// is pending, a mean's reduced dimensions are gathered.
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
+// CHECK-LABEL: func.func @reductions_keeping_dims
+func.func @reductions_keeping_dims(%x: tensor<4x8xf32> {dist.layout = #dist.layout<{dp}, {tp}>}) {
+  // CHECK: triad.sum %{{.*}} dims = [1] {dist.layouts = [#dist.layout<{dp}, {}, partial = {tp}>]} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %0 = triad.sum %x dims = [1] : tensor<4x8xf32> -> tensor<4x1xf32>
+  // CHECK: triad.mean %{{.*}} dims = [0] {dist.layouts = [#dist.layout<{}, {tp}>]} : tensor<4x8xf32> -> tensor<1x8xf32>
+  %1 = triad.mean %x dims = [0] : tensor<4x8xf32> -> tensor<1x8xf32>
+  return
+}
