@@ -272,51 +272,60 @@ private:
       }
       layouts[value] = current;
     }
-    for (int64_t dim = 0; dim < to.getRank(); ++dim) {
-      SmallVector<StringRef> have = current.getSplitAxes(dim);
-      SmallVector<StringRef> want = to.getSplitAxes(dim);
-      if (have == want)
-        continue;
-      // The axes listed last split innermost: dropping a suffix is an
-      // all_gather over it, adding one an all_slice.
-      auto startsWith = [](ArrayRef<StringRef> list, ArrayRef<StringRef> head) {
-        return list.size() >= head.size() &&
-               list.take_front(head.size()) == head;
-      };
-      auto type = cast<RankedTensorType>(value.getType());
-      SmallVector<int64_t> shape(type.getShape());
-      if (startsWith(want, have)) {
-        SmallVector<StringRef> axes(
-            ArrayRef<StringRef>(want).drop_front(have.size()));
-        current = current.withSplit(dim, want);
-        if (mesh.getGroupSize(axes) > 1) {
-          if (failed(checkCollectiveAllowed(loc, from, to)))
-            return failure();
-          shape[dim] /= mesh.getGroupSize(axes);
-          value = AllSliceOp::create(builder, loc, type.clone(shape), value,
-                                     dim, builder.getStrArrayAttr(axes));
-          stamp(value);
-          setResultLayouts(value.getDefiningOp(), {current});
-        }
-        layouts[value] = current;
-        continue;
-      }
-      if (!startsWith(have, want))
-        return fail();
-      SmallVector<StringRef> axes(
-          ArrayRef<StringRef>(have).drop_front(want.size()));
-      current = current.withSplit(dim, want);
+    // The axes listed last split innermost: dropping a suffix is an
+    // all_gather over it, adding one an all_slice. A dimension whose axes
+    // change otherwise (another axis, or another order) is gathered down to
+    // the prefix it shares with its target, then sliced. Every dimension is
+    // gathered before any is sliced, so that an axis moving from one
+    // dimension to another is free when it is sliced.
+    auto commonPrefix = [](ArrayRef<StringRef> a, ArrayRef<StringRef> b) {
+      size_t n = 0;
+      while (n < a.size() && n < b.size() && a[n] == b[n])
+        ++n;
+      return n;
+    };
+    auto change = [&](int64_t dim, ArrayRef<StringRef> keep,
+                      ArrayRef<StringRef> axes, bool gather) {
+      current = current.withSplit(dim, keep);
       if (mesh.getGroupSize(axes) > 1) {
         if (failed(checkCollectiveAllowed(loc, from, to)))
           return failure();
-        shape[dim] *= mesh.getGroupSize(axes);
-        value = AllGatherOp::create(builder, loc, type.clone(shape), value, dim,
-                                    builder.getStrArrayAttr(axes));
-        ++collectives;
+        auto type = cast<RankedTensorType>(value.getType());
+        SmallVector<int64_t> shape(type.getShape());
+        if (gather) {
+          shape[dim] *= mesh.getGroupSize(axes);
+          value = AllGatherOp::create(builder, loc, type.clone(shape), value,
+                                      dim, builder.getStrArrayAttr(axes));
+          ++collectives;
+        } else {
+          shape[dim] /= mesh.getGroupSize(axes);
+          value = AllSliceOp::create(builder, loc, type.clone(shape), value,
+                                     dim, builder.getStrArrayAttr(axes));
+        }
         stamp(value);
         setResultLayouts(value.getDefiningOp(), {current});
       }
       layouts[value] = current;
+      return success();
+    };
+    for (int64_t dim = 0; dim < to.getRank(); ++dim) {
+      SmallVector<StringRef> have = current.getSplitAxes(dim);
+      SmallVector<StringRef> want = to.getSplitAxes(dim);
+      size_t shared = commonPrefix(have, want);
+      if (shared < have.size() &&
+          failed(change(dim, ArrayRef<StringRef>(have).take_front(shared),
+                        ArrayRef<StringRef>(have).drop_front(shared),
+                        /*gather=*/true)))
+        return failure();
+    }
+    for (int64_t dim = 0; dim < to.getRank(); ++dim) {
+      SmallVector<StringRef> have = current.getSplitAxes(dim);
+      SmallVector<StringRef> want = to.getSplitAxes(dim);
+      if (want.size() > have.size() &&
+          failed(change(dim, want,
+                        ArrayRef<StringRef>(want).drop_front(have.size()),
+                        /*gather=*/false)))
+        return failure();
     }
     layouts[value] = to;
     return value;

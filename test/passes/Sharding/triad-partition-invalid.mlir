@@ -43,18 +43,7 @@ func.func @f() -> tensor<6x8xf32> {
 
 // -----
 
-// Reordering the axes of a split is not supported yet.
-dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
-func.func @f(%a: tensor<4x8xf32> {dist.layout = #dist.layout<{dp}, {}>},
-             %x: tensor<4x8xf32> {dist.layout = #dist.layout<{tp, dp}, {}>}) -> tensor<4x8xf32> {
-  // expected-error @+1 {{cannot change layout #dist.layout<{tp, dp}, {}> into #dist.layout<{dp}, {}> (not supported yet)}}
-  %m = triad.mul %a, %x {dist.layouts = [#dist.layout<{dp}, {}>]} : tensor<4x8xf32>
-  return %m : tensor<4x8xf32>
-}
-
-// -----
-
-// Nor is making a whole value pending.
+// Making a whole value pending is not supported.
 dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
 func.func @f(%x: tensor<4x8xf32>) -> (tensor<4x8xf32> {dist.layout = #dist.layout<{}, {}, partial = {tp}>}) {
   %y = triad.relu %x {dist.layouts = [#dist.layout<{}, {}>]} : tensor<4x8xf32>

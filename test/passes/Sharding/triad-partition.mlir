@@ -94,6 +94,30 @@ func.func @reduce_then_scatter(%x: tensor<8x8x4xf32> {dist.layout = #dist.layout
 
 // -----
 
+// A dimension whose split changes to other axes (or another order) is
+// gathered down to the prefix it shares with its target, then sliced; every
+// dimension is gathered before any is sliced.
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
+// CHECK-LABEL: func.func @resplit
+// CHECK-SAME: (%[[A:[a-z0-9]+]]: tensor<2x8xf32> {{.*}}, %[[X:[a-z0-9]+]]: tensor<1x8xf32> {{.*}}, %[[W:[a-z0-9]+]]: tensor<4x6xf32> {{.*}}, %[[V:[a-z0-9]+]]: tensor<4x4xf32> {{.*}})
+func.func @resplit(%a: tensor<4x8xf32> {dist.layout = #dist.layout<{dp}, {}>},
+                   %x: tensor<4x8xf32> {dist.layout = #dist.layout<{tp, dp}, {}>},
+                   %w: tensor<8x6xf32> {dist.layout = #dist.layout<{dp}, {}>},
+                   %v: tensor<4x8xf32> {dist.layout = #dist.layout<{}, {tp}>}) -> tensor<4x8xf32> {
+  // CHECK: %[[WHOLE:.*]] = dist.all_gather %[[X]] dim 0 over ["tp", "dp"] {{.*}} : tensor<1x8xf32> -> tensor<4x8xf32>
+  // CHECK-NEXT: %[[PIECE:.*]] = dist.all_slice %[[WHOLE]] dim 0 over ["dp"] {{.*}} : tensor<4x8xf32> -> tensor<2x8xf32>
+  // CHECK-NEXT: triad.mul %[[A]], %[[PIECE]]
+  %m = triad.mul %a, %x {dist.layouts = [#dist.layout<{dp}, {}>]} : tensor<4x8xf32>
+  // The contraction takes tp from the lhs: the rhs's rows move from dp to tp.
+  // CHECK: %[[ROWS:.*]] = dist.all_gather %[[W]] dim 0 over ["dp"] {{.*}} : tensor<4x6xf32> -> tensor<8x6xf32>
+  // CHECK-NEXT: %[[TP:.*]] = dist.all_slice %[[ROWS]] dim 0 over ["tp"] {{.*}} : tensor<8x6xf32> -> tensor<4x6xf32>
+  // CHECK-NEXT: triad.matmul %[[V]], %[[TP]]
+  %p = triad.matmul %v, %w {dist.layouts = [#dist.layout<{}, {}, partial = {tp}>]} : tensor<4x8xf32>, tensor<8x6xf32> -> tensor<4x6xf32>
+  return %m : tensor<4x8xf32>
+}
+
+// -----
+
 // Local types: split arguments shrink, a parameter keeps its global type
 // and layout while its read is local, and ops that count heads or slice
 // sizes get their local counts.
