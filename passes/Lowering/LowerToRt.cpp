@@ -781,10 +781,9 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
         loss = slot;
       continue;
     }
-    auto scatter = value.getDefiningOp<dist::ReduceScatterOp>();
     Update update{gradAccumulator.lookup(param.getValue()), slot,
-                  scatter && weightedCollectives.contains(scatter) ? one
-                                                                   : count};
+                  weightedCollectives.contains(value.getDefiningOp()) ? one
+                                                                      : count};
     auto it = lastWriter.find(slots[slot].storage);
     if (it == lastWriter.end())
       atEnd.push_back(update);

@@ -3,6 +3,7 @@
 #include "passes/Sharding/LayoutRules.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -25,13 +26,17 @@ bool isDistributed(LayoutAttr layout, MeshOp mesh) {
   return mesh.getGroupSize(layout.getPartialAxes()) > 1;
 }
 
+bool splitsOver(LayoutAttr layout, StringRef axis) {
+  return llvm::any_of(
+      llvm::seq<int64_t>(0, layout.getRank()), [&](int64_t dim) {
+        return llvm::is_contained(layout.getSplitAxes(dim), axis);
+      });
+}
+
 LayoutAttr zeroShardedLayout(LayoutAttr layout, RankedTensorType type,
                              MeshOp mesh) {
-  if (mesh.getAxisSize("dp").value_or(1) <= 1)
+  if (mesh.getAxisSize("dp").value_or(1) <= 1 || splitsOver(layout, "dp"))
     return layout;
-  for (int64_t dim = 0; dim < layout.getRank(); ++dim)
-    if (llvm::is_contained(layout.getSplitAxes(dim), "dp"))
-      return layout;
   for (int64_t dim = 0; dim < layout.getRank(); ++dim) {
     SmallVector<StringRef> axes = layout.getSplitAxes(dim);
     axes.push_back("dp");

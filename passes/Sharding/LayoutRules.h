@@ -52,6 +52,9 @@ bool readsParameter(mlir::Value value);
 /// A replicated layout for `type` (rank 0 for non-tensors).
 dist::LayoutAttr replicatedFor(mlir::Type type);
 
+/// Whether some dimension of `layout` is split over `axis`.
+bool splitsOver(dist::LayoutAttr layout, llvm::StringRef axis);
+
 /// Whether `layout` splits or reduces over an axis of more than one rank.
 bool isDistributed(dist::LayoutAttr layout, dist::MeshOp mesh);
 

@@ -165,11 +165,9 @@ private:
            << "' (from " << from << " to " << to << "), which cannot have any";
   }
 
-  /// `value` (local, laid out as recorded) in layout `to`, through the
-  /// collectives that change one into the other.
-  /// `value` in layout `to`, reusing the collectives an earlier user in
-  /// the same block already needed for it (the sequence gathered once for
-  /// the three projections of attention).
+  /// `value` (local, laid out as recorded) in layout `to`, reusing the
+  /// collectives an earlier user in the same block already needed for it (the
+  /// sequence gathered once for the three projections of attention).
   FailureOr<Value> reshard(Value value, LayoutAttr to, Location loc,
                            StringRef user) {
     if (layoutOf(value) == to)

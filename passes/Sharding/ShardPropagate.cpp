@@ -85,11 +85,7 @@ private:
     LayoutAttr sharded = zeroShardedLayout(declared ? withoutZeroSplit(declared)
                                                     : replicatedFor(type),
                                            type, mesh);
-    bool split = llvm::any_of(
-        llvm::seq<int64_t>(0, sharded.getRank()), [&](int64_t dim) {
-          return llvm::is_contained(sharded.getSplitAxes(dim), "dp");
-        });
-    return split ? sharded : layout;
+    return splitsOver(sharded, "dp") ? sharded : layout;
   }
 
   /// The data arguments split their batch over dp; a gradient argument has
@@ -266,10 +262,7 @@ private:
           1, llvm::to_vector(llvm::make_filter_range(
                  layout.getSplitAxes(1),
                  [](StringRef axis) { return axis != "tp"; })));
-    if (!feeds([](LayerOp) { return true; }) ||
-        llvm::any_of(llvm::seq<int64_t>(0, 3), [&](int64_t dim) {
-          return llvm::is_contained(layout.getSplitAxes(dim), "tp");
-        }))
+    if (!feeds([](LayerOp) { return true; }) || splitsOver(layout, "tp"))
       return layout;
     SmallVector<StringRef> axes = layout.getSplitAxes(1);
     axes.push_back("tp");
@@ -462,12 +455,15 @@ void groupPendingSums(func::FuncOp func, MeshOp mesh) {
     tree.push_back(root);
     collect(root.getLhs());
     collect(root.getRhs());
-    llvm::MapVector<Attribute, SmallVector<Value>> groups;
+    // Terms by the layout of their group's sum: pending over their axes,
+    // or replicated when those axes have one rank.
+    llvm::MapVector<LayoutAttr, SmallVector<Value>> groups;
     for (Value leaf : leaves) {
       SmallVector<StringRef> axes = recordedLayout(leaf).getPartialAxes();
       if (mesh.getGroupSize(axes) <= 1)
         axes.clear();
-      groups[OpBuilder(func).getStrArrayAttr(axes)].push_back(leaf);
+      groups[LayoutAttr::getReplicated(func.getContext(), 0).withPartial(axes)]
+          .push_back(leaf);
     }
     if (groups.size() < 2)
       continue;
@@ -478,11 +474,7 @@ void groupPendingSums(func::FuncOp func, MeshOp mesh) {
       return add;
     };
     Value total;
-    for (auto &[axes, terms] : groups) {
-      SmallVector<StringRef> pending(
-          cast<ArrayAttr>(axes).getAsValueRange<StringAttr>());
-      LayoutAttr layout =
-          LayoutAttr::getReplicated(func.getContext(), 0).withPartial(pending);
+    for (auto &[layout, terms] : groups) {
       Value group = terms.front();
       for (Value term : llvm::drop_begin(terms))
         group = sum(group, term, layout);
