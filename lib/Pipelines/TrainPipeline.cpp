@@ -4,6 +4,7 @@
 
 #include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
+#include "passes/Pipeline/Passes.h"
 #include "passes/Sharding/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -58,12 +59,12 @@ std::string checkOptions(const triad::TrainPipelineOptions &o) {
   else if (!o.dtype.empty() &&
            !llvm::is_contained({"f32", "bf16", "f16"}, o.dtype.getValue()))
     os << "dtype '" << o.dtype << "' is unknown (f32, bf16 or f16)";
-  else if (o.pp != 1)
-    os << "pp=" << o.pp
-       << " is not supported yet: pipeline stages do not exist so far; use "
-          "pp=1";
-  else if (o.virtualStages > 1)
-    os << "virtual-stages needs pp > 1, which is not supported yet";
+  else if (o.virtualStages > 1 && o.pp < 2)
+    os << "virtual-stages=" << o.virtualStages
+       << " interleaves the stages of several pipeline ranks and needs pp > 1";
+  else if (!o.stages.empty() && o.pp < 2)
+    os << "stages=" << o.stages << " cuts the model for a pipeline and needs "
+       << "pp > 1";
   else if (o.sp && o.tp < 2)
     os << "sp (sequence parallelism) splits the sequence over tp and needs "
           "tp > 1 (got tp="
@@ -111,6 +112,15 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   PartitionOptions partition;
   partition.sp = options.sp;
   pm.addPass(createPartition(partition));
+  if (options.pp > 1) {
+    auto split = meshOptions<PipelineSplitOptions>(options);
+    split.virtualStages = options.virtualStages;
+    split.stages = options.stages;
+    pm.addPass(createPipelineSplit(split));
+    PipelineScheduleOptions schedule;
+    schedule.schedule = options.schedule;
+    pm.addPass(createPipelineSchedule(schedule));
+  }
   auto lower = meshOptions<LowerToRtOptions>(options);
   lower.dtype = options.dtype;
   pm.addPass(createLowerToRt(lower));

@@ -7,6 +7,7 @@
 #include "dialects/Triad/TriadDialect.h"
 #include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
+#include "passes/Pipeline/Passes.h"
 #include "passes/Reports/Passes.h"
 #include "passes/Sharding/Passes.h"
 #include "triad/Pipelines/TrainPipeline.h"
@@ -27,6 +28,7 @@ void triad::registerAllPasses() {
   triad::registerAutodiffPasses();
   triad::registerReportsPasses();
   triad::registerShardingPasses();
+  triad::registerPipelinePasses();
   triad::registerLoweringPasses();
   triad::registerTrainPipeline();
 }

@@ -13,6 +13,7 @@
 
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Triad/TriadOps.h"
+#include "passes/Pipeline/Passes.h"
 #include "passes/Sharding/LayoutRules.h"
 #include "triad/Analysis/MemoryPlanner.h"
 
@@ -26,6 +27,8 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <limits>
+#include <map>
+#include <set>
 
 namespace triad {
 #define GEN_PASS_DEF_LOWERTORT
@@ -37,6 +40,11 @@ using namespace triad;
 using rt::OpCode;
 
 namespace {
+
+/// Point-to-point tags: the schedule's transfers count up from 0, the
+/// exchanges of tied gradients count up from here (MPI guarantees tags up
+/// to 32767).
+constexpr int64_t kTiedTagBase = 32000;
 
 /// Bytes that back one or more buffers.
 struct Storage {
@@ -296,14 +304,26 @@ SmallVector<unsigned> inPlaceOperands(Operation *op, unsigned result) {
 class ProgramLowering {
 public:
   ProgramLowering(ModuleOp module, dist::MeshOp mesh, func::FuncOp microbatch,
-                  func::FuncOp apply)
-      : module(module), mesh(mesh), microbatch(microbatch), apply(apply) {}
+                  func::FuncOp apply,
+                  std::vector<std::vector<std::string>> &groups)
+      : module(module), mesh(mesh), groups(groups), microbatch(microbatch),
+        apply(apply) {}
 
   LogicalResult lower(int64_t microbatches);
+  /// The program of pipeline rank `rank` under `schedule`, whose stages
+  /// --triad-pipeline-split recorded on the microbatch step.
+  LogicalResult lowerPipelineRank(int64_t rank,
+                                  const schedule::Schedule &schedule);
+  /// The rt.plan every program shares (after every program is lowered, so
+  /// that it lists every communicator group).
+  void emitPlan(int64_t microbatches);
 
   int64_t kernels = 0, inPlace = 0, copies = 0, arenaBytes = 0;
 
 private:
+  /// One call of the step: a function and its microbatch.
+  using Call = std::pair<unsigned, int64_t>;
+
   MemRefType memrefOf(Type tensor) {
     auto type = cast<RankedTensorType>(tensor);
     return MemRefType::get(type.getShape(), type.getElementType());
@@ -355,14 +375,55 @@ private:
     return RankedTensorType::get({}, Float32Type::get(module.getContext()));
   }
 
-  void declarePersistents();
+  /// Declares the parameters and state `keep` accepts (by parameter name;
+  /// state by the parameter it belongs to, global state always) and the
+  /// accumulators of their gradients.
+  void declarePersistents(
+      llvm::function_ref<bool(StringRef)> keep = [](StringRef) {
+        return true;
+      });
+  /// Reads the data shape and the loss's ignore index from the microbatch
+  /// step's signature and cross entropy.
+  LogicalResult readDataShape();
+  struct Update {
+    unsigned accumulator, grad, weight;
+  };
+  /// Adds each update's gradient into its accumulator right after the
+  /// kernel of f.body[bodyStart...] that last writes the gradient (at the
+  /// end when none does).
+  void accumulateAfterLastWrite(Function &f, size_t bodyStart,
+                                ArrayRef<Update> updates);
   LogicalResult findInPlaceUpdates(func::FuncOp func);
   LogicalResult lowerBlock(Block &block, Function &f);
   LogicalResult lowerOp(Operation &op, Function &f);
   LogicalResult lowerMicrobatchStep(Function &f, int64_t microbatches);
-  LogicalResult lowerApplyStep(Function &f);
+  /// Where the parameters of a pipeline rank's stages live (null: no
+  /// pipeline; the program holds everything).
+  struct Placement {
+    int64_t rank = 0, ranks = 1;
+    /// The stages that read each parameter.
+    llvm::StringMap<std::set<int64_t>> paramStages;
+    /// Parameters whose gradient several stages compute parts of (the tied
+    /// embedding), with those stages.
+    SmallVector<std::pair<std::string, std::set<int64_t>>> tied;
+    bool onRank(int64_t stage) const { return stage % ranks == rank; }
+    bool owns(StringRef param) const {
+      auto it = paramStages.find(param);
+      if (it == paramStages.end())
+        return rank == 0;
+      return llvm::any_of(it->second,
+                          [&](int64_t stage) { return onRank(stage); });
+    }
+  };
+  LogicalResult lowerApplyStep(Function &f,
+                               const Placement *placement = nullptr);
+  /// The apply step's ops that concern `placement`'s rank.
+  LogicalResult lowerApplyOps(Function &f, const Placement &placement);
+  /// Temporaries placed over the whole step (`calls` in order): values
+  /// may live from one call to a later one.
+  void planMemoryOverStep(ArrayRef<Function> functions, ArrayRef<Call> calls);
   void planMemory(ArrayRef<Function> functions);
-  void emitProgram(ArrayRef<Function> functions, int64_t microbatches);
+  void emitProgram(ArrayRef<Function> functions, ArrayRef<Call> calls);
   void mergeBuckets(Function &f);
   LogicalResult lowerCollective(Operation &op, Function &f);
   LogicalResult lowerCollectiveKernels(Operation &op, Function &f);
@@ -378,8 +439,9 @@ private:
 
   ModuleOp module;
   dist::MeshOp mesh;
-  /// Communicator groups, in order of first use.
-  std::vector<std::vector<std::string>> groups;
+  /// Communicator groups, in order of first use (shared by the programs of
+  /// every pipeline rank).
+  std::vector<std::vector<std::string>> &groups;
   func::FuncOp microbatch, apply;
   std::vector<Storage> storages;
   std::vector<Slot> slots;
@@ -401,25 +463,33 @@ private:
   llvm::DenseSet<Operation *> weightedCollectives;
   int64_t buckets = 0;
   int64_t seq = 0, vocab = 0, batch = 0, globalBatch = 0;
+  int64_t pipelineRank = 0;
+  /// The microbatch step's labels argument and its cross entropy's ignore
+  /// index (readDataShape).
+  BlockArgument labelsArg;
+  std::optional<int64_t> ignoreIndex;
 };
 
-void ProgramLowering::declarePersistents() {
+void ProgramLowering::declarePersistents(
+    llvm::function_ref<bool(StringRef)> keep) {
   auto layoutOf = [](Operation *op) {
     return op->getAttrOfType<dist::LayoutAttr>(
         dist::DistDialect::kLayoutAttrName);
   };
   for (auto param : module.getOps<ParamOp>())
-    addPersistent(param.getSymName(), rt::Role::Parameter,
-                  param.getTensorType(), param.getInit(), layoutOf(param));
+    if (keep(param.getSymName()))
+      addPersistent(param.getSymName(), rt::Role::Parameter,
+                    param.getTensorType(), param.getInit(), layoutOf(param));
   for (auto state : module.getOps<StateOp>())
-    addPersistent(state.getSymName(), rt::Role::State, state.getType(),
-                  state.getInit(), layoutOf(state));
+    if (!state.getOf() || keep(*state.getOf()))
+      addPersistent(state.getSymName(), rt::Role::State, state.getType(),
+                    state.getInit(), layoutOf(state));
   MLIRContext *ctx = module.getContext();
   InitAttr zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), 0);
   for (auto [index, type] : llvm::enumerate(microbatch.getResultTypes())) {
     auto param =
         microbatch.getResultAttrOfType<FlatSymbolRefAttr>(index, "triad.grad");
-    if (param)
+    if (param && keep(param.getValue()))
       gradAccumulator[param.getValue()] =
           addPersistent(("grad." + param.getValue()).str(),
                         rt::Role::Accumulator, type, zeros);
@@ -685,11 +755,7 @@ LogicalResult ProgramLowering::lowerCollectiveKernels(Operation &op,
   return op.emitOpError("has no runtime kernel");
 }
 
-LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
-                                                   int64_t microbatches) {
-  f.name = "microbatch_step";
-  // The data arguments.
-  std::optional<unsigned> labels;
+LogicalResult ProgramLowering::readDataShape() {
   for (BlockArgument arg : microbatch.getArguments()) {
     auto kind = microbatch.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                         "triad.input");
@@ -706,14 +772,10 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
       return microbatch.emitOpError("tokens and labels differ in shape");
     batch = type.getDimSize(0);
     seq = type.getDimSize(1);
-    unsigned slot = temporary(arg.getType());
-    slotOf[arg] = slot;
-    f.args.push_back(slot);
-    f.argKinds.push_back(kind.getValue().str());
     if (kind.getValue() == "labels")
-      labels = slot;
+      labelsArg = arg;
   }
-  if (!labels)
+  if (!labelsArg)
     return microbatch.emitOpError("takes no labels argument");
   // The arguments hold one call's samples: the step's batch is that times
   // the ranks splitting it and the microbatches.
@@ -722,10 +784,12 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
   int64_t splitting = layout && layout.getRank() > 0
                           ? mesh.getGroupSize(layout.getSplitAxes(0))
                           : 1;
+  int64_t microbatches = 1;
+  if (auto count = microbatch->getAttrOfType<IntegerAttr>("triad.microbatches"))
+    microbatches = count.getInt();
   globalBatch = batch * splitting * microbatches;
 
   // The loss: one cross entropy, whose ignore index the count uses.
-  std::optional<int64_t> ignoreIndex;
   WalkResult walk = microbatch.walk([&](CrossEntropyOp loss) {
     if (ignoreIndex &&
         *ignoreIndex != static_cast<int64_t>(loss.getIgnoreIndex())) {
@@ -742,9 +806,60 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
     return failure();
   if (!ignoreIndex)
     return microbatch.emitOpError("computes no triad.cross_entropy loss");
+  return success();
+}
+
+void ProgramLowering::accumulateAfterLastWrite(Function &f, size_t bodyStart,
+                                               ArrayRef<Update> updates) {
+  DenseMap<unsigned, size_t> lastWriter;
+  for (size_t k = bodyStart; k < f.body.size(); ++k)
+    for (unsigned out : f.body[k].outputs)
+      lastWriter[slots[out].storage] = k;
+  DenseMap<size_t, SmallVector<Update>> after;
+  SmallVector<Update> atEnd;
+  for (const Update &update : updates) {
+    auto it = lastWriter.find(slots[update.grad].storage);
+    if (it == lastWriter.end())
+      atEnd.push_back(update);
+    else
+      after[it->second].push_back(update);
+  }
+  std::vector<Kernel> body(f.body.begin(), f.body.begin() + bodyStart);
+  for (size_t k = bodyStart; k < f.body.size(); ++k) {
+    body.push_back(f.body[k]);
+    for (auto [accumulator, grad, weight] : after.lookup(k))
+      body.push_back({OpCode::Accumulate,
+                      {accumulator, grad, weight},
+                      {accumulator},
+                      {},
+                      {}});
+  }
+  f.body = std::move(body);
+  for (auto [accumulator, grad, weight] : atEnd)
+    emit(f, OpCode::Accumulate, {accumulator, grad, weight}, {accumulator});
+}
+
+LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
+                                                   int64_t microbatches) {
+  f.name = "microbatch_step";
+  if (failed(readDataShape()))
+    return failure();
+  // The data arguments.
+  unsigned labels = 0;
+  for (BlockArgument arg : microbatch.getArguments()) {
+    unsigned slot = temporary(arg.getType());
+    slotOf[arg] = slot;
+    f.args.push_back(slot);
+    f.argKinds.push_back(
+        microbatch.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                "triad.input")
+            .str());
+    if (arg == labelsArg)
+      labels = slot;
+  }
 
   unsigned count = temporary(scalarType());
-  emit(f, OpCode::CountValid, {*labels}, {count}, {*ignoreIndex});
+  emit(f, OpCode::CountValid, {labels}, {count}, {*ignoreIndex});
   unsigned one = fill(f, 1.0);
   microbatchTokens = count;
   auto returned = microbatch.getBody().front().getTerminator()->getOperands();
@@ -761,15 +876,7 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
   // loss at the end; a gradient weighted before its collective is added
   // as it is.
   std::optional<unsigned> loss;
-  struct Update {
-    unsigned accumulator, grad, weight;
-  };
-  DenseMap<unsigned, SmallVector<Update>> after;
-  SmallVector<Update> atEnd;
-  DenseMap<unsigned, size_t> lastWriter;
-  for (size_t k = bodyStart; k < f.body.size(); ++k)
-    for (unsigned out : f.body[k].outputs)
-      lastWriter[slots[out].storage] = k;
+  SmallVector<Update> updates;
   for (auto [index, value] : llvm::enumerate(returned)) {
     unsigned slot = slotOf.at(value);
     auto param =
@@ -781,37 +888,22 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
         loss = slot;
       continue;
     }
-    Update update{gradAccumulator.lookup(param.getValue()), slot,
-                  weightedCollectives.contains(value.getDefiningOp()) ? one
-                                                                      : count};
-    auto it = lastWriter.find(slots[slot].storage);
-    if (it == lastWriter.end())
-      atEnd.push_back(update);
-    else
-      after[it->second].push_back(update);
+    updates.push_back({gradAccumulator.lookup(param.getValue()), slot,
+                       weightedCollectives.contains(value.getDefiningOp())
+                           ? one
+                           : count});
   }
   if (!loss)
     return microbatch.emitOpError("returns no result marked triad.output = "
                                   "\"loss\"");
-  std::vector<Kernel> body(f.body.begin(), f.body.begin() + bodyStart);
-  for (size_t k = bodyStart; k < f.body.size(); ++k) {
-    body.push_back(f.body[k]);
-    for (auto [accumulator, grad, weight] : after.lookup(k))
-      body.push_back({OpCode::Accumulate,
-                      {accumulator, grad, weight},
-                      {accumulator},
-                      {},
-                      {}});
-  }
-  f.body = std::move(body);
-  for (auto [accumulator, grad, weight] : atEnd)
-    emit(f, OpCode::Accumulate, {accumulator, grad, weight}, {accumulator});
+  accumulateAfterLastWrite(f, bodyStart, updates);
   emit(f, OpCode::Accumulate, {lossSum, *loss, count}, {lossSum});
   emit(f, OpCode::Accumulate, {tokenCount, count, one}, {tokenCount});
   return success();
 }
 
-LogicalResult ProgramLowering::lowerApplyStep(Function &f) {
+LogicalResult ProgramLowering::lowerApplyStep(Function &f,
+                                              const Placement *placement) {
   f.name = "apply_step";
   // The loss and token count are partial where the batch is split: reduced
   // first, so that every rank divides by the step's whole count (the
@@ -834,6 +926,43 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f) {
     f.body.back().bucket = buckets++;
     f.body.back().reason = reason;
   }
+  if (placement) {
+    // The loss is summed on the last stage only; every pipeline rank
+    // counted the same tokens.
+    emit(f, OpCode::AllReduce, {lossSum}, {lossSum}, {groupIndex({"pp"})});
+    f.body.back().bucket = buckets++;
+    f.body.back().reason = "the step's loss sum, computed on the last "
+                           "pipeline stage";
+    // A tied parameter's gradient: the parts of its stages on other ranks
+    // are sent and added (every holder then applies the same update).
+    unsigned one = 0;
+    for (auto [index, entry] : llvm::enumerate(placement->tied)) {
+      auto &[param, stages] = entry;
+      if (!placement->owns(param))
+        continue;
+      std::set<int64_t> peers;
+      for (int64_t stage : stages)
+        if (!placement->onRank(stage))
+          peers.insert(stage % placement->ranks);
+      if (peers.empty())
+        continue;
+      unsigned accumulator = gradAccumulator.lookup(param);
+      int64_t tag = kTiedTagBase + index;
+      for (int64_t peer : peers) {
+        emit(f, OpCode::Send, {accumulator}, {}, {peer, tag});
+        f.body.back().reason = "the gradient part of tied " + param;
+      }
+      if (peers.size() > 0 && !one)
+        one = fill(f, 1.0);
+      for (int64_t peer : peers) {
+        unsigned part = addSlot(addStorage(slots[accumulator].type, false),
+                                slots[accumulator].type);
+        emit(f, OpCode::Recv, {}, {part}, {peer, tag});
+        f.body.back().reason = "the gradient part of tied " + param;
+        emit(f, OpCode::Accumulate, {accumulator, part, one}, {accumulator});
+      }
+    }
+  }
   // The step's mean: every accumulator over the step's token count.
   unsigned inverse = temporary(scalarType());
   emit(f, OpCode::Reciprocal, {tokenCount}, {inverse});
@@ -841,6 +970,8 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f) {
   for (BlockArgument arg : apply.getArguments()) {
     auto param = apply.getArgAttrOfType<FlatSymbolRefAttr>(arg.getArgNumber(),
                                                            "triad.grad");
+    if (placement && param && !placement->owns(param.getValue()))
+      continue;
     auto it =
         param ? gradAccumulator.find(param.getValue()) : gradAccumulator.end();
     if (it == gradAccumulator.end())
@@ -860,7 +991,8 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f) {
   unsigned loss = temporary(scalarType());
   emit(f, OpCode::ScaleBy, {lossSum, inverse}, {loss});
   if (failed(findInPlaceUpdates(apply)) ||
-      failed(lowerBlock(apply.getBody().front(), f)))
+      failed(placement ? lowerApplyOps(f, *placement)
+                       : lowerBlock(apply.getBody().front(), f)))
     return failure();
   f.results.push_back(loss);
   f.resultNames.push_back("loss");
@@ -978,20 +1110,25 @@ void ProgramLowering::planMemory(ArrayRef<Function> functions) {
   arenaBytes = top + temporaries;
 }
 
-void ProgramLowering::emitProgram(ArrayRef<Function> functions,
-                                  int64_t microbatches) {
-  MLIRContext *ctx = module.getContext();
-  Location loc = module.getLoc();
-  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+void ProgramLowering::emitPlan(int64_t microbatches) {
+  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
   SmallVector<Attribute> groupList;
   for (const std::vector<std::string> &group : groups) {
     SmallVector<StringRef> names(group.begin(), group.end());
     groupList.push_back(b.getStrArrayAttr(names));
   }
-  rt::PlanOp::create(b, loc, mesh.getAxes(), mesh.getSizesAttr(), seq, vocab,
-                     globalBatch, microbatches, b.getArrayAttr(groupList));
-  auto program =
-      rt::ProgramOp::create(b, loc, "rank0", /*pipeline_rank=*/0, arenaBytes);
+  rt::PlanOp::create(b, module.getLoc(), mesh.getAxes(), mesh.getSizesAttr(),
+                     seq, vocab, globalBatch, microbatches,
+                     b.getArrayAttr(groupList));
+}
+
+void ProgramLowering::emitProgram(ArrayRef<Function> functions,
+                                  ArrayRef<Call> calls) {
+  MLIRContext *ctx = module.getContext();
+  Location loc = module.getLoc();
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  auto program = rt::ProgramOp::create(
+      b, loc, "rank" + std::to_string(pipelineRank), pipelineRank, arenaBytes);
   Block *body = b.createBlock(&program.getBody());
   b.setInsertionPointToEnd(body);
 
@@ -1058,18 +1195,579 @@ void ProgramLowering::emitProgram(ArrayRef<Function> functions,
       }
     }
     b.setInsertionPointToEnd(body);
-    if (f.name == "microbatch_step") {
-      for (int64_t m = 0; m < microbatches; ++m) {
-        callees.push_back(FlatSymbolRefAttr::get(ctx, f.name));
-        callMicrobatches.push_back(m);
-      }
-    } else {
-      callees.push_back(FlatSymbolRefAttr::get(ctx, f.name));
-      callMicrobatches.push_back(0);
-    }
+  }
+  for (auto [function, microbatch] : calls) {
+    callees.push_back(FlatSymbolRefAttr::get(ctx, functions[function].name));
+    callMicrobatches.push_back(microbatch);
   }
   rt::StepOp::create(b, loc, b.getArrayAttr(callees),
                      b.getDenseI64ArrayAttr(callMicrobatches));
+}
+
+LogicalResult ProgramLowering::lowerApplyOps(Function &f,
+                                             const Placement &placement) {
+  // Where each value lives: on the stages of one parameter (its gradient,
+  // state and update), everywhere (global state, constants, the learning
+  // rate), or partial over the pipeline (a sum over the parameters of
+  // several stages: the gradient norm's terms).
+  struct Home {
+    bool everywhere = true, partial = false;
+    std::set<int64_t> stages;
+  };
+  DenseMap<Value, Home> home;
+  llvm::DenseSet<Value> here;
+  auto paramHome = [&](StringRef param) {
+    Home h;
+    h.everywhere = false;
+    auto it = placement.paramStages.find(param);
+    if (it != placement.paramStages.end())
+      h.stages = it->second;
+    else
+      h.stages = {0};
+    return h;
+  };
+  auto isHere = [&](const Home &h) {
+    return h.everywhere || llvm::any_of(h.stages, [&](int64_t stage) {
+             return placement.onRank(stage);
+           });
+  };
+  for (BlockArgument arg : apply.getArguments()) {
+    auto param = apply.getArgAttrOfType<FlatSymbolRefAttr>(arg.getArgNumber(),
+                                                           "triad.grad");
+    home[arg] = paramHome(param.getValue());
+    if (placement.owns(param.getValue()))
+      here.insert(arg);
+  }
+  int64_t ppGroup = groupIndex({"pp"});
+  Block &block = apply.getBody().front();
+  for (Operation &op : block) {
+    if (isa<func::ReturnOp>(op))
+      continue;
+    if (auto get = dyn_cast<GetParamOp>(op)) {
+      Home h;
+      if (module.lookupSymbol<ParamOp>(get.getNameAttr()))
+        h = paramHome(get.getName());
+      else if (auto state = module.lookupSymbol<StateOp>(get.getNameAttr()))
+        if (state.getOf())
+          h = paramHome(*state.getOf());
+      home[get.getResult()] = h;
+      if (isHere(h)) {
+        here.insert(get.getResult());
+        if (failed(lowerOp(op, f)))
+          return failure();
+      }
+      continue;
+    }
+    if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
+      // One kernel per operand this rank holds (every rank of the group
+      // shares this rank's pipeline coordinate, so holds the same).
+      int64_t group = groupIndex(SmallVector<StringRef>(
+          reduce.getAxes().getAsValueRange<StringAttr>()));
+      auto reason =
+          op.getAttrOfType<StringAttr>(dist::DistDialect::kReasonAttrName);
+      for (auto [input, result] :
+           llvm::zip(reduce.getInputs(), reduce.getResults())) {
+        home[result] = home.lookup(input);
+        if (!here.contains(input))
+          continue;
+        here.insert(result);
+        unsigned source = slotOf.at(input);
+        bool accumulator = isa<BlockArgument>(input) && input.hasOneUse();
+        unsigned target =
+            accumulator ? source : temporary(result.getType());
+        emit(f, OpCode::AllReduce, {source}, {target}, {group});
+        f.body.back().bucket = buckets;
+        if (reason)
+          f.body.back().reason = reason.str();
+        slotOf[result] = target;
+      }
+      ++buckets;
+      continue;
+    }
+    Home h;
+    bool partial = false, disjoint = false;
+    for (Value operand : op.getOperands()) {
+      const Home &o = home[operand];
+      if (o.partial) {
+        partial = true;
+        continue;
+      }
+      if (o.everywhere)
+        continue;
+      if (h.everywhere) {
+        h.everywhere = false;
+        h.stages = o.stages;
+        continue;
+      }
+      std::set<int64_t> common;
+      for (int64_t stage : o.stages)
+        if (h.stages.count(stage))
+          common.insert(stage);
+      if (common.empty())
+        disjoint = true;
+      h.stages = common;
+    }
+    bool scalarAdd = isa<AddOp>(op) &&
+                     cast<RankedTensorType>(op.getResult(0).getType())
+                             .getRank() == 0;
+    if (auto clip = dyn_cast<ClipCoefficientOp>(op); clip && partial) {
+      // The global norm: this rank's sum of squares, summed over the
+      // pipeline ranks.
+      Value total = clip->getOperand(0);
+      unsigned source = here.contains(total) ? slotOf.at(total) : fill(f, 0.0);
+      unsigned summed = temporary(total.getType());
+      emit(f, OpCode::AllReduce, {source}, {summed}, {ppGroup});
+      f.body.back().bucket = buckets++;
+      f.body.back().reason = "the gradient norm's sum of squares over the "
+                             "parameters of every pipeline stage";
+      slotOf[total] = summed;
+      if (failed(lowerOp(op, f)))
+        return failure();
+      for (Value result : op.getResults()) {
+        home[result] = Home();
+        here.insert(result);
+      }
+      continue;
+    }
+    if (partial || disjoint) {
+      bool reduction = isa<dist::DistDialect>(op.getDialect());
+      if (!scalarAdd && !reduction)
+        return op.emitOpError("combines values of several pipeline stages; "
+                              "only the gradient norm's sum of squares may");
+      Home p;
+      p.everywhere = false;
+      p.partial = true;
+      Value result = op.getResult(0);
+      home[result] = p;
+      SmallVector<Value> present;
+      for (Value operand : op.getOperands())
+        if (here.contains(operand))
+          present.push_back(operand);
+      if (present.empty())
+        continue;
+      here.insert(result);
+      if (present.size() == op.getNumOperands()) {
+        if (failed(lowerOp(op, f)))
+          return failure();
+      } else {
+        slotOf[result] = slotOf.at(present.front());
+      }
+      continue;
+    }
+    // A parameter's gradient norm counts once, on the first stage that
+    // holds the parameter (a tied embedding is held by two).
+    if (isa<SumSquaresOp>(op) && !h.everywhere && !h.stages.empty())
+      h.stages = {*h.stages.begin()};
+    for (Value result : op.getResults())
+      home[result] = h;
+    if (!isHere(h))
+      continue;
+    for (Value result : op.getResults())
+      here.insert(result);
+    if (failed(lowerOp(op, f)))
+      return failure();
+  }
+  for (Value value : block.getTerminator()->getOperands())
+    if (!here.contains(value))
+      return apply.emitOpError("returns a value that pipeline rank ")
+             << placement.rank << " does not compute";
+  return success();
+}
+
+void ProgramLowering::planMemoryOverStep(ArrayRef<Function> functions,
+                                         ArrayRef<Call> calls) {
+  int64_t top = 0;
+  for (Storage &storage : storages)
+    if (storage.persistent) {
+      storage.offset = top;
+      top += llvm::alignTo(storage.bytes, rt::kBufferAlignment);
+    }
+  DenseMap<unsigned, unsigned> index;
+  std::vector<unsigned> order;
+  std::vector<BufferLifetime> lifetimes;
+  auto touch = [&](unsigned slot, int64_t time) {
+    unsigned storage = slots[slot].storage;
+    if (storages[storage].persistent)
+      return;
+    auto [it, inserted] = index.try_emplace(storage, lifetimes.size());
+    if (inserted) {
+      order.push_back(storage);
+      lifetimes.push_back({storages[storage].bytes, time, time});
+    }
+    BufferLifetime &life = lifetimes[it->second];
+    life.first = std::min(life.first, time);
+    life.last = std::max(life.last, time);
+  };
+  int64_t time = 0;
+  for (auto [function, microbatch] : calls) {
+    const Function &f = functions[function];
+    for (unsigned arg : f.args)
+      touch(arg, time);
+    for (const Kernel &kernel : f.body) {
+      ++time;
+      for (unsigned slot : kernel.inputs)
+        touch(slot, time);
+      for (unsigned slot : kernel.outputs)
+        touch(slot, time);
+    }
+    ++time;
+    for (unsigned result : f.results)
+      touch(result, time);
+    ++time;
+  }
+  MemoryPlan plan = triad::planMemory(lifetimes, rt::kBufferAlignment);
+  for (auto [i, storage] : llvm::enumerate(order))
+    storages[storage].offset = top + plan.offsets[i];
+  arenaBytes = top + plan.arenaBytes;
+}
+
+LogicalResult
+ProgramLowering::lowerPipelineRank(int64_t rank,
+                                   const schedule::Schedule &schedule) {
+  pipelineRank = rank;
+  int64_t numStages = schedule.stages(), microbatches = schedule.microbatches;
+  if ((2 * numStages) * microbatches > kTiedTagBase)
+    return microbatch.emitOpError("has too many stage-microbatch transfers "
+                                  "for the point-to-point tags (")
+           << numStages << " stages x " << microbatches << " microbatches)";
+  Placement placement;
+  placement.rank = rank;
+  placement.ranks = schedule.ranks;
+  if (failed(readDataShape()))
+    return failure();
+
+  // The leaves (ops other than layers and terminators) in program order,
+  // each with its stage and phase; layer arguments and results are aliases
+  // of the values they bind.
+  struct Leaf {
+    Operation *op;
+    int64_t stage;
+    bool backward;
+  };
+  Block &stepBlock = microbatch.getBody().front();
+  Operation *terminator = stepBlock.getTerminator();
+  std::vector<Leaf> leaves;
+  DenseMap<Operation *, size_t> leafIndex;
+  DenseMap<Value, Value> alias;
+  auto resolve = [&](Value value) {
+    for (auto it = alias.find(value); it != alias.end();
+         it = alias.find(value))
+      value = it->second;
+    return value;
+  };
+  auto producer = [&](Value value) -> const Leaf * {
+    Operation *def = resolve(value).getDefiningOp();
+    auto it = def ? leafIndex.find(def) : leafIndex.end();
+    return it == leafIndex.end() ? nullptr : &leaves[it->second];
+  };
+  auto addLeaf = [&](Operation *op, int64_t stage, bool backward) {
+    leafIndex[op] = leaves.size();
+    leaves.push_back({op, stage, backward});
+  };
+  for (Operation &op : stepBlock) {
+    if (&op == terminator || op.hasAttr(pipeline::kTiedAttr))
+      continue;
+    auto stage = op.getAttrOfType<IntegerAttr>(pipeline::kStageAttr);
+    if (!stage || stage.getInt() < 0 || stage.getInt() >= numStages)
+      return op.emitOpError("has no pipeline stage below ")
+             << numStages << " (" << pipeline::kStageAttr
+             << "); run --triad-pipeline-split for the schedule's stages";
+    if (auto layer = dyn_cast<LayerOp>(op)) {
+      Block &body = layer.getBody().front();
+      for (auto [arg, operand] :
+           llvm::zip(body.getArguments(), layer.getOperands()))
+        alias[arg] = operand;
+      for (auto [result, value] :
+           llvm::zip(layer.getResults(), body.getTerminator()->getOperands()))
+        alias[result] = value;
+      for (Operation &inner : body)
+        if (!isa<YieldOp>(inner))
+          addLeaf(&inner, stage.getInt(), layer.getBackward());
+      continue;
+    }
+    bool backward = llvm::any_of(op.getOperands(), [&](Value operand) {
+      const Leaf *from = producer(operand);
+      return from && from->backward;
+    });
+    addLeaf(&op, stage.getInt(), backward);
+  }
+  for (const Leaf &leaf : leaves)
+    if (auto get = dyn_cast<GetParamOp>(leaf.op))
+      placement.paramStages[get.getName()].insert(leaf.stage);
+
+  // The values each stage reads from another: activations from the stage
+  // before, gradients from the stage after, in the order first read.
+  std::map<std::pair<int64_t, int64_t>, SmallVector<Value>> transfers;
+  for (const Leaf &leaf : leaves)
+    for (Value operand : leaf.op->getOperands()) {
+      Value value = resolve(operand);
+      const Leaf *from = producer(value);
+      if (!from || from->stage == leaf.stage ||
+          isa<arith::ConstantOp>(from->op))
+        continue;
+      int64_t expected = from->stage + (from->backward ? -1 : 1);
+      if (leaf.stage != expected)
+        return leaf.op->emitOpError("on pipeline stage ")
+               << leaf.stage << " reads a value of stage " << from->stage
+               << "; values cross one stage boundary at a time "
+                  "(activations forward, gradients backward)";
+      SmallVector<Value> &list = transfers[{from->stage, leaf.stage}];
+      if (!llvm::is_contained(list, value))
+        list.push_back(value);
+    }
+
+  // What the step returns: the loss, and each gradient (or, for a tied
+  // parameter, its parts) with the stage that computes it.
+  struct GradPart {
+    std::string param;
+    Value value;
+    int64_t stage;
+  };
+  SmallVector<GradPart> gradParts;
+  std::optional<Value> lossValue;
+  int64_t lossStage = numStages - 1;
+  for (auto [index, value] : llvm::enumerate(terminator->getOperands())) {
+    auto param =
+        microbatch.getResultAttrOfType<FlatSymbolRefAttr>(index, "triad.grad");
+    Operation *def = value.getDefiningOp();
+    if (param && def && def->hasAttr(pipeline::kTiedAttr)) {
+      std::set<int64_t> stages;
+      for (Value part : def->getOperands()) {
+        const Leaf *from = producer(part);
+        if (!from)
+          return def->emitOpError("sums a gradient part no stage computes");
+        gradParts.push_back(
+            {param.getValue().str(), resolve(part), from->stage});
+        stages.insert(from->stage);
+      }
+      placement.tied.push_back({param.getValue().str(), stages});
+      continue;
+    }
+    const Leaf *from = producer(value);
+    if (param) {
+      if (!from)
+        return microbatch.emitOpError("returns the gradient of ")
+               << param << ", which no pipeline stage computes";
+      gradParts.push_back(
+          {param.getValue().str(), resolve(value), from->stage});
+      continue;
+    }
+    auto name = microbatch.getResultAttrOfType<StringAttr>(index, "triad.output");
+    if (name && name.getValue() == "loss") {
+      if (!from)
+        return microbatch.emitOpError("returns a loss no stage computes");
+      lossValue = resolve(value);
+      lossStage = from->stage;
+    }
+  }
+  if (!lossValue)
+    return microbatch.emitOpError("returns no result marked triad.output = "
+                                  "\"loss\"");
+  for (const GradPart &part : gradParts)
+    if (auto scatter = part.value.getDefiningOp<dist::ReduceScatterOp>())
+      weightedCollectives.insert(scatter);
+
+  declarePersistents([&](StringRef param) { return placement.owns(param); });
+  if (failed(findInPlaceUpdates(microbatch)))
+    return failure();
+
+  // Per (stage, microbatch): the slots of its values, its token count.
+  struct Context {
+    DenseMap<Value, unsigned> slots;
+    unsigned count = 0;
+  };
+  std::map<std::pair<int64_t, int64_t>, Context> contexts;
+  auto tag = [&](bool gradient, int64_t fromStage, int64_t i) {
+    return ((gradient ? numStages : 0) + fromStage) * microbatches + i;
+  };
+  // Lowers `ops` into `f` with the context's slots; constants are made
+  // where they are read, data arguments become arguments of `f`.
+  auto lowerLeaves = [&](Context &context, ArrayRef<const Leaf *> ops,
+                         Function &f) -> LogicalResult {
+    std::swap(slotOf, context.slots);
+    microbatchTokens = context.count;
+    LogicalResult result = success();
+    for (const Leaf *leaf : ops) {
+      for (Value operand : leaf->op->getOperands()) {
+        Value value = resolve(operand);
+        if (!slotOf.count(value)) {
+          auto arg = dyn_cast<BlockArgument>(value);
+          if (auto constant = value.getDefiningOp<arith::ConstantOp>()) {
+            if (failed(lowerOp(*constant, f)))
+              result = failure();
+          } else if (arg && arg.getOwner() == &stepBlock) {
+            unsigned slot = temporary(arg.getType());
+            slotOf[arg] = slot;
+            f.args.push_back(slot);
+            f.argKinds.push_back(
+                microbatch
+                    .getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  "triad.input")
+                    .str());
+          } else {
+            result = leaf->op->emitOpError(
+                "reads a value its pipeline stage neither computes nor "
+                "receives");
+          }
+          if (failed(result))
+            break;
+        }
+        slotOf[operand] = slotOf.at(value);
+      }
+      if (failed(result) || failed(result = lowerOp(*leaf->op, f)))
+        break;
+    }
+    std::swap(slotOf, context.slots);
+    return result;
+  };
+  // Accumulates the gradients `ops` complete.
+  auto accumulate = [&](Context &context, ArrayRef<const Leaf *> ops,
+                        Function &f, size_t bodyStart, unsigned one) {
+    llvm::DenseSet<Operation *> lowered;
+    for (const Leaf *leaf : ops)
+      lowered.insert(leaf->op);
+    SmallVector<Update> updates;
+    for (const GradPart &part : gradParts) {
+      Operation *def = part.value.getDefiningOp();
+      if (!def || !lowered.contains(def))
+        continue;
+      bool weighted = weightedCollectives.contains(def);
+      updates.push_back({gradAccumulator.lookup(part.param),
+                         context.slots.at(part.value),
+                         weighted ? one : context.count});
+    }
+    accumulateAfterLastWrite(f, bodyStart, updates);
+  };
+  auto leavesOf = [&](int64_t stage, bool backward) {
+    SmallVector<const Leaf *> list;
+    for (const Leaf &leaf : leaves)
+      if (leaf.stage == stage && leaf.backward == backward &&
+          !isa<arith::ConstantOp>(leaf.op))
+        list.push_back(&leaf);
+    return list;
+  };
+  // The part of a stage's backward that the gradient sent to the stage
+  // before needs (zero-bubble's B); the rest is its weight gradient (W).
+  auto inputGradientLeaves = [&](int64_t stage) {
+    llvm::DenseSet<Operation *> needed;
+    SmallVector<Value> work;
+    if (stage > 0)
+      llvm::append_range(work, transfers[{stage, stage - 1}]);
+    while (!work.empty()) {
+      const Leaf *from = producer(work.pop_back_val());
+      if (!from || from->stage != stage || !from->backward ||
+          !needed.insert(from->op).second)
+        continue;
+      for (Value operand : from->op->getOperands())
+        work.push_back(resolve(operand));
+    }
+    return needed;
+  };
+
+  std::vector<Function> functions;
+  SmallVector<Call> calls;
+  auto add = [&](Function f, int64_t i) {
+    functions.push_back(std::move(f));
+    calls.push_back({static_cast<unsigned>(functions.size() - 1), i});
+  };
+  Function begin;
+  begin.name = "begin_step";
+  for (const Persistent &p : persistents)
+    if (p.role == rt::Role::Accumulator)
+      emit(begin, OpCode::Fill, {}, {p.slot}, {}, {0.0});
+  add(std::move(begin), 0);
+  int64_t firstLocal = rank;
+  for (const schedule::Action &action : schedule.actions[rank]) {
+    using schedule::ActionKind;
+    int64_t s = action.stage, i = action.microbatch;
+    Context &context = contexts[{s, i}];
+    Function f;
+    std::string where = "_s" + std::to_string(s) + "_m" + std::to_string(i);
+    switch (action.kind) {
+    case ActionKind::Forward: {
+      f.name = "forward" + where;
+      // The microbatch's token count weighs its loss and gradients.
+      std::swap(slotOf, context.slots);
+      unsigned labels = temporary(labelsArg.getType());
+      slotOf[labelsArg] = labels;
+      std::swap(slotOf, context.slots);
+      f.args.push_back(labels);
+      f.argKinds.push_back("labels");
+      context.count = temporary(scalarType());
+      emit(f, OpCode::CountValid, {labels}, {context.count}, {*ignoreIndex});
+      unsigned one = fill(f, 1.0);
+      size_t bodyStart = f.body.size();
+      SmallVector<const Leaf *> ops = leavesOf(s, false);
+      if (failed(lowerLeaves(context, ops, f)))
+        return failure();
+      accumulate(context, ops, f, bodyStart, one);
+      if (s == lossStage)
+        emit(f, OpCode::Accumulate,
+             {lossSum, context.slots.at(*lossValue), context.count},
+             {lossSum});
+      if (s == firstLocal)
+        emit(f, OpCode::Accumulate, {tokenCount, context.count, one},
+             {tokenCount});
+      break;
+    }
+    case ActionKind::Backward:
+    case ActionKind::BackwardInput:
+    case ActionKind::BackwardWeight: {
+      SmallVector<const Leaf *> ops = leavesOf(s, true);
+      if (action.kind != ActionKind::Backward) {
+        llvm::DenseSet<Operation *> input = inputGradientLeaves(s);
+        bool wantInput = action.kind == ActionKind::BackwardInput;
+        llvm::erase_if(ops, [&](const Leaf *leaf) {
+          return input.contains(leaf->op) != wantInput;
+        });
+      }
+      f.name = (action.kind == ActionKind::Backward        ? "backward"
+                : action.kind == ActionKind::BackwardInput ? "backward_input"
+                                                           : "backward_weight") +
+               where;
+      unsigned one = fill(f, 1.0);
+      size_t bodyStart = f.body.size();
+      if (failed(lowerLeaves(context, ops, f)))
+        return failure();
+      accumulate(context, ops, f, bodyStart, one);
+      break;
+    }
+    case ActionKind::Send:
+    case ActionKind::Recv: {
+      bool gradient = action.direction == schedule::Direction::Gradient;
+      bool send = action.kind == ActionKind::Send;
+      int64_t from = send ? s : action.peerStage, to = send ? action.peerStage : s;
+      f.name = std::string(send ? "send" : "recv") +
+               (gradient ? "_grad" : "_act") + where;
+      for (Value value : transfers[{from, to}]) {
+        if (send) {
+          emit(f, OpCode::Send, {context.slots.at(value)}, {},
+               {action.peer, tag(gradient, from, i)});
+        } else {
+          unsigned slot = temporary(value.getType());
+          emit(f, OpCode::Recv, {}, {slot},
+               {action.peer, tag(gradient, from, i)});
+          context.slots[value] = slot;
+        }
+      }
+      break;
+    }
+    case ActionKind::ReduceGradients:
+      continue;
+    case ActionKind::Optimizer:
+      f.name = "apply_step";
+      if (failed(lowerApplyStep(f, &placement)))
+        return failure();
+      break;
+    }
+    if (!f.body.empty() || !f.results.empty())
+      add(std::move(f), std::max<int64_t>(i, 0));
+  }
+  planMemoryOverStep(functions, calls);
+  for (Function &f : functions)
+    mergeBuckets(f);
+  emitProgram(functions, calls);
+  return success();
 }
 
 LogicalResult ProgramLowering::lower(int64_t microbatches) {
@@ -1086,7 +1784,11 @@ LogicalResult ProgramLowering::lower(int64_t microbatches) {
   planMemory(functions);
   for (Function &f : functions)
     mergeBuckets(f);
-  emitProgram(functions, microbatches);
+  SmallVector<Call> calls = {{0, 0}};
+  for (int64_t m = 0; m < microbatches; ++m)
+    calls.push_back({1, m});
+  calls.push_back({2, 0});
+  emitProgram(functions, calls);
   return success();
 }
 
@@ -1120,6 +1822,14 @@ LogicalResult checkRuntimeTypes(func::FuncOp func) {
 struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
   using LowerToRtBase::LowerToRtBase;
 
+  /// Adds a program's counts to the statistics (the arena: the largest).
+  void record(const ProgramLowering &lowering) {
+    numKernels += lowering.kernels;
+    numInPlace += lowering.inPlace;
+    numCopies += lowering.copies;
+    arenaBytes = std::max<uint64_t>(arenaBytes, lowering.arenaBytes);
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (!module.getOps<rt::ProgramOp>().empty()) {
@@ -1133,14 +1843,6 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
         sharding::getOrCreateMesh(module, dp, tp, pp, order);
     if (failed(mesh))
       return signalPassFailure();
-    if (mesh->getAxisSize("pp").value_or(1) != 1) {
-      emitError(module.getLoc(), "mesh axis pp=")
-          << *mesh->getAxisSize("pp")
-          << " is not supported yet: pipeline stages do not exist so far; "
-             "use pp=1";
-      return signalPassFailure();
-    }
-
     auto microbatchStep = module.lookupSymbol<func::FuncOp>("microbatch_step");
     auto applyStep = module.lookupSymbol<func::FuncOp>("apply_step");
     if (!microbatchStep || !applyStep) {
@@ -1175,18 +1877,44 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
       microbatchStep.emitOpError("triad.microbatches must be at least 1");
       return signalPassFailure();
     }
-    ProgramLowering lowering(module, *mesh, microbatchStep, applyStep);
-    if (failed(lowering.lower(microbatches)))
-      return signalPassFailure();
-    numKernels = lowering.kernels;
-    numInPlace = lowering.inPlace;
-    numCopies = lowering.copies;
-    arenaBytes = lowering.arenaBytes;
+    std::vector<std::vector<std::string>> groups;
+    int64_t ranks = mesh->getAxisSize("pp").value_or(1);
+    if (ranks == 1) {
+      ProgramLowering lowering(module, *mesh, microbatchStep, applyStep,
+                               groups);
+      if (failed(lowering.lower(microbatches)))
+        return signalPassFailure();
+      lowering.emitPlan(microbatches);
+      record(lowering);
+    } else {
+      FailureOr<schedule::Schedule> schedule =
+          pipeline::readSchedule(module);
+      if (failed(schedule))
+        return signalPassFailure();
+      if (schedule->ranks != ranks || schedule->microbatches != microbatches) {
+        emitError(module.getLoc(), "the pipeline schedule is for ")
+            << schedule->ranks << " ranks and " << schedule->microbatches
+            << " microbatches, but the mesh has pp=" << ranks
+            << " and the step " << microbatches << " microbatches";
+        return signalPassFailure();
+      }
+      std::optional<ProgramLowering> last;
+      for (int64_t rank = 0; rank < ranks; ++rank) {
+        last.emplace(module, *mesh, microbatchStep, applyStep, groups);
+        if (failed(last->lowerPipelineRank(rank, *schedule)))
+          return signalPassFailure();
+        record(*last);
+      }
+      last->emitPlan(microbatches);
+    }
 
     // The rt program replaces the training step.
     for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
       if (isa<func::FuncOp, ParamOp, StateOp, dist::MeshOp>(op))
         op.erase();
+    for (StringRef name : {pipeline::kStagesAttr, pipeline::kCostsAttr,
+                           pipeline::kScheduleAttr})
+      module->removeAttr(name);
   }
 };
 

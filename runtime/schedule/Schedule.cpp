@@ -9,9 +9,11 @@
 
 #include "runtime/schedule/Schedule.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 
 #include <algorithm>
 #include <cmath>
@@ -900,6 +902,70 @@ std::string format(const Action &action) {
     return "optimizer";
   }
   return "?";
+}
+
+absl::StatusOr<Action> parseAction(absl::string_view token) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("schedule action '", token, "': ", why));
+  };
+  if (token == "reduce-grads")
+    return Action::local(ActionKind::ReduceGradients);
+  if (token == "optimizer")
+    return Action::local(ActionKind::Optimizer);
+  // A non-negative decimal number at the front of `rest`, consumed.
+  auto number = [](absl::string_view &rest, int &out) {
+    size_t digits = 0;
+    while (digits < rest.size() && digits < 9 &&
+           absl::ascii_isdigit(static_cast<unsigned char>(rest[digits])))
+      ++digits;
+    if (digits == 0)
+      return false;
+    out = 0;
+    for (size_t i = 0; i < digits; ++i)
+      out = out * 10 + (rest[i] - '0');
+    rest.remove_prefix(digits);
+    return true;
+  };
+  // "<stage>.<microbatch>" at the front of `rest`, consumed.
+  auto stageAndMicrobatch = [&](absl::string_view &rest, int &stage,
+                                int &microbatch) {
+    return number(rest, stage) && absl::ConsumePrefix(&rest, ".") &&
+           number(rest, microbatch);
+  };
+  absl::string_view rest = token;
+  int stage = 0, microbatch = 0, peer = 0;
+  for (auto [prefix, kind] :
+       {std::pair{"BI", ActionKind::BackwardInput},
+        std::pair{"BW", ActionKind::BackwardWeight},
+        std::pair{"F", ActionKind::Forward},
+        std::pair{"B", ActionKind::Backward}}) {
+    if (!absl::ConsumePrefix(&rest, prefix))
+      continue;
+    if (!stageAndMicrobatch(rest, stage, microbatch) || !rest.empty())
+      return bad("expected <stage>.<microbatch> after the kind");
+    return Action::compute(kind, stage, microbatch);
+  }
+  bool send = absl::ConsumePrefix(&rest, "send-");
+  if (!send && !absl::ConsumePrefix(&rest, "recv-"))
+    return bad("unknown kind (F, B, BI, BW, send-, recv-, reduce-grads or "
+               "optimizer)");
+  Direction direction;
+  if (absl::ConsumePrefix(&rest, "act"))
+    direction = Direction::Activation;
+  else if (absl::ConsumePrefix(&rest, "grad"))
+    direction = Direction::Gradient;
+  else
+    return bad("a transfer moves 'act' or 'grad'");
+  if (!stageAndMicrobatch(rest, stage, microbatch) ||
+      !absl::ConsumePrefix(&rest, send ? ">" : "<") || !number(rest, peer) ||
+      !rest.empty())
+    return bad(send ? "expected <stage>.<microbatch>><peer rank>"
+                    : "expected <stage>.<microbatch><<peer rank>");
+  bool activation = direction == Direction::Activation;
+  int peerStage = (activation == send) ? stage + 1 : stage - 1;
+  return send ? Action::send(direction, stage, microbatch, peerStage, peer)
+              : Action::recv(direction, stage, microbatch, peerStage, peer);
 }
 
 std::string format(const Schedule &schedule) {

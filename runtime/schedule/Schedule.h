@@ -189,6 +189,12 @@ peakInFlight(const Schedule &schedule,
 /// e.g. "F0.1", "send-act0.1>1", "recv-grad0.1<1".
 std::string format(const Action &action);
 
+/// Reads one token of `format` back: the inverse of format(Action). The
+/// other end's stage of a transfer follows from its direction (s + 1 for
+/// activations sent by s, s - 1 for gradients; the reverse for receives).
+/// Anything else is an InvalidArgument error quoting the token.
+absl::StatusOr<Action> parseAction(absl::string_view token);
+
 /// The schedule as text, one line per rank after a header:
 ///   schedule 1f1b ranks=2 microbatches=4 virtual-stages=1
 ///   rank 0: F0.0 send-act0.0>1 F0.1 ...

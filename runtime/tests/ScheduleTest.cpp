@@ -2,6 +2,8 @@
 
 #include "runtime/schedule/Schedule.h"
 
+#include "absl/strings/str_cat.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -695,6 +697,33 @@ TEST(Format, OneTokenPerAction) {
             "recv-grad2.5<1");
   EXPECT_EQ(format(Action::local(ActionKind::ReduceGradients)), "reduce-grads");
   EXPECT_EQ(format(Action::local(ActionKind::Optimizer)), "optimizer");
+}
+
+TEST(Format, ParseReadsEveryTokenBack) {
+  for (absl::string_view name : kScheduleNames) {
+    absl::StatusOr<Schedule> built =
+        build(name, 2, 4, name == "interleaved" ? 2 : 1);
+    ASSERT_TRUE(built.ok()) << built.status();
+    for (const std::vector<Action> &rank : built->actions)
+      for (const Action &action : rank) {
+        absl::StatusOr<Action> parsed = parseAction(format(action));
+        ASSERT_TRUE(parsed.ok()) << parsed.status();
+        EXPECT_EQ(*parsed, action) << format(action);
+      }
+  }
+}
+
+TEST(Format, ParseRejectsMalformedTokens) {
+  for (const char *token :
+       {"", "X0.1", "F0", "F0.", "F.1", "F0.1x", "send-act0.1", "send-act0.1<1",
+        "recv-grad0.1>1", "send-data0.1>1", "recv-act0.1<", "BI1", "optimize"}) {
+    absl::StatusOr<Action> parsed = parseAction(token);
+    ASSERT_FALSE(parsed.ok()) << token;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find(absl::StrCat("'", token, "'")),
+              std::string::npos)
+        << parsed.status();
+  }
 }
 
 } // namespace

@@ -61,11 +61,6 @@ Trainer::Trainer(const LoadedPlan &plan, Sampler sampler, CpuExecutor cpu,
 absl::StatusOr<Trainer> Trainer::create(const LoadedPlan &plan,
                                         const TokenFile &data,
                                         const TrainerOptions &options) {
-  if (meshAxisSize(plan.root(), "pp") > 1)
-    return absl::UnimplementedError(absl::StrCat(
-        "the plan's mesh has a pipeline axis of ",
-        meshAxisSize(plan.root(), "pp"),
-        " ranks; this runtime does not run pipeline-parallel plans yet"));
   int64_t worldRank =
       options.communicator ? options.communicator->worldRank() : 0;
   if (worldRank < 0 || worldRank >= meshSize(plan.root()))

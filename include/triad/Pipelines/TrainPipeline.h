@@ -42,6 +42,11 @@ struct TrainPipelineOptions
       *this, "virtual-stages",
       llvm::cl::desc("Stages per pipeline rank (interleaved schedule)"),
       llvm::cl::init(1)};
+  Option<std::string> stages{
+      *this, "stages",
+      llvm::cl::desc("Transformer layers per pipeline stage by hand, comma "
+                     "separated (default: balanced by cost)"),
+      llvm::cl::init("")};
   Option<bool> sp{*this, "sp",
                   llvm::cl::desc("Sequence parallelism along with tp"),
                   llvm::cl::init(false)};

@@ -1,0 +1,98 @@
+//===- Passes.td - pipeline-parallel passes ----------------*- tablegen -*-===//
+//
+// Pipeline stages and their schedule (DESIGN.md section 4, pass 5).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_PASSES_PIPELINE_PASSES_TD
+#define TRIAD_PASSES_PIPELINE_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def PipelineSplit : Pass<"triad-pipeline-split", "::mlir::ModuleOp"> {
+  let summary = "Assigns the layers of the training step to pipeline stages";
+  let description = [{
+    Cuts the forward layers of `@microbatch_step` (the embedding, the
+    transformer layers, the head, in order) into `pp * virtual-stages`
+    contiguous stages; stage `s` runs on pipeline rank `s % pp`. Without
+    `stages`, the cut minimizes the largest stage cost, a layer's cost being
+    its forward FLOPs estimated from the IR (matmuls and attention dominate;
+    every other op counts one FLOP per result element): the embedding and
+    the head weigh in, and the counts may be uneven. `stages=8,8,8,6` gives
+    the transformer layers per stage by hand (the embedding joins the first
+    stage, the head the last); it must cover every layer once and leave no
+    stage empty. No layer is ever dropped or duplicated.
+
+    The result is recorded on the IR:
+    - every top-level op of `@microbatch_step` gets `pipe.stage` (a layer's
+      backward runs on the stage of its forward; a collective or constant
+      on the stage of the values it reads or of its user);
+    - the `triad.add` that sums a tied parameter's gradient parts from
+      several stages (the input and output embedding) gets `pipe.tied`, the
+      stages it sums over, instead: each stage accumulates its own part and
+      the parts are summed across stages once per step;
+    - the module gets `pipe.stages`, the layers of each stage, and
+      `pipe.costs`, each stage's cost.
+
+    Example (pp=2, a model of 2 transformer layers):
+
+    ```mlir
+    %0 = triad.layer embedding 0 (%arg0) {pipe.stage = 0 : i64} ...
+    %1 = triad.layer transformer 0 (%0) {pipe.stage = 0 : i64} ...
+    %2 = triad.layer transformer 1 (%1) {pipe.stage = 1 : i64} ...
+    %3 = triad.layer head 0 (%2, %arg1) {pipe.stage = 1 : i64} ...
+    ```
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", "1", "Data-parallel ranks (when the "
+           "module has no mesh yet)">,
+    Option<"tp", "tp", "int64_t", "1", "Tensor-parallel ranks (when the "
+           "module has no mesh yet)">,
+    Option<"pp", "pp", "int64_t", "1", "Pipeline ranks (when the module has "
+           "no mesh yet)">,
+    Option<"order", "order", "std::string", "\"dp,pp,tp\"",
+           "Mesh axes from the slowest to the fastest varying over "
+           "consecutive ranks">,
+    Option<"virtualStages", "virtual-stages", "int64_t", "1",
+           "Stages per pipeline rank (the interleaved schedule)">,
+    Option<"stages", "stages", "std::string", "\"\"",
+           "Transformer layers per stage by hand, comma separated (default: "
+           "balanced by cost)">,
+  ];
+  let statistics = [
+    Statistic<"numStages", "stages", "Pipeline stages">,
+  ];
+}
+
+def PipelineSchedule : Pass<"triad-pipeline-schedule", "::mlir::ModuleOp"> {
+  let summary = "Emits and verifies the per-rank pipeline schedule";
+  let description = [{
+    Builds the schedule of the stages `--triad-pipeline-split` made: for
+    each pipeline rank, the ordered list of its actions (forward of
+    microbatch i on stage s, backward, its input and weight halves for
+    zero-bubble, send, receive, gradient reduction, optimizer), with
+    `schedule=gpipe|1f1b|interleaved|zb-h1` over the step's microbatches
+    (`triad.microbatches` on `@microbatch_step`). The schedule is checked
+    statically: every send has its receive, each pass runs after its
+    inputs arrive, and the whole runs to completion even when a send blocks
+    until its receive is posted; a failing schedule is an error naming the
+    first stuck action of each rank.
+
+    A module that already has a `pipe.schedule` (written by hand) keeps it
+    and only has it checked.
+
+    The schedule is recorded as the module attribute `pipe.schedule`:
+
+    ```mlir
+    module attributes {pipe.schedule = {name = "1f1b", ranks = 2 : i64,
+        microbatches = 2 : i64, virtual_stages = 1 : i64,
+        actions = [["F0.0", "send-act0.0>1", ...], ["recv-act1.0<0", ...]]}}
+    ```
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "gpipe, 1f1b, interleaved or zb-h1">,
+  ];
+}
+
+#endif // TRIAD_PASSES_PIPELINE_PASSES_TD

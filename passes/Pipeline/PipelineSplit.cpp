@@ -1,0 +1,307 @@
+//===- PipelineSplit.cpp - layers to pipeline stages ----------------------===//
+//
+// Cuts the forward layers of the microbatch step into contiguous pipeline
+// stages (balanced by an IR cost estimate, or as given by hand) and records
+// each top-level op's stage. See Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Pipeline/Passes.h"
+
+#include "dialects/Triad/TriadOps.h"
+#include "passes/Sharding/LayoutRules.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <limits>
+#include <map>
+#include <set>
+
+namespace triad {
+#define GEN_PASS_DEF_PIPELINESPLIT
+#include "passes/Pipeline/Passes.h.inc"
+} // namespace triad
+
+using namespace mlir;
+using namespace triad;
+
+namespace {
+
+int64_t elements(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && tensor.hasStaticShape() ? tensor.getNumElements() : 0;
+}
+
+/// Forward FLOPs of one op: 2 per multiply-add of a matmul and of the two
+/// products of attention, one per result element for everything else.
+double opFlops(Operation *op) {
+  if (auto matmul = dyn_cast<MatmulOp>(op)) {
+    auto lhs = cast<RankedTensorType>(matmul.getLhs().getType());
+    int64_t k = lhs.getDimSize(lhs.getRank() - (matmul.getTransposeLhs() ? 2
+                                                                         : 1));
+    return 2.0 * elements(matmul.getType()) * k;
+  }
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    auto q = cast<RankedTensorType>(attention.getQ().getType());
+    int64_t seq = q.getRank() >= 2 ? q.getDimSize(q.getRank() - 2) : 1;
+    return 4.0 * elements(q) * seq;
+  }
+  double flops = 0;
+  for (Type type : op->getResultTypes())
+    flops += elements(type);
+  return flops;
+}
+
+/// A layer's name for the record and for messages: "transformer 3".
+std::string layerName(LayerOp layer) {
+  return (stringifyLayerKind(layer.getKind()) + " " +
+          std::to_string(layer.getIndex()))
+      .str();
+}
+
+/// The contiguous cut of `costs` into `stages` non-empty pieces whose
+/// largest sum is smallest (the first such cut, scanning cut points from
+/// the left): the first layer index of every stage.
+SmallVector<int64_t> balancedCut(ArrayRef<double> costs, int64_t stages) {
+  int64_t n = costs.size();
+  SmallVector<double> prefix(n + 1, 0);
+  for (int64_t i = 0; i < n; ++i)
+    prefix[i + 1] = prefix[i] + costs[i];
+  const double inf = std::numeric_limits<double>::infinity();
+  // best[s][i]: the smallest largest-stage cost of layers [0, i) in s stages.
+  std::vector<std::vector<double>> best(stages + 1,
+                                        std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int64_t>> from(stages + 1,
+                                         std::vector<int64_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (int64_t s = 1; s <= stages; ++s)
+    for (int64_t i = s; i <= n; ++i)
+      for (int64_t j = s - 1; j < i; ++j) {
+        double cost = std::max(best[s - 1][j], prefix[i] - prefix[j]);
+        if (cost < best[s][i]) {
+          best[s][i] = cost;
+          from[s][i] = j;
+        }
+      }
+  SmallVector<int64_t> firsts(stages);
+  for (int64_t s = stages, i = n; s > 0; --s) {
+    firsts[s - 1] = from[s][i];
+    i = from[s][i];
+  }
+  return firsts;
+}
+
+struct PipelineSplitPass
+    : public triad::impl::PipelineSplitBase<PipelineSplitPass> {
+  using PipelineSplitBase::PipelineSplitBase;
+
+  void runOnOperation() override;
+
+  /// The first layer index of every stage from the `stages` option, or an
+  /// error at `step`.
+  FailureOr<SmallVector<int64_t>> manualCut(func::FuncOp step,
+                                            ArrayRef<LayerOp> layers,
+                                            int64_t numStages);
+};
+
+FailureOr<SmallVector<int64_t>>
+PipelineSplitPass::manualCut(func::FuncOp step, ArrayRef<LayerOp> layers,
+                             int64_t numStages) {
+  SmallVector<StringRef> pieces;
+  StringRef(stages).split(pieces, ',');
+  if (static_cast<int64_t>(pieces.size()) != numStages)
+    return step.emitOpError("stages=")
+           << stages << " lists " << pieces.size() << " stages, but pp x "
+           << "virtual-stages makes " << numStages;
+  int64_t transformers = llvm::count_if(layers, [](LayerOp layer) {
+    return layer.getKind() == LayerKind::transformer;
+  });
+  // Layers before the first transformer layer join stage 0, those after
+  // the last one join the last stage.
+  int64_t leading = 0;
+  while (leading < static_cast<int64_t>(layers.size()) &&
+         LayerOp(layers[leading]).getKind() != LayerKind::transformer)
+    ++leading;
+  SmallVector<int64_t> firsts;
+  int64_t next = leading, total = 0;
+  for (auto [s, piece] : llvm::enumerate(pieces)) {
+    int64_t count;
+    if (piece.trim().getAsInteger(10, count) || count < 0)
+      return step.emitOpError("stages=")
+             << stages << ": '" << piece
+             << "' is not a count of transformer layers";
+    firsts.push_back(s == 0 ? 0 : next);
+    next += count;
+    total += count;
+  }
+  if (total != transformers)
+    return step.emitOpError("stages=")
+           << stages << " places " << total << " transformer layers, but the "
+           << "model has " << transformers;
+  for (int64_t s = 0; s < numStages; ++s) {
+    int64_t end = s + 1 < numStages ? firsts[s + 1]
+                                    : static_cast<int64_t>(layers.size());
+    if (end <= firsts[s])
+      return step.emitOpError("stages=")
+             << stages << " leaves stage " << s << " without a layer";
+  }
+  return firsts;
+}
+
+void PipelineSplitPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  MLIRContext *ctx = module.getContext();
+  FailureOr<dist::MeshOp> mesh =
+      sharding::getOrCreateMesh(module, dp, tp, pp, order);
+  if (failed(mesh))
+    return signalPassFailure();
+  auto step = module.lookupSymbol<func::FuncOp>("microbatch_step");
+  if (!step || step.isExternal()) {
+    emitError(module.getLoc(),
+              "needs @microbatch_step; run --triad-autodiff first");
+    return signalPassFailure();
+  }
+  int64_t ranks = mesh->getAxisSize("pp").value_or(1);
+  if (virtualStages < 1) {
+    emitError(module.getLoc(), "virtual-stages=")
+        << virtualStages << " must be at least 1";
+    return signalPassFailure();
+  }
+  int64_t numStages = ranks * virtualStages;
+
+  // The forward layers in order, and each (kind, index)'s stage.
+  SmallVector<LayerOp> layers;
+  for (auto layer : step.getBody().getOps<LayerOp>())
+    if (!layer.getBackward())
+      layers.push_back(layer);
+  if (numStages > static_cast<int64_t>(layers.size())) {
+    step.emitOpError("cannot be cut into ")
+        << numStages << " pipeline stages (pp=" << ranks
+        << " x virtual-stages=" << virtualStages << "): it has only "
+        << layers.size()
+        << " layers (the embedding, the transformer layers and the head)";
+    return signalPassFailure();
+  }
+  SmallVector<double> costs;
+  for (LayerOp layer : layers) {
+    double cost = 0;
+    layer.getBody().walk([&](Operation *op) { cost += opFlops(op); });
+    costs.push_back(cost);
+  }
+  SmallVector<int64_t> firsts;
+  if (stages.empty()) {
+    firsts = balancedCut(costs, numStages);
+  } else {
+    FailureOr<SmallVector<int64_t>> cut = manualCut(step, layers, numStages);
+    if (failed(cut))
+      return signalPassFailure();
+    firsts = *cut;
+  }
+
+  std::map<std::pair<LayerKind, int64_t>, int64_t> stageOfLayer;
+  SmallVector<SmallVector<Attribute>> names(numStages);
+  SmallVector<double> stageCosts(numStages, 0);
+  for (auto [i, layer] : llvm::enumerate(layers)) {
+    int64_t stage = llvm::upper_bound(firsts, static_cast<int64_t>(i)) -
+                    firsts.begin() - 1;
+    stageOfLayer[{layer.getKind(), layer.getIndex()}] = stage;
+    names[stage].push_back(StringAttr::get(ctx, layerName(layer)));
+    stageCosts[stage] += costs[i];
+  }
+
+  // Every top-level op's stage: layers by their (kind, index); other ops by
+  // the stage of the values they read.
+  auto stageAttr = [&](int64_t stage) {
+    return IntegerAttr::get(IntegerType::get(ctx, 64), stage);
+  };
+  auto stageOf = [](Operation *op) -> std::optional<int64_t> {
+    if (auto attr = op->getAttrOfType<IntegerAttr>(pipeline::kStageAttr))
+      return attr.getInt();
+    return std::nullopt;
+  };
+  Operation *terminator = step.getBody().front().getTerminator();
+  SmallVector<Operation *> unplaced;
+  for (Operation &op : step.getBody().front()) {
+    if (&op == terminator)
+      continue;
+    op.removeAttr(pipeline::kStageAttr);
+    op.removeAttr(pipeline::kTiedAttr);
+    if (auto layer = dyn_cast<LayerOp>(op)) {
+      auto it = stageOfLayer.find({layer.getKind(), layer.getIndex()});
+      if (it == stageOfLayer.end()) {
+        layer.emitOpError("is a backward layer without its forward layer");
+        return signalPassFailure();
+      }
+      op.setAttr(pipeline::kStageAttr, stageAttr(it->second));
+      continue;
+    }
+    std::set<int64_t> read;
+    for (Value operand : op.getOperands())
+      if (Operation *producer = operand.getDefiningOp()) {
+        if (std::optional<int64_t> stage = stageOf(producer))
+          read.insert(*stage);
+        else if (auto tied = producer->getAttrOfType<DenseI64ArrayAttr>(
+                     pipeline::kTiedAttr)) {
+          op.emitOpError("reads the sum of a tied parameter's gradient "
+                         "parts, which no single pipeline stage holds");
+          return signalPassFailure();
+        }
+      }
+    if (read.empty()) {
+      unplaced.push_back(&op);
+      continue;
+    }
+    if (read.size() == 1) {
+      op.setAttr(pipeline::kStageAttr, stageAttr(*read.begin()));
+      continue;
+    }
+    // Values of several stages meet only in the sum of a tied parameter's
+    // gradient, which the step returns.
+    bool returned = llvm::all_of(op.getUsers(), [&](Operation *user) {
+      return user == terminator;
+    });
+    if (isa<AddOp>(op) && returned && !op.use_empty()) {
+      SmallVector<int64_t> tied(read.begin(), read.end());
+      op.setAttr(pipeline::kTiedAttr, DenseI64ArrayAttr::get(ctx, tied));
+      continue;
+    }
+    InFlightDiagnostic diag = op.emitOpError("reads values of pipeline stages");
+    for (int64_t stage : read)
+      diag << " " << stage;
+    diag << "; only the sum of a tied parameter's gradient may";
+    return signalPassFailure();
+  }
+  // Ops that read no staged value (constants) run on the stage of their
+  // first staged user.
+  for (Operation *op : llvm::reverse(unplaced)) {
+    std::optional<int64_t> stage;
+    for (Operation *user : op->getUsers())
+      if ((stage = stageOf(user)))
+        break;
+    if (!stage) {
+      if (op->use_empty() || llvm::all_of(op->getUsers(), [&](Operation *u) {
+            return u == terminator;
+          })) {
+        op->emitOpError("is not read by any pipeline stage");
+        return signalPassFailure();
+      }
+      stage = 0;
+    }
+    op->setAttr(pipeline::kStageAttr, stageAttr(*stage));
+  }
+
+  SmallVector<Attribute> stageList, costList;
+  for (int64_t s = 0; s < numStages; ++s) {
+    stageList.push_back(ArrayAttr::get(ctx, names[s]));
+    costList.push_back(FloatAttr::get(Float64Type::get(ctx), stageCosts[s]));
+  }
+  module->setAttr(pipeline::kStagesAttr, ArrayAttr::get(ctx, stageList));
+  module->setAttr(pipeline::kCostsAttr, ArrayAttr::get(ctx, costList));
+  this->numStages = numStages;
+}
+
+} // namespace
