@@ -95,6 +95,26 @@ SmallVector<int64_t> balancedCut(ArrayRef<double> costs, int64_t stages) {
   return firsts;
 }
 
+/// The single-operand reductions (all_reduce, reduce_scatter) that carry
+/// `op`'s result, one after the other, to the function's return: empty when
+/// the result goes anywhere else.
+SmallVector<Operation *> collectiveChain(Operation *op,
+                                         Operation *terminator) {
+  SmallVector<Operation *> chain;
+  Value value = op->getResult(0);
+  while (value.hasOneUse()) {
+    Operation *user = *value.getUsers().begin();
+    if (user == terminator)
+      return chain;
+    if (!isa<dist::AllReduceOp, dist::ReduceScatterOp>(user) ||
+        user->getNumOperands() != 1)
+      break;
+    chain.push_back(user);
+    value = user->getResult(0);
+  }
+  return {};
+}
+
 struct PipelineSplitPass
     : public triad::impl::PipelineSplitBase<PipelineSplitPass> {
   using PipelineSplitBase::PipelineSplitBase;
@@ -225,8 +245,12 @@ void PipelineSplitPass::runOnOperation() {
   };
   Operation *terminator = step.getBody().front().getTerminator();
   SmallVector<Operation *> unplaced;
+  // Tied sums that feed collectives before the return (ZeRO-2's
+  // reduce-scatter of the gradient), and those collectives.
+  SmallVector<std::pair<Operation *, SmallVector<Operation *>>> distribute;
+  llvm::DenseSet<Operation *> skip;
   for (Operation &op : step.getBody().front()) {
-    if (&op == terminator)
+    if (&op == terminator || skip.contains(&op))
       continue;
     op.removeAttr(pipeline::kStageAttr);
     op.removeAttr(pipeline::kTiedAttr);
@@ -264,9 +288,16 @@ void PipelineSplitPass::runOnOperation() {
     bool returned = llvm::all_of(op.getUsers(), [&](Operation *user) {
       return user == terminator;
     });
-    if (isa<AddOp>(op) && returned && !op.use_empty()) {
+    SmallVector<Operation *> chain;
+    if (isa<AddOp>(op))
+      chain = collectiveChain(&op, terminator);
+    if (isa<AddOp>(op) && (returned || !chain.empty()) && !op.use_empty()) {
       SmallVector<int64_t> tied(read.begin(), read.end());
       op.setAttr(pipeline::kTiedAttr, DenseI64ArrayAttr::get(ctx, tied));
+      if (!chain.empty()) {
+        distribute.push_back({&op, chain});
+        skip.insert(chain.begin(), chain.end());
+      }
       continue;
     }
     InFlightDiagnostic diag = op.emitOpError("reads values of pipeline stages");
@@ -274,6 +305,33 @@ void PipelineSplitPass::runOnOperation() {
       diag << " " << stage;
     diag << "; only the sum of a tied parameter's gradient may";
     return signalPassFailure();
+  }
+  // A collective of a tied sum is a sum of the collectives of its parts
+  // (they reduce linearly): each part's stage runs its own, and the tied
+  // sum adds their results.
+  for (auto &[sum, chain] : distribute) {
+    OpBuilder b(terminator);
+    SmallVector<Value> parts;
+    for (Value operand : sum->getOperands()) {
+      Value part = operand;
+      Attribute stage = operand.getDefiningOp()->getAttr(pipeline::kStageAttr);
+      for (Operation *collective : chain) {
+        Operation *clone = b.clone(*collective);
+        clone->setOperand(0, part);
+        clone->setAttr(pipeline::kStageAttr, stage);
+        part = clone->getResult(0);
+      }
+      parts.push_back(part);
+    }
+    Operation *newSum = b.clone(*sum);
+    newSum->setOperands(parts);
+    newSum->getResult(0).setType(parts.front().getType());
+    if (Attribute layouts = chain.back()->getAttr(dist::DistDialect::kLayoutsAttrName))
+      newSum->setAttr(dist::DistDialect::kLayoutsAttrName, layouts);
+    chain.back()->getResult(0).replaceAllUsesWith(newSum->getResult(0));
+    for (Operation *collective : llvm::reverse(chain))
+      collective->erase();
+    sum->erase();
   }
   // Ops that read no staged value (constants) run on the stage of their
   // first staged user.
