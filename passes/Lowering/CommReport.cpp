@@ -108,9 +108,30 @@ struct CommReportPass : triad::impl::CommReportBase<CommReportPass> {
       std::map<std::string, int64_t> totals;
       std::map<std::string, double> sent;
       int64_t count = 0;
+      // Point-to-point transfers per direction: count and bytes by peer.
+      std::map<int64_t, std::pair<int64_t, int64_t>> sends, receives;
       for (auto func : program.getBody().getOps<rt::FuncOp>()) {
         int64_t n = calls.lookup(func.getSymName());
         for (auto kernel : func.getBody().getOps<rt::KernelOp>()) {
+          rt::OpCode opcode = kernel.getOpcode();
+          if (opcode == rt::OpCode::Send || opcode == rt::OpCode::Recv) {
+            bool send = opcode == rt::OpCode::Send;
+            auto type =
+                cast<MemRefType>(send ? kernel.getInputs()[0].getType()
+                                      : kernel.getOutputs()[0].getType());
+            int64_t bytes =
+                type.getNumElements() * rt::elementBytes(type.getElementType());
+            auto &entry = (send ? sends : receives)[kernel.getInts()[0]];
+            entry.first += n;
+            entry.second += n * bytes;
+            if (auto reason = kernel->getAttrOfType<StringAttr>("reason"))
+              os << llvm::format("  %-16s %5lld  %-14s %-8s %5lld %14s  %s\n",
+                                 func.getSymName().str().c_str(), (long long)n,
+                                 send ? "send" : "recv", "pp", 2LL,
+                                 withCommas(bytes).c_str(),
+                                 reason.str().c_str());
+            continue;
+          }
           if (!isCollective(kernel.getOpcode()))
             continue;
           int64_t group = kernel.getInts().empty() ? -1 : kernel.getInts()[0];
@@ -137,6 +158,12 @@ struct CommReportPass : triad::impl::CommReportBase<CommReportPass> {
             group.c_str(), withCommas(bytes).c_str(),
             withCommas(static_cast<int64_t>(sent[group] + 0.5)).c_str());
       os << "  collectives per step: " << count << "\n";
+      for (auto [what, list] : {std::pair{"sends to", &sends},
+                                std::pair{"receives from", &receives}})
+        for (auto &[peer, entry] : *list)
+          os << "  point-to-point " << what << " pipeline rank " << peer << ": "
+             << entry.first << " per step, " << withCommas(entry.second)
+             << " B\n";
     }
     output->keep();
     markAllAnalysesPreserved();

@@ -378,10 +378,8 @@ private:
   /// Declares the parameters and state `keep` accepts (by parameter name;
   /// state by the parameter it belongs to, global state always) and the
   /// accumulators of their gradients.
-  void declarePersistents(
-      llvm::function_ref<bool(StringRef)> keep = [](StringRef) {
-        return true;
-      });
+  void declarePersistents(llvm::function_ref<bool(StringRef)> keep =
+                              [](StringRef) { return true; });
   /// Reads the data shape and the loss's ignore index from the microbatch
   /// step's signature and cross entropy.
   LogicalResult readDataShape();
@@ -851,8 +849,8 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
     slotOf[arg] = slot;
     f.args.push_back(slot);
     f.argKinds.push_back(
-        microbatch.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                "triad.input")
+        microbatch
+            .getArgAttrOfType<StringAttr>(arg.getArgNumber(), "triad.input")
             .str());
     if (arg == labelsArg)
       labels = slot;
@@ -888,10 +886,9 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
         loss = slot;
       continue;
     }
-    updates.push_back({gradAccumulator.lookup(param.getValue()), slot,
-                       weightedCollectives.contains(value.getDefiningOp())
-                           ? one
-                           : count});
+    updates.push_back(
+        {gradAccumulator.lookup(param.getValue()), slot,
+         weightedCollectives.contains(value.getDefiningOp()) ? one : count});
   }
   if (!loss)
     return microbatch.emitOpError("returns no result marked triad.output = "
@@ -1273,8 +1270,7 @@ LogicalResult ProgramLowering::lowerApplyOps(Function &f,
         here.insert(result);
         unsigned source = slotOf.at(input);
         bool accumulator = isa<BlockArgument>(input) && input.hasOneUse();
-        unsigned target =
-            accumulator ? source : temporary(result.getType());
+        unsigned target = accumulator ? source : temporary(result.getType());
         emit(f, OpCode::AllReduce, {source}, {target}, {group});
         f.body.back().bucket = buckets;
         if (reason)
@@ -1307,9 +1303,9 @@ LogicalResult ProgramLowering::lowerApplyOps(Function &f,
         disjoint = true;
       h.stages = common;
     }
-    bool scalarAdd = isa<AddOp>(op) &&
-                     cast<RankedTensorType>(op.getResult(0).getType())
-                             .getRank() == 0;
+    bool scalarAdd =
+        isa<AddOp>(op) &&
+        cast<RankedTensorType>(op.getResult(0).getType()).getRank() == 0;
     if (auto clip = dyn_cast<ClipCoefficientOp>(op); clip && partial) {
       // The global norm: this rank's sum of squares, summed over the
       // pipeline ranks.
@@ -1450,8 +1446,7 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
   DenseMap<Operation *, size_t> leafIndex;
   DenseMap<Value, Value> alias;
   auto resolve = [&](Value value) {
-    for (auto it = alias.find(value); it != alias.end();
-         it = alias.find(value))
+    for (auto it = alias.find(value); it != alias.end(); it = alias.find(value))
       value = it->second;
     return value;
   };
@@ -1552,7 +1547,8 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
           {param.getValue().str(), resolve(value), from->stage});
       continue;
     }
-    auto name = microbatch.getResultAttrOfType<StringAttr>(index, "triad.output");
+    auto name =
+        microbatch.getResultAttrOfType<StringAttr>(index, "triad.output");
     if (name && name.getValue() == "loss") {
       if (!from)
         return microbatch.emitOpError("returns a loss no stage computes");
@@ -1599,11 +1595,10 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
             unsigned slot = temporary(arg.getType());
             slotOf[arg] = slot;
             f.args.push_back(slot);
-            f.argKinds.push_back(
-                microbatch
-                    .getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  "triad.input")
-                    .str());
+            f.argKinds.push_back(microbatch
+                                     .getArgAttrOfType<StringAttr>(
+                                         arg.getArgNumber(), "triad.input")
+                                     .str());
           } else {
             result = leaf->op->emitOpError(
                 "reads a value its pipeline stage neither computes nor "
@@ -1703,8 +1698,7 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
       accumulate(context, ops, f, bodyStart, one);
       if (s == lossStage)
         emit(f, OpCode::Accumulate,
-             {lossSum, context.slots.at(*lossValue), context.count},
-             {lossSum});
+             {lossSum, context.slots.at(*lossValue), context.count}, {lossSum});
       if (s == firstLocal)
         emit(f, OpCode::Accumulate, {tokenCount, context.count, one},
              {tokenCount});
@@ -1720,11 +1714,16 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
         llvm::erase_if(ops, [&](const Leaf *leaf) {
           return input.contains(leaf->op) != wantInput;
         });
+        // The first stage sends nothing back: its backward is all weight
+        // gradient.
+        if (ops.empty())
+          continue;
       }
-      f.name = (action.kind == ActionKind::Backward        ? "backward"
-                : action.kind == ActionKind::BackwardInput ? "backward_input"
-                                                           : "backward_weight") +
-               where;
+      f.name =
+          (action.kind == ActionKind::Backward        ? "backward"
+           : action.kind == ActionKind::BackwardInput ? "backward_input"
+                                                      : "backward_weight") +
+          where;
       unsigned one = fill(f, 1.0);
       size_t bodyStart = f.body.size();
       if (failed(lowerLeaves(context, ops, f)))
@@ -1736,7 +1735,8 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
     case ActionKind::Recv: {
       bool gradient = action.direction == schedule::Direction::Gradient;
       bool send = action.kind == ActionKind::Send;
-      int64_t from = send ? s : action.peerStage, to = send ? action.peerStage : s;
+      int64_t from = send ? s : action.peerStage,
+              to = send ? action.peerStage : s;
       f.name = std::string(send ? "send" : "recv") +
                (gradient ? "_grad" : "_act") + where;
       for (Value value : transfers[{from, to}]) {
@@ -1887,8 +1887,7 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
       lowering.emitPlan(microbatches);
       record(lowering);
     } else {
-      FailureOr<schedule::Schedule> schedule =
-          pipeline::readSchedule(module);
+      FailureOr<schedule::Schedule> schedule = pipeline::readSchedule(module);
       if (failed(schedule))
         return signalPassFailure();
       if (schedule->ranks != ranks || schedule->microbatches != microbatches) {
@@ -1912,8 +1911,8 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
     for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
       if (isa<func::FuncOp, ParamOp, StateOp, dist::MeshOp>(op))
         op.erase();
-    for (StringRef name : {pipeline::kStagesAttr, pipeline::kCostsAttr,
-                           pipeline::kScheduleAttr})
+    for (StringRef name :
+         {pipeline::kStagesAttr, pipeline::kCostsAttr, pipeline::kScheduleAttr})
       module->removeAttr(name);
   }
 };

@@ -64,33 +64,52 @@ std::string human(int64_t bytes) {
 /// per buffer, so a reshaped view reading what its source wrote keeps
 /// those bytes live, and two buffers reusing the same bytes at different
 /// times do not.
-int64_t peakTemporaryBytes(rt::FuncOp func,
-                           const llvm::DenseSet<Value> &persistent) {
+struct Peak {
+  int64_t bytes = 0;
+  /// The function running at the peak.
+  size_t function = 0;
+};
+
+/// The same over the calls `funcs` in order, as one timeline: a value
+/// written by one call and read by a later one (a pipeline stage's
+/// activations, kept from its forward to its backward) is live in between.
+Peak peakTemporaryBytes(ArrayRef<rt::FuncOp> funcs,
+                        const llvm::DenseSet<Value> &persistent) {
   struct Access {
     int64_t time;
     bool write;
     int64_t begin, end;
   };
   std::vector<Access> accesses;
+  std::vector<size_t> functionAt;
   auto access = [&](Value buffer, int64_t time, bool write) {
     if (persistent.contains(buffer))
       return;
     auto op = buffer.getDefiningOp<rt::BufferOp>();
-    accesses.push_back(
-        {time, write, op.getOffset(), op.getOffset() + op.getBytes()});
+    accesses.push_back({time, write, static_cast<int64_t>(op.getOffset()),
+                        static_cast<int64_t>(op.getOffset() + op.getBytes())});
   };
-  for (Value arg : func.getArgs())
-    access(arg, 0, true);
   int64_t time = 0;
-  for (auto kernel : func.getBody().getOps<rt::KernelOp>()) {
+  for (auto [index, constFunc] : llvm::enumerate(funcs)) {
+    rt::FuncOp func = constFunc;
+    for (Value arg : func.getArgs())
+      access(arg, time, true);
+    functionAt.push_back(index);
+    for (auto kernel : func.getBody().getOps<rt::KernelOp>()) {
+      ++time;
+      functionAt.push_back(index);
+      for (Value v : kernel.getInputs())
+        access(v, time, false);
+      for (Value v : kernel.getOutputs())
+        access(v, time, true);
+    }
     ++time;
-    for (Value v : kernel.getInputs())
-      access(v, time, false);
-    for (Value v : kernel.getOutputs())
-      access(v, time, true);
+    functionAt.push_back(index);
+    for (Value result : func.getResults())
+      access(result, time, false);
+    ++time;
+    functionAt.push_back(index);
   }
-  for (Value result : func.getResults())
-    access(result, time + 1, false);
 
   // Segments between consecutive buffer boundaries are covered whole by
   // every buffer that touches them.
@@ -121,9 +140,11 @@ int64_t peakTemporaryBytes(rt::FuncOp func,
         liveBytes[t] += end - begin;
     }
   }
-  return liveBytes.empty()
-             ? 0
-             : *std::max_element(liveBytes.begin(), liveBytes.end());
+  Peak peak;
+  for (size_t t = 0; t < liveBytes.size() && t < functionAt.size(); ++t)
+    if (liveBytes[t] > peak.bytes)
+      peak = {liveBytes[t], functionAt[t]};
+  return peak;
 }
 
 struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
@@ -172,12 +193,44 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
            count(rt::Role::State));
       line("gradient accumulators", byRole[rt::Role::Accumulator].first,
            count(rt::Role::Accumulator));
-      for (auto func : program.getBody().getOps<rt::FuncOp>()) {
-        std::string what =
-            (func.getSymName() == "microbatch_step" ? "activations at peak"
-                                                    : "temporaries at peak") +
-            std::string(" (") + func.getSymName().str() + ")";
-        line(what, peakTemporaryBytes(func, persistent));
+      auto step = program.getBody().getOps<rt::StepOp>();
+      bool pipelined =
+          program.getPipelineRank() > 0 ||
+          llvm::any_of(program.getBody().getOps<rt::FuncOp>(),
+                       [](rt::FuncOp func) {
+                         return func.getSymName().starts_with("forward_");
+                       });
+      if (!pipelined || step.empty()) {
+        for (auto func : program.getBody().getOps<rt::FuncOp>()) {
+          std::string what =
+              (func.getSymName() == "microbatch_step" ? "activations at peak"
+                                                      : "temporaries at peak") +
+              std::string(" (") + func.getSymName().str() + ")";
+          line(what, peakTemporaryBytes({func}, persistent).bytes);
+        }
+      } else {
+        // A pipeline rank's functions pass activations from a stage's
+        // forward to its backward: the peak is over the step's calls.
+        SmallVector<rt::FuncOp> calls;
+        // Microbatches in flight: forwards whose backward (its input part
+        // under zero-bubble) has not run.
+        int64_t inFlight = 0, mostInFlight = 0;
+        for (Attribute callee : (*step.begin()).getCallees()) {
+          auto func = SymbolTable::lookupNearestSymbolFrom<rt::FuncOp>(
+              program, cast<FlatSymbolRefAttr>(callee));
+          calls.push_back(func);
+          StringRef name = func.getSymName();
+          if (name.starts_with("forward_"))
+            mostInFlight = std::max(mostInFlight, ++inFlight);
+          else if (name.starts_with("backward_s") ||
+                   name.starts_with("backward_input_s"))
+            --inFlight;
+        }
+        Peak peak = peakTemporaryBytes(calls, persistent);
+        line("activations at peak over the step", peak.bytes,
+             ("(in " + calls[peak.function].getSymName() + "; at most " +
+              std::to_string(mostInFlight) + " microbatches in flight)")
+                 .str());
       }
       line("kernel workspace", 0,
            "(in the arena; CPU kernels keep small scratch of their own)");

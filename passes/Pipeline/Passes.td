@@ -62,6 +62,7 @@ def PipelineSplit : Pass<"triad-pipeline-split", "::mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numStages", "stages", "Pipeline stages">,
   ];
+  let dependentDialects = ["::triad::dist::DistDialect"];
 }
 
 def PipelineSchedule : Pass<"triad-pipeline-schedule", "::mlir::ModuleOp"> {

@@ -71,8 +71,8 @@ FailureOr<schedule::Schedule> pipeline::readSchedule(ModuleOp module) {
   }
   if (absl::Status status = schedule::verify(result); !status.ok())
     return emitError(module.getLoc(), "the ")
-           << result.name << " schedule does not run: "
-           << std::string(status.message());
+           << result.name
+           << " schedule does not run: " << std::string(status.message());
   return result;
 }
 
@@ -126,8 +126,8 @@ struct PipelineSchedulePass
     }
     if (absl::Status status = schedule::verify(*built); !status.ok()) {
       emitError(module.getLoc(), "the ")
-          << name << " schedule does not run: "
-          << std::string(status.message());
+          << name
+          << " schedule does not run: " << std::string(status.message());
       return signalPassFailure();
     }
     Builder b(module.getContext());

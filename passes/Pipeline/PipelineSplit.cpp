@@ -41,8 +41,8 @@ int64_t elements(Type type) {
 double opFlops(Operation *op) {
   if (auto matmul = dyn_cast<MatmulOp>(op)) {
     auto lhs = cast<RankedTensorType>(matmul.getLhs().getType());
-    int64_t k = lhs.getDimSize(lhs.getRank() - (matmul.getTransposeLhs() ? 2
-                                                                         : 1));
+    int64_t k =
+        lhs.getDimSize(lhs.getRank() - (matmul.getTransposeLhs() ? 2 : 1));
     return 2.0 * elements(matmul.getType()) * k;
   }
   if (auto attention = dyn_cast<AttentionOp>(op)) {
@@ -98,8 +98,7 @@ SmallVector<int64_t> balancedCut(ArrayRef<double> costs, int64_t stages) {
 /// The single-operand reductions (all_reduce, reduce_scatter) that carry
 /// `op`'s result, one after the other, to the function's return: empty when
 /// the result goes anywhere else.
-SmallVector<Operation *> collectiveChain(Operation *op,
-                                         Operation *terminator) {
+SmallVector<Operation *> collectiveChain(Operation *op, Operation *terminator) {
   SmallVector<Operation *> chain;
   Value value = op->getResult(0);
   while (value.hasOneUse()) {
@@ -123,9 +122,8 @@ struct PipelineSplitPass
 
   /// The first layer index of every stage from the `stages` option, or an
   /// error at `step`.
-  FailureOr<SmallVector<int64_t>> manualCut(func::FuncOp step,
-                                            ArrayRef<LayerOp> layers,
-                                            int64_t numStages);
+  FailureOr<SmallVector<int64_t>>
+  manualCut(func::FuncOp step, ArrayRef<LayerOp> layers, int64_t numStages);
 };
 
 FailureOr<SmallVector<int64_t>>
@@ -163,8 +161,8 @@ PipelineSplitPass::manualCut(func::FuncOp step, ArrayRef<LayerOp> layers,
            << stages << " places " << total << " transformer layers, but the "
            << "model has " << transformers;
   for (int64_t s = 0; s < numStages; ++s) {
-    int64_t end = s + 1 < numStages ? firsts[s + 1]
-                                    : static_cast<int64_t>(layers.size());
+    int64_t end =
+        s + 1 < numStages ? firsts[s + 1] : static_cast<int64_t>(layers.size());
     if (end <= firsts[s])
       return step.emitOpError("stages=")
              << stages << " leaves stage " << s << " without a layer";
@@ -188,7 +186,7 @@ void PipelineSplitPass::runOnOperation() {
   int64_t ranks = mesh->getAxisSize("pp").value_or(1);
   if (virtualStages < 1) {
     emitError(module.getLoc(), "virtual-stages=")
-        << virtualStages << " must be at least 1";
+        << static_cast<int64_t>(virtualStages) << " must be at least 1";
     return signalPassFailure();
   }
   int64_t numStages = ranks * virtualStages;
@@ -201,8 +199,8 @@ void PipelineSplitPass::runOnOperation() {
   if (numStages > static_cast<int64_t>(layers.size())) {
     step.emitOpError("cannot be cut into ")
         << numStages << " pipeline stages (pp=" << ranks
-        << " x virtual-stages=" << virtualStages << "): it has only "
-        << layers.size()
+        << " x virtual-stages=" << static_cast<int64_t>(virtualStages)
+        << "): it has only " << layers.size()
         << " layers (the embedding, the transformer layers and the head)";
     return signalPassFailure();
   }
@@ -226,8 +224,8 @@ void PipelineSplitPass::runOnOperation() {
   SmallVector<SmallVector<Attribute>> names(numStages);
   SmallVector<double> stageCosts(numStages, 0);
   for (auto [i, layer] : llvm::enumerate(layers)) {
-    int64_t stage = llvm::upper_bound(firsts, static_cast<int64_t>(i)) -
-                    firsts.begin() - 1;
+    int64_t stage =
+        llvm::upper_bound(firsts, static_cast<int64_t>(i)) - firsts.begin() - 1;
     stageOfLayer[{layer.getKind(), layer.getIndex()}] = stage;
     names[stage].push_back(StringAttr::get(ctx, layerName(layer)));
     stageCosts[stage] += costs[i];
@@ -285,9 +283,8 @@ void PipelineSplitPass::runOnOperation() {
     }
     // Values of several stages meet only in the sum of a tied parameter's
     // gradient, which the step returns.
-    bool returned = llvm::all_of(op.getUsers(), [&](Operation *user) {
-      return user == terminator;
-    });
+    bool returned = llvm::all_of(
+        op.getUsers(), [&](Operation *user) { return user == terminator; });
     SmallVector<Operation *> chain;
     if (isa<AddOp>(op))
       chain = collectiveChain(&op, terminator);
@@ -326,7 +323,8 @@ void PipelineSplitPass::runOnOperation() {
     Operation *newSum = b.clone(*sum);
     newSum->setOperands(parts);
     newSum->getResult(0).setType(parts.front().getType());
-    if (Attribute layouts = chain.back()->getAttr(dist::DistDialect::kLayoutsAttrName))
+    if (Attribute layouts =
+            chain.back()->getAttr(dist::DistDialect::kLayoutsAttrName))
       newSum->setAttr(dist::DistDialect::kLayoutsAttrName, layouts);
     chain.back()->getResult(0).replaceAllUsesWith(newSum->getResult(0));
     for (Operation *collective : llvm::reverse(chain))
@@ -355,7 +353,8 @@ void PipelineSplitPass::runOnOperation() {
   SmallVector<Attribute> stageList, costList;
   for (int64_t s = 0; s < numStages; ++s) {
     stageList.push_back(ArrayAttr::get(ctx, names[s]));
-    costList.push_back(FloatAttr::get(Float64Type::get(ctx), stageCosts[s]));
+    costList.push_back(IntegerAttr::get(IntegerType::get(ctx, 64),
+                                        static_cast<int64_t>(stageCosts[s])));
   }
   module->setAttr(pipeline::kStagesAttr, ArrayAttr::get(ctx, stageList));
   module->setAttr(pipeline::kCostsAttr, ArrayAttr::get(ctx, costList));

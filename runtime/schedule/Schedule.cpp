@@ -935,11 +935,10 @@ absl::StatusOr<Action> parseAction(absl::string_view token) {
   };
   absl::string_view rest = token;
   int stage = 0, microbatch = 0, peer = 0;
-  for (auto [prefix, kind] :
-       {std::pair{"BI", ActionKind::BackwardInput},
-        std::pair{"BW", ActionKind::BackwardWeight},
-        std::pair{"F", ActionKind::Forward},
-        std::pair{"B", ActionKind::Backward}}) {
+  for (auto [prefix, kind] : {std::pair{"BI", ActionKind::BackwardInput},
+                              std::pair{"BW", ActionKind::BackwardWeight},
+                              std::pair{"F", ActionKind::Forward},
+                              std::pair{"B", ActionKind::Backward}}) {
     if (!absl::ConsumePrefix(&rest, prefix))
       continue;
     if (!stageAndMicrobatch(rest, stage, microbatch) || !rest.empty())

@@ -716,7 +716,8 @@ TEST(Format, ParseReadsEveryTokenBack) {
 TEST(Format, ParseRejectsMalformedTokens) {
   for (const char *token :
        {"", "X0.1", "F0", "F0.", "F.1", "F0.1x", "send-act0.1", "send-act0.1<1",
-        "recv-grad0.1>1", "send-data0.1>1", "recv-act0.1<", "BI1", "optimize"}) {
+        "recv-grad0.1>1", "send-data0.1>1", "recv-act0.1<", "BI1",
+        "optimize"}) {
     absl::StatusOr<Action> parsed = parseAction(token);
     ASSERT_FALSE(parsed.ok()) << token;
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);

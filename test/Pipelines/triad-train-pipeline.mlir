@@ -1,7 +1,7 @@
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline | FileCheck %s
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=1 tp=1 pp=1 zero=0 schedule=gpipe recompute=full order=pp,dp,tp dtype=f32 lr=0.01 warmup=5 clip-norm=0.5' | FileCheck %s --check-prefix=OPTS
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline --triad-memory-report -o /dev/null | FileCheck %s --check-prefix=REPORT
-// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 pp=2' 2>&1 | FileCheck %s --check-prefix=MESH
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=virtual-stages=2 schedule=interleaved' 2>&1 | FileCheck %s --check-prefix=MESH
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=zero=4 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 zero=2' | FileCheck %s --check-prefix=ZERO2
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dp=2 | FileCheck %s --check-prefix=DP
@@ -36,7 +36,7 @@
 // REPORT: triad memory report: program @rank0 (pipeline rank 0)
 // REPORT: arena
 
-// MESH: error: --triad-train-pipeline: pp=2 is not supported yet: pipeline stages do not exist so far; use pp=1
+// MESH: error: --triad-train-pipeline: virtual-stages=2 interleaves the stages of several pipeline ranks and needs pp > 1
 // ZERO: error: --triad-train-pipeline: zero=4 is not a ZeRO stage (0, 1, 2 or 3)
 
 // ZeRO-2: each rank weights its gradient by its own token count before the

@@ -5,7 +5,7 @@
 // RUN: triad-gen --preset tiny --layers 1 --dtype f16 | not triad-opt --triad-train-pipeline 2>&1 | FileCheck %s --check-prefix=F16
 // RUN: triad-opt %s -split-input-file -verify-diagnostics --triad-lower-to-rt
 
-// MESH: error: mesh axis pp=2 is not supported yet: pipeline stages do not exist so far; use pp=1
+// MESH: error: has no pipe.schedule; run --triad-pipeline-schedule first
 // ORDER: error: order 'dp,dp,tp' must list dp, tp and pp once each
 // DTYPE: error: 'triad.param' op is f32 but the pipeline asks for dtype=bf16; generate the model with that dtype
 // NOSTEP: error: needs @microbatch_step and @apply_step; run --triad-autodiff first
