@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds Triad, turns Debian's
 # fortune texts into a byte-level corpus, compiles the `tiny` GPT preset for
-# a mesh of four ranks, two data-parallel replicas of two tensor-parallel
-# ranks each (dp=2 tp=2 pp=1: pipeline stages are still to come), prints its
-# memory and communication reports, exports the plan and trains it on four
-# CPU ranks under mpirun, printing the loss as it falls.
+# a 3D mesh of eight ranks: two data-parallel replicas (ZeRO-1) of a
+# two-stage pipeline (1F1B over 4 microbatches) whose stages are each split
+# over two tensor-parallel ranks (dp=2 tp=2 pp=2), prints its memory report
+# per rank, its communication report and the schedule with its bubble
+# fraction, exports the plan and trains it on eight CPU ranks under mpirun,
+# printing the loss as it falls.
 #
 # TRIAD_DEMO_STEPS (default 800) sets the number of steps.
 set -euo pipefail
@@ -12,8 +14,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${TRIAD_BUILD_DIR:-$root/build}"
 out="$root/out"
 steps="${TRIAD_DEMO_STEPS:-800}"
-mesh="dp=2 tp=2 pp=1"
-ranks=4
+mesh="dp=2 tp=2 pp=2 zero=1 schedule=1f1b microbatches=4"
+ranks=8
 
 bash "$root/scripts/setup.sh"
 bash "$root/scripts/build.sh"
@@ -44,6 +46,8 @@ run "$build/bin/triad-opt" "$out/tiny.mlir" \
   "--triad-train-pipeline=$mesh lr=3e-3 min-lr=3e-4 warmup=20 decay-steps=$steps" \
   --triad-memory-report --triad-comm-report \
   -o "$out/tiny.rt.mlir"
+run "$build/bin/triad-opt" "$out/tiny.mlir" -o /dev/null \
+  "--triad-schedule-report=pp=2 microbatches=4 schedule=1f1b"
 run "$build/bin/triad-translate" --export-plan "$out/tiny.rt.mlir" \
   -o "$out/tiny.plan"
 

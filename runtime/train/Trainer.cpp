@@ -111,6 +111,14 @@ bool Trainer::savesSlice(const plan::Persistent &p) const {
   for (size_t i = 0; i < keeps.size(); ++i)
     if (!keeps[i] && cpu.coordinates()[i] != 0)
       return false;
+  // A tensor several pipeline ranks hold (the tied embedding of the first
+  // and the last stage) is saved by the first of them.
+  uint32_t own = cpu.programOf().pipeline_rank();
+  for (const plan::Program *other : *root.programs())
+    if (other->pipeline_rank() < own && other->persistent())
+      for (const plan::Persistent *q : *other->persistent())
+        if (q->name()->string_view() == p.name()->string_view())
+          return false;
   return true;
 }
 
