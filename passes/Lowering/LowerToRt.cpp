@@ -420,6 +420,11 @@ private:
   /// Temporaries placed over the whole step (`calls` in order): values
   /// may live from one call to a later one.
   void planMemoryOverStep(ArrayRef<Function> functions, ArrayRef<Call> calls);
+  /// Persistent storages at fixed offsets from 0; returns their end.
+  int64_t placePersistents();
+  /// Places the temporaries of `calls` (run in order, as one timeline)
+  /// from `base` by their lifetimes; returns the bytes they span.
+  int64_t placeTemporaries(ArrayRef<const Function *> calls, int64_t base);
   void planMemory(ArrayRef<Function> functions);
   void emitProgram(ArrayRef<Function> functions, ArrayRef<Call> calls);
   void mergeBuckets(Function &f);
@@ -1061,50 +1066,75 @@ void ProgramLowering::mergeBuckets(Function &f) {
   f.body = std::move(body);
 }
 
-void ProgramLowering::planMemory(ArrayRef<Function> functions) {
+int64_t ProgramLowering::placePersistents() {
   int64_t top = 0;
   for (Storage &storage : storages)
     if (storage.persistent) {
       storage.offset = top;
       top += llvm::alignTo(storage.bytes, rt::kBufferAlignment);
     }
-  int64_t temporaries = 0;
-  for (const Function &f : functions) {
-    // Lifetimes in instruction time: arguments at 0, kernel k at k + 1,
-    // results read at the end.
-    int64_t end = static_cast<int64_t>(f.body.size()) + 1;
-    DenseMap<unsigned, unsigned> index;
-    std::vector<unsigned> order;
-    std::vector<BufferLifetime> lifetimes;
-    auto touch = [&](unsigned slot, int64_t time) {
-      unsigned storage = slots[slot].storage;
-      if (storages[storage].persistent)
-        return;
-      auto [it, inserted] = index.try_emplace(storage, lifetimes.size());
-      if (inserted) {
-        order.push_back(storage);
-        lifetimes.push_back({storages[storage].bytes, time, time});
-      }
-      BufferLifetime &life = lifetimes[it->second];
-      life.first = std::min(life.first, time);
-      life.last = std::max(life.last, time);
-    };
-    for (unsigned arg : f.args)
-      touch(arg, 0);
-    for (auto [k, kernel] : llvm::enumerate(f.body)) {
-      for (unsigned slot : kernel.inputs)
-        touch(slot, k + 1);
-      for (unsigned slot : kernel.outputs)
-        touch(slot, k + 1);
+  return top;
+}
+
+int64_t ProgramLowering::placeTemporaries(ArrayRef<const Function *> calls,
+                                          int64_t base) {
+  // Lifetimes in instruction time over the calls in order: a call's
+  // arguments when it starts, its kernels one after the other, its results
+  // after the last.
+  DenseMap<unsigned, unsigned> index;
+  std::vector<unsigned> order;
+  std::vector<BufferLifetime> lifetimes;
+  auto touch = [&](unsigned slot, int64_t time) {
+    unsigned storage = slots[slot].storage;
+    if (storages[storage].persistent)
+      return;
+    auto [it, inserted] = index.try_emplace(storage, lifetimes.size());
+    if (inserted) {
+      order.push_back(storage);
+      lifetimes.push_back({storages[storage].bytes, time, time});
     }
-    for (unsigned result : f.results)
-      touch(result, end);
-    MemoryPlan plan = triad::planMemory(lifetimes, rt::kBufferAlignment);
-    for (auto [i, storage] : llvm::enumerate(order))
-      storages[storage].offset = top + plan.offsets[i];
-    temporaries = std::max(temporaries, plan.arenaBytes);
+    BufferLifetime &life = lifetimes[it->second];
+    life.first = std::min(life.first, time);
+    life.last = std::max(life.last, time);
+  };
+  int64_t time = 0;
+  for (const Function *f : calls) {
+    for (unsigned arg : f->args)
+      touch(arg, time);
+    for (const Kernel &kernel : f->body) {
+      ++time;
+      for (unsigned slot : kernel.inputs)
+        touch(slot, time);
+      for (unsigned slot : kernel.outputs)
+        touch(slot, time);
+    }
+    ++time;
+    for (unsigned result : f->results)
+      touch(result, time);
+    ++time;
   }
+  MemoryPlan plan = triad::planMemory(lifetimes, rt::kBufferAlignment);
+  for (auto [i, storage] : llvm::enumerate(order))
+    storages[storage].offset = base + plan.offsets[i];
+  return plan.arenaBytes;
+}
+
+void ProgramLowering::planMemory(ArrayRef<Function> functions) {
+  // Each function's temporaries live within its call: they share the
+  // bytes above the persistent tensors.
+  int64_t top = placePersistents(), temporaries = 0;
+  for (const Function &f : functions)
+    temporaries = std::max(temporaries, placeTemporaries({&f}, top));
   arenaBytes = top + temporaries;
+}
+
+void ProgramLowering::planMemoryOverStep(ArrayRef<Function> functions,
+                                         ArrayRef<Call> calls) {
+  int64_t top = placePersistents();
+  SmallVector<const Function *> timeline;
+  for (auto [function, microbatch] : calls)
+    timeline.push_back(&functions[function]);
+  arenaBytes = top + placeTemporaries(timeline, top);
 }
 
 void ProgramLowering::emitPlan(int64_t microbatches) {
@@ -1368,53 +1398,6 @@ LogicalResult ProgramLowering::lowerApplyOps(Function &f,
       return apply.emitOpError("returns a value that pipeline rank ")
              << placement.rank << " does not compute";
   return success();
-}
-
-void ProgramLowering::planMemoryOverStep(ArrayRef<Function> functions,
-                                         ArrayRef<Call> calls) {
-  int64_t top = 0;
-  for (Storage &storage : storages)
-    if (storage.persistent) {
-      storage.offset = top;
-      top += llvm::alignTo(storage.bytes, rt::kBufferAlignment);
-    }
-  DenseMap<unsigned, unsigned> index;
-  std::vector<unsigned> order;
-  std::vector<BufferLifetime> lifetimes;
-  auto touch = [&](unsigned slot, int64_t time) {
-    unsigned storage = slots[slot].storage;
-    if (storages[storage].persistent)
-      return;
-    auto [it, inserted] = index.try_emplace(storage, lifetimes.size());
-    if (inserted) {
-      order.push_back(storage);
-      lifetimes.push_back({storages[storage].bytes, time, time});
-    }
-    BufferLifetime &life = lifetimes[it->second];
-    life.first = std::min(life.first, time);
-    life.last = std::max(life.last, time);
-  };
-  int64_t time = 0;
-  for (auto [function, microbatch] : calls) {
-    const Function &f = functions[function];
-    for (unsigned arg : f.args)
-      touch(arg, time);
-    for (const Kernel &kernel : f.body) {
-      ++time;
-      for (unsigned slot : kernel.inputs)
-        touch(slot, time);
-      for (unsigned slot : kernel.outputs)
-        touch(slot, time);
-    }
-    ++time;
-    for (unsigned result : f.results)
-      touch(result, time);
-    ++time;
-  }
-  MemoryPlan plan = triad::planMemory(lifetimes, rt::kBufferAlignment);
-  for (auto [i, storage] : llvm::enumerate(order))
-    storages[storage].offset = top + plan.offsets[i];
-  arenaBytes = top + plan.arenaBytes;
 }
 
 LogicalResult

@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <atomic>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
@@ -575,7 +576,7 @@ TEST(MultiRankTrainer, ReshardOnLoad) {
   });
 
   auto loadAndCheck = [&](const std::string &plan) {
-    int ranks = 0;
+    std::atomic<int> ranks = 0;
     onRanks(plan, [&](int64_t, auto &run) {
       absl::Status loaded = run.trainer->load(dir);
       ASSERT_TRUE(loaded.ok()) << loaded;
@@ -583,7 +584,7 @@ TEST(MultiRankTrainer, ReshardOnLoad) {
       EXPECT_EQ(run.trainer->completedSteps(), 1u);
       ++ranks;
     });
-    return ranks;
+    return ranks.load();
   };
   // Whole on one rank, row quarters on four, and columns over tp.
   EXPECT_EQ(loadAndCheck(slicedPlan({{"dp", 1}}, {{}, {}})), 1);
