@@ -26,10 +26,12 @@ using namespace triad;
 
 namespace {
 
-/// The bytes a collective moves, counted on the full tensor: the reduced
-/// buffer, the gathered result, the input that is reduced and scattered.
-int64_t collectiveBytes(rt::KernelOp kernel) {
-  Value tensor = kernel.getOpcode() == rt::OpCode::AllGather
+/// The bytes a collective or transfer moves, counted on the full tensor:
+/// the reduced buffer, the gathered result, the input that is reduced and
+/// scattered, the message sent or received.
+int64_t movedBytes(rt::KernelOp kernel) {
+  rt::OpCode opcode = kernel.getOpcode();
+  Value tensor = opcode == rt::OpCode::AllGather || opcode == rt::OpCode::Recv
                      ? kernel.getOutputs().front()
                      : kernel.getInputs().front();
   auto type = cast<MemRefType>(tensor.getType());
@@ -37,7 +39,7 @@ int64_t collectiveBytes(rt::KernelOp kernel) {
 }
 
 /// The bytes each member of a group of `ranks` sends for a collective over
-/// `bytes` (as collectiveBytes counts them) with the ring algorithms NCCL
+/// `bytes` (as movedBytes counts them) with the ring algorithms NCCL
 /// and MPI use for large messages: an all_reduce is a reduce_scatter and an
 /// all_gather, each sending (ranks - 1) / ranks of the tensor.
 double wireBytes(rt::OpCode opcode, int64_t bytes, int64_t ranks) {
@@ -116,11 +118,7 @@ struct CommReportPass : triad::impl::CommReportBase<CommReportPass> {
           rt::OpCode opcode = kernel.getOpcode();
           if (opcode == rt::OpCode::Send || opcode == rt::OpCode::Recv) {
             bool send = opcode == rt::OpCode::Send;
-            auto type =
-                cast<MemRefType>(send ? kernel.getInputs()[0].getType()
-                                      : kernel.getOutputs()[0].getType());
-            int64_t bytes =
-                type.getNumElements() * rt::elementBytes(type.getElementType());
+            int64_t bytes = movedBytes(kernel);
             auto &entry = (send ? sends : receives)[kernel.getInts()[0]];
             entry.first += n;
             entry.second += n * bytes;
@@ -135,7 +133,7 @@ struct CommReportPass : triad::impl::CommReportBase<CommReportPass> {
           if (!isCollective(kernel.getOpcode()))
             continue;
           int64_t group = kernel.getInts().empty() ? -1 : kernel.getInts()[0];
-          int64_t bytes = collectiveBytes(kernel);
+          int64_t bytes = movedBytes(kernel);
           auto reason = kernel->getAttrOfType<StringAttr>("reason");
           os << llvm::format(
               "  %-16s %5lld  %-14s %-8s %5lld %14s  %s\n",

@@ -301,6 +301,67 @@ SmallVector<unsigned> inPlaceOperands(Operation *op, unsigned result) {
   return {};
 }
 
+/// The microbatch step cut into pipeline stages (--triad-pipeline-split's
+/// `pipe.stage`), as every pipeline rank's lowering reads it: analysed once.
+struct StagedStep {
+  /// A leaf is an op other than a layer or a terminator, in program order,
+  /// with its stage and phase.
+  struct Leaf {
+    Operation *op;
+    int64_t stage;
+    bool backward;
+  };
+  /// A returned gradient (or, for a tied parameter, one of its parts).
+  struct GradPart {
+    std::string param;
+    Value value;
+  };
+
+  static FailureOr<StagedStep> build(func::FuncOp microbatch,
+                                     int64_t numStages);
+
+  /// The value a layer argument or result stands for.
+  Value resolve(Value value) const {
+    for (auto it = alias.find(value); it != alias.end(); it = alias.find(value))
+      value = it->second;
+    return value;
+  }
+  /// The leaf computing `value`, or null (a function argument).
+  const Leaf *producer(Value value) const {
+    Operation *def = resolve(value).getDefiningOp();
+    auto it = def ? leafIndex.find(def) : leafIndex.end();
+    return it == leafIndex.end() ? nullptr : &leaves[it->second];
+  }
+  /// The leaves of a stage's forward or backward, constants left out (each
+  /// context makes the constants it reads).
+  ArrayRef<const Leaf *> phase(int64_t stage, bool backward) const {
+    auto it = phases.find({stage, backward});
+    return it == phases.end() ? ArrayRef<const Leaf *>() : it->second;
+  }
+  /// The values stage `to` reads from stage `from`, in the order first read.
+  ArrayRef<Value> transfer(int64_t from, int64_t to) const {
+    auto it = transfers.find({from, to});
+    return it == transfers.end() ? ArrayRef<Value>() : it->second;
+  }
+
+  std::vector<Leaf> leaves;
+  DenseMap<Operation *, size_t> leafIndex;
+  DenseMap<Value, Value> alias;
+  std::map<std::pair<int64_t, bool>, SmallVector<const Leaf *>> phases;
+  std::map<std::pair<int64_t, int64_t>, SmallVector<Value>> transfers;
+  /// Per stage, the backward leaves the gradient it sends back needs
+  /// (zero-bubble's B); the rest are its weight gradient (W).
+  std::map<int64_t, llvm::DenseSet<Operation *>> inputGradient;
+  SmallVector<GradPart> gradParts;
+  Value lossValue;
+  int64_t lossStage = 0;
+  /// The stages that read each parameter.
+  llvm::StringMap<std::set<int64_t>> paramStages;
+  /// Parameters whose gradient several stages compute parts of (the tied
+  /// embedding), with those stages.
+  SmallVector<std::pair<std::string, std::set<int64_t>>> tied;
+};
+
 class ProgramLowering {
 public:
   ProgramLowering(ModuleOp module, dist::MeshOp mesh, func::FuncOp microbatch,
@@ -313,7 +374,8 @@ public:
   /// The program of pipeline rank `rank` under `schedule`, whose stages
   /// --triad-pipeline-split recorded on the microbatch step.
   LogicalResult lowerPipelineRank(int64_t rank,
-                                  const schedule::Schedule &schedule);
+                                  const schedule::Schedule &schedule,
+                                  const StagedStep &step);
   /// The rt.plan every program shares (after every program is lowered, so
   /// that it lists every communicator group).
   void emitPlan(int64_t microbatches);
@@ -338,10 +400,10 @@ private:
     slots.push_back({storage, type});
     return slots.size() - 1;
   }
-  unsigned temporary(Type tensor) {
-    MemRefType type = memrefOf(tensor);
+  unsigned temporary(MemRefType type) {
     return addSlot(addStorage(type, false), type);
   }
+  unsigned temporary(Type tensor) { return temporary(memrefOf(tensor)); }
   unsigned addPersistent(StringRef name, rt::Role role, Type tensor,
                          InitAttr init, dist::LayoutAttr layout = {}) {
     auto global = cast<RankedTensorType>(tensor);
@@ -382,7 +444,7 @@ private:
                               [](StringRef) { return true; });
   /// Reads the data shape and the loss's ignore index from the microbatch
   /// step's signature and cross entropy.
-  LogicalResult readDataShape();
+  LogicalResult readDataShape(int64_t microbatches);
   struct Update {
     unsigned accumulator, grad, weight;
   };
@@ -399,15 +461,11 @@ private:
   /// pipeline; the program holds everything).
   struct Placement {
     int64_t rank = 0, ranks = 1;
-    /// The stages that read each parameter.
-    llvm::StringMap<std::set<int64_t>> paramStages;
-    /// Parameters whose gradient several stages compute parts of (the tied
-    /// embedding), with those stages.
-    SmallVector<std::pair<std::string, std::set<int64_t>>> tied;
+    const StagedStep *step = nullptr;
     bool onRank(int64_t stage) const { return stage % ranks == rank; }
     bool owns(StringRef param) const {
-      auto it = paramStages.find(param);
-      if (it == paramStages.end())
+      auto it = step->paramStages.find(param);
+      if (it == step->paramStages.end())
         return rank == 0;
       return llvm::any_of(it->second,
                           [&](int64_t stage) { return onRank(stage); });
@@ -429,6 +487,9 @@ private:
   void emitProgram(ArrayRef<Function> functions, ArrayRef<Call> calls);
   void mergeBuckets(Function &f);
   LogicalResult lowerCollective(Operation &op, Function &f);
+  /// One operand of a dist.all_reduce over `group`, in the current bucket.
+  void lowerAllReducePart(Function &f, Value input, Value result,
+                          int64_t group);
   LogicalResult lowerCollectiveKernels(Operation &op, Function &f);
   /// The index of the communicator group over `axes`, added if new.
   int64_t groupIndex(ArrayRef<StringRef> axes) {
@@ -698,6 +759,20 @@ LogicalResult ProgramLowering::lowerCollective(Operation &op, Function &f) {
   return success();
 }
 
+void ProgramLowering::lowerAllReducePart(Function &f, Value input, Value result,
+                                         int64_t group) {
+  unsigned source = slotOf.at(input);
+  // In place only on an accumulator entering the function: any other
+  // value's storage may be shared with views that are read later.
+  bool accumulator = isa<BlockArgument>(input) &&
+                     isa<func::FuncOp>(input.getParentBlock()->getParentOp());
+  unsigned target =
+      accumulator && input.hasOneUse() ? source : temporary(result.getType());
+  emit(f, OpCode::AllReduce, {source}, {target}, {group});
+  f.body.back().bucket = buckets;
+  slotOf[result] = target;
+}
+
 LogicalResult ProgramLowering::lowerCollectiveKernels(Operation &op,
                                                       Function &f) {
   auto axesOf = [](ArrayAttr axes) {
@@ -706,20 +781,8 @@ LogicalResult ProgramLowering::lowerCollectiveKernels(Operation &op,
   if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
     int64_t group = groupIndex(axesOf(reduce.getAxes()));
     for (auto [input, result] :
-         llvm::zip(reduce.getInputs(), reduce.getResults())) {
-      unsigned source = slotOf.at(input);
-      // In place only on an accumulator entering the function: any other
-      // value's storage may be shared with views that are read later.
-      bool accumulator =
-          isa<BlockArgument>(input) &&
-          isa<func::FuncOp>(input.getParentBlock()->getParentOp());
-      unsigned target = accumulator && input.hasOneUse()
-                            ? source
-                            : temporary(result.getType());
-      emit(f, OpCode::AllReduce, {source}, {target}, {group});
-      f.body.back().bucket = buckets;
-      slotOf[result] = target;
-    }
+         llvm::zip(reduce.getInputs(), reduce.getResults()))
+      lowerAllReducePart(f, input, result, group);
     ++buckets;
     return success();
   }
@@ -758,7 +821,7 @@ LogicalResult ProgramLowering::lowerCollectiveKernels(Operation &op,
   return op.emitOpError("has no runtime kernel");
 }
 
-LogicalResult ProgramLowering::readDataShape() {
+LogicalResult ProgramLowering::readDataShape(int64_t microbatches) {
   for (BlockArgument arg : microbatch.getArguments()) {
     auto kind = microbatch.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                         "triad.input");
@@ -787,9 +850,6 @@ LogicalResult ProgramLowering::readDataShape() {
   int64_t splitting = layout && layout.getRank() > 0
                           ? mesh.getGroupSize(layout.getSplitAxes(0))
                           : 1;
-  int64_t microbatches = 1;
-  if (auto count = microbatch->getAttrOfType<IntegerAttr>("triad.microbatches"))
-    microbatches = count.getInt();
   globalBatch = batch * splitting * microbatches;
 
   // The loss: one cross entropy, whose ignore index the count uses.
@@ -845,7 +905,7 @@ void ProgramLowering::accumulateAfterLastWrite(Function &f, size_t bodyStart,
 LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
                                                    int64_t microbatches) {
   f.name = "microbatch_step";
-  if (failed(readDataShape()))
+  if (failed(readDataShape(microbatches)))
     return failure();
   // The data arguments.
   unsigned labels = 0;
@@ -938,7 +998,7 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f,
     // A tied parameter's gradient: the parts of its stages on other ranks
     // are sent and added (every holder then applies the same update).
     unsigned one = 0;
-    for (auto [index, entry] : llvm::enumerate(placement->tied)) {
+    for (auto [index, entry] : llvm::enumerate(placement->step->tied)) {
       auto &[param, stages] = entry;
       if (!placement->owns(param))
         continue;
@@ -954,11 +1014,10 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f,
         emit(f, OpCode::Send, {accumulator}, {}, {peer, tag});
         f.body.back().reason = "the gradient part of tied " + param;
       }
-      if (peers.size() > 0 && !one)
+      if (!one)
         one = fill(f, 1.0);
       for (int64_t peer : peers) {
-        unsigned part = addSlot(addStorage(slots[accumulator].type, false),
-                                slots[accumulator].type);
+        unsigned part = temporary(slots[accumulator].type);
         emit(f, OpCode::Recv, {}, {part}, {peer, tag});
         f.body.back().reason = "the gradient part of tied " + param;
         emit(f, OpCode::Accumulate, {accumulator, part, one}, {accumulator});
@@ -1246,8 +1305,8 @@ LogicalResult ProgramLowering::lowerApplyOps(Function &f,
   auto paramHome = [&](StringRef param) {
     Home h;
     h.everywhere = false;
-    auto it = placement.paramStages.find(param);
-    if (it != placement.paramStages.end())
+    auto it = placement.step->paramStages.find(param);
+    if (it != placement.step->paramStages.end())
       h.stages = it->second;
     else
       h.stages = {0};
@@ -1298,14 +1357,9 @@ LogicalResult ProgramLowering::lowerApplyOps(Function &f,
         if (!here.contains(input))
           continue;
         here.insert(result);
-        unsigned source = slotOf.at(input);
-        bool accumulator = isa<BlockArgument>(input) && input.hasOneUse();
-        unsigned target = accumulator ? source : temporary(result.getType());
-        emit(f, OpCode::AllReduce, {source}, {target}, {group});
-        f.body.back().bucket = buckets;
+        lowerAllReducePart(f, input, result, group);
         if (reason)
           f.body.back().reason = reason.str();
-        slotOf[result] = target;
       }
       ++buckets;
       continue;
@@ -1400,46 +1454,19 @@ LogicalResult ProgramLowering::lowerApplyOps(Function &f,
   return success();
 }
 
-LogicalResult
-ProgramLowering::lowerPipelineRank(int64_t rank,
-                                   const schedule::Schedule &schedule) {
-  pipelineRank = rank;
-  int64_t numStages = schedule.stages(), microbatches = schedule.microbatches;
-  if ((2 * numStages) * microbatches > kTiedTagBase)
-    return microbatch.emitOpError("has too many stage-microbatch transfers "
-                                  "for the point-to-point tags (")
-           << numStages << " stages x " << microbatches << " microbatches)";
-  Placement placement;
-  placement.rank = rank;
-  placement.ranks = schedule.ranks;
-  if (failed(readDataShape()))
-    return failure();
-
+FailureOr<StagedStep> StagedStep::build(func::FuncOp microbatch,
+                                        int64_t numStages) {
   // The leaves (ops other than layers and terminators) in program order,
   // each with its stage and phase; layer arguments and results are aliases
   // of the values they bind.
-  struct Leaf {
-    Operation *op;
-    int64_t stage;
-    bool backward;
-  };
+  StagedStep step;
+  std::vector<Leaf> &leaves = step.leaves;
   Block &stepBlock = microbatch.getBody().front();
   Operation *terminator = stepBlock.getTerminator();
-  std::vector<Leaf> leaves;
-  DenseMap<Operation *, size_t> leafIndex;
-  DenseMap<Value, Value> alias;
-  auto resolve = [&](Value value) {
-    for (auto it = alias.find(value); it != alias.end(); it = alias.find(value))
-      value = it->second;
-    return value;
-  };
-  auto producer = [&](Value value) -> const Leaf * {
-    Operation *def = resolve(value).getDefiningOp();
-    auto it = def ? leafIndex.find(def) : leafIndex.end();
-    return it == leafIndex.end() ? nullptr : &leaves[it->second];
-  };
+  auto resolve = [&](Value value) { return step.resolve(value); };
+  auto producer = [&](Value value) { return step.producer(value); };
   auto addLeaf = [&](Operation *op, int64_t stage, bool backward) {
-    leafIndex[op] = leaves.size();
+    step.leafIndex[op] = leaves.size();
     leaves.push_back({op, stage, backward});
   };
   for (Operation &op : stepBlock) {
@@ -1454,10 +1481,10 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
       Block &body = layer.getBody().front();
       for (auto [arg, operand] :
            llvm::zip(body.getArguments(), layer.getOperands()))
-        alias[arg] = operand;
+        step.alias[arg] = operand;
       for (auto [result, value] :
            llvm::zip(layer.getResults(), body.getTerminator()->getOperands()))
-        alias[result] = value;
+        step.alias[result] = value;
       for (Operation &inner : body)
         if (!isa<YieldOp>(inner))
           addLeaf(&inner, stage.getInt(), layer.getBackward());
@@ -1471,11 +1498,10 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
   }
   for (const Leaf &leaf : leaves)
     if (auto get = dyn_cast<GetParamOp>(leaf.op))
-      placement.paramStages[get.getName()].insert(leaf.stage);
+      step.paramStages[get.getName()].insert(leaf.stage);
 
   // The values each stage reads from another: activations from the stage
   // before, gradients from the stage after, in the order first read.
-  std::map<std::pair<int64_t, int64_t>, SmallVector<Value>> transfers;
   for (const Leaf &leaf : leaves)
     for (Value operand : leaf.op->getOperands()) {
       Value value = resolve(operand);
@@ -1489,21 +1515,13 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
                << leaf.stage << " reads a value of stage " << from->stage
                << "; values cross one stage boundary at a time "
                   "(activations forward, gradients backward)";
-      SmallVector<Value> &list = transfers[{from->stage, leaf.stage}];
+      SmallVector<Value> &list = step.transfers[{from->stage, leaf.stage}];
       if (!llvm::is_contained(list, value))
         list.push_back(value);
     }
 
   // What the step returns: the loss, and each gradient (or, for a tied
   // parameter, its parts) with the stage that computes it.
-  struct GradPart {
-    std::string param;
-    Value value;
-    int64_t stage;
-  };
-  SmallVector<GradPart> gradParts;
-  std::optional<Value> lossValue;
-  int64_t lossStage = numStages - 1;
   for (auto [index, value] : llvm::enumerate(terminator->getOperands())) {
     auto param =
         microbatch.getResultAttrOfType<FlatSymbolRefAttr>(index, "triad.grad");
@@ -1514,11 +1532,10 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
         const Leaf *from = producer(part);
         if (!from)
           return def->emitOpError("sums a gradient part no stage computes");
-        gradParts.push_back(
-            {param.getValue().str(), resolve(part), from->stage});
+        step.gradParts.push_back({param.getValue().str(), resolve(part)});
         stages.insert(from->stage);
       }
-      placement.tied.push_back({param.getValue().str(), stages});
+      step.tied.push_back({param.getValue().str(), stages});
       continue;
     }
     const Leaf *from = producer(value);
@@ -1526,8 +1543,7 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
       if (!from)
         return microbatch.emitOpError("returns the gradient of ")
                << param << ", which no pipeline stage computes";
-      gradParts.push_back(
-          {param.getValue().str(), resolve(value), from->stage});
+      step.gradParts.push_back({param.getValue().str(), resolve(value)});
       continue;
     }
     auto name =
@@ -1535,14 +1551,48 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
     if (name && name.getValue() == "loss") {
       if (!from)
         return microbatch.emitOpError("returns a loss no stage computes");
-      lossValue = resolve(value);
-      lossStage = from->stage;
+      step.lossValue = resolve(value);
+      step.lossStage = from->stage;
     }
   }
-  if (!lossValue)
+  if (!step.lossValue)
     return microbatch.emitOpError("returns no result marked triad.output = "
                                   "\"loss\"");
-  for (const GradPart &part : gradParts)
+
+  // Each stage's phases, and the input-gradient part of its backward.
+  for (const Leaf &leaf : leaves)
+    if (!isa<arith::ConstantOp>(leaf.op))
+      step.phases[{leaf.stage, leaf.backward}].push_back(&leaf);
+  for (int64_t stage = 1; stage < numStages; ++stage) {
+    llvm::DenseSet<Operation *> &needed = step.inputGradient[stage];
+    SmallVector<Value> work(step.transfer(stage, stage - 1));
+    while (!work.empty()) {
+      const Leaf *from = producer(work.pop_back_val());
+      if (!from || from->stage != stage || !from->backward ||
+          !needed.insert(from->op).second)
+        continue;
+      for (Value operand : from->op->getOperands())
+        work.push_back(resolve(operand));
+    }
+  }
+  // Moved, not copied: `phases` points into `leaves`.
+  return std::move(step);
+}
+
+LogicalResult ProgramLowering::lowerPipelineRank(
+    int64_t rank, const schedule::Schedule &schedule, const StagedStep &step) {
+  pipelineRank = rank;
+  int64_t numStages = schedule.stages(), microbatches = schedule.microbatches;
+  if ((2 * numStages) * microbatches > kTiedTagBase)
+    return microbatch.emitOpError("has too many stage-microbatch transfers "
+                                  "for the point-to-point tags (")
+           << numStages << " stages x " << microbatches << " microbatches)";
+  Placement placement{rank, schedule.ranks, &step};
+  if (failed(readDataShape(microbatches)))
+    return failure();
+  using Leaf = StagedStep::Leaf;
+  Block &stepBlock = microbatch.getBody().front();
+  for (const StagedStep::GradPart &part : step.gradParts)
     if (auto scatter = part.value.getDefiningOp<dist::ReduceScatterOp>())
       weightedCollectives.insert(scatter);
 
@@ -1568,7 +1618,7 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
     LogicalResult result = success();
     for (const Leaf *leaf : ops) {
       for (Value operand : leaf->op->getOperands()) {
-        Value value = resolve(operand);
+        Value value = step.resolve(operand);
         if (!slotOf.count(value)) {
           auto arg = dyn_cast<BlockArgument>(value);
           if (auto constant = value.getDefiningOp<arith::ConstantOp>()) {
@@ -1605,7 +1655,7 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
     for (const Leaf *leaf : ops)
       lowered.insert(leaf->op);
     SmallVector<Update> updates;
-    for (const GradPart &part : gradParts) {
+    for (const StagedStep::GradPart &part : step.gradParts) {
       Operation *def = part.value.getDefiningOp();
       if (!def || !lowered.contains(def))
         continue;
@@ -1616,32 +1666,6 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
     }
     accumulateAfterLastWrite(f, bodyStart, updates);
   };
-  auto leavesOf = [&](int64_t stage, bool backward) {
-    SmallVector<const Leaf *> list;
-    for (const Leaf &leaf : leaves)
-      if (leaf.stage == stage && leaf.backward == backward &&
-          !isa<arith::ConstantOp>(leaf.op))
-        list.push_back(&leaf);
-    return list;
-  };
-  // The part of a stage's backward that the gradient sent to the stage
-  // before needs (zero-bubble's B); the rest is its weight gradient (W).
-  auto inputGradientLeaves = [&](int64_t stage) {
-    llvm::DenseSet<Operation *> needed;
-    SmallVector<Value> work;
-    if (stage > 0)
-      llvm::append_range(work, transfers[{stage, stage - 1}]);
-    while (!work.empty()) {
-      const Leaf *from = producer(work.pop_back_val());
-      if (!from || from->stage != stage || !from->backward ||
-          !needed.insert(from->op).second)
-        continue;
-      for (Value operand : from->op->getOperands())
-        work.push_back(resolve(operand));
-    }
-    return needed;
-  };
-
   std::vector<Function> functions;
   SmallVector<Call> calls;
   auto add = [&](Function f, int64_t i) {
@@ -1665,23 +1689,22 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
     case ActionKind::Forward: {
       f.name = "forward" + where;
       // The microbatch's token count weighs its loss and gradients.
-      std::swap(slotOf, context.slots);
       unsigned labels = temporary(labelsArg.getType());
-      slotOf[labelsArg] = labels;
-      std::swap(slotOf, context.slots);
+      context.slots[labelsArg] = labels;
       f.args.push_back(labels);
       f.argKinds.push_back("labels");
       context.count = temporary(scalarType());
       emit(f, OpCode::CountValid, {labels}, {context.count}, {*ignoreIndex});
       unsigned one = fill(f, 1.0);
       size_t bodyStart = f.body.size();
-      SmallVector<const Leaf *> ops = leavesOf(s, false);
+      ArrayRef<const Leaf *> ops = step.phase(s, false);
       if (failed(lowerLeaves(context, ops, f)))
         return failure();
       accumulate(context, ops, f, bodyStart, one);
-      if (s == lossStage)
+      if (s == step.lossStage)
         emit(f, OpCode::Accumulate,
-             {lossSum, context.slots.at(*lossValue), context.count}, {lossSum});
+             {lossSum, context.slots.at(step.lossValue), context.count},
+             {lossSum});
       if (s == firstLocal)
         emit(f, OpCode::Accumulate, {tokenCount, context.count, one},
              {tokenCount});
@@ -1690,9 +1713,12 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
     case ActionKind::Backward:
     case ActionKind::BackwardInput:
     case ActionKind::BackwardWeight: {
-      SmallVector<const Leaf *> ops = leavesOf(s, true);
+      SmallVector<const Leaf *> ops(step.phase(s, true));
       if (action.kind != ActionKind::Backward) {
-        llvm::DenseSet<Operation *> input = inputGradientLeaves(s);
+        auto it = step.inputGradient.find(s);
+        llvm::DenseSet<Operation *> none;
+        const llvm::DenseSet<Operation *> &input =
+            it == step.inputGradient.end() ? none : it->second;
         bool wantInput = action.kind == ActionKind::BackwardInput;
         llvm::erase_if(ops, [&](const Leaf *leaf) {
           return input.contains(leaf->op) != wantInput;
@@ -1722,7 +1748,7 @@ ProgramLowering::lowerPipelineRank(int64_t rank,
               to = send ? action.peerStage : s;
       f.name = std::string(send ? "send" : "recv") +
                (gradient ? "_grad" : "_act") + where;
-      for (Value value : transfers[{from, to}]) {
+      for (Value value : step.transfer(from, to)) {
         if (send) {
           emit(f, OpCode::Send, {context.slots.at(value)}, {},
                {action.peer, tag(gradient, from, i)});
@@ -1880,10 +1906,14 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
             << " and the step " << microbatches << " microbatches";
         return signalPassFailure();
       }
+      FailureOr<StagedStep> step =
+          StagedStep::build(microbatchStep, schedule->stages());
+      if (failed(step))
+        return signalPassFailure();
       std::optional<ProgramLowering> last;
       for (int64_t rank = 0; rank < ranks; ++rank) {
         last.emplace(module, *mesh, microbatchStep, applyStep, groups);
-        if (failed(last->lowerPipelineRank(rank, *schedule)))
+        if (failed(last->lowerPipelineRank(rank, *schedule, *step)))
           return signalPassFailure();
         record(*last);
       }

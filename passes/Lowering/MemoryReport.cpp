@@ -166,6 +166,14 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
       return signalPassFailure();
     }
     llvm::raw_ostream &os = output->os();
+    // Under a pipeline (a "pp" axis above 1) a rank's calls pass
+    // activations from one to another.
+    bool pipelined = false;
+    for (auto plan : module.getOps<rt::PlanOp>())
+      for (auto [axis, size] :
+           llvm::zip(plan.getAxes().getAsValueRange<StringAttr>(),
+                     plan.getAxisSizes()))
+        pipelined |= axis == "pp" && size > 1;
     for (rt::ProgramOp program : programs) {
       std::map<rt::Role, std::pair<int64_t, int64_t>> byRole;
       llvm::DenseSet<Value> persistent;
@@ -194,12 +202,6 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
       line("gradient accumulators", byRole[rt::Role::Accumulator].first,
            count(rt::Role::Accumulator));
       auto step = program.getBody().getOps<rt::StepOp>();
-      bool pipelined =
-          program.getPipelineRank() > 0 ||
-          llvm::any_of(program.getBody().getOps<rt::FuncOp>(),
-                       [](rt::FuncOp func) {
-                         return func.getSymName().starts_with("forward_");
-                       });
       if (!pipelined || step.empty()) {
         for (auto func : program.getBody().getOps<rt::FuncOp>()) {
           std::string what =

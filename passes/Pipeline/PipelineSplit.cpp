@@ -266,8 +266,7 @@ void PipelineSplitPass::runOnOperation() {
       if (Operation *producer = operand.getDefiningOp()) {
         if (std::optional<int64_t> stage = stageOf(producer))
           read.insert(*stage);
-        else if (auto tied = producer->getAttrOfType<DenseI64ArrayAttr>(
-                     pipeline::kTiedAttr)) {
+        else if (producer->hasAttr(pipeline::kTiedAttr)) {
           op.emitOpError("reads the sum of a tied parameter's gradient "
                          "parts, which no single pipeline stage holds");
           return signalPassFailure();
