@@ -90,6 +90,9 @@ LogicalResult PlanOp::verify() {
     if (value < 1)
       return emitOpError() << what << " is " << value
                            << "; it must be at least 1";
+  if (getSchedule().has_value() != getVirtualStages().has_value())
+    return emitOpError("names a pipeline schedule without its virtual "
+                       "stages, or the other way round");
   if (getBatch() % (dp * getMicrobatches()) != 0)
     return emitOpError("batch ")
            << getBatch() << " is not divisible by dp (" << dp
@@ -287,6 +290,25 @@ LogicalResult StepOp::verify() {
       return emitOpError("microbatch ")
              << microbatch << " of the call of " << symbol << " is outside [0, "
              << microbatches << ")";
+  }
+  if (getActions().has_value() != getCallActions().has_value())
+    return emitOpError("lists schedule actions without the action of each "
+                       "call, or the other way round");
+  if (std::optional<ArrayRef<int64_t>> at = getCallActions()) {
+    if (at->size() != getCallees().size())
+      return emitOpError("has ") << getCallees().size() << " calls but "
+                                 << at->size() << " action indices";
+    int64_t last = -1, count = getActions()->size();
+    for (auto [callee, index] : llvm::zip(getCallees(), *at)) {
+      if (index == -1)
+        continue;
+      if (index < 0 || index >= count || index <= last)
+        return emitOpError("the call of ")
+               << callee << " performs action " << index
+               << "; calls follow the " << count
+               << " actions in order, each at most once (-1: none)";
+      last = index;
+    }
   }
   return success();
 }

@@ -34,15 +34,26 @@ def Rt_PlanOp : Rt_Op<"plan", [HasParent<"::mlir::ModuleOp">]> {
     ```mlir
     rt.plan mesh ["dp", "tp", "pp"] = [1, 1, 1] seq 64 vocab 256 batch 8 microbatches 1
     ```
+
+    Under a pipeline (a "pp" axis above 1) it also names the schedule and
+    its stages per pipeline rank; every program's `rt.step` lists its
+    actions:
+
+    ```mlir
+    rt.plan mesh ["dp", "tp", "pp"] = [1, 1, 2] seq 64 vocab 256 batch 8 microbatches 4 schedule "1f1b" virtual_stages 1
+    ```
   }];
   let arguments = (ins StrArrayAttr:$axes, DenseI64ArrayAttr:$axis_sizes,
                        I64Attr:$seq, I64Attr:$vocab, I64Attr:$batch,
                        I64Attr:$microbatches,
                        DefaultValuedAttr<TypedArrayAttrBase<StrArrayAttr,
-                           "communicator groups">, "{}">:$groups);
+                           "communicator groups">, "{}">:$groups,
+                       OptionalAttr<StrAttr>:$schedule,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$virtual_stages);
   let assemblyFormat = [{
     `mesh` $axes `=` $axis_sizes `seq` $seq `vocab` $vocab `batch` $batch
-    `microbatches` $microbatches (`groups` $groups^)? attr-dict
+    `microbatches` $microbatches (`groups` $groups^)?
+    (`schedule` $schedule^ `virtual_stages` $virtual_stages)? attr-dict
   }];
   let hasVerifier = 1;
 }
@@ -200,10 +211,26 @@ def Rt_StepOp : Rt_Op<"step", [HasParent<"ProgramOp">]> {
     ```mlir
     rt.step [@begin_step, @microbatch_step, @microbatch_step, @apply_step] microbatches [0, 0, 1, 0]
     ```
+
+    Under a pipeline, `actions` is the pipeline rank's schedule (the
+    runtime schedule's tokens, in order) and `at` gives, for every call,
+    the index of the action it performs, or -1 for none (begin_step). The
+    runtime checks the schedule again when it loads the plan, and that the
+    calls follow it.
+
+    ```mlir
+    rt.step [@begin_step, @forward_s0_m0, @send_act_s0_m0, ...] microbatches [0, 0, 0, ...]
+        actions ["F0.0", "send-act0.0>1", ...] at [-1, 0, 1, ...]
+    ```
   }];
   let arguments = (ins TypedArrayAttrBase<FlatSymbolRefAttr, "function symbols">:$callees,
-                       DenseI64ArrayAttr:$microbatches);
-  let assemblyFormat = "$callees `microbatches` $microbatches attr-dict";
+                       DenseI64ArrayAttr:$microbatches,
+                       OptionalAttr<StrArrayAttr>:$actions,
+                       OptionalAttr<DenseI64ArrayAttr>:$call_actions);
+  let assemblyFormat = [{
+    $callees `microbatches` $microbatches
+    (`actions` $actions^ `at` $call_actions)? attr-dict
+  }];
   let hasVerifier = 1;
 }
 

@@ -1,6 +1,7 @@
 //===- TriadInterfaces.td - interfaces of the triad ops ----*- tablegen -*-===//
 //
-// The gradient rule of an op, used by the autodiff pass.
+// The gradient rule of an op (autodiff), its sharding rule (the sharding
+// passes) and its cost (the pipeline split).
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,6 +61,32 @@ def Triad_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
       /*methodBody=*/"",
       /*defaultImplementation=*/[{
         return ::triad::cloneWithTypes(builder, $_op, operands, resultTypes);
+      }]>
+  ];
+}
+
+def Triad_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::triad";
+  let description = [{
+    The cost model of an op, from its IR alone: the floating-point
+    operations it performs and the bytes it reads and writes (its tensor
+    operands and results, once each). The pipeline split balances stages
+    by the sum over their layers' ops; ops without this interface
+    (parameter reads, constants, structure) cost nothing. The defaults
+    count one operation per result element, which suits the elementwise
+    ops and normalizations within a small factor; contractions override
+    the FLOPs.
+  }];
+  let methods = [
+    InterfaceMethod<"Floating-point operations of one execution.",
+      "double", "getFlops", (ins), /*methodBody=*/"",
+      /*defaultImplementation=*/[{
+        return ::triad::resultElements($_op);
+      }]>,
+    InterfaceMethod<"Bytes of the tensors the op reads and writes.",
+      "double", "getBytes", (ins), /*methodBody=*/"",
+      /*defaultImplementation=*/[{
+        return ::triad::tensorBytes($_op);
       }]>
   ];
 }

@@ -26,6 +26,12 @@ namespace triad {
 mlir::Operation *cloneWithTypes(mlir::OpBuilder &builder, mlir::Operation *op,
                                 mlir::ValueRange operands,
                                 mlir::TypeRange resultTypes);
+
+/// The cost model's defaults (CostOpInterface): the elements of `op`'s
+/// statically shaped tensor results; the bytes of its statically shaped
+/// tensor operands and results.
+double resultElements(mlir::Operation *op);
+double tensorBytes(mlir::Operation *op);
 } // namespace triad
 
 #include "dialects/Triad/TriadInterfaces.h.inc"

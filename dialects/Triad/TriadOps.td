@@ -28,16 +28,22 @@ defvar Triad_ShardedWithLocalForm = DeclareOpInterfaceMethods<
 
 // An op with a gradient rule (the VjpOpInterface, implemented in
 // TriadVjp.cpp).
-class Triad_DiffOp<string mnemonic, list<Trait> traits = []>
+// Differentiable ops also have a cost (the CostOpInterface); `cost` names
+// the cost methods the op overrides (in TriadCost.cpp).
+class Triad_DiffOp<string mnemonic, list<Trait> traits = [],
+                   list<string> cost = []>
     : Triad_Op<mnemonic, !listconcat(traits,
-        [DeclareOpInterfaceMethods<Triad_VjpOpInterface>, Triad_Sharded])>;
+        [DeclareOpInterfaceMethods<Triad_VjpOpInterface>, Triad_Sharded,
+         DeclareOpInterfaceMethods<Triad_CostOpInterface, cost>])>;
 
 // A differentiable op whose local form has other attributes than its
 // global one (heads, slice sizes): it builds it itself.
-class Triad_DiffOpWithLocalForm<string mnemonic, list<Trait> traits = []>
+class Triad_DiffOpWithLocalForm<string mnemonic, list<Trait> traits = [],
+                                list<string> cost = []>
     : Triad_Op<mnemonic, !listconcat(traits,
         [DeclareOpInterfaceMethods<Triad_VjpOpInterface>,
-         Triad_ShardedWithLocalForm])>;
+         Triad_ShardedWithLocalForm,
+         DeclareOpInterfaceMethods<Triad_CostOpInterface, cost>])>;
 
 //===----------------------------------------------------------------------===//
 // Parameters and model structure
@@ -155,7 +161,7 @@ def Triad_YieldOp : Triad_Op<"yield", [
 // Linear algebra and elementwise arithmetic
 //===----------------------------------------------------------------------===//
 
-def Triad_EmbeddingOp : Triad_DiffOp<"embedding", [Pure]> {
+def Triad_EmbeddingOp : Triad_DiffOp<"embedding", [Pure], ["getBytes"]> {
   let summary = "Looks up rows of an embedding table";
   let description = [{
     `result[i..., :] = table[ids[i...], :]`: for an id tensor of shape
@@ -178,7 +184,7 @@ def Triad_EmbeddingOp : Triad_DiffOp<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Triad_MatmulOp : Triad_DiffOp<"matmul", [Pure]> {
+def Triad_MatmulOp : Triad_DiffOp<"matmul", [Pure], ["getFlops"]> {
   let summary = "Batched matrix multiplication with optional transposes";
   let description = [{
     Multiplies the matrices held in the last two dimensions of `lhs` and
@@ -458,7 +464,8 @@ def Triad_RmsNormOp : Triad_DiffOp<"rms_norm", [Pure, AllTypesMatch<["x", "resul
 }
 
 def Triad_AttentionOp : Triad_DiffOpWithLocalForm<"attention", [
-    Pure, AttrSizedOperandSegments, AllTypesMatch<["q", "result"]>]> {
+    Pure, AttrSizedOperandSegments, AllTypesMatch<["q", "result"]>],
+    ["getFlops"]> {
   let summary = "Fused multi-head scaled dot-product attention";
   let description = [{
     Multi-head attention over packed heads: `q` is `[batch, seq, heads * d]`,

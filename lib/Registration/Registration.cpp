@@ -3,6 +3,7 @@
 #include "triad/Registration.h"
 
 #include "dialects/Dist/DistDialect.h"
+#include "dialects/Pipe/PipeDialect.h"
 #include "dialects/Rt/RtDialect.h"
 #include "dialects/Triad/TriadDialect.h"
 #include "passes/Autodiff/Passes.h"
@@ -19,7 +20,7 @@
 
 void triad::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<triad::TriadDialect, triad::dist::DistDialect,
-                  triad::rt::RtDialect,
+                  triad::pipe::PipeDialect, triad::rt::RtDialect,
                   mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::tensor::TensorDialect>();
 }

@@ -193,11 +193,20 @@ fb::Offset<plan::Program> exportProgram(fb::FlatBufferBuilder &b,
             static_cast<uint32_t>(microbatch));
     }
   }
+  fb::Offset<fb::Vector<fb::Offset<fb::String>>> actions = 0;
+  fb::Offset<fb::Vector<int32_t>> callActions = 0;
+  for (auto calls : program.getBody().getOps<rtir::StepOp>())
+    if (calls.getActions()) {
+      actions = strings(b, *calls.getActions());
+      std::vector<int32_t> at(calls.getCallActions()->begin(),
+                              calls.getCallActions()->end());
+      callActions = b.CreateVector(at);
+    }
   return plan::CreateProgram(
       b, static_cast<uint32_t>(program.getPipelineRank()),
       static_cast<uint64_t>(program.getArenaBytes()), b.CreateVector(values),
       b.CreateVector(persistent), b.CreateVector(functions),
-      b.CreateVectorOfStructs(step));
+      b.CreateVectorOfStructs(step), actions, callActions);
 }
 
 } // namespace
@@ -240,10 +249,15 @@ FailureOr<std::string> triad::exportPlan(ModuleOp module) {
   std::vector<fb::Offset<plan::Program>> programOffsets;
   for (rtir::ProgramOp program : programs)
     programOffsets.push_back(exportProgram(b, program));
-  b.Finish(plan::CreatePlan(b, rt::kPlanVersion, b.CreateVector(mesh),
-                            b.CreateVector(programOffsets), header.getSeq(),
-                            header.getVocab(), header.getBatch(),
-                            header.getMicrobatches(), b.CreateVector(groups)),
+  fb::Offset<fb::String> schedule = 0;
+  if (header.getSchedule())
+    schedule = b.CreateString(header.getSchedule()->str());
+  b.Finish(plan::CreatePlan(
+               b, rt::kPlanVersion, b.CreateVector(mesh),
+               b.CreateVector(programOffsets), header.getSeq(),
+               header.getVocab(), header.getBatch(), header.getMicrobatches(),
+               b.CreateVector(groups), schedule,
+               static_cast<uint32_t>(header.getVirtualStages().value_or(0))),
            plan::PlanIdentifier());
 
   std::string bytes(reinterpret_cast<const char *>(b.GetBufferPointer()),
@@ -287,10 +301,15 @@ OwningOpRef<ModuleOp> triad::importPlan(llvm::StringRef bytes,
           names.push_back(axis->string_view());
       groups.push_back(b.getStrArrayAttr(names));
     }
-  rtir::PlanOp::create(b, loc, b.getStrArrayAttr(axes),
-                       b.getDenseI64ArrayAttr(sizes), root.seq(), root.vocab(),
-                       root.batch(), root.microbatches(),
-                       b.getArrayAttr(groups));
+  auto header = rtir::PlanOp::create(
+      b, loc, b.getStrArrayAttr(axes), b.getDenseI64ArrayAttr(sizes),
+      root.seq(), root.vocab(), root.batch(), root.microbatches(),
+      b.getArrayAttr(groups), /*schedule=*/nullptr,
+      /*virtual_stages=*/nullptr);
+  if (root.schedule()) {
+    header.setScheduleAttr(b.getStringAttr(root.schedule()->string_view()));
+    header.setVirtualStagesAttr(b.getI64IntegerAttr(root.virtual_stages()));
+  }
 
   auto i64s = [](const fb::Vector<int64_t> *list) {
     SmallVector<int64_t> result;
@@ -381,8 +400,18 @@ OwningOpRef<ModuleOp> triad::importPlan(llvm::StringRef bytes,
         callees.push_back(functionNames[call->function()]);
         microbatches.push_back(call->microbatch());
       }
-    rtir::StepOp::create(b, loc, b.getArrayAttr(callees),
-                         b.getDenseI64ArrayAttr(microbatches));
+    auto step = rtir::StepOp::create(b, loc, b.getArrayAttr(callees),
+                                     b.getDenseI64ArrayAttr(microbatches),
+                                     /*actions=*/nullptr,
+                                     /*call_actions=*/nullptr);
+    if (program->actions() && program->call_actions()) {
+      SmallVector<StringRef> actions;
+      for (const fb::String *action : *program->actions())
+        actions.push_back(action->string_view());
+      step.setActionsAttr(b.getStrArrayAttr(actions));
+      step.setCallActionsAttr(b.getDenseI64ArrayAttr(SmallVector<int64_t>(
+          program->call_actions()->begin(), program->call_actions()->end())));
+    }
   }
   if (failed(mlir::verify(*module)))
     return {};

@@ -383,6 +383,13 @@ public:
   int64_t kernels = 0, inPlace = 0, copies = 0, arenaBytes = 0;
 
 private:
+  /// Under a pipeline: the rank's schedule actions (tokens), the action
+  /// each call of the step performs (-1: none), and the schedule's name
+  /// and stages per rank (for the plan).
+  SmallVector<std::string> actionTokens;
+  SmallVector<int64_t> callActions;
+  std::optional<std::pair<std::string, int64_t>> scheduleInfo;
+
   /// One call of the step: a function and its microbatch.
   using Call = std::pair<unsigned, int64_t>;
 
@@ -1203,9 +1210,15 @@ void ProgramLowering::emitPlan(int64_t microbatches) {
     SmallVector<StringRef> names(group.begin(), group.end());
     groupList.push_back(b.getStrArrayAttr(names));
   }
-  rt::PlanOp::create(b, module.getLoc(), mesh.getAxes(), mesh.getSizesAttr(),
-                     seq, vocab, globalBatch, microbatches,
-                     b.getArrayAttr(groupList));
+  auto plan = rt::PlanOp::create(b, module.getLoc(), mesh.getAxes(),
+                                 mesh.getSizesAttr(), seq, vocab, globalBatch,
+                                 microbatches, b.getArrayAttr(groupList),
+                                 /*schedule=*/nullptr,
+                                 /*virtual_stages=*/nullptr);
+  if (scheduleInfo) {
+    plan.setScheduleAttr(b.getStringAttr(scheduleInfo->first));
+    plan.setVirtualStagesAttr(b.getI64IntegerAttr(scheduleInfo->second));
+  }
 }
 
 void ProgramLowering::emitProgram(ArrayRef<Function> functions,
@@ -1286,8 +1299,14 @@ void ProgramLowering::emitProgram(ArrayRef<Function> functions,
     callees.push_back(FlatSymbolRefAttr::get(ctx, functions[function].name));
     callMicrobatches.push_back(microbatch);
   }
-  rt::StepOp::create(b, loc, b.getArrayAttr(callees),
-                     b.getDenseI64ArrayAttr(callMicrobatches));
+  auto step = rt::StepOp::create(b, loc, b.getArrayAttr(callees),
+                                 b.getDenseI64ArrayAttr(callMicrobatches),
+                                 /*actions=*/nullptr, /*call_actions=*/nullptr);
+  if (scheduleInfo) {
+    SmallVector<StringRef> tokens(actionTokens.begin(), actionTokens.end());
+    step.setActionsAttr(b.getStrArrayAttr(tokens));
+    step.setCallActionsAttr(b.getDenseI64ArrayAttr(callActions));
+  }
 }
 
 LogicalResult ProgramLowering::lowerApplyOps(Function &f,
@@ -1469,13 +1488,42 @@ FailureOr<StagedStep> StagedStep::build(func::FuncOp microbatch,
     step.leafIndex[op] = leaves.size();
     leaves.push_back({op, stage, backward});
   };
+  // The values each stage reads from another (pipe.transfer: activations
+  // from the stage before, gradients from the stage after), in the order
+  // of the transfers.
+  llvm::DenseSet<std::pair<Value, int64_t>> received;
   for (Operation &op : stepBlock) {
-    if (&op == terminator || op.hasAttr(pipeline::kTiedAttr))
+    if (&op == terminator || op.hasAttr(pipe::PipeDialect::kTiedAttrName))
       continue;
-    auto stage = op.getAttrOfType<IntegerAttr>(pipeline::kStageAttr);
+    if (auto transfer = dyn_cast<pipe::TransferOp>(op)) {
+      Value value = resolve(transfer.getInput());
+      const Leaf *from = producer(value);
+      int64_t fromStage = transfer.getFrom(), toStage = transfer.getTo();
+      if (!from || from->stage != fromStage)
+        return transfer.emitOpError("moves a value from stage ")
+               << fromStage << ", which "
+               << (from ? "stage " + std::to_string(from->stage)
+                        : std::string("no stage"))
+               << " computes";
+      if (toStage != fromStage + (from->backward ? -1 : 1))
+        return transfer.emitOpError("moves a ")
+               << (from->backward ? "gradient" : "forward value")
+               << " from stage " << fromStage << " to stage " << toStage
+               << "; activations go to the next stage, gradients to the "
+                  "previous one";
+      if (toStage >= numStages)
+        return transfer.emitOpError("moves a value to stage ")
+               << toStage << " of " << numStages;
+      step.alias[transfer.getResult()] = transfer.getInput();
+      if (received.insert({value, toStage}).second)
+        step.transfers[{fromStage, toStage}].push_back(value);
+      continue;
+    }
+    auto stage =
+        op.getAttrOfType<IntegerAttr>(pipe::PipeDialect::kStageAttrName);
     if (!stage || stage.getInt() < 0 || stage.getInt() >= numStages)
       return op.emitOpError("has no pipeline stage below ")
-             << numStages << " (" << pipeline::kStageAttr
+             << numStages << " (" << pipe::PipeDialect::kStageAttrName
              << "); run --triad-pipeline-split for the schedule's stages";
     if (auto layer = dyn_cast<LayerOp>(op)) {
       Block &body = layer.getBody().front();
@@ -1500,8 +1548,7 @@ FailureOr<StagedStep> StagedStep::build(func::FuncOp microbatch,
     if (auto get = dyn_cast<GetParamOp>(leaf.op))
       step.paramStages[get.getName()].insert(leaf.stage);
 
-  // The values each stage reads from another: activations from the stage
-  // before, gradients from the stage after, in the order first read.
+  // Every value read across stages came through a transfer.
   for (const Leaf &leaf : leaves)
     for (Value operand : leaf.op->getOperands()) {
       Value value = resolve(operand);
@@ -1509,15 +1556,10 @@ FailureOr<StagedStep> StagedStep::build(func::FuncOp microbatch,
       if (!from || from->stage == leaf.stage ||
           isa<arith::ConstantOp>(from->op))
         continue;
-      int64_t expected = from->stage + (from->backward ? -1 : 1);
-      if (leaf.stage != expected)
+      if (!received.contains({value, leaf.stage}))
         return leaf.op->emitOpError("on pipeline stage ")
                << leaf.stage << " reads a value of stage " << from->stage
-               << "; values cross one stage boundary at a time "
-                  "(activations forward, gradients backward)";
-      SmallVector<Value> &list = step.transfers[{from->stage, leaf.stage}];
-      if (!llvm::is_contained(list, value))
-        list.push_back(value);
+               << " that no pipe.transfer brings to it";
     }
 
   // What the step returns: the loss, and each gradient (or, for a tied
@@ -1526,7 +1568,7 @@ FailureOr<StagedStep> StagedStep::build(func::FuncOp microbatch,
     auto param =
         microbatch.getResultAttrOfType<FlatSymbolRefAttr>(index, "triad.grad");
     Operation *def = value.getDefiningOp();
-    if (param && def && def->hasAttr(pipeline::kTiedAttr)) {
+    if (param && def && def->hasAttr(pipe::PipeDialect::kTiedAttrName)) {
       std::set<int64_t> stages;
       for (Value part : def->getOperands()) {
         const Leaf *from = producer(part);
@@ -1668,9 +1710,12 @@ LogicalResult ProgramLowering::lowerPipelineRank(
   };
   std::vector<Function> functions;
   SmallVector<Call> calls;
+  scheduleInfo = {schedule.name, schedule.virtualStages};
+  int64_t actionIndex = -1;
   auto add = [&](Function f, int64_t i) {
     functions.push_back(std::move(f));
     calls.push_back({static_cast<unsigned>(functions.size() - 1), i});
+    callActions.push_back(actionIndex);
   };
   Function begin;
   begin.name = "begin_step";
@@ -1681,6 +1726,8 @@ LogicalResult ProgramLowering::lowerPipelineRank(
   int64_t firstLocal = rank;
   for (const schedule::Action &action : schedule.actions[rank]) {
     using schedule::ActionKind;
+    actionIndex = actionTokens.size();
+    actionTokens.push_back(schedule::format(action));
     int64_t s = action.stage, i = action.microbatch;
     Context &context = contexts[{s, i}];
     Function f;
@@ -1896,7 +1943,7 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
       lowering.emitPlan(microbatches);
       record(lowering);
     } else {
-      FailureOr<schedule::Schedule> schedule = pipeline::readSchedule(module);
+      FailureOr<schedule::Schedule> schedule = pipe::readSchedule(module);
       if (failed(schedule))
         return signalPassFailure();
       if (schedule->ranks != ranks || schedule->microbatches != microbatches) {
@@ -1922,11 +1969,9 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
 
     // The rt program replaces the training step.
     for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
-      if (isa<func::FuncOp, ParamOp, StateOp, dist::MeshOp>(op))
+      if (isa<func::FuncOp, ParamOp, StateOp, dist::MeshOp, pipe::StageOp,
+              pipe::ScheduleOp>(op))
         op.erase();
-    for (StringRef name :
-         {pipeline::kStagesAttr, pipeline::kCostsAttr, pipeline::kScheduleAttr})
-      module->removeAttr(name);
   }
 };
 

@@ -9,6 +9,8 @@
 
 #include "passes/Lowering/Passes.h"
 
+#include "runtime/schedule/Schedule.h"
+
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
@@ -147,6 +149,45 @@ Peak peakTemporaryBytes(ArrayRef<rt::FuncOp> funcs,
   return peak;
 }
 
+/// Under a pipeline (the plan names a schedule): per pipeline rank, the
+/// most microbatches whose forward has run and whose backward (its input
+/// part, under zero-bubble) has not, from the schedule the programs' steps
+/// list. Empty without a pipeline; an error for a schedule that does not
+/// parse or run.
+FailureOr<std::vector<int>> peakInFlight(ModuleOp module) {
+  auto programs = module.getOps<rt::ProgramOp>();
+  auto plans = module.getOps<rt::PlanOp>();
+  if (plans.empty() || !(*plans.begin()).getSchedule())
+    return std::vector<int>();
+  rt::PlanOp plan = *plans.begin();
+  schedule::Schedule schedule;
+  schedule.name = plan.getSchedule()->str();
+  schedule.microbatches = plan.getMicrobatches();
+  schedule.virtualStages = *plan.getVirtualStages();
+  for (rt::ProgramOp program : programs) {
+    auto steps = program.getBody().getOps<rt::StepOp>();
+    if (steps.empty() || !(*steps.begin()).getActions())
+      return program.emitOpError("lists no schedule actions, but the plan "
+                                 "names the pipeline schedule ")
+             << schedule.name;
+    size_t rank = program.getPipelineRank();
+    if (schedule.actions.size() <= rank)
+      schedule.actions.resize(rank + 1);
+    for (StringRef token :
+         (*steps.begin()).getActions()->getAsValueRange<StringAttr>()) {
+      absl::StatusOr<schedule::Action> action =
+          schedule::parseAction(token.str());
+      if (!action.ok())
+        return program.emitOpError() << std::string(action.status().message());
+      schedule.actions[rank].push_back(*action);
+    }
+  }
+  schedule.ranks = schedule.actions.size();
+  if (absl::Status status = schedule::verify(schedule); !status.ok())
+    return emitError(module.getLoc()) << std::string(status.message());
+  return schedule::peakInFlight(schedule);
+}
+
 struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
   using MemoryReportBase::MemoryReportBase;
 
@@ -166,14 +207,12 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
       return signalPassFailure();
     }
     llvm::raw_ostream &os = output->os();
-    // Under a pipeline (a "pp" axis above 1) a rank's calls pass
-    // activations from one to another.
-    bool pipelined = false;
-    for (auto plan : module.getOps<rt::PlanOp>())
-      for (auto [axis, size] :
-           llvm::zip(plan.getAxes().getAsValueRange<StringAttr>(),
-                     plan.getAxisSizes()))
-        pipelined |= axis == "pp" && size > 1;
+    // Under a pipeline a rank's calls pass activations from one to
+    // another; the schedule (the plan's, every program's actions) says how
+    // many microbatches each rank keeps in flight.
+    FailureOr<std::vector<int>> inFlight = peakInFlight(module);
+    if (failed(inFlight))
+      return signalPassFailure();
     for (rt::ProgramOp program : programs) {
       std::map<rt::Role, std::pair<int64_t, int64_t>> byRole;
       llvm::DenseSet<Value> persistent;
@@ -202,7 +241,7 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
       line("gradient accumulators", byRole[rt::Role::Accumulator].first,
            count(rt::Role::Accumulator));
       auto step = program.getBody().getOps<rt::StepOp>();
-      if (!pipelined || step.empty()) {
+      if (inFlight->empty() || step.empty()) {
         for (auto func : program.getBody().getOps<rt::FuncOp>()) {
           std::string what =
               (func.getSymName() == "microbatch_step" ? "activations at peak"
@@ -214,24 +253,14 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
         // A pipeline rank's functions pass activations from a stage's
         // forward to its backward: the peak is over the step's calls.
         SmallVector<rt::FuncOp> calls;
-        // Microbatches in flight: forwards whose backward (its input part
-        // under zero-bubble) has not run.
-        int64_t inFlight = 0, mostInFlight = 0;
-        for (Attribute callee : (*step.begin()).getCallees()) {
-          auto func = SymbolTable::lookupNearestSymbolFrom<rt::FuncOp>(
-              program, cast<FlatSymbolRefAttr>(callee));
-          calls.push_back(func);
-          StringRef name = func.getSymName();
-          if (name.starts_with("forward_"))
-            mostInFlight = std::max(mostInFlight, ++inFlight);
-          else if (name.starts_with("backward_s") ||
-                   name.starts_with("backward_input_s"))
-            --inFlight;
-        }
+        for (Attribute callee : (*step.begin()).getCallees())
+          calls.push_back(SymbolTable::lookupNearestSymbolFrom<rt::FuncOp>(
+              program, cast<FlatSymbolRefAttr>(callee)));
         Peak peak = peakTemporaryBytes(calls, persistent);
         line("activations at peak over the step", peak.bytes,
              ("(in " + calls[peak.function].getSymName() + "; at most " +
-              std::to_string(mostInFlight) + " microbatches in flight)")
+              std::to_string((*inFlight)[program.getPipelineRank()]) +
+              " microbatches in flight)")
                  .str());
       }
       line("kernel workspace", 0,

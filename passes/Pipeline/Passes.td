@@ -15,32 +15,43 @@ def PipelineSplit : Pass<"triad-pipeline-split", "::mlir::ModuleOp"> {
     Cuts the forward layers of `@microbatch_step` (the embedding, the
     transformer layers, the head, in order) into `pp * virtual-stages`
     contiguous stages; stage `s` runs on pipeline rank `s % pp`. Without
-    `stages`, the cut minimizes the largest stage cost, a layer's cost being
-    its forward FLOPs estimated from the IR (matmuls and attention dominate;
-    every other op counts one FLOP per result element): the embedding and
-    the head weigh in, and the counts may be uneven. `stages=8,8,8,6` gives
-    the transformer layers per stage by hand (the embedding joins the first
-    stage, the head the last); it must cover every layer once and leave no
-    stage empty. No layer is ever dropped or duplicated.
+    `stages`, the cut minimizes the largest stage cost. A layer's cost is
+    the sum over its ops of max(FLOPs, bytes x `flops-per-byte`), both from
+    the ops' cost model (CostOpInterface): a roofline estimate in which an
+    op is bound by compute or by memory traffic, whichever takes longer on
+    a machine doing `flops-per-byte` operations per byte moved. The
+    embedding and the head weigh in, and the counts may be uneven.
+    `stages=8,8,8,6` gives the transformer layers per stage by hand (the
+    embedding joins the first stage, the head the last); it must cover
+    every layer once and leave no stage empty. No layer is ever dropped or
+    duplicated.
 
-    The result is recorded on the IR:
-    - every top-level op of `@microbatch_step` gets `pipe.stage` (a layer's
-      backward runs on the stage of its forward; a collective or constant
-      on the stage of the values it reads or of its user);
+    The result is recorded on the IR (the `pipe` dialect):
+    - one `pipe.stage` per stage at module level: its layers, its pipeline
+      rank, its forward FLOPs and bytes;
+    - every top-level op of `@microbatch_step` gets the attribute
+      `pipe.stage` (a layer's backward runs on the stage of its forward; a
+      collective or constant on the stage of the values it reads or of its
+      user);
+    - a value one stage reads from another goes through a `pipe.transfer`
+      (activations to the next stage, gradients to the previous one; any
+      other crossing is an error);
     - the `triad.add` that sums a tied parameter's gradient parts from
       several stages (the input and output embedding) gets `pipe.tied`, the
       stages it sums over, instead: each stage accumulates its own part and
-      the parts are summed across stages once per step;
-    - the module gets `pipe.stages`, the layers of each stage, and
-      `pipe.costs`, each stage's cost.
+      the parts are summed across stages once per step.
 
     Example (pp=2, a model of 2 transformer layers):
 
     ```mlir
-    %0 = triad.layer embedding 0 (%arg0) {pipe.stage = 0 : i64} ...
-    %1 = triad.layer transformer 0 (%0) {pipe.stage = 0 : i64} ...
-    %2 = triad.layer transformer 1 (%1) {pipe.stage = 1 : i64} ...
-    %3 = triad.layer head 0 (%2, %arg1) {pipe.stage = 1 : i64} ...
+    pipe.stage 0 on rank 0 layers ["embedding 0", "transformer 0"] flops 12 bytes 34
+    pipe.stage 1 on rank 1 layers ["transformer 1", "head 0"] flops 12 bytes 34
+    func.func @microbatch_step(...) {
+      %0 = triad.layer embedding 0 (%arg0) {pipe.stage = 0 : i64} ...
+      %1 = triad.layer transformer 0 (%0) {pipe.stage = 0 : i64} ...
+      %2 = pipe.transfer %1 from 0 to 1 : tensor<...>
+      %3 = triad.layer transformer 1 (%2) {pipe.stage = 1 : i64} ...
+      ...
     ```
   }];
   let options = [
@@ -58,11 +69,15 @@ def PipelineSplit : Pass<"triad-pipeline-split", "::mlir::ModuleOp"> {
     Option<"stages", "stages", "std::string", "\"\"",
            "Transformer layers per stage by hand, comma separated (default: "
            "balanced by cost)">,
+    Option<"flopsPerByte", "flops-per-byte", "double", "10.0",
+           "The balanced split's machine balance: operations per byte of "
+           "memory traffic (about 10 for a CPU core, hundreds for a GPU)">,
   ];
   let statistics = [
     Statistic<"numStages", "stages", "Pipeline stages">,
   ];
-  let dependentDialects = ["::triad::dist::DistDialect"];
+  let dependentDialects = ["::triad::dist::DistDialect",
+                           "::triad::pipe::PipeDialect"];
 }
 
 def PipelineSchedule : Pass<"triad-pipeline-schedule", "::mlir::ModuleOp"> {
@@ -79,21 +94,28 @@ def PipelineSchedule : Pass<"triad-pipeline-schedule", "::mlir::ModuleOp"> {
     until its receive is posted; a failing schedule is an error naming the
     first stuck action of each rank.
 
-    A module that already has a `pipe.schedule` (written by hand) keeps it
-    and only has it checked.
+    A module that already has a `pipe.schedule` (written by hand) keeps it;
+    its verifier checks it.
 
-    The schedule is recorded as the module attribute `pipe.schedule`:
+    The schedule is recorded as a `pipe.schedule` op:
 
     ```mlir
-    module attributes {pipe.schedule = {name = "1f1b", ranks = 2 : i64,
-        microbatches = 2 : i64, virtual_stages = 1 : i64,
-        actions = [["F0.0", "send-act0.0>1", ...], ["recv-act1.0<0", ...]]}}
+    pipe.schedule "1f1b" microbatches 2 virtual_stages 1 {
+      pipe.rank 0 {
+        pipe.forward stage 0 microbatch 0
+        pipe.send activation stage 0 microbatch 0 to 1
+        ...
+      }
+      pipe.rank 1 {
+        pipe.recv activation stage 1 microbatch 0 from 0
+        ...
     ```
   }];
   let options = [
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",
            "gpipe, 1f1b, interleaved or zb-h1">,
   ];
+  let dependentDialects = ["::triad::pipe::PipeDialect"];
 }
 
 #endif // TRIAD_PASSES_PIPELINE_PASSES_TD

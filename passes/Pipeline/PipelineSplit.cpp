@@ -31,29 +31,21 @@ using namespace triad;
 
 namespace {
 
-int64_t elements(Type type) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  return tensor && tensor.hasStaticShape() ? tensor.getNumElements() : 0;
-}
+/// A layer's forward FLOPs and bytes (the ops' cost model), and its cost
+/// for the balance: per op, max(FLOPs, bytes x flopsPerByte).
+struct LayerCost {
+  double flops = 0, bytes = 0, cost = 0;
+};
 
-/// Forward FLOPs of one op: 2 per multiply-add of a matmul and of the two
-/// products of attention, one per result element for everything else.
-double opFlops(Operation *op) {
-  if (auto matmul = dyn_cast<MatmulOp>(op)) {
-    auto lhs = cast<RankedTensorType>(matmul.getLhs().getType());
-    int64_t k =
-        lhs.getDimSize(lhs.getRank() - (matmul.getTransposeLhs() ? 2 : 1));
-    return 2.0 * elements(matmul.getType()) * k;
-  }
-  if (auto attention = dyn_cast<AttentionOp>(op)) {
-    auto q = cast<RankedTensorType>(attention.getQ().getType());
-    int64_t seq = q.getRank() >= 2 ? q.getDimSize(q.getRank() - 2) : 1;
-    return 4.0 * elements(q) * seq;
-  }
-  double flops = 0;
-  for (Type type : op->getResultTypes())
-    flops += elements(type);
-  return flops;
+LayerCost layerCost(LayerOp layer, double flopsPerByte) {
+  LayerCost total;
+  layer.getBody().walk([&](CostOpInterface op) {
+    double flops = op.getFlops(), bytes = op.getBytes();
+    total.flops += flops;
+    total.bytes += bytes;
+    total.cost += std::max(flops, bytes * flopsPerByte);
+  });
+  return total;
 }
 
 /// A layer's name for the record and for messages: "transformer 3".
@@ -112,6 +104,50 @@ SmallVector<Operation *> collectiveChain(Operation *op, Operation *terminator) {
     value = user->getResult(0);
   }
   return {};
+}
+
+/// Routes every value a top-level op of `step` reads from another stage
+/// through a pipe.transfer on the reader's stage (one per value and
+/// reading stage, before the first reader). Constants are left alone (each
+/// stage makes its own), and so are the tied sums, which read the parts of
+/// several stages by design.
+LogicalResult insertTransfers(func::FuncOp step) {
+  auto stageOf = [](Operation *op) {
+    return op->getAttrOfType<IntegerAttr>(pipe::PipeDialect::kStageAttrName)
+        .getInt();
+  };
+  Operation *terminator = step.getBody().front().getTerminator();
+  llvm::DenseMap<std::pair<Value, int64_t>, Value> received;
+  for (Operation &op : llvm::make_early_inc_range(
+           step.getBody().front().without_terminator())) {
+    if (op.hasAttr(pipe::PipeDialect::kTiedAttrName) ||
+        isa<pipe::TransferOp>(op))
+      continue;
+    int64_t to = stageOf(&op);
+    for (OpOperand &operand : op.getOpOperands()) {
+      Operation *producer = operand.get().getDefiningOp();
+      if (!producer || producer == terminator ||
+          !producer->hasAttr(pipe::PipeDialect::kStageAttrName) ||
+          isa<arith::ConstantOp>(producer))
+        continue;
+      int64_t from = stageOf(producer);
+      if (from == to)
+        continue;
+      if (from + 1 != to && to + 1 != from)
+        return op.emitOpError("on pipeline stage ")
+               << to << " reads a value of stage " << from
+               << "; values cross one stage boundary at a time (activations "
+                  "to the next stage, gradients to the previous one)";
+      Value &copy = received[{operand.get(), to}];
+      if (!copy) {
+        OpBuilder b(&op);
+        copy = pipe::TransferOp::create(b, op.getLoc(), operand.get().getType(),
+                                        operand.get(), from, to);
+      }
+      operand.set(copy);
+    }
+  }
+  return success();
 }
 
 struct PipelineSplitPass
@@ -183,6 +219,15 @@ void PipelineSplitPass::runOnOperation() {
               "needs @microbatch_step; run --triad-autodiff first");
     return signalPassFailure();
   }
+  if (!module.getOps<pipe::StageOp>().empty()) {
+    emitError(module.getLoc(), "is already cut into pipeline stages "
+                               "(it has pipe.stage ops)");
+    return signalPassFailure();
+  }
+  if (!(flopsPerByte >= 0)) {
+    emitError(module.getLoc(), "flops-per-byte must not be negative");
+    return signalPassFailure();
+  }
   int64_t ranks = mesh->getAxisSize("pp").value_or(1);
   if (virtualStages < 1) {
     emitError(module.getLoc(), "virtual-stages=")
@@ -204,11 +249,11 @@ void PipelineSplitPass::runOnOperation() {
         << " layers (the embedding, the transformer layers and the head)";
     return signalPassFailure();
   }
+  SmallVector<LayerCost> layerCosts;
   SmallVector<double> costs;
   for (LayerOp layer : layers) {
-    double cost = 0;
-    layer.getBody().walk([&](Operation *op) { cost += opFlops(op); });
-    costs.push_back(cost);
+    layerCosts.push_back(layerCost(layer, flopsPerByte));
+    costs.push_back(layerCosts.back().cost);
   }
   SmallVector<int64_t> firsts;
   if (stages.empty()) {
@@ -222,13 +267,14 @@ void PipelineSplitPass::runOnOperation() {
 
   std::map<std::pair<LayerKind, int64_t>, int64_t> stageOfLayer;
   SmallVector<SmallVector<Attribute>> names(numStages);
-  SmallVector<double> stageCosts(numStages, 0);
+  SmallVector<LayerCost> stageCosts(numStages);
   for (auto [i, layer] : llvm::enumerate(layers)) {
     int64_t stage =
         llvm::upper_bound(firsts, static_cast<int64_t>(i)) - firsts.begin() - 1;
     stageOfLayer[{layer.getKind(), layer.getIndex()}] = stage;
     names[stage].push_back(StringAttr::get(ctx, layerName(layer)));
-    stageCosts[stage] += costs[i];
+    stageCosts[stage].flops += layerCosts[i].flops;
+    stageCosts[stage].bytes += layerCosts[i].bytes;
   }
 
   // Every top-level op's stage: layers by their (kind, index); other ops by
@@ -237,7 +283,8 @@ void PipelineSplitPass::runOnOperation() {
     return IntegerAttr::get(IntegerType::get(ctx, 64), stage);
   };
   auto stageOf = [](Operation *op) -> std::optional<int64_t> {
-    if (auto attr = op->getAttrOfType<IntegerAttr>(pipeline::kStageAttr))
+    if (auto attr =
+            op->getAttrOfType<IntegerAttr>(pipe::PipeDialect::kStageAttrName))
       return attr.getInt();
     return std::nullopt;
   };
@@ -250,15 +297,15 @@ void PipelineSplitPass::runOnOperation() {
   for (Operation &op : step.getBody().front()) {
     if (&op == terminator || skip.contains(&op))
       continue;
-    op.removeAttr(pipeline::kStageAttr);
-    op.removeAttr(pipeline::kTiedAttr);
+    op.removeAttr(pipe::PipeDialect::kStageAttrName);
+    op.removeAttr(pipe::PipeDialect::kTiedAttrName);
     if (auto layer = dyn_cast<LayerOp>(op)) {
       auto it = stageOfLayer.find({layer.getKind(), layer.getIndex()});
       if (it == stageOfLayer.end()) {
         layer.emitOpError("is a backward layer without its forward layer");
         return signalPassFailure();
       }
-      op.setAttr(pipeline::kStageAttr, stageAttr(it->second));
+      op.setAttr(pipe::PipeDialect::kStageAttrName, stageAttr(it->second));
       continue;
     }
     std::set<int64_t> read;
@@ -266,7 +313,7 @@ void PipelineSplitPass::runOnOperation() {
       if (Operation *producer = operand.getDefiningOp()) {
         if (std::optional<int64_t> stage = stageOf(producer))
           read.insert(*stage);
-        else if (producer->hasAttr(pipeline::kTiedAttr)) {
+        else if (producer->hasAttr(pipe::PipeDialect::kTiedAttrName)) {
           op.emitOpError("reads the sum of a tied parameter's gradient "
                          "parts, which no single pipeline stage holds");
           return signalPassFailure();
@@ -277,7 +324,7 @@ void PipelineSplitPass::runOnOperation() {
       continue;
     }
     if (read.size() == 1) {
-      op.setAttr(pipeline::kStageAttr, stageAttr(*read.begin()));
+      op.setAttr(pipe::PipeDialect::kStageAttrName, stageAttr(*read.begin()));
       continue;
     }
     // Values of several stages meet only in the sum of a tied parameter's
@@ -289,7 +336,8 @@ void PipelineSplitPass::runOnOperation() {
       chain = collectiveChain(&op, terminator);
     if (isa<AddOp>(op) && (returned || !chain.empty()) && !op.use_empty()) {
       SmallVector<int64_t> tied(read.begin(), read.end());
-      op.setAttr(pipeline::kTiedAttr, DenseI64ArrayAttr::get(ctx, tied));
+      op.setAttr(pipe::PipeDialect::kTiedAttrName,
+                 DenseI64ArrayAttr::get(ctx, tied));
       if (!chain.empty()) {
         distribute.push_back({&op, chain});
         skip.insert(chain.begin(), chain.end());
@@ -310,11 +358,12 @@ void PipelineSplitPass::runOnOperation() {
     SmallVector<Value> parts;
     for (Value operand : sum->getOperands()) {
       Value part = operand;
-      Attribute stage = operand.getDefiningOp()->getAttr(pipeline::kStageAttr);
+      Attribute stage =
+          operand.getDefiningOp()->getAttr(pipe::PipeDialect::kStageAttrName);
       for (Operation *collective : chain) {
         Operation *clone = b.clone(*collective);
         clone->setOperand(0, part);
-        clone->setAttr(pipeline::kStageAttr, stage);
+        clone->setAttr(pipe::PipeDialect::kStageAttrName, stage);
         part = clone->getResult(0);
       }
       parts.push_back(part);
@@ -346,17 +395,19 @@ void PipelineSplitPass::runOnOperation() {
       }
       stage = 0;
     }
-    op->setAttr(pipeline::kStageAttr, stageAttr(*stage));
+    op->setAttr(pipe::PipeDialect::kStageAttrName, stageAttr(*stage));
   }
 
-  SmallVector<Attribute> stageList, costList;
-  for (int64_t s = 0; s < numStages; ++s) {
-    stageList.push_back(ArrayAttr::get(ctx, names[s]));
-    costList.push_back(IntegerAttr::get(IntegerType::get(ctx, 64),
-                                        static_cast<int64_t>(stageCosts[s])));
-  }
-  module->setAttr(pipeline::kStagesAttr, ArrayAttr::get(ctx, stageList));
-  module->setAttr(pipeline::kCostsAttr, ArrayAttr::get(ctx, costList));
+  if (failed(insertTransfers(step)))
+    return signalPassFailure();
+
+  OpBuilder b(ctx);
+  b.setInsertionPoint(step);
+  for (int64_t s = 0; s < numStages; ++s)
+    pipe::StageOp::create(b, module.getLoc(), s, s % ranks,
+                          ArrayAttr::get(ctx, names[s]),
+                          static_cast<int64_t>(stageCosts[s].flops),
+                          static_cast<int64_t>(stageCosts[s].bytes));
   this->numStages = numStages;
 }
 

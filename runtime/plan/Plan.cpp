@@ -8,6 +8,7 @@
 #include "runtime/plan/Plan.h"
 
 #include "runtime/plan/Mesh.h"
+#include "runtime/schedule/Schedule.h"
 #include "runtime/support/Files.h"
 
 #include "absl/strings/str_cat.h"
@@ -919,6 +920,155 @@ absl::Status checkGroups(const plan::Plan &plan) {
   return absl::OkStatus();
 }
 
+/// The instructions of `function` with opcode `op`.
+std::vector<const plan::Instr *> instrsOf(const plan::Function &function,
+                                          plan::OpCode op) {
+  std::vector<const plan::Instr *> result;
+  if (function.body())
+    for (const plan::Instr *instr : *function.body())
+      if (instr->op() == op)
+        result.push_back(instr);
+  return result;
+}
+
+/// A pipelined plan's schedule: checked again as the compiler checked it
+/// (schedule::verify: every send matched, no deadlock), and the step's
+/// calls against it: in the schedule's order, transfers only where the
+/// schedule has them, with its peers. Runs after the programs' checks.
+absl::Status checkSchedule(const plan::Plan &plan) {
+  int64_t pipelineRanks = meshAxisSize(plan, "pp");
+  bool anyActions = false;
+  for (const plan::Program *program : *plan.programs())
+    anyActions |= program->actions() || program->call_actions();
+  if (pipelineRanks == 1) {
+    if (plan.schedule() || anyActions)
+      return absl::InvalidArgumentError(
+          "the plan has a pipeline schedule but no 'pp' axis above 1");
+    return absl::OkStatus();
+  }
+  if (!plan.schedule()) {
+    // Without a schedule the step may not move data between pipeline ranks
+    // (a plan for the executor's own tests may, outside the step).
+    if (anyActions)
+      return absl::InvalidArgumentError(
+          "the plan lists schedule actions but names no schedule");
+    for (const plan::Program *program : *plan.programs())
+      if (program->step())
+        for (size_t i = 0; i < program->step()->size(); ++i) {
+          const plan::Function &function =
+              *program->functions()->Get(program->step()->Get(i)->function());
+          if (!instrsOf(function, plan::OpCode::Send).empty() ||
+              !instrsOf(function, plan::OpCode::Recv).empty())
+            return absl::InvalidArgumentError(absl::StrCat(
+                "program of pipeline rank ", program->pipeline_rank(),
+                ": step call ", i, " ('", function.name()->str(),
+                "') transfers data between pipeline ranks, but the plan has "
+                "no pipeline schedule to check"));
+        }
+    return absl::OkStatus();
+  }
+  if (static_cast<int64_t>(plan.programs()->size()) != pipelineRanks)
+    return absl::InvalidArgumentError(
+        absl::StrCat("the mesh has pp = ", pipelineRanks, " but the plan has ",
+                     plan.programs()->size(), " programs"));
+  if (plan.virtual_stages() < 1 || plan.virtual_stages() > 4096 ||
+      plan.microbatches() > (1 << 20))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the schedule's ", plan.virtual_stages(), " virtual stages or ",
+        plan.microbatches(), " microbatches are out of range"));
+  schedule::Schedule schedule;
+  schedule.name = plan.schedule()->str();
+  schedule.ranks = static_cast<int>(pipelineRanks);
+  schedule.microbatches = static_cast<int>(plan.microbatches());
+  schedule.virtualStages = static_cast<int>(plan.virtual_stages());
+  schedule.actions.resize(pipelineRanks);
+  for (const plan::Program *program : *plan.programs()) {
+    uint32_t rank = program->pipeline_rank();
+    std::string where = absl::StrCat("program of pipeline rank ", rank, ": ");
+    if (rank >= pipelineRanks)
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "the mesh has pipeline ranks [0, ", pipelineRanks, ")"));
+    if (!program->actions() || !program->call_actions())
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "it lists no schedule actions"));
+    std::vector<schedule::Action> &actions = schedule.actions[rank];
+    for (const flatbuffers::String *token : *program->actions()) {
+      absl::StatusOr<schedule::Action> action =
+          schedule::parseAction(token->str());
+      if (!action.ok())
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, action.status().message()));
+      actions.push_back(*action);
+    }
+    size_t calls = program->step() ? program->step()->size() : 0;
+    if (program->call_actions()->size() != calls)
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "its step has ", calls, " calls but ",
+                       program->call_actions()->size(), " action indices"));
+    int64_t last = -1;
+    for (size_t i = 0; i < calls; ++i) {
+      int64_t index = program->call_actions()->Get(i);
+      const plan::Call *call = program->step()->Get(i);
+      const plan::Function &function =
+          *program->functions()->Get(call->function());
+      std::string callText = absl::StrCat(where, "step call ", i, " ('",
+                                          function.name()->str(), "')");
+      std::vector<const plan::Instr *> sends =
+          instrsOf(function, plan::OpCode::Send);
+      std::vector<const plan::Instr *> recvs =
+          instrsOf(function, plan::OpCode::Recv);
+      if (index == -1) {
+        if (!sends.empty() || !recvs.empty())
+          return absl::InvalidArgumentError(absl::StrCat(
+              callText, " transfers data outside the schedule's actions"));
+        continue;
+      }
+      if (index < 0 || index >= static_cast<int64_t>(actions.size()) ||
+          index <= last)
+        return absl::InvalidArgumentError(absl::StrCat(
+            callText, " performs action ", index, "; calls follow the ",
+            actions.size(), " actions in order, each at most once"));
+      last = index;
+      const schedule::Action &action = actions[index];
+      std::string token = schedule::format(action);
+      bool transfer = action.kind == schedule::ActionKind::Send ||
+                      action.kind == schedule::ActionKind::Recv;
+      if (transfer || action.kind == schedule::ActionKind::Forward ||
+          action.kind == schedule::ActionKind::Backward ||
+          action.kind == schedule::ActionKind::BackwardInput ||
+          action.kind == schedule::ActionKind::BackwardWeight) {
+        if (static_cast<int64_t>(call->microbatch()) != action.microbatch)
+          return absl::InvalidArgumentError(
+              absl::StrCat(callText, " reads microbatch ", call->microbatch(),
+                           " but performs ", token));
+      }
+      if (transfer) {
+        bool send = action.kind == schedule::ActionKind::Send;
+        const std::vector<const plan::Instr *> &moves = send ? sends : recvs;
+        if (moves.empty() || !(send ? recvs : sends).empty())
+          return absl::InvalidArgumentError(
+              absl::StrCat(callText, " performs ", token, " but does not only ",
+                           send ? "send" : "receive"));
+        for (const plan::Instr *move : moves)
+          if (move->ints()->Get(0) != action.peer)
+            return absl::InvalidArgumentError(
+                absl::StrCat(callText, " performs ", token,
+                             " but transfers with pipeline "
+                             "rank ",
+                             move->ints()->Get(0)));
+      } else if (action.kind != schedule::ActionKind::Optimizer &&
+                 (!sends.empty() || !recvs.empty())) {
+        // The optimizer exchanges the parts of tied gradients.
+        return absl::InvalidArgumentError(
+            absl::StrCat(callText, " performs ", token, " but transfers data"));
+      }
+    }
+  }
+  if (absl::Status status = schedule::verify(schedule); !status.ok())
+    return absl::InvalidArgumentError(status.message());
+  return absl::OkStatus();
+}
+
 } // namespace
 
 absl::Status checkPlan(const plan::Plan &plan) {
@@ -967,7 +1117,7 @@ absl::Status checkPlan(const plan::Plan &plan) {
         !status.ok())
       return status;
   }
-  return absl::OkStatus();
+  return checkSchedule(plan);
 }
 
 absl::StatusOr<LoadedPlan> loadPlanFromBytes(std::string bytes,

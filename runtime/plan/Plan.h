@@ -25,7 +25,7 @@
 namespace triad::rt {
 
 /// The plan format version this runtime reads.
-constexpr uint32_t kPlanVersion = 1;
+constexpr uint32_t kPlanVersion = 2;
 
 /// The largest tag of a Send or Recv: the least upper bound of tags that
 /// MPI guarantees (MPI_TAG_UB is at least this).

@@ -379,7 +379,7 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
   };
   const Case cases[] = {
       {"version", [](PlanSpec &s) { s.version = 99; },
-       "plan format version 99 is not the runtime's (1)"},
+       "plan format version 99 is not the runtime's (2)"},
       {"microbatches", [](PlanSpec &s) { s.microbatches = 3; },
        "microbatches must divide batch"},
       {"empty axis", [](PlanSpec &s) { s.mesh[1].second = 0; },

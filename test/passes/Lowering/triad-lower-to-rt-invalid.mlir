@@ -5,10 +5,24 @@
 // RUN: triad-gen --preset tiny --layers 1 --dtype f16 | not triad-opt --triad-train-pipeline 2>&1 | FileCheck %s --check-prefix=F16
 // RUN: triad-opt %s -split-input-file -verify-diagnostics --triad-lower-to-rt
 
+// Pipelined steps whose stage transfers do not fit their stages (edited
+// output of split and schedule on a 2-layer model at pp=2).
+// RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 2 --seq 8 --batch 4 --vocab 64 | triad-opt --triad-autodiff --triad-pipeline-split=pp=2 --triad-pipeline-schedule -o %t.pipe.mlir
+// RUN: sed 's/%2 = pipe.transfer %1#0 from 0 to 1/%2 = pipe.transfer %1#0 from 1 to 0/' %t.pipe.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=FROM
+// RUN: sed 's/%7 = pipe.transfer %6#0 from 1 to 0/%7 = pipe.transfer %6#0 from 1 to 2/' %t.pipe.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=DIRECTION
+// RUN: sed '/%2 = pipe.transfer/d; s/(%2)/(%1#0)/; s/(%2, /(%1#0, /' %t.pipe.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=UNSENT
+// RUN: sed 's/triad.layer transformer 0 (%0) {pipe.stage = 0 : i64}/triad.layer transformer 0 (%0) {pipe.stage = 1 : i64}/; s/%2 = pipe.transfer %1#0 from 0 to 1/%2 = pipe.transfer %1#0 from 1 to 2/' %t.pipe.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=BEYOND
+// RUN: sed 's/{pipe.stage = 1 : i64}/{pipe.stage = 5 : i64}/' %t.pipe.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=STAGE
+
 // MESH: error: has no pipe.schedule; run --triad-pipeline-schedule first
 // ORDER: error: order 'dp,dp,tp' must list dp, tp and pp once each
 // DTYPE: error: 'triad.param' op is f32 but the pipeline asks for dtype=bf16; generate the model with that dtype
 // NOSTEP: error: needs @microbatch_step and @apply_step; run --triad-autodiff first
+// FROM: error: 'pipe.transfer' op moves a value from stage 1, which stage 0 computes
+// DIRECTION: error: 'pipe.transfer' op moves a gradient from stage 1 to stage 2; activations go to the next stage, gradients to the previous one
+// UNSENT: error: 'triad.layer_norm' op on pipeline stage 1 reads a value of stage 0 that no pipe.transfer brings to it
+// BEYOND: error: 'pipe.transfer' op moves a value to stage 2 of 2
+// STAGE: error: 'triad.layer' op has no pipeline stage below 2 (pipe.stage); run --triad-pipeline-split for the schedule's stages
 // F16: error: 'triad.get_param' op has a value of type 'tensor<256x64xf16>'; the runtime runs static f32 tensors (and i32 token ids) only, so bf16 and f16 models do not lower yet
 
 // Only splat f32 constants become fill kernels.

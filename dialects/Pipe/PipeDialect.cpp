@@ -1,0 +1,201 @@
+//===- PipeDialect.cpp - pipeline stages and schedules --------------------===//
+//
+// The verifiers of the stage, transfer and schedule ops (the schedule's is
+// the static deadlock check, shared with the runtime), the discardable
+// attributes' checks, and the conversions between action ops and the
+// runtime's schedule actions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Pipe/PipeDialect.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace triad;
+using namespace triad::pipe;
+
+#include "dialects/Pipe/PipeDialect.cpp.inc"
+#include "dialects/Pipe/PipeEnums.cpp.inc"
+#include "dialects/Pipe/PipeInterfaces.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/Pipe/PipeOps.cpp.inc"
+
+void PipeDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Pipe/PipeOps.cpp.inc"
+      >();
+}
+
+LogicalResult PipeDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  if (attr.getName() == kStageAttrName) {
+    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!stage || !stage.getType().isInteger(64) || stage.getInt() < 0)
+      return op->emitOpError() << "'" << kStageAttrName
+                               << "' must be a non-negative i64 stage index";
+    return success();
+  }
+  if (attr.getName() == kTiedAttrName) {
+    auto stages = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!stages || stages.size() < 2 || stages[0] < 0 ||
+        !llvm::is_sorted(stages.asArrayRef(), std::less_equal<int64_t>()) ||
+        llvm::adjacent_find(stages.asArrayRef()) != stages.asArrayRef().end())
+      return op->emitOpError()
+             << "'" << kTiedAttrName
+             << "' must list at least two distinct stages in ascending order";
+    if (op->getNumResults() != 1)
+      return op->emitOpError()
+             << "'" << kTiedAttrName
+             << "' marks the one result summing a tied parameter's gradient";
+    return success();
+  }
+  return op->emitOpError() << "has unknown pipe attribute '"
+                           << attr.getName().getValue() << "'";
+}
+
+//===----------------------------------------------------------------------===//
+// Stages and transfers
+//===----------------------------------------------------------------------===//
+
+LogicalResult StageOp::verify() {
+  if (getLayers().empty())
+    return emitOpError("stage ") << getIndex() << " has no layers";
+  if (getRank() > getIndex())
+    return emitOpError("stage ")
+           << getIndex() << " cannot run on pipeline rank " << getRank()
+           << ": stage s runs on rank s mod pp";
+  return success();
+}
+
+LogicalResult TransferOp::verify() {
+  int64_t from = getFrom(), to = getTo();
+  if (from + 1 != to && to + 1 != from)
+    return emitOpError("moves a value from stage ")
+           << from << " to stage " << to
+           << "; values cross one stage boundary at a time (activations to "
+              "the next stage, gradients to the previous one)";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Schedules
+//===----------------------------------------------------------------------===//
+
+schedule::Action pipe::sendAction(Direction direction, int stage,
+                                  int microbatch, int peer) {
+  bool gradient = direction == Direction::gradient;
+  return schedule::Action::send(gradient ? schedule::Direction::Gradient
+                                         : schedule::Direction::Activation,
+                                stage, microbatch,
+                                gradient ? stage - 1 : stage + 1, peer);
+}
+
+schedule::Action pipe::recvAction(Direction direction, int stage,
+                                  int microbatch, int peer) {
+  bool gradient = direction == Direction::gradient;
+  return schedule::Action::recv(gradient ? schedule::Direction::Gradient
+                                         : schedule::Direction::Activation,
+                                stage, microbatch,
+                                gradient ? stage + 1 : stage - 1, peer);
+}
+
+Operation *pipe::buildAction(OpBuilder &b, Location loc,
+                             const schedule::Action &action) {
+  using schedule::ActionKind;
+  int64_t s = action.stage, i = action.microbatch;
+  Direction direction = action.direction == schedule::Direction::Gradient
+                            ? Direction::gradient
+                            : Direction::activation;
+  switch (action.kind) {
+  case ActionKind::Forward:
+    return ForwardOp::create(b, loc, s, i);
+  case ActionKind::Backward:
+    return BackwardOp::create(b, loc, s, i);
+  case ActionKind::BackwardInput:
+    return BackwardInputOp::create(b, loc, s, i);
+  case ActionKind::BackwardWeight:
+    return BackwardWeightOp::create(b, loc, s, i);
+  case ActionKind::Send:
+    return SendOp::create(b, loc, direction, s, i, action.peer);
+  case ActionKind::Recv:
+    return RecvOp::create(b, loc, direction, s, i, action.peer);
+  case ActionKind::ReduceGradients:
+    return ReduceGradientsOp::create(b, loc);
+  case ActionKind::Optimizer:
+    return OptimizerOp::create(b, loc);
+  }
+  llvm_unreachable("unknown schedule action");
+}
+
+schedule::Schedule ScheduleOp::getSchedule() {
+  schedule::Schedule result;
+  result.name = getName().str();
+  result.microbatches = static_cast<int>(getMicrobatches());
+  result.virtualStages = static_cast<int>(getVirtualStages());
+  for (auto rank : getBody().front().getOps<RankOp>()) {
+    std::vector<schedule::Action> &actions = result.actions.emplace_back();
+    for (auto action : rank.getBody().front().getOps<ActionOpInterface>())
+      actions.push_back(action.getAction());
+  }
+  result.ranks = static_cast<int>(result.actions.size());
+  return result;
+}
+
+ScheduleOp ScheduleOp::createFrom(OpBuilder &builder, Location loc,
+                                  const schedule::Schedule &schedule) {
+  auto op = ScheduleOp::create(builder, loc, schedule.name,
+                               schedule.microbatches, schedule.virtualStages);
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(&op.getBody().emplaceBlock());
+  for (auto [rank, actions] : llvm::enumerate(schedule.actions)) {
+    auto rankOp = RankOp::create(builder, loc, rank);
+    OpBuilder::InsertionGuard inner(builder);
+    builder.setInsertionPointToStart(&rankOp.getBody().emplaceBlock());
+    for (const schedule::Action &action : actions)
+      buildAction(builder, loc, action);
+  }
+  return op;
+}
+
+LogicalResult ScheduleOp::verifyRegions() {
+  int64_t expected = 0;
+  for (Operation &op : getBody().front()) {
+    auto rank = dyn_cast<RankOp>(op);
+    if (!rank)
+      return op.emitOpError("is not a pipe.rank; a schedule lists the "
+                            "actions of each pipeline rank in pipe.rank ops");
+    if (static_cast<int64_t>(rank.getRank()) != expected)
+      return rank.emitOpError("lists rank ")
+             << rank.getRank() << " where rank " << expected
+             << " comes next (ranks are listed in order from 0)";
+    ++expected;
+  }
+  if (expected == 0)
+    return emitOpError("lists no pipeline ranks");
+  if (absl::Status status = schedule::verify(getSchedule()); !status.ok())
+    return emitOpError() << std::string(status.message());
+  return success();
+}
+
+LogicalResult RankOp::verify() {
+  for (Operation &op : getBody().front())
+    if (!isa<ActionOpInterface>(op))
+      return op.emitOpError("is not a pipeline action (forward, backward, "
+                            "send, recv, ...) of a pipe.rank");
+  return success();
+}
+
+FailureOr<schedule::Schedule> pipe::readSchedule(ModuleOp module) {
+  auto schedules = module.getOps<ScheduleOp>();
+  if (schedules.empty())
+    return emitError(module.getLoc(), "has no pipe.schedule; run "
+                                      "--triad-pipeline-schedule first");
+  if (std::next(schedules.begin()) != schedules.end())
+    return emitError(module.getLoc(), "has more than one pipe.schedule");
+  // The op's verifier has checked it.
+  return (*schedules.begin()).getSchedule();
+}
