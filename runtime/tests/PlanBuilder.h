@@ -16,6 +16,7 @@
 #include "runtime/plan/Plan.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,16 +29,23 @@ public:
   std::vector<std::pair<std::string, uint32_t>> mesh = {{"dp", 1}};
   /// Plan.groups: the mesh axes of each communicator group.
   std::vector<std::vector<std::string>> groups;
+  /// Plan.schedule and Plan.virtual_stages (a pipelined plan); none when
+  /// empty.
+  std::string schedule;
+  uint32_t virtualStages = 1;
 
   /// Finishes the current program and starts the one of `pipelineRank`:
   /// later values, persistent tensors, functions and calls are its own.
   void program(uint32_t pipelineRank) {
     finished.push_back({rank, std::move(values), std::move(persistents),
-                        std::move(functions), std::move(step), arena});
+                        std::move(functions), std::move(step), arena,
+                        std::move(actionTokens), std::move(callActions)});
     values.clear();
     persistents.clear();
     functions.clear();
     step.clear();
+    actionTokens.reset();
+    callActions.clear();
     arena = 0;
     rank = pipelineRank;
   }
@@ -108,6 +116,26 @@ public:
     step.emplace_back(function, microbatch);
   }
 
+  /// The current program's schedule actions (Program.actions); calls made
+  /// with `action` give Program.call_actions.
+  void actions(std::vector<std::string> tokens) {
+    actionTokens = std::move(tokens);
+  }
+  void call(uint32_t function, uint32_t microbatch, int32_t action) {
+    call(function, microbatch);
+    callActions.push_back(action);
+  }
+  /// Drops the current program's calls, or its actions (and the calls'
+  /// action indices).
+  void clearSteps() {
+    step.clear();
+    callActions.clear();
+  }
+  void clearActions() {
+    actionTokens.reset();
+    callActions.clear();
+  }
+
   /// One function "f" with these arguments and unnamed results.
   std::string build(std::vector<uint32_t> args, std::vector<uint32_t> results,
                     int64_t vocabulary = 16) {
@@ -122,18 +150,20 @@ public:
     std::vector<flatbuffers::Offset<plan::Program>> programs;
     for (const Program &p : finished)
       programs.push_back(buildProgram(b, p.rank, p.values, p.persistents,
-                                      p.functions, p.step, p.arena));
-    programs.push_back(
-        buildProgram(b, rank, values, persistents, functions, step, arena));
+                                      p.functions, p.step, p.arena,
+                                      p.actionTokens, p.callActions));
+    programs.push_back(buildProgram(b, rank, values, persistents, functions,
+                                    step, arena, actionTokens, callActions));
     std::vector<flatbuffers::Offset<plan::MeshAxis>> axes;
     for (const auto &[name, size] : mesh)
       axes.push_back(plan::CreateMeshAxis(b, b.CreateString(name), size));
     std::vector<flatbuffers::Offset<plan::Group>> gs;
     for (const std::vector<std::string> &group : groups)
       gs.push_back(plan::CreateGroup(b, b.CreateVectorOfStrings(group)));
-    auto root = plan::CreatePlan(b, kPlanVersion, b.CreateVector(axes),
-                                 b.CreateVector(programs), seq, vocab, batch,
-                                 microbatches, b.CreateVector(gs));
+    auto root = plan::CreatePlan(
+        b, kPlanVersion, b.CreateVector(axes), b.CreateVector(programs), seq,
+        vocab, batch, microbatches, b.CreateVector(gs),
+        schedule.empty() ? 0 : b.CreateString(schedule), virtualStages);
     plan::FinishPlanBuffer(b, root);
     return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()),
                        b.GetSize());
@@ -149,7 +179,9 @@ private:
                const std::vector<V> &values, const std::vector<P> &persistents,
                const std::vector<F> &functions,
                const std::vector<std::pair<uint32_t, uint32_t>> &step,
-               uint64_t arena) {
+               uint64_t arena,
+               const std::optional<std::vector<std::string>> &actionTokens,
+               const std::vector<int32_t> &callActions) {
     std::vector<flatbuffers::Offset<plan::Value>> vs;
     for (const V &v : values) {
       plan::Region region(v.offset, v.bytes);
@@ -187,9 +219,11 @@ private:
     std::vector<plan::Call> calls;
     for (const auto &[function, microbatch] : step)
       calls.emplace_back(function, microbatch);
-    return plan::CreateProgram(b, pipelineRank, arena, b.CreateVector(vs),
-                               b.CreateVector(ps), b.CreateVector(fs),
-                               b.CreateVectorOfStructs(calls));
+    return plan::CreateProgram(
+        b, pipelineRank, arena, b.CreateVector(vs), b.CreateVector(ps),
+        b.CreateVector(fs), b.CreateVectorOfStructs(calls),
+        actionTokens ? b.CreateVectorOfStrings(*actionTokens) : 0,
+        actionTokens ? b.CreateVector(callActions) : 0);
   }
 
   struct V {
@@ -235,6 +269,8 @@ private:
     std::vector<F> functions;
     std::vector<std::pair<uint32_t, uint32_t>> step;
     uint64_t arena;
+    std::optional<std::vector<std::string>> actionTokens;
+    std::vector<int32_t> callActions;
   };
 
   std::vector<Program> finished;
@@ -244,6 +280,8 @@ private:
   std::vector<F> functions;
   std::vector<std::pair<uint32_t, uint32_t>> step;
   uint64_t arena = 0;
+  std::optional<std::vector<std::string>> actionTokens;
+  std::vector<int32_t> callActions;
 };
 
 /// The shape of the plan `buildTrainingPlan` writes.

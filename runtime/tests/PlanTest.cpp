@@ -215,6 +215,182 @@ TEST(Plan, TransfersLoad) {
   }
 }
 
+/// Two pipeline ranks of one microbatch under 1F1B, as the compiler emits
+/// them: each transfer action has a function of its own, forward and
+/// backward passes compute (a scale) without transferring; `edit` changes
+/// the plan before it is built.
+std::string scheduledPlan(
+    const std::function<void(triad::rt::tests::PlanBuilder &, int)> &edit =
+        [](triad::rt::tests::PlanBuilder &, int) {}) {
+  using triad::plan::DType;
+  using triad::plan::OpCode;
+  triad::rt::tests::PlanBuilder b;
+  b.mesh = {{"pp", 2}};
+  b.schedule = "1f1b";
+  // Rank 0: F0.0 send-act0.0>1 recv-grad0.0<1 B0.0 reduce-grads optimizer
+  uint32_t x = b.value(DType::F32, {2, 3}), g = b.value(DType::F32, {2, 3});
+  b.function("forward");
+  b.instr(OpCode::Scale, {x}, {x}, {}, {2.0});
+  b.function("send_act");
+  b.instr(OpCode::Send, {x}, {}, {1, 0});
+  b.function("recv_grad");
+  b.instr(OpCode::Recv, {}, {g}, {1, 1});
+  b.function("backward");
+  b.instr(OpCode::Scale, {g}, {g}, {}, {2.0});
+  b.actions({"F0.0", "send-act0.0>1", "recv-grad0.0<1", "B0.0", "reduce-grads",
+             "optimizer"});
+  for (int call = 0; call < 4; ++call)
+    b.call(call, 0, call);
+  edit(b, 0);
+  // Rank 1: recv-act1.0<0 F1.0 B1.0 send-grad1.0>0 reduce-grads optimizer
+  b.program(1);
+  x = b.value(DType::F32, {2, 3});
+  b.function("recv_act");
+  b.instr(OpCode::Recv, {}, {x}, {0, 0});
+  b.function("forward");
+  b.instr(OpCode::Scale, {x}, {x}, {}, {2.0});
+  b.function("send_grad");
+  b.instr(OpCode::Send, {x}, {}, {0, 1});
+  b.actions({"recv-act1.0<0", "F1.0", "B1.0", "send-grad1.0>0", "reduce-grads",
+             "optimizer"});
+  b.call(0, 0, 0);
+  b.call(1, 0, 1);
+  b.call(2, 0, 3);
+  edit(b, 1);
+  return b.build();
+}
+
+std::string scheduleError(
+    const std::function<void(triad::rt::tests::PlanBuilder &, int)> &edit) {
+  auto plan = loadPlanFromBytes(scheduledPlan(edit), "s.plan");
+  return plan.ok() ? "" : std::string(plan.status().message());
+}
+
+TEST(Plan, PipelineScheduleLoads) {
+  auto plan = loadPlanFromBytes(scheduledPlan(), "s.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->root().schedule()->str(), "1f1b");
+  EXPECT_EQ(plan->root().programs()->Get(1)->actions()->size(), 6u);
+}
+
+// The loader re-checks a pipelined plan's schedule and the step's calls
+// against it: a hand-edited or corrupted plan is refused before it runs.
+TEST(Plan, PipelineScheduleIsChecked) {
+  using Builder = triad::rt::tests::PlanBuilder;
+  struct Case {
+    std::string what;
+    std::function<void(Builder &, int)> edit;
+    std::string error;
+  };
+  const std::string prefix = "invalid plan 's.plan': ";
+  std::vector<Case> cases = {
+      {"deadlock: rank 0 waits for the gradient before sending",
+       [](Builder &b, int rank) {
+         if (rank != 0)
+           return;
+         b.clearSteps();
+         b.actions({"F0.0", "recv-grad0.0<1", "send-act0.0>1", "B0.0",
+                    "reduce-grads", "optimizer"});
+         for (auto [function, action] :
+              {std::pair{0, 0}, {2, 1}, {1, 2}, {3, 3}})
+           b.call(function, 0, action);
+       },
+       "pipeline schedule '1f1b' (2 ranks, 1 microbatch) deadlocks: rank 0 "
+       "is stuck at recv gradient of microbatch 0 from rank 1 (stage 1 -> "
+       "0); rank 1 is stuck at recv activation of microbatch 0 from rank 0 "
+       "(stage 0 -> 1)"},
+      {"a malformed action",
+       [](Builder &b, int rank) {
+         if (rank == 1)
+           b.actions({"recv-act1.0<0", "F1", "B1.0", "send-grad1.0>0",
+                      "reduce-grads", "optimizer"});
+       },
+       "program of pipeline rank 1: schedule action 'F1': expected "
+       "<stage>.<microbatch> after the kind"},
+      {"a program without actions",
+       [](Builder &b, int rank) {
+         if (rank == 1)
+           b.clearActions();
+       },
+       "program of pipeline rank 1: it lists no schedule actions"},
+      {"calls out of the schedule's order",
+       [](Builder &b, int rank) {
+         if (rank == 0)
+           b.call(0, 0, 0);
+       },
+       "program of pipeline rank 0: step call 4 ('forward') performs action "
+       "0; calls follow the 6 actions in order, each at most once"},
+      {"a call whose microbatch is not its action's",
+       [](Builder &b, int rank) {
+         if (rank != 0)
+           return;
+         b.microbatches = 2;
+         b.clearSteps();
+         b.call(0, 1, 0);
+       },
+       "program of pipeline rank 0: step call 0 ('forward') reads microbatch "
+       "1 but performs F0.0"},
+      {"more pipeline ranks than programs",
+       [](Builder &b, int rank) {
+         if (rank == 1)
+           b.mesh = {{"pp", 3}};
+       },
+       "the mesh has pp = 3 but the plan has 2 programs"},
+      {"a transfer in the call of a compute action",
+       [](Builder &b, int rank) {
+         if (rank == 1) {
+           b.function("extra");
+           b.instr(triad::plan::OpCode::Send, {0}, {}, {0, 2});
+           b.call(3, 0, 4);
+         }
+       },
+       "program of pipeline rank 1: step call 3 ('extra') performs "
+       "reduce-grads but transfers data"},
+      {"a transfer action's call that transfers the other way",
+       [](Builder &b, int rank) {
+         if (rank != 1)
+           return;
+         b.clearSteps();
+         b.call(1, 0, 1);
+         b.call(0, 0, 3);
+       },
+       "program of pipeline rank 1: step call 1 ('recv_act') performs "
+       "send-grad1.0>0 but does not only send"},
+      {"a call that transfers outside the schedule's actions",
+       [](Builder &b, int rank) {
+         if (rank == 1)
+           b.call(0, 0, -1);
+       },
+       "program of pipeline rank 1: step call 3 ('recv_act') transfers "
+       "data outside the schedule's actions"},
+  };
+  for (const Case &c : cases)
+    EXPECT_EQ(scheduleError(c.edit), prefix + c.error) << c.what;
+}
+
+TEST(Plan, ScheduleNeedsAPipeline) {
+  triad::rt::tests::PlanBuilder b;
+  b.schedule = "1f1b";
+  auto plan = loadPlanFromBytes(b.build({}, {}), "s.plan");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().message(),
+            "invalid plan 's.plan': the plan has a pipeline schedule but no "
+            "'pp' axis above 1");
+}
+
+TEST(Plan, ActionsNeedASchedule) {
+  auto plan = loadPlanFromBytes(
+      scheduledPlan([](triad::rt::tests::PlanBuilder &b, int rank) {
+        if (rank == 1)
+          b.schedule.clear();
+      }),
+      "s.plan");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().message(),
+            "invalid plan 's.plan': the plan lists schedule actions but names "
+            "no schedule");
+}
+
 TEST(Plan, PipelinePeersShareTheOtherCoordinates) {
   // Ranks of dp 2 x pp 2 x tp 2: the peer of (dp 1, pp 0, tp 1) = rank 5 at
   // pipeline rank 1 is (dp 1, pp 1, tp 1) = rank 7.

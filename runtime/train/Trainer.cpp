@@ -4,6 +4,7 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/plan/Mesh.h"
+#include "runtime/schedule/Schedule.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -141,7 +142,25 @@ absl::StatusOr<StepResult> Trainer::step() {
   labels.ints.resize(samples * seq);
   std::vector<InstructionTime> times;
   int64_t stepBegin = nowNanos();
-  for (const plan::Call *call : *program.step()) {
+  // Under a pipeline: each call's schedule action, and the span of the
+  // transfer calls since the last compute call (idle time).
+  const auto *callActions = program.call_actions();
+  std::optional<int64_t> idleBegin;
+  int64_t idleEnd = 0;
+  std::string idleWhat;
+  auto endIdle = [&] {
+    if (!idleBegin)
+      return;
+    result.idleSeconds += (idleEnd - *idleBegin) / 1e9;
+    if (options.trace)
+      result.events.push_back({absl::StrCat("idle (", idleWhat, ")"), "idle",
+                               micros(*idleBegin),
+                               (idleEnd - *idleBegin) / 1000.0});
+    idleBegin.reset();
+    idleWhat.clear();
+  };
+  for (size_t callIndex = 0; callIndex < program.step()->size(); ++callIndex) {
+    const plan::Call *call = program.step()->Get(callIndex);
     const plan::Function &function =
         *program.functions()->Get(call->function());
     std::vector<HostTensor> args;
@@ -167,12 +186,45 @@ absl::StatusOr<StepResult> Trainer::step() {
       for (size_t i = 0; i < function.result_names()->size(); ++i)
         result.results[function.result_names()->Get(i)->str()] =
             (*outputs)[i].floats.at(0);
+    std::string category = "call", token;
+    if (callActions && callActions->Get(callIndex) >= 0) {
+      // The loader has parsed and checked every action.
+      token = program.actions()->Get(callActions->Get(callIndex))->str();
+      switch (schedule::parseAction(token)->kind) {
+      case schedule::ActionKind::Forward:
+        category = "forward";
+        break;
+      case schedule::ActionKind::Backward:
+      case schedule::ActionKind::BackwardInput:
+      case schedule::ActionKind::BackwardWeight:
+        category = "backward";
+        break;
+      case schedule::ActionKind::Send:
+      case schedule::ActionKind::Recv:
+        category = "transfer";
+        break;
+      case schedule::ActionKind::ReduceGradients:
+      case schedule::ActionKind::Optimizer:
+        category = "optimizer";
+        break;
+      }
+    }
+    if (category == "transfer") {
+      if (!idleBegin)
+        idleBegin = callBegin;
+      idleEnd = callEnd;
+      absl::StrAppend(&idleWhat, idleWhat.empty() ? "" : " ", token);
+    } else {
+      endIdle();
+    }
     if (options.trace) {
       std::string name = function.name()->str();
-      if (!args.empty())
+      if (!token.empty())
+        name = absl::StrCat(token, " ", name);
+      else if (!args.empty())
         absl::StrAppend(&name, " mb ", call->microbatch());
       result.events.push_back(
-          {name, "call", micros(callBegin), (callEnd - callBegin) / 1000.0});
+          {name, category, micros(callBegin), (callEnd - callBegin) / 1000.0});
       for (const InstructionTime &time : times)
         result.events.push_back(
             {time.wait ? absl::StrCat("wait ", plan::EnumNameOpCode(time.op))
@@ -181,6 +233,7 @@ absl::StatusOr<StepResult> Trainer::step() {
              (time.endNanos - time.beginNanos) / 1000.0});
     }
   }
+  endIdle();
   int64_t stepEnd = nowNanos();
   result.seconds = (stepEnd - stepBegin) / 1e9;
   if (options.trace)

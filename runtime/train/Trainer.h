@@ -78,7 +78,12 @@ struct TrainerOptions {
 struct TraceEvent {
   std::string name;
   /// "step", "call" or "instruction" (a collective completing in the
-  /// background has a second one, "wait <op>", for the time waited).
+  /// background has a second one, "wait <op>", for the time waited). Under
+  /// a pipeline a call is named by its schedule action ("F0.1
+  /// forward_s0_m1") and its category is the action's: "forward",
+  /// "backward", "transfer" or "optimizer"; "idle" spans the time between
+  /// two compute calls that the rank spent in transfers, waiting for its
+  /// peers (the bubble).
   std::string category;
   /// Microseconds since the trainer was created.
   double beginMicros = 0, durationMicros = 0;
@@ -98,6 +103,9 @@ struct StepResult {
   int64_t tokens = 0;
   /// Wall-clock time of the step.
   double seconds = 0;
+  /// Under a pipeline: the part of `seconds` this rank spent in transfer
+  /// calls between its compute calls (waiting for its peers); 0 otherwise.
+  double idleSeconds = 0;
   /// With TrainerOptions::trace: the step, each call and (early steps)
   /// each instruction.
   std::vector<TraceEvent> events;

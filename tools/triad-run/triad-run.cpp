@@ -393,10 +393,14 @@ int main(int argc, char **argv) {
       "with - or _ (--log-every, --log_every).\n\n"
       "Under mpirun the job has the plan's mesh size in ranks and only rank "
       "0 prints. --metrics FILE: rank 0 writes the job's records to FILE "
-      "and every rank R its own (rank, coordinates, step, step_seconds, its "
-      "named results) to FILE with .rankR before the extension "
-      "(metrics.rank1.jsonl). --trace FILE: every rank writes FILE with "
-      ".rankR before the extension; rank 0 merges them into FILE at the end. "
+      "and every rank R its own (rank, coordinates, step, step_seconds, "
+      "idle_seconds: under a pipeline the time spent in transfers waiting "
+      "for other stages, its named results) to FILE with .rankR before the "
+      "extension (metrics.rank1.jsonl). --trace FILE: every rank writes FILE "
+      "with .rankR before the extension; rank 0 merges them into FILE at the "
+      "end; under a pipeline each call is named by its schedule action and "
+      "categorized forward, backward, transfer or optimizer, and idle events "
+      "show the bubble. "
       "--save DIR: DIR/step-N/rank-R.safetensors per rank, "
       "DIR/step-N/index.json and DIR/latest by rank 0 once every shard is "
       "written; --load reads a checkpoint saved under any mesh.");
@@ -603,6 +607,7 @@ int main(int argc, char **argv) {
                        {"coordinates", coordinates},
                        {"step", step},
                        {"step_seconds", number(result->seconds)},
+                       {"idle_seconds", number(result->idleSeconds)},
                        {"results", results}};
         tool.abortIf(rankMetrics.write(json(record) + "\n"), "--metrics: ");
       }
