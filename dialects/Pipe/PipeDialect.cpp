@@ -85,22 +85,16 @@ LogicalResult TransferOp::verify() {
 // Schedules
 //===----------------------------------------------------------------------===//
 
-schedule::Action pipe::sendAction(Direction direction, int stage,
-                                  int microbatch, int peer) {
+schedule::Action pipe::transferAction(bool send, Direction direction, int stage,
+                                      int microbatch, int peer) {
   bool gradient = direction == Direction::gradient;
-  return schedule::Action::send(gradient ? schedule::Direction::Gradient
-                                         : schedule::Direction::Activation,
-                                stage, microbatch,
-                                gradient ? stage - 1 : stage + 1, peer);
-}
-
-schedule::Action pipe::recvAction(Direction direction, int stage,
-                                  int microbatch, int peer) {
-  bool gradient = direction == Direction::gradient;
-  return schedule::Action::recv(gradient ? schedule::Direction::Gradient
-                                         : schedule::Direction::Activation,
-                                stage, microbatch,
-                                gradient ? stage + 1 : stage - 1, peer);
+  schedule::Direction what = gradient ? schedule::Direction::Gradient
+                                      : schedule::Direction::Activation;
+  // Activations flow to the next stage, gradients to the previous one.
+  int peerStage = send != gradient ? stage + 1 : stage - 1;
+  return send
+             ? schedule::Action::send(what, stage, microbatch, peerStage, peer)
+             : schedule::Action::recv(what, stage, microbatch, peerStage, peer);
 }
 
 Operation *pipe::buildAction(OpBuilder &b, Location loc,

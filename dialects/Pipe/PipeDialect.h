@@ -26,13 +26,11 @@
 
 namespace triad::pipe {
 
-/// The runtime's send and receive actions of stage `stage`, microbatch
+/// The runtime's send (or receive) action of stage `stage`, microbatch
 /// `microbatch`, with pipeline rank `peer`; the other end's stage follows
 /// from the direction (activations flow to s + 1, gradients to s - 1).
-schedule::Action sendAction(Direction direction, int stage, int microbatch,
-                            int peer);
-schedule::Action recvAction(Direction direction, int stage, int microbatch,
-                            int peer);
+schedule::Action transferAction(bool send, Direction direction, int stage,
+                                int microbatch, int peer);
 
 /// Builds the op of `action` at the builder's insertion point.
 mlir::Operation *buildAction(mlir::OpBuilder &builder, mlir::Location loc,

@@ -212,7 +212,7 @@ def Pipe_BackwardWeightOp : Pipe_PassOp<"backward_weight", "BackwardWeight",
     "Zero-bubble: the weight-gradient part of a stage's backward pass">;
 
 // A point-to-point transfer of stage `stage`'s values of one microbatch.
-class Pipe_TransferActionOp<string mnemonic, string make, string peerWord,
+class Pipe_TransferActionOp<string mnemonic, string send, string peerWord,
                             string what>
     : Pipe_ActionOp<mnemonic> {
   let summary = what;
@@ -222,18 +222,18 @@ class Pipe_TransferActionOp<string mnemonic, string make, string peerWord,
                        # peerWord # "` $peer attr-dict";
   let extraClassDefinition = [{
     ::triad::schedule::Action $cppClass::getAction() {
-      return ::triad::pipe::}] # make # [{(getDirection(),
+      return ::triad::pipe::transferAction(}] # send # [{, getDirection(),
           static_cast<int>(getStage()), static_cast<int>(getMicrobatch()),
           static_cast<int>(getPeer()));
     }
   }];
 }
 
-def Pipe_SendOp : Pipe_TransferActionOp<"send", "sendAction", "to", [{
+def Pipe_SendOp : Pipe_TransferActionOp<"send", "true", "to", [{
     Sends what stage `stage` computed for microbatch `microbatch` (its
     activations to the next stage, or its input gradients to the previous
     one) to pipeline rank `peer`}]>;
-def Pipe_RecvOp : Pipe_TransferActionOp<"recv", "recvAction", "from", [{
+def Pipe_RecvOp : Pipe_TransferActionOp<"recv", "false", "from", [{
     Receives what stage `stage` reads for microbatch `microbatch` from
     pipeline rank `peer`}]>;
 
