@@ -9,6 +9,7 @@
 #include "runtime/kernels/cpu/CpuKernels.h"
 
 #include "runtime/init/Init.h"
+#include "runtime/kernels/cpu/VectorMath.h"
 
 #include <cblas.h>
 
@@ -20,15 +21,15 @@
 namespace triad::rt::cpu {
 
 namespace {
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+using vmath::sigmoid;
 
-float applyActivation(Activation kind, float x) {
+TRIAD_ALWAYS_INLINE float applyActivation(Activation kind, float x) {
   switch (kind) {
   case Activation::Gelu:
-    return 0.5f * x * (1.0f + std::erf(x * static_cast<float>(M_SQRT1_2)));
+    return 0.5f * x * (1.0f + vmath::erff(x * static_cast<float>(M_SQRT1_2)));
   case Activation::GeluTanh: {
     const float c = 0.7978845608028654f; // sqrt(2 / pi)
-    return 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
+    return 0.5f * x * (1.0f + vmath::tanhf(c * (x + 0.044715f * x * x * x)));
   }
   case Activation::FastGelu:
     return x * sigmoid(1.702f * x);
@@ -40,16 +41,16 @@ float applyActivation(Activation kind, float x) {
   return x;
 }
 
-float activationDerivative(Activation kind, float x) {
+TRIAD_ALWAYS_INLINE float activationDerivative(Activation kind, float x) {
   switch (kind) {
   case Activation::Gelu: {
-    float cdf = 0.5f * (1.0f + std::erf(x * static_cast<float>(M_SQRT1_2)));
-    float pdf = std::exp(-0.5f * x * x) * 0.3989422804014327f;
+    float cdf = 0.5f * (1.0f + vmath::erff(x * static_cast<float>(M_SQRT1_2)));
+    float pdf = vmath::expf(-0.5f * x * x) * 0.3989422804014327f;
     return cdf + x * pdf;
   }
   case Activation::GeluTanh: {
     const float c = 0.7978845608028654f;
-    float t = std::tanh(c * (x + 0.044715f * x * x * x));
+    float t = vmath::tanhf(c * (x + 0.044715f * x * x * x));
     return 0.5f * (1.0f + t) +
            0.5f * x * (1.0f - t * t) * c * (1.0f + 3.0f * 0.044715f * x * x);
   }
@@ -65,6 +66,62 @@ float activationDerivative(Activation kind, float x) {
   }
   }
   return 1.0f;
+}
+
+// The elementwise loops over one chunk, the activation's switch outside
+// the loop so that each loop vectorizes. `up` (gated) and `dy` (gradient)
+// may be null.
+template <Activation kind>
+TRIAD_ALWAYS_INLINE void activationLoop(const float *x, const float *other,
+                                        float *out, int64_t n,
+                                        bool derivative) {
+  if (derivative) {
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = activationDerivative(kind, x[i]) * other[i];
+  } else if (other) {
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = applyActivation(kind, x[i]) * other[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = applyActivation(kind, x[i]);
+  }
+}
+
+TRIAD_VECTOR_CLONES void activationChunk(Activation kind, const float *x,
+                                         const float *other, float *out,
+                                         int64_t n, bool derivative) {
+  switch (kind) {
+  case Activation::Gelu:
+    return activationLoop<Activation::Gelu>(x, other, out, n, derivative);
+  case Activation::GeluTanh:
+    return activationLoop<Activation::GeluTanh>(x, other, out, n, derivative);
+  case Activation::FastGelu:
+    return activationLoop<Activation::FastGelu>(x, other, out, n, derivative);
+  case Activation::Relu:
+    return activationLoop<Activation::Relu>(x, other, out, n, derivative);
+  case Activation::Silu:
+    return activationLoop<Activation::Silu>(x, other, out, n, derivative);
+  }
+}
+
+/// Runs activationChunk over [0, count) in chunks across the threads.
+void activationMap(Activation kind, const float *x, const float *other,
+                   float *out, int64_t count, bool derivative) {
+  const int64_t chunk = 4096;
+#pragma omp parallel for schedule(static)
+  for (int64_t begin = 0; begin < count; begin += chunk)
+    activationChunk(kind, x + begin, other ? other + begin : nullptr,
+                    out + begin, std::min(chunk, count - begin), derivative);
+}
+
+/// row[j] = e^(row[j] - shift) for j < n; returns the sum in double.
+TRIAD_VECTOR_CLONES double expShifted(float *row, int64_t n, float shift) {
+  for (int64_t j = 0; j < n; ++j)
+    row[j] = vmath::expf(row[j] - shift);
+  double total = 0.0;
+  for (int64_t j = 0; j < n; ++j)
+    total += row[j];
+  return total;
 }
 } // namespace
 
@@ -145,23 +202,17 @@ void scale(const float *x, float factor, float *out, int64_t count) {
 }
 
 void activation(Activation kind, const float *x, float *out, int64_t count) {
-#pragma omp parallel for
-  for (int64_t i = 0; i < count; ++i)
-    out[i] = applyActivation(kind, x[i]);
+  activationMap(kind, x, nullptr, out, count, /*derivative=*/false);
 }
 
 void activationGrad(Activation kind, const float *x, const float *dy, float *dx,
                     int64_t count) {
-#pragma omp parallel for
-  for (int64_t i = 0; i < count; ++i)
-    dx[i] = activationDerivative(kind, x[i]) * dy[i];
+  activationMap(kind, x, dy, dx, count, /*derivative=*/true);
 }
 
 void gated(Activation kind, const float *gate, const float *up, float *out,
            int64_t count) {
-#pragma omp parallel for
-  for (int64_t i = 0; i < count; ++i)
-    out[i] = applyActivation(kind, gate[i]) * up[i];
+  activationMap(kind, gate, up, out, count, /*derivative=*/false);
 }
 
 //===----------------------------------------------------------------------===//
@@ -277,28 +328,62 @@ void rmsNormGrad(const float *x, const float *gamma, const float *dy, float *dx,
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// The softmax weights of query rows [0, querySeq) of sample b and head h
-/// over the keys, row-major [querySeq, keySeq] (masked keys 0): the scores
-/// of the whole block come from one matrix product.
-void attentionWeights(const float *q, const float *k,
-                      const int32_t *prefixLengths, const float *alibiSlopes,
-                      const AttentionShape &s, int64_t b, int64_t h,
-                      float *weights) {
+/// Query rows per block: a block reads only the keys its rows may see
+/// (under the causal mask, up to its last row), so causal attention skips
+/// the products above the diagonal (5/8 of the work at seq 256).
+constexpr int64_t kQueryBlock = 64;
+
+/// Keys [0, result) are all that query rows before `rowEnd` may see.
+int64_t visibleKeys(const AttentionShape &s, int64_t prefix, int64_t rowEnd) {
+  switch (s.mask) {
+  case Mask::Causal:
+    return std::min(s.keySeq, rowEnd);
+  case Mask::Prefix:
+    return std::min(s.keySeq, std::max(rowEnd, prefix));
+  case Mask::None:
+    break;
+  }
+  return s.keySeq;
+}
+
+/// Where one (sample, head) block of attention reads and writes: row i of
+/// q, k, v, out or their gradients is at base + i * width.
+struct HeadView {
+  int64_t qOffset, kvOffset, qWidth, kvWidth, kvHead, prefix;
+};
+
+HeadView headView(const AttentionShape &s, const int32_t *prefixLengths,
+                  int64_t b, int64_t h) {
   int64_t qWidth = s.heads * s.headDim, kvWidth = s.kvHeads * s.headDim;
   int64_t kvHead = h / (s.heads / s.kvHeads);
-  cblas_sgemm(
-      CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(s.querySeq),
-      static_cast<int>(s.keySeq), static_cast<int>(s.headDim), s.scale,
-      q + b * s.querySeq * qWidth + h * s.headDim, static_cast<int>(qWidth),
-      k + b * s.keySeq * kvWidth + kvHead * s.headDim,
-      static_cast<int>(kvWidth), 0.0f, weights, static_cast<int>(s.keySeq));
-  int64_t prefix = s.mask == Mask::Prefix ? prefixLengths[b] : 0;
-  for (int64_t i = 0; i < s.querySeq; ++i) {
+  return {b * s.querySeq * qWidth + h * s.headDim,
+          b * s.keySeq * kvWidth + kvHead * s.headDim,
+          qWidth,
+          kvWidth,
+          kvHead,
+          s.mask == Mask::Prefix ? prefixLengths[b] : 0};
+}
+
+/// The softmax weights of query rows [rowBegin, rowEnd) of one (sample,
+/// head) over keys [0, keys) (the keys they may see), into rows of
+/// `weights` ([querySeq, keySeq], row-major; masked keys 0): the scores of
+/// the block come from one matrix product.
+void attentionWeights(const float *q, const float *k, const float *alibiSlopes,
+                      const AttentionShape &s, const HeadView &v, int64_t h,
+                      int64_t rowBegin, int64_t rowEnd, int64_t keys,
+                      float *weights) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans,
+              static_cast<int>(rowEnd - rowBegin), static_cast<int>(keys),
+              static_cast<int>(s.headDim), s.scale,
+              q + v.qOffset + rowBegin * v.qWidth, static_cast<int>(v.qWidth),
+              k + v.kvOffset, static_cast<int>(v.kvWidth), 0.0f,
+              weights + rowBegin * s.keySeq, static_cast<int>(s.keySeq));
+  for (int64_t i = rowBegin; i < rowEnd; ++i) {
     float *row = weights + i * s.keySeq;
     float maxScore = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < s.keySeq; ++j) {
+    for (int64_t j = 0; j < keys; ++j) {
       bool visible = s.mask == Mask::None || j <= i ||
-                     (s.mask == Mask::Prefix && j < prefix);
+                     (s.mask == Mask::Prefix && j < v.prefix);
       if (!visible) {
         row[j] = -std::numeric_limits<float>::infinity();
         continue;
@@ -307,42 +392,42 @@ void attentionWeights(const float *q, const float *k,
         row[j] -= alibiSlopes[h] * static_cast<float>(i - j);
       maxScore = std::max(maxScore, row[j]);
     }
-    double total = 0.0;
-    for (int64_t j = 0; j < s.keySeq; ++j) {
-      row[j] = std::exp(row[j] - maxScore);
-      total += row[j];
-    }
+    double total = expShifted(row, keys, maxScore);
     float inverse = static_cast<float>(1.0 / total);
-    for (int64_t j = 0; j < s.keySeq; ++j)
+    for (int64_t j = 0; j < keys; ++j)
       row[j] *= inverse;
   }
 }
 } // namespace
 
 // Each (sample, head) block is a few matrix products over its strided rows
-// of the packed [batch, seq, heads * headDim] tensors; threads take blocks
-// (OpenBLAS runs single-threaded inside them).
+// of the packed [batch, seq, heads * headDim] tensors, a block of query rows
+// at a time; threads take (sample, head) blocks (OpenBLAS runs
+// single-threaded inside them).
 void attention(const float *q, const float *k, const float *v,
                const int32_t *prefixLengths, const float *alibiSlopes,
                float *out, const AttentionShape &s) {
-  int64_t qWidth = s.heads * s.headDim, kvWidth = s.kvHeads * s.headDim;
 #pragma omp parallel
   {
     std::vector<float> weights(s.querySeq * s.keySeq);
 #pragma omp for collapse(2)
     for (int64_t b = 0; b < s.batch; ++b)
       for (int64_t h = 0; h < s.heads; ++h) {
-        int64_t kvHead = h / (s.heads / s.kvHeads);
-        attentionWeights(q, k, prefixLengths, alibiSlopes, s, b, h,
-                         weights.data());
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
-                    static_cast<int>(s.querySeq), static_cast<int>(s.headDim),
-                    static_cast<int>(s.keySeq), 1.0f, weights.data(),
-                    static_cast<int>(s.keySeq),
-                    v + b * s.keySeq * kvWidth + kvHead * s.headDim,
-                    static_cast<int>(kvWidth), 0.0f,
-                    out + b * s.querySeq * qWidth + h * s.headDim,
-                    static_cast<int>(qWidth));
+        HeadView view = headView(s, prefixLengths, b, h);
+        for (int64_t i0 = 0; i0 < s.querySeq; i0 += kQueryBlock) {
+          int64_t i1 = std::min(s.querySeq, i0 + kQueryBlock);
+          int64_t keys = visibleKeys(s, view.prefix, i1);
+          attentionWeights(q, k, alibiSlopes, s, view, h, i0, i1, keys,
+                           weights.data());
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
+                      static_cast<int>(i1 - i0), static_cast<int>(s.headDim),
+                      static_cast<int>(keys), 1.0f,
+                      weights.data() + i0 * s.keySeq,
+                      static_cast<int>(s.keySeq), v + view.kvOffset,
+                      static_cast<int>(view.kvWidth), 0.0f,
+                      out + view.qOffset + i0 * view.qWidth,
+                      static_cast<int>(view.qWidth));
+        }
       }
   }
 }
@@ -351,11 +436,9 @@ void attentionGrad(const float *q, const float *k, const float *v,
                    const int32_t *prefixLengths, const float *alibiSlopes,
                    const float *dout, float *dq, float *dk, float *dv,
                    const AttentionShape &s) {
-  int64_t qWidth = s.heads * s.headDim, kvWidth = s.kvHeads * s.headDim;
+  int64_t kvWidth = s.kvHeads * s.headDim;
   int64_t group = s.heads / s.kvHeads;
-  const int sq = static_cast<int>(s.querySeq), sk = static_cast<int>(s.keySeq),
-            hd = static_cast<int>(s.headDim), qw = static_cast<int>(qWidth),
-            kvw = static_cast<int>(kvWidth);
+  const int sk = static_cast<int>(s.keySeq), hd = static_cast<int>(s.headDim);
   std::fill_n(dk, s.batch * s.keySeq * kvWidth, 0.0f);
   std::fill_n(dv, s.batch * s.keySeq * kvWidth, 0.0f);
   // Query heads sharing a kv head add into the same dk/dv columns: threads
@@ -366,40 +449,45 @@ void attentionGrad(const float *q, const float *k, const float *v,
         dWeights(s.querySeq * s.keySeq);
 #pragma omp for collapse(2)
     for (int64_t b = 0; b < s.batch; ++b)
-      for (int64_t kvHead = 0; kvHead < s.kvHeads; ++kvHead) {
-        const float *key = k + b * s.keySeq * kvWidth + kvHead * s.headDim;
-        const float *value = v + b * s.keySeq * kvWidth + kvHead * s.headDim;
-        float *dKey = dk + b * s.keySeq * kvWidth + kvHead * s.headDim;
-        float *dValue = dv + b * s.keySeq * kvWidth + kvHead * s.headDim;
+      for (int64_t kvHead = 0; kvHead < s.kvHeads; ++kvHead)
         for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
-          int64_t qOffset = b * s.querySeq * qWidth + h * s.headDim;
-          attentionWeights(q, k, prefixLengths, alibiSlopes, s, b, h,
-                           weights.data());
-          // dP = dO V^T; dV += P^T dO.
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, sk, hd, 1.0f,
-                      dout + qOffset, qw, value, kvw, 0.0f, dWeights.data(),
-                      sk);
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, sk, hd, sq, 1.0f,
-                      weights.data(), sk, dout + qOffset, qw, 1.0f, dValue,
-                      kvw);
-          // dS = P (dP - rowsum(P dP)) * scale, in place of dP.
-          for (int64_t i = 0; i < s.querySeq; ++i) {
-            const float *p = weights.data() + i * s.keySeq;
-            float *dp = dWeights.data() + i * s.keySeq;
-            float outDotGrad = 0.0f;
-            for (int64_t j = 0; j < s.keySeq; ++j)
-              outDotGrad += p[j] * dp[j];
-            for (int64_t j = 0; j < s.keySeq; ++j)
-              dp[j] = p[j] * (dp[j] - outDotGrad) * s.scale;
+          HeadView view = headView(s, prefixLengths, b, h);
+          const int qw = static_cast<int>(view.qWidth),
+                    kvw = static_cast<int>(view.kvWidth);
+          for (int64_t i0 = 0; i0 < s.querySeq; i0 += kQueryBlock) {
+            int64_t i1 = std::min(s.querySeq, i0 + kQueryBlock);
+            const int rows = static_cast<int>(i1 - i0);
+            int64_t keys = visibleKeys(s, view.prefix, i1);
+            const int kn = static_cast<int>(keys);
+            const float *dOut = dout + view.qOffset + i0 * view.qWidth;
+            float *p = weights.data() + i0 * s.keySeq,
+                  *dp = dWeights.data() + i0 * s.keySeq;
+            attentionWeights(q, k, alibiSlopes, s, view, h, i0, i1, keys,
+                             weights.data());
+            // dP = dO V^T; dV += P^T dO.
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kn, hd,
+                        1.0f, dOut, qw, v + view.kvOffset, kvw, 0.0f, dp, sk);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hd, rows,
+                        1.0f, p, sk, dOut, qw, 1.0f, dv + view.kvOffset, kvw);
+            // dS = P (dP - rowsum(P dP)) * scale, in place of dP.
+            for (int64_t i = 0; i < rows; ++i) {
+              const float *pRow = p + i * s.keySeq;
+              float *dpRow = dp + i * s.keySeq;
+              float outDotGrad = 0.0f;
+              for (int64_t j = 0; j < keys; ++j)
+                outDotGrad += pRow[j] * dpRow[j];
+              for (int64_t j = 0; j < keys; ++j)
+                dpRow[j] = pRow[j] * (dpRow[j] - outDotGrad) * s.scale;
+            }
+            // dQ = dS K; dK += dS^T Q.
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kn,
+                        1.0f, dp, sk, k + view.kvOffset, kvw, 0.0f,
+                        dq + view.qOffset + i0 * view.qWidth, qw);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hd, rows,
+                        1.0f, dp, sk, q + view.qOffset + i0 * view.qWidth, qw,
+                        1.0f, dk + view.kvOffset, kvw);
           }
-          // dQ = dS K; dK += dS^T Q.
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, hd, sk,
-                      1.0f, dWeights.data(), sk, key, kvw, 0.0f, dq + qOffset,
-                      qw);
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, sk, hd, sq, 1.0f,
-                      dWeights.data(), sk, q + qOffset, qw, 1.0f, dKey, kvw);
         }
-      }
   }
 }
 

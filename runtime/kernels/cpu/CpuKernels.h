@@ -67,8 +67,10 @@ struct AttentionShape {
   float scale;
 };
 /// Fused attention over packed heads; `prefixLengths` ([batch]) with
-/// Mask::Prefix and `alibiSlopes` ([heads]) may be null. Never forms the
-/// score matrix: one row of keySeq floats per thread.
+/// Mask::Prefix and `alibiSlopes` ([heads]) may be null. Each thread forms
+/// the scores of one (sample, head) at a time, a block of query rows at a
+/// time; a block reads only the keys its rows may see, so the causal mask
+/// skips the products above the diagonal.
 void attention(const float *q, const float *k, const float *v,
                const int32_t *prefixLengths, const float *alibiSlopes,
                float *out, const AttentionShape &shape);

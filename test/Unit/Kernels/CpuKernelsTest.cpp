@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/kernels/cpu/CpuKernels.h"
+#include "runtime/kernels/cpu/VectorMath.h"
 #include "triad/Interpreter/Kernels.h"
 
 #include "runtime/init/Init.h"
@@ -193,17 +194,19 @@ TEST(CpuKernels, Norms) {
   EXPECT_LT(relativeError(dgamma, expected.dgamma), kTolerance);
 }
 
-void checkAttention(cpu::Mask mask, int64_t heads, int64_t kvHeads,
-                    bool alibi) {
+void checkAttention(cpu::Mask mask, int64_t heads, int64_t kvHeads, bool alibi,
+                    int64_t seq = 9) {
   SCOPED_TRACE(::testing::Message()
                << "mask " << static_cast<int>(mask) << " heads " << heads << "/"
-               << kvHeads << " alibi " << alibi);
-  const int64_t batch = 3, seq = 9, headDim = 4;
+               << kvHeads << " alibi " << alibi << " seq " << seq);
+  const int64_t batch = 3, headDim = 4;
   Tensor q = random({batch, seq, heads * headDim}, 14);
   Tensor k = random({batch, seq, kvHeads * headDim}, 15);
   Tensor v = random({batch, seq, kvHeads * headDim}, 16);
   Tensor dout = random({batch, seq, heads * headDim}, 17);
-  Tensor prefix({batch}, {4, 0, 9});
+  // Prefixes shorter than, inside and as long as the sequence.
+  Tensor prefix({batch},
+                {static_cast<float>(seq / 2 + 3), 0, static_cast<float>(seq)});
   Tensor slopes = random({heads}, 18, 0.3);
   ref::Mask refMask = mask == cpu::Mask::Causal   ? ref::Mask::Causal
                       : mask == cpu::Mask::Prefix ? ref::Mask::Prefix
@@ -242,6 +245,43 @@ TEST(CpuKernels, Attention) {
   checkAttention(cpu::Mask::Prefix, 2, 2, false);
   checkAttention(cpu::Mask::Causal, 4, 2, false);
   checkAttention(cpu::Mask::Causal, 4, 1, true);
+  // Several blocks of query rows (64 each, the last one partial): each
+  // reads only the keys its rows may see.
+  for (cpu::Mask mask : {cpu::Mask::Causal, cpu::Mask::None, cpu::Mask::Prefix})
+    checkAttention(mask, 2, 1, mask == cpu::Mask::Causal, 150);
+}
+
+// The vectorizable exp, erf and tanh against the C library, on a dense grid
+// over their whole useful range and at the edges.
+TEST(CpuKernels, VectorMath) {
+  namespace vm = triad::rt::cpu::vmath;
+  double expError = 0, erfError = 0, tanhError = 0;
+  for (double x = -87.0; x <= 88.0; x += 0.001) {
+    float f = static_cast<float>(x);
+    double exact = std::exp(static_cast<double>(f));
+    expError = std::max(expError, std::abs(vm::expf(f) - exact) / exact);
+  }
+  for (double x = -8.0; x <= 8.0; x += 0.0001) {
+    float f = static_cast<float>(x);
+    erfError = std::max(
+        erfError, std::abs(vm::erff(f) - std::erf(static_cast<double>(f))));
+    tanhError = std::max(
+        tanhError, std::abs(vm::tanhf(f) - std::tanh(static_cast<double>(f))));
+  }
+  EXPECT_LT(expError, 3e-7); // about 2 ulp
+  EXPECT_LT(erfError, 5e-7); // the formula 1.5e-7, plus fp32 rounding
+  EXPECT_LT(tanhError, 3e-7);
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(vm::expf(-inf), 0.0f);
+  EXPECT_EQ(vm::expf(-100.0f), 0.0f);
+  EXPECT_EQ(vm::expf(0.0f), 1.0f);
+  EXPECT_TRUE(std::isfinite(vm::expf(inf)));
+  EXPECT_TRUE(std::isnan(vm::expf(std::nanf(""))));
+  EXPECT_EQ(vm::erff(inf), 1.0f);
+  EXPECT_EQ(vm::erff(-inf), -1.0f);
+  EXPECT_EQ(vm::tanhf(inf), 1.0f);
+  EXPECT_EQ(vm::tanhf(-inf), -1.0f);
+  EXPECT_EQ(vm::erff(0.0f), 0.0f);
 }
 
 TEST(CpuKernels, Rope) {
