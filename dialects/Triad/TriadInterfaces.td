@@ -50,14 +50,17 @@ def Triad_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
       "getShardingRule">,
     InterfaceMethod<[{
         Builds the op's computation on local pieces: `operands` are the
-        local operands, `resultTypes` the local result types and
-        `factorParts[f]` the number of pieces factor f is split into.
-        Returns the new op.
+        local operands, `resultTypes` the local result types,
+        `factorParts[f]` the number of pieces factor f is split into and
+        `factorAxes[f]` the mesh axes that split it (for a local form that
+        depends on the rank's piece, such as the vocabulary rows of a
+        vocab-parallel embedding). Returns the new op.
       }],
       "::mlir::Operation *", "buildLocal",
       (ins "::mlir::OpBuilder &":$builder, "::mlir::ValueRange":$operands,
            "::mlir::TypeRange":$resultTypes,
-           "::llvm::ArrayRef<int64_t>":$factorParts),
+           "::llvm::ArrayRef<int64_t>":$factorParts,
+           "::llvm::ArrayRef<::llvm::SmallVector<::llvm::StringRef>>":$factorAxes),
       /*methodBody=*/"",
       /*defaultImplementation=*/[{
         return ::triad::cloneWithTypes(builder, $_op, operands, resultTypes);

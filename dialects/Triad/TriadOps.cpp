@@ -7,6 +7,8 @@
 
 #include "dialects/Triad/TriadOps.h"
 
+#include "llvm/ADT/StringSet.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/SmallBitVector.h"
@@ -182,10 +184,20 @@ void EmbeddingOp::build(OpBuilder &builder, OperationState &state, Value ids,
                         Value table) {
   auto type =
       inferEmbeddingType(tensorType(ids), tensorType(table), /*emitError=*/{});
-  build(builder, state, typeOrFallback(type, table), ids, table);
+  build(builder, state, typeOrFallback(type, table), ids, table,
+        /*vocab_axes=*/nullptr);
 }
 
 LogicalResult EmbeddingOp::verify() {
+  if (std::optional<ArrayAttr> axes = getVocabAxes()) {
+    if (axes->empty())
+      return emitOpError("vocab_split lists no mesh axes");
+    llvm::StringSet<> seen;
+    for (StringRef axis : axes->getAsValueRange<StringAttr>())
+      if (!seen.insert(axis).second)
+        return emitOpError("vocab_split lists mesh axis '")
+               << axis << "' twice";
+  }
   return verifyInferredType(*this,
                             inferEmbeddingType(getIds().getType(),
                                                getTable().getType(),

@@ -161,7 +161,8 @@ def Triad_YieldOp : Triad_Op<"yield", [
 // Linear algebra and elementwise arithmetic
 //===----------------------------------------------------------------------===//
 
-def Triad_EmbeddingOp : Triad_DiffOp<"embedding", [Pure], ["getBytes"]> {
+def Triad_EmbeddingOp : Triad_DiffOpWithLocalForm<"embedding", [Pure],
+                                                  ["getBytes"]> {
   let summary = "Looks up rows of an embedding table";
   let description = [{
     `result[i..., :] = table[ids[i...], :]`: for an id tensor of shape
@@ -169,16 +170,27 @@ def Triad_EmbeddingOp : Triad_DiffOp<"embedding", [Pure], ["getBytes"]> {
     `[d0, ..., dn, hidden]` and the table's element type. Ids outside
     `[0, vocab)` are invalid input.
 
+    With `vocab_split`, the op is the local form of a vocab-parallel
+    embedding (Megatron's VocabParallelEmbedding), which the partition
+    builds when the table is split along the vocabulary: the table holds
+    rows `[m * vocab, (m + 1) * vocab)` of the whole vocabulary, `m` being
+    this rank's index in its group over the listed mesh axes; ids outside
+    those rows give rows of zeros, so the sum of the results over the group
+    is the whole lookup.
+
     Example:
 
     ```mlir
     %e = triad.embedding %ids, %wte : tensor<8x64xi32>, tensor<256x64xf32> -> tensor<8x64x64xf32>
+    %p = triad.embedding %ids, %piece vocab_split ["tp"] : tensor<8x64xi32>, tensor<128x64xf32> -> tensor<8x64x64xf32>
     ```
   }];
-  let arguments = (ins Triad_IdTensor:$ids, Triad_FloatMatrix:$table);
+  let arguments = (ins Triad_IdTensor:$ids, Triad_FloatMatrix:$table,
+                       OptionalAttr<StrArrayAttr>:$vocab_axes);
   let results = (outs Triad_FloatTensor:$result);
   let assemblyFormat = [{
-    $ids `,` $table attr-dict `:` type($ids) `,` type($table) `->` type($result)
+    $ids `,` $table (`vocab_split` $vocab_axes^)? attr-dict `:` type($ids) `,`
+    type($table) `->` type($result)
   }];
   let builders = [OpBuilder<(ins "::mlir::Value":$ids, "::mlir::Value":$table)>];
   let hasVerifier = 1;

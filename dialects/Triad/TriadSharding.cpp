@@ -115,11 +115,17 @@ int64_t headParts(ArrayRef<int64_t> factorParts) {
 // Embedding and matmul
 //===----------------------------------------------------------------------===//
 
+// The vocabulary is a contraction (the lookup is one-hot(ids) x table):
+// split, each piece looks up the ids in its rows and the result is a
+// pending sum over the splitting axes (vocab-parallel embedding, for a
+// table laid out split along its vocabulary).
 ShardingRule EmbeddingOp::getShardingRule() {
   ShardingRule rule;
   SmallVector<int64_t> ids = newFactors(rule, shapeOf(getIds()));
   ArrayRef<int64_t> table = shapeOf(getTable());
-  int64_t vocab = rule.addFactor(table[0], /*whole=*/true);
+  // A local form already holds one piece of the vocabulary.
+  int64_t vocab =
+      rule.addFactor(table[0], /*whole=*/getVocabAxes().has_value());
   int64_t hidden = rule.addFactor(table[1]);
   rule.addOperand(ids);
   rule.addOperand({vocab, hidden});
@@ -129,6 +135,19 @@ ShardingRule EmbeddingOp::getShardingRule() {
   rule.linearity = Linearity::Each;
   rule.linearOperands = {1};
   return rule;
+}
+
+Operation *
+EmbeddingOp::buildLocal(OpBuilder &builder, ValueRange operands,
+                        TypeRange resultTypes, ArrayRef<int64_t> factorParts,
+                        ArrayRef<SmallVector<StringRef>> factorAxes) {
+  auto local =
+      cast<EmbeddingOp>(cloneWithTypes(builder, *this, operands, resultTypes));
+  // Factors: the ids' dimensions, then the vocabulary, then the hidden one.
+  int64_t vocab = getIds().getType().getRank();
+  if (factorParts[vocab] > 1)
+    local.setVocabAxesAttr(builder.getStrArrayAttr(factorAxes[vocab]));
+  return local;
 }
 
 ShardingRule MatmulOp::getShardingRule() {
@@ -247,9 +266,10 @@ static Operation *withLocalHeads(OpBuilder &builder, AttentionLikeOp op,
   return local;
 }
 
-Operation *AttentionOp::buildLocal(OpBuilder &builder, ValueRange operands,
-                                   TypeRange resultTypes,
-                                   ArrayRef<int64_t> factorParts) {
+Operation *
+AttentionOp::buildLocal(OpBuilder &builder, ValueRange operands,
+                        TypeRange resultTypes, ArrayRef<int64_t> factorParts,
+                        ArrayRef<SmallVector<StringRef>> factorAxes) {
   return withLocalHeads(builder, *this, operands, resultTypes, factorParts);
 }
 
@@ -261,9 +281,11 @@ ShardingRule AttentionGradOp::getShardingRule() {
   return rule;
 }
 
-Operation *AttentionGradOp::buildLocal(OpBuilder &builder, ValueRange operands,
-                                       TypeRange resultTypes,
-                                       ArrayRef<int64_t> factorParts) {
+Operation *
+AttentionGradOp::buildLocal(OpBuilder &builder, ValueRange operands,
+                            TypeRange resultTypes,
+                            ArrayRef<int64_t> factorParts,
+                            ArrayRef<SmallVector<StringRef>> factorAxes) {
   return withLocalHeads(builder, *this, operands, resultTypes, factorParts);
 }
 
@@ -286,7 +308,8 @@ ShardingRule RopeOp::getShardingRule() { return ropeRule(*this, getHeads()); }
 
 Operation *RopeOp::buildLocal(OpBuilder &builder, ValueRange operands,
                               TypeRange resultTypes,
-                              ArrayRef<int64_t> factorParts) {
+                              ArrayRef<int64_t> factorParts,
+                              ArrayRef<SmallVector<StringRef>> factorAxes) {
   return withLocalHeads(builder, *this, operands, resultTypes, factorParts);
 }
 
@@ -296,7 +319,8 @@ ShardingRule RopeGradOp::getShardingRule() {
 
 Operation *RopeGradOp::buildLocal(OpBuilder &builder, ValueRange operands,
                                   TypeRange resultTypes,
-                                  ArrayRef<int64_t> factorParts) {
+                                  ArrayRef<int64_t> factorParts,
+                                  ArrayRef<SmallVector<StringRef>> factorAxes) {
   return withLocalHeads(builder, *this, operands, resultTypes, factorParts);
 }
 
@@ -377,7 +401,8 @@ ShardingRule SliceOp::getShardingRule() {
 }
 
 Operation *SliceOp::buildLocal(OpBuilder &builder, ValueRange operands,
-                               TypeRange resultTypes, ArrayRef<int64_t>) {
+                               TypeRange resultTypes, ArrayRef<int64_t>,
+                               ArrayRef<SmallVector<StringRef>>) {
   Operation *local = cloneWithTypes(builder, *this, operands, resultTypes);
   cast<SliceOp>(local).setSizes(cast<ShapedType>(resultTypes[0]).getShape());
   return local;

@@ -80,6 +80,9 @@ Value mul(OpBuilder &b, Location loc, Value x, Value y) {
 
 LogicalResult EmbeddingOp::buildVjp(OpBuilder &b, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
+  if (getVocabAxes())
+    return emitOpError("is a vocab-parallel local form, which autodiff does "
+                       "not differentiate (differentiate before partitioning)");
   Value grad = EmbeddingGradOp::create(b, getLoc(), getTable().getType(),
                                        getIds(), resultGrads[0]);
   operandGrads.append({Value(), grad});

@@ -62,14 +62,10 @@ static Tensor initialTensor(RankedTensorType type, Attribute init,
   return value;
 }
 
-/// This rank's piece of `value` when `symbol` declares a split layout on
-/// the module's mesh; `value` itself otherwise.
-static Tensor localPiece(Operation *symbol, Tensor value, int64_t rank) {
-  auto layout = symbol->getAttrOfType<dist::LayoutAttr>(
-      dist::DistDialect::kLayoutAttrName);
-  dist::MeshOp mesh = dist::MeshOp::lookup(symbol);
-  if (!layout || !mesh)
-    return value;
+/// `rank`'s index in its group over `axes` of `mesh` (the first listed axis
+/// slowest), as the collectives and split layouts count pieces.
+static int64_t groupIndex(dist::MeshOp mesh, int64_t rank,
+                          ArrayRef<StringRef> axes) {
   // This rank's coordinate on each axis (the last axis varies fastest).
   llvm::StringMap<int64_t> coordinate;
   int64_t rest = rank;
@@ -78,14 +74,26 @@ static Tensor localPiece(Operation *symbol, Tensor value, int64_t rank) {
         rest % mesh.getSizes()[i];
     rest /= mesh.getSizes()[i];
   }
+  int64_t index = 0;
+  for (StringRef axis : axes)
+    index =
+        index * mesh.getAxisSize(axis).value_or(1) + coordinate.lookup(axis);
+  return index;
+}
+
+/// This rank's piece of `value` when `symbol` declares a split layout on
+/// the module's mesh; `value` itself otherwise.
+static Tensor localPiece(Operation *symbol, Tensor value, int64_t rank) {
+  auto layout = symbol->getAttrOfType<dist::LayoutAttr>(
+      dist::DistDialect::kLayoutAttrName);
+  dist::MeshOp mesh = dist::MeshOp::lookup(symbol);
+  if (!layout || !mesh)
+    return value;
   std::vector<int64_t> offsets(value.rank(), 0), sizes(value.shape);
   for (int64_t dim = 0; dim < layout.getRank() && dim < value.rank(); ++dim) {
-    int64_t index = 0;
-    for (StringRef axis : layout.getSplitAxes(dim))
-      index =
-          index * mesh.getAxisSize(axis).value_or(1) + coordinate.lookup(axis);
-    sizes[dim] /= mesh.getGroupSize(layout.getSplitAxes(dim));
-    offsets[dim] = index * sizes[dim];
+    SmallVector<StringRef> axes = layout.getSplitAxes(dim);
+    sizes[dim] /= mesh.getGroupSize(axes);
+    offsets[dim] = groupIndex(mesh, rank, axes) * sizes[dim];
   }
   return slice(value, offsets, sizes);
 }
@@ -273,7 +281,22 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
           args.push_back(*t);
         return call(callOp.getCallee(), args);
       })
-      .Case([&](EmbeddingOp) { return oneOrError(embedding(*in[0], *in[1])); })
+      .Case([&](EmbeddingOp e) -> Result {
+        std::optional<ArrayAttr> axes = e.getVocabAxes();
+        if (!axes)
+          return oneOrError(embedding(*in[0], *in[1]));
+        // A vocab-parallel piece: the table's rows start at this rank's
+        // index in its group times their count.
+        dist::MeshOp mesh = dist::MeshOp::lookup(e);
+        if (!mesh)
+          return e.emitOpError("has vocab_split but the module has no "
+                               "dist.mesh");
+        SmallVector<StringRef> names(axes->getAsValueRange<StringAttr>());
+        int64_t rows = in[1]->dim(0);
+        return oneOrError(embedding(
+            *in[0], *in[1], groupIndex(mesh, options.rank, names) * rows,
+            rows * mesh.getGroupSize(names)));
+      })
       .Case([&](MatmulOp m) {
         return one(
             matmul(*in[0], *in[1], m.getTransposeLhs(), m.getTransposeRhs()));

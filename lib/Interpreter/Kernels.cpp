@@ -62,8 +62,11 @@ std::string number(double value) {
 // Linear algebra and elementwise ops
 //===----------------------------------------------------------------------===//
 
-llvm::Expected<Tensor> embedding(const Tensor &ids, const Tensor &table) {
-  int64_t vocab = table.dim(0), hidden = table.dim(1);
+llvm::Expected<Tensor> embedding(const Tensor &ids, const Tensor &table,
+                                 int64_t firstRow, int64_t vocab) {
+  int64_t rows = table.dim(0), hidden = table.dim(1);
+  if (vocab < 0)
+    vocab = rows;
   std::vector<int64_t> shape = ids.shape;
   shape.push_back(hidden);
   Tensor result(shape);
@@ -73,7 +76,9 @@ llvm::Expected<Tensor> embedding(const Tensor &ids, const Tensor &table) {
       return kernelError(llvm::formatv(
           "token id {0} at position {1} is outside the vocabulary [0, {2})",
           number(id), i, vocab));
-    auto row = static_cast<int64_t>(id);
+    auto row = static_cast<int64_t>(id) - firstRow;
+    if (row < 0 || row >= rows)
+      continue; // another piece's row: zeros
     std::copy_n(table.data.begin() + row * hidden, hidden,
                 result.data.begin() + i * hidden);
   }

@@ -722,6 +722,11 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
   FailureOr<KernelSpec> spec = kernelFor(&op);
   if (failed(spec))
     return failure();
+  // A vocab-parallel embedding finds its rows from its index in a group.
+  if (auto embedding = dyn_cast<EmbeddingOp>(op))
+    if (std::optional<ArrayAttr> axes = embedding.getVocabAxes())
+      spec->ints.push_back(groupIndex(
+          SmallVector<StringRef>(axes->getAsValueRange<StringAttr>())));
   Kernel kernel{spec->opcode, {}, {}, spec->ints, spec->floats};
   for (Value operand : op.getOperands())
     kernel.inputs.push_back(slotOf.at(operand));

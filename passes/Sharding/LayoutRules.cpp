@@ -210,6 +210,7 @@ LayoutDecision decideLayouts(const ShardingRule &rule,
   }
   for (ArrayRef<StringRef> axes : factorAxes)
     decision.factorParts.push_back(mesh.getGroupSize(axes));
+  decision.factorAxes = factorAxes;
   decision.indivisible = indivisible;
   return decision;
 }

@@ -21,8 +21,10 @@ struct LayoutDecision {
   /// The layout each operand must have when the op runs.
   llvm::SmallVector<dist::LayoutAttr> operands;
   llvm::SmallVector<dist::LayoutAttr> results;
-  /// Per factor of the rule, the number of pieces it is split into.
+  /// Per factor of the rule, the number of pieces it is split into, and
+  /// the mesh axes that split it.
   llvm::SmallVector<int64_t> factorParts;
+  llvm::SmallVector<llvm::SmallVector<llvm::StringRef>> factorAxes;
   /// A split an operand asked for that its factor's size does not allow:
   /// (operand, dimension, ranks), or none.
   std::optional<std::tuple<unsigned, int64_t, int64_t>> indivisible;

@@ -475,8 +475,8 @@ private:
         return failure();
       types.push_back(localType(tensor, layout, mesh));
     }
-    Operation *local =
-        sharded.buildLocal(builder, operands, types, decision.factorParts);
+    Operation *local = sharded.buildLocal(
+        builder, operands, types, decision.factorParts, decision.factorAxes);
     setResultLayouts(local, decision.results);
     for (auto [result, layout] :
          llvm::zip(local->getResults(), decision.results))

@@ -486,8 +486,17 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   switch (instr.op()) {
   case plan::OpCode::Embedding: {
     Shape table = shape(in(1));
+    // A vocab-parallel piece holds the rows of this rank's index in its
+    // group.
+    int64_t firstRow = 0, vocab = table[0];
+    if (instr.ints() && instr.ints()->size() == 1) {
+      GroupPosition position = groupPosition(
+          plan->root(), static_cast<uint32_t>(intAt(0)), meshPosition);
+      firstRow = position.member * table[0];
+      vocab = position.size * table[0];
+    }
     if (!cpu::embedding(i32(in(0)), f32(in(1)), f32(out(0)), n(in(0)), table[0],
-                        table[1]))
+                        table[1], firstRow, vocab))
       return badIds("token id");
     return absl::OkStatus();
   }

@@ -419,11 +419,19 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
 
   switch (instr.op()) {
   case plan::OpCode::Embedding: {
-    CHECK_OK(arity(2, 1, 0, 0));
+    CHECK_OK(arity(2, 1, ints.size() == 1 ? 1 : 0, 0));
     Shape ids = shape(in[0]), table = shape(in[1]), result = ids;
     if (dtype(in[0]) != plan::DType::I32 || table.size() != 2)
       return fail("expects i32 ids and a [vocab, hidden] table");
-    if (table[0] > planRoot.vocab())
+    int64_t pieces = 1;
+    if (ints.size() == 1) {
+      size_t groups = planRoot.groups() ? planRoot.groups()->size() : 0;
+      if (ints[0] < 0 || static_cast<size_t>(ints[0]) >= groups)
+        return fail(absl::StrCat("group ", ints[0], " is not one of the ",
+                                 groups, " communicator groups"));
+      pieces = groupSize(planRoot, static_cast<uint32_t>(ints[0]));
+    }
+    if (table[0] * pieces > planRoot.vocab())
       return fail("the table has more rows than the vocabulary");
     result.push_back(table[1]);
     if (shape(out[0]) != result || dtype(out[0]) != dtype(in[1]))

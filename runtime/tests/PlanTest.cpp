@@ -391,6 +391,41 @@ TEST(Plan, ActionsNeedASchedule) {
             "no schedule");
 }
 
+/// A vocab-parallel Embedding on dp 1 x tp 2 with the group [tp]: ids
+/// (value 4, i32 [2, 3]) into a table piece (value 1, [3, 4]) giving value
+/// 6 (f32 [2, 3, 4]); `ints` are the instruction's.
+PlanSpec vocabParallelEmbedding(std::vector<int64_t> ints) {
+  PlanSpec s;
+  s.mesh = {{"dp", 1}, {"tp", 2}, {"pp", 1}};
+  s.groups = {{"tp"}};
+  s.values.push_back({triad::plan::DType::F32, {2, 3, 4}, 136, 96});
+  s.arena = 232;
+  s.op = triad::plan::OpCode::Embedding;
+  s.inputs = {4, 1};
+  s.outputs = {6};
+  s.ints = std::move(ints);
+  s.args = {4};
+  s.results = {6};
+  return s;
+}
+
+TEST(Plan, VocabParallelEmbedding) {
+  EXPECT_EQ(loadError(vocabParallelEmbedding({})), "");
+  EXPECT_EQ(loadError(vocabParallelEmbedding({0})), "");
+  EXPECT_EQ(loadError(vocabParallelEmbedding({1})),
+            "invalid plan 'test.plan': program 0, function 'forward', "
+            "instruction 0 (Embedding): group 1 is not one of the 1 "
+            "communicator groups");
+  // Two pieces of 3 rows need a vocabulary of at least 6 ids.
+  PlanSpec small = vocabParallelEmbedding({0});
+  small.vocab = 5;
+  EXPECT_EQ(
+      loadError(small),
+      "invalid plan 'test.plan': program 0, function 'forward', "
+      "instruction 0 (Embedding): the table has more rows than the vocabulary");
+  EXPECT_NE(loadError(vocabParallelEmbedding({0, 0})), "");
+}
+
 TEST(Plan, PipelinePeersShareTheOtherCoordinates) {
   // Ranks of dp 2 x pp 2 x tp 2: the peer of (dp 1, pp 0, tp 1) = rank 5 at
   // pipeline rank 1 is (dp 1, pp 1, tp 1) = rank 7.

@@ -20,7 +20,12 @@ namespace triad::interp {
 
 enum class Mask { Causal, Prefix, None };
 
-llvm::Expected<Tensor> embedding(const Tensor &ids, const Tensor &table);
+/// Rows of `table` for `ids`. A vocab-parallel piece holds rows
+/// [firstRow, firstRow + rows) of a vocabulary of `vocab` ids (-1: the
+/// table's rows); ids in other pieces give rows of zeros. Ids outside
+/// [0, vocab) are an error.
+llvm::Expected<Tensor> embedding(const Tensor &ids, const Tensor &table,
+                                 int64_t firstRow = 0, int64_t vocab = -1);
 Tensor matmul(const Tensor &lhs, const Tensor &rhs, bool transposeLhs,
               bool transposeRhs);
 /// `lhs + rhs`, the rhs broadcast over the leading dimensions of lhs.

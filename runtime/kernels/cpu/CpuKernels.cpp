@@ -148,17 +148,20 @@ void matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
 }
 
 bool embedding(const int32_t *ids, const float *table, float *out,
-               int64_t tokens, int64_t vocab, int64_t hidden) {
+               int64_t tokens, int64_t rows, int64_t hidden, int64_t firstRow,
+               int64_t vocab) {
+  if (vocab < 0)
+    vocab = rows;
   bool valid = true;
 #pragma omp parallel for reduction(&& : valid)
   for (int64_t t = 0; t < tokens; ++t) {
-    if (ids[t] < 0 || ids[t] >= vocab) {
+    int64_t row = static_cast<int64_t>(ids[t]) - firstRow;
+    if (ids[t] < 0 || ids[t] >= vocab || row < 0 || row >= rows) {
       std::fill_n(out + t * hidden, hidden, 0.0f);
-      valid = false;
+      valid = valid && ids[t] >= 0 && ids[t] < vocab;
       continue;
     }
-    std::copy_n(table + static_cast<int64_t>(ids[t]) * hidden, hidden,
-                out + t * hidden);
+    std::copy_n(table + row * hidden, hidden, out + t * hidden);
   }
   return valid;
 }

@@ -26,10 +26,14 @@ void matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
             int64_t n, int64_t k, bool transposeA, bool transposeB,
             bool rhsBatched, bool accumulate = false);
 
-/// out[t, :] = table[ids[t], :]. An id outside [0, vocab) gives a row of
-/// zeros and the result false (the caller reports the bad input).
+/// out[t, :] = table[ids[t], :] for a table of `rows` rows. An id outside
+/// [0, vocab) gives a row of zeros and the result false (the caller reports
+/// the bad input). A vocab-parallel piece holds rows [firstRow, firstRow +
+/// rows) of a vocabulary of `vocab` ids (-1: `rows`); ids of other pieces
+/// give rows of zeros.
 bool embedding(const int32_t *ids, const float *table, float *out,
-               int64_t tokens, int64_t vocab, int64_t hidden);
+               int64_t tokens, int64_t rows, int64_t hidden,
+               int64_t firstRow = 0, int64_t vocab = -1);
 /// dtable[ids[t], :] += dy[t, :] (dtable is not cleared); ids outside
 /// [0, vocab) are skipped and make the result false.
 bool embeddingGradAccumulate(const int32_t *ids, const float *dy, float *dtable,

@@ -107,6 +107,34 @@ TEST(CpuKernels, EmbeddingAndItsGradient) {
                                             dtable.data(), 3, 11, 6));
 }
 
+// A vocab-parallel piece: rows [4, 8) of a vocabulary of 12 give the ids in
+// them and zeros for the others, as the interpreter's local form; the
+// pieces of all three ranks add up to the whole lookup.
+TEST(CpuKernels, VocabParallelEmbedding) {
+  Tensor table = random({12, 6}, 3);
+  Tensor ids({2, 5}, {0, 4, 11, 7, 5, 8, 3, 2, 6, 9});
+  std::vector<float> sum(60, 0.0f);
+  for (int64_t piece = 0; piece < 3; ++piece) {
+    Tensor rows = triad::interp::slice(table, {4 * piece, 0}, {4, 6});
+    std::vector<float> out = poisoned(60);
+    EXPECT_TRUE(cpu::embedding(ints(ids).data(), floats(rows).data(),
+                               out.data(), 10, 4, 6, 4 * piece, 12));
+    EXPECT_LT(relativeError(out, *ref::embedding(ids, rows, 4 * piece, 12)),
+              kTolerance);
+    for (size_t i = 0; i < out.size(); ++i)
+      sum[i] += out[i];
+  }
+  EXPECT_LT(relativeError(sum, *ref::embedding(ids, table)), kTolerance);
+  // Ids outside the whole vocabulary are still invalid input.
+  std::vector<int32_t> bad = {12};
+  std::vector<float> row = poisoned(6);
+  EXPECT_FALSE(cpu::embedding(bad.data(), floats(table).data(), row.data(), 1,
+                              4, 6, 4, 12));
+  auto outside = ref::embedding(Tensor({1}, {12}), table, 4, 12);
+  EXPECT_FALSE(static_cast<bool>(outside));
+  llvm::consumeError(outside.takeError());
+}
+
 TEST(CpuKernels, Elementwise) {
   Tensor x = random({4, 6}, 5, 2.0), y = random({6}, 6), z = random({4, 6}, 7);
   std::vector<float> out = poisoned(24);

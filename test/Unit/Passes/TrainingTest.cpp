@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Autodiff/Passes.h"
+#include "passes/Sharding/LayoutRules.h"
 #include "passes/Sharding/Passes.h"
 #include "triad/Interpreter/Interpreter.h"
 #include "triad/Interpreter/Kernels.h"
@@ -527,3 +528,69 @@ TEST_P(TensorParallelTraining, LossesAndNormsEqualTheWholeModel) {
 
 INSTANTIATE_TEST_SUITE_P(Embeddings, TensorParallelTraining,
                          ::testing::Values(true, false));
+
+// A vocab-parallel embedding on a simulated mesh of two ranks: the tied
+// table, laid out by hand along its vocabulary over tp, is looked up in
+// pieces (each rank's rows, found from its index in the tp group) whose sum
+// is the whole lookup; losses and gradient norms equal the whole model's,
+// and each rank's table piece is its half of the whole model's table.
+TEST_F(Training, VocabParallelEmbeddingEqualsTheWholeModel) {
+  const int64_t seq = 16, batch = 4, tp = 2;
+  ModelConfig config = tinyConfig(batch, seq);
+  auto reference = trainingModule(config, 1e-3);
+  Interpreter whole(*reference, {/*seed=*/4});
+  whole.initializeParameters();
+
+  auto partitioned = trainingModule(config, 1e-3);
+  ASSERT_TRUE(mlir::succeeded(
+      triad::sharding::getOrCreateMesh(*partitioned, 1, tp, 1, "dp,pp,tp")));
+  auto table = partitioned->lookupSymbol<ParamOp>("embed.wte");
+  ASSERT_TRUE(table);
+  table->setAttr(triad::dist::DistDialect::kLayoutAttrName,
+                 triad::sharding::replicatedFor(table.getTensorType())
+                     .withSplit(0, {"tp"}));
+  mlir::PassManager pm(&context);
+  ShardPropagateOptions propagate;
+  propagate.tp = tp;
+  pm.addPass(createShardPropagate(propagate));
+  pm.addPass(createPartition());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*partitioned)));
+  // The lookups of @microbatch_step and of @forward (which autodiff keeps)
+  // became vocab-parallel pieces.
+  int64_t pieces = 0;
+  partitioned->walk(
+      [&](EmbeddingOp op) { pieces += op.getVocabAxes() ? 1 : 0; });
+  EXPECT_GE(pieces, 1);
+  MeshInterpreter mesh(*partitioned, {/*seed=*/4});
+  mesh.initializeParameters();
+
+  for (int step = 0; step < 3; ++step) {
+    std::vector<Tensor> data = textBatch(batch, seq, 5 * step);
+    auto expected = whole.call("microbatch_step", data);
+    ASSERT_TRUE(mlir::succeeded(expected));
+    std::vector<Tensor> grads(expected->begin() + 1, expected->end());
+    auto applied = whole.call("apply_step", grads);
+    ASSERT_TRUE(mlir::succeeded(applied));
+    auto results = mesh.call("microbatch_step", {data, data});
+    ASSERT_TRUE(mlir::succeeded(results));
+    std::vector<std::vector<Tensor>> meshGrads;
+    for (int64_t r = 0; r < tp; ++r) {
+      EXPECT_NEAR((*results)[r][0].data[0], (*expected)[0].data[0], 1e-9)
+          << "loss, step " << step << ", rank " << r;
+      meshGrads.emplace_back((*results)[r].begin() + 1, (*results)[r].end());
+    }
+    auto meshApplied = mesh.call("apply_step", meshGrads);
+    ASSERT_TRUE(mlir::succeeded(meshApplied));
+    for (int64_t r = 0; r < tp; ++r)
+      EXPECT_NEAR((*meshApplied)[r][0].data[0], (*applied)[0].data[0], 1e-9)
+          << "grad norm, step " << step << ", rank " << r;
+  }
+  const Tensor &full = whole.parameters()["embed.wte"];
+  for (int64_t r = 0; r < tp; ++r) {
+    const Tensor &mine = mesh.rank(r).parameters()["embed.wte"];
+    ASSERT_EQ(mine.shape[0] * tp, full.shape[0]);
+    for (size_t k = 0; k < mine.data.size(); ++k)
+      ASSERT_NEAR(mine.data[k], full.data[r * mine.data.size() + k], 1e-9)
+          << "embed.wte[" << k << "] on rank " << r;
+  }
+}

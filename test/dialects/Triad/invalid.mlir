@@ -154,6 +154,22 @@ func.func @f(%ids: tensor<8x64xi32>, %t: tensor<256x64xf32>) {
 
 // -----
 
+func.func @f(%ids: tensor<8x64xi32>, %t: tensor<256x64xf32>) {
+  // expected-error @+1 {{'triad.embedding' op vocab_split lists no mesh axes}}
+  %0 = triad.embedding %ids, %t vocab_split [] : tensor<8x64xi32>, tensor<256x64xf32> -> tensor<8x64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%ids: tensor<8x64xi32>, %t: tensor<256x64xf32>) {
+  // expected-error @+1 {{'triad.embedding' op vocab_split lists mesh axis 'tp' twice}}
+  %0 = triad.embedding %ids, %t vocab_split ["tp", "tp"] : tensor<8x64xi32>, tensor<256x64xf32> -> tensor<8x64x64xf32>
+  return
+}
+
+// -----
+
 // Embedding tables are matrices.
 func.func @f(%ids: tensor<8x64xi32>, %t: tensor<256xf32>) {
   // expected-error @+1 {{'triad.embedding' op operand #1 must be 2D statically shaped tensor}}

@@ -23,6 +23,9 @@ func.func @parts(%ids: tensor<8x64xi32>, %labels: tensor<8x64xi32>) -> tensor<f3
     %w = triad.get_param @wte : tensor<256x64xf32>
     // CHECK: triad.embedding %[[IDS]], %[[W]] : tensor<8x64xi32>, tensor<256x64xf32> -> tensor<8x64x64xf32>
     %e = triad.embedding %x, %w : tensor<8x64xi32>, tensor<256x64xf32> -> tensor<8x64x64xf32>
+    // A vocab-parallel piece: rows of this rank's index in its tp group.
+    // CHECK: triad.embedding %[[IDS]], %[[W]] vocab_split ["tp"] : tensor<8x64xi32>, tensor<256x64xf32> -> tensor<8x64x64xf32>
+    %piece = triad.embedding %x, %w vocab_split ["tp"] : tensor<8x64xi32>, tensor<256x64xf32> -> tensor<8x64x64xf32>
     // CHECK: triad.yield %{{.*}} : tensor<8x64x64xf32>
     triad.yield %e : tensor<8x64x64xf32>
   }

@@ -33,6 +33,18 @@ func.func @forward() -> tensor<f32> {
 
 // -----
 
+// A vocab-parallel local form comes from partitioning, after autodiff.
+triad.param @w : tensor<4x2xf32> init <ones>
+func.func @forward(%ids: tensor<3xi32>) -> tensor<f32> {
+  %w = triad.get_param @w : tensor<4x2xf32>
+  // expected-error @+1 {{'triad.embedding' op is a vocab-parallel local form, which autodiff does not differentiate (differentiate before partitioning)}}
+  %e = triad.embedding %ids, %w vocab_split ["tp"] : tensor<3xi32>, tensor<4x2xf32> -> tensor<3x2xf32>
+  %s = triad.sum %e dims = [0, 1] : tensor<3x2xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
 // The function to differentiate exists.
 // expected-error @+1 {{no function @forward to differentiate}}
 module {

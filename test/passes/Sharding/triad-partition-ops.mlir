@@ -4,8 +4,30 @@
 // sizes) and the all_gather, all_reduce, reduce_scatter and all_slice each
 // op's rule asks for, on a 2x1x2 mesh. Pending function arguments are
 // reduced at entry, so pending sums here come from ops inside the
-// functions. Embedding and cross entropy ops are not covered here.
+// functions. Cross entropy ops are not covered here.
 // RUN: triad-opt %s -split-input-file --triad-shard-propagate --triad-partition | FileCheck %s
+
+// embedding: a table split along its vocabulary becomes the vocab-parallel
+// local form (each rank looks up the ids in its rows; the others give
+// zeros), whose pending sum is all-reduced for a nonlinear user; a table
+// split on its hidden dimension needs nothing.
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
+// CHECK-LABEL: func.func @embedding(
+// CHECK-SAME: %[[IDS:[a-z0-9]+]]: tensor<2x8xi32> {{.*}}, %[[V:[a-z0-9]+]]: tensor<8x8xf32> {{.*}}, %[[H:[a-z0-9]+]]: tensor<16x4xf32>
+// CHECK: %[[E:.*]] = triad.embedding %[[IDS]], %[[V]] vocab_split ["tp"] {dist.layouts = [#dist.layout<{dp}, {}, {}, partial = {tp}>]} : tensor<2x8xi32>, tensor<8x8xf32> -> tensor<2x8x8xf32>
+// CHECK: %[[AR:.*]] = dist.all_reduce %[[E]] over ["tp"] {{.*}} : tensor<2x8x8xf32>
+// CHECK: triad.gelu %[[AR]] {{.*}} : tensor<2x8x8xf32>
+// CHECK: triad.embedding %[[IDS]], %[[H]] {dist.layouts = [#dist.layout<{dp}, {}, {tp}>]} : tensor<2x8xi32>, tensor<16x4xf32> -> tensor<2x8x4xf32>
+func.func @embedding(%ids: tensor<4x8xi32> {dist.layout = #dist.layout<{dp}, {}>},
+                     %vocab: tensor<16x8xf32> {dist.layout = #dist.layout<{tp}, {}>},
+                     %hidden: tensor<16x8xf32> {dist.layout = #dist.layout<{}, {tp}>}) {
+  %0 = triad.embedding %ids, %vocab : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
+  %1 = triad.gelu %0 : tensor<4x8x8xf32>
+  %2 = triad.embedding %ids, %hidden : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
+  return
+}
+
+// -----
 
 // matmul: a column-parallel weight splits the features, a row-parallel one
 // leaves a pending sum, reduce-scattered for a user split along the sequence

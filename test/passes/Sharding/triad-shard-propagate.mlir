@@ -41,8 +41,10 @@ func.func @given(%tokens: tensor<4x8xi32> {dist.layout = #dist.layout<{}, {tp}>,
 // -----
 
 // Embedding: the ids' splits pass to the rows, a table split on its hidden
-// dimension splits the result's, a split vocabulary is gathered, and a
-// pending sum in the table passes through (the op is linear in it).
+// dimension splits the result's, a table split on its vocabulary leaves the
+// result pending over those axes (vocab-parallel: each piece looks up its
+// rows), and a pending sum in the table passes through (the op is linear in
+// it).
 dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
 // CHECK-LABEL: func.func @embedding
 func.func @embedding(%ids: tensor<2x8xi32> {dist.layout = #dist.layout<{dp}, {}>},
@@ -51,7 +53,7 @@ func.func @embedding(%ids: tensor<2x8xi32> {dist.layout = #dist.layout<{dp}, {}>
                      %pending: tensor<16x8xf32> {dist.layout = #dist.layout<{}, {}, partial = {tp}>}) {
   // CHECK: triad.embedding %{{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {tp}>]}
   %a = triad.embedding %ids, %hidden : tensor<2x8xi32>, tensor<16x8xf32> -> tensor<2x8x8xf32>
-  // CHECK: triad.embedding %{{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {}>]}
+  // CHECK: triad.embedding %{{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {}, partial = {tp}>]}
   %b = triad.embedding %ids, %vocab : tensor<2x8xi32>, tensor<16x8xf32> -> tensor<2x8x8xf32>
   // CHECK: triad.embedding %{{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {}, partial = {tp}>]}
   %c = triad.embedding %ids, %pending : tensor<2x8xi32>, tensor<16x8xf32> -> tensor<2x8x8xf32>
