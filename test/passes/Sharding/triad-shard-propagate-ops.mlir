@@ -5,8 +5,7 @@
 // {tp, dp} on one dimension, a dimension the rule keeps whole given split
 // (gathered: whole in the result), and pending sums where the op is linear
 // in them (passed on) and where it is not (reduced first). The rule
-// families are in triad-shard-propagate.mlir; embedding, embedding_grad,
-// cross_entropy and cross_entropy_grad are not covered here.
+// families are in triad-shard-propagate.mlir.
 // RUN: triad-opt %s -split-input-file --triad-shard-propagate | FileCheck %s
 
 // matmul: batch and row splits pass to the result, a weight's column split
@@ -1182,5 +1181,115 @@ func.func @reductions_keeping_dims(%x: tensor<4x8xf32> {dist.layout = #dist.layo
   %0 = triad.sum %x dims = [1] : tensor<4x8xf32> -> tensor<4x1xf32>
   // CHECK: triad.mean %{{.*}} dims = [0] {dist.layouts = [#dist.layout<{}, {tp}>]} : tensor<4x8xf32> -> tensor<1x8xf32>
   %1 = triad.mean %x dims = [0] : tensor<4x8xf32> -> tensor<1x8xf32>
+  return
+}
+
+// -----
+
+// embedding: the ids' splits pass to the rows of the result; a table split
+// along its vocabulary leaves the result pending over those axes (each
+// piece looks up its rows: vocab-parallel), one split on its hidden
+// dimension splits the result's; a pending table is reduced where dp is
+// taken by the ids, and an axis the ids already use gathers the vocabulary.
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
+// CHECK-LABEL: func.func @embedding(
+func.func @embedding(%ids: tensor<4x8xi32>,
+                     %idsb: tensor<4x8xi32> {dist.layout = #dist.layout<{dp}, {}>},
+                     %idss: tensor<4x8xi32> {dist.layout = #dist.layout<{}, {tp}>},
+                     %idsbd: tensor<4x8xi32> {dist.layout = #dist.layout<{tp, dp}, {}>},
+                     %t: tensor<16x8xf32>,
+                     %tv: tensor<16x8xf32> {dist.layout = #dist.layout<{tp}, {}>},
+                     %th: tensor<16x8xf32> {dist.layout = #dist.layout<{}, {tp}>},
+                     %tvd: tensor<16x8xf32> {dist.layout = #dist.layout<{tp, dp}, {}>},
+                     %tp: tensor<16x8xf32> {dist.layout = #dist.layout<{}, {}, partial = {dp}>}) {
+  // CHECK: triad.embedding {{.*}}{dist.layouts = [#dist.layout<{}, {}, {}>]}
+  %0 = triad.embedding %ids, %t : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
+  // CHECK: triad.embedding {{.*}}{dist.layouts = [#dist.layout<{dp}, {}, {}>]}
+  %1 = triad.embedding %idsb, %t : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
+  // CHECK: triad.embedding {{.*}}{dist.layouts = [#dist.layout<{}, {tp}, {}>]}
+  %2 = triad.embedding %idss, %t : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
+  // CHECK: triad.embedding {{.*}}{dist.layouts = [#dist.layout<{tp, dp}, {}, {}>]}
+  %3 = triad.embedding %idsbd, %t : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
+  // CHECK: triad.embedding {{.*}}{dist.layouts = [#dist.layout<{}, {}, {}, partial = {tp}>]}
+  %4 = triad.embedding %ids, %tv : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
+  // CHECK: triad.embedding {{.*}}{dist.layouts = [#dist.layout<{dp}, {}, {}, partial = {tp}>]}
+  %5 = triad.embedding %idsb, %tv : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
+  // CHECK: triad.embedding {{.*}}{dist.layouts = [#dist.layout<{dp}, {}, {tp}>]}
+  %6 = triad.embedding %idsb, %th : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
+  // CHECK: triad.embedding {{.*}}{dist.layouts = [#dist.layout<{}, {}, {}, partial = {tp, dp}>]}
+  %7 = triad.embedding %ids, %tvd : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
+  // CHECK: triad.embedding {{.*}}{dist.layouts = [#dist.layout<{dp}, {}, {}>]}
+  %8 = triad.embedding %idsb, %tp : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
+  // CHECK: triad.embedding {{.*}}{dist.layouts = [#dist.layout<{}, {tp}, {}>]}
+  %9 = triad.embedding %idss, %tv : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
+  return
+}
+// -----
+
+// embedding_grad: the ids' and dy's batch split leaves the table's gradient
+// pending over it (a scatter-add over the batch), dy's hidden split splits
+// the result's, and a pending dy passes its sum on (linear in dy).
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
+// CHECK-LABEL: func.func @embedding_grad(
+func.func @embedding_grad(%ids: tensor<4x8xi32>,
+                          %idsb: tensor<4x8xi32> {dist.layout = #dist.layout<{dp}, {}>},
+                          %idss: tensor<4x8xi32> {dist.layout = #dist.layout<{}, {tp}>},
+                          %dy: tensor<4x8x8xf32>,
+                          %dyb: tensor<4x8x8xf32> {dist.layout = #dist.layout<{dp}, {}, {}>},
+                          %dyh: tensor<4x8x8xf32> {dist.layout = #dist.layout<{}, {}, {tp}>},
+                          %dybh: tensor<4x8x8xf32> {dist.layout = #dist.layout<{dp}, {}, {tp}>},
+                          %dyp: tensor<4x8x8xf32> {dist.layout = #dist.layout<{}, {}, {}, partial = {tp}>}) {
+  // CHECK: triad.embedding_grad {{.*}}{dist.layouts = [#dist.layout<{}, {}>]}
+  %0 = triad.embedding_grad %ids, %dy : tensor<4x8xi32>, tensor<4x8x8xf32> -> tensor<16x8xf32>
+  // CHECK: triad.embedding_grad {{.*}}{dist.layouts = [#dist.layout<{}, {}, partial = {dp}>]}
+  %1 = triad.embedding_grad %idsb, %dyb : tensor<4x8xi32>, tensor<4x8x8xf32> -> tensor<16x8xf32>
+  // CHECK: triad.embedding_grad {{.*}}{dist.layouts = [#dist.layout<{}, {}, partial = {tp}>]}
+  %2 = triad.embedding_grad %idss, %dy : tensor<4x8xi32>, tensor<4x8x8xf32> -> tensor<16x8xf32>
+  // CHECK: triad.embedding_grad {{.*}}{dist.layouts = [#dist.layout<{}, {tp}>]}
+  %3 = triad.embedding_grad %ids, %dyh : tensor<4x8xi32>, tensor<4x8x8xf32> -> tensor<16x8xf32>
+  // CHECK: triad.embedding_grad {{.*}}{dist.layouts = [#dist.layout<{}, {tp}, partial = {dp}>]}
+  %4 = triad.embedding_grad %idsb, %dybh : tensor<4x8xi32>, tensor<4x8x8xf32> -> tensor<16x8xf32>
+  // CHECK: triad.embedding_grad {{.*}}{dist.layouts = [#dist.layout<{}, {}, partial = {tp}>]}
+  %5 = triad.embedding_grad %ids, %dyp : tensor<4x8xi32>, tensor<4x8x8xf32> -> tensor<16x8xf32>
+  return
+}
+// -----
+
+// cross_entropy and its gradient: a batch split leaves the loss pending
+// (token-weighted) over it; the sequence and the vocabulary stay whole
+// (gathered); pending logits are reduced first. The gradient keeps the
+// batch split of the logits.
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
+// CHECK-LABEL: func.func @cross_entropy(
+func.func @cross_entropy(%l: tensor<4x8x16xf32>,
+                         %lb: tensor<4x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {}>},
+                         %ls: tensor<4x8x16xf32> {dist.layout = #dist.layout<{}, {tp}, {}>},
+                         %lv: tensor<4x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {tp}>},
+                         %lbd: tensor<4x8x16xf32> {dist.layout = #dist.layout<{tp, dp}, {}, {}>},
+                         %lp: tensor<4x8x16xf32> {dist.layout = #dist.layout<{}, {}, {}, partial = {tp}>},
+                         %y: tensor<4x8xi32>,
+                         %yb: tensor<4x8xi32> {dist.layout = #dist.layout<{dp}, {}>},
+                         %d: tensor<f32>,
+                         %dp: tensor<f32> {dist.layout = #dist.layout<partial = {dp}>}) {
+  // CHECK: triad.cross_entropy {{.*}}{dist.layouts = [#dist.layout<>]}
+  %0 = triad.cross_entropy %l, %y : tensor<4x8x16xf32>, tensor<4x8xi32> -> tensor<f32>
+  // CHECK: triad.cross_entropy {{.*}}{dist.layouts = [#dist.layout<partial = {dp}>]}
+  %1 = triad.cross_entropy %lb, %yb : tensor<4x8x16xf32>, tensor<4x8xi32> -> tensor<f32>
+  // CHECK: triad.cross_entropy {{.*}}{dist.layouts = [#dist.layout<>]}
+  %2 = triad.cross_entropy %ls, %y : tensor<4x8x16xf32>, tensor<4x8xi32> -> tensor<f32>
+  // CHECK: triad.cross_entropy {{.*}}{dist.layouts = [#dist.layout<partial = {dp}>]}
+  %3 = triad.cross_entropy %lv, %yb : tensor<4x8x16xf32>, tensor<4x8xi32> -> tensor<f32>
+  // CHECK: triad.cross_entropy {{.*}}{dist.layouts = [#dist.layout<partial = {tp, dp}>]}
+  %4 = triad.cross_entropy %lbd, %y : tensor<4x8x16xf32>, tensor<4x8xi32> -> tensor<f32>
+  // CHECK: triad.cross_entropy {{.*}}{dist.layouts = [#dist.layout<>]}
+  %5 = triad.cross_entropy %lp, %y : tensor<4x8x16xf32>, tensor<4x8xi32> -> tensor<f32>
+  // CHECK: triad.cross_entropy_grad {{.*}}{dist.layouts = [#dist.layout<{dp}, {}, {}>]}
+  %6 = triad.cross_entropy_grad %lb, %yb, %d : tensor<4x8x16xf32>, tensor<4x8xi32>
+  // CHECK: triad.cross_entropy_grad {{.*}}{dist.layouts = [#dist.layout<{dp}, {}, {}>]}
+  %7 = triad.cross_entropy_grad %lv, %yb, %d : tensor<4x8x16xf32>, tensor<4x8xi32>
+  // CHECK: triad.cross_entropy_grad {{.*}}{dist.layouts = [#dist.layout<{dp}, {}, {}>]}
+  %8 = triad.cross_entropy_grad %lb, %yb, %dp : tensor<4x8x16xf32>, tensor<4x8xi32>
+  // CHECK: triad.cross_entropy_grad {{.*}}{dist.layouts = [#dist.layout<{}, {}, {}>]}
+  %9 = triad.cross_entropy_grad %l, %y, %d : tensor<4x8x16xf32>, tensor<4x8xi32>
   return
 }
