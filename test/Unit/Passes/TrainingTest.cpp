@@ -480,6 +480,36 @@ INSTANTIATE_TEST_SUITE_P(ZeroStages, MeshTraining,
 class TensorParallelTraining : public Training,
                                public ::testing::WithParamInterface<bool> {};
 
+/// Three steps of the whole model and of its partition over `ranks`
+/// tensor-parallel ranks (each given the whole batch) give every rank the
+/// same loss and gradient norm.
+void expectSameSteps(Interpreter &whole, MeshInterpreter &mesh, int64_t ranks,
+                     int64_t batch, int64_t seq) {
+  for (int step = 0; step < 3; ++step) {
+    std::vector<Tensor> data = textBatch(batch, seq, 5 * step);
+    auto expected = whole.call("microbatch_step", data);
+    ASSERT_TRUE(mlir::succeeded(expected));
+    std::vector<Tensor> grads(expected->begin() + 1, expected->end());
+    auto applied = whole.call("apply_step", grads);
+    ASSERT_TRUE(mlir::succeeded(applied));
+
+    auto results = mesh.call("microbatch_step",
+                             std::vector<std::vector<Tensor>>(ranks, data));
+    ASSERT_TRUE(mlir::succeeded(results));
+    std::vector<std::vector<Tensor>> meshGrads;
+    for (int64_t r = 0; r < ranks; ++r) {
+      EXPECT_NEAR((*results)[r][0].data[0], (*expected)[0].data[0], 1e-9)
+          << "loss, step " << step << ", rank " << r;
+      meshGrads.emplace_back((*results)[r].begin() + 1, (*results)[r].end());
+    }
+    auto meshApplied = mesh.call("apply_step", meshGrads);
+    ASSERT_TRUE(mlir::succeeded(meshApplied));
+    for (int64_t r = 0; r < ranks; ++r)
+      EXPECT_NEAR((*meshApplied)[r][0].data[0], (*applied)[0].data[0], 1e-9)
+          << "grad norm, step " << step << ", rank " << r;
+  }
+}
+
 // Tensor parallelism on a simulated mesh of two ranks: every rank computes
 // the whole batch's loss and gradient norm, with tied and with untied
 // embeddings.
@@ -502,28 +532,7 @@ TEST_P(TensorParallelTraining, LossesAndNormsEqualTheWholeModel) {
   ASSERT_EQ(mesh.numRanks(), tp);
   mesh.initializeParameters();
 
-  for (int step = 0; step < 3; ++step) {
-    std::vector<Tensor> data = textBatch(batch, seq, 5 * step);
-    auto expected = whole.call("microbatch_step", data);
-    ASSERT_TRUE(mlir::succeeded(expected));
-    std::vector<Tensor> grads(expected->begin() + 1, expected->end());
-    auto applied = whole.call("apply_step", grads);
-    ASSERT_TRUE(mlir::succeeded(applied));
-
-    auto results = mesh.call("microbatch_step", {data, data});
-    ASSERT_TRUE(mlir::succeeded(results));
-    std::vector<std::vector<Tensor>> meshGrads;
-    for (int64_t r = 0; r < tp; ++r) {
-      EXPECT_NEAR((*results)[r][0].data[0], (*expected)[0].data[0], 1e-9)
-          << "loss, step " << step << ", rank " << r;
-      meshGrads.emplace_back((*results)[r].begin() + 1, (*results)[r].end());
-    }
-    auto meshApplied = mesh.call("apply_step", meshGrads);
-    ASSERT_TRUE(mlir::succeeded(meshApplied));
-    for (int64_t r = 0; r < tp; ++r)
-      EXPECT_NEAR((*meshApplied)[r][0].data[0], (*applied)[0].data[0], 1e-9)
-          << "grad norm, step " << step << ", rank " << r;
-  }
+  expectSameSteps(whole, mesh, tp, batch, seq);
 }
 
 INSTANTIATE_TEST_SUITE_P(Embeddings, TensorParallelTraining,
@@ -564,27 +573,7 @@ TEST_F(Training, VocabParallelEmbeddingEqualsTheWholeModel) {
   MeshInterpreter mesh(*partitioned, {/*seed=*/4});
   mesh.initializeParameters();
 
-  for (int step = 0; step < 3; ++step) {
-    std::vector<Tensor> data = textBatch(batch, seq, 5 * step);
-    auto expected = whole.call("microbatch_step", data);
-    ASSERT_TRUE(mlir::succeeded(expected));
-    std::vector<Tensor> grads(expected->begin() + 1, expected->end());
-    auto applied = whole.call("apply_step", grads);
-    ASSERT_TRUE(mlir::succeeded(applied));
-    auto results = mesh.call("microbatch_step", {data, data});
-    ASSERT_TRUE(mlir::succeeded(results));
-    std::vector<std::vector<Tensor>> meshGrads;
-    for (int64_t r = 0; r < tp; ++r) {
-      EXPECT_NEAR((*results)[r][0].data[0], (*expected)[0].data[0], 1e-9)
-          << "loss, step " << step << ", rank " << r;
-      meshGrads.emplace_back((*results)[r].begin() + 1, (*results)[r].end());
-    }
-    auto meshApplied = mesh.call("apply_step", meshGrads);
-    ASSERT_TRUE(mlir::succeeded(meshApplied));
-    for (int64_t r = 0; r < tp; ++r)
-      EXPECT_NEAR((*meshApplied)[r][0].data[0], (*applied)[0].data[0], 1e-9)
-          << "grad norm, step " << step << ", rank " << r;
-  }
+  expectSameSteps(whole, mesh, tp, batch, seq);
   const Tensor &full = whole.parameters()["embed.wte"];
   for (int64_t r = 0; r < tp; ++r) {
     const Tensor &mine = mesh.rank(r).parameters()["embed.wte"];
