@@ -480,6 +480,17 @@ INSTANTIATE_TEST_SUITE_P(ZeroStages, MeshTraining,
 class TensorParallelTraining : public Training,
                                public ::testing::WithParamInterface<bool> {};
 
+/// Propagates layouts over a mesh of `tp` tensor-parallel ranks and
+/// partitions `module`.
+mlir::LogicalResult partitionOverTp(mlir::ModuleOp module, int64_t tp) {
+  mlir::PassManager pm(module.getContext());
+  ShardPropagateOptions propagate;
+  propagate.tp = tp;
+  pm.addPass(createShardPropagate(propagate));
+  pm.addPass(createPartition());
+  return pm.run(module);
+}
+
 /// Three steps of the whole model and of its partition over `ranks`
 /// tensor-parallel ranks (each given the whole batch) give every rank the
 /// same loss and gradient norm.
@@ -522,12 +533,7 @@ TEST_P(TensorParallelTraining, LossesAndNormsEqualTheWholeModel) {
   whole.initializeParameters();
 
   auto partitioned = trainingModule(config, 1e-3);
-  mlir::PassManager pm(&context);
-  ShardPropagateOptions propagate;
-  propagate.tp = tp;
-  pm.addPass(createShardPropagate(propagate));
-  pm.addPass(createPartition());
-  ASSERT_TRUE(mlir::succeeded(pm.run(*partitioned)));
+  ASSERT_TRUE(mlir::succeeded(partitionOverTp(*partitioned, tp)));
   MeshInterpreter mesh(*partitioned, {/*seed=*/4});
   ASSERT_EQ(mesh.numRanks(), tp);
   mesh.initializeParameters();
@@ -558,12 +564,7 @@ TEST_F(Training, VocabParallelEmbeddingEqualsTheWholeModel) {
   table->setAttr(triad::dist::DistDialect::kLayoutAttrName,
                  triad::sharding::replicatedFor(table.getTensorType())
                      .withSplit(0, {"tp"}));
-  mlir::PassManager pm(&context);
-  ShardPropagateOptions propagate;
-  propagate.tp = tp;
-  pm.addPass(createShardPropagate(propagate));
-  pm.addPass(createPartition());
-  ASSERT_TRUE(mlir::succeeded(pm.run(*partitioned)));
+  ASSERT_TRUE(mlir::succeeded(partitionOverTp(*partitioned, tp)));
   // The lookups of @microbatch_step and of @forward (which autodiff keeps)
   // became vocab-parallel pieces.
   int64_t pieces = 0;
