@@ -12,6 +12,8 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace triad;
 using namespace triad::pipe;
@@ -72,8 +74,9 @@ LogicalResult StageOp::verify() {
 }
 
 LogicalResult TransferOp::verify() {
+  // Both are non-negative: the difference cannot overflow.
   int64_t from = getFrom(), to = getTo();
-  if (from + 1 != to && to + 1 != from)
+  if (to - from != 1 && from - to != 1)
     return emitOpError("moves a value from stage ")
            << from << " to stage " << to
            << "; values cross one stage boundary at a time (activations to "
@@ -84,6 +87,19 @@ LogicalResult TransferOp::verify() {
 //===----------------------------------------------------------------------===//
 // Schedules
 //===----------------------------------------------------------------------===//
+
+/// The runtime's schedules count in int: a larger number would be checked
+/// as another one.
+static LogicalResult verifyFitsInt(Operation *op) {
+  for (NamedAttribute attr : op->getAttrs())
+    if (auto value = dyn_cast<IntegerAttr>(attr.getValue()))
+      if (value.getValue().getSExtValue() > std::numeric_limits<int>::max())
+        return op->emitOpError("'")
+               << attr.getName().getValue() << "' is " << value.getInt()
+               << "; schedules count stages, microbatches and ranks up to "
+               << std::numeric_limits<int>::max();
+  return success();
+}
 
 schedule::Action pipe::transferAction(bool send, Direction direction, int stage,
                                       int microbatch, int peer) {
@@ -156,6 +172,8 @@ ScheduleOp ScheduleOp::createFrom(OpBuilder &builder, Location loc,
 }
 
 LogicalResult ScheduleOp::verifyRegions() {
+  if (failed(verifyFitsInt(*this)))
+    return failure();
   int64_t expected = 0;
   for (Operation &op : getBody().front()) {
     auto rank = dyn_cast<RankOp>(op);
@@ -176,11 +194,14 @@ LogicalResult ScheduleOp::verifyRegions() {
 }
 
 LogicalResult RankOp::verify() {
-  for (Operation &op : getBody().front())
+  for (Operation &op : getBody().front()) {
     if (!isa<ActionOpInterface>(op))
       return op.emitOpError("is not a pipeline action (forward, backward, "
                             "send, recv, ...) of a pipe.rank");
-  return success();
+    if (failed(verifyFitsInt(&op)))
+      return failure();
+  }
+  return verifyFitsInt(*this);
 }
 
 FailureOr<schedule::Schedule> pipe::readSchedule(ModuleOp module) {

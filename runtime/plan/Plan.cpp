@@ -15,7 +15,9 @@
 #include "absl/strings/str_join.h"
 
 #include <cmath>
+#include <map>
 #include <set>
+#include <tuple>
 #include <vector>
 
 namespace triad::rt {
@@ -939,6 +941,10 @@ std::vector<const plan::Instr *> instrsOf(const plan::Function &function,
   return result;
 }
 
+/// A point-to-point transfer of one schedule action: sender, receiver,
+/// direction, source stage and microbatch.
+using TransferKey = std::tuple<int, int, int, int, int>;
+
 /// A pipelined plan's schedule: checked again as the compiler checked it
 /// (schedule::verify: every send matched, no deadlock), and the step's
 /// calls against it: in the schedule's order, transfers only where the
@@ -990,6 +996,10 @@ absl::Status checkSchedule(const plan::Plan &plan) {
   schedule.microbatches = static_cast<int>(plan.microbatches());
   schedule.virtualStages = static_cast<int>(plan.virtual_stages());
   schedule.actions.resize(pipelineRanks);
+  // The (tag, elements) of every message the calls send and receive, per
+  // (sender, receiver, direction, source stage, microbatch).
+  std::map<TransferKey, std::vector<std::pair<int64_t, int64_t>>> sent,
+      received;
   for (const plan::Program *program : *plan.programs()) {
     uint32_t rank = program->pipeline_rank();
     std::string where = absl::StrCat("program of pipeline rank ", rank, ": ");
@@ -1057,13 +1067,25 @@ absl::Status checkSchedule(const plan::Plan &plan) {
           return absl::InvalidArgumentError(
               absl::StrCat(callText, " performs ", token, " but does not only ",
                            send ? "send" : "receive"));
-        for (const plan::Instr *move : moves)
+        std::vector<std::pair<int64_t, int64_t>> &messages =
+            (send ? sent : received)[{
+                send ? static_cast<int>(rank) : action.peer,
+                send ? action.peer : static_cast<int>(rank),
+                static_cast<int>(action.direction),
+                send ? action.stage : action.peerStage, action.microbatch}];
+        for (const plan::Instr *move : moves) {
           if (move->ints()->Get(0) != action.peer)
             return absl::InvalidArgumentError(
                 absl::StrCat(callText, " performs ", token,
                              " but transfers with pipeline "
                              "rank ",
                              move->ints()->Get(0)));
+          uint32_t data =
+              send ? move->inputs()->Get(0) : move->outputs()->Get(0);
+          messages.push_back(
+              {move->ints()->Get(1),
+               elementCount(program->values()->Get(data)->shape())});
+        }
       } else if (action.kind != schedule::ActionKind::Optimizer &&
                  (!sends.empty() || !recvs.empty())) {
         // The optimizer exchanges the parts of tied gradients.
@@ -1074,6 +1096,34 @@ absl::Status checkSchedule(const plan::Plan &plan) {
   }
   if (absl::Status status = schedule::verify(schedule); !status.ok())
     return absl::InvalidArgumentError(status.message());
+  // The schedule matches its sends and receives; the calls must too: what
+  // one pipeline rank's calls send for an action, its peer's calls receive,
+  // message for message (tag and size), or a rank would wait forever.
+  auto describe = [](const TransferKey &key) {
+    auto [sender, receiver, direction, stage, microbatch] = key;
+    return absl::StrCat(direction ==
+                                static_cast<int>(schedule::Direction::Gradient)
+                            ? "the gradient"
+                            : "the activation",
+                        " of stage ", stage, ", microbatch ", microbatch,
+                        ", from pipeline rank ", sender, " to ", receiver);
+  };
+  for (const auto &[key, messages] : sent) {
+    auto it = received.find(key);
+    if (it == received.end())
+      return absl::InvalidArgumentError(
+          absl::StrCat("the step sends ", describe(key),
+                       ", but the receiver's step never receives it"));
+    if (it->second != messages)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the step sends ", describe(key),
+          " in messages whose tags or sizes differ from those received"));
+  }
+  for (const auto &[key, messages] : received)
+    if (!sent.count(key))
+      return absl::InvalidArgumentError(
+          absl::StrCat("the step receives ", describe(key),
+                       ", but the sender's step never sends it"));
   return absl::OkStatus();
 }
 

@@ -356,6 +356,30 @@ TEST(Plan, PipelineScheduleIsChecked) {
        },
        "program of pipeline rank 1: step call 1 ('recv_act') performs "
        "send-grad1.0>0 but does not only send"},
+      {"a receive the step never makes",
+       [](Builder &b, int rank) {
+         if (rank != 1)
+           return;
+         b.clearSteps();
+         b.call(1, 0, 1);
+         b.call(2, 0, 3);
+       },
+       "the step sends the activation of stage 0, microbatch 0, from "
+       "pipeline rank 0 to 1, but the receiver's step never receives it"},
+      {"a receive with another tag than its send",
+       [](Builder &b, int rank) {
+         if (rank != 1)
+           return;
+         b.function("recv_act_tag7");
+         b.instr(triad::plan::OpCode::Recv, {}, {0}, {0, 7});
+         b.clearSteps();
+         b.call(3, 0, 0);
+         b.call(1, 0, 1);
+         b.call(2, 0, 3);
+       },
+       "the step sends the activation of stage 0, microbatch 0, from "
+       "pipeline rank 0 to 1 in messages whose tags or sizes differ from "
+       "those received"},
       {"a call that transfers outside the schedule's actions",
        [](Builder &b, int rank) {
          if (rank == 1)

@@ -157,3 +157,21 @@ pipe.schedule "1f1b" microbatches 1 virtual_stages 1 {
     pipe.forward stage -1 microbatch 0
   }
 }
+
+// -----
+
+// Numbers the runtime's int-based schedule cannot hold are not truncated.
+pipe.schedule "1f1b" microbatches 1 virtual_stages 1 {
+  pipe.rank 0 {
+    // expected-error @+1 {{'pipe.forward' op 'microbatch' is 4294967296; schedules count stages, microbatches and ranks up to 2147483647}}
+    pipe.forward stage 0 microbatch 4294967296
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'pipe.schedule' op 'microbatches' is 4294967297; schedules count stages, microbatches and ranks up to 2147483647}}
+pipe.schedule "1f1b" microbatches 4294967297 virtual_stages 1 {
+  pipe.rank 0 {
+  }
+}
