@@ -17,6 +17,7 @@
 
 #include "llvm/ADT/SmallVector.h"
 #include <cstdint>
+#include <utility>
 
 namespace triad {
 
@@ -57,6 +58,10 @@ public:
   llvm::SmallVector<llvm::SmallVector<int64_t>> operands, results;
   Linearity linearity = Linearity::None;
   llvm::SmallVector<unsigned> linearOperands;
+  /// Megatron's tensor parallelism where it does not follow from the
+  /// contraction pattern: (operand, dimension) of a weight to split over tp
+  /// when the op is its first reader (the embedding's vocabulary rows).
+  llvm::SmallVector<std::pair<unsigned, int64_t>> tensorParallelSplits;
 };
 
 } // namespace triad

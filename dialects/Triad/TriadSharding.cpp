@@ -117,8 +117,9 @@ int64_t headParts(ArrayRef<int64_t> factorParts) {
 
 // The vocabulary is a contraction (the lookup is one-hot(ids) x table):
 // split, each piece looks up the ids in its rows and the result is a
-// pending sum over the splitting axes (vocab-parallel embedding, for a
-// table laid out split along its vocabulary).
+// pending sum over the splitting axes (vocab-parallel embedding). Tensor
+// parallelism splits the table along its vocabulary (where nothing else
+// reads it; see shard-propagate).
 ShardingRule EmbeddingOp::getShardingRule() {
   ShardingRule rule;
   SmallVector<int64_t> ids = newFactors(rule, shapeOf(getIds()));
@@ -134,6 +135,7 @@ ShardingRule EmbeddingOp::getShardingRule() {
   rule.addResult(result);
   rule.linearity = Linearity::Each;
   rule.linearOperands = {1};
+  rule.tensorParallelSplits = {{1, 0}};
   return rule;
 }
 

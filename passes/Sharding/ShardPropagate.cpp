@@ -46,6 +46,7 @@ public:
 
   LogicalResult run(func::FuncOp func,
                     const llvm::StringMap<LayoutAttr> &gradLayouts) {
+    current = func;
     for (BlockArgument arg : func.getArguments())
       if (failed(seedArgument(func, arg, gradLayouts)))
         return failure();
@@ -299,6 +300,25 @@ private:
             return true;
       return false;
     };
+    // The op's own choice first (the embedding's vocabulary rows), for a
+    // parameter that only such ops read and whose dimension tp divides.
+    // (A tied output layer also multiplies the embedding table: split along
+    // the vocabulary, its logits would have to be gathered for the loss
+    // until the cross entropy has a vocab-parallel form, so a tied table
+    // stays whole; the vocabulary is not padded yet.)
+    int64_t tp = mesh.getAxisSize("tp").value_or(1);
+    for (auto [index, dim] : rule.tensorParallelSplits) {
+      Value operand = op.getOperand(index);
+      auto it = adoptable.find(operand);
+      auto type = dyn_cast<RankedTensorType>(operand.getType());
+      if (it == adoptable.end() || !type ||
+          tpOnFactorOf(rule.operands[index]) ||
+          type.getDimSize(dim) % tp != 0 ||
+          !onlyReadAs(it->second, op.getName(), index))
+        continue;
+      operands[index] = operands[index].withSplit(dim, {"tp"});
+      return;
+    }
     for (auto [index, operand] : llvm::enumerate(op.getOperands())) {
       if (!adoptable.count(operand) || rule.operands[index].size() != 2 ||
           tpOnFactorOf(rule.operands[index]))
@@ -325,6 +345,22 @@ private:
         return;
       }
     }
+  }
+
+  /// Whether every read of the parameter `symbol` in the function being
+  /// propagated feeds only ops named `name`, as their operand `index` (the
+  /// optimizer's reads in the apply step do not count).
+  bool onlyReadAs(Operation *symbol, OperationName name, unsigned index) {
+    StringRef param = cast<SymbolOpInterface>(symbol).getName();
+    bool only = true;
+    current.walk([&](GetParamOp read) {
+      if (read.getName() != param)
+        return;
+      for (OpOperand &use : read->getUses())
+        only &= use.getOwner()->getName() == name &&
+                use.getOperandNumber() == index;
+    });
+    return only;
   }
 
   /// A first read of a parameter takes the layout its user needs; ZeRO
@@ -370,6 +406,8 @@ private:
 
   ModuleOp module;
   MeshOp mesh;
+  /// The function being propagated.
+  func::FuncOp current;
   StringRef batchAxis;
   llvm::StringSet<> &readParams;
   bool gatherZeroParams;

@@ -590,6 +590,38 @@ func.func @mlp(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<f32>) {
 
 // -----
 
+// Tensor parallelism splits an embedding table along its vocabulary when
+// the function only looks it up (untied embeddings: vocab-parallel); a
+// table the output layer also multiplies (tied) stays whole, and so does a
+// vocabulary tp does not divide.
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
+// CHECK-LABEL: triad.param @emb.untied
+// CHECK-SAME: {dist.layout = #dist.layout<{tp}, {}>}
+// CHECK-NEXT: triad.param @emb.tied
+// CHECK-NOT: dist.layout
+// CHECK-NEXT: triad.param @emb.odd
+// CHECK-NOT: dist.layout
+// CHECK: func.func @lookups
+triad.param @emb.untied : tensor<16x8xf32> init <zeros>
+triad.param @emb.tied : tensor<16x8xf32> init <zeros>
+triad.param @emb.odd : tensor<15x8xf32> init <zeros>
+func.func @lookups(%ids: tensor<4x8xi32>) -> (tensor<4x8x8xf32>, tensor<4x8x16xf32>, tensor<4x8x8xf32>) {
+  // CHECK: triad.embedding {{.*}} {dist.layouts = [#dist.layout<{}, {}, {}, partial = {tp}>]}
+  %u = triad.get_param @emb.untied : tensor<16x8xf32>
+  %a = triad.embedding %ids, %u : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
+  // CHECK: triad.embedding {{.*}} {dist.layouts = [#dist.layout<{}, {}, {}>]}
+  %t = triad.get_param @emb.tied : tensor<16x8xf32>
+  %b = triad.embedding %ids, %t : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
+  %t2 = triad.get_param @emb.tied : tensor<16x8xf32>
+  %logits = triad.matmul %b, %t2 transpose_rhs : tensor<4x8x8xf32>, tensor<16x8xf32> -> tensor<4x8x16xf32>
+  // CHECK: triad.embedding {{.*}} {dist.layouts = [#dist.layout<{}, {}, {}>]}
+  %o = triad.get_param @emb.odd : tensor<15x8xf32>
+  %c = triad.embedding %ids, %o : tensor<4x8xi32>, tensor<15x8xf32> -> tensor<4x8x8xf32>
+  return %a, %logits, %c : tensor<4x8x8xf32>, tensor<4x8x16xf32>, tensor<4x8x8xf32>
+}
+
+// -----
+
 // ZeRO state (dist.zero) takes its parameter's split and adds dp on the
 // first dimension that can take it; other state takes its first user's.
 dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
