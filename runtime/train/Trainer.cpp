@@ -48,6 +48,40 @@ const plan::Program *programOfRank(const plan::Plan &plan, uint32_t rank) {
 
 } // namespace
 
+std::vector<Trainer::CallLabel>
+Trainer::labelCalls(const plan::Program &program) {
+  std::vector<CallLabel> labels(program.step() ? program.step()->size() : 0);
+  const auto *callActions = program.call_actions();
+  if (!callActions)
+    return labels;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    int32_t index = callActions->Get(i);
+    if (index < 0)
+      continue;
+    // The loader has parsed and checked every action.
+    labels[i].token = program.actions()->Get(index)->str();
+    switch (schedule::parseAction(labels[i].token)->kind) {
+    case schedule::ActionKind::Forward:
+      labels[i].category = "forward";
+      break;
+    case schedule::ActionKind::Backward:
+    case schedule::ActionKind::BackwardInput:
+    case schedule::ActionKind::BackwardWeight:
+      labels[i].category = "backward";
+      break;
+    case schedule::ActionKind::Send:
+    case schedule::ActionKind::Recv:
+      labels[i].category = "transfer";
+      break;
+    case schedule::ActionKind::ReduceGradients:
+    case schedule::ActionKind::Optimizer:
+      labels[i].category = "optimizer";
+      break;
+    }
+  }
+  return labels;
+}
+
 Trainer::Trainer(const LoadedPlan &plan, Sampler sampler, CpuExecutor cpu,
                  std::unique_ptr<Communicator> ownCommunicator,
                  const TrainerOptions &options)
@@ -57,7 +91,8 @@ Trainer::Trainer(const LoadedPlan &plan, Sampler sampler, CpuExecutor cpu,
                                         : this->ownCommunicator.get()),
       options(options),
       dpRank(coordinateOn(plan.root(), this->cpu.coordinates(), "dp")),
-      dpSize(meshAxisSize(plan.root(), "dp")), epochNanos(nowNanos()) {}
+      dpSize(meshAxisSize(plan.root(), "dp")), epochNanos(nowNanos()),
+      callLabels(labelCalls(this->cpu.programOf())) {}
 
 absl::StatusOr<Trainer> Trainer::create(const LoadedPlan &plan,
                                         const TokenFile &data,
@@ -142,9 +177,8 @@ absl::StatusOr<StepResult> Trainer::step() {
   labels.ints.resize(samples * seq);
   std::vector<InstructionTime> times;
   int64_t stepBegin = nowNanos();
-  // Under a pipeline: each call's schedule action, and the span of the
-  // transfer calls since the last compute call (idle time).
-  const auto *callActions = program.call_actions();
+  // Under a pipeline: the span of the transfer calls since the last
+  // compute call (idle time).
   std::optional<int64_t> idleBegin;
   int64_t idleEnd = 0;
   std::string idleWhat;
@@ -186,29 +220,8 @@ absl::StatusOr<StepResult> Trainer::step() {
       for (size_t i = 0; i < function.result_names()->size(); ++i)
         result.results[function.result_names()->Get(i)->str()] =
             (*outputs)[i].floats.at(0);
-    std::string category = "call", token;
-    if (callActions && callActions->Get(callIndex) >= 0) {
-      // The loader has parsed and checked every action.
-      token = program.actions()->Get(callActions->Get(callIndex))->str();
-      switch (schedule::parseAction(token)->kind) {
-      case schedule::ActionKind::Forward:
-        category = "forward";
-        break;
-      case schedule::ActionKind::Backward:
-      case schedule::ActionKind::BackwardInput:
-      case schedule::ActionKind::BackwardWeight:
-        category = "backward";
-        break;
-      case schedule::ActionKind::Send:
-      case schedule::ActionKind::Recv:
-        category = "transfer";
-        break;
-      case schedule::ActionKind::ReduceGradients:
-      case schedule::ActionKind::Optimizer:
-        category = "optimizer";
-        break;
-      }
-    }
+    const std::string &category = callLabels[callIndex].category,
+                      &token = callLabels[callIndex].token;
     if (category == "transfer") {
       if (!idleBegin)
         idleBegin = callBegin;

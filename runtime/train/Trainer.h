@@ -150,6 +150,15 @@ public:
   int64_t dataParallelSize() const { return dpSize; }
 
 private:
+  /// A call of the step as the trace and the idle time see it: under a
+  /// pipeline its schedule action's token and category ("forward",
+  /// "backward", "transfer", "optimizer"); otherwise "call" and no token.
+  struct CallLabel {
+    std::string token;
+    std::string category = "call";
+  };
+  static std::vector<CallLabel> labelCalls(const plan::Program &program);
+
   Trainer(const LoadedPlan &plan, Sampler sampler, CpuExecutor cpu,
           std::unique_ptr<Communicator> ownCommunicator,
           const TrainerOptions &options);
@@ -173,6 +182,8 @@ private:
   /// The data-parallel rank and replica count.
   int64_t dpRank = 0, dpSize = 1;
   int64_t epochNanos = 0;
+  /// One per call of the step, computed once.
+  std::vector<CallLabel> callLabels;
 };
 
 } // namespace triad::rt
