@@ -338,7 +338,8 @@ struct StagedStep {
     auto it = phases.find({stage, backward});
     return it == phases.end() ? ArrayRef<const Leaf *>() : it->second;
   }
-  /// The values stage `to` reads from stage `from`, in the order first read.
+  /// The values stage `to` reads from stage `from`, in the order of their
+  /// pipe.transfer ops.
   ArrayRef<Value> transfer(int64_t from, int64_t to) const {
     auto it = transfers.find({from, to});
     return it == transfers.end() ? ArrayRef<Value>() : it->second;
