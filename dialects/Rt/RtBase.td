@@ -82,7 +82,8 @@ def Rt_OpCode : I32EnumAttr<"OpCode", "runtime kernel", [
     I32EnumAttrCase<"AllToAll", 41, "all_to_all">,
     I32EnumAttrCase<"AllSlice", 42, "all_slice">,
     I32EnumAttrCase<"Send", 43, "send">,
-    I32EnumAttrCase<"Recv", 44, "recv">
+    I32EnumAttrCase<"Recv", 44, "recv">,
+    I32EnumAttrCase<"LogSumExp", 45, "logsumexp">
   ]> {
   let cppNamespace = "::triad::rt";
 }

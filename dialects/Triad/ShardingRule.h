@@ -15,6 +15,7 @@
 #ifndef TRIAD_DIALECTS_TRIAD_SHARDINGRULE_H
 #define TRIAD_DIALECTS_TRIAD_SHARDINGRULE_H
 
+#include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallVector.h"
 #include <cstdint>
 #include <utility>
@@ -62,6 +63,32 @@ public:
   /// contraction pattern: (operand, dimension) of a weight to split over tp
   /// when the op is its first reader (the embedding's vocabulary rows).
   llvm::SmallVector<std::pair<unsigned, int64_t>> tensorParallelSplits;
+  /// Factors whose split the op's local form completes itself, through the
+  /// collectives it builds (`LocalCollectives`): a result without such a
+  /// factor is whole, not pending over its axes (the loss of a
+  /// vocab-parallel cross entropy).
+  llvm::SmallVector<int64_t> combinedFactors;
+};
+
+/// The collectives a local form needs within its own computation (the
+/// vocab-parallel cross entropy combines the pieces of its softmax
+/// denominator): the op says what it needs, the partition pass builds it
+/// on the mesh. Each returns the collective's result.
+class LocalCollectives {
+public:
+  virtual ~LocalCollectives() = default;
+  /// The pieces of `value` of every rank of the group over `axes`,
+  /// concatenated along `dim` in the group's order. `reason` says why, for
+  /// the communication report.
+  virtual mlir::Value allGather(mlir::OpBuilder &builder, mlir::Location loc,
+                                mlir::Value value, int64_t dim,
+                                llvm::ArrayRef<llvm::StringRef> axes,
+                                llvm::StringRef reason) = 0;
+  /// The sum of `value` over the ranks of the group over `axes`.
+  virtual mlir::Value allReduce(mlir::OpBuilder &builder, mlir::Location loc,
+                                mlir::Value value,
+                                llvm::ArrayRef<llvm::StringRef> axes,
+                                llvm::StringRef reason) = 0;
 };
 
 } // namespace triad

@@ -54,13 +54,17 @@ def Triad_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
         `factorParts[f]` the number of pieces factor f is split into and
         `factorAxes[f]` the mesh axes that split it (for a local form that
         depends on the rank's piece, such as the vocabulary rows of a
-        vocab-parallel embedding). Returns the new op.
+        vocab-parallel embedding). A local form that communicates within
+        its computation (the factors of the rule's `combinedFactors`)
+        builds its collectives through `collectives`. Returns the op whose
+        results replace the op's.
       }],
       "::mlir::Operation *", "buildLocal",
       (ins "::mlir::OpBuilder &":$builder, "::mlir::ValueRange":$operands,
            "::mlir::TypeRange":$resultTypes,
            "::llvm::ArrayRef<int64_t>":$factorParts,
-           "::llvm::ArrayRef<::llvm::SmallVector<::llvm::StringRef>>":$factorAxes),
+           "::llvm::ArrayRef<::llvm::SmallVector<::llvm::StringRef>>":$factorAxes,
+           "::triad::LocalCollectives &":$collectives),
       /*methodBody=*/"",
       /*defaultImplementation=*/[{
         return ::triad::cloneWithTypes(builder, $_op, operands, resultTypes);

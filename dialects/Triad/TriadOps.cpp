@@ -566,9 +566,11 @@ LogicalResult DropoutOp::verify() {
 }
 
 /// Shared by the cross-entropy and its gradient: labels have the shape of
-/// the logits without the vocabulary dimension.
+/// the logits without the vocabulary dimension; a local form's `lse` has the
+/// labels' shape and 1, and its `vocab_split` lists mesh axes once each.
 static LogicalResult verifyCrossEntropy(Operation *op, RankedTensorType logits,
-                                        RankedTensorType labels) {
+                                        RankedTensorType labels, Value lse,
+                                        std::optional<ArrayAttr> vocabAxes) {
   if (logits.getRank() < 1)
     return op->emitOpError("logits must have rank >= 1 [..., vocab]");
   if (labels.getRank() != logits.getRank() - 1)
@@ -581,17 +583,66 @@ static LogicalResult verifyCrossEntropy(Operation *op, RankedTensorType logits,
       return op->emitOpError("labels dim ")
              << i << " is " << labels.getDimSize(i) << " but logits dim " << i
              << " is " << logits.getDimSize(i);
+  if (static_cast<bool>(lse) != vocabAxes.has_value())
+    return op->emitOpError("lse and vocab_split come together (the local "
+                           "form of a vocab-parallel cross entropy)");
+  if (!lse)
+    return success();
+  if (vocabAxes->empty())
+    return op->emitOpError("vocab_split lists no mesh axes");
+  llvm::StringSet<> seen;
+  for (StringRef axis : vocabAxes->getAsValueRange<StringAttr>())
+    if (!seen.insert(axis).second)
+      return op->emitOpError("vocab_split lists mesh axis '")
+             << axis << "' twice";
+  SmallVector<int64_t> expected(labels.getShape());
+  expected.push_back(1);
+  auto type = cast<RankedTensorType>(lse.getType());
+  if (type.getShape() != ArrayRef<int64_t>(expected) ||
+      type.getElementType() != logits.getElementType())
+    return op->emitOpError("lse must be ")
+           << RankedTensorType::get(expected, logits.getElementType())
+           << " (the labels' shape and 1), got " << type;
   return success();
 }
 
+void CrossEntropyOp::build(OpBuilder &builder, OperationState &state,
+                           Value logits, Value labels, int64_t ignoreIndex) {
+  build(builder, state, RankedTensorType::get({}, builder.getF32Type()), logits,
+        labels, /*lse=*/Value(), builder.getI64IntegerAttr(ignoreIndex),
+        /*vocab_axes=*/nullptr);
+}
+
 LogicalResult CrossEntropyOp::verify() {
-  return verifyCrossEntropy(*this, getLogits().getType(),
-                            getLabels().getType());
+  return verifyCrossEntropy(*this, getLogits().getType(), getLabels().getType(),
+                            getLse(), getVocabAxes());
+}
+
+void CrossEntropyGradOp::build(OpBuilder &builder, OperationState &state,
+                               Value logits, Value labels, Value dloss,
+                               int64_t ignoreIndex) {
+  build(builder, state, logits.getType(), logits, labels, dloss,
+        /*lse=*/Value(), builder.getI64IntegerAttr(ignoreIndex),
+        /*vocab_axes=*/nullptr);
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
-  return verifyCrossEntropy(*this, getLogits().getType(),
-                            getLabels().getType());
+  return verifyCrossEntropy(*this, getLogits().getType(), getLabels().getType(),
+                            getLse(), getVocabAxes());
+}
+
+LogicalResult LogSumExpOp::verify() {
+  RankedTensorType x = getX().getType(), result = getResult().getType();
+  if (x.getRank() < 1)
+    return emitOpError("x must have rank >= 1");
+  SmallVector<int64_t> expected(x.getShape());
+  expected.back() = 1;
+  if (result.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError("result must have x's shape with a last dimension of "
+                       "1, ")
+           << RankedTensorType::get(expected, x.getElementType()) << ", got "
+           << result;
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

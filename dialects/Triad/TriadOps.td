@@ -740,7 +740,7 @@ def Triad_DropoutOp : Triad_DiffOp<"dropout", [Pure, SameOperandsAndResultType]>
   let hasVerifier = 1;
 }
 
-def Triad_CrossEntropyOp : Triad_DiffOp<"cross_entropy", [Pure]> {
+def Triad_CrossEntropyOp : Triad_DiffOpWithLocalForm<"cross_entropy", [Pure]> {
   let summary = "Mean softmax cross-entropy over non-ignored tokens";
   let description = [{
     For logits `[d0, ..., dn, vocab]` and labels `[d0, ..., dn]` (i32),
@@ -748,21 +748,62 @@ def Triad_CrossEntropyOp : Triad_DiffOp<"cross_entropy", [Pure]> {
     over the tokens whose label is not `ignore_index` (default -100) as an
     f32 scalar. A batch whose labels are all ignored has loss 0.
 
+    With `lse` and `vocab_split`, the op is the local form of a
+    vocab-parallel cross entropy (as in Megatron), which the partition
+    builds when the logits are split along the vocabulary: the logits hold
+    columns `[m * vocab, (m + 1) * vocab)` of the whole vocabulary, `m`
+    being this rank's index in its group over the listed mesh axes, and
+    `lse` (`[d0, ..., dn, 1]`) is each token's log-sum-exp over the whole
+    vocabulary. The result is the sum, over the tokens whose label lies in
+    this rank's columns, of `lse - logit[label]`, divided by the count of
+    all non-ignored tokens: the sum of the results over the group is the
+    loss.
+
     Example:
 
     ```mlir
     %loss = triad.cross_entropy %logits, %labels : tensor<8x64x256xf32>, tensor<8x64xi32> -> tensor<f32>
+    %part = triad.cross_entropy %piece, %labels lse %lse vocab_split ["tp"]
+        : tensor<8x64x128xf32>, tensor<8x64xi32>, tensor<8x64x1xf32> -> tensor<f32>
     ```
   }];
   let arguments = (ins
     Triad_FloatTensor:$logits,
     Triad_IdTensor:$labels,
-    DefaultValuedAttr<I64Attr, "-100">:$ignore_index
+    Optional<Triad_FloatTensor>:$lse,
+    DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+    OptionalAttr<StrArrayAttr>:$vocab_axes
   );
   let results = (outs Triad_ScalarF32Tensor:$loss);
   let assemblyFormat = [{
-    $logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->` type($loss)
+    $logits `,` $labels (`lse` $lse^ `vocab_split` $vocab_axes)? attr-dict `:`
+    type($logits) `,` type($labels) (`,` type($lse)^)? `->` type($loss)
   }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$logits,
+                                 "::mlir::Value":$labels,
+                                 "int64_t":$ignoreIndex)>];
+  let hasVerifier = 1;
+}
+
+def Triad_LogSumExpOp : Triad_Op<"logsumexp", [Triad_Sharded, Pure,
+    AllElementTypesMatch<["x", "result"]>]> {
+  let summary = "Log of the sum of exponentials over the last dimension";
+  let description = [{
+    `result[i..., 0] = log(sum_j exp(x[i..., j]))`, computed stably (from
+    the row's maximum); the last dimension is kept with size 1. The
+    vocab-parallel cross entropy combines the pieces of its softmax
+    denominator with it: each rank's log-sum-exp over its columns,
+    gathered, and the log-sum-exp of those.
+
+    Example:
+
+    ```mlir
+    %lse = triad.logsumexp %logits : tensor<8x64x256xf32> -> tensor<8x64x1xf32>
+    ```
+  }];
+  let arguments = (ins Triad_FloatTensor:$x);
+  let results = (outs Triad_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
   let hasVerifier = 1;
 }
 
@@ -961,8 +1002,8 @@ def Triad_RopeGradOp : Triad_Op<"rope_grad", [Triad_ShardedWithLocalForm, Pure, 
   let hasVerifier = 1;
 }
 
-def Triad_CrossEntropyGradOp : Triad_Op<"cross_entropy_grad", [Triad_Sharded,
-    Pure, AllTypesMatch<["logits", "result"]>]> {
+def Triad_CrossEntropyGradOp : Triad_Op<"cross_entropy_grad", [
+    Triad_ShardedWithLocalForm, Pure, AllTypesMatch<["logits", "result"]>]> {
   let summary = "Gradient of the mean cross-entropy";
   let description = [{
     The gradient of `triad.cross_entropy` (same `ignore_index`) with respect
@@ -970,23 +1011,37 @@ def Triad_CrossEntropyGradOp : Triad_Op<"cross_entropy_grad", [Triad_Sharded,
     `(softmax(logits[t]) - onehot(labels[t])) * dloss / n` for the `n`
     tokens whose label is not ignored, and 0 for ignored tokens.
 
+    With `lse` and `vocab_split`, the op is the local form over this rank's
+    columns of the vocabulary, as for `triad.cross_entropy`: the softmax
+    is `exp(logits - lse)` and the one-hot term falls on the label's column
+    where it lies in this rank's piece.
+
     Example:
 
     ```mlir
     %dl = triad.cross_entropy_grad %logits, %labels, %dloss
         : tensor<8x64x256xf32>, tensor<8x64xi32>
+    %dp = triad.cross_entropy_grad %piece, %labels, %dloss lse %lse vocab_split ["tp"]
+        : tensor<8x64x128xf32>, tensor<8x64xi32>, tensor<8x64x1xf32>
     ```
   }];
   let arguments = (ins
     Triad_FloatTensor:$logits,
     Triad_IdTensor:$labels,
     Triad_ScalarF32Tensor:$dloss,
-    DefaultValuedAttr<I64Attr, "-100">:$ignore_index
+    Optional<Triad_FloatTensor>:$lse,
+    DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+    OptionalAttr<StrArrayAttr>:$vocab_axes
   );
   let results = (outs Triad_FloatTensor:$result);
   let assemblyFormat = [{
-    $logits `,` $labels `,` $dloss attr-dict `:` type($logits) `,` type($labels)
+    $logits `,` $labels `,` $dloss (`lse` $lse^ `vocab_split` $vocab_axes)?
+    attr-dict `:` type($logits) `,` type($labels) (`,` type($lse)^)?
   }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$logits,
+                                 "::mlir::Value":$labels,
+                                 "::mlir::Value":$dloss,
+                                 "int64_t":$ignoreIndex)>];
   let hasVerifier = 1;
 }
 

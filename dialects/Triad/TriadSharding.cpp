@@ -139,10 +139,11 @@ ShardingRule EmbeddingOp::getShardingRule() {
   return rule;
 }
 
-Operation *
-EmbeddingOp::buildLocal(OpBuilder &builder, ValueRange operands,
-                        TypeRange resultTypes, ArrayRef<int64_t> factorParts,
-                        ArrayRef<SmallVector<StringRef>> factorAxes) {
+Operation *EmbeddingOp::buildLocal(OpBuilder &builder, ValueRange operands,
+                                   TypeRange resultTypes,
+                                   ArrayRef<int64_t> factorParts,
+                                   ArrayRef<SmallVector<StringRef>> factorAxes,
+                                   LocalCollectives &) {
   auto local =
       cast<EmbeddingOp>(cloneWithTypes(builder, *this, operands, resultTypes));
   // Factors: the ids' dimensions, then the vocabulary, then the hidden one.
@@ -268,10 +269,11 @@ static Operation *withLocalHeads(OpBuilder &builder, AttentionLikeOp op,
   return local;
 }
 
-Operation *
-AttentionOp::buildLocal(OpBuilder &builder, ValueRange operands,
-                        TypeRange resultTypes, ArrayRef<int64_t> factorParts,
-                        ArrayRef<SmallVector<StringRef>> factorAxes) {
+Operation *AttentionOp::buildLocal(OpBuilder &builder, ValueRange operands,
+                                   TypeRange resultTypes,
+                                   ArrayRef<int64_t> factorParts,
+                                   ArrayRef<SmallVector<StringRef>> factorAxes,
+                                   LocalCollectives &) {
   return withLocalHeads(builder, *this, operands, resultTypes, factorParts);
 }
 
@@ -283,11 +285,10 @@ ShardingRule AttentionGradOp::getShardingRule() {
   return rule;
 }
 
-Operation *
-AttentionGradOp::buildLocal(OpBuilder &builder, ValueRange operands,
-                            TypeRange resultTypes,
-                            ArrayRef<int64_t> factorParts,
-                            ArrayRef<SmallVector<StringRef>> factorAxes) {
+Operation *AttentionGradOp::buildLocal(
+    OpBuilder &builder, ValueRange operands, TypeRange resultTypes,
+    ArrayRef<int64_t> factorParts, ArrayRef<SmallVector<StringRef>> factorAxes,
+    LocalCollectives &) {
   return withLocalHeads(builder, *this, operands, resultTypes, factorParts);
 }
 
@@ -311,7 +312,8 @@ ShardingRule RopeOp::getShardingRule() { return ropeRule(*this, getHeads()); }
 Operation *RopeOp::buildLocal(OpBuilder &builder, ValueRange operands,
                               TypeRange resultTypes,
                               ArrayRef<int64_t> factorParts,
-                              ArrayRef<SmallVector<StringRef>> factorAxes) {
+                              ArrayRef<SmallVector<StringRef>> factorAxes,
+                              LocalCollectives &) {
   return withLocalHeads(builder, *this, operands, resultTypes, factorParts);
 }
 
@@ -322,7 +324,8 @@ ShardingRule RopeGradOp::getShardingRule() {
 Operation *RopeGradOp::buildLocal(OpBuilder &builder, ValueRange operands,
                                   TypeRange resultTypes,
                                   ArrayRef<int64_t> factorParts,
-                                  ArrayRef<SmallVector<StringRef>> factorAxes) {
+                                  ArrayRef<SmallVector<StringRef>> factorAxes,
+                                  LocalCollectives &) {
   return withLocalHeads(builder, *this, operands, resultTypes, factorParts);
 }
 
@@ -404,7 +407,8 @@ ShardingRule SliceOp::getShardingRule() {
 
 Operation *SliceOp::buildLocal(OpBuilder &builder, ValueRange operands,
                                TypeRange resultTypes, ArrayRef<int64_t>,
-                               ArrayRef<SmallVector<StringRef>>) {
+                               ArrayRef<SmallVector<StringRef>>,
+                               LocalCollectives &) {
   Operation *local = cloneWithTypes(builder, *this, operands, resultTypes);
   cast<SliceOp>(local).setSizes(cast<ShapedType>(resultTypes[0]).getShape());
   return local;
@@ -500,9 +504,13 @@ ShardingRule MeanOp::getShardingRule() {
 }
 
 /// The factors of cross entropy: one per token dimension of the logits
-/// (the labels' dimensions) and the vocabulary, which stays whole.
+/// (the labels' dimensions) and the vocabulary, last. Split along the
+/// vocabulary, the op is vocab-parallel: its local form combines the
+/// pieces of the softmax denominator itself (`combinedFactors`). A local
+/// form holds one piece already: its vocabulary stays whole.
 static std::pair<SmallVector<int64_t>, SmallVector<int64_t>>
-crossEntropyFactors(ShardingRule &rule, ArrayRef<int64_t> logits) {
+crossEntropyFactors(ShardingRule &rule, ArrayRef<int64_t> logits,
+                    bool localForm) {
   SmallVector<int64_t> tokens = newFactors(rule, logits.drop_back());
   // The loss takes whole sequences: a piece's loss is weighted by its own
   // count of tokens when the step combines pieces, which is right for
@@ -512,8 +520,39 @@ crossEntropyFactors(ShardingRule &rule, ArrayRef<int64_t> logits) {
   for (int64_t factor : ArrayRef<int64_t>(tokens).drop_front())
     rule.wholeFactors[factor] = true;
   SmallVector<int64_t> logitDims = tokens;
-  logitDims.push_back(rule.addFactor(logits.back(), /*whole=*/true));
+  int64_t vocab = rule.addFactor(logits.back(), /*whole=*/localForm);
+  logitDims.push_back(vocab);
+  rule.combinedFactors.push_back(vocab);
   return {tokens, logitDims};
+}
+
+/// The operands of a cross entropy's local form after `dloss`: its `lse`,
+/// per token.
+static void addLseOperand(ShardingRule &rule, Value lse,
+                          ArrayRef<int64_t> tokens) {
+  if (!lse)
+    return;
+  SmallVector<int64_t> dims(tokens);
+  dims.push_back(kNone);
+  rule.addOperand(dims);
+}
+
+/// The log-sum-exp over the whole vocabulary of `logits`, a piece split
+/// along its vocabulary over `axes`: each piece's own, gathered over the
+/// group, and the log-sum-exp of those.
+static Value vocabLogSumExp(OpBuilder &builder, Location loc, Value logits,
+                            ArrayRef<StringRef> axes,
+                            LocalCollectives &collectives) {
+  auto type = cast<RankedTensorType>(logits.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape.back() = 1;
+  auto lseType = type.clone(shape);
+  Value piece = LogSumExpOp::create(builder, loc, lseType, logits);
+  Value gathered = collectives.allGather(
+      builder, loc, piece, type.getRank() - 1, axes,
+      "vocab-parallel cross entropy: the log-sum-exp of each piece of the "
+      "vocabulary");
+  return LogSumExpOp::create(builder, loc, lseType, gathered);
 }
 
 // The loss is the mean over the tokens of the batch; split by samples or
@@ -523,24 +562,82 @@ crossEntropyFactors(ShardingRule &rule, ArrayRef<int64_t> logits) {
 // labels.
 ShardingRule CrossEntropyOp::getShardingRule() {
   ShardingRule rule;
-  auto [tokens, logitDims] = crossEntropyFactors(rule, shapeOf(getLogits()));
+  auto [tokens, logitDims] = crossEntropyFactors(rule, shapeOf(getLogits()),
+                                                 getVocabAxes().has_value());
   rule.addOperand(logitDims);
   rule.addOperand(tokens);
+  addLseOperand(rule, getLse(), tokens);
   rule.addResult({});
   return rule;
+}
+
+// Split along the vocabulary, each rank's local form sums its labels'
+// terms and the pieces are added up over the group: the loss is whole
+// again (Megatron's vocab-parallel cross entropy, with the log-sum-exp
+// pieces gathered rather than the maximum and sum reduced apart).
+Operation *
+CrossEntropyOp::buildLocal(OpBuilder &builder, ValueRange operands,
+                           TypeRange resultTypes, ArrayRef<int64_t> factorParts,
+                           ArrayRef<SmallVector<StringRef>> factorAxes,
+                           LocalCollectives &collectives) {
+  int64_t vocab = getLabels().getType().getRank();
+  if (factorParts[vocab] == 1)
+    return cloneWithTypes(builder, *this, operands, resultTypes);
+  ArrayRef<StringRef> axes = factorAxes[vocab];
+  Value lse = vocabLogSumExp(builder, getLoc(), operands[0], axes, collectives);
+  Value piece = CrossEntropyOp::create(
+      builder, getLoc(), resultTypes[0], operands[0], operands[1], lse,
+      getIgnoreIndexAttr(), builder.getStrArrayAttr(axes));
+  return collectives
+      .allReduce(builder, getLoc(), piece, axes,
+                 "vocab-parallel cross entropy: the loss of each piece of "
+                 "the vocabulary")
+      .getDefiningOp();
 }
 
 // The gradient of a piece's mean loss: partial in the same token-weighted
 // sense as the loss.
 ShardingRule CrossEntropyGradOp::getShardingRule() {
   ShardingRule rule;
-  auto [tokens, logitDims] = crossEntropyFactors(rule, shapeOf(getLogits()));
+  auto [tokens, logitDims] = crossEntropyFactors(rule, shapeOf(getLogits()),
+                                                 getVocabAxes().has_value());
   rule.addOperand(logitDims);
   rule.addOperand(tokens);
   rule.addOperand({});
+  addLseOperand(rule, getLse(), tokens);
   rule.addResult(logitDims);
   rule.linearity = Linearity::Each;
   rule.linearOperands = {2};
+  return rule;
+}
+
+Operation *CrossEntropyGradOp::buildLocal(
+    OpBuilder &builder, ValueRange operands, TypeRange resultTypes,
+    ArrayRef<int64_t> factorParts, ArrayRef<SmallVector<StringRef>> factorAxes,
+    LocalCollectives &collectives) {
+  int64_t vocab = getLabels().getType().getRank();
+  if (factorParts[vocab] == 1)
+    return cloneWithTypes(builder, *this, operands, resultTypes);
+  ArrayRef<StringRef> axes = factorAxes[vocab];
+  // The backward recomputes the log-sum-exp (one pass over the piece and
+  // a gather of one value per token) rather than keep the loss's.
+  Value lse = vocabLogSumExp(builder, getLoc(), operands[0], axes, collectives);
+  return CrossEntropyGradOp::create(
+      builder, getLoc(), resultTypes[0], operands[0], operands[1], operands[2],
+      lse, getIgnoreIndexAttr(), builder.getStrArrayAttr(axes));
+}
+
+// The last dimension is reduced (kept with size 1) and not linear: it
+// stays whole.
+ShardingRule LogSumExpOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> shape = shapeOf(getX());
+  SmallVector<int64_t> dims = newFactors(rule, shape.drop_back());
+  SmallVector<int64_t> in = dims;
+  in.push_back(rule.addFactor(shape.back(), /*whole=*/true));
+  dims.push_back(kNone);
+  rule.addOperand(in);
+  rule.addResult(dims);
   return rule;
 }
 

@@ -341,8 +341,11 @@ LogicalResult DropoutOp::buildVjp(OpBuilder &b, ValueRange resultGrads,
 
 LogicalResult CrossEntropyOp::buildVjp(OpBuilder &b, ValueRange resultGrads,
                                        SmallVectorImpl<Value> &operandGrads) {
+  if (getVocabAxes())
+    return emitOpError("is a vocab-parallel local form, which autodiff does "
+                       "not differentiate (differentiate before partitioning)");
   Value grad = CrossEntropyGradOp::create(b, getLoc(), getLogits(), getLabels(),
-                                          resultGrads[0], getIgnoreIndexAttr());
+                                          resultGrads[0], getIgnoreIndex());
   operandGrads.append({grad, Value()});
   return success();
 }

@@ -236,6 +236,23 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
     return cast<RankedTensorType>(op->getResult(0).getType()).getShape();
   };
 
+  // A vocab-parallel local form holds `size` rows or columns of the
+  // vocabulary from this rank's index in its group over `axes` on.
+  auto vocabPiece =
+      [&](std::optional<ArrayAttr> axes, int64_t size,
+          const Tensor *lse) -> FailureOr<std::optional<VocabPiece>> {
+    if (!axes)
+      return std::optional<VocabPiece>();
+    dist::MeshOp mesh = dist::MeshOp::lookup(op);
+    if (!mesh)
+      return op->emitOpError("has vocab_split but the module has no "
+                             "dist.mesh");
+    SmallVector<StringRef> names(axes->getAsValueRange<StringAttr>());
+    return std::optional<VocabPiece>(
+        VocabPiece{lse, groupIndex(mesh, options.rank, names) * size,
+                   size * mesh.getGroupSize(names)});
+  };
+
   if (isa<dist::DistDialect>(op->getDialect())) {
     if (!options.collectives)
       return op->emitError("is a collective; run the module on its mesh "
@@ -282,20 +299,14 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
         return call(callOp.getCallee(), args);
       })
       .Case([&](EmbeddingOp e) -> Result {
-        std::optional<ArrayAttr> axes = e.getVocabAxes();
-        if (!axes)
+        FailureOr<std::optional<VocabPiece>> piece =
+            vocabPiece(e.getVocabAxes(), in[1]->dim(0), nullptr);
+        if (failed(piece))
+          return failure();
+        if (!*piece)
           return oneOrError(embedding(*in[0], *in[1]));
-        // A vocab-parallel piece: the table's rows start at this rank's
-        // index in its group times their count.
-        dist::MeshOp mesh = dist::MeshOp::lookup(e);
-        if (!mesh)
-          return e.emitOpError("has vocab_split but the module has no "
-                               "dist.mesh");
-        SmallVector<StringRef> names(axes->getAsValueRange<StringAttr>());
-        int64_t rows = in[1]->dim(0);
-        return oneOrError(embedding(
-            *in[0], *in[1], groupIndex(mesh, options.rank, names) * rows,
-            rows * mesh.getGroupSize(names)));
+        return oneOrError(
+            embedding(*in[0], *in[1], (*piece)->first, (*piece)->vocab));
       })
       .Case([&](MatmulOp m) {
         return one(
@@ -358,8 +369,13 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
                            options.seed, options.step, d.getRngStream()));
       })
       .Case([&](CrossEntropyOp c) -> Result {
+        FailureOr<std::optional<VocabPiece>> piece =
+            vocabPiece(c.getVocabAxes(), in[0]->shape.back(),
+                       c.getLse() ? in[2] : nullptr);
+        if (failed(piece))
+          return failure();
         FailureOr<double> loss =
-            check(op, crossEntropy(*in[0], *in[1], c.getIgnoreIndex()));
+            check(op, crossEntropy(*in[0], *in[1], c.getIgnoreIndex(), *piece));
         if (failed(loss))
           return failure();
         return one(Tensor::scalar(*loss));
@@ -406,10 +422,16 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
         return one(ropeGrad(*in[0], r.getHeads(), r.getRotaryDim(),
                             r.getBase().convertToDouble()));
       })
-      .Case([&](CrossEntropyGradOp c) {
+      .Case([&](CrossEntropyGradOp c) -> Result {
+        FailureOr<std::optional<VocabPiece>> piece =
+            vocabPiece(c.getVocabAxes(), in[0]->shape.back(),
+                       c.getLse() ? in[3] : nullptr);
+        if (failed(piece))
+          return failure();
         return oneOrError(crossEntropyGrad(*in[0], *in[1], in[2]->data[0],
-                                           c.getIgnoreIndex()));
+                                           c.getIgnoreIndex(), *piece));
       })
+      .Case([&](LogSumExpOp) { return one(logSumExp(*in[0])); })
       .Case([&](AssignOp a) -> Result {
         auto it = params.find(a.getName());
         if (it == params.end())

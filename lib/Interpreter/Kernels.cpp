@@ -471,23 +471,44 @@ llvm::Expected<int64_t> countLabels(const Tensor &labels, int64_t vocab,
 }
 } // namespace
 
+/// log(sum(exp(row))) over `n` values, from the row's maximum.
+static double rowLogSumExp(const double *row, int64_t n) {
+  double maxLogit = *std::max_element(row, row + n);
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j)
+    sum += std::exp(row[j] - maxLogit);
+  return maxLogit + std::log(sum);
+}
+
+Tensor logSumExp(const Tensor &x) {
+  std::vector<int64_t> shape = x.shape;
+  int64_t n = shape.back();
+  shape.back() = 1;
+  Tensor result(shape);
+  for (int64_t r = 0; r < result.numElements(); ++r)
+    result.data[r] = rowLogSumExp(x.data.data() + r * n, n);
+  return result;
+}
+
 llvm::Expected<double> crossEntropy(const Tensor &logits, const Tensor &labels,
-                                    int64_t ignoreIndex) {
-  int64_t vocab = logits.dim(logits.rank() - 1);
-  llvm::Expected<int64_t> counted = countLabels(labels, vocab, ignoreIndex);
+                                    int64_t ignoreIndex,
+                                    std::optional<VocabPiece> piece) {
+  int64_t columns = logits.dim(logits.rank() - 1);
+  int64_t first = piece ? piece->first : 0;
+  llvm::Expected<int64_t> counted =
+      countLabels(labels, piece ? piece->vocab : columns, ignoreIndex);
   if (!counted)
     return counted.takeError();
   double total = 0.0;
   for (int64_t t = 0; t < labels.numElements(); ++t) {
     double label = labels.data[t];
-    if (label == static_cast<double>(ignoreIndex))
+    int64_t column = static_cast<int64_t>(label) - first;
+    if (label == static_cast<double>(ignoreIndex) || column < 0 ||
+        column >= columns)
       continue;
-    const double *row = logits.data.data() + t * vocab;
-    double maxLogit = *std::max_element(row, row + vocab);
-    double sum = 0.0;
-    for (int64_t j = 0; j < vocab; ++j)
-      sum += std::exp(row[j] - maxLogit);
-    total += maxLogit + std::log(sum) - row[static_cast<int64_t>(label)];
+    const double *row = logits.data.data() + t * columns;
+    double lse = piece ? piece->lse->data[t] : rowLogSumExp(row, columns);
+    total += lse - row[column];
   }
   return *counted ? total / static_cast<double>(*counted) : 0.0;
 }
@@ -676,10 +697,13 @@ attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
 
 llvm::Expected<Tensor> crossEntropyGrad(const Tensor &logits,
                                         const Tensor &labels, double dloss,
-                                        int64_t ignoreIndex) {
-  int64_t vocab = logits.dim(logits.rank() - 1);
+                                        int64_t ignoreIndex,
+                                        std::optional<VocabPiece> piece) {
+  int64_t columns = logits.dim(logits.rank() - 1);
+  int64_t first = piece ? piece->first : 0;
   int64_t tokens = labels.numElements();
-  llvm::Expected<int64_t> countedOr = countLabels(labels, vocab, ignoreIndex);
+  llvm::Expected<int64_t> countedOr =
+      countLabels(labels, piece ? piece->vocab : columns, ignoreIndex);
   if (!countedOr)
     return countedOr.takeError();
   int64_t counted = *countedOr;
@@ -691,15 +715,14 @@ llvm::Expected<Tensor> crossEntropyGrad(const Tensor &logits,
     double label = labels.data[t];
     if (label == static_cast<double>(ignoreIndex))
       continue;
-    const double *row = logits.data.data() + t * vocab;
-    double *out = result.data.data() + t * vocab;
-    double maxLogit = *std::max_element(row, row + vocab);
-    double sum = 0.0;
-    for (int64_t j = 0; j < vocab; ++j)
-      sum += std::exp(row[j] - maxLogit);
-    for (int64_t j = 0; j < vocab; ++j)
-      out[j] = std::exp(row[j] - maxLogit) / sum * weight;
-    out[static_cast<int64_t>(label)] -= weight;
+    const double *row = logits.data.data() + t * columns;
+    double *out = result.data.data() + t * columns;
+    double lse = piece ? piece->lse->data[t] : rowLogSumExp(row, columns);
+    for (int64_t j = 0; j < columns; ++j)
+      out[j] = std::exp(row[j] - lse) * weight;
+    int64_t column = static_cast<int64_t>(label) - first;
+    if (column >= 0 && column < columns)
+      out[column] -= weight;
   }
   return result;
 }

@@ -338,24 +338,23 @@ Value ModelIRBuilder::topQueryPart(Value hidden, Value prefixLengths) {
 
 Value ModelIRBuilder::headPart(Value hidden, Value labels) {
   auto lossType = RankedTensorType::get({}, builder.getF32Type());
-  LayerOp op = layer(LayerKind::head, 0, ValueRange{hidden, labels}, lossType,
-                     [&](ValueRange args) -> SmallVector<Value> {
-                       Value x = args[0];
-                       if (config.finalNorm && !config.topQueryLayer)
-                         x = norm(x, "head.norm");
-                       Value table = config.tieEmbeddings
-                                         ? param("embed.wte",
-                                                 {config.vocab, config.hidden},
-                                                 normalInit(config.initStd))
-                                         : param("head.lm_head.weight",
-                                                 {config.vocab, config.hidden},
-                                                 normalInit(config.initStd));
-                       Value logits = MatmulOp::create(builder, loc, x, table,
-                                                       /*transposeLhs=*/false,
-                                                       /*transposeRhs=*/true);
-                       return {CrossEntropyOp::create(builder, loc, lossType,
-                                                      logits, args[1])};
-                     });
+  LayerOp op = layer(
+      LayerKind::head, 0, ValueRange{hidden, labels}, lossType,
+      [&](ValueRange args) -> SmallVector<Value> {
+        Value x = args[0];
+        if (config.finalNorm && !config.topQueryLayer)
+          x = norm(x, "head.norm");
+        Value table =
+            config.tieEmbeddings
+                ? param("embed.wte", {config.vocab, config.hidden},
+                        normalInit(config.initStd))
+                : param("head.lm_head.weight", {config.vocab, config.hidden},
+                        normalInit(config.initStd));
+        Value logits = MatmulOp::create(builder, loc, x, table,
+                                        /*transposeLhs=*/false,
+                                        /*transposeRhs=*/true);
+        return {CrossEntropyOp::create(builder, loc, logits, args[1], -100)};
+      });
   return op.getResult(0);
 }
 

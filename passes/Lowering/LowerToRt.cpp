@@ -256,6 +256,7 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
                           {static_cast<int64_t>(c.getIgnoreIndex())},
                           {}};
       })
+      .Case([&](LogSumExpOp) { return plain(OpCode::LogSumExp); })
       .Case([&](SumSquaresOp) { return plain(OpCode::SumSquares); })
       .Case([&](ClipCoefficientOp c) -> R {
         return KernelSpec{
@@ -723,11 +724,11 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
   FailureOr<KernelSpec> spec = kernelFor(&op);
   if (failed(spec))
     return failure();
-  // A vocab-parallel embedding finds its rows from its index in a group.
-  if (auto embedding = dyn_cast<EmbeddingOp>(op))
-    if (std::optional<ArrayAttr> axes = embedding.getVocabAxes())
-      spec->ints.push_back(groupIndex(
-          SmallVector<StringRef>(axes->getAsValueRange<StringAttr>())));
+  // A vocab-parallel local form (embedding, cross entropy) finds its rows
+  // or columns from its index in a group.
+  if (auto axes = op.getAttrOfType<ArrayAttr>("vocab_axes"))
+    spec->ints.push_back(
+        groupIndex(SmallVector<StringRef>(axes.getAsValueRange<StringAttr>())));
   Kernel kernel{spec->opcode, {}, {}, spec->ints, spec->floats};
   for (Value operand : op.getOperands())
     kernel.inputs.push_back(slotOf.at(operand));
@@ -874,8 +875,12 @@ LogicalResult ProgramLowering::readDataShape(int64_t microbatches) {
       return WalkResult::interrupt();
     }
     ignoreIndex = loss.getIgnoreIndex();
+    // A vocab-parallel loss holds one piece of the vocabulary.
     vocab =
         cast<RankedTensorType>(loss.getLogits().getType()).getShape().back();
+    if (std::optional<ArrayAttr> axes = loss.getVocabAxes())
+      vocab *= mesh.getGroupSize(
+          SmallVector<StringRef>(axes->getAsValueRange<StringAttr>()));
     return WalkResult::advance();
   });
   if (walk.wasInterrupted())

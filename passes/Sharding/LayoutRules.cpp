@@ -204,7 +204,8 @@ LayoutDecision decideLayouts(const ShardingRule &rule,
   for (ArrayRef<int64_t> dims : rule.results) {
     llvm::SetVector<StringRef> pending(passed.begin(), passed.end());
     for (size_t factor = 0; factor < factors; ++factor)
-      if (!llvm::is_contained(dims, (int64_t)factor))
+      if (!llvm::is_contained(dims, (int64_t)factor) &&
+          !llvm::is_contained(rule.combinedFactors, (int64_t)factor))
         pending.insert(factorAxes[factor].begin(), factorAxes[factor].end());
     decision.results.push_back(layoutOf(dims, pending.getArrayRef()));
   }

@@ -29,7 +29,7 @@ using namespace triad::sharding;
 
 namespace {
 
-class Partitioner {
+class Partitioner : public LocalCollectives {
 public:
   Partitioner(ModuleOp module, MeshOp mesh, int64_t bucketBytes,
               bool allowCollectives, bool sequenceSplit)
@@ -91,7 +91,40 @@ public:
 
   int64_t collectives = 0;
 
+  /// The collectives of local forms that communicate within their
+  /// computation (LocalCollectives).
+  Value allGather(OpBuilder &b, Location loc, Value value, int64_t dim,
+                  ArrayRef<StringRef> axes, StringRef reason) override {
+    auto type = cast<RankedTensorType>(value.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] *= mesh.getGroupSize(axes);
+    return stampLocal(AllGatherOp::create(b, loc, type.clone(shape), value, dim,
+                                          b.getStrArrayAttr(axes)),
+                      reason);
+  }
+  Value allReduce(OpBuilder &b, Location loc, Value value,
+                  ArrayRef<StringRef> axes, StringRef reason) override {
+    return stampLocal(AllReduceOp::create(b, loc, TypeRange{value.getType()},
+                                          ValueRange{value},
+                                          b.getStrArrayAttr(axes)),
+                      reason);
+  }
+
 private:
+  Value stampLocal(Operation *collective, StringRef reason) {
+    if (!allowCollectives) {
+      failedCollective = true;
+      collective->emitError("needs communication between the pieces of mesh "
+                            "axis '")
+          << llvm::join(mesh.getAxes().getAsValueRange<StringAttr>(), ",")
+          << "' (" << reason << "), which cannot have any";
+    }
+    ++collectives;
+    collective->setAttr(DistDialect::kReasonAttrName,
+                        StringAttr::get(collective->getContext(), reason));
+    return collective->getResult(0);
+  }
+
   bool failedCollective = false;
   LayoutAttr layoutOf(Value value) {
     auto it = layouts.find(value);
@@ -475,8 +508,11 @@ private:
         return failure();
       types.push_back(localType(tensor, layout, mesh));
     }
-    Operation *local = sharded.buildLocal(
-        builder, operands, types, decision.factorParts, decision.factorAxes);
+    Operation *local =
+        sharded.buildLocal(builder, operands, types, decision.factorParts,
+                           decision.factorAxes, *this);
+    if (failedCollective)
+      return failure();
     setResultLayouts(local, decision.results);
     for (auto [result, layout] :
          llvm::zip(local->getResults(), decision.results))

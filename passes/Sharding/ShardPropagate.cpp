@@ -177,7 +177,7 @@ private:
            llvm::zip(layer.getResults(), body.getTerminator()->getOperands())) {
         FailureOr<LayoutAttr> layout =
             layer.getBackward()
-                ? layoutOf(value)
+                ? activationGradient(cast<OpResult>(result), layoutOf(value))
                 : sequenceParallel(layer, cast<OpResult>(result),
                                    layoutOf(value));
         if (failed(layout))
@@ -233,6 +233,35 @@ private:
     if (op.getNumResults() != 0)
       setResultLayouts(&op, results);
     return success();
+  }
+
+  /// An activation gradient one backward layer passes to another
+  /// ([batch, seq, hidden]) is whole when it crosses: a pending sum (the
+  /// input gradient of a vocab-parallel output layer) is reduced once at
+  /// the layer's end, as Megatron reduces the input gradient of a
+  /// column-parallel layer, rather than by each of its users in the next
+  /// layer (the branch's first matmul and the residual sum alike). Under
+  /// sequence parallelism it is reduce-scattered into sequence pieces.
+  LayoutAttr activationGradient(OpResult result, LayoutAttr layout) {
+    auto type = dyn_cast<RankedTensorType>(result.getType());
+    if (!type || type.getRank() != 3 ||
+        !isa<FloatType>(type.getElementType()) ||
+        layout.getPartialAxes().empty() ||
+        llvm::none_of(result.getUsers(), [](Operation *user) {
+          auto layer = dyn_cast<LayerOp>(user);
+          return layer && layer.getBackward();
+        }))
+      return layout;
+    SmallVector<StringRef> pending = layout.getPartialAxes();
+    LayoutAttr whole = layout.withPartial({});
+    if (!sequenceSplit || !llvm::is_contained(pending, "tp") ||
+        splitsOver(layout, "tp"))
+      return whole;
+    SmallVector<StringRef> axes = layout.getSplitAxes(1);
+    axes.push_back("tp");
+    if (type.getDimSize(1) % mesh.getGroupSize(axes) != 0)
+      return whole;
+    return whole.withSplit(1, axes);
   }
 
   /// Sequence parallelism: an activation one forward layer passes to
@@ -301,20 +330,18 @@ private:
       return false;
     };
     // The op's own choice first (the embedding's vocabulary rows), for a
-    // parameter that only such ops read and whose dimension tp divides.
-    // (A tied output layer also multiplies the embedding table: split along
-    // the vocabulary, its logits would have to be gathered for the loss
-    // until the cross entropy has a vocab-parallel form, so a tied table
-    // stays whole; the vocabulary is not padded yet.)
+    // parameter whose dimension tp divides. A tied output layer, which
+    // multiplies the same table, then gives logits split along the
+    // vocabulary, which the vocab-parallel cross entropy takes as they
+    // are. (The vocabulary is not padded yet: a table tp does not divide
+    // stays whole.)
     int64_t tp = mesh.getAxisSize("tp").value_or(1);
     for (auto [index, dim] : rule.tensorParallelSplits) {
       Value operand = op.getOperand(index);
       auto it = adoptable.find(operand);
       auto type = dyn_cast<RankedTensorType>(operand.getType());
       if (it == adoptable.end() || !type ||
-          tpOnFactorOf(rule.operands[index]) ||
-          type.getDimSize(dim) % tp != 0 ||
-          !onlyReadAs(it->second, op.getName(), index))
+          tpOnFactorOf(rule.operands[index]) || type.getDimSize(dim) % tp != 0)
         continue;
       operands[index] = operands[index].withSplit(dim, {"tp"});
       return;
@@ -345,22 +372,6 @@ private:
         return;
       }
     }
-  }
-
-  /// Whether every read of the parameter `symbol` in the function being
-  /// propagated feeds only ops named `name`, as their operand `index` (the
-  /// optimizer's reads in the apply step do not count).
-  bool onlyReadAs(Operation *symbol, OperationName name, unsigned index) {
-    StringRef param = cast<SymbolOpInterface>(symbol).getName();
-    bool only = true;
-    current.walk([&](GetParamOp read) {
-      if (read.getName() != param)
-        return;
-      for (OpOperand &use : read->getUses())
-        only &= use.getOwner()->getName() == name &&
-                use.getOperandNumber() == index;
-    });
-    return only;
   }
 
   /// A first read of a parameter takes the layout its user needs; ZeRO

@@ -744,22 +744,39 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
                  static_cast<uint64_t>(intAt(0)),
                  static_cast<uint64_t>(intAt(1)));
     return absl::OkStatus();
-  case plan::OpCode::CrossEntropy: {
+  case plan::OpCode::CrossEntropy:
+  case plan::OpCode::CrossEntropyGrad: {
+    bool grad = instr.op() == plan::OpCode::CrossEntropyGrad;
     Shape logits = shape(in(0));
-    int64_t vocab = logits.back(), counted = 0;
+    int64_t vocab = logits.back();
+    // A vocab-parallel piece holds the columns of this rank's index in its
+    // group, and reads the log-sum-exp over the whole vocabulary.
+    std::optional<cpu::VocabPiece> piece;
+    if (instr.ints()->size() == 2) {
+      GroupPosition position = groupPosition(
+          plan->root(), static_cast<uint32_t>(intAt(1)), meshPosition);
+      piece = cpu::VocabPiece{f32(in(grad ? 3 : 2)), position.member * vocab,
+                              position.size * vocab};
+    }
+    const cpu::VocabPiece *pieceOrNull = piece ? &*piece : nullptr;
+    auto ignore = static_cast<int32_t>(intAt(0));
+    if (grad) {
+      if (!cpu::crossEntropyGrad(f32(in(0)), i32(in(1)), f32(out(0)), n(in(1)),
+                                 vocab, ignore, f32(in(2))[0], pieceOrNull))
+        return badIds("label");
+      return absl::OkStatus();
+    }
+    int64_t counted = 0;
     float loss = cpu::crossEntropy(f32(in(0)), i32(in(1)), n(in(1)), vocab,
-                                   static_cast<int32_t>(intAt(0)), &counted);
+                                   ignore, &counted, pieceOrNull);
     if (counted < 0)
       return badIds("label");
     f32(out(0))[0] = loss;
     return absl::OkStatus();
   }
-  case plan::OpCode::CrossEntropyGrad: {
-    Shape logits = shape(in(0));
-    if (!cpu::crossEntropyGrad(f32(in(0)), i32(in(1)), f32(out(0)), n(in(1)),
-                               logits.back(), static_cast<int32_t>(intAt(0)),
-                               f32(in(2))[0]))
-      return badIds("label");
+  case plan::OpCode::LogSumExp: {
+    Shape x = shape(in(0));
+    cpu::logSumExp(f32(in(0)), f32(out(0)), n(out(0)), x.back());
     return absl::OkStatus();
   }
   case plan::OpCode::Fill:

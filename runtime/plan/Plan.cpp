@@ -419,6 +419,16 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
   if (absl::Status _s = (expr); !_s.ok())                                      \
     return _s;
 
+  // The size of the group a vocab-parallel local form names.
+  auto vocabPieces = [&](int64_t group, int64_t *pieces) {
+    size_t groups = planRoot.groups() ? planRoot.groups()->size() : 0;
+    if (group < 0 || static_cast<size_t>(group) >= groups)
+      return fail(absl::StrCat("group ", group, " is not one of the ", groups,
+                               " communicator groups"));
+    *pieces = groupSize(planRoot, static_cast<uint32_t>(group));
+    return absl::OkStatus();
+  };
+
   switch (instr.op()) {
   case plan::OpCode::Embedding: {
     CHECK_OK(arity(2, 1, ints.size() == 1 ? 1 : 0, 0));
@@ -426,13 +436,8 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
     if (dtype(in[0]) != plan::DType::I32 || table.size() != 2)
       return fail("expects i32 ids and a [vocab, hidden] table");
     int64_t pieces = 1;
-    if (ints.size() == 1) {
-      size_t groups = planRoot.groups() ? planRoot.groups()->size() : 0;
-      if (ints[0] < 0 || static_cast<size_t>(ints[0]) >= groups)
-        return fail(absl::StrCat("group ", ints[0], " is not one of the ",
-                                 groups, " communicator groups"));
-      pieces = groupSize(planRoot, static_cast<uint32_t>(ints[0]));
-    }
+    if (ints.size() == 1)
+      CHECK_OK(vocabPieces(ints[0], &pieces));
     if (table[0] * pieces > planRoot.vocab())
       return fail("the table has more rows than the vocabulary");
     result.push_back(table[1]);
@@ -652,11 +657,26 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
   case plan::OpCode::CrossEntropy:
   case plan::OpCode::CrossEntropyGrad: {
     bool grad = instr.op() == plan::OpCode::CrossEntropyGrad;
-    CHECK_OK(arity(grad ? 3 : 2, 1, 1, 0));
+    // A vocab-parallel local form also reads the log-sum-exp over the
+    // whole vocabulary and names its group.
+    size_t fixed = grad ? 3 : 2;
+    bool piece = in.size() == fixed + 1;
+    CHECK_OK(arity(fixed + piece, 1, 1 + piece, 0));
     Shape logits = shape(in[0]), labels = shape(in[1]);
     if (logits.empty() || dtype(in[1]) != plan::DType::I32 ||
         labels != Shape(logits.begin(), logits.end() - 1))
       return fail("labels must be i32 with the logits' shape less the vocab");
+    int64_t pieces = 1;
+    if (piece) {
+      CHECK_OK(vocabPieces(ints[1], &pieces));
+      Shape lse = labels;
+      lse.push_back(1);
+      if (shape(in[fixed]) != lse || dtype(in[fixed]) != dtype(in[0]))
+        return fail(absl::StrCat("lse must have shape ", text(lse),
+                                 " and the logits' element type"));
+    }
+    if (logits.back() * pieces > planRoot.vocab())
+      return fail("the logits have more columns than the vocabulary");
     if (grad) {
       CHECK_OK(scalarF32({in[2]}));
       if (shape(out[0]) != logits)
@@ -664,6 +684,18 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
     } else {
       CHECK_OK(scalarF32({out[0]}));
     }
+    return floatValues({in[0]});
+  }
+  case plan::OpCode::LogSumExp: {
+    CHECK_OK(arity(1, 1, 0, 0));
+    Shape x = shape(in[0]);
+    if (x.empty())
+      return fail("x must have rank >= 1");
+    Shape result = x;
+    result.back() = 1;
+    if (shape(out[0]) != result || dtype(out[0]) != dtype(in[0]))
+      return fail(absl::StrCat("result must have shape ", text(result),
+                               " and x's element type"));
     return floatValues({in[0]});
   }
   case plan::OpCode::Fill: {

@@ -450,6 +450,76 @@ TEST(Plan, VocabParallelEmbedding) {
   EXPECT_NE(loadError(vocabParallelEmbedding({0, 0})), "");
 }
 
+/// The local form of a vocab-parallel CrossEntropy on dp 1 x tp 2 with the
+/// group [tp]: logits (value 6, f32 [2, 3, 4], this rank's columns), labels
+/// (value 4) and the log-sum-exp over the whole vocabulary (value 7, f32
+/// [2, 3, 1]) giving the piece's loss (value 5); `ints` are the
+/// instruction's.
+PlanSpec vocabParallelLoss(std::vector<int64_t> ints) {
+  PlanSpec s;
+  s.mesh = {{"dp", 1}, {"tp", 2}, {"pp", 1}};
+  s.groups = {{"tp"}};
+  s.values.push_back({triad::plan::DType::F32, {2, 3, 4}, 136, 96});
+  s.values.push_back({triad::plan::DType::F32, {2, 3, 1}, 232, 24});
+  s.arena = 256;
+  s.op = triad::plan::OpCode::CrossEntropy;
+  s.inputs = {6, 4, 7};
+  s.outputs = {5};
+  s.ints = std::move(ints);
+  s.args = {6, 4, 7};
+  s.results = {5};
+  return s;
+}
+
+TEST(Plan, VocabParallelCrossEntropy) {
+  EXPECT_EQ(loadError(vocabParallelLoss({-100, 0})), "");
+  std::string prefix = "invalid plan 'test.plan': program 0, function "
+                       "'forward', instruction 0 (CrossEntropy): ";
+  EXPECT_EQ(loadError(vocabParallelLoss({-100, 1})),
+            prefix + "group 1 is not one of the 1 communicator groups");
+  // The log-sum-exp is read with the group: without it, too few ints.
+  EXPECT_NE(loadError(vocabParallelLoss({-100})), "");
+  PlanSpec flat = vocabParallelLoss({-100, 0});
+  flat.values[7].shape = {2, 3};
+  flat.values[7].bytes = 24;
+  EXPECT_EQ(loadError(flat),
+            prefix + "lse must have shape [2, 3, 1] and the logits' element "
+                     "type");
+  // Two pieces of 4 columns need a vocabulary of at least 8.
+  PlanSpec small = vocabParallelLoss({-100, 0});
+  small.vocab = 7;
+  EXPECT_EQ(loadError(small),
+            prefix + "the logits have more columns than the vocabulary");
+  // The gradient's local form reads dloss, then the log-sum-exp.
+  PlanSpec grad = vocabParallelLoss({-100, 0});
+  grad.op = triad::plan::OpCode::CrossEntropyGrad;
+  grad.values.push_back({triad::plan::DType::F32, {2, 3, 4}, 256, 96});
+  grad.arena = 352;
+  grad.inputs = {6, 4, 5, 7};
+  grad.outputs = {8};
+  grad.args = {6, 4, 5, 7};
+  grad.results = {8};
+  EXPECT_EQ(loadError(grad), "");
+}
+
+TEST(Plan, LogSumExp) {
+  PlanSpec s;
+  s.values.push_back({triad::plan::DType::F32, {2, 1}, 136, 8});
+  s.arena = 144;
+  s.op = triad::plan::OpCode::LogSumExp;
+  s.ints = {};
+  s.inputs = {0};
+  s.outputs = {6};
+  s.args = {0};
+  s.results = {6};
+  EXPECT_EQ(loadError(s), "");
+  s.values[6].shape = {2};
+  EXPECT_EQ(loadError(s),
+            "invalid plan 'test.plan': program 0, function 'forward', "
+            "instruction 0 (LogSumExp): result must have shape [2, 1] and "
+            "x's element type");
+}
+
 TEST(Plan, PipelinePeersShareTheOtherCoordinates) {
   // Ranks of dp 2 x pp 2 x tp 2: the peer of (dp 1, pp 0, tp 1) = rank 5 at
   // pipeline rank 1 is (dp 1, pp 1, tp 1) = rank 7.

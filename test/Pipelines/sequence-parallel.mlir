@@ -12,29 +12,39 @@
 // into sequence pieces instead of all-reducing them (2 all_gathers and 2
 // reduce_scatters of b*s*h floats, 2 x 16 x 32 x 4 B = 4,096 B); the
 // backward mirrors them and gathers the saved norm outputs again for the
-// weight gradients (4 all_gathers, 2 reduce_scatters; the last layer's
-// backward starts from the head's whole-sequence gradient and needs one
-// all_gather less). The loss takes whole sequences: the hidden state
-// entering the head is gathered once (not the logits, vocab-wide). Here 2
-// layers (one line per collective and layer; calls = 2 microbatches), 22
-// lines in all.
+// weight gradients (4 all_gathers, 2 reduce_scatters). The vocab-parallel
+// embedding's pending lookup is reduce-scattered into sequence pieces, and
+// so is the vocab-parallel output layer's input gradient at the head's
+// end. The loss takes whole sequences: the hidden state entering the head
+// is gathered once (not the logits, vocab-wide), and the cross entropy
+// gathers only one log-sum-exp per token and piece (256 B), for the loss
+// and for its gradient. The tied table's two gradients (the embedding's,
+// pending over the sequence pieces, and the output layer's) are
+// reduce-scattered into its vocabulary rows (16,384 B per rank of 32,768).
+// Here 2 layers (one line per collective and layer; calls = 2
+// microbatches), 28 lines in all.
+// COMM-DAG: 2 microbatch_step 2 all_gather tp 2 256 vocab-parallel cross entropy: the log-sum-exp of each piece of the vocabulary
+// COMM-DAG: 1 microbatch_step 2 all_reduce tp 2 4 vocab-parallel cross entropy: the loss of each piece of the vocabulary
 // COMM-DAG: 1 microbatch_step 2 all_gather tp 2 4,096 #dist.layout<{}, {tp}, {}> to #dist.layout<{}, {}, {}> for result 0 of layer transformer 1
-// COMM-DAG: 7 microbatch_step 2 all_gather tp 2 4,096 #dist.layout<{}, {tp}, {}> to #dist.layout<{}, {}, {}> for triad.matmul
+// COMM-DAG: 8 microbatch_step 2 all_gather tp 2 4,096 #dist.layout<{}, {tp}, {}> to #dist.layout<{}, {}, {}> for triad.matmul
 // COMM-DAG: 4 microbatch_step 2 all_gather tp 2 4,096 #dist.layout<{}, {tp}, {}> to #dist.layout<{}, {}, {}> for triad.reshape
 // COMM-DAG: 1 microbatch_step 2 all_gather tp 2 2,048 #dist.layout<{tp}, {}> to #dist.layout<{}, {}> for triad.pad
-// COMM-DAG: 1 microbatch_step 2 all_reduce tp 2 32,768 #dist.layout<{}, {}, partial = {tp}> to #dist.layout<{}, {}> for triad.add
+// COMM-DAG: 1 microbatch_step 2 reduce_scatter tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {tp}, {}> for triad.add
+// COMM-DAG: 1 microbatch_step 2 reduce_scatter tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {tp}, {}> for result 0 of layer head 0
+// COMM-DAG: 1 microbatch_step 2 reduce_scatter tp 2 32,768 #dist.layout<{}, {}, partial = {tp}> to #dist.layout<{tp}, {}> for triad.add
 // COMM-DAG: 4 microbatch_step 2 reduce_scatter tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {tp}, {}> for triad.bias_add
 // COMM-DAG: 4 microbatch_step 2 reduce_scatter tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {tp}, {}> for triad.layer_norm_grad
 
-// LINES: 22
+// LINES: 28
 
-// One layer after partitioning: the embedding layer's output is sliced
-// along the sequence; the norms and residual sums run on sequence pieces;
+// One layer after partitioning: the vocab-parallel embedding's pending
+// lookup is reduce-scattered along the sequence; the norms and residual sums run on sequence pieces;
 // the weights keep Megatron's splits (a weight's split wins over an
 // activation's), so the normalized pieces are gathered once for the three
 // projections, and the row-parallel sums are reduce-scattered.
 // LAYER-LABEL: func.func @microbatch_step
-// LAYER: dist.all_slice %{{.*}} dim 1 over ["tp"] {{.*}} : tensor<4x16x32xf32> -> tensor<4x8x32xf32>
+// LAYER: triad.embedding {{.*}} vocab_split ["tp"]
+// LAYER: dist.reduce_scatter %{{.*}} dim 1 over ["tp"] {{.*}} : tensor<4x16x32xf32> -> tensor<4x8x32xf32>
 // LAYER: triad.layer transformer 0
 // LAYER: %[[NORM:.*]] = triad.layer_norm {{.*}} : tensor<4x8x32xf32>
 // LAYER: %[[WHOLE:.*]] = dist.all_gather %[[NORM]] dim 1 over ["tp"] {{.*}} : tensor<4x8x32xf32> -> tensor<4x16x32xf32>
@@ -49,8 +59,8 @@
 // Activations at peak per rank shrink (the norms, residuals and their
 // gradients are kept in sequence pieces; the head works on whole
 // sequences).
-// MEM: activations at peak (microbatch_step) 377,360 B
-// MEMSP: activations at peak (microbatch_step) 344,592 B
+// MEM: activations at peak (microbatch_step) 312,080 B
+// MEMSP: activations at peak (microbatch_step) 279,312 B
 
 // The sequence must divide among the tp ranks.
 // ODD: error: 'triad.layer' op sequence parallelism cannot split the sequence of result 0 ('tensor<4x15x32xf32>') over tp=2: 15 is not divisible

@@ -7,17 +7,30 @@
 // are all-reduced over tp in the forward (before their bias) and the
 // residual gradients in the backward: four all-reduces of b*s*h floats
 // (2 x 16 x 32 x 4 B = 4,096 B), here for 2 layers and 2 microbatches.
+// The vocab-parallel embedding and output layer add their own, as in
+// Megatron: the embedding's pending lookup (reduced at the position
+// embedding's sum) and the output layer's input gradient, b*s*h floats each;
+// the cross entropy gathers one log-sum-exp per token and piece
+// (2 x 16 x 2 x 4 B = 256 B) for the loss and again for its gradient, and
+// sums the loss's pieces. No b*s*vocab logits are ever gathered.
 // COMM: function calls collective group ranks bytes why
+// COMM-NEXT: microbatch_step 2 all_reduce tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {}, {}> for triad.add
 // COMM-COUNT-4: microbatch_step 2 all_reduce tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {}, {}> for triad.bias_add
+// COMM-NEXT: microbatch_step 2 all_gather tp 2 256 vocab-parallel cross entropy: the log-sum-exp of each piece of the vocabulary
+// COMM-NEXT: microbatch_step 2 all_reduce tp 2 4 vocab-parallel cross entropy: the loss of each piece of the vocabulary
+// COMM-NEXT: microbatch_step 2 all_gather tp 2 256 vocab-parallel cross entropy: the log-sum-exp of each piece of the vocabulary
+// COMM-NEXT: microbatch_step 2 all_reduce tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {}, {}> for result 0 of layer head 0
 // COMM-COUNT-4: microbatch_step 2 all_reduce tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {}, {}> for triad.add
 // COMM-NOT: microbatch_step
 
 // The weights split as Megatron splits them, from the rules alone:
 // column-parallel query, key, value and first MLP weights (and their
-// biases), row-parallel output and second MLP weights; norms, embeddings
-// and the row-parallel biases stay replicated. Grouped-query attention
+// biases), row-parallel output and second MLP weights, the embedding table
+// split along its vocabulary; norms, the position embedding and the
+// row-parallel biases stay replicated. Grouped-query attention
 // splits its 4 query heads and 2 kv heads alike.
-// LAYOUT-DAG: triad.param @embed.wte : tensor<256x32xf32> init <normal, std = 2.000000e-02>{{$}}
+// LAYOUT-DAG: triad.param @embed.wte : tensor<256x32xf32> init <normal, std = 2.000000e-02> {dist.layout = #dist.layout<{tp}, {}>}
+// LAYOUT-DAG: triad.param @embed.wpe : tensor<64x32xf32> init <normal, std = 2.000000e-02>{{$}}
 // LAYOUT-DAG: triad.param @layers.0.attn.wq.weight : tensor<32x32xf32> {{.*}} {dist.layout = #dist.layout<{}, {tp}>}
 // LAYOUT-DAG: triad.param @layers.0.attn.wk.weight : tensor<32x16xf32> {{.*}} {dist.layout = #dist.layout<{}, {tp}>}
 // LAYOUT-DAG: triad.param @layers.0.attn.wq.bias : tensor<32xf32> init <zeros> {dist.layout = #dist.layout<{tp}>}

@@ -15,6 +15,7 @@
 #include "triad/Interpreter/Tensor.h"
 
 #include "llvm/Support/Error.h"
+#include <optional>
 
 namespace triad::interp {
 
@@ -77,10 +78,25 @@ Tensor pad(const Tensor &x, llvm::ArrayRef<int64_t> low,
 Tensor dropout(const Tensor &x, double probability, uint64_t seed,
                uint64_t step, uint64_t stream);
 
+/// The columns a vocab-parallel piece of logits holds: `[first, first +
+/// columns)` of a `vocab`-column whole, and each token's log-sum-exp over
+/// the whole (`[..., 1]`).
+struct VocabPiece {
+  const Tensor *lse;
+  int64_t first;
+  int64_t vocab;
+};
+
 /// Mean of -log softmax(logits)[label] over the tokens whose label is not
-/// `ignoreIndex`; 0 when every label is ignored.
+/// `ignoreIndex`; 0 when every label is ignored. For a `piece`, only the
+/// labels in its columns contribute, `lse - logit`, still divided by the
+/// count of all non-ignored labels.
 llvm::Expected<double> crossEntropy(const Tensor &logits, const Tensor &labels,
-                                    int64_t ignoreIndex);
+                                    int64_t ignoreIndex,
+                                    std::optional<VocabPiece> piece = {});
+
+/// log(sum(exp(x))) over the last dimension, kept with size 1.
+Tensor logSumExp(const Tensor &x);
 
 /// Sum (or mean) over `dims`; `keepDims` keeps them with size 1.
 Tensor reduce(const Tensor &x, llvm::ArrayRef<int64_t> dims, bool keepDims,
@@ -120,10 +136,12 @@ attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
 Tensor ropeGrad(const Tensor &dy, int64_t heads, int64_t rotaryDim,
                 double base);
 
-/// Gradient of the mean cross-entropy, scaled by `dloss`.
+/// Gradient of the mean cross-entropy, scaled by `dloss` (for a `piece`,
+/// its columns of the whole gradient).
 llvm::Expected<Tensor> crossEntropyGrad(const Tensor &logits,
                                         const Tensor &labels, double dloss,
-                                        int64_t ignoreIndex);
+                                        int64_t ignoreIndex,
+                                        std::optional<VocabPiece> piece = {});
 
 //===----------------------------------------------------------------------===//
 // Optimizer

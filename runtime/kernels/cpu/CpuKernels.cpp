@@ -526,8 +526,29 @@ void rope(const float *x, float *out, int64_t batch, int64_t seq, int64_t heads,
 // Loss, dropout, optimizer
 //===----------------------------------------------------------------------===//
 
+namespace {
+/// log(sum(exp(row))) over `n` values, from the row's maximum, summed in
+/// double.
+double rowLogSumExp(const float *row, int64_t n) {
+  float maxLogit = *std::max_element(row, row + n);
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j)
+    sum += std::exp(static_cast<double>(row[j] - maxLogit));
+  return maxLogit + std::log(sum);
+}
+} // namespace
+
+void logSumExp(const float *x, float *out, int64_t rows, int64_t columns) {
+#pragma omp parallel for
+  for (int64_t r = 0; r < rows; ++r)
+    out[r] = static_cast<float>(rowLogSumExp(x + r * columns, columns));
+}
+
 float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
-                   int64_t vocab, int32_t ignoreIndex, int64_t *counted) {
+                   int64_t vocab, int32_t ignoreIndex, int64_t *counted,
+                   const VocabPiece *piece) {
+  int64_t whole = piece ? piece->vocab : vocab;
+  int64_t first = piece ? piece->first : 0;
   // Rows sum in fixed blocks, added in block order: the loss does not depend
   // on the thread count or timing.
   constexpr int64_t kBlock = 64;
@@ -541,17 +562,18 @@ float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
          ++r) {
       if (labels[r] == ignoreIndex)
         continue;
-      if (labels[r] < 0 || labels[r] >= vocab) {
+      if (labels[r] < 0 || labels[r] >= whole) {
         valid = false;
         continue;
       }
-      const float *row = logits + r * vocab;
-      float maxLogit = *std::max_element(row, row + vocab);
-      double sum = 0.0;
-      for (int64_t j = 0; j < vocab; ++j)
-        sum += std::exp(static_cast<double>(row[j] - maxLogit));
-      partial[block] += maxLogit + std::log(sum) - row[labels[r]];
       ++count;
+      int64_t column = labels[r] - first;
+      if (column < 0 || column >= vocab)
+        continue;
+      const float *row = logits + r * vocab;
+      double lse =
+          piece ? static_cast<double>(piece->lse[r]) : rowLogSumExp(row, vocab);
+      partial[block] += lse - row[column];
     }
   double total = 0.0;
   for (double part : partial)
@@ -563,33 +585,44 @@ float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
 
 bool crossEntropyGrad(const float *logits, const int32_t *labels,
                       float *dlogits, int64_t rows, int64_t vocab,
-                      int32_t ignoreIndex, float dloss) {
+                      int32_t ignoreIndex, float dloss,
+                      const VocabPiece *piece) {
+  int64_t whole = piece ? piece->vocab : vocab;
+  int64_t first = piece ? piece->first : 0;
   int64_t count = 0;
   bool valid = true;
   for (int64_t r = 0; r < rows; ++r) {
     count += labels[r] != ignoreIndex;
     valid = valid &&
-            (labels[r] == ignoreIndex || (labels[r] >= 0 && labels[r] < vocab));
+            (labels[r] == ignoreIndex || (labels[r] >= 0 && labels[r] < whole));
   }
   float weight = count ? dloss / static_cast<float>(count) : 0.0f;
 #pragma omp parallel for
   for (int64_t r = 0; r < rows; ++r) {
     float *out = dlogits + r * vocab;
-    if (labels[r] == ignoreIndex || labels[r] < 0 || labels[r] >= vocab) {
+    if (labels[r] == ignoreIndex || labels[r] < 0 || labels[r] >= whole) {
       std::fill_n(out, vocab, 0.0f);
       continue;
     }
     const float *row = logits + r * vocab;
-    float maxLogit = *std::max_element(row, row + vocab);
-    double sum = 0.0;
-    for (int64_t j = 0; j < vocab; ++j) {
-      out[j] = std::exp(row[j] - maxLogit);
-      sum += out[j];
+    int64_t column = labels[r] - first;
+    if (piece) {
+      float lse = piece->lse[r];
+      for (int64_t j = 0; j < vocab; ++j)
+        out[j] = std::exp(row[j] - lse) * weight;
+    } else {
+      float maxLogit = *std::max_element(row, row + vocab);
+      double sum = 0.0;
+      for (int64_t j = 0; j < vocab; ++j) {
+        out[j] = std::exp(row[j] - maxLogit);
+        sum += out[j];
+      }
+      float inverse = static_cast<float>(weight / sum);
+      for (int64_t j = 0; j < vocab; ++j)
+        out[j] *= inverse;
     }
-    float inverse = static_cast<float>(weight / sum);
-    for (int64_t j = 0; j < vocab; ++j)
-      out[j] *= inverse;
-    out[labels[r]] -= weight;
+    if (column >= 0 && column < vocab)
+      out[column] -= weight;
   }
   return valid;
 }

@@ -89,16 +89,33 @@ void attentionGrad(const float *q, const float *k, const float *v,
 void rope(const float *x, float *out, int64_t batch, int64_t seq, int64_t heads,
           int64_t headDim, int64_t rotaryDim, float base, float direction);
 
+/// The columns a vocab-parallel piece of logits holds: `[first, first +
+/// columns)` of a `vocab`-column whole, with each row's log-sum-exp over
+/// the whole (`lse`, one per row).
+struct VocabPiece {
+  const float *lse;
+  int64_t first;
+  int64_t vocab;
+};
+
 /// Mean cross-entropy of rows of `vocab` logits over the labels that are
 /// not `ignoreIndex`; returns the loss and sets `counted`. A label outside
-/// [0, vocab) (other than the ignore index) sets `counted` to -1.
+/// [0, vocab) (other than the ignore index) sets `counted` to -1. For a
+/// `piece` (whose rows hold `vocab` of its columns), only the labels in
+/// its columns contribute, `lse - logit`, divided by the count of all
+/// valid labels: the pieces' results add up to the loss.
 float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
-                   int64_t vocab, int32_t ignoreIndex, int64_t *counted);
+                   int64_t vocab, int32_t ignoreIndex, int64_t *counted,
+                   const VocabPiece *piece = nullptr);
 /// dlogits (overwritten) of the mean loss, times `dloss`; false (and zero
-/// rows) for labels outside [0, vocab).
+/// rows) for labels outside [0, vocab) (for a `piece`: its columns of the
+/// whole gradient, labels checked against the whole vocabulary).
 bool crossEntropyGrad(const float *logits, const int32_t *labels,
                       float *dlogits, int64_t rows, int64_t vocab,
-                      int32_t ignoreIndex, float dloss);
+                      int32_t ignoreIndex, float dloss,
+                      const VocabPiece *piece = nullptr);
+/// out[r] = log(sum(exp(x[r, :]))) for `rows` rows of `columns` values.
+void logSumExp(const float *x, float *out, int64_t rows, int64_t columns);
 
 /// Inverted dropout with the runtime's counter-based mask; `first` is the
 /// global index of element 0.

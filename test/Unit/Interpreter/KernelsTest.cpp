@@ -230,6 +230,46 @@ TEST(Kernels, CrossEntropy) {
             std::string::npos);
 }
 
+TEST(Kernels, LogSumExp) {
+  // By hand: log(1 + 3) = log 4; large values stay finite (from the max).
+  Tensor x({2, 2}, {0.0, std::log(3.0), 1000.0, 1000.0});
+  expectNear(logSumExp(x),
+             Tensor({2, 1}, {std::log(4.0), 1000.0 + std::log(2.0)}));
+}
+
+// The local form of a vocab-parallel cross entropy by hand: logits (0, ln 3
+// | ln 2, ln 2) in two pieces of two columns, log-sum-exp log 8. The label
+// 1 lies in the first piece, whose term is log 8 - ln 3; the label 3 in the
+// second, log 8 - ln 2; each piece divides by both labels' count, 2.
+TEST(Kernels, VocabParallelCrossEntropy) {
+  Tensor first({2, 2}, {0.0, std::log(3.0), 0.0, std::log(3.0)});
+  Tensor second({2, 2},
+                {std::log(2.0), std::log(2.0), std::log(2.0), std::log(2.0)});
+  Tensor lse({2, 1}, {std::log(8.0), std::log(8.0)});
+  Tensor labels({2}, {1, 3});
+  double a = *crossEntropy(first, labels, -100, VocabPiece{&lse, 0, 4});
+  double b = *crossEntropy(second, labels, -100, VocabPiece{&lse, 2, 4});
+  EXPECT_NEAR(a, (std::log(8.0) - std::log(3.0)) / 2, 1e-12);
+  EXPECT_NEAR(b, (std::log(8.0) - std::log(2.0)) / 2, 1e-12);
+  Tensor whole({2, 4}, {0.0, std::log(3.0), std::log(2.0), std::log(2.0), 0.0,
+                        std::log(3.0), std::log(2.0), std::log(2.0)});
+  EXPECT_NEAR(a + b, *crossEntropy(whole, labels, -100), 1e-12);
+  // The gradient's columns: softmax (1/8, 3/8 | 2/8, 2/8) less the one-hot
+  // where the label falls in the piece, over 2 labels.
+  expectNear(
+      *crossEntropyGrad(first, labels, 1.0, -100, VocabPiece{&lse, 0, 4}),
+      Tensor({2, 2}, {1.0 / 16, 3.0 / 16 - 0.5, 1.0 / 16, 3.0 / 16}));
+  expectNear(
+      *crossEntropyGrad(second, labels, 1.0, -100, VocabPiece{&lse, 2, 4}),
+      Tensor({2, 2}, {2.0 / 16, 2.0 / 16, 2.0 / 16, 2.0 / 16 - 0.5}));
+  // Labels beyond the whole vocabulary are refused by every piece.
+  llvm::Expected<double> bad =
+      crossEntropy(first, Tensor({2}, {4, 0}), -100, VocabPiece{&lse, 0, 4});
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("label 4 at position 0"),
+            std::string::npos);
+}
+
 TEST(Kernels, EmbeddingGathersRows) {
   Tensor table({3, 2}, {0, 1, 10, 11, 20, 21});
   llvm::Expected<Tensor> rows = embedding(Tensor({2}, {2, 0}), table);

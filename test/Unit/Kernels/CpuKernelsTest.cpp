@@ -345,6 +345,72 @@ TEST(CpuKernels, CrossEntropy) {
       kTolerance);
 }
 
+// A vocab-parallel cross entropy over 3 pieces of 5 columns of a vocabulary
+// of 15: each piece's log-sum-exp, combined as the partition combines them
+// (gathered, and the log-sum-exp of those), is the whole row's; the
+// pieces' losses add up to the whole loss and their gradients are the
+// whole gradient's columns, as in the interpreter's local forms.
+TEST(CpuKernels, VocabParallelCrossEntropy) {
+  Tensor logits = random({6, 15}, 21, 3.0);
+  Tensor labels({6}, {0, 14, -100, 5, 9, 10});
+  double whole = *ref::crossEntropy(logits, labels, -100);
+  Tensor wholeGrad = *ref::crossEntropyGrad(logits, labels, 0.7, -100);
+  std::vector<float> gathered(18);
+  std::vector<std::vector<float>> pieces;
+  for (int64_t piece = 0; piece < 3; ++piece) {
+    pieces.push_back(
+        floats(triad::interp::slice(logits, {0, 5 * piece}, {6, 5})));
+    std::vector<float> lse = poisoned(6);
+    cpu::logSumExp(pieces.back().data(), lse.data(), 6, 5);
+    EXPECT_LT(relativeError(lse, ref::logSumExp(triad::interp::slice(
+                                     logits, {0, 5 * piece}, {6, 5}))),
+              kTolerance);
+    for (int64_t r = 0; r < 6; ++r)
+      gathered[r * 3 + piece] = lse[r];
+  }
+  std::vector<float> lse = poisoned(6);
+  cpu::logSumExp(gathered.data(), lse.data(), 6, 3);
+  Tensor wholeLse = ref::logSumExp(logits);
+  EXPECT_LT(relativeError(lse, wholeLse), kTolerance);
+
+  double sum = 0.0;
+  for (int64_t piece = 0; piece < 3; ++piece) {
+    cpu::VocabPiece columns{lse.data(), 5 * piece, 15};
+    int64_t counted = 0;
+    float part = cpu::crossEntropy(pieces[piece].data(), ints(labels).data(), 6,
+                                   5, -100, &counted, &columns);
+    EXPECT_EQ(counted, 5);
+    ref::VocabPiece refColumns{&wholeLse, 5 * piece, 15};
+    Tensor columnsOf = triad::interp::slice(logits, {0, 5 * piece}, {6, 5});
+    EXPECT_NEAR(part, *ref::crossEntropy(columnsOf, labels, -100, refColumns),
+                1e-5 * whole);
+    sum += part;
+    std::vector<float> grad = poisoned(30);
+    EXPECT_TRUE(cpu::crossEntropyGrad(pieces[piece].data(), ints(labels).data(),
+                                      grad.data(), 6, 5, -100, 0.7f, &columns));
+    EXPECT_LT(relativeError(grad, triad::interp::slice(wholeGrad,
+                                                       {0, 5 * piece}, {6, 5})),
+              kTolerance);
+  }
+  EXPECT_NEAR(sum, whole, 1e-5 * whole);
+
+  // Labels are checked against the whole vocabulary: 14 is valid in the
+  // first piece's call, 15 is not.
+  std::vector<int32_t> bad = {15, 0, 0, 0, 0, 0};
+  cpu::VocabPiece first{lse.data(), 0, 15};
+  int64_t counted = 0;
+  cpu::crossEntropy(pieces[0].data(), bad.data(), 6, 5, -100, &counted, &first);
+  EXPECT_EQ(counted, -1);
+  std::vector<float> grad = poisoned(30);
+  EXPECT_FALSE(cpu::crossEntropyGrad(pieces[0].data(), bad.data(), grad.data(),
+                                     6, 5, -100, 1.0f, &first));
+  auto outside = ref::crossEntropy(triad::interp::slice(logits, {0, 0}, {6, 5}),
+                                   Tensor({6}, {15, 0, 0, 0, 0, 0}), -100,
+                                   ref::VocabPiece{&wholeLse, 0, 15});
+  EXPECT_FALSE(static_cast<bool>(outside));
+  llvm::consumeError(outside.takeError());
+}
+
 TEST(CpuKernels, DropoutMatchesTheReferenceMask) {
   Tensor x = random({1000}, 21);
   std::vector<float> out = poisoned(1000);

@@ -522,8 +522,10 @@ void expectSameSteps(Interpreter &whole, MeshInterpreter &mesh, int64_t ranks,
 }
 
 // Tensor parallelism on a simulated mesh of two ranks: every rank computes
-// the whole batch's loss and gradient norm, with tied and with untied
-// embeddings.
+// the whole batch's loss and gradient norm (to 1e-9), with tied and with
+// untied embeddings. Either way the embedding and the loss are
+// vocab-parallel: every cross entropy, and its gradient, works on its
+// rank's columns of the logits.
 TEST_P(TensorParallelTraining, LossesAndNormsEqualTheWholeModel) {
   const int64_t seq = 16, batch = 4, tp = 2;
   ModelConfig config = tinyConfig(batch, seq);
@@ -534,6 +536,16 @@ TEST_P(TensorParallelTraining, LossesAndNormsEqualTheWholeModel) {
 
   auto partitioned = trainingModule(config, 1e-3);
   ASSERT_TRUE(mlir::succeeded(partitionOverTp(*partitioned, tp)));
+  int64_t losses = 0, wholeLosses = 0, grads = 0;
+  partitioned->walk([&](mlir::Operation *op) {
+    if (auto loss = llvm::dyn_cast<CrossEntropyOp>(op))
+      (loss.getVocabAxes() ? losses : wholeLosses) += 1;
+    if (auto grad = llvm::dyn_cast<CrossEntropyGradOp>(op))
+      grads += grad.getVocabAxes() ? 1 : 0;
+  });
+  EXPECT_GE(losses, 1);
+  EXPECT_EQ(wholeLosses, 0);
+  EXPECT_EQ(grads, 1);
   MeshInterpreter mesh(*partitioned, {/*seed=*/4});
   ASSERT_EQ(mesh.numRanks(), tp);
   mesh.initializeParameters();

@@ -674,6 +674,74 @@ func.func @f(%l: tensor<f32>, %y: tensor<i32>) {
 
 // -----
 
+// The local form of a vocab-parallel cross entropy has both its lse and
+// its vocab_split.
+func.func @f(%l: tensor<8x64x256xf32>, %y: tensor<8x64xi32>, %lse: tensor<8x64x1xf32>) {
+  // expected-error @+1 {{'triad.cross_entropy' op lse and vocab_split come together (the local form of a vocab-parallel cross entropy)}}
+  %0 = "triad.cross_entropy"(%l, %y, %lse) : (tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<8x64x1xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<8x64x256xf32>, %y: tensor<8x64xi32>, %d: tensor<f32>) {
+  // expected-error @+1 {{'triad.cross_entropy_grad' op lse and vocab_split come together (the local form of a vocab-parallel cross entropy)}}
+  %0 = "triad.cross_entropy_grad"(%l, %y, %d) {vocab_axes = ["tp"]} : (tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<f32>) -> tensor<8x64x256xf32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<8x64x256xf32>, %y: tensor<8x64xi32>, %lse: tensor<8x64x1xf32>) {
+  // expected-error @+1 {{'triad.cross_entropy' op vocab_split lists no mesh axes}}
+  %0 = triad.cross_entropy %l, %y lse %lse vocab_split [] : tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<8x64x1xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<8x64x256xf32>, %y: tensor<8x64xi32>, %lse: tensor<8x64x1xf32>) {
+  // expected-error @+1 {{'triad.cross_entropy' op vocab_split lists mesh axis 'tp' twice}}
+  %0 = triad.cross_entropy %l, %y lse %lse vocab_split ["tp", "tp"] : tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<8x64x1xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// One log-sum-exp per token, with the logits' element type.
+func.func @f(%l: tensor<8x64x256xf32>, %y: tensor<8x64xi32>, %lse: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.cross_entropy' op lse must be 'tensor<8x64x1xf32>' (the labels' shape and 1), got 'tensor<8x64xf32>'}}
+  %0 = triad.cross_entropy %l, %y lse %lse vocab_split ["tp"] : tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<8x64xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<8x64x256xf32>, %y: tensor<8x64xi32>, %d: tensor<f32>, %lse: tensor<8x64x1xbf16>) {
+  // expected-error @+1 {{'triad.cross_entropy_grad' op lse must be 'tensor<8x64x1xf32>' (the labels' shape and 1), got 'tensor<8x64x1xbf16>'}}
+  %0 = triad.cross_entropy_grad %l, %y, %d lse %lse vocab_split ["tp"] : tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<8x64x1xbf16>
+  return
+}
+
+// -----
+
+// logsumexp keeps the reduced last dimension with size 1.
+func.func @f(%x: tensor<8x64x256xf32>) {
+  // expected-error @+1 {{'triad.logsumexp' op result must have x's shape with a last dimension of 1, 'tensor<8x64x1xf32>', got 'tensor<8x64xf32>'}}
+  %0 = triad.logsumexp %x : tensor<8x64x256xf32> -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>) {
+  // expected-error @+1 {{'triad.logsumexp' op x must have rank >= 1}}
+  %0 = triad.logsumexp %x : tensor<f32> -> tensor<f32>
+  return
+}
+
+// -----
+
 // Labels drop the vocab dimension of the logits.
 func.func @f(%l: tensor<8x64x256xf32>, %y: tensor<8x64x256xi32>) {
   // expected-error @+1 {{'triad.cross_entropy' op labels have rank 3 but logits have rank 3; labels must have the shape of logits without the vocab dimension}}

@@ -44,6 +44,14 @@ func.func @parts(%ids: tensor<8x64xi32>, %labels: tensor<8x64xi32>) -> tensor<f3
     %ce = triad.cross_entropy %logits, %l : tensor<8x64x256xf32>, tensor<8x64xi32> -> tensor<f32>
     // CHECK: triad.cross_entropy %{{.*}}, %{{.*}} {ignore_index = 0 : i64}
     %ce0 = triad.cross_entropy %logits, %l {ignore_index = 0} : tensor<8x64x256xf32>, tensor<8x64xi32> -> tensor<f32>
+    // The vocab-parallel local form: this rank's columns and the whole
+    // vocabulary's log-sum-exp per token.
+    // CHECK: %[[LSE:.*]] = triad.logsumexp %{{.*}} : tensor<8x64x256xf32> -> tensor<8x64x1xf32>
+    %lse = triad.logsumexp %logits : tensor<8x64x256xf32> -> tensor<8x64x1xf32>
+    // CHECK: triad.cross_entropy %{{.*}}, %{{.*}} lse %[[LSE]] vocab_split ["tp"] : tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<8x64x1xf32> -> tensor<f32>
+    %cep = triad.cross_entropy %logits, %l lse %lse vocab_split ["tp"] : tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<8x64x1xf32> -> tensor<f32>
+    // CHECK: triad.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} lse %[[LSE]] vocab_split ["dp", "tp"] : tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<8x64x1xf32>
+    %dp = triad.cross_entropy_grad %logits, %l, %cep lse %lse vocab_split ["dp", "tp"] : tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<8x64x1xf32>
     triad.yield %ce : tensor<f32>
   }
   return %loss : tensor<f32>

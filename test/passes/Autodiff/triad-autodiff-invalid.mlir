@@ -66,3 +66,12 @@ func.func @forward() -> tensor<f32> {
 func.func @microbatch_step() {
   return
 }
+
+// -----
+
+// Nor does the local form of a vocab-parallel cross entropy.
+func.func @forward(%x: tensor<3x4xf32>, %y: tensor<3xi32>, %lse: tensor<3x1xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'triad.cross_entropy' op is a vocab-parallel local form, which autodiff does not differentiate (differentiate before partitioning)}}
+  %l = triad.cross_entropy %x, %y lse %lse vocab_split ["tp"] : tensor<3x4xf32>, tensor<3xi32>, tensor<3x1xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}

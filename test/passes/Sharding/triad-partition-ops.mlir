@@ -4,7 +4,7 @@
 // sizes) and the all_gather, all_reduce, reduce_scatter and all_slice each
 // op's rule asks for, on a 2x1x2 mesh. Pending function arguments are
 // reduced at entry, so pending sums here come from ops inside the
-// functions. Cross entropy ops are not covered here.
+// functions.
 // RUN: triad-opt %s -split-input-file --triad-shard-propagate --triad-partition | FileCheck %s
 
 // embedding: a table split along its vocabulary becomes the vocab-parallel
@@ -477,5 +477,37 @@ func.func @adamw_update(%p: tensor<16x32xf32> {dist.layout = #dist.layout<{dp}, 
                         %lr: tensor<f32>, %step: tensor<f32>, %coef: tensor<f32>) {
   %g = triad.matmul %a, %b : tensor<16x8xf32>, tensor<8x32xf32> -> tensor<16x32xf32>
   %0:3 = triad.adamw_update %p, %g, %m, %m, %lr, %step, %coef beta1 = 0.9 beta2 = 0.95 epsilon = 1.0e-8 weight_decay = 0.1 : tensor<16x32xf32>, tensor<16x32xf32>, tensor<16x32xf32>
+  return
+}
+
+// -----
+
+// cross_entropy and its gradient on logits split along the vocabulary
+// become the vocab-parallel local forms: each piece's log-sum-exp per token
+// is gathered over tp and combined into the whole vocabulary's, the loss's
+// pieces are all-reduced (the loss is whole over tp, pending over dp only),
+// and the gradient stays split along the vocabulary. Whole logits need
+// nothing.
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
+// CHECK-LABEL: func.func @cross_entropy(
+// CHECK-SAME: %[[L:[a-z0-9]+]]: tensor<2x8x8xf32> {{.*}}, %[[Y:[a-z0-9]+]]: tensor<2x8xi32> {{.*}}, %[[D:[a-z0-9]+]]: tensor<f32> {{.*}}, %[[W:[a-z0-9]+]]: tensor<2x8x16xf32>
+// CHECK: %[[PIECE:.*]] = triad.logsumexp %[[L]] : tensor<2x8x8xf32> -> tensor<2x8x1xf32>
+// CHECK: %[[ALL:.*]] = dist.all_gather %[[PIECE]] dim 2 over ["tp"] {dist.reason = "vocab-parallel cross entropy: the log-sum-exp of each piece of the vocabulary"} : tensor<2x8x1xf32> -> tensor<2x8x2xf32>
+// CHECK: %[[LSE:.*]] = triad.logsumexp %[[ALL]] : tensor<2x8x2xf32> -> tensor<2x8x1xf32>
+// CHECK: %[[PART:.*]] = triad.cross_entropy %[[L]], %[[Y]] lse %[[LSE]] vocab_split ["tp"] : tensor<2x8x8xf32>, tensor<2x8xi32>, tensor<2x8x1xf32> -> tensor<f32>
+// CHECK: dist.all_reduce %[[PART]] over ["tp"] {dist.layouts = [#dist.layout<partial = {dp}>], dist.reason = "vocab-parallel cross entropy: the loss of each piece of the vocabulary"} : tensor<f32>
+// CHECK: %[[GPIECE:.*]] = triad.logsumexp %[[L]]
+// CHECK: %[[GALL:.*]] = dist.all_gather %[[GPIECE]] dim 2 over ["tp"]
+// CHECK: %[[GLSE:.*]] = triad.logsumexp %[[GALL]]
+// CHECK: triad.cross_entropy_grad %[[L]], %[[Y]], %[[D]] lse %[[GLSE]] vocab_split ["tp"] {dist.layouts = [#dist.layout<{dp}, {}, {tp}>]} : tensor<2x8x8xf32>, tensor<2x8xi32>, tensor<2x8x1xf32>
+// CHECK-NOT: dist.
+// CHECK: triad.cross_entropy %[[W]], %[[Y]] {dist.layouts = [#dist.layout<partial = {dp}>]} : tensor<2x8x16xf32>, tensor<2x8xi32> -> tensor<f32>
+func.func @cross_entropy(%logits: tensor<4x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {tp}>},
+                         %labels: tensor<4x8xi32> {dist.layout = #dist.layout<{dp}, {}>},
+                         %dloss: tensor<f32>,
+                         %whole: tensor<4x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {}>}) {
+  %0 = triad.cross_entropy %logits, %labels : tensor<4x8x16xf32>, tensor<4x8xi32> -> tensor<f32>
+  %1 = triad.cross_entropy_grad %logits, %labels, %dloss : tensor<4x8x16xf32>, tensor<4x8xi32>
+  %2 = triad.cross_entropy %whole, %labels : tensor<4x8x16xf32>, tensor<4x8xi32> -> tensor<f32>
   return
 }

@@ -1256,9 +1256,12 @@ func.func @embedding_grad(%ids: tensor<4x8xi32>,
 // -----
 
 // cross_entropy and its gradient: a batch split leaves the loss pending
-// (token-weighted) over it; the sequence and the vocabulary stay whole
-// (gathered); pending logits are reduced first. The gradient keeps the
-// batch split of the logits.
+// (token-weighted) over it; the sequence stays whole (gathered); a split
+// vocabulary stays split (vocab-parallel: the local form combines the
+// pieces, so the loss is not pending over tp); pending logits are reduced
+// first. The gradient keeps the batch and vocabulary splits of the logits.
+// A local form (lse, vocab_split) holds one piece: its vocabulary stays
+// whole.
 dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
 // CHECK-LABEL: func.func @cross_entropy(
 func.func @cross_entropy(%l: tensor<4x8x16xf32>,
@@ -1270,7 +1273,8 @@ func.func @cross_entropy(%l: tensor<4x8x16xf32>,
                          %y: tensor<4x8xi32>,
                          %yb: tensor<4x8xi32> {dist.layout = #dist.layout<{dp}, {}>},
                          %d: tensor<f32>,
-                         %dp: tensor<f32> {dist.layout = #dist.layout<partial = {dp}>}) {
+                         %dp: tensor<f32> {dist.layout = #dist.layout<partial = {dp}>},
+                         %lse: tensor<4x8x1xf32> {dist.layout = #dist.layout<{dp}, {}, {}>}) {
   // CHECK: triad.cross_entropy {{.*}}{dist.layouts = [#dist.layout<>]}
   %0 = triad.cross_entropy %l, %y : tensor<4x8x16xf32>, tensor<4x8xi32> -> tensor<f32>
   // CHECK: triad.cross_entropy {{.*}}{dist.layouts = [#dist.layout<partial = {dp}>]}
@@ -1285,11 +1289,30 @@ func.func @cross_entropy(%l: tensor<4x8x16xf32>,
   %5 = triad.cross_entropy %lp, %y : tensor<4x8x16xf32>, tensor<4x8xi32> -> tensor<f32>
   // CHECK: triad.cross_entropy_grad {{.*}}{dist.layouts = [#dist.layout<{dp}, {}, {}>]}
   %6 = triad.cross_entropy_grad %lb, %yb, %d : tensor<4x8x16xf32>, tensor<4x8xi32>
-  // CHECK: triad.cross_entropy_grad {{.*}}{dist.layouts = [#dist.layout<{dp}, {}, {}>]}
+  // CHECK: triad.cross_entropy_grad {{.*}}{dist.layouts = [#dist.layout<{dp}, {}, {tp}>]}
   %7 = triad.cross_entropy_grad %lv, %yb, %d : tensor<4x8x16xf32>, tensor<4x8xi32>
   // CHECK: triad.cross_entropy_grad {{.*}}{dist.layouts = [#dist.layout<{dp}, {}, {}>]}
   %8 = triad.cross_entropy_grad %lb, %yb, %dp : tensor<4x8x16xf32>, tensor<4x8xi32>
   // CHECK: triad.cross_entropy_grad {{.*}}{dist.layouts = [#dist.layout<{}, {}, {}>]}
   %9 = triad.cross_entropy_grad %l, %y, %d : tensor<4x8x16xf32>, tensor<4x8xi32>
+  // CHECK: triad.cross_entropy {{.*}}vocab_split ["tp"] {dist.layouts = [#dist.layout<partial = {dp}>]}
+  %10 = triad.cross_entropy %lv, %yb lse %lse vocab_split ["tp"] : tensor<4x8x16xf32>, tensor<4x8xi32>, tensor<4x8x1xf32> -> tensor<f32>
+  // CHECK: triad.cross_entropy_grad {{.*}}vocab_split ["tp"] {dist.layouts = [#dist.layout<{dp}, {}, {}>]}
+  %11 = triad.cross_entropy_grad %lv, %yb, %d lse %lse vocab_split ["tp"] : tensor<4x8x16xf32>, tensor<4x8xi32>, tensor<4x8x1xf32>
+  return
+}
+
+// -----
+
+// logsumexp: the reduced last dimension stays whole (gathered); the others
+// keep their splits.
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
+// CHECK-LABEL: func.func @logsumexp(
+func.func @logsumexp(%lb: tensor<4x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {}>},
+                     %lv: tensor<4x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {tp}>}) {
+  // CHECK: triad.logsumexp {{.*}}{dist.layouts = [#dist.layout<{dp}, {}, {}>]}
+  %0 = triad.logsumexp %lb : tensor<4x8x16xf32> -> tensor<4x8x1xf32>
+  // CHECK: triad.logsumexp {{.*}}{dist.layouts = [#dist.layout<{dp}, {}, {}>]}
+  %1 = triad.logsumexp %lv : tensor<4x8x16xf32> -> tensor<4x8x1xf32>
   return
 }

@@ -459,10 +459,10 @@ func.func @reductions(%x: tensor<4x8xf32> {dist.layout = #dist.layout<{dp}, {tp}
 
 // -----
 
-// The loss over split samples is partial (token-weighted); positions and
-// the vocabulary stay whole; the loss gradient keeps the sample split and
-// is linear in the incoming gradient. The embedding
-// gradient over a split batch is partial.
+// The loss over split samples is partial (token-weighted); positions stay
+// whole; a split vocabulary stays split (vocab-parallel), the loss whole
+// over it; the loss gradient keeps the sample split and is linear in the
+// incoming gradient. The embedding gradient over a split batch is partial.
 dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
 // CHECK-LABEL: func.func @loss
 func.func @loss(%logits: tensor<2x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {}>},
@@ -483,7 +483,8 @@ func.func @loss(%logits: tensor<2x8x16xf32> {dist.layout = #dist.layout<{dp}, {}
   %2 = triad.cross_entropy %vocab, %labels : tensor<2x8x16xf32>, tensor<2x8xi32> -> tensor<f32>
   // CHECK: triad.cross_entropy_grad {{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {}>]}
   %3 = triad.cross_entropy_grad %logits, %labels, %seed : tensor<2x8x16xf32>, tensor<2x8xi32>
-  // CHECK: triad.cross_entropy_grad {{.*}} {dist.layouts = [#dist.layout<{}, {}, {}, partial = {dp}>]}
+  // Split along the vocabulary, the gradient stays split (vocab-parallel).
+  // CHECK: triad.cross_entropy_grad {{.*}} {dist.layouts = [#dist.layout<{}, {}, {tp}, partial = {dp}>]}
   %4 = triad.cross_entropy_grad %vocab, %whole, %pseed : tensor<2x8x16xf32>, tensor<2x8xi32>
   // CHECK: triad.embedding_grad {{.*}} {dist.layouts = [#dist.layout<{}, {tp}, partial = {dp}>]}
   %5 = triad.embedding_grad %ids, %dx : tensor<2x8xi32>, tensor<2x8x16xf32> -> tensor<32x16xf32>
@@ -590,15 +591,15 @@ func.func @mlp(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<f32>) {
 
 // -----
 
-// Tensor parallelism splits an embedding table along its vocabulary when
-// the function only looks it up (untied embeddings: vocab-parallel); a
-// table the output layer also multiplies (tied) stays whole, and so does a
-// vocabulary tp does not divide.
+// Tensor parallelism splits an embedding table along its vocabulary
+// (vocab-parallel), tied or not: the output layer's product with a tied
+// table gives logits split along the vocabulary. A vocabulary tp does not
+// divide stays whole.
 dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
 // CHECK-LABEL: triad.param @emb.untied
 // CHECK-SAME: {dist.layout = #dist.layout<{tp}, {}>}
 // CHECK-NEXT: triad.param @emb.tied
-// CHECK-NOT: dist.layout
+// CHECK-SAME: {dist.layout = #dist.layout<{tp}, {}>}
 // CHECK-NEXT: triad.param @emb.odd
 // CHECK-NOT: dist.layout
 // CHECK: func.func @lookups
@@ -609,10 +610,11 @@ func.func @lookups(%ids: tensor<4x8xi32>) -> (tensor<4x8x8xf32>, tensor<4x8x16xf
   // CHECK: triad.embedding {{.*}} {dist.layouts = [#dist.layout<{}, {}, {}, partial = {tp}>]}
   %u = triad.get_param @emb.untied : tensor<16x8xf32>
   %a = triad.embedding %ids, %u : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
-  // CHECK: triad.embedding {{.*}} {dist.layouts = [#dist.layout<{}, {}, {}>]}
+  // CHECK: triad.embedding {{.*}} {dist.layouts = [#dist.layout<{}, {}, {}, partial = {tp}>]}
   %t = triad.get_param @emb.tied : tensor<16x8xf32>
   %b = triad.embedding %ids, %t : tensor<4x8xi32>, tensor<16x8xf32> -> tensor<4x8x8xf32>
   %t2 = triad.get_param @emb.tied : tensor<16x8xf32>
+  // CHECK: triad.matmul {{.*}} {dist.layouts = [#dist.layout<{}, {}, {tp}>]}
   %logits = triad.matmul %b, %t2 transpose_rhs : tensor<4x8x8xf32>, tensor<16x8xf32> -> tensor<4x8x16xf32>
   // CHECK: triad.embedding {{.*}} {dist.layouts = [#dist.layout<{}, {}, {}>]}
   %o = triad.get_param @emb.odd : tensor<15x8xf32>

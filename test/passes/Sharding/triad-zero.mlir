@@ -116,4 +116,4 @@ triad.state @m.b : tensor<8xf32> init <zeros> of @b {dist.layout = #dist.layout<
 // TPCOMM-NOT: for triad.adamw_update
 // TPCOMM: all_gather dp 2 {{.*}} #dist.layout<{tp, dp}> to #dist.layout<{tp}> for triad.assign to layers.0.attn.wq.bias
 // TPCOMM-NOT: for triad.adamw_update
-// TPCOMM: collectives per step: 31
+// TPCOMM: collectives per step: 37
