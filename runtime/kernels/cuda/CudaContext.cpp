@@ -1,0 +1,207 @@
+//===- CudaContext.cpp - device, stream and memory of the CUDA backend ----===//
+
+#include "runtime/kernels/cuda/CudaContext.h"
+
+#include "runtime/kernels/cuda/CudaCheck.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+
+namespace triad::rt::cuda {
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+absl::Status cudaStatus(cudaError_t error, const char *call) {
+  if (error == cudaSuccess)
+    return absl::OkStatus();
+  std::string message = absl::StrCat(call, " failed: ", cudaGetErrorName(error),
+                                     " (", cudaGetErrorString(error), ")");
+  switch (error) {
+  case cudaErrorMemoryAllocation:
+    return absl::ResourceExhaustedError(message);
+  case cudaErrorNoDevice:
+  case cudaErrorInsufficientDriver:
+    return absl::FailedPreconditionError(message);
+  case cudaErrorInvalidValue:
+  case cudaErrorInvalidConfiguration:
+    return absl::InvalidArgumentError(message);
+  default:
+    return absl::InternalError(message);
+  }
+}
+
+absl::Status cublasStatus(cublasStatus_t status, const char *call) {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return absl::OkStatus();
+  std::string message =
+      absl::StrCat(call, " failed: ", cublasLtGetStatusName(status), " (",
+                   cublasLtGetStatusString(status), ")");
+  switch (status) {
+  case CUBLAS_STATUS_ALLOC_FAILED:
+    return absl::ResourceExhaustedError(message);
+  case CUBLAS_STATUS_INVALID_VALUE:
+    return absl::InvalidArgumentError(message);
+  case CUBLAS_STATUS_NOT_SUPPORTED:
+  case CUBLAS_STATUS_ARCH_MISMATCH:
+    return absl::UnimplementedError(message);
+  default:
+    return absl::InternalError(message);
+  }
+}
+
+absl::Status launchStatus(const char *kernel) {
+  cudaError_t error = cudaGetLastError();
+  if (error == cudaSuccess)
+    return absl::OkStatus();
+  return cudaStatus(error, absl::StrCat("the launch of ", kernel).c_str());
+}
+
+absl::StatusOr<int> deviceCount() {
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver) {
+    // Clear the sticky "last error" for later launches.
+    cudaGetLastError();
+    return 0;
+  }
+  TRIAD_CUDA_RETURN_IF_ERROR(error);
+  return count;
+}
+
+//===----------------------------------------------------------------------===//
+// DeviceBuffer
+//===----------------------------------------------------------------------===//
+
+absl::StatusOr<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
+  DeviceBuffer buffer;
+  if (bytes == 0)
+    return buffer;
+  TRIAD_CUDA_RETURN_IF_ERROR(cudaMalloc(&buffer.pointer, bytes));
+  buffer.bytes = bytes;
+  return buffer;
+}
+
+DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
+  if (this != &other) {
+    reset();
+    pointer = other.pointer;
+    bytes = other.bytes;
+    other.pointer = nullptr;
+    other.bytes = 0;
+  }
+  return *this;
+}
+
+void DeviceBuffer::reset() {
+  // A destructor cannot report: cudaFree fails only on a broken context,
+  // which the next checked call reports.
+  if (pointer)
+    cudaFree(pointer);
+  pointer = nullptr;
+  bytes = 0;
+}
+
+//===----------------------------------------------------------------------===//
+// CudaContext
+//===----------------------------------------------------------------------===//
+
+absl::StatusOr<std::unique_ptr<CudaContext>>
+CudaContext::create(const ContextOptions &options) {
+  absl::StatusOr<int> devices = deviceCount();
+  if (!devices.ok())
+    return devices.status();
+  if (options.device < 0 || options.device >= *devices)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CUDA device ", options.device, " does not exist: ",
+        *devices == 0
+            ? "this machine has no GPU"
+            : absl::StrCat("this machine has ", *devices, " GPU(s)")));
+  std::unique_ptr<CudaContext> context(new CudaContext());
+  context->settings = options;
+  TRIAD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  TRIAD_CUDA_RETURN_IF_ERROR(
+      cudaStreamCreateWithFlags(&context->cudaStream, cudaStreamNonBlocking));
+  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&context->cublasLtHandle));
+  absl::StatusOr<DeviceBuffer> workspace =
+      DeviceBuffer::allocate(options.matmulWorkspaceBytes);
+  if (!workspace.ok())
+    return workspace.status();
+  context->workspace = std::move(*workspace);
+  absl::StatusOr<DeviceBuffer> flags = DeviceBuffer::allocate(sizeof(uint32_t));
+  if (!flags.ok())
+    return flags.status();
+  context->flags = std::move(*flags);
+  TRIAD_CUDA_RETURN_IF_ERROR(
+      cudaMemset(context->flags.data(), 0, sizeof(uint32_t)));
+  TRIAD_CUDA_RETURN_IF_ERROR(cudaMallocHost(
+      reinterpret_cast<void **>(&context->hostFlags), sizeof(uint32_t)));
+  return context;
+}
+
+CudaContext::~CudaContext() {
+  // Nothing may be in flight on memory freed below.
+  if (cudaStream)
+    cudaStreamSynchronize(cudaStream);
+  if (scratchPointer)
+    cudaFree(scratchPointer);
+  workspace.reset();
+  flags.reset();
+  if (hostFlags)
+    cudaFreeHost(hostFlags);
+  if (cublasLtHandle)
+    cublasLtDestroy(cublasLtHandle);
+  if (cudaStream)
+    cudaStreamDestroy(cudaStream);
+}
+
+absl::StatusOr<void *> CudaContext::scratch(size_t bytes) {
+  bytes = alignScratch(bytes == 0 ? 1 : bytes);
+  if (bytes <= scratchBytes)
+    return scratchPointer;
+  // Grow by at least half again, so that a run of growing requests
+  // allocates a few times, not every time.
+  size_t grown = alignScratch(std::max(bytes, scratchBytes + scratchBytes / 2));
+  if (scratchPointer)
+    TRIAD_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scratchPointer, cudaStream));
+  scratchPointer = nullptr;
+  scratchBytes = 0;
+  TRIAD_CUDA_RETURN_IF_ERROR(
+      cudaMallocAsync(&scratchPointer, grown, cudaStream));
+  scratchBytes = grown;
+  return scratchPointer;
+}
+
+absl::Status CudaContext::synchronize() {
+  TRIAD_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(hostFlags, flags.data(), sizeof(uint32_t),
+                      cudaMemcpyDeviceToHost, cudaStream));
+  TRIAD_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(flags.data(), 0, sizeof(uint32_t), cudaStream));
+  TRIAD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cudaStream));
+  uint32_t raised = *hostFlags;
+  if (raised & kBadTokenId)
+    return absl::InvalidArgumentError("a token id is outside the vocabulary");
+  if (raised & kBadLabel)
+    return absl::InvalidArgumentError("a label is outside the vocabulary");
+  return absl::OkStatus();
+}
+
+absl::Status CudaContext::copyToDevice(void *device, const void *host,
+                                       size_t bytes) {
+  TRIAD_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, cudaStream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaContext::copyToHost(void *host, const void *device,
+                                     size_t bytes) {
+  TRIAD_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, cudaStream));
+  TRIAD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cudaStream));
+  return absl::OkStatus();
+}
+
+} // namespace triad::rt::cuda

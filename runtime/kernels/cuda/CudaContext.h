@@ -1,0 +1,132 @@
+//===- CudaContext.h - device, stream and memory of the CUDA backend -*- C++
+//-*-===//
+//
+// What every CUDA kernel of the runtime runs with: one device, one stream
+// (every kernel and copy of a context is ordered on it), a cuBLASLt handle
+// and its workspace, a growable scratch buffer for the kernels' partial
+// results, and a word of error flags that kernels raise on data-dependent
+// errors (a token id outside the vocabulary) for the host to read at its
+// next check: a kernel cannot return a status, and checking after every
+// launch would synchronize the stream.
+//
+// Nothing here needs nvcc: the host code compiles with the C++ compiler and
+// links the CUDA runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_RUNTIME_KERNELS_CUDA_CUDACONTEXT_H
+#define TRIAD_RUNTIME_KERNELS_CUDA_CUDACONTEXT_H
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace triad::rt::cuda {
+
+/// The GPUs the CUDA runtime sees: 0, not an error, when the machine has no
+/// GPU or no driver; other failures are errors.
+absl::StatusOr<int> deviceCount();
+
+/// Device memory (cudaMalloc), freed when destroyed.
+class DeviceBuffer {
+public:
+  static absl::StatusOr<DeviceBuffer> allocate(size_t bytes);
+
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer &&other) noexcept { *this = std::move(other); }
+  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  ~DeviceBuffer() { reset(); }
+
+  void *data() const { return pointer; }
+  template <typename T> T *as() const { return static_cast<T *>(pointer); }
+  size_t size() const { return bytes; }
+  void reset();
+
+private:
+  void *pointer = nullptr;
+  size_t bytes = 0;
+};
+
+/// Data-dependent errors found on the device, one bit each.
+enum ErrorFlag : uint32_t {
+  kBadTokenId = 1u << 0, // an embedding's id outside the vocabulary
+  kBadLabel = 1u << 1,   // a cross entropy's label outside the vocabulary
+};
+
+struct ContextOptions {
+  /// The CUDA device ordinal.
+  int device = 0;
+  /// f32 matrix products on TF32 tensor cores (10-bit mantissa inputs):
+  /// faster, and no longer within 1e-5 of the CPU backend. Off by default.
+  bool allowTf32 = false;
+  /// cuBLASLt's workspace (Hopper kernels want 32 MiB).
+  size_t matmulWorkspaceBytes = size_t{32} << 20;
+};
+
+class CudaContext {
+public:
+  /// Selects the device and creates the stream, the cuBLASLt handle and
+  /// the buffers.
+  static absl::StatusOr<std::unique_ptr<CudaContext>>
+  create(const ContextOptions &options = {});
+  ~CudaContext();
+  CudaContext(const CudaContext &) = delete;
+  CudaContext &operator=(const CudaContext &) = delete;
+
+  const ContextOptions &options() const { return settings; }
+  cudaStream_t stream() const { return cudaStream; }
+  cublasLtHandle_t cublasLt() const { return cublasLtHandle; }
+  void *matmulWorkspace() const { return workspace.data(); }
+  size_t matmulWorkspaceBytes() const { return workspace.size(); }
+
+  /// Device scratch of at least `bytes` (256-byte aligned). It stays valid
+  /// for the work enqueued on the stream until the next call of scratch,
+  /// which may replace it (stream-ordered, so earlier kernels still see the
+  /// old one): a kernel entry point asks once and carves its pieces.
+  absl::StatusOr<void *> scratch(size_t bytes);
+
+  /// The device word kernels raise ErrorFlag bits in (atomicOr).
+  uint32_t *errorFlags() const { return flags.as<uint32_t>(); }
+
+  /// Waits for everything enqueued on the stream, then returns (and clears)
+  /// the error flags raised since the last check as a status.
+  absl::Status synchronize();
+
+  /// Copies between host and device, ordered on the stream. The host side
+  /// need not be pinned: copyToDevice may reuse its host buffer when it
+  /// returns, and copyToHost returns once the data is on the host.
+  absl::Status copyToDevice(void *device, const void *host, size_t bytes);
+  absl::Status copyToHost(void *host, const void *device, size_t bytes);
+
+private:
+  CudaContext() = default;
+
+  ContextOptions settings;
+  cudaStream_t cudaStream = nullptr;
+  cublasLtHandle_t cublasLtHandle = nullptr;
+  DeviceBuffer workspace;
+  DeviceBuffer flags;
+  /// Stream-ordered (cudaMallocAsync) scratch.
+  void *scratchPointer = nullptr;
+  size_t scratchBytes = 0;
+  /// Pinned host word the flags are read into.
+  uint32_t *hostFlags = nullptr;
+};
+
+/// Rounds `bytes` up to the scratch alignment (256), for carving one
+/// scratch allocation into pieces.
+constexpr size_t alignScratch(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+} // namespace triad::rt::cuda
+
+#endif // TRIAD_RUNTIME_KERNELS_CUDA_CUDACONTEXT_H

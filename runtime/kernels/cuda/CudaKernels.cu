@@ -1,0 +1,971 @@
+//===- CudaKernels.cu - CUDA kernels of the Triad runtime -----------------===//
+//
+// See CudaKernels.h. Layout of this file: device helpers (activations,
+// block reductions), then one section per group of entry points. Row
+// kernels give one thread block to a row; reductions over rows (dgamma,
+// dbias) first sum fixed chunks of rows into partials, then add the
+// partials in chunk order, as the CPU kernels do, so that no result depends
+// on scheduling.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/kernels/cuda/CudaKernels.h"
+
+#include "runtime/kernels/cuda/CudaCheck.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace triad::rt::cuda {
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Launch configuration
+//===----------------------------------------------------------------------===//
+
+constexpr int kThreads = 256;
+/// Blocks of a grid-stride elementwise kernel: enough to fill any GPU,
+/// within the grid's x limit.
+constexpr int64_t kMaxBlocks = int64_t{1} << 16;
+/// Rows per partial of the reductions over rows (as the CPU's kBlock).
+constexpr int64_t kRowChunk = 64;
+/// Elements per chunk of the kernels over many tensors.
+constexpr int64_t kTensorChunk = 16384;
+
+unsigned elementBlocks(int64_t count) {
+  return static_cast<unsigned>(std::max<int64_t>(
+      1, std::min(kMaxBlocks, (count + kThreads - 1) / kThreads)));
+}
+
+/// Threads of a row kernel: a multiple of the warp size, at most kThreads,
+/// no more than the row has elements.
+unsigned rowThreads(int64_t width) {
+  return static_cast<unsigned>(std::min<int64_t>(
+      kThreads, std::max<int64_t>(32, (width + 31) / 32 * 32)));
+}
+
+/// CUDA grids count blocks with 31 bits in x.
+absl::Status checkGrid(int64_t blocks, const char *what) {
+  if (blocks > 0x7fffffff)
+    return absl::InvalidArgumentError(
+        std::string(what) + " has more rows than one CUDA grid launches");
+  return absl::OkStatus();
+}
+
+#define TRIAD_GRID_STRIDE(i, count)                                            \
+  for (int64_t i =                                                             \
+           blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;        \
+       i < (count); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+//===----------------------------------------------------------------------===//
+// Activations: the formulas of CpuKernels.cpp
+//===----------------------------------------------------------------------===//
+
+__device__ __forceinline__ float sigmoidf(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
+
+__device__ __forceinline__ float applyActivation(Activation kind, float x) {
+  switch (kind) {
+  case Activation::Gelu:
+    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  case Activation::GeluTanh: {
+    const float c = 0.7978845608028654f; // sqrt(2 / pi)
+    return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+  }
+  case Activation::FastGelu:
+    return x * sigmoidf(1.702f * x);
+  case Activation::Relu:
+    return x > 0.0f ? x : 0.0f;
+  case Activation::Silu:
+    return x * sigmoidf(x);
+  }
+  return x;
+}
+
+__device__ __forceinline__ float activationDerivative(Activation kind,
+                                                      float x) {
+  switch (kind) {
+  case Activation::Gelu: {
+    float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+    float pdf = expf(-0.5f * x * x) * 0.3989422804014327f;
+    return cdf + x * pdf;
+  }
+  case Activation::GeluTanh: {
+    const float c = 0.7978845608028654f;
+    float t = tanhf(c * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + t) +
+           0.5f * x * (1.0f - t * t) * c * (1.0f + 3.0f * 0.044715f * x * x);
+  }
+  case Activation::FastGelu: {
+    float s = sigmoidf(1.702f * x);
+    return s + 1.702f * x * s * (1.0f - s);
+  }
+  case Activation::Relu:
+    return x > 0.0f ? 1.0f : 0.0f;
+  case Activation::Silu: {
+    float s = sigmoidf(x);
+    return s + x * s * (1.0f - s);
+  }
+  }
+  return 1.0f;
+}
+
+//===----------------------------------------------------------------------===//
+// Block reductions (fixed order for a given block size)
+//===----------------------------------------------------------------------===//
+
+template <typename T> __device__ __forceinline__ T warpSum(T v) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ float warpMax(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+/// The sum of `v` over the block, returned to every thread. Every thread of
+/// the block must call it (it synchronizes).
+template <typename T> __device__ T blockSum(T v) {
+  __shared__ T partial[32];
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int warps = (blockDim.x + 31) >> 5;
+  v = warpSum(v);
+  __syncthreads(); // an earlier call may still read `partial`
+  if (lane == 0)
+    partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < warps ? partial[lane] : T(0);
+    v = warpSum(v);
+    if (lane == 0)
+      partial[0] = v;
+  }
+  __syncthreads();
+  return partial[0];
+}
+
+__device__ float blockMax(float v) {
+  __shared__ float partial[32];
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int warps = (blockDim.x + 31) >> 5;
+  v = warpMax(v);
+  __syncthreads();
+  if (lane == 0)
+    partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < warps ? partial[lane] : -INFINITY;
+    v = warpMax(v);
+    if (lane == 0)
+      partial[0] = v;
+  }
+  __syncthreads();
+  return partial[0];
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise kernels
+//===----------------------------------------------------------------------===//
+
+__global__ void addBroadcastKernel(const float *lhs, const float *rhs,
+                                   float *out, int64_t count, int64_t period) {
+  TRIAD_GRID_STRIDE(i, count) out[i] = lhs[i] + rhs[i % period];
+}
+
+__global__ void mulKernel(const float *a, const float *b, float *out,
+                          int64_t count) {
+  TRIAD_GRID_STRIDE(i, count) out[i] = a[i] * b[i];
+}
+
+__global__ void scaleKernel(const float *x, float factor, float *out,
+                            int64_t count) {
+  TRIAD_GRID_STRIDE(i, count) out[i] = x[i] * factor;
+}
+
+__global__ void scaleByKernel(const float *x, const float *factor, float *out,
+                              int64_t count) {
+  float f = *factor;
+  TRIAD_GRID_STRIDE(i, count) out[i] = x[i] * f;
+}
+
+__global__ void accumulateKernel(float *acc, const float *x,
+                                 const float *weight, int64_t count) {
+  float w = *weight;
+  TRIAD_GRID_STRIDE(i, count) acc[i] += w * x[i];
+}
+
+__global__ void fillKernel(float *out, float value, int64_t count) {
+  TRIAD_GRID_STRIDE(i, count) out[i] = value;
+}
+
+template <typename From, typename To> __device__ To convert(From x);
+template <> __device__ float convert(float x) { return x; }
+template <> __device__ __nv_bfloat16 convert(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <> __device__ __half convert(float x) { return __float2half_rn(x); }
+template <> __device__ float convert(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+template <> __device__ float convert(__half x) { return __half2float(x); }
+
+template <typename From, typename To>
+__global__ void castKernel(const From *x, To *out, int64_t count) {
+  TRIAD_GRID_STRIDE(i, count) out[i] = convert<From, To>(x[i]);
+}
+
+/// out = act(x [+ bias]) [* other] or, with `derivative`, act'(x [+ bias])
+/// * other; bias has period `width` (null: none), other may be null.
+__global__ void activationKernel(Activation kind, const float *x,
+                                 const float *bias, const float *other,
+                                 float *out, int64_t count, int64_t width,
+                                 bool derivative) {
+  TRIAD_GRID_STRIDE(i, count) {
+    float v = bias ? x[i] + bias[i % width] : x[i];
+    float r =
+        derivative ? activationDerivative(kind, v) : applyActivation(kind, v);
+    out[i] = other ? r * other[i] : r;
+  }
+}
+
+__global__ void gatedGradKernel(Activation kind, const float *gate,
+                                const float *up, const float *dy, float *dgate,
+                                float *dup, int64_t count) {
+  TRIAD_GRID_STRIDE(i, count) {
+    float g = gate[i], d = dy[i];
+    dgate[i] = activationDerivative(kind, g) * (up[i] * d);
+    dup[i] = applyActivation(kind, g) * d;
+  }
+}
+
+/// partial[chunk, c] = the sum over the rows of `chunk` (kRowChunk rows) of
+/// values[r, c], in row order; blocks of 32 columns, one thread a column.
+__global__ void columnChunkSumKernel(const float *values, double *partial,
+                                     int64_t rows, int64_t width) {
+  int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  int64_t chunk = blockIdx.y;
+  if (c >= width)
+    return;
+  int64_t end = min(rows, (chunk + 1) * kRowChunk);
+  double sum = 0.0;
+  for (int64_t r = chunk * kRowChunk; r < end; ++r)
+    sum += values[r * width + c];
+  partial[chunk * width + c] = sum;
+}
+
+/// target[c] (+)= the partials of column c added in chunk order.
+__global__ void addPartialsKernel(const double *partial, float *target,
+                                  int64_t chunks, int64_t width,
+                                  bool accumulate) {
+  TRIAD_GRID_STRIDE(c, width) {
+    double sum = 0.0;
+    for (int64_t chunk = 0; chunk < chunks; ++chunk)
+      sum += partial[chunk * width + c];
+    target[c] = accumulate ? target[c] + static_cast<float>(sum)
+                           : static_cast<float>(sum);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization kernels
+//===----------------------------------------------------------------------===//
+
+struct RowStatistics {
+  double mean, inverse;
+};
+
+/// The mean (0 unless `center`) and 1 / sqrt(statistic + epsilon) of one
+/// row, in double, as the CPU's rowStatistics; every thread gets them.
+__device__ RowStatistics rowStatistics(const float *in, int64_t width,
+                                       float epsilon, bool center) {
+  double mean = 0.0;
+  if (center) {
+    double sum = 0.0;
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
+      sum += in[i];
+    mean = blockSum(sum) / static_cast<double>(width);
+  }
+  double squares = 0.0;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+    double d = in[i] - mean;
+    squares += d * d;
+  }
+  double statistic = blockSum(squares) / static_cast<double>(width);
+  return {mean, 1.0 / sqrt(statistic + static_cast<double>(epsilon))};
+}
+
+__global__ void normKernel(const float *x, const float *gamma,
+                           const float *beta, float *y, int64_t width,
+                           float epsilon, bool center) {
+  const float *in = x + blockIdx.x * width;
+  float *out = y + blockIdx.x * width;
+  RowStatistics stats = rowStatistics(in, width, epsilon, center);
+  float inverse = static_cast<float>(stats.inverse);
+  float mean = static_cast<float>(stats.mean);
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
+    out[i] = (in[i] - mean) * inverse * gamma[i] + (beta ? beta[i] : 0.0f);
+}
+
+/// dx of one row, and the row's statistics into `stats` (mean, inverse)
+/// for the dgamma pass.
+__global__ void normGradKernel(const float *x, const float *gamma,
+                               const float *dy, float *dx, double *stats,
+                               int64_t width, float epsilon, bool center) {
+  const float *in = x + blockIdx.x * width;
+  const float *grad = dy + blockIdx.x * width;
+  float *out = dx + blockIdx.x * width;
+  RowStatistics s = rowStatistics(in, width, epsilon, center);
+  double meanG = 0.0, meanGX = 0.0;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+    float xhat = static_cast<float>((in[i] - s.mean) * s.inverse);
+    double g = static_cast<double>(grad[i]) * gamma[i];
+    meanG += g;
+    meanGX += g * xhat;
+  }
+  meanG = blockSum(meanG) / static_cast<double>(width);
+  meanGX = blockSum(meanGX) / static_cast<double>(width);
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+    float xhat = static_cast<float>((in[i] - s.mean) * s.inverse);
+    out[i] = static_cast<float>(s.inverse *
+                                (static_cast<double>(grad[i]) * gamma[i] -
+                                 (center ? meanG : 0.0) - xhat * meanGX));
+  }
+  if (threadIdx.x == 0) {
+    stats[2 * blockIdx.x] = s.mean;
+    stats[2 * blockIdx.x + 1] = s.inverse;
+  }
+}
+
+/// partial[chunk, c] = the sum over the chunk's rows of dy * xhat.
+__global__ void normGammaChunkKernel(const float *x, const float *dy,
+                                     const double *stats, double *partial,
+                                     int64_t rows, int64_t width) {
+  int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  int64_t chunk = blockIdx.y;
+  if (c >= width)
+    return;
+  int64_t end = min(rows, (chunk + 1) * kRowChunk);
+  double sum = 0.0;
+  for (int64_t r = chunk * kRowChunk; r < end; ++r) {
+    float xhat = static_cast<float>((x[r * width + c] - stats[2 * r]) *
+                                    stats[2 * r + 1]);
+    sum += static_cast<double>(dy[r * width + c]) * xhat;
+  }
+  partial[chunk * width + c] = sum;
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding and cross-entropy kernels
+//===----------------------------------------------------------------------===//
+
+__global__ void embeddingKernel(const int32_t *ids, const float *table,
+                                float *out, int64_t rows, int64_t hidden,
+                                int64_t firstRow, int64_t vocab,
+                                uint32_t *flags) {
+  int64_t t = blockIdx.x;
+  int64_t id = ids[t], row = id - firstRow;
+  float *target = out + t * hidden;
+  bool bad = id < 0 || id >= vocab;
+  if (bad || row < 0 || row >= rows) {
+    for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x)
+      target[h] = 0.0f;
+    if (bad && threadIdx.x == 0)
+      atomicOr(flags, kBadTokenId);
+    return;
+  }
+  const float *source = table + row * hidden;
+  for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x)
+    target[h] = source[h];
+}
+
+/// One thread per hidden column adds the tokens' rows in token order (the
+/// CPU kernel's order, so the sums are bitwise the same).
+__global__ void embeddingGradKernel(const int32_t *ids, const float *dy,
+                                    float *dtable, int64_t tokens,
+                                    int64_t vocab, int64_t hidden,
+                                    uint32_t *flags) {
+  int64_t h = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (h >= hidden)
+    return;
+  for (int64_t t = 0; t < tokens; ++t) {
+    int64_t id = ids[t];
+    if (id < 0 || id >= vocab) {
+      if (h == 0)
+        atomicOr(flags, kBadTokenId);
+      continue;
+    }
+    dtable[id * hidden + h] += dy[t * hidden + h];
+  }
+}
+
+/// The loss of each row (double; 0 for ignored and bad rows) and whether
+/// it counts.
+__global__ void crossEntropyRowKernel(const float *logits,
+                                      const int32_t *labels, int64_t vocab,
+                                      int32_t ignoreIndex, double *rowLoss,
+                                      int32_t *rowCounted, uint32_t *flags) {
+  int64_t r = blockIdx.x;
+  int32_t label = labels[r];
+  bool bad = label != ignoreIndex && (label < 0 || label >= vocab);
+  if (label == ignoreIndex || bad) {
+    if (threadIdx.x == 0) {
+      rowLoss[r] = 0.0;
+      rowCounted[r] = 0;
+      if (bad)
+        atomicOr(flags, kBadLabel);
+    }
+    return;
+  }
+  const float *row = logits + r * vocab;
+  float maxLogit = -INFINITY;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+    maxLogit = fmaxf(maxLogit, row[j]);
+  maxLogit = blockMax(maxLogit);
+  double sum = 0.0;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+    sum += exp(static_cast<double>(row[j] - maxLogit));
+  sum = blockSum(sum);
+  if (threadIdx.x == 0) {
+    rowLoss[r] = maxLogit + log(sum) - row[label];
+    rowCounted[r] = 1;
+  }
+}
+
+/// loss[0] = the mean of the counted rows' losses, added in row order by
+/// a single block.
+__global__ void crossEntropyMeanKernel(const double *rowLoss,
+                                       const int32_t *rowCounted, int64_t rows,
+                                       float *loss) {
+  // Each thread sums a contiguous run of rows; the runs are then added in
+  // the block's fixed tree order.
+  int64_t per = (rows + blockDim.x - 1) / blockDim.x;
+  int64_t begin = threadIdx.x * per, end = min(rows, begin + per);
+  double total = 0.0;
+  int64_t count = 0;
+  for (int64_t r = begin; r < end; ++r) {
+    total += rowLoss[r];
+    count += rowCounted[r];
+  }
+  total = blockSum(total);
+  count = blockSum(count);
+  if (threadIdx.x == 0)
+    loss[0] =
+        count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
+}
+
+__global__ void countValidKernel(const int32_t *labels, int64_t count,
+                                 int32_t ignoreIndex, float *out) {
+  int64_t valid = 0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
+    valid += labels[i] != ignoreIndex;
+  valid = blockSum(valid);
+  if (threadIdx.x == 0)
+    out[0] = static_cast<float>(valid);
+}
+
+/// One row of dlogits; in place when dlogits == logits (the row is read
+/// whole before any of it is written).
+__global__ void crossEntropyGradKernel(const float *logits,
+                                       const int32_t *labels,
+                                       const float *dloss, const float *counted,
+                                       float *dlogits, int64_t vocab,
+                                       int32_t ignoreIndex, uint32_t *flags) {
+  int64_t r = blockIdx.x;
+  int32_t label = labels[r];
+  const float *row = logits + r * vocab;
+  float *out = dlogits + r * vocab;
+  if (label == ignoreIndex || label < 0 || label >= vocab) {
+    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+      out[j] = 0.0f;
+    if (label != ignoreIndex && threadIdx.x == 0)
+      atomicOr(flags, kBadLabel);
+    return;
+  }
+  float count = *counted;
+  float weight = count != 0.0f ? *dloss / count : 0.0f;
+  float maxLogit = -INFINITY;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+    maxLogit = fmaxf(maxLogit, row[j]);
+  maxLogit = blockMax(maxLogit);
+  double sum = 0.0;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+    sum += expf(row[j] - maxLogit);
+  sum = blockSum(sum); // synchronizes: every read of the row is done
+  float inverse = static_cast<float>(weight / sum);
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+    out[j] = expf(row[j] - maxLogit) * inverse;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    out[label] -= weight;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels over many tensors: a chunk table, one block a chunk
+//===----------------------------------------------------------------------===//
+
+struct Chunk {
+  int32_t tensor;
+  int64_t begin, end;
+};
+
+__global__ void sumSquaresChunkKernel(const ConstSpan *spans,
+                                      const Chunk *chunks, double *partial) {
+  Chunk chunk = chunks[blockIdx.x];
+  const float *x = spans[chunk.tensor].data;
+  double sum = 0.0;
+  for (int64_t i = chunk.begin + threadIdx.x; i < chunk.end; i += blockDim.x)
+    sum += static_cast<double>(x[i]) * x[i];
+  sum = blockSum(sum);
+  if (threadIdx.x == 0)
+    partial[blockIdx.x] = sum;
+}
+
+/// out[0] = the partials added in order by one thread (few: one per 16K
+/// elements).
+__global__ void sumPartialsKernel(const double *partial, int64_t count,
+                                  float *out) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < count; ++i)
+    sum += partial[i];
+  out[0] = static_cast<float>(sum);
+}
+
+__global__ void adamwKernel(const AdamWTensor *tensors, const Chunk *chunks,
+                            const float *lrPointer, const float *stepPointer,
+                            const float *coefficientPointer, AdamWHyper hyper) {
+  Chunk chunk = chunks[blockIdx.x];
+  AdamWTensor t = tensors[chunk.tensor];
+  float lr = *lrPointer, step = *stepPointer, coefficient = *coefficientPointer;
+  float correction1 = 1.0f - powf(hyper.beta1, step);
+  float correction2 = 1.0f - powf(hyper.beta2, step);
+  for (int64_t i = chunk.begin + threadIdx.x; i < chunk.end; i += blockDim.x) {
+    float g = t.grad[i] * coefficient;
+    float m = hyper.beta1 * t.m[i] + (1.0f - hyper.beta1) * g;
+    float v = hyper.beta2 * t.v[i] + (1.0f - hyper.beta2) * g * g;
+    t.m[i] = m;
+    t.v[i] = v;
+    float update = (m / correction1) / (sqrtf(v / correction2) + hyper.epsilon);
+    float p = t.param[i];
+    t.param[i] = p - (lr * update + lr * hyper.weightDecay * p);
+  }
+}
+
+/// Cuts tensors of `counts` elements into chunks of kTensorChunk.
+std::vector<Chunk> chunkTable(const std::vector<int64_t> &counts) {
+  std::vector<Chunk> chunks;
+  for (size_t t = 0; t < counts.size(); ++t)
+    for (int64_t begin = 0; begin < counts[t]; begin += kTensorChunk)
+      chunks.push_back({static_cast<int32_t>(t), begin,
+                        std::min(counts[t], begin + kTensorChunk)});
+  return chunks;
+}
+
+/// Uploads `tensors` and the chunk table into one scratch allocation, with
+/// `extra` more bytes after them; returns their device copies.
+template <typename Tensor> struct Uploaded {
+  Tensor *tensors;
+  Chunk *chunks;
+  void *extra;
+};
+template <typename Tensor>
+absl::StatusOr<Uploaded<Tensor>>
+upload(CudaContext &context, const std::vector<Tensor> &tensors,
+       const std::vector<Chunk> &chunks, size_t extra) {
+  size_t tensorBytes = alignScratch(tensors.size() * sizeof(Tensor));
+  size_t chunkBytes = alignScratch(chunks.size() * sizeof(Chunk));
+  absl::StatusOr<void *> scratch =
+      context.scratch(tensorBytes + chunkBytes + extra);
+  if (!scratch.ok())
+    return scratch.status();
+  char *base = static_cast<char *>(*scratch);
+  Uploaded<Tensor> result{reinterpret_cast<Tensor *>(base),
+                          reinterpret_cast<Chunk *>(base + tensorBytes),
+                          base + tensorBytes + chunkBytes};
+  if (absl::Status s = context.copyToDevice(result.tensors, tensors.data(),
+                                            tensors.size() * sizeof(Tensor));
+      !s.ok())
+    return s;
+  if (absl::Status s = context.copyToDevice(result.chunks, chunks.data(),
+                                            chunks.size() * sizeof(Chunk));
+      !s.ok())
+    return s;
+  return result;
+}
+
+absl::Status elementwise(CudaContext &context, Activation kind, const float *x,
+                         const float *bias, const float *other, float *out,
+                         int64_t count, int64_t width, bool derivative) {
+  if (count == 0)
+    return absl::OkStatus();
+  activationKernel<<<elementBlocks(count), kThreads, 0, context.stream()>>>(
+      kind, x, bias, other, out, count, width, derivative);
+  TRIAD_CUDA_CHECK_LAUNCH("activationKernel");
+  return absl::OkStatus();
+}
+
+absl::Status norm(CudaContext &context, const float *x, const float *gamma,
+                  const float *beta, float *y, int64_t rows, int64_t width,
+                  float epsilon, bool center) {
+  if (rows == 0 || width == 0)
+    return absl::OkStatus();
+  if (absl::Status s = checkGrid(rows, "a norm"); !s.ok())
+    return s;
+  normKernel<<<static_cast<unsigned>(rows), rowThreads(width), 0,
+               context.stream()>>>(x, gamma, beta, y, width, epsilon, center);
+  TRIAD_CUDA_CHECK_LAUNCH("normKernel");
+  return absl::OkStatus();
+}
+
+absl::Status normGrad(CudaContext &context, const float *x, const float *gamma,
+                      const float *dy, float *dx, float *dgamma, int64_t rows,
+                      int64_t width, float epsilon, bool center) {
+  if (rows == 0 || width == 0)
+    return absl::OkStatus();
+  if (absl::Status s = checkGrid(rows, "a norm gradient"); !s.ok())
+    return s;
+  int64_t chunks = (rows + kRowChunk - 1) / kRowChunk;
+  if (chunks > 65535)
+    return absl::InvalidArgumentError(
+        "a norm gradient has more rows than its dgamma reduction launches");
+  size_t statsBytes = alignScratch(sizeof(double) * 2 * rows);
+  absl::StatusOr<void *> scratch =
+      context.scratch(statsBytes + sizeof(double) * chunks * width);
+  if (!scratch.ok())
+    return scratch.status();
+  double *stats = static_cast<double *>(*scratch);
+  double *partial =
+      reinterpret_cast<double *>(static_cast<char *>(*scratch) + statsBytes);
+  normGradKernel<<<static_cast<unsigned>(rows), rowThreads(width), 0,
+                   context.stream()>>>(x, gamma, dy, dx, stats, width, epsilon,
+                                       center);
+  TRIAD_CUDA_CHECK_LAUNCH("normGradKernel");
+  dim3 grid(static_cast<unsigned>((width + 31) / 32),
+            static_cast<unsigned>(chunks));
+  normGammaChunkKernel<<<grid, 32, 0, context.stream()>>>(x, dy, stats, partial,
+                                                          rows, width);
+  TRIAD_CUDA_CHECK_LAUNCH("normGammaChunkKernel");
+  addPartialsKernel<<<elementBlocks(width), kThreads, 0, context.stream()>>>(
+      partial, dgamma, chunks, width, /*accumulate=*/true);
+  TRIAD_CUDA_CHECK_LAUNCH("addPartialsKernel");
+  return absl::OkStatus();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+#define TRIAD_LAUNCH_ELEMENTWISE(kernel, count, ...)                           \
+  do {                                                                         \
+    if ((count) == 0)                                                          \
+      return absl::OkStatus();                                                 \
+    kernel<<<elementBlocks(count), kThreads, 0, context.stream()>>>(           \
+        __VA_ARGS__);                                                          \
+    TRIAD_CUDA_CHECK_LAUNCH(#kernel);                                          \
+    return absl::OkStatus();                                                   \
+  } while (false)
+
+absl::Status addBroadcast(CudaContext &context, const float *lhs,
+                          const float *rhs, float *out, int64_t count,
+                          int64_t period) {
+  if (period <= 0)
+    return absl::InvalidArgumentError("addBroadcast: the period must be > 0");
+  TRIAD_LAUNCH_ELEMENTWISE(addBroadcastKernel, count, lhs, rhs, out, count,
+                           period);
+}
+
+absl::Status mul(CudaContext &context, const float *a, const float *b,
+                 float *out, int64_t count) {
+  TRIAD_LAUNCH_ELEMENTWISE(mulKernel, count, a, b, out, count);
+}
+
+absl::Status scale(CudaContext &context, const float *x, float factor,
+                   float *out, int64_t count) {
+  TRIAD_LAUNCH_ELEMENTWISE(scaleKernel, count, x, factor, out, count);
+}
+
+absl::Status scaleBy(CudaContext &context, const float *x, const float *factor,
+                     float *out, int64_t count) {
+  TRIAD_LAUNCH_ELEMENTWISE(scaleByKernel, count, x, factor, out, count);
+}
+
+absl::Status accumulate(CudaContext &context, float *acc, const float *x,
+                        const float *weight, int64_t count) {
+  TRIAD_LAUNCH_ELEMENTWISE(accumulateKernel, count, acc, x, weight, count);
+}
+
+absl::Status fill(CudaContext &context, float *out, float value,
+                  int64_t count) {
+  TRIAD_LAUNCH_ELEMENTWISE(fillKernel, count, out, value, count);
+}
+
+absl::Status cast(CudaContext &context, const void *x, DType from, void *out,
+                  DType to, int64_t count) {
+  const auto *f32In = static_cast<const float *>(x);
+  auto *f32Out = static_cast<float *>(out);
+  if (from == DType::F32 && to == DType::F32)
+    TRIAD_LAUNCH_ELEMENTWISE((castKernel<float, float>), count, f32In, f32Out,
+                             count);
+  if (from == DType::F32 && to == DType::BF16)
+    TRIAD_LAUNCH_ELEMENTWISE((castKernel<float, __nv_bfloat16>), count, f32In,
+                             static_cast<__nv_bfloat16 *>(out), count);
+  if (from == DType::F32 && to == DType::F16)
+    TRIAD_LAUNCH_ELEMENTWISE((castKernel<float, __half>), count, f32In,
+                             static_cast<__half *>(out), count);
+  if (from == DType::BF16 && to == DType::F32)
+    TRIAD_LAUNCH_ELEMENTWISE((castKernel<__nv_bfloat16, float>), count,
+                             static_cast<const __nv_bfloat16 *>(x), f32Out,
+                             count);
+  if (from == DType::F16 && to == DType::F32)
+    TRIAD_LAUNCH_ELEMENTWISE((castKernel<__half, float>), count,
+                             static_cast<const __half *>(x), f32Out, count);
+  return absl::UnimplementedError(
+      "cast: only f32 to and from bf16 and f16 (and f32 to f32)");
+}
+
+absl::Status activation(CudaContext &context, Activation kind, const float *x,
+                        float *out, int64_t count) {
+  return elementwise(context, kind, x, nullptr, nullptr, out, count, 1, false);
+}
+
+absl::Status activationGrad(CudaContext &context, Activation kind,
+                            const float *x, const float *dy, float *dx,
+                            int64_t count) {
+  return elementwise(context, kind, x, nullptr, dy, dx, count, 1, true);
+}
+
+absl::Status gated(CudaContext &context, Activation kind, const float *gate,
+                   const float *up, float *out, int64_t count) {
+  return elementwise(context, kind, gate, nullptr, up, out, count, 1, false);
+}
+
+absl::Status gatedGrad(CudaContext &context, Activation kind, const float *gate,
+                       const float *up, const float *dy, float *dgate,
+                       float *dup, int64_t count) {
+  TRIAD_LAUNCH_ELEMENTWISE(gatedGradKernel, count, kind, gate, up, dy, dgate,
+                           dup, count);
+}
+
+absl::Status biasActivation(CudaContext &context, Activation kind,
+                            const float *x, const float *bias, float *out,
+                            int64_t rows, int64_t width) {
+  return elementwise(context, kind, x, bias, nullptr, out, rows * width, width,
+                     false);
+}
+
+absl::Status biasActivationGrad(CudaContext &context, Activation kind,
+                                const float *x, const float *bias,
+                                const float *dy, float *dx, float *dbias,
+                                int64_t rows, int64_t width) {
+  if (width == 0)
+    return absl::OkStatus();
+  if (absl::Status s = elementwise(context, kind, x, bias, dy, dx, rows * width,
+                                   width, true);
+      !s.ok())
+    return s;
+  int64_t chunks = std::max<int64_t>(1, (rows + kRowChunk - 1) / kRowChunk);
+  if (chunks > 65535)
+    return absl::InvalidArgumentError(
+        "a bias gradient has more rows than its reduction launches");
+  absl::StatusOr<void *> scratch =
+      context.scratch(sizeof(double) * chunks * width);
+  if (!scratch.ok())
+    return scratch.status();
+  auto *partial = static_cast<double *>(*scratch);
+  dim3 grid(static_cast<unsigned>((width + 31) / 32),
+            static_cast<unsigned>(chunks));
+  columnChunkSumKernel<<<grid, 32, 0, context.stream()>>>(dx, partial, rows,
+                                                          width);
+  TRIAD_CUDA_CHECK_LAUNCH("columnChunkSumKernel");
+  addPartialsKernel<<<elementBlocks(width), kThreads, 0, context.stream()>>>(
+      partial, dbias, chunks, width, /*accumulate=*/false);
+  TRIAD_CUDA_CHECK_LAUNCH("addPartialsKernel");
+  return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+absl::Status layerNorm(CudaContext &context, const float *x, const float *gamma,
+                       const float *beta, float *y, int64_t rows, int64_t width,
+                       float epsilon) {
+  return norm(context, x, gamma, beta, y, rows, width, epsilon, true);
+}
+
+absl::Status layerNormGrad(CudaContext &context, const float *x,
+                           const float *gamma, const float *dy, float *dx,
+                           float *dgamma, int64_t rows, int64_t width,
+                           float epsilon) {
+  return normGrad(context, x, gamma, dy, dx, dgamma, rows, width, epsilon,
+                  true);
+}
+
+absl::Status rmsNorm(CudaContext &context, const float *x, const float *gamma,
+                     float *y, int64_t rows, int64_t width, float epsilon) {
+  return norm(context, x, gamma, nullptr, y, rows, width, epsilon, false);
+}
+
+absl::Status rmsNormGrad(CudaContext &context, const float *x,
+                         const float *gamma, const float *dy, float *dx,
+                         float *dgamma, int64_t rows, int64_t width,
+                         float epsilon) {
+  return normGrad(context, x, gamma, dy, dx, dgamma, rows, width, epsilon,
+                  false);
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings and the loss
+//===----------------------------------------------------------------------===//
+
+absl::Status embedding(CudaContext &context, const int32_t *ids,
+                       const float *table, float *out, int64_t tokens,
+                       int64_t rows, int64_t hidden, int64_t firstRow,
+                       int64_t vocab) {
+  if (tokens == 0)
+    return absl::OkStatus();
+  if (absl::Status s = checkGrid(tokens, "an embedding"); !s.ok())
+    return s;
+  embeddingKernel<<<static_cast<unsigned>(tokens), rowThreads(hidden), 0,
+                    context.stream()>>>(ids, table, out, rows, hidden, firstRow,
+                                        vocab < 0 ? rows : vocab,
+                                        context.errorFlags());
+  TRIAD_CUDA_CHECK_LAUNCH("embeddingKernel");
+  return absl::OkStatus();
+}
+
+absl::Status embeddingGradAccumulate(CudaContext &context, const int32_t *ids,
+                                     const float *dy, float *dtable,
+                                     int64_t tokens, int64_t vocab,
+                                     int64_t hidden) {
+  if (hidden == 0)
+    return absl::OkStatus();
+  embeddingGradKernel<<<static_cast<unsigned>((hidden + 127) / 128), 128, 0,
+                        context.stream()>>>(ids, dy, dtable, tokens, vocab,
+                                            hidden, context.errorFlags());
+  TRIAD_CUDA_CHECK_LAUNCH("embeddingGradKernel");
+  return absl::OkStatus();
+}
+
+absl::Status crossEntropy(CudaContext &context, const float *logits,
+                          const int32_t *labels, float *loss, int64_t rows,
+                          int64_t vocab, int32_t ignoreIndex) {
+  if (absl::Status s = checkGrid(rows, "a cross entropy"); !s.ok())
+    return s;
+  size_t lossBytes = alignScratch(sizeof(double) * std::max<int64_t>(rows, 1));
+  absl::StatusOr<void *> scratch =
+      context.scratch(lossBytes + sizeof(int32_t) * std::max<int64_t>(rows, 1));
+  if (!scratch.ok())
+    return scratch.status();
+  auto *rowLoss = static_cast<double *>(*scratch);
+  auto *rowCounted =
+      reinterpret_cast<int32_t *>(static_cast<char *>(*scratch) + lossBytes);
+  if (rows > 0) {
+    crossEntropyRowKernel<<<static_cast<unsigned>(rows), rowThreads(vocab), 0,
+                            context.stream()>>>(
+        logits, labels, vocab, ignoreIndex, rowLoss, rowCounted,
+        context.errorFlags());
+    TRIAD_CUDA_CHECK_LAUNCH("crossEntropyRowKernel");
+  }
+  crossEntropyMeanKernel<<<1, kThreads, 0, context.stream()>>>(
+      rowLoss, rowCounted, rows, loss);
+  TRIAD_CUDA_CHECK_LAUNCH("crossEntropyMeanKernel");
+  return absl::OkStatus();
+}
+
+absl::Status crossEntropyGrad(CudaContext &context, const float *logits,
+                              const int32_t *labels, const float *dloss,
+                              float *dlogits, int64_t rows, int64_t vocab,
+                              int32_t ignoreIndex) {
+  if (rows == 0)
+    return absl::OkStatus();
+  if (absl::Status s = checkGrid(rows, "a cross entropy gradient"); !s.ok())
+    return s;
+  absl::StatusOr<void *> scratch = context.scratch(sizeof(float));
+  if (!scratch.ok())
+    return scratch.status();
+  auto *counted = static_cast<float *>(*scratch);
+  countValidKernel<<<1, kThreads, 0, context.stream()>>>(labels, rows,
+                                                         ignoreIndex, counted);
+  TRIAD_CUDA_CHECK_LAUNCH("countValidKernel");
+  crossEntropyGradKernel<<<static_cast<unsigned>(rows), rowThreads(vocab), 0,
+                           context.stream()>>>(logits, labels, dloss, counted,
+                                               dlogits, vocab, ignoreIndex,
+                                               context.errorFlags());
+  TRIAD_CUDA_CHECK_LAUNCH("crossEntropyGradKernel");
+  return absl::OkStatus();
+}
+
+absl::Status countValid(CudaContext &context, const int32_t *labels,
+                        int64_t count, int32_t ignoreIndex, float *out) {
+  countValidKernel<<<1, kThreads, 0, context.stream()>>>(labels, count,
+                                                         ignoreIndex, out);
+  TRIAD_CUDA_CHECK_LAUNCH("countValidKernel");
+  return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient norm and optimizer
+//===----------------------------------------------------------------------===//
+
+absl::Status sumSquares(CudaContext &context,
+                        const std::vector<ConstSpan> &spans, float *out) {
+  std::vector<int64_t> counts;
+  for (const ConstSpan &span : spans)
+    counts.push_back(span.count);
+  std::vector<Chunk> chunks = chunkTable(counts);
+  if (chunks.size() > 0x7fffffffu)
+    return absl::InvalidArgumentError("sumSquares: too many elements");
+  absl::StatusOr<Uploaded<ConstSpan>> device =
+      upload(context, spans, chunks,
+             sizeof(double) * std::max<size_t>(1, chunks.size()));
+  if (!device.ok())
+    return device.status();
+  auto *partial = static_cast<double *>(device->extra);
+  if (!chunks.empty()) {
+    sumSquaresChunkKernel<<<static_cast<unsigned>(chunks.size()), kThreads, 0,
+                            context.stream()>>>(device->tensors, device->chunks,
+                                                partial);
+    TRIAD_CUDA_CHECK_LAUNCH("sumSquaresChunkKernel");
+  }
+  sumPartialsKernel<<<1, 1, 0, context.stream()>>>(
+      partial, static_cast<int64_t>(chunks.size()), out);
+  TRIAD_CUDA_CHECK_LAUNCH("sumPartialsKernel");
+  return absl::OkStatus();
+}
+
+absl::Status adamw(CudaContext &context,
+                   const std::vector<AdamWTensor> &tensors, const float *lr,
+                   const float *step, const float *coefficient,
+                   const AdamWHyper &hyper) {
+  std::vector<int64_t> counts;
+  for (const AdamWTensor &tensor : tensors)
+    counts.push_back(tensor.count);
+  std::vector<Chunk> chunks = chunkTable(counts);
+  if (chunks.empty())
+    return absl::OkStatus();
+  if (chunks.size() > 0x7fffffffu)
+    return absl::InvalidArgumentError("adamw: too many elements");
+  absl::StatusOr<Uploaded<AdamWTensor>> device =
+      upload(context, tensors, chunks, 0);
+  if (!device.ok())
+    return device.status();
+  adamwKernel<<<static_cast<unsigned>(chunks.size()), kThreads, 0,
+                context.stream()>>>(device->tensors, device->chunks, lr, step,
+                                    coefficient, hyper);
+  TRIAD_CUDA_CHECK_LAUNCH("adamwKernel");
+  return absl::OkStatus();
+}
+
+} // namespace triad::rt::cuda

@@ -1,0 +1,216 @@
+//===- CudaKernels.h - CUDA kernels of the Triad runtime ---------*- C++
+//-*-===//
+//
+// The CUDA backend's kernels, one entry point per CPU kernel they stand in
+// for (runtime/kernels/cpu/CpuKernels.h) plus the fused forms a GPU wants.
+// Every pointer is device memory; every call enqueues its work on the
+// context's stream and returns without waiting, its status saying only
+// whether the launch worked. Data-dependent errors (a token id or a label
+// outside the vocabulary) raise a bit of the context's error flags, which
+// CudaContext::synchronize() turns into a status.
+//
+// Numerics mirror the CPU kernels: the same formulas, fp32 element math,
+// row statistics and long sums accumulated in double, and every reduction
+// in a fixed order (no floating-point atomics), so that a result does not
+// depend on timing and f32 results are within 1e-5 (relative) of the CPU
+// backend's. The tests (runtime/tests/CudaKernelsTest.cpp) check each one
+// against its CPU kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_RUNTIME_KERNELS_CUDA_CUDAKERNELS_H
+#define TRIAD_RUNTIME_KERNELS_CUDA_CUDAKERNELS_H
+
+#include "runtime/kernels/cpu/CpuKernels.h"
+#include "runtime/kernels/cuda/CudaContext.h"
+
+#include "absl/status/status.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace triad::rt::cuda {
+
+/// The same activations as the CPU backend (the plan's kind numbers).
+using Activation = cpu::Activation;
+
+/// Element types of matrix-product operands and casts.
+enum class DType { F32, BF16, F16 };
+
+//===----------------------------------------------------------------------===//
+// Matrix products (cuBLASLt; CudaMatmul.cpp)
+//===----------------------------------------------------------------------===//
+
+/// What cuBLASLt applies to the product before storing it. The bias is a
+/// vector of `n` f32 values added to every row of c (a linear layer's bias);
+/// GeluTanhBias is the tanh approximation of GELU (Activation::GeluTanh),
+/// the only GELU cuBLASLt has.
+enum class Epilogue { None, Bias, ReluBias, GeluTanhBias };
+
+struct MatmulShape {
+  /// c[i] = op(a[i]) * op(b[i]) for i < batch, row-major: op(a) is
+  /// [m x k], op(b) [k x n], c [m x n]. rhsBatched false: one b for all.
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool transposeA = false, transposeB = false, rhsBatched = false;
+};
+
+struct MatmulOptions {
+  /// a and b have `inputType`; c has `outputType` (F32, or inputType).
+  /// Products of BF16 or F16 inputs accumulate in fp32. F32 inputs use
+  /// TF32 tensor cores only when the context allows it.
+  DType inputType = DType::F32, outputType = DType::F32;
+  /// c += product instead of c = product (with Epilogue::None only).
+  bool accumulate = false;
+  Epilogue epilogue = Epilogue::None;
+  /// `n` f32 values, with the bias epilogues.
+  const float *bias = nullptr;
+};
+
+/// The product through cuBLASLt (the CPU's cpu::matmul for F32).
+absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
+                    const MatmulShape &shape,
+                    const MatmulOptions &options = {});
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+/// out = lhs + rhs, rhs repeating every `period` elements.
+absl::Status addBroadcast(CudaContext &context, const float *lhs,
+                          const float *rhs, float *out, int64_t count,
+                          int64_t period);
+absl::Status mul(CudaContext &context, const float *a, const float *b,
+                 float *out, int64_t count);
+absl::Status scale(CudaContext &context, const float *x, float factor,
+                   float *out, int64_t count);
+/// out = x * factor[0] (a device scalar: the plan's ScaleBy).
+absl::Status scaleBy(CudaContext &context, const float *x, const float *factor,
+                     float *out, int64_t count);
+/// acc += weight[0] * x (weight a device scalar).
+absl::Status accumulate(CudaContext &context, float *acc, const float *x,
+                        const float *weight, int64_t count);
+absl::Status fill(CudaContext &context, float *out, float value, int64_t count);
+/// out = (to) x, rounding to nearest even.
+absl::Status cast(CudaContext &context, const void *x, DType from, void *out,
+                  DType to, int64_t count);
+
+absl::Status activation(CudaContext &context, Activation kind, const float *x,
+                        float *out, int64_t count);
+/// dx = f'(x) * dy.
+absl::Status activationGrad(CudaContext &context, Activation kind,
+                            const float *x, const float *dy, float *dx,
+                            int64_t count);
+/// out = act(gate) * up: Silu gives SwiGLU, Gelu GeGLU.
+absl::Status gated(CudaContext &context, Activation kind, const float *gate,
+                   const float *up, float *out, int64_t count);
+/// The gradients of gated: dgate = act'(gate) * up * dy, dup = act(gate) *
+/// dy (both overwritten).
+absl::Status gatedGrad(CudaContext &context, Activation kind, const float *gate,
+                       const float *up, const float *dy, float *dgate,
+                       float *dup, int64_t count);
+
+/// out = act(x + bias) over rows of `width`, bias [width] (a linear layer's
+/// bias and activation in one pass).
+absl::Status biasActivation(CudaContext &context, Activation kind,
+                            const float *x, const float *bias, float *out,
+                            int64_t rows, int64_t width);
+/// dx = act'(x + bias) * dy and dbias (overwritten) = the sum of dx over
+/// the rows.
+absl::Status biasActivationGrad(CudaContext &context, Activation kind,
+                                const float *x, const float *bias,
+                                const float *dy, float *dx, float *dbias,
+                                int64_t rows, int64_t width);
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+/// Layer norm over rows of `width`; `beta` may be null.
+absl::Status layerNorm(CudaContext &context, const float *x, const float *gamma,
+                       const float *beta, float *y, int64_t rows, int64_t width,
+                       float epsilon);
+/// dx, and dgamma accumulated (+=) over the rows.
+absl::Status layerNormGrad(CudaContext &context, const float *x,
+                           const float *gamma, const float *dy, float *dx,
+                           float *dgamma, int64_t rows, int64_t width,
+                           float epsilon);
+absl::Status rmsNorm(CudaContext &context, const float *x, const float *gamma,
+                     float *y, int64_t rows, int64_t width, float epsilon);
+absl::Status rmsNormGrad(CudaContext &context, const float *x,
+                         const float *gamma, const float *dy, float *dx,
+                         float *dgamma, int64_t rows, int64_t width,
+                         float epsilon);
+
+//===----------------------------------------------------------------------===//
+// Embeddings and the loss
+//===----------------------------------------------------------------------===//
+
+/// out[t, :] = table[ids[t], :] for a table of `rows` rows holding rows
+/// [firstRow, firstRow + rows) of a vocabulary of `vocab` ids (-1: rows).
+/// Ids of other pieces give zeros; ids outside [0, vocab) give zeros and
+/// raise kBadTokenId.
+absl::Status embedding(CudaContext &context, const int32_t *ids,
+                       const float *table, float *out, int64_t tokens,
+                       int64_t rows, int64_t hidden, int64_t firstRow = 0,
+                       int64_t vocab = -1);
+/// dtable[ids[t], :] += dy[t, :] in token order (deterministic); ids
+/// outside [0, vocab) are skipped and raise kBadTokenId.
+absl::Status embeddingGradAccumulate(CudaContext &context, const int32_t *ids,
+                                     const float *dy, float *dtable,
+                                     int64_t tokens, int64_t vocab,
+                                     int64_t hidden);
+
+/// loss[0] = the mean cross-entropy of rows of `vocab` logits over the
+/// labels that are not `ignoreIndex` (0 when there are none); a label
+/// outside [0, vocab) is left out and raises kBadLabel.
+absl::Status crossEntropy(CudaContext &context, const float *logits,
+                          const int32_t *labels, float *loss, int64_t rows,
+                          int64_t vocab, int32_t ignoreIndex);
+/// dlogits (overwritten; may be `logits` itself, so that the logits are
+/// never held twice) of the mean loss, times dloss[0] (a device scalar).
+/// Ignored rows and rows of bad labels are zeros.
+absl::Status crossEntropyGrad(CudaContext &context, const float *logits,
+                              const int32_t *labels, const float *dloss,
+                              float *dlogits, int64_t rows, int64_t vocab,
+                              int32_t ignoreIndex);
+/// out[0] = the number of labels that are not `ignoreIndex`, as f32.
+absl::Status countValid(CudaContext &context, const int32_t *labels,
+                        int64_t count, int32_t ignoreIndex, float *out);
+
+//===----------------------------------------------------------------------===//
+// Gradient norm and optimizer, over many tensors in few launches
+//===----------------------------------------------------------------------===//
+
+struct ConstSpan {
+  const float *data;
+  int64_t count;
+};
+
+/// out[0] = the sum of squares of every element of every span, accumulated
+/// in double in a fixed order (the global gradient norm's square; one span
+/// is the plan's SumSquares).
+absl::Status sumSquares(CudaContext &context,
+                        const std::vector<ConstSpan> &spans, float *out);
+
+struct AdamWTensor {
+  float *param;
+  const float *grad;
+  float *m, *v;
+  int64_t count;
+};
+
+struct AdamWHyper {
+  float beta1, beta2, epsilon, weightDecay;
+};
+
+/// One AdamW step in place over every tensor (cpu::adamw's formula), in
+/// one launch; lr, step and coefficient (the clipping factor applied to
+/// the gradients) are device scalars.
+absl::Status adamw(CudaContext &context,
+                   const std::vector<AdamWTensor> &tensors, const float *lr,
+                   const float *step, const float *coefficient,
+                   const AdamWHyper &hyper);
+
+} // namespace triad::rt::cuda
+
+#endif // TRIAD_RUNTIME_KERNELS_CUDA_CUDAKERNELS_H

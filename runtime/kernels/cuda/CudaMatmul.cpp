@@ -1,0 +1,215 @@
+//===- CudaMatmul.cpp - matrix products through cuBLASLt ------------------===//
+//
+// cuBLAS is column-major and the plan's tensors are row-major. A row-major
+// [r x c] matrix is the column-major [c x r] matrix of the same bytes, its
+// transpose, so the row-major c = op(a) op(b) is computed as the
+// column-major c^T = op(b)^T op(a)^T: cuBLASLt's "A" is our b and its "B"
+// our a, each with its own transpose flag, and the result is [n x m]
+// column-major, which is c row-major. A bias of n values is then a vector
+// over the rows of cuBLASLt's result, as its bias epilogues want.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/kernels/cuda/CudaCheck.h"
+#include "runtime/kernels/cuda/CudaKernels.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cstdint>
+#include <memory>
+
+namespace triad::rt::cuda {
+
+namespace {
+
+struct OperationDeleter {
+  void operator()(cublasLtMatmulDesc_t d) const {
+    cublasLtMatmulDescDestroy(d);
+  }
+};
+struct LayoutDeleter {
+  void operator()(cublasLtMatrixLayout_t l) const {
+    cublasLtMatrixLayoutDestroy(l);
+  }
+};
+struct PreferenceDeleter {
+  void operator()(cublasLtMatmulPreference_t p) const {
+    cublasLtMatmulPreferenceDestroy(p);
+  }
+};
+using Operation = std::unique_ptr<cublasLtMatmulDescOpaque_t, OperationDeleter>;
+using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, LayoutDeleter>;
+using Preference =
+    std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PreferenceDeleter>;
+
+cudaDataType_t cudaType(DType type) {
+  switch (type) {
+  case DType::F32:
+    return CUDA_R_32F;
+  case DType::BF16:
+    return CUDA_R_16BF;
+  case DType::F16:
+    return CUDA_R_16F;
+  }
+  return CUDA_R_32F;
+}
+
+int64_t elementBytes(DType type) { return type == DType::F32 ? 4 : 2; }
+
+/// The largest power of two up to 256 that divides the address.
+uint32_t alignmentOf(const void *pointer) {
+  auto address = reinterpret_cast<uintptr_t>(pointer);
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0)
+    alignment /= 2;
+  return alignment;
+}
+
+/// A column-major [rows x cols] layout, `batch` matrices `stride` elements
+/// apart.
+absl::StatusOr<Layout> makeLayout(DType type, int64_t rows, int64_t cols,
+                                  int64_t batch, int64_t stride) {
+  cublasLtMatrixLayout_t raw = nullptr;
+  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(
+      &raw, cudaType(type), static_cast<uint64_t>(rows),
+      static_cast<uint64_t>(cols), rows));
+  Layout layout(raw);
+  if (batch > 1) {
+    int32_t count = static_cast<int32_t>(batch);
+    TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+        raw, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+        raw, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+        sizeof(stride)));
+  }
+  return layout;
+}
+
+/// One cuBLASLt call: `batch` products, b's stride `bStride` elements.
+absl::Status product(CudaContext &context, const void *a, const void *b,
+                     void *c, int64_t batch, int64_t m, int64_t n, int64_t k,
+                     bool transposeA, bool transposeB, int64_t bStride,
+                     const MatmulOptions &options) {
+  bool f32 = options.inputType == DType::F32;
+  cublasComputeType_t compute = f32 && context.options().allowTf32
+                                    ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                    : CUBLAS_COMPUTE_32F;
+  cublasLtMatmulDesc_t rawOperation = nullptr;
+  TRIAD_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescCreate(&rawOperation, compute, CUDA_R_32F));
+  Operation operation(rawOperation);
+  // cuBLASLt's A is our b, its B our a (see the file comment).
+  cublasOperation_t opA = transposeB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      rawOperation, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
+  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      rawOperation, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+  if (options.epilogue != Epilogue::None) {
+    cublasLtEpilogue_t epilogue =
+        options.epilogue == Epilogue::Bias       ? CUBLASLT_EPILOGUE_BIAS
+        : options.epilogue == Epilogue::ReluBias ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                                 : CUBLASLT_EPILOGUE_GELU_BIAS;
+    TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        rawOperation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+        sizeof(epilogue)));
+    const void *bias = options.bias;
+    TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        rawOperation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    if (options.outputType != DType::F32) {
+      cudaDataType_t biasType = CUDA_R_32F;
+      TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+          rawOperation, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+          sizeof(biasType)));
+    }
+  }
+  // Stored shapes, column-major: our b is [n x k] (or [k x n] transposed),
+  // our a [k x m] (or [m x k]), c [n x m].
+  absl::StatusOr<Layout> layoutA =
+      makeLayout(options.inputType, transposeB ? k : n, transposeB ? n : k,
+                 batch, bStride);
+  absl::StatusOr<Layout> layoutB = makeLayout(
+      options.inputType, transposeA ? m : k, transposeA ? k : m, batch, m * k);
+  absl::StatusOr<Layout> layoutC =
+      makeLayout(options.outputType, n, m, batch, m * n);
+  for (const auto *layout : {&layoutA, &layoutB, &layoutC})
+    if (!layout->ok())
+      return layout->status();
+
+  cublasLtMatmulPreference_t rawPreference = nullptr;
+  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&rawPreference));
+  Preference preference(rawPreference);
+  uint64_t workspaceBytes = context.matmulWorkspaceBytes();
+  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      rawPreference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
+      sizeof(workspaceBytes)));
+  // The arena's offsets need not be 256-byte aligned: tell the heuristic
+  // what the pointers allow.
+  struct {
+    cublasLtMatmulPreferenceAttributes_t attribute;
+    const void *pointer;
+  } alignments[] = {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, b},
+                    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, a},
+                    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, c},
+                    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, c}};
+  for (const auto &alignment : alignments) {
+    uint32_t bytes = alignmentOf(alignment.pointer);
+    TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+        rawPreference, alignment.attribute, &bytes, sizeof(bytes)));
+  }
+
+  cublasLtMatmulHeuristicResult_t heuristic = {};
+  int found = 0;
+  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(
+      context.cublasLt(), rawOperation, layoutA->get(), layoutB->get(),
+      layoutC->get(), layoutC->get(), rawPreference, 1, &heuristic, &found));
+  if (found == 0)
+    return absl::UnimplementedError(
+        absl::StrCat("cuBLASLt has no algorithm for a ", m, "x", k, " by ", k,
+                     "x", n, " product (batch ", batch, ")"));
+  float alpha = 1.0f, beta = options.accumulate ? 1.0f : 0.0f;
+  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(
+      context.cublasLt(), rawOperation, &alpha, b, layoutA->get(), a,
+      layoutB->get(), &beta, c, layoutC->get(), c, layoutC->get(),
+      &heuristic.algo, context.matmulWorkspace(), workspaceBytes,
+      context.stream()));
+  return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
+                    const MatmulShape &shape, const MatmulOptions &options) {
+  if (options.outputType != DType::F32 &&
+      options.outputType != options.inputType)
+    return absl::InvalidArgumentError(
+        "matmul: the output is f32 or of the inputs' type");
+  if (options.epilogue != Epilogue::None && !options.bias)
+    return absl::InvalidArgumentError("matmul: a bias epilogue needs a bias");
+  int64_t batch = shape.batch, m = shape.m;
+  if (batch <= 0 || m <= 0 || shape.n <= 0 || shape.k <= 0)
+    return absl::OkStatus();
+  if (batch > INT32_MAX)
+    return absl::InvalidArgumentError("matmul: too many products in a batch");
+  if (shape.rhsBatched || batch == 1)
+    return product(context, a, b, c, batch, m, shape.n, shape.k,
+                   shape.transposeA, shape.transposeB, shape.k * shape.n,
+                   options);
+  if (!shape.transposeA)
+    // A shared rhs: one product of the stacked rows (as the CPU kernel).
+    return product(context, a, b, c, 1, m * batch, shape.n, shape.k, false,
+                   shape.transposeB, 0, options);
+  // Transposed lhs blocks do not stack: one product per batch element.
+  int64_t aBytes = m * shape.k * elementBytes(options.inputType);
+  int64_t cBytes = m * shape.n * elementBytes(options.outputType);
+  for (int64_t i = 0; i < batch; ++i)
+    if (absl::Status status =
+            product(context, static_cast<const char *>(a) + i * aBytes, b,
+                    static_cast<char *>(c) + i * cBytes, 1, m, shape.n, shape.k,
+                    true, shape.transposeB, 0, options);
+        !status.ok())
+      return status;
+  return absl::OkStatus();
+}
+
+} // namespace triad::rt::cuda
