@@ -37,3 +37,31 @@ if shutil.which("mpirun"):
                         ("OMP_NUM_THREADS", "1"),
                         ("OPENBLAS_NUM_THREADS", "1")]:
         config.environment[name] = value
+
+# GPU tests (REQUIRES: cuda) run where the CUDA backend was built and
+# nvidia-smi lists a GPU; elsewhere lit reports them unsupported.
+# TRIAD_LIT_CUDA=0 or 1 overrides the detection.
+import subprocess
+
+
+def triad_has_gpu():
+    if not getattr(config, "triad_cuda_built", False):
+        return False
+    forced = os.environ.get("TRIAD_LIT_CUDA")
+    if forced in ("0", "1"):
+        return forced == "1"
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        listed = subprocess.run([smi, "-L"], capture_output=True, text=True,
+                                timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return listed.returncode == 0 and "GPU" in listed.stdout
+
+
+if triad_has_gpu():
+    config.available_features.add("cuda")
+config.substitutions.append(
+    ("%triad_unit_dir", os.path.join(config.triad_obj_root, "test", "Unit")))

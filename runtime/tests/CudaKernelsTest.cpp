@@ -1,0 +1,703 @@
+//===- CudaKernelsTest.cpp - the CUDA kernels against the CPU kernels -----===//
+//
+// Every CUDA kernel runs on random inputs next to the CPU kernel it stands
+// in for (runtime/kernels/cpu), and the results must agree: f32 within
+// 1e-5 relative (plus a small absolute floor for values near zero, where
+// the CPU's vectorized exp and erf differ from CUDA's by a few 1e-7), bf16
+// and f16 products within 1e-2. Outputs are filled with NaN before each
+// kernel runs, so an element a kernel fails to write fails the comparison.
+//
+// Without a GPU (or without a driver) every test is skipped, not failed:
+// the message "no CUDA device on this machine" is what ctest's
+// SKIP_REGULAR_EXPRESSION looks for, and lit's GoogleTest format reports
+// the tests as skipped. Nothing here has run on a GPU until a run on one
+// says so.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/kernels/cuda/CudaKernels.h"
+#include "runtime/kernels/cpu/CpuKernels.h"
+#include "runtime/kernels/cuda/CudaContext.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace triad::rt::cuda {
+namespace {
+
+#define ASSERT_OK(expr)                                                        \
+  do {                                                                         \
+    absl::Status assertOkStatus_ = (expr);                                     \
+    ASSERT_TRUE(assertOkStatus_.ok()) << #expr << ": " << assertOkStatus_;     \
+  } while (false)
+
+std::vector<float> randomFloats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 generator(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> values(n);
+  for (float &v : values)
+    v = normal(generator);
+  return values;
+}
+
+std::vector<int32_t> randomIds(size_t n, int32_t bound, uint32_t seed) {
+  std::mt19937 generator(seed);
+  std::uniform_int_distribution<int32_t> uniform(0, bound - 1);
+  std::vector<int32_t> ids(n);
+  for (int32_t &id : ids)
+    id = uniform(generator);
+  return ids;
+}
+
+/// Every element within rel * |want| + abs of `want` (NaN never is).
+void expectNear(const std::vector<float> &got, const std::vector<float> &want,
+                double rel, double abs, const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double error = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(error <= rel * std::fabs(want[i]) + abs)) {
+      if (++bad <= 5)
+        ADD_FAILURE() << what << ": element " << i << " is " << got[i]
+                      << ", the CPU kernel's " << want[i];
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size()
+                     << " elements differ";
+}
+
+void expectNearF32(const std::vector<float> &got,
+                   const std::vector<float> &want, const std::string &what,
+                   double abs = 1e-6) {
+  expectNear(got, want, 1e-5, abs, what);
+}
+
+class CudaKernels : public ::testing::Test {
+protected:
+  void SetUp() override {
+    absl::StatusOr<int> devices = deviceCount();
+    ASSERT_TRUE(devices.ok()) << devices.status();
+    if (*devices == 0)
+      GTEST_SKIP() << "no CUDA device on this machine";
+    absl::StatusOr<std::unique_ptr<CudaContext>> created =
+        CudaContext::create();
+    ASSERT_TRUE(created.ok()) << created.status();
+    context = std::move(*created);
+  }
+
+  /// A device copy of `values`.
+  template <typename T> DeviceBuffer upload(const std::vector<T> &values) {
+    absl::StatusOr<DeviceBuffer> buffer =
+        DeviceBuffer::allocate(values.size() * sizeof(T));
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    if (!buffer.ok())
+      return {};
+    absl::Status copied = context->copyToDevice(buffer->data(), values.data(),
+                                                values.size() * sizeof(T));
+    EXPECT_TRUE(copied.ok()) << copied;
+    return std::move(*buffer);
+  }
+
+  /// `n` floats of NaN (every byte 0xff) on the device.
+  DeviceBuffer poisoned(size_t n, size_t elementBytes = sizeof(float)) {
+    absl::StatusOr<DeviceBuffer> buffer =
+        DeviceBuffer::allocate(n * elementBytes);
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    if (!buffer.ok())
+      return {};
+    EXPECT_EQ(cudaMemsetAsync(buffer->data(), 0xff, n * elementBytes,
+                              context->stream()),
+              cudaSuccess);
+    return std::move(*buffer);
+  }
+
+  /// Waits for the kernels (their error flags must be clear) and copies
+  /// `n` elements back.
+  template <typename T = float>
+  std::vector<T> download(const DeviceBuffer &buffer, size_t n) {
+    std::vector<T> values(n);
+    absl::Status synced = context->synchronize();
+    EXPECT_TRUE(synced.ok()) << synced;
+    absl::Status copied =
+        context->copyToHost(values.data(), buffer.data(), n * sizeof(T));
+    EXPECT_TRUE(copied.ok()) << copied;
+    return values;
+  }
+
+  std::unique_ptr<CudaContext> context;
+};
+
+//===----------------------------------------------------------------------===//
+// Matrix products
+//===----------------------------------------------------------------------===//
+
+struct ProductCase {
+  int64_t batch, m, n, k;
+  bool transposeA, transposeB, rhsBatched, accumulate;
+};
+
+TEST_F(CudaKernels, MatmulF32MatchesCpu) {
+  const ProductCase cases[] = {
+      {1, 37, 29, 53, false, false, false, false},
+      {1, 37, 29, 53, true, false, false, false},
+      {1, 37, 29, 53, false, true, false, false},
+      {1, 37, 29, 53, true, true, false, false},
+      {3, 16, 24, 40, false, false, true, false},
+      {3, 16, 24, 40, true, true, true, false},
+      {3, 16, 24, 40, false, true, false, false}, // shared rhs, stacked
+      {3, 16, 24, 40, true, false, false, false}, // shared rhs, one by one
+      {2, 33, 17, 65, false, false, true, true},  // c += a b
+  };
+  for (const ProductCase &p : cases) {
+    std::string what = "matmul batch " + std::to_string(p.batch) + " " +
+                       std::to_string(p.m) + "x" + std::to_string(p.k) + "x" +
+                       std::to_string(p.n) + (p.transposeA ? " aT" : "") +
+                       (p.transposeB ? " bT" : "") +
+                       (p.rhsBatched ? " batched-rhs" : "") +
+                       (p.accumulate ? " accumulate" : "");
+    std::vector<float> a = randomFloats(p.batch * p.m * p.k, 1);
+    std::vector<float> b =
+        randomFloats((p.rhsBatched ? p.batch : 1) * p.k * p.n, 2);
+    std::vector<float> c = randomFloats(p.batch * p.m * p.n, 3);
+    std::vector<float> want = c;
+    cpu::matmul(a.data(), b.data(), want.data(), p.batch, p.m, p.n, p.k,
+                p.transposeA, p.transposeB, p.rhsBatched, p.accumulate);
+    DeviceBuffer da = upload(a), db = upload(b);
+    DeviceBuffer dc = p.accumulate ? upload(c) : poisoned(c.size());
+    MatmulOptions options;
+    options.accumulate = p.accumulate;
+    ASSERT_OK(matmul(
+        *context, da.data(), db.data(), dc.data(),
+        {p.batch, p.m, p.n, p.k, p.transposeA, p.transposeB, p.rhsBatched},
+        options));
+    expectNear(download(dc, c.size()), want, 1e-5,
+               1e-5 * std::sqrt(static_cast<double>(p.k)), what);
+  }
+}
+
+template <typename Half> Half toHalf(float x);
+template <> __nv_bfloat16 toHalf(float x) { return __float2bfloat16_rn(x); }
+template <> __half toHalf(float x) { return __float2half_rn(x); }
+float fromHalf(__nv_bfloat16 x) { return __bfloat162float(x); }
+float fromHalf(__half x) { return __half2float(x); }
+
+/// Products of 16-bit inputs against the CPU's f32 product of the same
+/// (rounded) values, with f32 and with 16-bit outputs.
+TEST_F(CudaKernels, MatmulBf16AndF16AccumulateInF32) {
+  for (DType type : {DType::BF16, DType::F16})
+    for (DType output : {DType::F32, type}) {
+      const int64_t m = 48, n = 40, k = 96;
+      std::vector<float> a = randomFloats(m * k, 4), b = randomFloats(k * n, 5);
+      std::vector<uint16_t> a16(a.size()), b16(b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (type == DType::BF16) {
+          __nv_bfloat16 h = toHalf<__nv_bfloat16>(a[i]);
+          a[i] = fromHalf(h);
+          std::memcpy(&a16[i], &h, 2);
+        } else {
+          __half h = toHalf<__half>(a[i]);
+          a[i] = fromHalf(h);
+          std::memcpy(&a16[i], &h, 2);
+        }
+      }
+      for (size_t i = 0; i < b.size(); ++i) {
+        if (type == DType::BF16) {
+          __nv_bfloat16 h = toHalf<__nv_bfloat16>(b[i]);
+          b[i] = fromHalf(h);
+          std::memcpy(&b16[i], &h, 2);
+        } else {
+          __half h = toHalf<__half>(b[i]);
+          b[i] = fromHalf(h);
+          std::memcpy(&b16[i], &h, 2);
+        }
+      }
+      std::vector<float> want(m * n);
+      cpu::matmul(a.data(), b.data(), want.data(), 1, m, n, k, false, false,
+                  false);
+      DeviceBuffer da = upload(a16), db = upload(b16);
+      bool f32Out = output == DType::F32;
+      DeviceBuffer dc = poisoned(m * n, f32Out ? 4 : 2);
+      MatmulOptions options;
+      options.inputType = type;
+      options.outputType = output;
+      ASSERT_OK(matmul(*context, da.data(), db.data(), dc.data(),
+                       {1, m, n, k, false, false, false}, options));
+      std::vector<float> got(m * n);
+      if (f32Out) {
+        got = download(dc, m * n);
+      } else {
+        std::vector<uint16_t> raw = download<uint16_t>(dc, m * n);
+        for (size_t i = 0; i < raw.size(); ++i) {
+          if (type == DType::BF16) {
+            __nv_bfloat16 h;
+            std::memcpy(&h, &raw[i], 2);
+            got[i] = fromHalf(h);
+          } else {
+            __half h;
+            std::memcpy(&h, &raw[i], 2);
+            got[i] = fromHalf(h);
+          }
+        }
+      }
+      expectNear(got, want, 1e-2, 1e-2,
+                 std::string(type == DType::BF16 ? "bf16" : "f16") +
+                     " product, " + (f32Out ? "f32" : "16-bit") + " output");
+    }
+}
+
+TEST_F(CudaKernels, MatmulBiasEpilogues) {
+  const int64_t m = 64, n = 48, k = 32;
+  std::vector<float> a = randomFloats(m * k, 6), b = randomFloats(k * n, 7),
+                     bias = randomFloats(n, 8);
+  std::vector<float> product(m * n), withBias(m * n);
+  cpu::matmul(a.data(), b.data(), product.data(), 1, m, n, k, false, false,
+              false);
+  cpu::addBroadcast(product.data(), bias.data(), withBias.data(), m * n, n);
+  DeviceBuffer da = upload(a), db = upload(b), dbias = upload(bias);
+  struct {
+    Epilogue epilogue;
+    const char *name;
+    bool relu, gelu;
+  } epilogues[] = {{Epilogue::Bias, "bias", false, false},
+                   {Epilogue::ReluBias, "relu(bias)", true, false},
+                   {Epilogue::GeluTanhBias, "gelu_tanh(bias)", false, true}};
+  for (const auto &e : epilogues) {
+    std::vector<float> want = withBias;
+    if (e.relu)
+      cpu::activation(cpu::Activation::Relu, withBias.data(), want.data(),
+                      m * n);
+    if (e.gelu)
+      cpu::activation(cpu::Activation::GeluTanh, withBias.data(), want.data(),
+                      m * n);
+    DeviceBuffer dc = poisoned(m * n);
+    MatmulOptions options;
+    options.epilogue = e.epilogue;
+    options.bias = dbias.as<float>();
+    ASSERT_OK(matmul(*context, da.data(), db.data(), dc.data(),
+                     {1, m, n, k, false, false, false}, options));
+    // cuBLASLt's GELU is its own tanh approximation: 1e-4.
+    expectNear(download(dc, m * n), want, e.gelu ? 1e-4 : 1e-5, 1e-4, e.name);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, ArithmeticMatchesCpu) {
+  const int64_t rows = 333, width = 77, n = rows * width;
+  std::vector<float> x = randomFloats(n, 10), y = randomFloats(n, 11),
+                     bias = randomFloats(width, 12);
+  DeviceBuffer dx = upload(x), dy = upload(y), dbias = upload(bias);
+
+  std::vector<float> want(n);
+  cpu::addBroadcast(x.data(), bias.data(), want.data(), n, width);
+  DeviceBuffer out = poisoned(n);
+  ASSERT_OK(addBroadcast(*context, dx.as<float>(), dbias.as<float>(),
+                         out.as<float>(), n, width));
+  expectNearF32(download(out, n), want, "addBroadcast");
+
+  cpu::mul(x.data(), y.data(), want.data(), n);
+  out = poisoned(n);
+  ASSERT_OK(mul(*context, dx.as<float>(), dy.as<float>(), out.as<float>(), n));
+  expectNearF32(download(out, n), want, "mul");
+
+  cpu::scale(x.data(), 0.37f, want.data(), n);
+  out = poisoned(n);
+  ASSERT_OK(scale(*context, dx.as<float>(), 0.37f, out.as<float>(), n));
+  expectNearF32(download(out, n), want, "scale");
+
+  DeviceBuffer factor = upload(std::vector<float>{-1.5f});
+  cpu::scale(x.data(), -1.5f, want.data(), n);
+  out = poisoned(n);
+  ASSERT_OK(scaleBy(*context, dx.as<float>(), factor.as<float>(),
+                    out.as<float>(), n));
+  expectNearF32(download(out, n), want, "scaleBy");
+
+  want = y;
+  cpu::accumulate(want.data(), x.data(), -1.5f, n);
+  DeviceBuffer acc = upload(y);
+  ASSERT_OK(accumulate(*context, acc.as<float>(), dx.as<float>(),
+                       factor.as<float>(), n));
+  expectNearF32(download(acc, n), want, "accumulate");
+
+  out = poisoned(n);
+  ASSERT_OK(fill(*context, out.as<float>(), 2.5f, n));
+  expectNearF32(download(out, n), std::vector<float>(n, 2.5f), "fill");
+}
+
+TEST_F(CudaKernels, CastsRoundTrip) {
+  const int64_t n = 1000;
+  std::vector<float> x = randomFloats(n, 13);
+  DeviceBuffer dx = upload(x);
+  for (DType type : {DType::BF16, DType::F16}) {
+    DeviceBuffer half = poisoned(n, 2), back = poisoned(n);
+    ASSERT_OK(cast(*context, dx.data(), DType::F32, half.data(), type, n));
+    ASSERT_OK(cast(*context, half.data(), type, back.data(), DType::F32, n));
+    std::vector<float> want(n);
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = type == DType::BF16 ? fromHalf(toHalf<__nv_bfloat16>(x[i]))
+                                    : fromHalf(toHalf<__half>(x[i]));
+    expectNear(download(back, n), want, 0.0, 0.0,
+               type == DType::BF16 ? "bf16 round trip" : "f16 round trip");
+  }
+}
+
+const cpu::Activation kActivations[] = {
+    cpu::Activation::Gelu, cpu::Activation::GeluTanh, cpu::Activation::FastGelu,
+    cpu::Activation::Relu, cpu::Activation::Silu};
+
+std::string activationName(cpu::Activation kind) {
+  switch (kind) {
+  case cpu::Activation::Gelu:
+    return "gelu";
+  case cpu::Activation::GeluTanh:
+    return "gelu_tanh";
+  case cpu::Activation::FastGelu:
+    return "fast_gelu";
+  case cpu::Activation::Relu:
+    return "relu";
+  case cpu::Activation::Silu:
+    return "silu";
+  }
+  return "?";
+}
+
+TEST_F(CudaKernels, ActivationsAndGradientsMatchCpu) {
+  const int64_t n = 70001;
+  std::vector<float> x = randomFloats(n, 14, 3.0f), dy = randomFloats(n, 15);
+  DeviceBuffer dx = upload(x), ddy = upload(dy);
+  for (cpu::Activation kind : kActivations) {
+    std::string name = activationName(kind);
+    std::vector<float> want(n);
+    cpu::activation(kind, x.data(), want.data(), n);
+    DeviceBuffer out = poisoned(n);
+    ASSERT_OK(activation(*context, kind, dx.as<float>(), out.as<float>(), n));
+    expectNearF32(download(out, n), want, name);
+
+    cpu::activationGrad(kind, x.data(), dy.data(), want.data(), n);
+    out = poisoned(n);
+    ASSERT_OK(activationGrad(*context, kind, dx.as<float>(), ddy.as<float>(),
+                             out.as<float>(), n));
+    expectNearF32(download(out, n), want, name + " gradient");
+  }
+}
+
+TEST_F(CudaKernels, GatedUnitsAndGradientsMatchCpu) {
+  const int64_t n = 5000;
+  std::vector<float> gate = randomFloats(n, 16, 2.0f), up = randomFloats(n, 17),
+                     dy = randomFloats(n, 18);
+  DeviceBuffer dgateIn = upload(gate), dup = upload(up), ddy = upload(dy);
+  // SwiGLU (silu) and GeGLU (exact gelu), as the plan's Gated kinds.
+  for (cpu::Activation kind : {cpu::Activation::Silu, cpu::Activation::Gelu}) {
+    std::string name = kind == cpu::Activation::Silu ? "swiglu" : "geglu";
+    std::vector<float> want(n);
+    cpu::gated(kind, gate.data(), up.data(), want.data(), n);
+    DeviceBuffer out = poisoned(n);
+    ASSERT_OK(gated(*context, kind, dgateIn.as<float>(), dup.as<float>(),
+                    out.as<float>(), n));
+    expectNearF32(download(out, n), want, name);
+
+    // dgate = act'(gate) * (up * dy), dup = act(gate) * dy.
+    std::vector<float> upDy(n), wantGate(n), act(n), wantUp(n);
+    cpu::mul(up.data(), dy.data(), upDy.data(), n);
+    cpu::activationGrad(kind, gate.data(), upDy.data(), wantGate.data(), n);
+    cpu::activation(kind, gate.data(), act.data(), n);
+    cpu::mul(act.data(), dy.data(), wantUp.data(), n);
+    DeviceBuffer gotGate = poisoned(n), gotUp = poisoned(n);
+    ASSERT_OK(gatedGrad(*context, kind, dgateIn.as<float>(), dup.as<float>(),
+                        ddy.as<float>(), gotGate.as<float>(), gotUp.as<float>(),
+                        n));
+    expectNearF32(download(gotGate, n), wantGate, name + " dgate");
+    expectNearF32(download(gotUp, n), wantUp, name + " dup");
+  }
+}
+
+TEST_F(CudaKernels, BiasActivationAndGradientMatchCpu) {
+  const int64_t rows = 150, width = 96, n = rows * width;
+  std::vector<float> x = randomFloats(n, 19, 2.0f),
+                     bias = randomFloats(width, 20), dy = randomFloats(n, 21);
+  DeviceBuffer dx = upload(x), dbias = upload(bias), ddy = upload(dy);
+  std::vector<float> shifted(n);
+  cpu::addBroadcast(x.data(), bias.data(), shifted.data(), n, width);
+  for (cpu::Activation kind : kActivations) {
+    std::string name = "bias + " + activationName(kind);
+    std::vector<float> want(n);
+    cpu::activation(kind, shifted.data(), want.data(), n);
+    DeviceBuffer out = poisoned(n);
+    ASSERT_OK(biasActivation(*context, kind, dx.as<float>(), dbias.as<float>(),
+                             out.as<float>(), rows, width));
+    expectNearF32(download(out, n), want, name);
+
+    std::vector<float> wantDx(n), wantDbias(width);
+    cpu::activationGrad(kind, shifted.data(), dy.data(), wantDx.data(), n);
+    for (int64_t c = 0; c < width; ++c) {
+      double sum = 0.0;
+      for (int64_t r = 0; r < rows; ++r)
+        sum += wantDx[r * width + c];
+      wantDbias[c] = static_cast<float>(sum);
+    }
+    DeviceBuffer gotDx = poisoned(n), gotDbias = poisoned(width);
+    ASSERT_OK(biasActivationGrad(
+        *context, kind, dx.as<float>(), dbias.as<float>(), ddy.as<float>(),
+        gotDx.as<float>(), gotDbias.as<float>(), rows, width));
+    expectNearF32(download(gotDx, n), wantDx, name + " dx");
+    // A sum of 150 terms: 1e-5 of the terms' scale.
+    expectNearF32(download(gotDbias, width), wantDbias, name + " dbias", 1e-5);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, NormsAndGradientsMatchCpu) {
+  // Widths below and above one block's threads; rows not a multiple of the
+  // dgamma chunk.
+  for (int64_t width : {48, 1030}) {
+    const int64_t rows = 67, n = rows * width;
+    const float epsilon = 1e-5f;
+    std::vector<float> x = randomFloats(n, 22, 2.0f),
+                       gamma = randomFloats(width, 23),
+                       beta = randomFloats(width, 24), dy = randomFloats(n, 25),
+                       dgamma0 = randomFloats(width, 26);
+    DeviceBuffer dx = upload(x), dgammaIn = upload(gamma), dbeta = upload(beta),
+                 ddy = upload(dy);
+    std::string size = " (width " + std::to_string(width) + ")";
+    for (bool layer : {true, false}) {
+      std::string name = (layer ? "layer norm" : "rms norm") + size;
+      for (bool withBeta : {true, false}) {
+        if (!layer && withBeta)
+          continue;
+        std::vector<float> want(n);
+        if (layer)
+          cpu::layerNorm(x.data(), gamma.data(),
+                         withBeta ? beta.data() : nullptr, want.data(), rows,
+                         width, epsilon);
+        else
+          cpu::rmsNorm(x.data(), gamma.data(), want.data(), rows, width,
+                       epsilon);
+        DeviceBuffer out = poisoned(n);
+        if (layer)
+          ASSERT_OK(layerNorm(*context, dx.as<float>(), dgammaIn.as<float>(),
+                              withBeta ? dbeta.as<float>() : nullptr,
+                              out.as<float>(), rows, width, epsilon));
+        else
+          ASSERT_OK(rmsNorm(*context, dx.as<float>(), dgammaIn.as<float>(),
+                            out.as<float>(), rows, width, epsilon));
+        expectNearF32(download(out, n), want,
+                      name + (withBeta ? " with beta" : ""), 1e-5);
+      }
+      // dgamma accumulates into what it held.
+      std::vector<float> wantDx(n), wantDgamma = dgamma0;
+      if (layer)
+        cpu::layerNormGrad(x.data(), gamma.data(), dy.data(), wantDx.data(),
+                           wantDgamma.data(), rows, width, epsilon);
+      else
+        cpu::rmsNormGrad(x.data(), gamma.data(), dy.data(), wantDx.data(),
+                         wantDgamma.data(), rows, width, epsilon);
+      DeviceBuffer gotDx = poisoned(n), gotDgamma = upload(dgamma0);
+      if (layer)
+        ASSERT_OK(layerNormGrad(*context, dx.as<float>(), dgammaIn.as<float>(),
+                                ddy.as<float>(), gotDx.as<float>(),
+                                gotDgamma.as<float>(), rows, width, epsilon));
+      else
+        ASSERT_OK(rmsNormGrad(*context, dx.as<float>(), dgammaIn.as<float>(),
+                              ddy.as<float>(), gotDx.as<float>(),
+                              gotDgamma.as<float>(), rows, width, epsilon));
+      expectNearF32(download(gotDx, n), wantDx, name + " dx", 1e-5);
+      expectNearF32(download(gotDgamma, width), wantDgamma, name + " dgamma",
+                    1e-5);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings and the loss
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, EmbeddingAndGradientMatchCpu) {
+  const int64_t vocab = 50, hidden = 300, tokens = 257;
+  std::vector<int32_t> ids = randomIds(tokens, vocab, 27);
+  std::vector<float> table = randomFloats(vocab * hidden, 28),
+                     dy = randomFloats(tokens * hidden, 29),
+                     dtable0 = randomFloats(vocab * hidden, 30);
+  DeviceBuffer dids = upload(ids), dtableIn = upload(table), ddy = upload(dy);
+
+  std::vector<float> want(tokens * hidden);
+  ASSERT_TRUE(cpu::embedding(ids.data(), table.data(), want.data(), tokens,
+                             vocab, hidden));
+  DeviceBuffer out = poisoned(tokens * hidden);
+  ASSERT_OK(embedding(*context, dids.as<int32_t>(), dtableIn.as<float>(),
+                      out.as<float>(), tokens, vocab, hidden));
+  expectNearF32(download(out, tokens * hidden), want, "embedding");
+
+  // A vocab-parallel piece: rows [20, 40) of the vocabulary.
+  const int64_t firstRow = 20, rows = 20;
+  ASSERT_TRUE(cpu::embedding(ids.data(), table.data() + firstRow * hidden,
+                             want.data(), tokens, rows, hidden, firstRow,
+                             vocab));
+  out = poisoned(tokens * hidden);
+  ASSERT_OK(embedding(*context, dids.as<int32_t>(),
+                      dtableIn.as<float>() + firstRow * hidden, out.as<float>(),
+                      tokens, rows, hidden, firstRow, vocab));
+  expectNearF32(download(out, tokens * hidden), want,
+                "vocab-parallel embedding");
+
+  // Ids repeat (257 tokens, 50 rows): the same order of additions as the CPU.
+  std::vector<float> wantGrad = dtable0;
+  ASSERT_TRUE(cpu::embeddingGradAccumulate(
+      ids.data(), dy.data(), wantGrad.data(), tokens, vocab, hidden));
+  DeviceBuffer grad = upload(dtable0);
+  ASSERT_OK(embeddingGradAccumulate(*context, dids.as<int32_t>(),
+                                    ddy.as<float>(), grad.as<float>(), tokens,
+                                    vocab, hidden));
+  expectNearF32(download(grad, vocab * hidden), wantGrad, "embedding gradient");
+}
+
+TEST_F(CudaKernels, BadIdsAndLabelsAreReported) {
+  const int64_t vocab = 10, hidden = 8;
+  std::vector<int32_t> ids = {1, 2, 10, 3};
+  DeviceBuffer dids = upload(ids),
+               table = upload(randomFloats(vocab * hidden, 31)),
+               out = poisoned(ids.size() * hidden);
+  ASSERT_TRUE(context->synchronize().ok());
+  ASSERT_OK(embedding(*context, dids.as<int32_t>(), table.as<float>(),
+                      out.as<float>(), 4, vocab, hidden));
+  absl::Status status = context->synchronize();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_TRUE(context->synchronize().ok()) << "the flags are cleared";
+
+  std::vector<int32_t> labels = {1, -100, 11, 2};
+  DeviceBuffer dlabels = upload(labels),
+               logits = upload(randomFloats(4 * vocab, 32)), loss = poisoned(1);
+  ASSERT_OK(crossEntropy(*context, logits.as<float>(), dlabels.as<int32_t>(),
+                         loss.as<float>(), 4, vocab, -100));
+  status = context->synchronize();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+}
+
+TEST_F(CudaKernels, CrossEntropyAndGradientMatchCpu) {
+  const int64_t rows = 130, vocab = 1000;
+  const int32_t ignore = -100;
+  std::vector<float> logits = randomFloats(rows * vocab, 33, 3.0f);
+  std::vector<int32_t> labels = randomIds(rows, vocab, 34);
+  for (int64_t r = 0; r < rows; r += 7)
+    labels[r] = ignore;
+  DeviceBuffer dlogits = upload(logits), dlabels = upload(labels);
+
+  int64_t counted = 0;
+  float wantLoss = cpu::crossEntropy(logits.data(), labels.data(), rows, vocab,
+                                     ignore, &counted);
+  ASSERT_GT(counted, 0);
+  DeviceBuffer loss = poisoned(1);
+  ASSERT_OK(crossEntropy(*context, dlogits.as<float>(), dlabels.as<int32_t>(),
+                         loss.as<float>(), rows, vocab, ignore));
+  expectNearF32(download(loss, 1), {wantLoss}, "cross entropy");
+
+  DeviceBuffer count = poisoned(1);
+  ASSERT_OK(countValid(*context, dlabels.as<int32_t>(), rows, ignore,
+                       count.as<float>()));
+  expectNearF32(download(count, 1), {static_cast<float>(counted)},
+                "countValid");
+
+  const float dlossValue = 0.75f;
+  std::vector<float> want(rows * vocab);
+  ASSERT_TRUE(cpu::crossEntropyGrad(logits.data(), labels.data(), want.data(),
+                                    rows, vocab, ignore, dlossValue));
+  DeviceBuffer dloss = upload(std::vector<float>{dlossValue});
+  DeviceBuffer grad = poisoned(rows * vocab);
+  ASSERT_OK(crossEntropyGrad(*context, dlogits.as<float>(),
+                             dlabels.as<int32_t>(), dloss.as<float>(),
+                             grad.as<float>(), rows, vocab, ignore));
+  // Probabilities times 0.75 / 112: an absolute floor well below them.
+  expectNearF32(download(grad, rows * vocab), want, "cross entropy gradient",
+                1e-9);
+
+  // In place: the gradient replaces the logits.
+  ASSERT_OK(crossEntropyGrad(*context, dlogits.as<float>(),
+                             dlabels.as<int32_t>(), dloss.as<float>(),
+                             dlogits.as<float>(), rows, vocab, ignore));
+  expectNearF32(download(dlogits, rows * vocab), want,
+                "cross entropy gradient in place", 1e-9);
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient norm and optimizer
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, SumSquaresOverTensorsMatchesCpu) {
+  const int64_t sizes[] = {1, 16384, 40000, 7};
+  std::vector<std::vector<float>> tensors;
+  std::vector<DeviceBuffer> buffers;
+  std::vector<ConstSpan> spans;
+  double want = 0.0;
+  for (size_t t = 0; t < std::size(sizes); ++t) {
+    tensors.push_back(randomFloats(sizes[t], 40 + t));
+    want += cpu::sumSquares(tensors.back().data(), sizes[t]);
+    buffers.push_back(upload(tensors.back()));
+    spans.push_back({buffers.back().as<float>(), sizes[t]});
+  }
+  DeviceBuffer out = poisoned(1);
+  ASSERT_OK(sumSquares(*context, spans, out.as<float>()));
+  expectNearF32(download(out, 1), {static_cast<float>(want)}, "sumSquares");
+
+  // One tensor: the plan's SumSquares.
+  out = poisoned(1);
+  ASSERT_OK(sumSquares(*context, {spans[2]}, out.as<float>()));
+  expectNearF32(download(out, 1),
+                {static_cast<float>(cpu::sumSquares(tensors[2].data(), 40000))},
+                "sumSquares of one tensor");
+}
+
+TEST_F(CudaKernels, AdamWOverTensorsMatchesCpu) {
+  const int64_t sizes[] = {3, 20000, 513};
+  const float lr = 3e-4f, step = 7.0f, coefficient = 0.8f;
+  const AdamWHyper hyper{0.9f, 0.95f, 1e-8f, 0.1f};
+  std::vector<std::vector<float>> want[4]; // param, grad, m, v
+  std::vector<DeviceBuffer> buffers;
+  std::vector<AdamWTensor> tensors;
+  for (size_t t = 0; t < std::size(sizes); ++t) {
+    int64_t n = sizes[t];
+    std::vector<float> param = randomFloats(n, 50 + t),
+                       grad = randomFloats(n, 60 + t),
+                       m = randomFloats(n, 70 + t, 0.1f), v(n);
+    std::vector<float> vSeed = randomFloats(n, 80 + t, 0.1f);
+    for (int64_t i = 0; i < n; ++i)
+      v[i] = vSeed[i] * vSeed[i];
+    for (auto *values : {&param, &grad, &m, &v})
+      buffers.push_back(upload(*values));
+    size_t base = buffers.size() - 4;
+    tensors.push_back({buffers[base].as<float>(), buffers[base + 1].as<float>(),
+                       buffers[base + 2].as<float>(),
+                       buffers[base + 3].as<float>(), n});
+    cpu::adamw(param.data(), grad.data(), m.data(), v.data(), n, lr, step,
+               coefficient, hyper.beta1, hyper.beta2, hyper.epsilon,
+               hyper.weightDecay);
+    want[0].push_back(param);
+    want[2].push_back(m);
+    want[3].push_back(v);
+  }
+  DeviceBuffer scalars = upload(std::vector<float>{lr, step, coefficient});
+  ASSERT_OK(adamw(*context, tensors, scalars.as<float>(),
+                  scalars.as<float>() + 1, scalars.as<float>() + 2, hyper));
+  for (size_t t = 0; t < std::size(sizes); ++t) {
+    std::string name = "adamw tensor " + std::to_string(t);
+    expectNearF32(download(buffers[4 * t], sizes[t]), want[0][t],
+                  name + " param", 1e-7);
+    expectNearF32(download(buffers[4 * t + 2], sizes[t]), want[2][t],
+                  name + " m", 1e-7);
+    expectNearF32(download(buffers[4 * t + 3], sizes[t]), want[3][t],
+                  name + " v", 1e-9);
+  }
+}
+
+} // namespace
+} // namespace triad::rt::cuda
