@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Builds triad-run and the GPU tests with CUDA, compiles the plans with the
+# MLIR tools of this machine, and packs everything a GPU machine with no MLIR
+# and no network needs into one folder and a .tar.gz of it. On the GPU
+# machine, unpack it and run ./run.sh (see bench/README.md).
+#
+#   bench/gpu/make-bundle.sh [--compiler-bin DIR] [--build DIR] [--out DIR]
+#                            [--arch ARCHS] [--jobs N] [--with-cuda-libs]
+#
+#   --compiler-bin DIR  triad-gen, triad-opt, triad-translate (default:
+#                       $TRIAD_COMPILER_BIN, else build/bin of this checkout)
+#   --build DIR         the CUDA build of the runtime (default: build-gpu)
+#   --out DIR           the bundle (default: out/gpu-bundle; the archive is
+#                       DIR.tar.gz)
+#   --arch ARCHS        CMAKE_CUDA_ARCHITECTURES (default: 90, H100/H200)
+#   --jobs N            build jobs (default: 1)
+#   --with-cuda-libs    also copy cuBLASLt, cuBLAS and NCCL (about 800 MB);
+#                       by default run.sh finds them on the GPU machine (the
+#                       CUDA toolkit, or PyTorch's nvidia-* wheels)
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+compiler_bin=${TRIAD_COMPILER_BIN:-$repo/build/bin}
+build=$repo/build-gpu
+out=$repo/out/gpu-bundle
+arch=90
+jobs=1
+with_cuda_libs=0
+
+die() { echo "make-bundle.sh: error: $*" >&2; exit 1; }
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --compiler-bin) compiler_bin=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --arch) arch=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
+    --with-cuda-libs) with_cuda_libs=1; shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+for tool in triad-gen triad-opt triad-translate; do
+  [[ -x $compiler_bin/$tool ]] ||
+    die "$compiler_bin/$tool is missing: build the compiler (ninja -C build) or pass --compiler-bin DIR"
+done
+
+echo "== building the runtime with CUDA (sm_$arch) in $build"
+cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DTRIAD_ENABLE_COMPILER=OFF -DTRIAD_ENABLE_CUDA=ON \
+  "-DCMAKE_CUDA_ARCHITECTURES=$arch" > "$build.configure.log" 2>&1 ||
+  { tail -20 "$build.configure.log"; die "configuring failed (log: $build.configure.log)"; }
+ninja -C "$build" -j "$jobs" triad-run triad-data TriadCudaKernelsTests
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib" "$out/plans" "$out/data"
+cp "$build/bin/triad-run" "$build/bin/triad-data" "$out/bin/"
+cp "$build/test/Unit/runtime/TriadCudaKernelsTests" "$out/bin/"
+
+echo "== compiling plans with $compiler_bin"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# plan NAME PIPELINE-OPTIONS TRIAD-GEN-ARGS...: a plan, or a note of why not
+# (bf16 and f16 plans need the compiler's mixed-precision lowering).
+plan() {
+  local name=$1 options=$2
+  shift 2
+  if "$compiler_bin/triad-gen" "$@" -o "$work/$name.mlir" 2> "$work/$name.err" &&
+     "$compiler_bin/triad-opt" "$work/$name.mlir" \
+       "--triad-train-pipeline=$options" -o "$work/$name.rt.mlir" 2>> "$work/$name.err" &&
+     "$compiler_bin/triad-translate" --export-plan "$work/$name.rt.mlir" \
+       -o "$out/plans/$name.plan" 2>> "$work/$name.err"; then
+    echo "  $name: $(stat -c %s "$out/plans/$name.plan") bytes"
+  else
+    echo "  $name: not compiled: $(head -1 "$work/$name.err")"
+    { echo "triad-gen $* | triad-opt --triad-train-pipeline=$options"
+      cat "$work/$name.err"; } > "$out/plans/$name.not-compiled.txt"
+  fi
+}
+# The equivalence law's model (f32, the CPU and the GPU must agree).
+plan tiny-f32 "lr=3e-4" --preset tiny
+# GPT-2-medium class and 1.3B class (hidden 2048), f32 and bf16.
+plan gpt2-medium-f32 "lr=3e-4" --preset gpt2-medium --seq 1024 --batch 8
+plan gpt2-medium-bf16 "lr=3e-4 dtype=bf16" --preset gpt2-medium --seq 1024 \
+  --batch 8 --dtype bf16
+plan 1.3b-f32 "lr=3e-4" --preset gpt2-medium --layers 24 --hidden 2048 \
+  --heads 16 --ffn 8192 --seq 2048 --batch 4
+plan 1.3b-bf16 "lr=3e-4 dtype=bf16" --preset gpt2-medium --layers 24 \
+  --hidden 2048 --heads 16 --ffn 8192 --seq 2048 --batch 4 --dtype bf16
+
+echo "== corpus (byte tokens of the repository's text)"
+"$build/bin/triad-data" --output "$out/data/corpus.bin" \
+  "$repo/README.md" "$repo/bench/README.md" $(find "$repo/dialects" -name '*.md' | sort)
+
+echo "== shared libraries"
+# Everything the binaries load except the C library family and the driver
+# (libcuda comes with the GPU machine's driver); cuBLASLt, cuBLAS and NCCL
+# only with --with-cuda-libs.
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libcuda\.)'
+[[ $with_cuda_libs == 1 ]] || skip="$skip|^(libcublas|libcublasLt|libnccl)"
+for binary in "$out"/bin/*; do
+  ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }'
+done | sort -u | while read -r name path; do
+  if [[ $name =~ $skip ]]; then
+    echo "$name" >> "$out/lib/NOT-BUNDLED"
+  elif [[ $name =~ ^(libstdc\+\+|libgcc_s)\. ]]; then
+    # The GPU machine's own C++ runtime is usually newer, and the CUDA
+    # libraries there may need it: run.sh uses these only when it is older.
+    mkdir -p "$out/lib/fallback"
+    cp -L "$path" "$out/lib/fallback/$name"
+  else
+    cp -L "$path" "$out/lib/$name"
+  fi
+done
+sort -u -o "$out/lib/NOT-BUNDLED" "$out/lib/NOT-BUNDLED" 2>/dev/null || true
+
+cp "$repo/bench/gpu/run.sh" "$out/run.sh"
+chmod +x "$out/run.sh"
+{
+  echo "commit: $(git -C "$repo" rev-parse HEAD)$(git -C "$repo" diff --quiet || echo ' (with local changes)')"
+  echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
+  echo "cuda architectures: $arch"
+  nvcc=$(grep -m1 '^CMAKE_CUDA_COMPILER:' "$build/CMakeCache.txt" | cut -d= -f2)
+  echo "nvcc: $("$nvcc" --version | grep -o 'release [0-9.]*')"
+  echo "cuda libraries bundled: $([[ $with_cuda_libs == 1 ]] && echo yes || echo no)"
+} > "$out/MANIFEST"
+(cd "$out" && find . -type f | sort | xargs sha256sum) >> "$out/MANIFEST"
+
+tar -czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
+echo "== bundle: $out ($(du -sh "$out" | cut -f1)), archive $out.tar.gz ($(du -sh "$out.tar.gz" | cut -f1))"
