@@ -46,10 +46,11 @@ for tool in triad-gen triad-opt triad-translate; do
 done
 
 echo "== building the runtime with CUDA (sm_$arch) in $build"
+mkdir -p "$build"
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DTRIAD_ENABLE_COMPILER=OFF -DTRIAD_ENABLE_CUDA=ON \
-  "-DCMAKE_CUDA_ARCHITECTURES=$arch" > "$build.configure.log" 2>&1 ||
-  { tail -20 "$build.configure.log"; die "configuring failed (log: $build.configure.log)"; }
+  "-DCMAKE_CUDA_ARCHITECTURES=$arch" > "$build/configure.log" 2>&1 ||
+  { tail -20 "$build/configure.log"; die "configuring failed (log: $build/configure.log)"; }
 ninja -C "$build" -j "$jobs" triad-run triad-data TriadCudaKernelsTests
 
 rm -rf "$out"
