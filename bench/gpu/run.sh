@@ -5,18 +5,15 @@
 # Results go to $OUT when it is set, else to ./results beside this script;
 # summary.txt lists every step and its outcome.
 #
-#   ./run.sh [--steps N]      (training steps of each benchmark, default 20)
+#   ./run.sh
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 results=${OUT:-$here/results}
-steps=20
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --steps) steps=$2; shift 2 ;;
-    *) echo "run.sh: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
+if [[ $# -gt 0 ]]; then
+  echo "run.sh: takes no arguments, got '$1'" >&2
+  exit 2
+fi
 mkdir -p "$results"
 summary=$results/summary.txt
 : > "$summary"
@@ -70,50 +67,12 @@ if [[ $kernels != 0 ]] || grep -q SKIPPED "$results/cuda-kernels.txt"; then
   status=1
 fi
 
-# train NAME PLAN DEVICE: triad-run's metrics and log under results/.
-train() {
-  local name=$1 plan=$2 device=$3
-  "$here/bin/triad-run" "$plan" --data "$here/data/corpus.bin" --steps "$steps" \
-    --device "$device" --metrics "$results/$name.jsonl" > "$results/$name.txt" 2>&1
-  local code=$?
-  if [[ $code == 0 ]]; then
-    note "   $name: ran $steps steps, last: $(tail -1 "$results/$name.txt")"
-  else
-    note "   $name: exit $code: $(tail -1 "$results/$name.txt")"
-  fi
-  return $code
-}
-
-note "== the equivalence law: tiny, f32, CPU against GPU (losses within 1e-4 relative)"
-train tiny-cpu "$here/plans/tiny-f32.plan" cpu
-if train tiny-cuda "$here/plans/tiny-f32.plan" cuda; then
-  python3 - "$results/tiny-cpu.jsonl" "$results/tiny-cuda.jsonl" <<'PY' | tee -a "$summary"
-import json, sys
-cpu, gpu = ([json.loads(l)["loss"] for l in open(f)] for f in sys.argv[1:3])
-worst = max(abs(g - c) / max(abs(c), 1e-12) for c, g in zip(cpu, gpu))
-print(f"   {len(cpu)} steps, worst relative loss difference {worst:.3g}:",
-      "PASS" if len(cpu) == len(gpu) and worst < 1e-4 else "FAIL")
-PY
-  grep -q PASS <(tail -1 "$summary") || status=1
-else
-  status=1
-fi
-
-note "== benchmarks: tokens/s (median of the steps after the first 3)"
+# The plans travel in the bundle for the executor that will run them on the
+# GPU (the CUDA executor is not written yet): no training or benchmark runs
+# here today.
+note "== plans in the bundle (not run: no CUDA executor yet)"
 for plan in "$here"/plans/*.plan; do
-  name=$(basename "$plan" .plan)
-  [[ $name == tiny-f32 ]] && continue
-  if train "$name-cuda" "$plan" cuda; then
-    python3 - "$results/$name-cuda.jsonl" <<'PY' | tee -a "$summary"
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])][3:]
-if rows:
-    print(f"   median {statistics.median(r['tokens_per_s'] for r in rows):,.0f} tokens/s,",
-          f"{statistics.median(r['step_seconds'] for r in rows):.4f} s/step")
-PY
-  else
-    status=1
-  fi
+  [[ -e $plan ]] && note "   $(basename "$plan" .plan)"
 done
 for missing_plan in "$here"/plans/*.not-compiled.txt; do
   [[ -e $missing_plan ]] && note "   $(basename "$missing_plan" .not-compiled.txt): no plan ($(sed -n 2p "$missing_plan"))"
