@@ -537,6 +537,17 @@ static void addLseOperand(ShardingRule &rule, Value lse,
   rule.addOperand(dims);
 }
 
+/// The mesh axes that split a cross entropy's vocabulary (its factor after
+/// the labels' dimensions), none where it is whole.
+static ArrayRef<StringRef>
+vocabSplitAxes(Value labels, ArrayRef<int64_t> factorParts,
+               ArrayRef<SmallVector<StringRef>> factorAxes) {
+  int64_t vocab = cast<RankedTensorType>(labels.getType()).getRank();
+  if (factorParts[vocab] == 1)
+    return {};
+  return factorAxes[vocab];
+}
+
 /// The log-sum-exp over the whole vocabulary of `logits`, a piece split
 /// along its vocabulary over `axes`: each piece's own, gathered over the
 /// group, and the log-sum-exp of those.
@@ -580,10 +591,10 @@ CrossEntropyOp::buildLocal(OpBuilder &builder, ValueRange operands,
                            TypeRange resultTypes, ArrayRef<int64_t> factorParts,
                            ArrayRef<SmallVector<StringRef>> factorAxes,
                            LocalCollectives &collectives) {
-  int64_t vocab = getLabels().getType().getRank();
-  if (factorParts[vocab] == 1)
+  ArrayRef<StringRef> axes =
+      vocabSplitAxes(getLabels(), factorParts, factorAxes);
+  if (axes.empty())
     return cloneWithTypes(builder, *this, operands, resultTypes);
-  ArrayRef<StringRef> axes = factorAxes[vocab];
   Value lse = vocabLogSumExp(builder, getLoc(), operands[0], axes, collectives);
   Value piece = CrossEntropyOp::create(
       builder, getLoc(), resultTypes[0], operands[0], operands[1], lse,
@@ -615,10 +626,10 @@ Operation *CrossEntropyGradOp::buildLocal(
     OpBuilder &builder, ValueRange operands, TypeRange resultTypes,
     ArrayRef<int64_t> factorParts, ArrayRef<SmallVector<StringRef>> factorAxes,
     LocalCollectives &collectives) {
-  int64_t vocab = getLabels().getType().getRank();
-  if (factorParts[vocab] == 1)
+  ArrayRef<StringRef> axes =
+      vocabSplitAxes(getLabels(), factorParts, factorAxes);
+  if (axes.empty())
     return cloneWithTypes(builder, *this, operands, resultTypes);
-  ArrayRef<StringRef> axes = factorAxes[vocab];
   // The backward recomputes the log-sum-exp (one pass over the piece and
   // a gather of one value per token) rather than keep the loss's.
   Value lse = vocabLogSumExp(builder, getLoc(), operands[0], axes, collectives);
