@@ -188,16 +188,24 @@ void EmbeddingOp::build(OpBuilder &builder, OperationState &state, Value ids,
         /*vocab_axes=*/nullptr);
 }
 
+/// A vocab-parallel local form's `vocab_split` lists mesh axes, each once.
+static LogicalResult verifyVocabAxes(Operation *op,
+                                     std::optional<ArrayAttr> axes) {
+  if (!axes)
+    return success();
+  if (axes->empty())
+    return op->emitOpError("vocab_split lists no mesh axes");
+  llvm::StringSet<> seen;
+  for (StringRef axis : axes->getAsValueRange<StringAttr>())
+    if (!seen.insert(axis).second)
+      return op->emitOpError("vocab_split lists mesh axis '")
+             << axis << "' twice";
+  return success();
+}
+
 LogicalResult EmbeddingOp::verify() {
-  if (std::optional<ArrayAttr> axes = getVocabAxes()) {
-    if (axes->empty())
-      return emitOpError("vocab_split lists no mesh axes");
-    llvm::StringSet<> seen;
-    for (StringRef axis : axes->getAsValueRange<StringAttr>())
-      if (!seen.insert(axis).second)
-        return emitOpError("vocab_split lists mesh axis '")
-               << axis << "' twice";
-  }
+  if (failed(verifyVocabAxes(*this, getVocabAxes())))
+    return failure();
   return verifyInferredType(*this,
                             inferEmbeddingType(getIds().getType(),
                                                getTable().getType(),
@@ -588,13 +596,8 @@ static LogicalResult verifyCrossEntropy(Operation *op, RankedTensorType logits,
                            "form of a vocab-parallel cross entropy)");
   if (!lse)
     return success();
-  if (vocabAxes->empty())
-    return op->emitOpError("vocab_split lists no mesh axes");
-  llvm::StringSet<> seen;
-  for (StringRef axis : vocabAxes->getAsValueRange<StringAttr>())
-    if (!seen.insert(axis).second)
-      return op->emitOpError("vocab_split lists mesh axis '")
-             << axis << "' twice";
+  if (failed(verifyVocabAxes(op, vocabAxes)))
+    return failure();
   SmallVector<int64_t> expected(labels.getShape());
   expected.push_back(1);
   auto type = cast<RankedTensorType>(lse.getType());

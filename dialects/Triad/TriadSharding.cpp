@@ -115,11 +115,23 @@ int64_t headParts(ArrayRef<int64_t> factorParts) {
 // Embedding and matmul
 //===----------------------------------------------------------------------===//
 
+/// The mesh axes that split the vocabulary of an embedding or a cross
+/// entropy, whose factors are those of the `tokens` (ids or labels)
+/// dimensions, then the vocabulary; none where it is whole.
+static ArrayRef<StringRef>
+vocabSplitAxes(Value tokens, ArrayRef<int64_t> factorParts,
+               ArrayRef<SmallVector<StringRef>> factorAxes) {
+  int64_t vocab = cast<RankedTensorType>(tokens.getType()).getRank();
+  if (factorParts[vocab] == 1)
+    return {};
+  return factorAxes[vocab];
+}
+
 // The vocabulary is a contraction (the lookup is one-hot(ids) x table):
 // split, each piece looks up the ids in its rows and the result is a
 // pending sum over the splitting axes (vocab-parallel embedding). Tensor
-// parallelism splits the table along its vocabulary (where nothing else
-// reads it; see shard-propagate).
+// parallelism splits the table along its vocabulary where tp divides it,
+// tied or not (see shard-propagate).
 ShardingRule EmbeddingOp::getShardingRule() {
   ShardingRule rule;
   SmallVector<int64_t> ids = newFactors(rule, shapeOf(getIds()));
@@ -146,10 +158,9 @@ Operation *EmbeddingOp::buildLocal(OpBuilder &builder, ValueRange operands,
                                    LocalCollectives &) {
   auto local =
       cast<EmbeddingOp>(cloneWithTypes(builder, *this, operands, resultTypes));
-  // Factors: the ids' dimensions, then the vocabulary, then the hidden one.
-  int64_t vocab = getIds().getType().getRank();
-  if (factorParts[vocab] > 1)
-    local.setVocabAxesAttr(builder.getStrArrayAttr(factorAxes[vocab]));
+  ArrayRef<StringRef> axes = vocabSplitAxes(getIds(), factorParts, factorAxes);
+  if (!axes.empty())
+    local.setVocabAxesAttr(builder.getStrArrayAttr(axes));
   return local;
 }
 
@@ -535,17 +546,6 @@ static void addLseOperand(ShardingRule &rule, Value lse,
   SmallVector<int64_t> dims(tokens);
   dims.push_back(kNone);
   rule.addOperand(dims);
-}
-
-/// The mesh axes that split a cross entropy's vocabulary (its factor after
-/// the labels' dimensions), none where it is whole.
-static ArrayRef<StringRef>
-vocabSplitAxes(Value labels, ArrayRef<int64_t> factorParts,
-               ArrayRef<SmallVector<StringRef>> factorAxes) {
-  int64_t vocab = cast<RankedTensorType>(labels.getType()).getRank();
-  if (factorParts[vocab] == 1)
-    return {};
-  return factorAxes[vocab];
 }
 
 /// The log-sum-exp over the whole vocabulary of `logits`, a piece split

@@ -112,13 +112,7 @@ public:
 
 private:
   Value stampLocal(Operation *collective, StringRef reason) {
-    if (!allowCollectives) {
-      failedCollective = true;
-      collective->emitError("needs communication between the pieces of mesh "
-                            "axis '")
-          << llvm::join(mesh.getAxes().getAsValueRange<StringAttr>(), ",")
-          << "' (" << reason << "), which cannot have any";
-    }
+    (void)checkCollectiveAllowed(collective->getLoc(), reason);
     ++collectives;
     collective->setAttr(DistDialect::kReasonAttrName,
                         StringAttr::get(collective->getContext(), reason));
@@ -191,11 +185,20 @@ private:
                                        LayoutAttr to) {
     if (allowCollectives)
       return success();
+    std::string change;
+    llvm::raw_string_ostream(change) << "from " << from << " to " << to;
+    return checkCollectiveAllowed(loc, change);
+  }
+
+  /// Refuses a collective, for `why`, where the mesh cannot have any.
+  LogicalResult checkCollectiveAllowed(Location loc, StringRef why) {
+    if (allowCollectives)
+      return success();
     failedCollective = true;
     return emitError(loc, "needs communication between the pieces of mesh "
                           "axis '")
            << llvm::join(mesh.getAxes().getAsValueRange<StringAttr>(), ",")
-           << "' (from " << from << " to " << to << "), which cannot have any";
+           << "' (" << why << "), which cannot have any";
   }
 
   /// `value` (local, laid out as recorded) in layout `to`, reusing the

@@ -243,10 +243,8 @@ private:
   /// layer (the branch's first matmul and the residual sum alike). Under
   /// sequence parallelism it is reduce-scattered into sequence pieces.
   LayoutAttr activationGradient(OpResult result, LayoutAttr layout) {
-    auto type = dyn_cast<RankedTensorType>(result.getType());
-    if (!type || type.getRank() != 3 ||
-        !isa<FloatType>(type.getElementType()) ||
-        layout.getPartialAxes().empty() ||
+    auto type = activationType(result);
+    if (!type || layout.getPartialAxes().empty() ||
         llvm::none_of(result.getUsers(), [](Operation *user) {
           auto layer = dyn_cast<LayerOp>(user);
           return layer && layer.getBackward();
@@ -257,11 +255,26 @@ private:
     if (!sequenceSplit || !llvm::is_contained(pending, "tp") ||
         splitsOver(layout, "tp"))
       return whole;
-    SmallVector<StringRef> axes = layout.getSplitAxes(1);
-    axes.push_back("tp");
+    SmallVector<StringRef> axes = sequenceAxesWithTp(layout);
     if (type.getDimSize(1) % mesh.getGroupSize(axes) != 0)
       return whole;
     return whole.withSplit(1, axes);
+  }
+
+  /// The type of `value` where it is an activation ([batch, seq, hidden]
+  /// floats), else null.
+  static RankedTensorType activationType(Value value) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if (!type || type.getRank() != 3 || !isa<FloatType>(type.getElementType()))
+      return {};
+    return type;
+  }
+
+  /// The axes of `layout`'s sequence split with tp added innermost.
+  static SmallVector<StringRef> sequenceAxesWithTp(LayoutAttr layout) {
+    SmallVector<StringRef> axes = layout.getSplitAxes(1);
+    axes.push_back("tp");
+    return axes;
   }
 
   /// Sequence parallelism: an activation one forward layer passes to
@@ -274,15 +287,14 @@ private:
   FailureOr<LayoutAttr> sequenceParallel(LayerOp layer, OpResult result,
                                          LayoutAttr layout) {
     int64_t ranks = mesh.getAxisSize("tp").value_or(1);
-    auto type = dyn_cast<RankedTensorType>(result.getType());
+    auto type = activationType(result);
     auto feeds = [&](auto predicate) {
       return llvm::any_of(result.getUsers(), [&](Operation *user) {
         auto layer = dyn_cast<LayerOp>(user);
         return layer && !layer.getBackward() && predicate(layer);
       });
     };
-    if (!sequenceSplit || ranks <= 1 || !type || type.getRank() != 3 ||
-        !isa<FloatType>(type.getElementType()) ||
+    if (!sequenceSplit || ranks <= 1 || !type ||
         !layout.getPartialAxes().empty())
       return layout;
     // The head's loss takes whole sequences: its input is gathered once,
@@ -294,8 +306,7 @@ private:
                  [](StringRef axis) { return axis != "tp"; })));
     if (!feeds([](LayerOp) { return true; }) || splitsOver(layout, "tp"))
       return layout;
-    SmallVector<StringRef> axes = layout.getSplitAxes(1);
-    axes.push_back("tp");
+    SmallVector<StringRef> axes = sequenceAxesWithTp(layout);
     if (type.getDimSize(1) % mesh.getGroupSize(axes) != 0)
       return layer.emitOpError("sequence parallelism cannot split the "
                                "sequence of result ")
