@@ -170,13 +170,27 @@ LogicalResult PersistentOp::verify() {
       getSplit().size() != static_cast<size_t>(type.getRank()))
     return emitOpError("split must list the axes of every dimension (")
            << type.getRank() << "), not " << getSplit().size();
+  // The pieces tile the padded shape, when there is one.
+  ArrayRef<int64_t> extent = global;
+  if (std::optional<ArrayRef<int64_t>> padded = getPaddedShape()) {
+    extent = *padded;
+    if (extent.size() != global.size())
+      return emitOpError("padded shape must have the buffer's rank ")
+             << type.getRank();
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (extent[d] < global[d])
+        return emitOpError("padded dimension ")
+               << d << " (" << extent[d] << ") is smaller than the global "
+               << global[d];
+  }
   for (int64_t d = 0; d < type.getRank(); ++d)
-    if (offsets[d] < 0 || offsets[d] > global[d] ||
-        type.getDimSize(d) > global[d] - offsets[d])
+    if (offsets[d] < 0 || offsets[d] > extent[d] ||
+        type.getDimSize(d) > extent[d] - offsets[d])
       return emitOpError("the slice of dimension ")
              << d << " ([" << offsets[d] << ", "
-             << offsets[d] + type.getDimSize(d)
-             << ")) is outside the global size " << global[d];
+             << offsets[d] + type.getDimSize(d) << ")) is outside the "
+             << (getPaddedShape() ? "padded" : "global") << " size "
+             << extent[d];
   if (getRole() == Role::Accumulator &&
       (!type.getElementType().isF32() ||
        getInit().getKind() != triad::InitKind::zeros))

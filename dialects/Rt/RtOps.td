@@ -122,21 +122,29 @@ def Rt_PersistentOp : Rt_Op<"persistent", [HasParent<"ProgramOp">]> {
     that split it, and a rank's slice starts at `offsets` plus its piece
     index times the local size in each split dimension.
 
+    A tensor padded for tensor parallelism (a vocabulary padded to a
+    multiple of tp) has a `padded` shape, which its pieces tile, beyond its
+    global shape: elements outside the global shape are padding, zero at
+    the start and never checkpointed.
+
     Example:
 
     ```mlir
     rt.persistent "embed.wte" parameter %0 global [256, 64] offsets [0, 0] init <normal, std = 2.000000e-02> : memref<256x64xf32>
     rt.persistent "adam.m.w" state %1 global [64, 64] offsets [0, 0] split [["dp"], []] init <zeros> : memref<32x64xf32>
+    rt.persistent "embed.wte" parameter %2 global [255, 64] padded [256, 64] offsets [0, 0] split [["tp"], []] init <normal, std = 2.000000e-02> : memref<128x64xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name, Rt_Role:$role, Rt_Buffer:$buffer,
                        DenseI64ArrayAttr:$global_shape,
+                       OptionalAttr<DenseI64ArrayAttr>:$padded_shape,
                        DenseI64ArrayAttr:$offsets,
                        DefaultValuedAttr<TypedArrayAttrBase<StrArrayAttr,
                            "split axes per dimension">, "{}">:$split,
                        Triad_InitAttr:$init);
   let assemblyFormat = [{
-    $name $role $buffer `global` $global_shape `offsets` $offsets
+    $name $role $buffer `global` $global_shape (`padded` $padded_shape^)?
+    `offsets` $offsets
     (`split` $split^)? `init` $init attr-dict `:` type($buffer)
   }];
   let hasVerifier = 1;

@@ -70,6 +70,18 @@ LogicalResult ParamOp::verify() {
              << i << " has size " << size << "; sizes must be positive";
   if (!elementCount(getTensorType().getShape()))
     return emitOpError("parameter has more elements than int64 can count");
+  if (DenseI64ArrayAttr unpadded = getUnpaddedAttr()) {
+    ArrayRef<int64_t> shape = getTensorType().getShape();
+    if (unpadded.size() != static_cast<int64_t>(shape.size()))
+      return emitOpError("unpadded has ")
+             << unpadded.size() << " dimensions but the parameter has "
+             << shape.size();
+    for (auto [i, size] : llvm::enumerate(unpadded.asArrayRef()))
+      if (size <= 0 || size > shape[i])
+        return emitOpError("unpadded dim ")
+               << i << " is " << size << "; it must lie in [1, " << shape[i]
+               << "] (the padded size)";
+  }
   return success();
 }
 
@@ -573,14 +585,33 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
+/// A padded vocabulary's `classes` count at least one class and, when `x`
+/// holds the whole vocabulary (not a vocab_split piece), no more than its
+/// last dimension.
+static LogicalResult verifyClasses(Operation *op, RankedTensorType x,
+                                   std::optional<int64_t> classes, bool piece) {
+  if (!classes)
+    return success();
+  if (*classes < 1)
+    return op->emitOpError("classes must be positive, got ") << *classes;
+  int64_t vocab = x.getRank() ? x.getShape().back() : 0;
+  if (!piece && *classes > vocab)
+    return op->emitOpError("classes (")
+           << *classes << ") exceeds the vocabulary's " << vocab << " columns";
+  return success();
+}
+
 /// Shared by the cross-entropy and its gradient: labels have the shape of
 /// the logits without the vocabulary dimension; a local form's `lse` has the
 /// labels' shape and 1, and its `vocab_split` lists mesh axes once each.
 static LogicalResult verifyCrossEntropy(Operation *op, RankedTensorType logits,
                                         RankedTensorType labels, Value lse,
-                                        std::optional<ArrayAttr> vocabAxes) {
+                                        std::optional<ArrayAttr> vocabAxes,
+                                        std::optional<int64_t> classes) {
   if (logits.getRank() < 1)
     return op->emitOpError("logits must have rank >= 1 [..., vocab]");
+  if (failed(verifyClasses(op, logits, classes, vocabAxes.has_value())))
+    return failure();
   if (labels.getRank() != logits.getRank() - 1)
     return op->emitOpError("labels have rank ")
            << labels.getRank() << " but logits have rank " << logits.getRank()
@@ -613,12 +644,12 @@ void CrossEntropyOp::build(OpBuilder &builder, OperationState &state,
                            Value logits, Value labels, int64_t ignoreIndex) {
   build(builder, state, RankedTensorType::get({}, builder.getF32Type()), logits,
         labels, /*lse=*/Value(), builder.getI64IntegerAttr(ignoreIndex),
-        /*vocab_axes=*/nullptr);
+        /*vocab_axes=*/nullptr, /*classes=*/nullptr);
 }
 
 LogicalResult CrossEntropyOp::verify() {
   return verifyCrossEntropy(*this, getLogits().getType(), getLabels().getType(),
-                            getLse(), getVocabAxes());
+                            getLse(), getVocabAxes(), getClasses());
 }
 
 void CrossEntropyGradOp::build(OpBuilder &builder, OperationState &state,
@@ -626,12 +657,12 @@ void CrossEntropyGradOp::build(OpBuilder &builder, OperationState &state,
                                int64_t ignoreIndex) {
   build(builder, state, logits.getType(), logits, labels, dloss,
         /*lse=*/Value(), builder.getI64IntegerAttr(ignoreIndex),
-        /*vocab_axes=*/nullptr);
+        /*vocab_axes=*/nullptr, /*classes=*/nullptr);
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
   return verifyCrossEntropy(*this, getLogits().getType(), getLabels().getType(),
-                            getLse(), getVocabAxes());
+                            getLse(), getVocabAxes(), getClasses());
 }
 
 LogicalResult LogSumExpOp::verify() {
@@ -645,7 +676,12 @@ LogicalResult LogSumExpOp::verify() {
                        "1, ")
            << RankedTensorType::get(expected, x.getElementType()) << ", got "
            << result;
-  return success();
+  if (getVocabAxes() && !getClasses())
+    return emitOpError("vocab_split places x's columns in a padded "
+                       "vocabulary and needs classes");
+  if (failed(verifyVocabAxes(*this, getVocabAxes())))
+    return failure();
+  return verifyClasses(*this, x, getClasses(), getVocabAxes().has_value());
 }
 
 //===----------------------------------------------------------------------===//

@@ -63,20 +63,47 @@ def Triad_ParamOp : Triad_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     triad.param @embed.wte : tensor<256x64xf32> init <normal, std = 2.000000e-02>
     triad.param @head.norm.bias : tensor<64xf32> init <zeros>
     ```
+
+    A parameter padded for tensor parallelism (`triad-pad-vocab`) declares
+    its padded type and, as `unpadded`, the shape of the model's tensor,
+    which it holds at its leading indices. The padding is zero: its
+    elements never reach the loss. Initialization draws each element at its
+    index in the unpadded shape, and checkpoints hold the unpadded tensor,
+    so a padded and an unpadded run of the model start equal and share
+    checkpoints:
+
+    ```mlir
+    triad.param @embed.wte : tensor<256x64xf32> unpadded [255, 64] init <normal, std = 2.000000e-02>
+    ```
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
     TypeAttrOf<Triad_FloatTensor>:$type,
-    Triad_InitAttr:$init
+    Triad_InitAttr:$init,
+    OptionalAttr<DenseI64ArrayAttr>:$unpadded
   );
-  let assemblyFormat = "$sym_name `:` $type `init` $init attr-dict";
+  let assemblyFormat = [{
+    $sym_name `:` $type (`unpadded` $unpadded^)? `init` $init attr-dict
+  }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
       return ::llvm::cast<::mlir::RankedTensorType>(getType());
     }
-    /// Number of elements of the parameter.
-    int64_t getNumElements() { return getTensorType().getNumElements(); }
+    /// Number of elements of the model's tensor (without padding).
+    int64_t getNumElements() {
+      int64_t count = 1;
+      for (int64_t size : getUnpaddedShape())
+        count *= size;
+      return count;
+    }
+    /// The shape of the model's tensor: `unpadded` when the parameter is
+    /// padded, its type's shape otherwise.
+    ::llvm::ArrayRef<int64_t> getUnpaddedShape() {
+      if (auto unpadded = getUnpaddedAttr())
+        return unpadded.asArrayRef();
+      return getTensorType().getShape();
+    }
   }];
 }
 
@@ -759,12 +786,18 @@ def Triad_CrossEntropyOp : Triad_DiffOpWithLocalForm<"cross_entropy", [Pure]> {
     all non-ignored tokens: the sum of the results over the group is the
     loss.
 
+    With `classes`, the vocabulary is padded (`triad-pad-vocab`): only the
+    first `classes` columns of the whole vocabulary are classes, the others
+    take no part in the softmax, and labels must lie below `classes`.
+
     Example:
 
     ```mlir
     %loss = triad.cross_entropy %logits, %labels : tensor<8x64x256xf32>, tensor<8x64xi32> -> tensor<f32>
     %part = triad.cross_entropy %piece, %labels lse %lse vocab_split ["tp"]
         : tensor<8x64x128xf32>, tensor<8x64xi32>, tensor<8x64x1xf32> -> tensor<f32>
+    %padded = triad.cross_entropy %logits, %labels classes 255
+        : tensor<8x64x256xf32>, tensor<8x64xi32> -> tensor<f32>
     ```
   }];
   let arguments = (ins
@@ -772,11 +805,13 @@ def Triad_CrossEntropyOp : Triad_DiffOpWithLocalForm<"cross_entropy", [Pure]> {
     Triad_IdTensor:$labels,
     Optional<Triad_FloatTensor>:$lse,
     DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
-    OptionalAttr<StrArrayAttr>:$vocab_axes
+    OptionalAttr<StrArrayAttr>:$vocab_axes,
+    OptionalAttr<I64Attr>:$classes
   );
   let results = (outs Triad_ScalarF32Tensor:$loss);
   let assemblyFormat = [{
-    $logits `,` $labels (`lse` $lse^ `vocab_split` $vocab_axes)? attr-dict `:`
+    $logits `,` $labels (`lse` $lse^ `vocab_split` $vocab_axes)?
+    (`classes` $classes^)? attr-dict `:`
     type($logits) `,` type($labels) (`,` type($lse)^)? `->` type($loss)
   }];
   let builders = [OpBuilder<(ins "::mlir::Value":$logits,
@@ -799,11 +834,27 @@ def Triad_LogSumExpOp : Triad_Op<"logsumexp", [Triad_Sharded, Pure,
 
     ```mlir
     %lse = triad.logsumexp %logits : tensor<8x64x256xf32> -> tensor<8x64x1xf32>
+    %own = triad.logsumexp %piece classes 255 vocab_split ["tp"]
+        : tensor<8x64x128xf32> -> tensor<8x64x1xf32>
     ```
+
+    With `classes`, only the columns whose index in the whole vocabulary
+    is below `classes` are summed (a padded vocabulary); with
+    `vocab_split` as well, `x` holds the columns `[m * n, (m + 1) * n)` of
+    the whole, `m` being this rank's index in its group over the listed
+    mesh axes and `n` the last dimension of `x`. A row with no such column
+    has a log-sum-exp of minus infinity.
   }];
-  let arguments = (ins Triad_FloatTensor:$x);
+  let arguments = (ins
+    Triad_FloatTensor:$x,
+    OptionalAttr<I64Attr>:$classes,
+    OptionalAttr<StrArrayAttr>:$vocab_axes
+  );
   let results = (outs Triad_FloatTensor:$result);
-  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let assemblyFormat = [{
+    $x (`classes` $classes^)? (`vocab_split` $vocab_axes^)? attr-dict `:`
+    type($x) `->` type($result)
+  }];
   let hasVerifier = 1;
 }
 
@@ -1014,7 +1065,8 @@ def Triad_CrossEntropyGradOp : Triad_Op<"cross_entropy_grad", [
     With `lse` and `vocab_split`, the op is the local form over this rank's
     columns of the vocabulary, as for `triad.cross_entropy`: the softmax
     is `exp(logits - lse)` and the one-hot term falls on the label's column
-    where it lies in this rank's piece.
+    where it lies in this rank's piece. With `classes`, the columns that
+    are not classes get a gradient of 0.
 
     Example:
 
@@ -1031,11 +1083,13 @@ def Triad_CrossEntropyGradOp : Triad_Op<"cross_entropy_grad", [
     Triad_ScalarF32Tensor:$dloss,
     Optional<Triad_FloatTensor>:$lse,
     DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
-    OptionalAttr<StrArrayAttr>:$vocab_axes
+    OptionalAttr<StrArrayAttr>:$vocab_axes,
+    OptionalAttr<I64Attr>:$classes
   );
   let results = (outs Triad_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels `,` $dloss (`lse` $lse^ `vocab_split` $vocab_axes)?
+    (`classes` $classes^)?
     attr-dict `:` type($logits) `,` type($labels) (`,` type($lse)^)?
   }];
   let builders = [OpBuilder<(ins "::mlir::Value":$logits,

@@ -549,21 +549,26 @@ static void addLseOperand(ShardingRule &rule, Value lse,
 }
 
 /// The log-sum-exp over the whole vocabulary of `logits`, a piece split
-/// along its vocabulary over `axes`: each piece's own, gathered over the
-/// group, and the log-sum-exp of those.
+/// along its vocabulary over `axes`: each piece's own (over its columns
+/// that are `classes` of a padded vocabulary), gathered over the group,
+/// and the log-sum-exp of those.
 static Value vocabLogSumExp(OpBuilder &builder, Location loc, Value logits,
-                            ArrayRef<StringRef> axes,
+                            ArrayRef<StringRef> axes, IntegerAttr classes,
                             LocalCollectives &collectives) {
   auto type = cast<RankedTensorType>(logits.getType());
   SmallVector<int64_t> shape(type.getShape());
   shape.back() = 1;
   auto lseType = type.clone(shape);
-  Value piece = LogSumExpOp::create(builder, loc, lseType, logits);
+  Value piece = LogSumExpOp::create(builder, loc, lseType, logits, classes,
+                                    classes ? builder.getStrArrayAttr(axes)
+                                            : ArrayAttr());
   Value gathered = collectives.allGather(
       builder, loc, piece, type.getRank() - 1, axes,
       "vocab-parallel cross entropy: the log-sum-exp of each piece of the "
       "vocabulary");
-  return LogSumExpOp::create(builder, loc, lseType, gathered);
+  return LogSumExpOp::create(builder, loc, lseType, gathered,
+                             /*classes=*/IntegerAttr(),
+                             /*vocab_axes=*/ArrayAttr());
 }
 
 // The loss is the mean over the tokens of the batch; split by samples or
@@ -595,10 +600,11 @@ CrossEntropyOp::buildLocal(OpBuilder &builder, ValueRange operands,
       vocabSplitAxes(getLabels(), factorParts, factorAxes);
   if (axes.empty())
     return cloneWithTypes(builder, *this, operands, resultTypes);
-  Value lse = vocabLogSumExp(builder, getLoc(), operands[0], axes, collectives);
+  Value lse = vocabLogSumExp(builder, getLoc(), operands[0], axes,
+                             getClassesAttr(), collectives);
   Value piece = CrossEntropyOp::create(
       builder, getLoc(), resultTypes[0], operands[0], operands[1], lse,
-      getIgnoreIndexAttr(), builder.getStrArrayAttr(axes));
+      getIgnoreIndexAttr(), builder.getStrArrayAttr(axes), getClassesAttr());
   return collectives
       .allReduce(builder, getLoc(), piece, axes,
                  "vocab-parallel cross entropy: the loss of each piece of "
@@ -632,10 +638,12 @@ Operation *CrossEntropyGradOp::buildLocal(
     return cloneWithTypes(builder, *this, operands, resultTypes);
   // The backward recomputes the log-sum-exp (one pass over the piece and
   // a gather of one value per token) rather than keep the loss's.
-  Value lse = vocabLogSumExp(builder, getLoc(), operands[0], axes, collectives);
+  Value lse = vocabLogSumExp(builder, getLoc(), operands[0], axes,
+                             getClassesAttr(), collectives);
   return CrossEntropyGradOp::create(
       builder, getLoc(), resultTypes[0], operands[0], operands[1], operands[2],
-      lse, getIgnoreIndexAttr(), builder.getStrArrayAttr(axes));
+      lse, getIgnoreIndexAttr(), builder.getStrArrayAttr(axes),
+      getClassesAttr());
 }
 
 // The last dimension is reduced (kept with size 1) and not linear: it

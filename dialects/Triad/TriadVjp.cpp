@@ -344,8 +344,10 @@ LogicalResult CrossEntropyOp::buildVjp(OpBuilder &b, ValueRange resultGrads,
   if (getVocabAxes())
     return emitOpError("is a vocab-parallel local form, which autodiff does "
                        "not differentiate (differentiate before partitioning)");
-  Value grad = CrossEntropyGradOp::create(b, getLoc(), getLogits(), getLabels(),
-                                          resultGrads[0], getIgnoreIndex());
+  Value grad = CrossEntropyGradOp::create(
+      b, getLoc(), getLogits().getType(), getLogits(), getLabels(),
+      resultGrads[0], /*lse=*/Value(), getIgnoreIndexAttr(),
+      /*vocab_axes=*/ArrayAttr(), getClassesAttr());
   operandGrads.append({grad, Value()});
   return success();
 }

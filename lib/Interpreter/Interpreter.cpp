@@ -53,12 +53,27 @@ Interpreter::Interpreter(ModuleOp module, InterpreterOptions options)
 /// stream `stream`, rounded to `precision` (the element type of the tensor,
 /// or of the parameter a state copies) and then to its element type.
 static Tensor initialTensor(RankedTensorType type, Attribute init,
-                            uint64_t seed, StringRef stream, Type precision) {
+                            uint64_t seed, StringRef stream, Type precision,
+                            ArrayRef<int64_t> unpadded) {
   Tensor value(type.getShape());
-  for (int64_t i = 0; i < value.numElements(); ++i)
+  // Each element draws at its index in the unpadded tensor; padding is 0.
+  Tensor model(std::vector<int64_t>(unpadded.begin(), unpadded.end()));
+  std::vector<int64_t> strides = model.strides();
+  for (int64_t i = 0; i < value.numElements(); ++i) {
+    int64_t index = 0, rest = i;
+    bool padding = false;
+    for (int64_t d = value.rank() - 1; d >= 0; --d) {
+      int64_t coordinate = rest % value.dim(d);
+      rest /= value.dim(d);
+      padding = padding || coordinate >= unpadded[d];
+      index += coordinate * strides[d];
+    }
     value.data[i] =
-        roundTo(type.getElementType(),
-                roundTo(precision, initialValue(init, seed, stream, i)));
+        padding ? 0.0
+                : roundTo(type.getElementType(),
+                          roundTo(precision,
+                                  initialValue(init, seed, stream, index)));
+  }
   return value;
 }
 
@@ -100,14 +115,15 @@ static Tensor localPiece(Operation *symbol, Tensor value, int64_t rank) {
 
 void Interpreter::initializeParameters() {
   params.clear();
-  llvm::StringMap<Type> paramTypes;
+  llvm::StringMap<ParamOp> declared;
   for (auto param : module.getOps<ParamOp>()) {
     Type elementType = param.getTensorType().getElementType();
-    paramTypes[param.getSymName()] = elementType;
+    declared[param.getSymName()] = param;
     params[param.getSymName()] =
         localPiece(param,
                    initialTensor(param.getTensorType(), param.getInit(),
-                                 options.seed, param.getSymName(), elementType),
+                                 options.seed, param.getSymName(), elementType,
+                                 param.getUnpaddedShape()),
                    options.rank);
   }
   // A state of a parameter draws from the parameter's stream and precision:
@@ -115,15 +131,19 @@ void Interpreter::initializeParameters() {
   for (auto state : module.getOps<StateOp>()) {
     StringRef stream = state.getSymName();
     Type precision = state.getTensorType().getElementType();
+    // The state of a padded parameter is padded alike.
+    ArrayRef<int64_t> unpadded = state.getTensorType().getShape();
     if (state.getOf()) {
       stream = state.getOfAttr().getValue();
-      if (Type paramType = paramTypes.lookup(stream))
-        precision = paramType;
+      if (ParamOp param = declared.lookup(stream)) {
+        precision = param.getTensorType().getElementType();
+        unpadded = param.getUnpaddedShape();
+      }
     }
     params[state.getSymName()] =
         localPiece(state,
                    initialTensor(state.getTensorType(), state.getInit(),
-                                 options.seed, stream, precision),
+                                 options.seed, stream, precision, unpadded),
                    options.rank);
   }
 }
@@ -237,12 +257,16 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
   };
 
   // A vocab-parallel local form holds `size` rows or columns of the
-  // vocabulary from this rank's index in its group over `axes` on.
+  // vocabulary from this rank's index in its group over `axes` on; a
+  // padded vocabulary has `classes` of them.
   auto vocabPiece =
-      [&](std::optional<ArrayAttr> axes, int64_t size,
-          const Tensor *lse) -> FailureOr<std::optional<VocabPiece>> {
+      [&](std::optional<ArrayAttr> axes, int64_t size, const Tensor *lse,
+          std::optional<int64_t> classes =
+              std::nullopt) -> FailureOr<std::optional<VocabPiece>> {
     if (!axes)
-      return std::optional<VocabPiece>();
+      return classes
+                 ? std::optional<VocabPiece>(VocabPiece{nullptr, 0, *classes})
+                 : std::optional<VocabPiece>();
     dist::MeshOp mesh = dist::MeshOp::lookup(op);
     if (!mesh)
       return op->emitOpError("has vocab_split but the module has no "
@@ -250,7 +274,7 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
     SmallVector<StringRef> names(axes->getAsValueRange<StringAttr>());
     return std::optional<VocabPiece>(
         VocabPiece{lse, groupIndex(mesh, options.rank, names) * size,
-                   size * mesh.getGroupSize(names)});
+                   classes.value_or(size * mesh.getGroupSize(names))});
   };
 
   if (isa<dist::DistDialect>(op->getDialect())) {
@@ -371,7 +395,7 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
       .Case([&](CrossEntropyOp c) -> Result {
         FailureOr<std::optional<VocabPiece>> piece =
             vocabPiece(c.getVocabAxes(), in[0]->shape.back(),
-                       c.getLse() ? in[2] : nullptr);
+                       c.getLse() ? in[2] : nullptr, c.getClasses());
         if (failed(piece))
           return failure();
         FailureOr<double> loss =
@@ -425,13 +449,19 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
       .Case([&](CrossEntropyGradOp c) -> Result {
         FailureOr<std::optional<VocabPiece>> piece =
             vocabPiece(c.getVocabAxes(), in[0]->shape.back(),
-                       c.getLse() ? in[3] : nullptr);
+                       c.getLse() ? in[3] : nullptr, c.getClasses());
         if (failed(piece))
           return failure();
         return oneOrError(crossEntropyGrad(*in[0], *in[1], in[2]->data[0],
                                            c.getIgnoreIndex(), *piece));
       })
-      .Case([&](LogSumExpOp) { return one(logSumExp(*in[0])); })
+      .Case([&](LogSumExpOp l) -> Result {
+        FailureOr<std::optional<VocabPiece>> piece = vocabPiece(
+            l.getVocabAxes(), in[0]->shape.back(), nullptr, l.getClasses());
+        if (failed(piece))
+          return failure();
+        return one(logSumExp(*in[0], *piece));
+      })
       .Case([&](AssignOp a) -> Result {
         auto it = params.find(a.getName());
         if (it == params.end())

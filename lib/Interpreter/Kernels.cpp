@@ -471,8 +471,11 @@ llvm::Expected<int64_t> countLabels(const Tensor &labels, int64_t vocab,
 }
 } // namespace
 
-/// log(sum(exp(row))) over `n` values, from the row's maximum.
+/// log(sum(exp(row))) over `n` values, from the row's maximum (minus
+/// infinity for none).
 static double rowLogSumExp(const double *row, int64_t n) {
+  if (n == 0)
+    return -std::numeric_limits<double>::infinity();
   double maxLogit = *std::max_element(row, row + n);
   double sum = 0.0;
   for (int64_t j = 0; j < n; ++j)
@@ -480,13 +483,21 @@ static double rowLogSumExp(const double *row, int64_t n) {
   return maxLogit + std::log(sum);
 }
 
-Tensor logSumExp(const Tensor &x) {
+/// How many of a piece's `columns` (from the first) are classes.
+static int64_t classColumns(int64_t columns,
+                            const std::optional<VocabPiece> &piece) {
+  if (!piece)
+    return columns;
+  return std::clamp<int64_t>(piece->vocab - piece->first, 0, columns);
+}
+
+Tensor logSumExp(const Tensor &x, std::optional<VocabPiece> piece) {
   std::vector<int64_t> shape = x.shape;
-  int64_t n = shape.back();
+  int64_t n = shape.back(), classes = classColumns(n, piece);
   shape.back() = 1;
   Tensor result(shape);
   for (int64_t r = 0; r < result.numElements(); ++r)
-    result.data[r] = rowLogSumExp(x.data.data() + r * n, n);
+    result.data[r] = rowLogSumExp(x.data.data() + r * n, classes);
   return result;
 }
 
@@ -495,6 +506,7 @@ llvm::Expected<double> crossEntropy(const Tensor &logits, const Tensor &labels,
                                     std::optional<VocabPiece> piece) {
   int64_t columns = logits.dim(logits.rank() - 1);
   int64_t first = piece ? piece->first : 0;
+  int64_t classes = classColumns(columns, piece);
   llvm::Expected<int64_t> counted =
       countLabels(labels, piece ? piece->vocab : columns, ignoreIndex);
   if (!counted)
@@ -504,10 +516,11 @@ llvm::Expected<double> crossEntropy(const Tensor &logits, const Tensor &labels,
     double label = labels.data[t];
     int64_t column = static_cast<int64_t>(label) - first;
     if (label == static_cast<double>(ignoreIndex) || column < 0 ||
-        column >= columns)
+        column >= classes)
       continue;
     const double *row = logits.data.data() + t * columns;
-    double lse = piece ? piece->lse->data[t] : rowLogSumExp(row, columns);
+    double lse =
+        piece && piece->lse ? piece->lse->data[t] : rowLogSumExp(row, classes);
     total += lse - row[column];
   }
   return *counted ? total / static_cast<double>(*counted) : 0.0;
@@ -701,6 +714,7 @@ llvm::Expected<Tensor> crossEntropyGrad(const Tensor &logits,
                                         std::optional<VocabPiece> piece) {
   int64_t columns = logits.dim(logits.rank() - 1);
   int64_t first = piece ? piece->first : 0;
+  int64_t classes = classColumns(columns, piece);
   int64_t tokens = labels.numElements();
   llvm::Expected<int64_t> countedOr =
       countLabels(labels, piece ? piece->vocab : columns, ignoreIndex);
@@ -717,11 +731,13 @@ llvm::Expected<Tensor> crossEntropyGrad(const Tensor &logits,
       continue;
     const double *row = logits.data.data() + t * columns;
     double *out = result.data.data() + t * columns;
-    double lse = piece ? piece->lse->data[t] : rowLogSumExp(row, columns);
-    for (int64_t j = 0; j < columns; ++j)
+    double lse =
+        piece && piece->lse ? piece->lse->data[t] : rowLogSumExp(row, classes);
+    // Padding columns (from `classes` on) keep a gradient of 0.
+    for (int64_t j = 0; j < classes; ++j)
       out[j] = std::exp(row[j] - lse) * weight;
     int64_t column = static_cast<int64_t>(label) - first;
-    if (column >= 0 && column < columns)
+    if (column >= 0 && column < classes)
       out[column] -= weight;
   }
   return result;

@@ -101,7 +101,8 @@ private:
   Value param(StringRef name, ArrayRef<int64_t> shape, InitAttr init) {
     RankedTensorType type = floatTensor(shape);
     if (declared.insert(name).second)
-      ParamOp::create(paramBuilder, loc, name, type, init);
+      ParamOp::create(paramBuilder, loc, name, type, init,
+                      /*unpadded=*/DenseI64ArrayAttr());
     return GetParamOp::create(builder, loc, type, name);
   }
 

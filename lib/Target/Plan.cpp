@@ -166,7 +166,10 @@ fb::Offset<plan::Program> exportProgram(fb::FlatBufferBuilder &b,
           static_cast<plan::Role>(p.getRole()), index.at(p.getBuffer()),
           b.CreateVector(p.getGlobalShape().data(), p.getGlobalShape().size()),
           b.CreateVector(p.getOffsets().data(), p.getOffsets().size()),
-          initOffset, split.empty() ? 0 : b.CreateVector(split)));
+          initOffset, split.empty() ? 0 : b.CreateVector(split),
+          p.getPaddedShape() ? b.CreateVector(p.getPaddedShape()->data(),
+                                              p.getPaddedShape()->size())
+                             : 0));
     } else if (auto func = dyn_cast<rtir::FuncOp>(op)) {
       std::vector<fb::Offset<plan::Instr>> body;
       for (auto kernel : func.getBody().getOps<rtir::KernelOp>())
@@ -363,6 +366,8 @@ OwningOpRef<ModuleOp> triad::importPlan(llvm::StringRef bytes,
         rtir::PersistentOp::create(
             b, loc, p->name()->str(), static_cast<rtir::Role>(p->role()),
             values[p->value()], b.getDenseI64ArrayAttr(i64s(p->global_shape())),
+            p->padded_shape() ? b.getDenseI64ArrayAttr(i64s(p->padded_shape()))
+                              : DenseI64ArrayAttr(),
             b.getDenseI64ArrayAttr(i64s(p->offsets())), b.getArrayAttr(split),
             initAttr);
       }

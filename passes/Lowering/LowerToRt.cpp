@@ -88,6 +88,9 @@ struct Persistent {
   /// replicated).
   SmallVector<int64_t> globalShape;
   SmallVector<SmallVector<std::string>> split;
+  /// The shape the pieces tile when the tensor is padded (a vocabulary
+  /// padded to a multiple of tp), empty otherwise.
+  SmallVector<int64_t> paddedShape;
 };
 
 /// What a triad op becomes: a kernel with its attributes.
@@ -413,14 +416,21 @@ private:
     return addSlot(addStorage(type, false), type);
   }
   unsigned temporary(Type tensor) { return temporary(memrefOf(tensor)); }
+  /// A persistent tensor of (global) type `tensor`; `unpadded`, when it
+  /// differs, is the shape of the model's tensor inside a padded one.
   unsigned addPersistent(StringRef name, rt::Role role, Type tensor,
-                         InitAttr init, dist::LayoutAttr layout = {}) {
+                         InitAttr init, dist::LayoutAttr layout = {},
+                         ArrayRef<int64_t> unpadded = {}) {
     auto global = cast<RankedTensorType>(tensor);
     MemRefType type =
         memrefOf(layout ? dist::localType(global, layout, mesh) : global);
     unsigned slot = addSlot(addStorage(type, true), type);
-    Persistent p{name.str(), role, slot, init, {}, {}};
+    Persistent p{name.str(), role, slot, init, {}, {}, {}};
     p.globalShape.assign(global.getShape().begin(), global.getShape().end());
+    if (!unpadded.empty() && unpadded != global.getShape()) {
+      p.paddedShape = p.globalShape;
+      p.globalShape.assign(unpadded.begin(), unpadded.end());
+    }
     if (layout && sharding::isDistributed(layout, mesh))
       for (int64_t dim = 0; dim < layout.getRank(); ++dim) {
         SmallVector<std::string> &axes = p.split.emplace_back();
@@ -552,11 +562,19 @@ void ProgramLowering::declarePersistents(
   for (auto param : module.getOps<ParamOp>())
     if (keep(param.getSymName()))
       addPersistent(param.getSymName(), rt::Role::Parameter,
-                    param.getTensorType(), param.getInit(), layoutOf(param));
-  for (auto state : module.getOps<StateOp>())
-    if (!state.getOf() || keep(*state.getOf()))
-      addPersistent(state.getSymName(), rt::Role::State, state.getType(),
-                    state.getInit(), layoutOf(state));
+                    param.getTensorType(), param.getInit(), layoutOf(param),
+                    param.getUnpaddedShape());
+  // The state of a padded parameter is padded alike.
+  for (auto state : module.getOps<StateOp>()) {
+    if (state.getOf() && !keep(*state.getOf()))
+      continue;
+    ArrayRef<int64_t> unpadded;
+    if (state.getOf())
+      if (auto param = module.lookupSymbol<ParamOp>(state.getOfAttr()))
+        unpadded = param.getUnpaddedShape();
+    addPersistent(state.getSymName(), rt::Role::State, state.getType(),
+                  state.getInit(), layoutOf(state), unpadded);
+  }
   MLIRContext *ctx = module.getContext();
   InitAttr zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), 0);
   for (auto [index, type] : llvm::enumerate(microbatch.getResultTypes())) {
@@ -726,9 +744,18 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
     return failure();
   // A vocab-parallel local form (embedding, cross entropy) finds its rows
   // or columns from its index in a group.
-  if (auto axes = op.getAttrOfType<ArrayAttr>("vocab_axes"))
+  // A padded vocabulary's classes follow the group (-1: none, the whole
+  // vocabulary).
+  auto axes = op.getAttrOfType<ArrayAttr>("vocab_axes");
+  auto classes = op.getAttrOfType<IntegerAttr>("classes");
+  if (axes)
     spec->ints.push_back(
         groupIndex(SmallVector<StringRef>(axes.getAsValueRange<StringAttr>())));
+  if (classes) {
+    if (!axes)
+      spec->ints.push_back(-1);
+    spec->ints.push_back(classes.getInt());
+  }
   Kernel kernel{spec->opcode, {}, {}, spec->ints, spec->floats};
   for (Value operand : op.getOperands())
     kernel.inputs.push_back(slotOf.at(operand));
@@ -875,12 +902,15 @@ LogicalResult ProgramLowering::readDataShape(int64_t microbatches) {
       return WalkResult::interrupt();
     }
     ignoreIndex = loss.getIgnoreIndex();
-    // A vocab-parallel loss holds one piece of the vocabulary.
+    // A vocab-parallel loss holds one piece of the vocabulary; a padded
+    // one knows its classes.
     vocab =
         cast<RankedTensorType>(loss.getLogits().getType()).getShape().back();
     if (std::optional<ArrayAttr> axes = loss.getVocabAxes())
       vocab *= mesh.getGroupSize(
           SmallVector<StringRef>(axes->getAsValueRange<StringAttr>()));
+    if (std::optional<int64_t> classes = loss.getClasses())
+      vocab = *classes;
     return WalkResult::advance();
   });
   if (walk.wasInterrupted())
@@ -1271,6 +1301,8 @@ void ProgramLowering::emitProgram(ArrayRef<Function> functions,
     rt::PersistentOp::create(
         b, loc, p.name, p.role, buffer(p.slot),
         b.getDenseI64ArrayAttr(p.globalShape),
+        p.paddedShape.empty() ? DenseI64ArrayAttr()
+                              : b.getDenseI64ArrayAttr(p.paddedShape),
         b.getDenseI64ArrayAttr(SmallVector<int64_t>(p.globalShape.size(), 0)),
         b.getArrayAttr(split), p.init);
   }

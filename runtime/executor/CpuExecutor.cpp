@@ -248,6 +248,19 @@ absl::Status CpuExecutor::initialize(uint64_t runSeed) {
       break;
     }
     }
+    // The padding of a padded tensor (beyond its global shape) is zero,
+    // whatever the init.
+    if (p->padded_shape()) {
+      Shape global(p->global_shape()->begin(), p->global_shape()->end());
+      Shape offsets = sliceOffsets(*p);
+      forEachIndex(local, [&](int64_t linear, const Shape &coords) {
+        for (size_t d = 0; d < coords.size(); ++d)
+          if (coords[d] + offsets[d] >= global[d]) {
+            data[linear] = 0.0f;
+            return;
+          }
+      });
+    }
   }
   return absl::OkStatus();
 }
@@ -456,6 +469,26 @@ absl::Status CpuExecutor::waitFor(const plan::Instr *instr,
     inFlight.erase(inFlight.begin() + static_cast<std::ptrdiff_t>(i));
   }
   return result;
+}
+
+std::optional<cpu::VocabPiece> CpuExecutor::vocabPiece(const plan::Instr &instr,
+                                                       size_t groupInt,
+                                                       int64_t columns,
+                                                       const float *lse) const {
+  const flatbuffers::Vector<int64_t> *ints = instr.ints();
+  size_t count = ints ? ints->size() : 0;
+  int64_t group = count > groupInt ? ints->Get(groupInt) : -1;
+  std::optional<int64_t> classes;
+  if (count > groupInt + 1)
+    classes = ints->Get(groupInt + 1);
+  if (group < 0)
+    return classes ? std::optional<cpu::VocabPiece>(
+                         cpu::VocabPiece{nullptr, 0, *classes})
+                   : std::nullopt;
+  GroupPosition position =
+      groupPosition(plan->root(), static_cast<uint32_t>(group), meshPosition);
+  return cpu::VocabPiece{lse, position.member * columns,
+                         classes.value_or(position.size * columns)};
 }
 
 absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
@@ -749,15 +782,9 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     bool grad = instr.op() == plan::OpCode::CrossEntropyGrad;
     Shape logits = shape(in(0));
     int64_t vocab = logits.back();
-    // A vocab-parallel piece holds the columns of this rank's index in its
-    // group, and reads the log-sum-exp over the whole vocabulary.
-    std::optional<cpu::VocabPiece> piece;
-    if (instr.ints()->size() == 2) {
-      GroupPosition position = groupPosition(
-          plan->root(), static_cast<uint32_t>(intAt(1)), meshPosition);
-      piece = cpu::VocabPiece{f32(in(grad ? 3 : 2)), position.member * vocab,
-                              position.size * vocab};
-    }
+    bool hasLse = instr.inputs()->size() == (grad ? 4u : 3u);
+    std::optional<cpu::VocabPiece> piece =
+        vocabPiece(instr, 1, vocab, hasLse ? f32(in(grad ? 3 : 2)) : nullptr);
     const cpu::VocabPiece *pieceOrNull = piece ? &*piece : nullptr;
     auto ignore = static_cast<int32_t>(intAt(0));
     if (grad) {
@@ -775,8 +802,11 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     return absl::OkStatus();
   }
   case plan::OpCode::LogSumExp: {
-    Shape x = shape(in(0));
-    cpu::logSumExp(f32(in(0)), f32(out(0)), n(out(0)), x.back());
+    int64_t columns = shape(in(0)).back();
+    std::optional<cpu::VocabPiece> piece =
+        vocabPiece(instr, 0, columns, nullptr);
+    cpu::logSumExp(f32(in(0)), f32(out(0)), n(out(0)), columns,
+                   cpu::classColumns(columns, piece ? &*piece : nullptr));
     return absl::OkStatus();
   }
   case plan::OpCode::Fill:

@@ -15,6 +15,7 @@
 
 #include "runtime/comm/Collectives.h"
 #include "runtime/comm/Comm.h"
+#include "runtime/kernels/cpu/CpuKernels.h"
 #include "runtime/plan/Mesh.h"
 #include "runtime/plan/Plan.h"
 
@@ -113,6 +114,13 @@ private:
   absl::Status initialize(uint64_t seed);
   absl::Status checkCollectives() const;
   absl::Status execute(const plan::Instr &instr, uint64_t step);
+  /// The vocabulary piece of a cross entropy or log-sum-exp whose ints
+  /// hold, from `groupInt` on, [group (-1: the whole vocabulary)[,
+  /// classes]]: none for a whole, unpadded vocabulary. The piece holds
+  /// `columns` columns and reads `lse` (null: computes it).
+  std::optional<cpu::VocabPiece> vocabPiece(const plan::Instr &instr,
+                                            size_t groupInt, int64_t columns,
+                                            const float *lse) const;
   /// Starts the collective `instr` (and, without overlap, completes it).
   absl::Status startCollective(const plan::Instr &instr, size_t index);
   /// Starts the Send or Recv `instr` (and, without overlap, completes it).

@@ -327,6 +327,10 @@ absl::Status ProgramChecker::checkSplit(const plan::Persistent &p,
     return fail(absl::StrCat("persistent tensor '", name, "' has ",
                              p.split()->size(), " split entries for ", dims,
                              " dimensions"));
+  const flatbuffers::Vector<int64_t> *padded = p.padded_shape();
+  if (padded && padded->size() != dims)
+    return fail(absl::StrCat("persistent tensor '", name, "' has a padded ",
+                             "shape of rank ", padded->size(), ", not ", dims));
   std::set<std::string> used;
   for (size_t d = 0; d < dims; ++d) {
     int64_t pieces = 1;
@@ -340,11 +344,18 @@ absl::Status ProgramChecker::checkSplit(const plan::Persistent &p,
                                    "twice"));
         pieces *= meshAxisSize(planRoot, axis->str());
       }
-    // The slice of the last piece must lie inside the global shape too.
+    // The slice of the last piece must lie inside the global shape too
+    // (the padded shape, which the pieces tile, when there is one).
     int64_t offset = p.offsets()->Get(d), global = p.global_shape()->Get(d);
-    if (offset < 0 || global < 0 || local[d] > (global - offset) / pieces)
+    int64_t extent = padded ? padded->Get(d) : global;
+    if (padded && (global < 1 || extent < global))
+      return fail(absl::StrCat("persistent tensor '", name, "': padded ",
+                               "dimension ", d, " (", extent, ") is smaller ",
+                               "than its global size ", global));
+    if (offset < 0 || global < 0 || local[d] > (extent - offset) / pieces)
       return fail(absl::StrCat("persistent tensor '", name,
-                               "': its slice lies outside its global shape"));
+                               "': its slice lies outside its ",
+                               padded ? "padded" : "global", " shape"));
   }
   return absl::OkStatus();
 }
@@ -428,6 +439,29 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
     *pieces = groupSize(planRoot, static_cast<uint32_t>(group));
     return absl::OkStatus();
   };
+  // The vocabulary, padded to a multiple of tp where the compiler padded
+  // it (tables and logits may hold that many rows or columns).
+  int64_t tp = meshAxisSize(planRoot, "tp");
+  int64_t paddedVocab = (planRoot.vocab() + tp - 1) / tp * tp;
+  // A cross entropy's or log-sum-exp's [group[, classes]] from ints[at]
+  // on: a group (-1 for none) where the op holds a piece (`piece`), the
+  // classes of a padded vocabulary, no more than the plan's vocabulary
+  // nor the `columns` x pieces it holds.
+  auto vocabInts = [&](size_t at, bool piece, int64_t columns,
+                       int64_t *pieces) -> absl::Status {
+    *pieces = 1;
+    if (ints.size() > at && (piece || ints[at] != -1))
+      CHECK_OK(vocabPieces(ints[at], pieces));
+    if (ints.size() > at + 1) {
+      int64_t classes = ints[at + 1];
+      if (classes < 1 || classes > planRoot.vocab() ||
+          classes > columns * *pieces)
+        return fail(absl::StrCat("classes ", classes, " must lie in [1, ",
+                                 std::min(planRoot.vocab(), columns * *pieces),
+                                 "]"));
+    }
+    return absl::OkStatus();
+  };
 
   switch (instr.op()) {
   case plan::OpCode::Embedding: {
@@ -438,7 +472,7 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
     int64_t pieces = 1;
     if (ints.size() == 1)
       CHECK_OK(vocabPieces(ints[0], &pieces));
-    if (table[0] * pieces > planRoot.vocab())
+    if (table[0] * pieces > paddedVocab)
       return fail("the table has more rows than the vocabulary");
     result.push_back(table[1]);
     if (shape(out[0]) != result || dtype(out[0]) != dtype(in[1]))
@@ -452,7 +486,7 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
     if (table.size() != 2 || dtype(in[0]) != plan::DType::I32)
       return fail("expects i32 ids and a [vocab, hidden] result");
     expected.push_back(table[1]);
-    if (dy != expected || table[0] > planRoot.vocab())
+    if (dy != expected || table[0] > paddedVocab)
       return fail("dy must have the ids' shape plus the hidden size");
     return floatValues({in[1], out[0]});
   }
@@ -659,23 +693,27 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
     bool grad = instr.op() == plan::OpCode::CrossEntropyGrad;
     // A vocab-parallel local form also reads the log-sum-exp over the
     // whole vocabulary and names its group.
+    // A padded vocabulary adds the group (-1: none) and its classes.
     size_t fixed = grad ? 3 : 2;
     bool piece = in.size() == fixed + 1;
-    CHECK_OK(arity(fixed + piece, 1, 1 + piece, 0));
+    CHECK_OK(arity(fixed + piece, 1, ints.size() == 3 ? 3 : 1 + piece, 0));
     Shape logits = shape(in[0]), labels = shape(in[1]);
     if (logits.empty() || dtype(in[1]) != plan::DType::I32 ||
         labels != Shape(logits.begin(), logits.end() - 1))
       return fail("labels must be i32 with the logits' shape less the vocab");
     int64_t pieces = 1;
+    if (ints.size() == 3 && piece != (ints[1] != -1))
+      return fail("a group (the local form of a vocab-parallel loss) comes "
+                  "with lse, and lse with a group");
+    CHECK_OK(vocabInts(1, piece, logits.back(), &pieces));
     if (piece) {
-      CHECK_OK(vocabPieces(ints[1], &pieces));
       Shape lse = labels;
       lse.push_back(1);
       if (shape(in[fixed]) != lse || dtype(in[fixed]) != dtype(in[0]))
         return fail(absl::StrCat("lse must have shape ", text(lse),
                                  " and the logits' element type"));
     }
-    if (logits.back() * pieces > planRoot.vocab())
+    if (logits.back() * pieces > paddedVocab)
       return fail("the logits have more columns than the vocabulary");
     if (grad) {
       CHECK_OK(scalarF32({in[2]}));
@@ -687,10 +725,13 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
     return floatValues({in[0]});
   }
   case plan::OpCode::LogSumExp: {
-    CHECK_OK(arity(1, 1, 0, 0));
+    // A padded vocabulary's [group (-1: none), classes].
+    CHECK_OK(arity(1, 1, ints.empty() ? 0 : 2, 0));
     Shape x = shape(in[0]);
     if (x.empty())
       return fail("x must have rank >= 1");
+    int64_t pieces = 1;
+    CHECK_OK(vocabInts(0, /*piece=*/false, x.back(), &pieces));
     Shape result = x;
     result.back() = 1;
     if (shape(out[0]) != result || dtype(out[0]) != dtype(in[0]))

@@ -59,6 +59,8 @@ struct PlanSpec {
   /// Plan.groups, and the DimSplit axes of the persistent tensor 'w'.
   std::vector<std::vector<std::string>> groups;
   std::vector<std::vector<std::string>> split;
+  /// The padded shape of 'w' (none when empty).
+  std::vector<int64_t> paddedShape;
 
   std::string build() const {
     fb::FlatBufferBuilder b;
@@ -76,7 +78,8 @@ struct PlanSpec {
           triad::plan::CreateDimSplit(b, b.CreateVectorOfStrings(axes)));
     auto persistent = triad::plan::CreatePersistent(
         b, b.CreateString("w"), role, 1, b.CreateVector(globalShape),
-        b.CreateVector(offsets), init, b.CreateVector(splitOffsets));
+        b.CreateVector(offsets), init, b.CreateVector(splitOffsets),
+        paddedShape.empty() ? 0 : b.CreateVector(paddedShape));
     auto instr = triad::plan::CreateInstr(
         b, op, b.CreateVector(inputs), b.CreateVector(outputs),
         b.CreateVector(ints), b.CreateVector(floats));
@@ -440,9 +443,13 @@ TEST(Plan, VocabParallelEmbedding) {
             "invalid plan 'test.plan': program 0, function 'forward', "
             "instruction 0 (Embedding): group 1 is not one of the 1 "
             "communicator groups");
-  // Two pieces of 3 rows need a vocabulary of at least 6 ids.
+  // Two pieces of 3 rows need a vocabulary of at least 5 ids, padded to 6
+  // (a multiple of tp).
+  PlanSpec padded = vocabParallelEmbedding({0});
+  padded.vocab = 5;
+  EXPECT_EQ(loadError(padded), "");
   PlanSpec small = vocabParallelEmbedding({0});
-  small.vocab = 5;
+  small.vocab = 4;
   EXPECT_EQ(
       loadError(small),
       "invalid plan 'test.plan': program 0, function 'forward', "
@@ -485,11 +492,35 @@ TEST(Plan, VocabParallelCrossEntropy) {
   EXPECT_EQ(loadError(flat),
             prefix + "lse must have shape [2, 3, 1] and the logits' element "
                      "type");
-  // Two pieces of 4 columns need a vocabulary of at least 8.
+  // Two pieces of 4 columns need a vocabulary of at least 7, padded to 8,
+  // and then name their classes.
   PlanSpec small = vocabParallelLoss({-100, 0});
-  small.vocab = 7;
+  small.vocab = 6;
   EXPECT_EQ(loadError(small),
             prefix + "the logits have more columns than the vocabulary");
+  PlanSpec padded = vocabParallelLoss({-100, 0, 7});
+  padded.vocab = 7;
+  EXPECT_EQ(loadError(padded), "");
+  padded.ints = {-100, 0, 8};
+  EXPECT_EQ(loadError(padded), prefix + "classes 8 must lie in [1, 7]");
+  padded.ints = {-100, 0, 0};
+  EXPECT_EQ(loadError(padded), prefix + "classes 0 must lie in [1, 7]");
+  // The group of a local form comes with its lse, both or neither.
+  padded.ints = {-100, -1, 7};
+  EXPECT_EQ(loadError(padded),
+            prefix + "a group (the local form of a vocab-parallel loss) "
+                     "comes with lse, and lse with a group");
+  // Whole padded logits of 4 columns: at most 4 classes.
+  PlanSpec whole = vocabParallelLoss({-100, -1, 3});
+  whole.vocab = 7;
+  whole.inputs = whole.args = {6, 4};
+  EXPECT_EQ(loadError(whole), "");
+  whole.ints = {-100, -1, 5};
+  EXPECT_EQ(loadError(whole), prefix + "classes 5 must lie in [1, 4]");
+  whole.ints = {-100, 0, 3};
+  EXPECT_EQ(loadError(whole),
+            prefix + "a group (the local form of a vocab-parallel loss) "
+                     "comes with lse, and lse with a group");
   // The gradient's local form reads dloss, then the log-sum-exp.
   PlanSpec grad = vocabParallelLoss({-100, 0});
   grad.op = triad::plan::OpCode::CrossEntropyGrad;
@@ -518,6 +549,22 @@ TEST(Plan, LogSumExp) {
             "invalid plan 'test.plan': program 0, function 'forward', "
             "instruction 0 (LogSumExp): result must have shape [2, 1] and "
             "x's element type");
+  // A padded vocabulary's [group (-1: none), classes]: x (value 0) holds 3
+  // columns of a vocabulary of 16.
+  s.values[6].shape = {2, 1};
+  s.ints = {-1, 3};
+  EXPECT_EQ(loadError(s), "");
+  s.ints = {-1, 4};
+  EXPECT_EQ(loadError(s),
+            "invalid plan 'test.plan': program 0, function 'forward', "
+            "instruction 0 (LogSumExp): classes 4 must lie in [1, 3]");
+  s.ints = {0, 3};
+  EXPECT_EQ(loadError(s),
+            "invalid plan 'test.plan': program 0, function 'forward', "
+            "instruction 0 (LogSumExp): group 0 is not one of the 0 "
+            "communicator groups");
+  s.ints = {3};
+  EXPECT_NE(loadError(s), "");
 }
 
 TEST(Plan, PipelinePeersShareTheOtherCoordinates) {
@@ -998,6 +1045,23 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
          s.split = {{}, {"tp"}};
        },
        "persistent tensor 'w': its slice lies outside its global shape"},
+      // A padded tensor's pieces tile its padded shape, which holds the
+      // global shape.
+      {"split beyond the padded shape",
+       [](PlanSpec &s) {
+         s.mesh[1].second = 2;
+         s.split = {{}, {"tp"}};
+         s.globalShape = {3, 7};
+         s.paddedShape = {3, 7};
+       },
+       "persistent tensor 'w': its slice lies outside its padded shape"},
+      {"padded shape smaller than the global",
+       [](PlanSpec &s) { s.paddedShape = {3, 3}; },
+       "persistent tensor 'w': padded dimension 1 (3) is smaller than its "
+       "global size 4"},
+      {"padded shape of another rank",
+       [](PlanSpec &s) { s.paddedShape = {3}; },
+       "persistent tensor 'w' has a padded shape of rank 1, not 2"},
       // Collectives.
       {"collective of integers",
        [](PlanSpec &s) {

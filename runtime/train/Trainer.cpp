@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -37,6 +38,50 @@ int64_t volume(const std::vector<int64_t> &shape) {
 
 bool checkpointed(const plan::Persistent &p) {
   return p.role() == plan::Role::Parameter || p.role() == plan::Role::State;
+}
+
+/// The part of a local slice (at `offsets`, of shape `local`) inside the
+/// global shape: a padded tensor's slice may reach into its padding, which
+/// checkpoints never hold. A size of 0 when the slice is all padding.
+std::vector<int64_t> sizesInside(const plan::Persistent &p,
+                                 const std::vector<int64_t> &offsets,
+                                 const std::vector<int64_t> &local) {
+  std::vector<int64_t> sizes = local;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    sizes[d] =
+        std::clamp<int64_t>(p.global_shape()->Get(d) - offsets[d], 0, local[d]);
+  return sizes;
+}
+
+/// Copies the box of shape `box` at the origin of row-major `from` (shape
+/// `fromShape`) to the origin of `to` (shape `toShape`).
+void copyBox(const float *from, const std::vector<int64_t> &fromShape,
+             float *to, const std::vector<int64_t> &toShape,
+             const std::vector<int64_t> &box) {
+  if (volume(box) == 0)
+    return;
+  size_t rank = box.size();
+  if (rank == 0) {
+    *to = *from;
+    return;
+  }
+  // Row by row along the last dimension.
+  int64_t rows = volume(box) / box.back();
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t rest = row;
+    for (size_t d = rank - 1; d-- > 0;) {
+      index[d] = rest % box[d];
+      rest /= box[d];
+    }
+    int64_t src = 0, dst = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      src = src * fromShape[d] + index[d];
+      dst = dst * toShape[d] + index[d];
+    }
+    std::memcpy(to + dst, from + src,
+                static_cast<size_t>(box.back()) * sizeof(float));
+  }
 }
 
 const plan::Program *programOfRank(const plan::Plan &plan, uint32_t rank) {
@@ -269,6 +314,8 @@ absl::StatusOr<StepResult> Trainer::step() {
 
 absl::Status Trainer::save(const std::string &dir) {
   std::vector<TensorSlice> slices;
+  // The slices of padded tensors, without their padding.
+  std::vector<std::vector<float>> packed;
   const plan::Program &program = cpu.programOf();
   if (program.persistent())
     for (const plan::Persistent *p : *program.persistent()) {
@@ -283,8 +330,16 @@ absl::Status Trainer::save(const std::string &dir) {
       slice.globalShape.assign(p->global_shape()->begin(),
                                p->global_shape()->end());
       slice.offsets = cpu.sliceOffsets(*p);
-      slice.sizes = shapeOf(*program.values()->Get(p->value()));
+      std::vector<int64_t> local = shapeOf(*program.values()->Get(p->value()));
+      slice.sizes = sizesInside(*p, slice.offsets, local);
       slice.data = *values;
+      if (volume(slice.sizes) == 0)
+        continue; // all padding
+      if (slice.sizes != local) {
+        std::vector<float> &inside = packed.emplace_back(volume(slice.sizes));
+        copyBox(*values, local, inside.data(), slice.sizes, slice.sizes);
+        slice.data = inside.data();
+      }
       slices.push_back(std::move(slice));
     }
   int64_t rank = communicator->worldRank();
@@ -356,13 +411,19 @@ Trainer::read(const std::string &dir,
       std::vector<int64_t> global(p->global_shape()->begin(),
                                   p->global_shape()->end());
       std::vector<int64_t> offsets = cpu.sliceOffsets(*p);
-      std::vector<int64_t> sizes = shapeOf(*program.values()->Get(p->value()));
-      std::vector<float> values(static_cast<size_t>(volume(sizes)));
-      if (absl::Status status =
-              reader->read(p->name()->str(), DType::F32, global, offsets, sizes,
-                           values.data());
-          !status.ok())
-        return refuse(status.message());
+      std::vector<int64_t> local = shapeOf(*program.values()->Get(p->value()));
+      // A padded tensor reads what lies inside its global shape; its
+      // padding stays zero.
+      std::vector<int64_t> sizes = sizesInside(*p, offsets, local);
+      std::vector<float> values(static_cast<size_t>(volume(local)), 0.0f);
+      std::vector<float> inside(static_cast<size_t>(volume(sizes)));
+      if (volume(sizes) > 0)
+        if (absl::Status status =
+                reader->read(p->name()->str(), DType::F32, global, offsets,
+                             sizes, inside.data());
+            !status.ok())
+          return refuse(status.message());
+      copyBox(inside.data(), sizes, values.data(), local, sizes);
       absl::StatusOr<float *> target = cpu.persistent(p->name()->str());
       if (!target.ok())
         return target.status();

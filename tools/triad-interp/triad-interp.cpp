@@ -130,12 +130,18 @@ std::vector<Tensor> readArgs(llvm::StringRef path) {
   return result;
 }
 
-/// Exclusive bound of the token ids the module's embeddings accept.
+/// Exclusive bound of the token ids the module's embeddings accept (and
+/// its losses' classes, where a padded vocabulary has them).
 std::optional<int64_t> vocabularyOf(mlir::ModuleOp module) {
   std::optional<int64_t> vocab;
-  module.walk([&](EmbeddingOp op) {
-    int64_t rows = op.getTable().getType().getDimSize(0);
-    vocab = vocab ? std::min(*vocab, rows) : rows;
+  auto bound = [&](int64_t size) {
+    vocab = vocab ? std::min(*vocab, size) : size;
+  };
+  module.walk(
+      [&](EmbeddingOp op) { bound(op.getTable().getType().getDimSize(0)); });
+  module.walk([&](CrossEntropyOp op) {
+    if (std::optional<int64_t> classes = op.getClasses())
+      bound(*classes);
   });
   return vocab;
 }

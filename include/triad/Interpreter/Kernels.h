@@ -79,8 +79,11 @@ Tensor dropout(const Tensor &x, double probability, uint64_t seed,
                uint64_t step, uint64_t stream);
 
 /// The columns a vocab-parallel piece of logits holds: `[first, first +
-/// columns)` of a `vocab`-column whole, and each token's log-sum-exp over
-/// the whole (`[..., 1]`).
+/// columns)` of a whole vocabulary of `vocab` classes, and each token's
+/// log-sum-exp over the whole (`[..., 1]`; null: computed from the row).
+/// Columns at `vocab` and beyond are the padding of a padded vocabulary:
+/// they take no part in the loss. A whole padded vocabulary is the piece
+/// at 0 without lse.
 struct VocabPiece {
   const Tensor *lse;
   int64_t first;
@@ -95,8 +98,10 @@ llvm::Expected<double> crossEntropy(const Tensor &logits, const Tensor &labels,
                                     int64_t ignoreIndex,
                                     std::optional<VocabPiece> piece = {});
 
-/// log(sum(exp(x))) over the last dimension, kept with size 1.
-Tensor logSumExp(const Tensor &x);
+/// log(sum(exp(x))) over the last dimension, kept with size 1; for a
+/// `piece`, over its columns that are classes (minus infinity without
+/// any).
+Tensor logSumExp(const Tensor &x, std::optional<VocabPiece> piece = {});
 
 /// Sum (or mean) over `dims`; `keepDims` keeps them with size 1.
 Tensor reduce(const Tensor &x, llvm::ArrayRef<int64_t> dims, bool keepDims,

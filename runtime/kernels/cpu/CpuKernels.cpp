@@ -530,6 +530,8 @@ namespace {
 /// log(sum(exp(row))) over `n` values, from the row's maximum, summed in
 /// double.
 double rowLogSumExp(const float *row, int64_t n) {
+  if (n == 0)
+    return -std::numeric_limits<double>::infinity();
   float maxLogit = *std::max_element(row, row + n);
   double sum = 0.0;
   for (int64_t j = 0; j < n; ++j)
@@ -538,10 +540,17 @@ double rowLogSumExp(const float *row, int64_t n) {
 }
 } // namespace
 
-void logSumExp(const float *x, float *out, int64_t rows, int64_t columns) {
+int64_t classColumns(int64_t columns, const VocabPiece *piece) {
+  if (!piece)
+    return columns;
+  return std::clamp<int64_t>(piece->vocab - piece->first, 0, columns);
+}
+
+void logSumExp(const float *x, float *out, int64_t rows, int64_t columns,
+               int64_t classes) {
 #pragma omp parallel for
   for (int64_t r = 0; r < rows; ++r)
-    out[r] = static_cast<float>(rowLogSumExp(x + r * columns, columns));
+    out[r] = static_cast<float>(rowLogSumExp(x + r * columns, classes));
 }
 
 float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
@@ -549,6 +558,7 @@ float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
                    const VocabPiece *piece) {
   int64_t whole = piece ? piece->vocab : vocab;
   int64_t first = piece ? piece->first : 0;
+  int64_t classes = classColumns(vocab, piece);
   // Rows sum in fixed blocks, added in block order: the loss does not depend
   // on the thread count or timing.
   constexpr int64_t kBlock = 64;
@@ -568,11 +578,11 @@ float crossEntropy(const float *logits, const int32_t *labels, int64_t rows,
       }
       ++count;
       int64_t column = labels[r] - first;
-      if (column < 0 || column >= vocab)
+      if (column < 0 || column >= classes)
         continue;
       const float *row = logits + r * vocab;
-      double lse =
-          piece ? static_cast<double>(piece->lse[r]) : rowLogSumExp(row, vocab);
+      double lse = piece && piece->lse ? static_cast<double>(piece->lse[r])
+                                       : rowLogSumExp(row, classes);
       partial[block] += lse - row[column];
     }
   double total = 0.0;
@@ -589,6 +599,7 @@ bool crossEntropyGrad(const float *logits, const int32_t *labels,
                       const VocabPiece *piece) {
   int64_t whole = piece ? piece->vocab : vocab;
   int64_t first = piece ? piece->first : 0;
+  int64_t classes = classColumns(vocab, piece);
   int64_t count = 0;
   bool valid = true;
   for (int64_t r = 0; r < rows; ++r) {
@@ -606,22 +617,24 @@ bool crossEntropyGrad(const float *logits, const int32_t *labels,
     }
     const float *row = logits + r * vocab;
     int64_t column = labels[r] - first;
-    if (piece) {
+    // Padding columns (from `classes` on) get a gradient of 0.
+    std::fill(out + classes, out + vocab, 0.0f);
+    if (piece && piece->lse) {
       float lse = piece->lse[r];
-      for (int64_t j = 0; j < vocab; ++j)
+      for (int64_t j = 0; j < classes; ++j)
         out[j] = std::exp(row[j] - lse) * weight;
-    } else {
-      float maxLogit = *std::max_element(row, row + vocab);
+    } else if (classes > 0) {
+      float maxLogit = *std::max_element(row, row + classes);
       double sum = 0.0;
-      for (int64_t j = 0; j < vocab; ++j) {
+      for (int64_t j = 0; j < classes; ++j) {
         out[j] = std::exp(row[j] - maxLogit);
         sum += out[j];
       }
       float inverse = static_cast<float>(weight / sum);
-      for (int64_t j = 0; j < vocab; ++j)
+      for (int64_t j = 0; j < classes; ++j)
         out[j] *= inverse;
     }
-    if (column >= 0 && column < vocab)
+    if (column >= 0 && column < classes)
       out[column] -= weight;
   }
   return valid;

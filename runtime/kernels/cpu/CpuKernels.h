@@ -90,13 +90,19 @@ void rope(const float *x, float *out, int64_t batch, int64_t seq, int64_t heads,
           int64_t headDim, int64_t rotaryDim, float base, float direction);
 
 /// The columns a vocab-parallel piece of logits holds: `[first, first +
-/// columns)` of a `vocab`-column whole, with each row's log-sum-exp over
-/// the whole (`lse`, one per row).
+/// columns)` of a whole vocabulary of `vocab` classes, with each row's
+/// log-sum-exp over the whole (`lse`, one per row; null: computed from the
+/// row). Columns at `vocab` and beyond are the padding of a padded
+/// vocabulary and take no part in the loss; a whole padded vocabulary is
+/// the piece at 0 without lse.
 struct VocabPiece {
   const float *lse;
   int64_t first;
   int64_t vocab;
 };
+
+/// How many of a piece's `columns` (from its first) are classes.
+int64_t classColumns(int64_t columns, const VocabPiece *piece);
 
 /// Mean cross-entropy of rows of `vocab` logits over the labels that are
 /// not `ignoreIndex`; returns the loss and sets `counted`. A label outside
@@ -114,8 +120,10 @@ bool crossEntropyGrad(const float *logits, const int32_t *labels,
                       float *dlogits, int64_t rows, int64_t vocab,
                       int32_t ignoreIndex, float dloss,
                       const VocabPiece *piece = nullptr);
-/// out[r] = log(sum(exp(x[r, :]))) for `rows` rows of `columns` values.
-void logSumExp(const float *x, float *out, int64_t rows, int64_t columns);
+/// out[r] = log(sum(exp(x[r, :classes]))) for `rows` rows of `columns`
+/// values, over the first `classes` of them (minus infinity for none).
+void logSumExp(const float *x, float *out, int64_t rows, int64_t columns,
+               int64_t classes);
 
 /// Inverted dropout with the runtime's counter-based mask; `first` is the
 /// global index of element 0.

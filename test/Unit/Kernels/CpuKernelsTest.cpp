@@ -361,7 +361,7 @@ TEST(CpuKernels, VocabParallelCrossEntropy) {
     pieces.push_back(
         floats(triad::interp::slice(logits, {0, 5 * piece}, {6, 5})));
     std::vector<float> lse = poisoned(6);
-    cpu::logSumExp(pieces.back().data(), lse.data(), 6, 5);
+    cpu::logSumExp(pieces.back().data(), lse.data(), 6, 5, 5);
     EXPECT_LT(relativeError(lse, ref::logSumExp(triad::interp::slice(
                                      logits, {0, 5 * piece}, {6, 5}))),
               kTolerance);
@@ -369,7 +369,7 @@ TEST(CpuKernels, VocabParallelCrossEntropy) {
       gathered[r * 3 + piece] = lse[r];
   }
   std::vector<float> lse = poisoned(6);
-  cpu::logSumExp(gathered.data(), lse.data(), 6, 3);
+  cpu::logSumExp(gathered.data(), lse.data(), 6, 3, 3);
   Tensor wholeLse = ref::logSumExp(logits);
   EXPECT_LT(relativeError(lse, wholeLse), kTolerance);
 
@@ -409,6 +409,101 @@ TEST(CpuKernels, VocabParallelCrossEntropy) {
                                    ref::VocabPiece{&wholeLse, 0, 15});
   EXPECT_FALSE(static_cast<bool>(outside));
   llvm::consumeError(outside.takeError());
+}
+
+// A vocabulary of 15 classes padded to 16 columns (tp=2) and to 20 (tp=4,
+// pieces of 5, the last one's columns all padding when the vocabulary is
+// 15): the padding, whatever its values, changes neither the loss nor the
+// gradient of the classes and gets a gradient of 0; the CPU kernels and the
+// reference interpreter agree.
+TEST(CpuKernels, PaddedVocabCrossEntropy) {
+  Tensor logits = random({6, 15}, 23, 3.0);
+  Tensor labels({6}, {0, 14, -100, 5, 9, 10});
+  double whole = *ref::crossEntropy(logits, labels, -100);
+  Tensor wholeGrad = *ref::crossEntropyGrad(logits, labels, 0.7, -100);
+  for (int64_t columns : {16, 20}) {
+    SCOPED_TRACE(columns);
+    // Padding columns hold large values: they would dominate the softmax.
+    Tensor padded = ref::pad(logits, {0, 0}, {0, columns - 15});
+    for (int64_t r = 0; r < 6; ++r)
+      for (int64_t j = 15; j < columns; ++j)
+        padded.data[r * columns + j] = 40.0 + j;
+    Tensor paddedGrad = ref::pad(wholeGrad, {0, 0}, {0, columns - 15});
+
+    // The whole padded vocabulary: the piece at 0 with no lse.
+    cpu::VocabPiece all{nullptr, 0, 15};
+    int64_t counted = 0;
+    float loss = cpu::crossEntropy(floats(padded).data(), ints(labels).data(),
+                                   6, columns, -100, &counted, &all);
+    EXPECT_EQ(counted, 5);
+    EXPECT_NEAR(loss, whole, 1e-5 * whole);
+    ref::VocabPiece refAll{nullptr, 0, 15};
+    EXPECT_NEAR(*ref::crossEntropy(padded, labels, -100, refAll), whole,
+                1e-9 * whole);
+    std::vector<float> grad = poisoned(6 * columns);
+    EXPECT_TRUE(cpu::crossEntropyGrad(floats(padded).data(),
+                                      ints(labels).data(), grad.data(), 6,
+                                      columns, -100, 0.7f, &all));
+    EXPECT_LT(relativeError(grad, paddedGrad), kTolerance);
+    EXPECT_LT(relativeError(grad, *ref::crossEntropyGrad(padded, labels, 0.7,
+                                                         -100, refAll)),
+              kTolerance);
+
+    // In pieces: each piece's log-sum-exp over its classes (minus infinity
+    // for a piece of padding only), combined.
+    int64_t pieces = columns == 16 ? 2 : 4, width = columns / pieces;
+    std::vector<float> gathered(6 * pieces);
+    std::vector<std::vector<float>> parts;
+    for (int64_t piece = 0; piece < pieces; ++piece) {
+      Tensor part =
+          triad::interp::slice(padded, {0, width * piece}, {6, width});
+      parts.push_back(floats(part));
+      cpu::VocabPiece at{nullptr, width * piece, 15};
+      std::vector<float> lse = poisoned(6);
+      cpu::logSumExp(parts.back().data(), lse.data(), 6, width,
+                     cpu::classColumns(width, &at));
+      Tensor refLse =
+          ref::logSumExp(part, ref::VocabPiece{nullptr, width * piece, 15});
+      for (int64_t r = 0; r < 6; ++r) {
+        if (width * piece >= 15) {
+          EXPECT_EQ(lse[r], -std::numeric_limits<float>::infinity());
+          EXPECT_EQ(refLse.data[r], -std::numeric_limits<double>::infinity());
+        } else {
+          EXPECT_NEAR(lse[r], refLse.data[r], 1e-5 * std::abs(refLse.data[r]));
+        }
+        gathered[r * pieces + piece] = lse[r];
+      }
+    }
+    std::vector<float> lse = poisoned(6);
+    cpu::logSumExp(gathered.data(), lse.data(), 6, pieces, pieces);
+    Tensor wholeLse = ref::logSumExp(logits);
+    EXPECT_LT(relativeError(lse, wholeLse), kTolerance);
+    double sum = 0.0;
+    for (int64_t piece = 0; piece < pieces; ++piece) {
+      cpu::VocabPiece at{lse.data(), width * piece, 15};
+      float part = cpu::crossEntropy(parts[piece].data(), ints(labels).data(),
+                                     6, width, -100, &counted, &at);
+      EXPECT_EQ(counted, 5);
+      sum += part;
+      std::vector<float> grad = poisoned(6 * width);
+      EXPECT_TRUE(cpu::crossEntropyGrad(parts[piece].data(),
+                                        ints(labels).data(), grad.data(), 6,
+                                        width, -100, 0.7f, &at));
+      EXPECT_LT(relativeError(grad, triad::interp::slice(paddedGrad,
+                                                         {0, width * piece},
+                                                         {6, width})),
+                kTolerance);
+    }
+    EXPECT_NEAR(sum, whole, 1e-5 * whole);
+  }
+  // A label among the padding is out of range.
+  std::vector<int32_t> bad = {15, 0, 0, 0, 0, 0};
+  cpu::VocabPiece all{nullptr, 0, 15};
+  int64_t counted = 0;
+  Tensor padded = ref::pad(logits, {0, 0}, {0, 1});
+  cpu::crossEntropy(floats(padded).data(), bad.data(), 6, 16, -100, &counted,
+                    &all);
+  EXPECT_EQ(counted, -1);
 }
 
 TEST(CpuKernels, DropoutMatchesTheReferenceMask) {

@@ -106,6 +106,35 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
 
 // -----
 
+// A padded tensor's pieces tile its padded shape, which holds the global
+// one.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4xf32>
+  // expected-error@+1 {{'rt.persistent' op the slice of dimension 0 ([6, 10)) is outside the padded size 9}}
+  rt.persistent "w" parameter %a global [8] padded [9] offsets [6] init <zeros> : memref<4xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4xf32>
+  // expected-error@+1 {{'rt.persistent' op padded dimension 0 (6) is smaller than the global 8}}
+  rt.persistent "w" parameter %a global [8] padded [6] offsets [0] init <zeros> : memref<4xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4xf32>
+  // expected-error@+1 {{'rt.persistent' op padded shape must have the buffer's rank 1}}
+  rt.persistent "w" parameter %a global [8] padded [8, 1] offsets [0] init <zeros> : memref<4xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
 // Accumulators are f32 zeros.
 rt.program @rank0 pipeline_rank 0 arena 4096 {
   %a = rt.buffer 0 : memref<4xf32>

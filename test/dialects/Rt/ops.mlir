@@ -13,6 +13,7 @@
 // CHECK: %[[XV:.*]] = rt.buffer 1216 : memref<8x8xf32>
 // CHECK: rt.persistent "w" parameter %[[W]] global [16, 8] offsets [0, 0] init <normal, std = 2.000000e-02> : memref<16x8xf32>
 // CHECK: rt.persistent "grad.w" accumulator %[[ACC]] global [16, 8] offsets [0, 0] init <zeros> : memref<16x8xf32>
+// CHECK: rt.persistent "p" parameter %{{.*}} global [15, 8] padded [16, 8] offsets [0, 0] init <zeros> : memref<16x8xf32>
 // CHECK: rt.func @begin_step args() kinds [] results() names [] {
 // CHECK-NEXT: rt.kernel fill() -> (%[[ACC]]) floats [0.000000e+00] : () -> memref<16x8xf32>
 // CHECK: rt.func @microbatch_step args(%[[T]], %[[L]] : memref<2x4xi32>, memref<2x4xi32>) kinds ["tokens", "labels"] results(%[[N]] : memref<f32>) names ["tokens"] {
@@ -35,6 +36,8 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   %xv = rt.buffer 1216 : memref<8x8xf32>
   rt.persistent "w" parameter %w global [16, 8] offsets [0, 0] init <normal, std = 0.02> : memref<16x8xf32>
   rt.persistent "grad.w" accumulator %acc global [16, 8] offsets [0, 0] init <zeros> : memref<16x8xf32>
+  %p = rt.buffer 2048 : memref<16x8xf32>
+  rt.persistent "p" parameter %p global [15, 8] padded [16, 8] offsets [0, 0] init <zeros> : memref<16x8xf32>
   rt.func @begin_step args() kinds [] results() names [] {
     rt.kernel fill() -> (%acc) floats [0.0] : () -> memref<16x8xf32>
   }

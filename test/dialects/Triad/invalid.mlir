@@ -43,6 +43,22 @@ triad.param @w : tensor<4x0xf32> init <zeros>
 
 // -----
 
+// A padded parameter's unpadded shape has its rank and fits in it.
+// expected-error @+1 {{'triad.param' op unpadded has 1 dimensions but the parameter has 2}}
+triad.param @w : tensor<4x8xf32> unpadded [3] init <zeros>
+
+// -----
+
+// expected-error @+1 {{'triad.param' op unpadded dim 0 is 5; it must lie in [1, 4] (the padded size)}}
+triad.param @w : tensor<4x8xf32> unpadded [5, 8] init <zeros>
+
+// -----
+
+// expected-error @+1 {{'triad.param' op unpadded dim 1 is 0; it must lie in [1, 8] (the padded size)}}
+triad.param @w : tensor<4x8xf32> unpadded [4, 0] init <zeros>
+
+// -----
+
 // Parameters are floating-point tensors.
 // expected-error @+1 {{'triad.param' op attribute 'type' failed to satisfy constraint}}
 triad.param @w : tensor<4xi32> init <zeros>
@@ -1168,5 +1184,49 @@ func.func @f(%s: tensor<f32>) {
 func.func @f(%s: tensor<f32>) {
   // expected-error @+1 {{'triad.loss_scale_update' op backoff must be in (0, 1], got 2.000000e+00}}
   %0:4 = triad.loss_scale_update %s, %s, %s growth_interval = 10 growth = 2.0 backoff = 2.0
+  return
+}
+
+// -----
+
+// A padded vocabulary has classes, no more than the whole vocabulary's
+// columns.
+func.func @f(%l: tensor<8x64x256xf32>, %y: tensor<8x64xi32>) {
+  // expected-error @+1 {{'triad.cross_entropy' op classes must be positive, got 0}}
+  %0 = triad.cross_entropy %l, %y classes 0 : tensor<8x64x256xf32>, tensor<8x64xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<8x64x256xf32>, %y: tensor<8x64xi32>, %d: tensor<f32>) {
+  // expected-error @+1 {{'triad.cross_entropy_grad' op classes (257) exceeds the vocabulary's 256 columns}}
+  %0 = triad.cross_entropy_grad %l, %y, %d classes 257 : tensor<8x64x256xf32>, tensor<8x64xi32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<8x64x256xf32>) {
+  // expected-error @+1 {{'triad.logsumexp' op classes (300) exceeds the vocabulary's 256 columns}}
+  %0 = triad.logsumexp %l classes 300 : tensor<8x64x256xf32> -> tensor<8x64x1xf32>
+  return
+}
+
+// -----
+
+// A log-sum-exp over a piece places its columns with vocab_split, which
+// only a padded vocabulary needs.
+func.func @f(%l: tensor<8x64x256xf32>) {
+  // expected-error @+1 {{'triad.logsumexp' op vocab_split places x's columns in a padded vocabulary and needs classes}}
+  %0 = triad.logsumexp %l vocab_split ["tp"] : tensor<8x64x256xf32> -> tensor<8x64x1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<8x64x256xf32>) {
+  // expected-error @+1 {{'triad.logsumexp' op vocab_split lists mesh axis 'tp' twice}}
+  %0 = triad.logsumexp %l classes 300 vocab_split ["tp", "tp"] : tensor<8x64x256xf32> -> tensor<8x64x1xf32>
   return
 }

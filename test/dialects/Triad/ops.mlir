@@ -12,6 +12,8 @@ triad.param @gamma : tensor<64xf32> init <ones>
 triad.param @beta : tensor<64xf32> init <zeros>
 // CHECK: triad.param @half : tensor<64x64xbf16> init <normal, std = 1.000000e+00>
 triad.param @half : tensor<64x64xbf16> init <normal, std = 1.0>
+// CHECK: triad.param @padded : tensor<256x64xf32> unpadded [255, 64] init <normal, std = 2.000000e-02>
+triad.param @padded : tensor<256x64xf32> unpadded [255, 64] init <normal, std = 0.02>
 
 // CHECK-LABEL: func.func @parts
 func.func @parts(%ids: tensor<8x64xi32>, %labels: tensor<8x64xi32>) -> tensor<f32> {
@@ -52,6 +54,17 @@ func.func @parts(%ids: tensor<8x64xi32>, %labels: tensor<8x64xi32>) -> tensor<f3
     %cep = triad.cross_entropy %logits, %l lse %lse vocab_split ["tp"] : tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<8x64x1xf32> -> tensor<f32>
     // CHECK: triad.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} lse %[[LSE]] vocab_split ["dp", "tp"] : tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<8x64x1xf32>
     %dp = triad.cross_entropy_grad %logits, %l, %cep lse %lse vocab_split ["dp", "tp"] : tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<8x64x1xf32>
+    // A padded vocabulary: its classes, whole or in pieces.
+    // CHECK: triad.cross_entropy %{{.*}}, %{{.*}} classes 255 : tensor<8x64x256xf32>, tensor<8x64xi32> -> tensor<f32>
+    %cec = triad.cross_entropy %logits, %l classes 255 : tensor<8x64x256xf32>, tensor<8x64xi32> -> tensor<f32>
+    // CHECK: triad.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} classes 255 : tensor<8x64x256xf32>, tensor<8x64xi32>
+    %dc = triad.cross_entropy_grad %logits, %l, %cec classes 255 : tensor<8x64x256xf32>, tensor<8x64xi32>
+    // CHECK: %[[OWN:.*]] = triad.logsumexp %{{.*}} classes 500 vocab_split ["tp"] : tensor<8x64x256xf32> -> tensor<8x64x1xf32>
+    %own = triad.logsumexp %logits classes 500 vocab_split ["tp"] : tensor<8x64x256xf32> -> tensor<8x64x1xf32>
+    // CHECK: triad.logsumexp %{{.*}} classes 255 : tensor<8x64x256xf32> -> tensor<8x64x1xf32>
+    %whole = triad.logsumexp %logits classes 255 : tensor<8x64x256xf32> -> tensor<8x64x1xf32>
+    // CHECK: triad.cross_entropy %{{.*}}, %{{.*}} lse %[[OWN]] vocab_split ["tp"] classes 500 : tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<8x64x1xf32> -> tensor<f32>
+    %cpc = triad.cross_entropy %logits, %l lse %own vocab_split ["tp"] classes 500 : tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<8x64x1xf32> -> tensor<f32>
     triad.yield %ce : tensor<f32>
   }
   return %loss : tensor<f32>
