@@ -91,6 +91,11 @@ void triad::buildTrainPipeline(OpPassManager &pm,
     pm.addPass(std::make_unique<RejectPipelinePass>(reason));
     return;
   }
+  // The vocabulary grows to a multiple of tp before the gradients and the
+  // optimizer state are built from the parameters' shapes.
+  PadVocabOptions pad;
+  pad.tp = options.tp;
+  pm.addPass(createPadVocab(pad));
   AutodiffOptions autodiff;
   autodiff.recompute = options.recompute;
   autodiff.lr = options.lr;

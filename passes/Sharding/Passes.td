@@ -10,6 +10,57 @@
 
 include "mlir/Pass/PassBase.td"
 
+def PadVocab : Pass<"triad-pad-vocab", "::mlir::ModuleOp"> {
+  let summary = "Pads the vocabulary to a multiple of tp";
+  let description = [{
+    Megatron's vocabulary padding, on the forward model (before
+    `--triad-autodiff`): where `tp` does not divide the vocabulary of a
+    `triad.cross_entropy`, the parameters whose rows or columns are its
+    vocabulary grow to the next multiple of `tp`, so that tensor
+    parallelism can split the embedding table, the output layer and the
+    logits along the vocabulary.
+
+    The vocabulary is found from the loss backwards: the logits, the
+    elementwise ops between them and the loss, the `triad.matmul` that
+    makes them and the parameter (read with `triad.get_param`) that gives
+    them their vocabulary dimension, a `triad.bias_add`'s bias too. Such a
+    parameter may otherwise only be read as a `triad.embedding` table
+    (tied embeddings), along the same dimension. A table only read by
+    `triad.embedding` whose rows `tp` does not divide is padded too.
+
+    A padded parameter keeps its model shape as `unpadded`: its padding is
+    zero, initialization and checkpoints see only the unpadded tensor. The
+    cross entropy gets `classes` (the vocabulary before padding): padded
+    columns take no part in the loss, and their gradient is 0, so the
+    padding stays zero through training and the losses equal the unpadded
+    model's. A vocabulary that is reached in any other way (another user of
+    the logits, a parameter read otherwise) is left as it is: tensor
+    parallelism then keeps it whole.
+
+    Before (tp=2):
+
+    ```mlir
+    triad.param @embed.wte : tensor<255x64xf32> init <normal, std = 2.000000e-02>
+    %l = triad.matmul %x, %t transpose_rhs : tensor<8x64x64xf32>, tensor<255x64xf32> -> tensor<8x64x255xf32>
+    %c = triad.cross_entropy %l, %labels : tensor<8x64x255xf32>, tensor<8x64xi32> -> tensor<f32>
+    ```
+
+    After:
+
+    ```mlir
+    triad.param @embed.wte : tensor<256x64xf32> unpadded [255, 64] init <normal, std = 2.000000e-02>
+    %l = triad.matmul %x, %t transpose_rhs : tensor<8x64x64xf32>, tensor<256x64xf32> -> tensor<8x64x256xf32>
+    %c = triad.cross_entropy %l, %labels classes 255 : tensor<8x64x256xf32>, tensor<8x64xi32> -> tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "1", "Tensor-parallel ranks">,
+  ];
+  let statistics = [
+    Statistic<"numPadded", "padded-params", "Parameters padded">,
+  ];
+}
+
 def SplitMicrobatches : Pass<"triad-split-microbatches", "::mlir::ModuleOp"> {
   let summary = "Rewrites the microbatch step to one microbatch's share of "
                 "the batch";

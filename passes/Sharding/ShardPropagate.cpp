@@ -344,8 +344,8 @@ private:
     // parameter whose dimension tp divides. A tied output layer, which
     // multiplies the same table, then gives logits split along the
     // vocabulary, which the vocab-parallel cross entropy takes as they
-    // are. (The vocabulary is not padded yet: a table tp does not divide
-    // stays whole.)
+    // are. (`--triad-pad-vocab` pads a vocabulary tp does not divide
+    // beforehand; one it could not pad stays whole.)
     int64_t tp = mesh.getAxisSize("tp").value_or(1);
     for (auto [index, dim] : rule.tensorParallelSplits) {
       Value operand = op.getOperand(index);

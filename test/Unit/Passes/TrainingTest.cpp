@@ -40,10 +40,15 @@ protected:
     context.loadAllAvailableDialects();
   }
 
-  mlir::OwningOpRef<mlir::ModuleOp> trainingModule(const ModelConfig &config,
-                                                   double lr) {
+  /// The training step of `config`, its vocabulary padded for `padTp`
+  /// tensor-parallel ranks.
+  mlir::OwningOpRef<mlir::ModuleOp>
+  trainingModule(const ModelConfig &config, double lr, int64_t padTp = 1) {
     auto module = buildModel(context, config);
     mlir::PassManager pm(&context);
+    PadVocabOptions pad;
+    pad.tp = padTp;
+    pm.addPass(createPadVocab(pad));
     AutodiffOptions options;
     options.lr = lr;
     options.warmup = 2;
@@ -555,6 +560,47 @@ TEST_P(TensorParallelTraining, LossesAndNormsEqualTheWholeModel) {
 
 INSTANTIATE_TEST_SUITE_P(Embeddings, TensorParallelTraining,
                          ::testing::Values(true, false));
+
+// A vocabulary of 255 padded to 256 for two tensor-parallel ranks, tied
+// and untied: every loss and gradient norm equals the unpadded model's (to
+// 1e-9), each rank's table piece holds its rows of the unpadded table after
+// training, and the padding row stays zero.
+TEST_P(TensorParallelTraining, PaddedVocabEqualsTheUnpaddedModel) {
+  const int64_t seq = 16, batch = 4, tp = 2;
+  ModelConfig config = tinyConfig(batch, seq);
+  config.vocab = 255;
+  config.tieEmbeddings = GetParam();
+  auto reference = trainingModule(config, 1e-3);
+  Interpreter whole(*reference, {/*seed=*/4});
+  whole.initializeParameters();
+
+  auto partitioned = trainingModule(config, 1e-3, tp);
+  ASSERT_TRUE(mlir::succeeded(partitionOverTp(*partitioned, tp)));
+  auto table = partitioned->lookupSymbol<ParamOp>("embed.wte");
+  ASSERT_TRUE(table && table.getUnpaddedAttr());
+  EXPECT_EQ(table.getTensorType().getDimSize(0), 256);
+  int64_t padded = 0;
+  partitioned->walk([&](CrossEntropyGradOp grad) {
+    padded += grad.getVocabAxes() && grad.getClasses() == 255 ? 1 : 0;
+  });
+  EXPECT_EQ(padded, 1);
+  MeshInterpreter mesh(*partitioned, {/*seed=*/4});
+  mesh.initializeParameters();
+
+  expectSameSteps(whole, mesh, tp, batch, seq);
+  const char *name = GetParam() ? "embed.wte" : "head.lm_head.weight";
+  const Tensor &full = whole.parameters()[name];
+  for (int64_t r = 0; r < tp; ++r) {
+    const Tensor &mine = mesh.rank(r).parameters()[name];
+    ASSERT_EQ(mine.shape, (std::vector<int64_t>{128, 32}));
+    for (int64_t k = 0; k < mine.numElements(); ++k) {
+      int64_t row = r * 128 + k / 32;
+      double expected = row < 255 ? full.data[row * 32 + k % 32] : 0.0;
+      ASSERT_NEAR(mine.data[k], expected, 1e-9)
+          << name << " row " << row << " on rank " << r;
+    }
+  }
+}
 
 // A vocab-parallel embedding on a simulated mesh of two ranks: the tied
 // table, laid out by hand along its vocabulary over tp, is looked up in
