@@ -174,8 +174,9 @@ TEST_F(TrainE2E, ResumingFromACheckpointGivesTheUninterruptedLosses) {
       absl::StatusOr<rt::StepResult> result = trainer->step();
       ASSERT_TRUE(result.ok());
       uninterrupted.push_back(result->loss);
-      if (step == 3)
+      if (step == 3) {
         ASSERT_TRUE(trainer->save((dir / "ckpt").string()).ok());
+      }
     }
   }
   absl::StatusOr<rt::Trainer> resumed =

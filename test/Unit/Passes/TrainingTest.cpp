@@ -273,10 +273,12 @@ TEST_F(Training, SkippedStepIsANoOpInFloat64Too) {
   auto outputs = interpreter.call("apply_step", overflow);
   ASSERT_TRUE(mlir::succeeded(outputs));
   EXPECT_EQ((*outputs)[2].data[0], 1.0);
-  for (auto &entry : before)
-    if (!entry.first().starts_with("loss_scale"))
+  for (auto &entry : before) {
+    if (!entry.first().starts_with("loss_scale")) {
       EXPECT_EQ(interpreter.parameters()[entry.first()].data, entry.second.data)
           << entry.first().str() << " changed in a skipped step";
+    }
+  }
 }
 
 TEST_F(Training, LossScalingIsExactInExactArithmetic) {
