@@ -629,6 +629,266 @@ TEST_F(CudaKernels, CrossEntropyAndGradientMatchCpu) {
                 "cross entropy gradient in place", 1e-9);
 }
 
+/// `rows` rows of `columns` logits whose columns from `vocab` on are the
+/// padding of a padded vocabulary, holding large values: they would
+/// dominate the softmax if a kernel took them in.
+std::vector<float> paddedLogits(int64_t rows, int64_t vocab, int64_t columns,
+                                uint32_t seed) {
+  std::vector<float> logits = randomFloats(rows * columns, seed, 3.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = vocab; j < columns; ++j)
+      logits[r * columns + j] = 40.0f + static_cast<float>(j);
+  return logits;
+}
+
+/// Columns [first, first + width) of rows of `columns` values.
+std::vector<float> columnsOf(const std::vector<float> &values, int64_t rows,
+                             int64_t columns, int64_t first, int64_t width) {
+  std::vector<float> part(rows * width);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < width; ++j)
+      part[r * width + j] = values[r * columns + first + j];
+  return part;
+}
+
+TEST_F(CudaKernels, LogSumExpMatchesCpu) {
+  const int64_t rows = 70, columns = 1030;
+  std::vector<float> x = randomFloats(rows * columns, 36, 3.0f);
+  DeviceBuffer dx = upload(x);
+  // All the columns, some (a padded row), one, and none (minus infinity).
+  for (int64_t classes : {columns, int64_t{1000}, int64_t{1}, int64_t{0}}) {
+    std::string what = "logSumExp of " + std::to_string(classes) + " classes";
+    std::vector<float> want(rows);
+    cpu::logSumExp(x.data(), want.data(), rows, columns, classes);
+    DeviceBuffer out = poisoned(rows);
+    ASSERT_OK(logSumExp(*context, dx.as<float>(), out.as<float>(), rows,
+                        columns, classes));
+    std::vector<float> got = download(out, rows);
+    if (classes == 0) {
+      for (int64_t r = 0; r < rows; ++r) {
+        EXPECT_EQ(got[r], -INFINITY) << what << ", row " << r;
+        EXPECT_EQ(want[r], -INFINITY) << what << ", row " << r;
+      }
+    } else {
+      expectNearF32(got, want, what);
+    }
+  }
+  DeviceBuffer out = poisoned(rows);
+  EXPECT_EQ(logSumExp(*context, dx.as<float>(), out.as<float>(), rows, columns,
+                      columns + 1)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// A vocabulary of `vocab` classes padded to `columns` and cut into `pieces`
+// pieces, against the CPU kernels on the same inputs: the whole padded
+// vocabulary (the piece at 0 without lse), then each piece with the rows'
+// log-sum-exp (each piece's logSumExp over its classes, gathered on the
+// host and combined with another logSumExp, as the partition combines
+// them). 15 classes in 4 pieces of 5 leave the last piece padding only
+// (its log-sum-exp minus infinity, its loss 0 and its gradient zeros), as
+// do 1000 classes in 5 pieces of 260; rows of 1000 classes are longer than
+// a block's threads.
+TEST_F(CudaKernels, PaddedVocabCrossEntropyMatchesCpu) {
+  struct Case {
+    int64_t rows, vocab, columns, pieces;
+  };
+  const Case cases[] = {{6, 15, 16, 2},
+                        {6, 15, 20, 4},
+                        {130, 1000, 1040, 4},
+                        {130, 1000, 1300, 5}};
+  const int32_t ignore = -100;
+  const float dlossValue = 0.7f;
+  DeviceBuffer dloss = upload(std::vector<float>{dlossValue});
+  for (const Case &c : cases) {
+    const int64_t rows = c.rows, columns = c.columns, n = rows * columns;
+    std::string size = " (" + std::to_string(c.vocab) + " classes in " +
+                       std::to_string(columns) + " columns)";
+    std::vector<float> logits = paddedLogits(rows, c.vocab, columns, 37);
+    std::vector<int32_t> labels = randomIds(rows, c.vocab, 38);
+    labels[0] = 0;
+    labels[1] = static_cast<int32_t>(c.vocab - 1);
+    for (int64_t r = 2; r < rows; r += 7)
+      labels[r] = ignore;
+    DeviceBuffer dlogits = upload(logits), dlabels = upload(labels);
+
+    // The whole padded vocabulary.
+    VocabPiece all{nullptr, 0, c.vocab};
+    int64_t counted = 0;
+    float wantLoss = cpu::crossEntropy(logits.data(), labels.data(), rows,
+                                       columns, ignore, &counted, &all);
+    ASSERT_GT(counted, 0);
+    const int64_t wholeCounted = counted;
+    DeviceBuffer loss = poisoned(1);
+    ASSERT_OK(crossEntropy(*context, dlogits.as<float>(), dlabels.as<int32_t>(),
+                           loss.as<float>(), rows, columns, ignore, &all));
+    expectNearF32(download(loss, 1), {wantLoss}, "padded cross entropy" + size);
+    std::vector<float> wantGrad(n);
+    ASSERT_TRUE(cpu::crossEntropyGrad(logits.data(), labels.data(),
+                                      wantGrad.data(), rows, columns, ignore,
+                                      dlossValue, &all));
+    DeviceBuffer grad = poisoned(n);
+    ASSERT_OK(crossEntropyGrad(*context, dlogits.as<float>(),
+                               dlabels.as<int32_t>(), dloss.as<float>(),
+                               grad.as<float>(), rows, columns, ignore, &all));
+    expectNearF32(download(grad, n), wantGrad,
+                  "padded cross entropy gradient" + size, 1e-9);
+    DeviceBuffer inPlace = upload(logits);
+    ASSERT_OK(crossEntropyGrad(
+        *context, inPlace.as<float>(), dlabels.as<int32_t>(), dloss.as<float>(),
+        inPlace.as<float>(), rows, columns, ignore, &all));
+    expectNearF32(download(inPlace, n), wantGrad,
+                  "padded cross entropy gradient in place" + size, 1e-9);
+
+    // Each piece's log-sum-exp over its classes.
+    const int64_t pieces = c.pieces, width = columns / pieces;
+    std::vector<std::vector<float>> parts;
+    std::vector<DeviceBuffer> deviceParts;
+    std::vector<float> gathered(rows * pieces);
+    for (int64_t piece = 0; piece < pieces; ++piece) {
+      std::string what = "log-sum-exp of piece " + std::to_string(piece) + size;
+      parts.push_back(columnsOf(logits, rows, columns, width * piece, width));
+      deviceParts.push_back(upload(parts.back()));
+      VocabPiece at{nullptr, width * piece, c.vocab};
+      int64_t classes = cpu::classColumns(width, &at);
+      std::vector<float> want(rows);
+      cpu::logSumExp(parts.back().data(), want.data(), rows, width, classes);
+      DeviceBuffer lse = poisoned(rows);
+      ASSERT_OK(logSumExp(*context, deviceParts.back().as<float>(),
+                          lse.as<float>(), rows, width, classes));
+      std::vector<float> got = download(lse, rows);
+      if (classes == 0) {
+        for (int64_t r = 0; r < rows; ++r)
+          EXPECT_EQ(got[r], -INFINITY) << what << ", row " << r;
+      } else {
+        expectNearF32(got, want, what);
+      }
+      for (int64_t r = 0; r < rows; ++r)
+        gathered[r * pieces + piece] = got[r];
+    }
+    // Combined: the whole rows' log-sum-exp over the classes.
+    std::vector<float> wantLse(rows), wholeLse(rows);
+    cpu::logSumExp(gathered.data(), wantLse.data(), rows, pieces, pieces);
+    cpu::logSumExp(logits.data(), wholeLse.data(), rows, columns, c.vocab);
+    DeviceBuffer dgathered = upload(gathered), lse = poisoned(rows);
+    ASSERT_OK(logSumExp(*context, dgathered.as<float>(), lse.as<float>(), rows,
+                        pieces, pieces));
+    std::vector<float> gotLse = download(lse, rows);
+    expectNearF32(gotLse, wantLse, "combined log-sum-exp" + size);
+    expectNearF32(gotLse, wholeLse, "combined log-sum-exp, whole rows" + size);
+
+    // The pieces with that log-sum-exp (the CPU kernels get the same
+    // values): their losses add up to the loss, their gradients are the
+    // CPU's, also in place.
+    double sum = 0.0;
+    for (int64_t piece = 0; piece < pieces; ++piece) {
+      std::string what = "piece " + std::to_string(piece) + size;
+      VocabPiece wantAt{gotLse.data(), width * piece, c.vocab};
+      VocabPiece at{lse.as<float>(), width * piece, c.vocab};
+      float wantPart =
+          cpu::crossEntropy(parts[piece].data(), labels.data(), rows, width,
+                            ignore, &counted, &wantAt);
+      EXPECT_EQ(counted, wholeCounted) << what;
+      DeviceBuffer part = poisoned(1);
+      ASSERT_OK(crossEntropy(*context, deviceParts[piece].as<float>(),
+                             dlabels.as<int32_t>(), part.as<float>(), rows,
+                             width, ignore, &at));
+      std::vector<float> gotPart = download(part, 1);
+      expectNearF32(gotPart, {wantPart}, "cross entropy of " + what);
+      sum += gotPart[0];
+
+      std::vector<float> wantPartGrad(rows * width);
+      ASSERT_TRUE(cpu::crossEntropyGrad(parts[piece].data(), labels.data(),
+                                        wantPartGrad.data(), rows, width,
+                                        ignore, dlossValue, &wantAt));
+      DeviceBuffer partGrad = poisoned(rows * width);
+      ASSERT_OK(crossEntropyGrad(
+          *context, deviceParts[piece].as<float>(), dlabels.as<int32_t>(),
+          dloss.as<float>(), partGrad.as<float>(), rows, width, ignore, &at));
+      expectNearF32(download(partGrad, rows * width), wantPartGrad,
+                    "cross entropy gradient of " + what, 1e-9);
+      ASSERT_OK(crossEntropyGrad(*context, deviceParts[piece].as<float>(),
+                                 dlabels.as<int32_t>(), dloss.as<float>(),
+                                 deviceParts[piece].as<float>(), rows, width,
+                                 ignore, &at));
+      expectNearF32(download(deviceParts[piece], rows * width), wantPartGrad,
+                    "cross entropy gradient in place of " + what, 1e-9);
+    }
+    EXPECT_NEAR(sum, wantLoss, 1e-5 * wantLoss) << "pieces' losses" << size;
+  }
+}
+
+// A label among the padding is out of range: for the whole padded
+// vocabulary and for the piece of padding only whose first column it
+// would name if labels were checked against a piece's columns.
+TEST_F(CudaKernels, LabelAmongThePaddingIsReported) {
+  const int64_t rows = 6, vocab = 15;
+  const int32_t ignore = -100;
+  std::vector<int32_t> bad = {15, 0, ignore, 5, 9, 14};
+  DeviceBuffer dlabels = upload(bad), dloss = upload(std::vector<float>{1.0f});
+  std::vector<float> logits = paddedLogits(rows, vocab, 20, 39);
+  std::vector<float> padded = columnsOf(logits, rows, 20, 0, 16),
+                     padding = columnsOf(logits, rows, 20, 15, 5);
+  DeviceBuffer dpadded = upload(padded), dpadding = upload(padding);
+  std::vector<float> lseValues(rows);
+  cpu::logSumExp(logits.data(), lseValues.data(), rows, 20, vocab);
+  DeviceBuffer lse = upload(lseValues);
+  ASSERT_TRUE(context->synchronize().ok());
+
+  struct Case {
+    const char *what;
+    const std::vector<float> &logits;
+    const DeviceBuffer &device;
+    int64_t columns;
+    VocabPiece cpuPiece, piece;
+  } cases[] = {
+      {"whole padded vocabulary",
+       padded,
+       dpadded,
+       16,
+       {nullptr, 0, vocab},
+       {nullptr, 0, vocab}},
+      {"piece of padding",
+       padding,
+       dpadding,
+       5,
+       {lseValues.data(), 15, vocab},
+       {lse.as<float>(), 15, vocab}},
+  };
+  for (const Case &c : cases) {
+    int64_t counted = 0;
+    float wantLoss =
+        cpu::crossEntropy(c.logits.data(), bad.data(), rows, c.columns, ignore,
+                          &counted, &c.cpuPiece);
+    EXPECT_EQ(counted, -1) << c.what;
+    DeviceBuffer loss = poisoned(1);
+    ASSERT_OK(crossEntropy(*context, c.device.as<float>(),
+                           dlabels.as<int32_t>(), loss.as<float>(), rows,
+                           c.columns, ignore, &c.piece));
+    absl::Status status = context->synchronize();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
+        << c.what << ": " << status;
+    expectNearF32(download(loss, 1), {wantLoss},
+                  std::string("cross entropy of the ") + c.what);
+
+    std::vector<float> wantGrad(rows * c.columns);
+    EXPECT_FALSE(cpu::crossEntropyGrad(c.logits.data(), bad.data(),
+                                       wantGrad.data(), rows, c.columns, ignore,
+                                       1.0f, &c.cpuPiece))
+        << c.what;
+    DeviceBuffer grad = poisoned(rows * c.columns);
+    ASSERT_OK(crossEntropyGrad(*context, c.device.as<float>(),
+                               dlabels.as<int32_t>(), dloss.as<float>(),
+                               grad.as<float>(), rows, c.columns, ignore,
+                               &c.piece));
+    status = context->synchronize();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
+        << c.what << ": " << status;
+    expectNearF32(download(grad, rows * c.columns), wantGrad,
+                  std::string("cross entropy gradient of the ") + c.what, 1e-9);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Gradient norm and optimizer
 //===----------------------------------------------------------------------===//

@@ -408,35 +408,73 @@ __global__ void embeddingGradKernel(const int32_t *ids, const float *dy,
   }
 }
 
-/// The loss of each row (double; 0 for ignored and bad rows) and whether
-/// it counts.
+/// A vocab-parallel piece as the kernels take it (see VocabPiece): the
+/// row's first `classes` columns are classes [first, first + classes) of a
+/// vocabulary of `vocab`, the rest padding; `lse` is null or one per row.
+struct PieceColumns {
+  const float *lse;
+  int64_t first, vocab, classes;
+};
+
+/// The piece of rows of `columns` logits (cpu::classColumns' count of
+/// classes); no piece: the whole vocabulary, no padding.
+PieceColumns pieceColumns(int64_t columns, const VocabPiece *piece) {
+  if (!piece)
+    return {nullptr, 0, columns, columns};
+  return {piece->lse, piece->first, piece->vocab,
+          std::clamp<int64_t>(piece->vocab - piece->first, 0, columns)};
+}
+
+/// log(sum(exp(row[:n]))) from the row's maximum, summed in double (the
+/// CPU's rowLogSumExp), returned to every thread; minus infinity when n is
+/// 0. Every thread of the block must call it (it synchronizes).
+__device__ double rowLogSumExp(const float *row, int64_t n) {
+  float maxLogit = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    maxLogit = fmaxf(maxLogit, row[j]);
+  maxLogit = blockMax(maxLogit);
+  double sum = 0.0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    sum += exp(static_cast<double>(row[j] - maxLogit));
+  sum = blockSum(sum);
+  return n ? maxLogit + log(sum) : -static_cast<double>(INFINITY);
+}
+
+__global__ void logSumExpKernel(const float *x, float *out, int64_t columns,
+                                int64_t classes) {
+  double lse = rowLogSumExp(x + blockIdx.x * columns, classes);
+  if (threadIdx.x == 0)
+    out[blockIdx.x] = static_cast<float>(lse);
+}
+
+/// The loss of each row (double; 0 for ignored and bad rows and for labels
+/// in another piece's columns) and whether it counts (every valid label
+/// does, wherever it lies).
 __global__ void crossEntropyRowKernel(const float *logits,
-                                      const int32_t *labels, int64_t vocab,
-                                      int32_t ignoreIndex, double *rowLoss,
-                                      int32_t *rowCounted, uint32_t *flags) {
+                                      const int32_t *labels, int64_t columns,
+                                      PieceColumns piece, int32_t ignoreIndex,
+                                      double *rowLoss, int32_t *rowCounted,
+                                      uint32_t *flags) {
   int64_t r = blockIdx.x;
   int32_t label = labels[r];
-  bool bad = label != ignoreIndex && (label < 0 || label >= vocab);
-  if (label == ignoreIndex || bad) {
+  bool bad = label != ignoreIndex && (label < 0 || label >= piece.vocab);
+  bool counts = label != ignoreIndex && !bad;
+  int64_t column = static_cast<int64_t>(label) - piece.first;
+  if (!counts || column < 0 || column >= piece.classes) {
     if (threadIdx.x == 0) {
       rowLoss[r] = 0.0;
-      rowCounted[r] = 0;
+      rowCounted[r] = counts ? 1 : 0;
       if (bad)
         atomicOr(flags, kBadLabel);
     }
     return;
   }
-  const float *row = logits + r * vocab;
-  float maxLogit = -INFINITY;
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
-    maxLogit = fmaxf(maxLogit, row[j]);
-  maxLogit = blockMax(maxLogit);
-  double sum = 0.0;
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
-    sum += exp(static_cast<double>(row[j] - maxLogit));
-  sum = blockSum(sum);
+  const float *row = logits + r * columns;
+  // The same branch for the whole block (rowLogSumExp synchronizes).
+  double lse = piece.lse ? static_cast<double>(piece.lse[r])
+                         : rowLogSumExp(row, piece.classes);
   if (threadIdx.x == 0) {
-    rowLoss[r] = maxLogit + log(sum) - row[label];
+    rowLoss[r] = lse - row[column];
     rowCounted[r] = 1;
   }
 }
@@ -473,19 +511,21 @@ __global__ void countValidKernel(const int32_t *labels, int64_t count,
     out[0] = static_cast<float>(valid);
 }
 
-/// One row of dlogits; in place when dlogits == logits (the row is read
-/// whole before any of it is written).
+/// One row of dlogits; in place when dlogits == logits: each thread writes
+/// only the columns it reads itself, and the label's column (another
+/// thread's) after a barrier.
 __global__ void crossEntropyGradKernel(const float *logits,
                                        const int32_t *labels,
                                        const float *dloss, const float *counted,
-                                       float *dlogits, int64_t vocab,
-                                       int32_t ignoreIndex, uint32_t *flags) {
+                                       float *dlogits, int64_t columns,
+                                       PieceColumns piece, int32_t ignoreIndex,
+                                       uint32_t *flags) {
   int64_t r = blockIdx.x;
   int32_t label = labels[r];
-  const float *row = logits + r * vocab;
-  float *out = dlogits + r * vocab;
-  if (label == ignoreIndex || label < 0 || label >= vocab) {
-    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+  const float *row = logits + r * columns;
+  float *out = dlogits + r * columns;
+  if (label == ignoreIndex || label < 0 || label >= piece.vocab) {
+    for (int64_t j = threadIdx.x; j < columns; j += blockDim.x)
       out[j] = 0.0f;
     if (label != ignoreIndex && threadIdx.x == 0)
       atomicOr(flags, kBadLabel);
@@ -493,20 +533,19 @@ __global__ void crossEntropyGradKernel(const float *logits,
   }
   float count = *counted;
   float weight = count != 0.0f ? *dloss / count : 0.0f;
-  float maxLogit = -INFINITY;
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
-    maxLogit = fmaxf(maxLogit, row[j]);
-  maxLogit = blockMax(maxLogit);
-  double sum = 0.0;
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
-    sum += expf(row[j] - maxLogit);
-  sum = blockSum(sum); // synchronizes: every read of the row is done
-  float inverse = static_cast<float>(weight / sum);
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
-    out[j] = expf(row[j] - maxLogit) * inverse;
+  int64_t classes = piece.classes;
+  // The softmax is exp(logit - lse); without a piece's lse, the row's own
+  // (the same branch for the whole block: rowLogSumExp synchronizes, after
+  // every read of the row's classes). Padding columns (from `classes` on)
+  // get a gradient of 0.
+  float lse =
+      piece.lse ? piece.lse[r] : static_cast<float>(rowLogSumExp(row, classes));
+  for (int64_t j = threadIdx.x; j < columns; j += blockDim.x)
+    out[j] = j < classes ? expf(row[j] - lse) * weight : 0.0f;
   __syncthreads();
-  if (threadIdx.x == 0)
-    out[label] -= weight;
+  int64_t column = static_cast<int64_t>(label) - piece.first;
+  if (threadIdx.x == 0 && column >= 0 && column < classes)
+    out[column] -= weight;
 }
 
 //===----------------------------------------------------------------------===//
@@ -860,7 +899,8 @@ absl::Status embeddingGradAccumulate(CudaContext &context, const int32_t *ids,
 
 absl::Status crossEntropy(CudaContext &context, const float *logits,
                           const int32_t *labels, float *loss, int64_t rows,
-                          int64_t vocab, int32_t ignoreIndex) {
+                          int64_t vocab, int32_t ignoreIndex,
+                          const VocabPiece *piece) {
   if (absl::Status s = checkGrid(rows, "a cross entropy"); !s.ok())
     return s;
   size_t lossBytes = alignScratch(sizeof(double) * std::max<int64_t>(rows, 1));
@@ -872,9 +912,10 @@ absl::Status crossEntropy(CudaContext &context, const float *logits,
   auto *rowCounted =
       reinterpret_cast<int32_t *>(static_cast<char *>(*scratch) + lossBytes);
   if (rows > 0) {
-    crossEntropyRowKernel<<<static_cast<unsigned>(rows), rowThreads(vocab), 0,
-                            context.stream()>>>(
-        logits, labels, vocab, ignoreIndex, rowLoss, rowCounted,
+    PieceColumns columns = pieceColumns(vocab, piece);
+    crossEntropyRowKernel<<<static_cast<unsigned>(rows),
+                            rowThreads(columns.classes), 0, context.stream()>>>(
+        logits, labels, vocab, columns, ignoreIndex, rowLoss, rowCounted,
         context.errorFlags());
     TRIAD_CUDA_CHECK_LAUNCH("crossEntropyRowKernel");
   }
@@ -887,7 +928,7 @@ absl::Status crossEntropy(CudaContext &context, const float *logits,
 absl::Status crossEntropyGrad(CudaContext &context, const float *logits,
                               const int32_t *labels, const float *dloss,
                               float *dlogits, int64_t rows, int64_t vocab,
-                              int32_t ignoreIndex) {
+                              int32_t ignoreIndex, const VocabPiece *piece) {
   if (rows == 0)
     return absl::OkStatus();
   if (absl::Status s = checkGrid(rows, "a cross entropy gradient"); !s.ok())
@@ -900,10 +941,25 @@ absl::Status crossEntropyGrad(CudaContext &context, const float *logits,
                                                          ignoreIndex, counted);
   TRIAD_CUDA_CHECK_LAUNCH("countValidKernel");
   crossEntropyGradKernel<<<static_cast<unsigned>(rows), rowThreads(vocab), 0,
-                           context.stream()>>>(logits, labels, dloss, counted,
-                                               dlogits, vocab, ignoreIndex,
-                                               context.errorFlags());
+                           context.stream()>>>(
+      logits, labels, dloss, counted, dlogits, vocab,
+      pieceColumns(vocab, piece), ignoreIndex, context.errorFlags());
   TRIAD_CUDA_CHECK_LAUNCH("crossEntropyGradKernel");
+  return absl::OkStatus();
+}
+
+absl::Status logSumExp(CudaContext &context, const float *x, float *out,
+                       int64_t rows, int64_t columns, int64_t classes) {
+  if (classes < 0 || classes > columns)
+    return absl::InvalidArgumentError(
+        "logSumExp: the classes must be among the row's columns");
+  if (rows == 0)
+    return absl::OkStatus();
+  if (absl::Status s = checkGrid(rows, "a log-sum-exp"); !s.ok())
+    return s;
+  logSumExpKernel<<<static_cast<unsigned>(rows), rowThreads(classes), 0,
+                    context.stream()>>>(x, out, columns, classes);
+  TRIAD_CUDA_CHECK_LAUNCH("logSumExpKernel");
   return absl::OkStatus();
 }
 

@@ -160,19 +160,40 @@ absl::Status embeddingGradAccumulate(CudaContext &context, const int32_t *ids,
                                      int64_t tokens, int64_t vocab,
                                      int64_t hidden);
 
+/// The columns a vocab-parallel piece of logits holds, as on the CPU
+/// (cpu::VocabPiece): `[first, first + columns)` of a whole vocabulary of
+/// `vocab` classes, with each row's log-sum-exp over the whole in `lse`
+/// (device memory here, one per row; null: computed from the row's class
+/// columns). Columns at `vocab` and beyond are padding and take no part in
+/// the loss; a whole padded vocabulary is the piece at 0 without lse.
+using VocabPiece = cpu::VocabPiece;
+
 /// loss[0] = the mean cross-entropy of rows of `vocab` logits over the
 /// labels that are not `ignoreIndex` (0 when there are none); a label
-/// outside [0, vocab) is left out and raises kBadLabel.
+/// outside [0, vocab) is left out and raises kBadLabel. For a `piece`
+/// (whose rows hold `vocab` of its columns), labels are checked against the
+/// whole vocabulary and only those in the piece's class columns contribute,
+/// `lse - logit`, divided by the count of all valid labels: the pieces'
+/// losses add up to the loss.
 absl::Status crossEntropy(CudaContext &context, const float *logits,
                           const int32_t *labels, float *loss, int64_t rows,
-                          int64_t vocab, int32_t ignoreIndex);
+                          int64_t vocab, int32_t ignoreIndex,
+                          const VocabPiece *piece = nullptr);
 /// dlogits (overwritten; may be `logits` itself, so that the logits are
 /// never held twice) of the mean loss, times dloss[0] (a device scalar).
-/// Ignored rows and rows of bad labels are zeros.
+/// Ignored rows and rows of bad labels are zeros. For a `piece`: its
+/// columns of the whole gradient (labels checked against the whole
+/// vocabulary), its padding columns zeros.
 absl::Status crossEntropyGrad(CudaContext &context, const float *logits,
                               const int32_t *labels, const float *dloss,
                               float *dlogits, int64_t rows, int64_t vocab,
-                              int32_t ignoreIndex);
+                              int32_t ignoreIndex,
+                              const VocabPiece *piece = nullptr);
+/// out[r] = log(sum(exp(x[r, :classes]))) for `rows` rows of `columns`
+/// values, over the first `classes` of them (minus infinity for none);
+/// `classes` outside [0, columns] is an InvalidArgument error.
+absl::Status logSumExp(CudaContext &context, const float *x, float *out,
+                       int64_t rows, int64_t columns, int64_t classes);
 /// out[0] = the number of labels that are not `ignoreIndex`, as f32.
 absl::Status countValid(CudaContext &context, const int32_t *labels,
                         int64_t count, int32_t ignoreIndex, float *out);
