@@ -57,13 +57,15 @@ void checkModel(const ModelConfig &config, const std::string &what) {
   EXPECT_EQ(layers.front().getKind(), LayerKind::embedding);
   EXPECT_EQ(layers.back().getKind(), LayerKind::head);
   for (LayerOp layer : layers) {
-    if (layer.getKind() == LayerKind::transformer)
+    if (layer.getKind() == LayerKind::transformer) {
       EXPECT_EQ(static_cast<int64_t>(layer.getIndex()), transformers++);
+    }
     layer.walk([&](mlir::Operation *op) {
       if (auto get = llvm::dyn_cast<GetParamOp>(op))
         read.insert(get.getName());
-      if (auto dropout = llvm::dyn_cast<DropoutOp>(op))
+      if (auto dropout = llvm::dyn_cast<DropoutOp>(op)) {
         EXPECT_TRUE(streams.insert(dropout.getRngStream()).second);
+      }
     });
   }
   EXPECT_EQ(transformers, config.layers + (config.topQueryLayer ? 1 : 0));

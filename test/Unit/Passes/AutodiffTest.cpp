@@ -107,8 +107,9 @@ protected:
       }
       // Each parameter on its own (where its gradient stands above the
       // differences' noise), and all of them together.
-      if (paramNorm > 1e-12)
+      if (paramNorm > 1e-12) {
         EXPECT_LT(std::sqrt(paramDiff / paramNorm), 100 * tolerance) << name;
+      }
       diff += paramDiff;
       norm += paramNorm;
     }
