@@ -56,9 +56,11 @@ static Tensor initialTensor(RankedTensorType type, Attribute init,
                             uint64_t seed, StringRef stream, Type precision,
                             ArrayRef<int64_t> unpadded) {
   Tensor value(type.getShape());
-  // Each element draws at its index in the unpadded tensor; padding is 0.
-  Tensor model(std::vector<int64_t>(unpadded.begin(), unpadded.end()));
-  std::vector<int64_t> strides = model.strides();
+  // Each element draws at its index in the unpadded tensor (row-major
+  // strides of that shape); padding is 0.
+  std::vector<int64_t> strides(unpadded.size(), 1);
+  for (int64_t d = static_cast<int64_t>(unpadded.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * unpadded[d + 1];
   for (int64_t i = 0; i < value.numElements(); ++i) {
     int64_t index = 0, rest = i;
     bool padding = false;

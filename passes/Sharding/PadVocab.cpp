@@ -48,7 +48,24 @@ std::optional<int64_t> tableDimension(OpOperand &use) {
 
 class VocabTracer {
 public:
-  explicit VocabTracer(ModuleOp module) : module(module) {}
+  explicit VocabTracer(ModuleOp module) : module(module) {
+    module.walk([&](GetParamOp get) { reads[get.getName()].push_back(get); });
+  }
+
+  /// Whether parameter `name` is read, and every read outside `chain` is
+  /// used only as an embedding table whose rows are dimension `dim`.
+  bool readAsTables(StringRef name, int64_t dim,
+                    const llvm::SetVector<Operation *> &chain) const {
+    auto it = reads.find(name);
+    if (it == reads.end())
+      return false;
+    for (GetParamOp get : it->second)
+      if (!chain.contains(get))
+        for (OpOperand &use : get.getResult().getUses())
+          if (tableDimension(use) != dim)
+            return false;
+    return true;
+  }
 
   /// Finds, from `value` back to the parameters, what gives dimension
   /// `dim` of `value` its size; failure when anything but a parameter read,
@@ -114,19 +131,15 @@ public:
           if (!allowed(use, op))
             return false;
     // Reads of the parameters elsewhere (the embedding layer's).
-    bool ok = true;
-    module.walk([&](GetParamOp get) {
-      if (!padding.params.count(get.getName()) || padding.chain.contains(get))
-        return;
-      for (OpOperand &use : get.getResult().getUses())
-        if (tableDimension(use) != padding.params.lookup(get.getName()))
-          ok = false;
+    return llvm::all_of(padding.params, [&](auto &entry) {
+      return readAsTables(entry.first, entry.second, padding.chain);
     });
-    return ok;
   }
 
 private:
   ModuleOp module;
+  /// Every parameter's reads.
+  llvm::StringMap<SmallVector<GetParamOp>> reads;
 };
 
 struct PadVocabPass : public triad::impl::PadVocabBase<PadVocabPass> {
@@ -177,15 +190,7 @@ struct PadVocabPass : public triad::impl::PadVocabBase<PadVocabPass> {
           param.getTensorType().getRank() != 2 ||
           param.getTensorType().getDimSize(0) % tp == 0)
         continue;
-      bool table = true, read = false;
-      module.walk([&](GetParamOp get) {
-        if (get.getName() != param.getSymName())
-          return;
-        read = true;
-        for (OpOperand &use : get.getResult().getUses())
-          table = table && tableDimension(use) == 0;
-      });
-      if (table && read)
+      if (tracer.readAsTables(param.getSymName(), 0, /*chain=*/{}))
         dims.insert({param.getSymName(), 0});
     }
 

@@ -405,40 +405,57 @@ absl::Status CheckpointReader::read(const std::string &name, DType dtype,
       return absl::DataLossError(absl::StrCat(
           "invalid checkpoint '", stepDir, "': the slice of '", name, "' in '",
           fileNames[slice.file], "' does not match the index"));
-    const char *source = (*shard)->bytes(*entry);
-    if (rank == 0) {
-      std::memcpy(target, source, element);
-      ++copied;
-      continue;
+    std::vector<int64_t> extent(rank), fromLow(rank), toLow(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      extent[d] = high[d] - low[d];
+      fromLow[d] = low[d] - slice.offsets[d];
+      toLow[d] = low[d] - offsets[d];
     }
-    // Copy runs along the last dimension, walking the others like an
-    // odometer.
-    std::vector<int64_t> position = low;
-    int64_t run = high[rank - 1] - low[rank - 1];
-    while (true) {
-      int64_t from = 0, to = 0;
-      for (size_t d = 0; d < rank; ++d) {
-        from = from * slice.sizes[d] + (position[d] - slice.offsets[d]);
-        to = to * sizes[d] + (position[d] - offsets[d]);
-      }
-      std::memcpy(target + to * element, source + from * element,
-                  run * element);
-      copied += run;
-      int64_t d = static_cast<int64_t>(rank) - 2;
-      for (; d >= 0; --d) {
-        if (++position[d] < high[d])
-          break;
-        position[d] = low[d];
-      }
-      if (d < 0)
-        break;
-    }
+    copyBox((*shard)->bytes(*entry), slice.sizes, fromLow, target, sizes, toLow,
+            extent, element);
+    copied += volume(extent);
   }
   if (copied != volume(sizes))
     return absl::DataLossError(absl::StrCat(
         "the checkpoint does not hold all of the requested slice of '", name,
         "'"));
   return absl::OkStatus();
+}
+
+void copyBox(const void *from, const std::vector<int64_t> &fromShape,
+             const std::vector<int64_t> &fromLow, void *to,
+             const std::vector<int64_t> &toShape,
+             const std::vector<int64_t> &toLow,
+             const std::vector<int64_t> &extent, int64_t elementBytes) {
+  const char *source = static_cast<const char *>(from);
+  char *target = static_cast<char *>(to);
+  size_t rank = extent.size();
+  if (rank == 0) {
+    std::memcpy(target, source, elementBytes);
+    return;
+  }
+  if (volume(extent) == 0)
+    return;
+  // Copy runs along the last dimension, walking the others like an
+  // odometer.
+  std::vector<int64_t> position(rank, 0);
+  int64_t run = extent[rank - 1] * elementBytes;
+  while (true) {
+    int64_t src = 0, dst = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      src = src * fromShape[d] + fromLow[d] + position[d];
+      dst = dst * toShape[d] + toLow[d] + position[d];
+    }
+    std::memcpy(target + dst * elementBytes, source + src * elementBytes, run);
+    int64_t d = static_cast<int64_t>(rank) - 2;
+    for (; d >= 0; --d) {
+      if (++position[d] < extent[d])
+        break;
+      position[d] = 0;
+    }
+    if (d < 0)
+      return;
+  }
 }
 
 } // namespace triad::rt

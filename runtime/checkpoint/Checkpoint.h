@@ -63,6 +63,16 @@ struct CheckpointInfo {
   std::vector<std::pair<std::string, int64_t>> mesh = {};
 };
 
+/// Copies the box of shape `extent` at `fromLow` in the row-major array
+/// `from` (shape `fromShape`) to `toLow` in `to` (shape `toShape`), in runs
+/// along the last dimension; elements of `elementBytes` bytes. Nothing for
+/// an empty box; one element at rank 0.
+void copyBox(const void *from, const std::vector<int64_t> &fromShape,
+             const std::vector<int64_t> &fromLow, void *to,
+             const std::vector<int64_t> &toShape,
+             const std::vector<int64_t> &toLow,
+             const std::vector<int64_t> &extent, int64_t elementBytes);
+
 /// The folder of step `step` inside checkpoint folder `dir`.
 std::string checkpointStepDir(const std::string &dir, uint64_t step);
 

@@ -217,6 +217,8 @@ absl::Status CpuExecutor::initialize(uint64_t runSeed) {
     if (value(p->value()).dtype() != plan::DType::F32)
       return absl::InvalidArgumentError(absl::StrCat(
           "persistent tensor '", p->name()->str(), "' is not f32"));
+    Shape global(p->global_shape()->begin(), p->global_shape()->end());
+    Shape offsets = sliceOffsets(*p);
     switch (init->kind()) {
     case plan::InitKind::Zeros:
     case plan::InitKind::Ones:
@@ -234,8 +236,6 @@ absl::Status CpuExecutor::initialize(uint64_t runSeed) {
       if (init->kind() == plan::InitKind::ScaledNormal)
         stddev /= std::sqrt(2.0 * static_cast<double>(init->layers()));
       // Each local element draws at its global index.
-      Shape global(p->global_shape()->begin(), p->global_shape()->end());
-      Shape offsets = sliceOffsets(*p);
       Shape globalStrides = strides(global);
       std::string stream = init->stream()->str();
       forEachIndex(local, [&](int64_t linear, const Shape &coords) {
@@ -251,8 +251,6 @@ absl::Status CpuExecutor::initialize(uint64_t runSeed) {
     // The padding of a padded tensor (beyond its global shape) is zero,
     // whatever the init.
     if (p->padded_shape()) {
-      Shape global(p->global_shape()->begin(), p->global_shape()->end());
-      Shape offsets = sliceOffsets(*p);
       forEachIndex(local, [&](int64_t linear, const Shape &coords) {
         for (size_t d = 0; d < coords.size(); ++d)
           if (coords[d] + offsets[d] >= global[d]) {

@@ -53,37 +53,6 @@ std::vector<int64_t> sizesInside(const plan::Persistent &p,
   return sizes;
 }
 
-/// Copies the box of shape `box` at the origin of row-major `from` (shape
-/// `fromShape`) to the origin of `to` (shape `toShape`).
-void copyBox(const float *from, const std::vector<int64_t> &fromShape,
-             float *to, const std::vector<int64_t> &toShape,
-             const std::vector<int64_t> &box) {
-  if (volume(box) == 0)
-    return;
-  size_t rank = box.size();
-  if (rank == 0) {
-    *to = *from;
-    return;
-  }
-  // Row by row along the last dimension.
-  int64_t rows = volume(box) / box.back();
-  std::vector<int64_t> index(rank, 0);
-  for (int64_t row = 0; row < rows; ++row) {
-    int64_t rest = row;
-    for (size_t d = rank - 1; d-- > 0;) {
-      index[d] = rest % box[d];
-      rest /= box[d];
-    }
-    int64_t src = 0, dst = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      src = src * fromShape[d] + index[d];
-      dst = dst * toShape[d] + index[d];
-    }
-    std::memcpy(to + dst, from + src,
-                static_cast<size_t>(box.back()) * sizeof(float));
-  }
-}
-
 const plan::Program *programOfRank(const plan::Plan &plan, uint32_t rank) {
   for (const plan::Program *program : *plan.programs())
     if (program->pipeline_rank() == rank)
@@ -337,7 +306,9 @@ absl::Status Trainer::save(const std::string &dir) {
         continue; // all padding
       if (slice.sizes != local) {
         std::vector<float> &inside = packed.emplace_back(volume(slice.sizes));
-        copyBox(*values, local, inside.data(), slice.sizes, slice.sizes);
+        std::vector<int64_t> origin(local.size(), 0);
+        copyBox(*values, local, origin, inside.data(), slice.sizes, origin,
+                slice.sizes, sizeof(float));
         slice.data = inside.data();
       }
       slices.push_back(std::move(slice));
@@ -423,7 +394,9 @@ Trainer::read(const std::string &dir,
                              sizes, inside.data());
             !status.ok())
           return refuse(status.message());
-      copyBox(inside.data(), sizes, values.data(), local, sizes);
+      std::vector<int64_t> origin(local.size(), 0);
+      copyBox(inside.data(), sizes, origin, values.data(), local, origin, sizes,
+              sizeof(float));
       absl::StatusOr<float *> target = cpu.persistent(p->name()->str());
       if (!target.ok())
         return target.status();

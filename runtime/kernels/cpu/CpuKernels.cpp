@@ -540,12 +540,6 @@ double rowLogSumExp(const float *row, int64_t n) {
 }
 } // namespace
 
-int64_t classColumns(int64_t columns, const VocabPiece *piece) {
-  if (!piece)
-    return columns;
-  return std::clamp<int64_t>(piece->vocab - piece->first, 0, columns);
-}
-
 void logSumExp(const float *x, float *out, int64_t rows, int64_t columns,
                int64_t classes) {
 #pragma omp parallel for

@@ -13,6 +13,7 @@
 #ifndef TRIAD_RUNTIME_KERNELS_CPU_CPUKERNELS_H
 #define TRIAD_RUNTIME_KERNELS_CPU_CPUKERNELS_H
 
+#include <algorithm>
 #include <cstdint>
 
 namespace triad::rt::cpu {
@@ -101,8 +102,13 @@ struct VocabPiece {
   int64_t vocab;
 };
 
-/// How many of a piece's `columns` (from its first) are classes.
-int64_t classColumns(int64_t columns, const VocabPiece *piece);
+/// How many of a piece's `columns` (from its first) are classes (all of
+/// them without a piece). Inline: the CUDA kernels count the same way.
+inline int64_t classColumns(int64_t columns, const VocabPiece *piece) {
+  if (!piece)
+    return columns;
+  return std::clamp<int64_t>(piece->vocab - piece->first, 0, columns);
+}
 
 /// Mean cross-entropy of rows of `vocab` logits over the labels that are
 /// not `ignoreIndex`; returns the loss and sets `counted`. A label outside

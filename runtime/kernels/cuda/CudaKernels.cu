@@ -416,13 +416,13 @@ struct PieceColumns {
   int64_t first, vocab, classes;
 };
 
-/// The piece of rows of `columns` logits (cpu::classColumns' count of
-/// classes); no piece: the whole vocabulary, no padding.
+/// The piece of rows of `columns` logits; no piece: the whole vocabulary,
+/// no padding.
 PieceColumns pieceColumns(int64_t columns, const VocabPiece *piece) {
+  int64_t classes = cpu::classColumns(columns, piece);
   if (!piece)
-    return {nullptr, 0, columns, columns};
-  return {piece->lse, piece->first, piece->vocab,
-          std::clamp<int64_t>(piece->vocab - piece->first, 0, columns)};
+    return {nullptr, 0, columns, classes};
+  return {piece->lse, piece->first, piece->vocab, classes};
 }
 
 /// log(sum(exp(row[:n]))) from the row's maximum, summed in double (the
