@@ -18,6 +18,7 @@
 #include "runtime/kernels/cuda/CudaKernels.h"
 #include "runtime/kernels/cpu/CpuKernels.h"
 #include "runtime/kernels/cuda/CudaContext.h"
+#include "runtime/tests/CudaTestSupport.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -32,20 +33,8 @@
 namespace triad::rt::cuda {
 namespace {
 
-#define ASSERT_OK(expr)                                                        \
-  do {                                                                         \
-    absl::Status assertOkStatus_ = (expr);                                     \
-    ASSERT_TRUE(assertOkStatus_.ok()) << #expr << ": " << assertOkStatus_;     \
-  } while (false)
-
-std::vector<float> randomFloats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 generator(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> values(n);
-  for (float &v : values)
-    v = normal(generator);
-  return values;
-}
+using test::expectNear;
+using test::randomFloats;
 
 std::vector<int32_t> randomIds(size_t n, int32_t bound, uint32_t seed) {
   std::mt19937 generator(seed);
@@ -56,83 +45,14 @@ std::vector<int32_t> randomIds(size_t n, int32_t bound, uint32_t seed) {
   return ids;
 }
 
-/// Every element within rel * |want| + abs of `want` (NaN never is).
-void expectNear(const std::vector<float> &got, const std::vector<float> &want,
-                double rel, double abs, const std::string &what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  size_t bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    double error = std::fabs(static_cast<double>(got[i]) - want[i]);
-    if (!(error <= rel * std::fabs(want[i]) + abs)) {
-      if (++bad <= 5)
-        ADD_FAILURE() << what << ": element " << i << " is " << got[i]
-                      << ", the CPU kernel's " << want[i];
-    }
-  }
-  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size()
-                     << " elements differ";
-}
-
 void expectNearF32(const std::vector<float> &got,
                    const std::vector<float> &want, const std::string &what,
                    double abs = 1e-6) {
   expectNear(got, want, 1e-5, abs, what);
 }
 
-class CudaKernels : public ::testing::Test {
-protected:
-  void SetUp() override {
-    absl::StatusOr<int> devices = deviceCount();
-    ASSERT_TRUE(devices.ok()) << devices.status();
-    if (*devices == 0)
-      GTEST_SKIP() << "no CUDA device on this machine";
-    absl::StatusOr<std::unique_ptr<CudaContext>> created =
-        CudaContext::create();
-    ASSERT_TRUE(created.ok()) << created.status();
-    context = std::move(*created);
-  }
-
-  /// A device copy of `values`.
-  template <typename T> DeviceBuffer upload(const std::vector<T> &values) {
-    absl::StatusOr<DeviceBuffer> buffer =
-        DeviceBuffer::allocate(values.size() * sizeof(T));
-    EXPECT_TRUE(buffer.ok()) << buffer.status();
-    if (!buffer.ok())
-      return {};
-    absl::Status copied = context->copyToDevice(buffer->data(), values.data(),
-                                                values.size() * sizeof(T));
-    EXPECT_TRUE(copied.ok()) << copied;
-    return std::move(*buffer);
-  }
-
-  /// `n` floats of NaN (every byte 0xff) on the device.
-  DeviceBuffer poisoned(size_t n, size_t elementBytes = sizeof(float)) {
-    absl::StatusOr<DeviceBuffer> buffer =
-        DeviceBuffer::allocate(n * elementBytes);
-    EXPECT_TRUE(buffer.ok()) << buffer.status();
-    if (!buffer.ok())
-      return {};
-    EXPECT_EQ(cudaMemsetAsync(buffer->data(), 0xff, n * elementBytes,
-                              context->stream()),
-              cudaSuccess);
-    return std::move(*buffer);
-  }
-
-  /// Waits for the kernels (their error flags must be clear) and copies
-  /// `n` elements back.
-  template <typename T = float>
-  std::vector<T> download(const DeviceBuffer &buffer, size_t n) {
-    std::vector<T> values(n);
-    absl::Status synced = context->synchronize();
-    EXPECT_TRUE(synced.ok()) << synced;
-    absl::Status copied =
-        context->copyToHost(values.data(), buffer.data(), n * sizeof(T));
-    EXPECT_TRUE(copied.ok()) << copied;
-    return values;
-  }
-
-  std::unique_ptr<CudaContext> context;
-};
+/// Every test skips without a GPU (see CudaTestSupport.h).
+class CudaKernels : public test::CudaTest {};
 
 //===----------------------------------------------------------------------===//
 // Matrix products

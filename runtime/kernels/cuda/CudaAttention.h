@@ -1,0 +1,88 @@
+//===- CudaAttention.h - attention, rope and dropout on CUDA -----*- C++
+//-*-===//
+//
+// The CUDA backend's kernels for the position-dependent operations of a
+// transformer layer: fused attention (forward and backward), rotary
+// embeddings and dropout. Each one computes what the CPU kernel of the same
+// name computes (runtime/kernels/cpu/CpuKernels.h): the same masks (causal,
+// prefix, none), ALiBi slopes, grouped-query heads and packed [batch, seq,
+// heads * headDim] layout for attention, the same rotation for rope, and
+// for dropout the very same counter-based keep mask (bit for bit).
+//
+// Conventions are those of CudaKernels.h: every pointer is device memory,
+// every call enqueues its work on the context's stream and returns without
+// waiting, its status saying whether the arguments were supported and the
+// launches worked. Attention is a flash-attention style tiled kernel: it
+// never forms the score matrix, accumulates in fp32 (softmax sums in
+// double) and reduces in a fixed order without atomics, so results do not
+// depend on timing. The tests (runtime/tests/CudaAttentionTest.cpp) check
+// each kernel against its CPU kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_RUNTIME_KERNELS_CUDA_CUDAATTENTION_H
+#define TRIAD_RUNTIME_KERNELS_CUDA_CUDAATTENTION_H
+
+#include "runtime/kernels/cpu/CpuKernels.h"
+#include "runtime/kernels/cuda/CudaContext.h"
+
+#include "absl/status/status.h"
+
+#include <cstdint>
+
+namespace triad::rt::cuda {
+
+/// The largest head dimension the attention kernels support.
+constexpr int64_t kMaxAttentionHeadDim = 256;
+
+/// Fused attention over packed heads, as cpu::attention: q and out are
+/// [batch, querySeq, heads * headDim], k and v [batch, keySeq, kvHeads *
+/// headDim]; query head h reads kv head h / (heads / kvHeads). Row i sees
+/// key j when the mask is None, when j <= i, or (Mask::Prefix) when j <
+/// prefixLengths[b]; the score is scale * q.k minus alibiSlopes[h] * (i -
+/// j). `prefixLengths` ([batch] int32, required with Mask::Prefix) and
+/// `alibiSlopes` ([heads], optional) are device memory and may be null
+/// otherwise. Supports 1 <= headDim <= kMaxAttentionHeadDim and heads a
+/// multiple of kvHeads; other shapes are InvalidArgument errors. `out` must
+/// not overlap the inputs.
+absl::Status attention(CudaContext &context, const float *q, const float *k,
+                       const float *v, const int32_t *prefixLengths,
+                       const float *alibiSlopes, float *out,
+                       const cpu::AttentionShape &shape);
+
+/// The gradients of attention from dout (shaped like out), as
+/// cpu::attentionGrad: dq, dk and dv (shaped like q, k and v) are
+/// overwritten. The softmax is recomputed from q and k (the forward's
+/// output is not needed); dk and dv sum over the query heads that share a
+/// kv head in head order. Uses context scratch for three floats per
+/// (sample, head, query row). The outputs must not overlap the inputs or
+/// each other.
+absl::Status attentionGrad(CudaContext &context, const float *q, const float *k,
+                           const float *v, const int32_t *prefixLengths,
+                           const float *alibiSlopes, const float *dout,
+                           float *dq, float *dk, float *dv,
+                           const cpu::AttentionShape &shape);
+
+/// Rotary embedding of [batch * seq, heads * headDim] rows, as cpu::rope:
+/// in each head, element i < rotaryDim / 2 and element i + rotaryDim / 2
+/// rotate by the angle position * base^(-2i / rotaryDim) (times
+/// `direction`: 1 rotates, -1 rotates back, which is also the gradient);
+/// the other elements are copied. `out` may be `x` itself (in place), but
+/// must not partly overlap it. 0 <= rotaryDim <= headDim, else an
+/// InvalidArgument error.
+absl::Status rope(CudaContext &context, const float *x, float *out,
+                  int64_t batch, int64_t seq, int64_t heads, int64_t headDim,
+                  int64_t rotaryDim, float base, float direction);
+
+/// Inverted dropout with the runtime's counter-based mask, as cpu::dropout:
+/// element i is kept (and scaled by 1 / (1 - probability)) when
+/// dropoutUniform(seed, step, stream, first + i) >= probability and
+/// zeroed otherwise, the same decisions as the CPU backend's bit for bit.
+/// `out` may be `x` itself.
+absl::Status dropout(CudaContext &context, const float *x, float *out,
+                     int64_t count, double probability, uint64_t seed,
+                     uint64_t step, uint64_t stream, uint64_t first = 0);
+
+} // namespace triad::rt::cuda
+
+#endif // TRIAD_RUNTIME_KERNELS_CUDA_CUDAATTENTION_H

@@ -1,0 +1,372 @@
+//===- CudaAttentionTest.cpp - CUDA attention, rope, dropout vs the CPU ---===//
+//
+// The CUDA attention (forward and backward), rope and dropout kernels
+// (runtime/kernels/cuda/CudaAttention.h) run on random inputs next to the
+// CPU kernels they stand in for, and the results must agree: attention
+// within 1e-5 relative plus an absolute floor of 1e-5 of the tensor's
+// largest element (see expectAttentionNear), rope within 1e-5 relative plus
+// 1e-6, and dropout bit for bit. Outputs are filled with NaN before each
+// kernel runs, so an element a kernel fails to write fails the comparison.
+//
+// Without a GPU every test is skipped, not failed (the message "no CUDA
+// device on this machine" is what ctest's SKIP_REGULAR_EXPRESSION looks
+// for). Nothing here has run on a GPU until a run on one says so.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/kernels/cuda/CudaAttention.h"
+#include "runtime/kernels/cpu/CpuKernels.h"
+#include "runtime/tests/CudaTestSupport.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace triad::rt::cuda {
+namespace {
+
+using cpu::Mask;
+using test::expectNear;
+using test::maxAbs;
+using test::randomFloats;
+
+class CudaAttentionKernels : public test::CudaTest {};
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+struct AttentionCase {
+  int64_t batch, querySeq, keySeq, heads, kvHeads, headDim;
+  Mask mask;
+  bool alibi;
+  /// One per sample, with Mask::Prefix.
+  std::vector<int32_t> prefix;
+};
+
+std::string nameOf(const AttentionCase &c) {
+  std::string name = c.mask == Mask::Causal   ? "causal"
+                     : c.mask == Mask::Prefix ? "prefix"
+                                              : "none";
+  name += " batch " + std::to_string(c.batch) + " q" +
+          std::to_string(c.querySeq) + " k" + std::to_string(c.keySeq) +
+          " heads " + std::to_string(c.heads) + "/" +
+          std::to_string(c.kvHeads) + " d" + std::to_string(c.headDim);
+  for (int32_t length : c.prefix)
+    name += " prefix " + std::to_string(length);
+  return c.alibi ? name + " alibi" : name;
+}
+
+/// Sequences of 37 and 100 end inside a tile; 256 spans several tiles of
+/// every kernel. Head dimensions cover each class of the kernels (up to
+/// 32, 64, 128, 256), non-powers of two, and 10 (padded to 12); kv heads
+/// 4, 2 and 1 of 4 query heads. Prefix lengths include 0 (causal) and the
+/// whole sequence (none).
+std::vector<AttentionCase> attentionCases() {
+  return {
+      {2, 37, 37, 4, 4, 64, Mask::Causal, false, {}},
+      {2, 100, 100, 4, 4, 64, Mask::Causal, true, {}},
+      {2, 100, 100, 4, 2, 48, Mask::Causal, false, {}},
+      {2, 256, 256, 4, 1, 64, Mask::Causal, true, {}},
+      {2, 100, 100, 4, 2, 128, Mask::Causal, false, {}},
+      {2, 256, 256, 2, 2, 32, Mask::Causal, false, {}},
+      {2, 37, 37, 4, 2, 10, Mask::Causal, false, {}},
+      {1, 100, 100, 2, 1, 200, Mask::Causal, true, {}},
+      {2, 37, 37, 4, 4, 64, Mask::Prefix, false, {0, 37}},
+      {2, 100, 100, 4, 2, 64, Mask::Prefix, true, {13, 70}},
+      {2, 256, 256, 4, 1, 24, Mask::Prefix, false, {256, 100}},
+      {2, 100, 100, 4, 1, 64, Mask::None, true, {}},
+      {2, 37, 37, 4, 4, 24, Mask::None, false, {}},
+      {2, 37, 37, 4, 2, 256, Mask::None, false, {}},
+      // Queries and keys of different lengths: row i sees keys j <= i.
+      {2, 37, 100, 4, 2, 64, Mask::Causal, false, {}},
+      {2, 100, 37, 4, 4, 64, Mask::Causal, true, {}},
+      {2, 100, 37, 4, 2, 48, Mask::None, false, {}},
+      {2, 20, 64, 4, 4, 64, Mask::Prefix, false, {50, 64}},
+  };
+}
+
+cpu::AttentionShape shapeOf(const AttentionCase &c) {
+  return {c.batch,
+          c.querySeq,
+          c.keySeq,
+          c.heads,
+          c.kvHeads,
+          c.headDim,
+          c.mask,
+          static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.headDim)))};
+}
+
+/// Random q, k, v and dout of a case, and its ALiBi slopes (the usual
+/// geometric sequence 2^(-8 (h + 1) / heads)).
+struct AttentionInputs {
+  std::vector<float> q, k, v, dout, slopes;
+
+  explicit AttentionInputs(const AttentionCase &c) {
+    size_t qCount = c.batch * c.querySeq * c.heads * c.headDim;
+    size_t kvCount = c.batch * c.keySeq * c.kvHeads * c.headDim;
+    q = randomFloats(qCount, 11);
+    k = randomFloats(kvCount, 12);
+    v = randomFloats(kvCount, 13);
+    dout = randomFloats(qCount, 14);
+    if (c.alibi)
+      for (int64_t h = 0; h < c.heads; ++h)
+        slopes.push_back(static_cast<float>(
+            std::exp2(-8.0 * static_cast<double>(h + 1) / c.heads)));
+  }
+};
+
+/// Attention results against the CPU's. Each element is a sum of up to a
+/// few hundred products (keys for out and dq, query rows times the heads
+/// of a group for dk and dv) that the two backends round at 2^-24 in
+/// different orders (OpenBLAS's blocking, float softmax weights; the tiles
+/// and online softmax here), so an element whose terms cancel differs by
+/// more than 1e-5 of itself. The absolute floor, 1e-5 of the tensor's
+/// largest element, is several times the typical difference (about
+/// sqrt(n) 2^-24 of the largest term) and far below any indexing or
+/// masking error.
+void expectAttentionNear(const std::vector<float> &got,
+                         const std::vector<float> &want,
+                         const std::string &what) {
+  expectNear(got, want, 1e-5, 1e-5 * maxAbs(want), what);
+}
+
+TEST_F(CudaAttentionKernels, AttentionMatchesCpu) {
+  for (const AttentionCase &c : attentionCases()) {
+    const std::string name = nameOf(c);
+    SCOPED_TRACE(name);
+    AttentionInputs in(c);
+    cpu::AttentionShape shape = shapeOf(c);
+    std::vector<float> want(in.q.size());
+    cpu::attention(in.q.data(), in.k.data(), in.v.data(),
+                   c.prefix.empty() ? nullptr : c.prefix.data(),
+                   c.alibi ? in.slopes.data() : nullptr, want.data(), shape);
+    DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
+    DeviceBuffer prefix = c.prefix.empty() ? DeviceBuffer() : upload(c.prefix);
+    DeviceBuffer slopes = c.alibi ? upload(in.slopes) : DeviceBuffer();
+    DeviceBuffer out = poisoned(in.q.size());
+    ASSERT_OK(attention(*context, q.as<float>(), k.as<float>(), v.as<float>(),
+                        prefix.as<int32_t>(), slopes.as<float>(),
+                        out.as<float>(), shape));
+    expectAttentionNear(download(out, in.q.size()), want, name + ": out");
+  }
+}
+
+TEST_F(CudaAttentionKernels, AttentionGradMatchesCpu) {
+  for (const AttentionCase &c : attentionCases()) {
+    const std::string name = nameOf(c);
+    SCOPED_TRACE(name);
+    AttentionInputs in(c);
+    cpu::AttentionShape shape = shapeOf(c);
+    std::vector<float> wantDq(in.q.size()), wantDk(in.k.size()),
+        wantDv(in.v.size());
+    cpu::attentionGrad(in.q.data(), in.k.data(), in.v.data(),
+                       c.prefix.empty() ? nullptr : c.prefix.data(),
+                       c.alibi ? in.slopes.data() : nullptr, in.dout.data(),
+                       wantDq.data(), wantDk.data(), wantDv.data(), shape);
+    DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
+    DeviceBuffer dout = upload(in.dout);
+    DeviceBuffer prefix = c.prefix.empty() ? DeviceBuffer() : upload(c.prefix);
+    DeviceBuffer slopes = c.alibi ? upload(in.slopes) : DeviceBuffer();
+    DeviceBuffer dq = poisoned(in.q.size()), dk = poisoned(in.k.size()),
+                 dv = poisoned(in.v.size());
+    ASSERT_OK(attentionGrad(
+        *context, q.as<float>(), k.as<float>(), v.as<float>(),
+        prefix.as<int32_t>(), slopes.as<float>(), dout.as<float>(),
+        dq.as<float>(), dk.as<float>(), dv.as<float>(), shape));
+    expectAttentionNear(download(dq, in.q.size()), wantDq, name + ": dq");
+    expectAttentionNear(download(dk, in.k.size()), wantDk, name + ": dk");
+    expectAttentionNear(download(dv, in.v.size()), wantDv, name + ": dv");
+  }
+}
+
+/// The same inputs give the same bits: no sum depends on scheduling.
+TEST_F(CudaAttentionKernels, AttentionGradIsDeterministic) {
+  AttentionCase c{2, 256, 256, 4, 1, 64, Mask::Causal, true, {}};
+  AttentionInputs in(c);
+  DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
+  DeviceBuffer dout = upload(in.dout), slopes = upload(in.slopes);
+  std::vector<float> first[3];
+  for (int run = 0; run < 2; ++run) {
+    DeviceBuffer dq = poisoned(in.q.size()), dk = poisoned(in.k.size()),
+                 dv = poisoned(in.v.size());
+    ASSERT_OK(attentionGrad(*context, q.as<float>(), k.as<float>(),
+                            v.as<float>(), nullptr, slopes.as<float>(),
+                            dout.as<float>(), dq.as<float>(), dk.as<float>(),
+                            dv.as<float>(), shapeOf(c)));
+    std::vector<float> got[3] = {download(dq, in.q.size()),
+                                 download(dk, in.k.size()),
+                                 download(dv, in.v.size())};
+    for (int i = 0; i < 3; ++i) {
+      if (run == 0)
+        first[i] = got[i];
+      else
+        EXPECT_EQ(std::memcmp(first[i].data(), got[i].data(),
+                              got[i].size() * sizeof(float)),
+                  0)
+            << "gradient " << i << " differs between runs";
+    }
+  }
+}
+
+TEST_F(CudaAttentionKernels, AttentionRejectsUnsupportedShapes) {
+  DeviceBuffer buffer = poisoned(1024);
+  float *p = buffer.as<float>();
+  auto expectInvalid = [&](cpu::AttentionShape s, const char *what) {
+    EXPECT_EQ(attention(*context, p, p, p, nullptr, nullptr, p, s).code(),
+              absl::StatusCode::kInvalidArgument)
+        << what;
+    EXPECT_EQ(attentionGrad(*context, p, p, p, nullptr, nullptr, p, p, p, p, s)
+                  .code(),
+              absl::StatusCode::kInvalidArgument)
+        << what;
+  };
+  const cpu::AttentionShape good{1, 2, 2, 4, 2, 64, Mask::Causal, 0.125f};
+  cpu::AttentionShape s = good;
+  s.headDim = 0;
+  expectInvalid(s, "head dimension 0");
+  s.headDim = kMaxAttentionHeadDim + 1;
+  expectInvalid(s, "head dimension past the largest");
+  s = good;
+  s.kvHeads = 3;
+  expectInvalid(s, "heads not a multiple of the kv heads");
+  s.kvHeads = 0;
+  expectInvalid(s, "no kv heads");
+  s = good;
+  s.mask = Mask::Prefix;
+  expectInvalid(s, "prefix mask without prefix lengths");
+}
+
+//===----------------------------------------------------------------------===//
+// Rope
+//===----------------------------------------------------------------------===//
+
+struct RopeCase {
+  int64_t batch, seq, heads, headDim, rotaryDim;
+  float direction;
+};
+
+std::string nameOf(const RopeCase &c) {
+  return "rope " + std::to_string(c.batch) + "x" + std::to_string(c.seq) +
+         " heads " + std::to_string(c.heads) + " dim " +
+         std::to_string(c.headDim) + " rotary " + std::to_string(c.rotaryDim) +
+         (c.direction > 0 ? " forward" : " back");
+}
+
+const RopeCase kRopeCases[] = {
+    {2, 37, 4, 64, 64, 1.0f}, {2, 37, 4, 64, 64, -1.0f},
+    {2, 37, 4, 64, 32, 1.0f}, {2, 100, 3, 48, 24, -1.0f},
+    {1, 37, 2, 48, 31, 1.0f}, // odd: the last rotary element is copied
+    {2, 37, 4, 64, 0, 1.0f},  // nothing rotates
+};
+
+/// Rope agrees with the CPU to rounding: both take the angle's sine and
+/// cosine in double and round every product of the rotation.
+TEST_F(CudaAttentionKernels, RopeMatchesCpu) {
+  for (const RopeCase &c : kRopeCases) {
+    std::string what = nameOf(c);
+    size_t n = c.batch * c.seq * c.heads * c.headDim;
+    std::vector<float> x = randomFloats(n, 21);
+    std::vector<float> want(n);
+    cpu::rope(x.data(), want.data(), c.batch, c.seq, c.heads, c.headDim,
+              c.rotaryDim, 10000.0f, c.direction);
+    DeviceBuffer dx = upload(x), out = poisoned(n);
+    ASSERT_OK(rope(*context, dx.as<float>(), out.as<float>(), c.batch, c.seq,
+                   c.heads, c.headDim, c.rotaryDim, 10000.0f, c.direction));
+    expectNear(download(out, n), want, 1e-5, 1e-6, what);
+    // In place (out = x), as the CPU kernel allows.
+    ASSERT_OK(rope(*context, dx.as<float>(), dx.as<float>(), c.batch, c.seq,
+                   c.heads, c.headDim, c.rotaryDim, 10000.0f, c.direction));
+    expectNear(download(dx, n), want, 1e-5, 1e-6, what + " in place");
+  }
+}
+
+TEST_F(CudaAttentionKernels, RopeThenRopeBackReturnsInput) {
+  const int64_t batch = 2, seq = 100, heads = 4, headDim = 64;
+  for (int64_t rotaryDim : {int64_t{64}, int64_t{32}}) {
+    size_t n = batch * seq * heads * headDim;
+    std::vector<float> x = randomFloats(n, 22);
+    DeviceBuffer dx = upload(x), rotated = poisoned(n), back = poisoned(n);
+    ASSERT_OK(rope(*context, dx.as<float>(), rotated.as<float>(), batch, seq,
+                   heads, headDim, rotaryDim, 10000.0f, 1.0f));
+    ASSERT_OK(rope(*context, rotated.as<float>(), back.as<float>(), batch, seq,
+                   heads, headDim, rotaryDim, 10000.0f, -1.0f));
+    // A rotation and its inverse, each rounding a few products of
+    // elements of up to about 4.
+    expectNear(download(back, n), x, 1e-5, 2e-6,
+               "rope back of rope, rotary " + std::to_string(rotaryDim));
+  }
+}
+
+TEST_F(CudaAttentionKernels, RopeRejectsRotaryDimBeyondHead) {
+  DeviceBuffer buffer = poisoned(64);
+  EXPECT_EQ(rope(*context, buffer.as<float>(), buffer.as<float>(), 1, 1, 1, 32,
+                 33, 10000.0f, 1.0f)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+/// The elements whose bits differ.
+size_t bitDifferences(const std::vector<float> &got,
+                      const std::vector<float> &want) {
+  size_t differ = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    differ += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+  return differ;
+}
+
+TEST_F(CudaAttentionKernels, DropoutMatchesCpuBitForBit) {
+  const int64_t count = 100003;
+  const uint64_t seed = 1234, step = (uint64_t{1} << 33) + 7, stream = 3;
+  std::vector<float> x = randomFloats(count, 31);
+  DeviceBuffer dx = upload(x);
+  for (double probability : {0.1, 0.5})
+    // The last offset crosses a 2^32 boundary of the element index.
+    for (uint64_t first : {uint64_t{0}, uint64_t{12345},
+                           (uint64_t{1} << 32) - uint64_t{50000}}) {
+      std::string what = "dropout p=" + std::to_string(probability) +
+                         " first=" + std::to_string(first);
+      std::vector<float> want(count);
+      cpu::dropout(x.data(), want.data(), count, probability, seed, step,
+                   stream, first);
+      DeviceBuffer out = poisoned(count);
+      ASSERT_OK(dropout(*context, dx.as<float>(), out.as<float>(), count,
+                        probability, seed, step, stream, first));
+      std::vector<float> got = download(out, count);
+      EXPECT_EQ(bitDifferences(got, want), 0u) << what;
+      size_t dropped = 0;
+      for (float value : got)
+        dropped += value == 0.0f;
+      EXPECT_NEAR(static_cast<double>(dropped) / count, probability, 0.01)
+          << what;
+    }
+}
+
+TEST_F(CudaAttentionKernels, DropoutWithZeroProbabilityCopies) {
+  const int64_t count = 4099;
+  std::vector<float> x = randomFloats(count, 32);
+  DeviceBuffer dx = upload(x), out = poisoned(count);
+  ASSERT_OK(dropout(*context, dx.as<float>(), out.as<float>(), count, 0.0, 7, 1,
+                    0, 0));
+  EXPECT_EQ(bitDifferences(download(out, count), x), 0u);
+}
+
+TEST_F(CudaAttentionKernels, DropoutInPlaceMatchesCpu) {
+  const int64_t count = 5000;
+  std::vector<float> x = randomFloats(count, 33);
+  std::vector<float> want(count);
+  cpu::dropout(x.data(), want.data(), count, 0.3, 99, 5, 2, 77);
+  DeviceBuffer dx = upload(x);
+  ASSERT_OK(dropout(*context, dx.as<float>(), dx.as<float>(), count, 0.3, 99, 5,
+                    2, 77));
+  EXPECT_EQ(bitDifferences(download(dx, count), want), 0u);
+}
+
+} // namespace
+} // namespace triad::rt::cuda
