@@ -9,7 +9,7 @@
 
 #include "runtime/executor/CpuExecutor.h"
 
-#include "runtime/init/Init.h"
+#include "runtime/kernels/StepMath.h"
 #include "runtime/kernels/cpu/CpuKernels.h"
 
 #include "absl/strings/str_cat.h"
@@ -25,68 +25,9 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-Shape shapeOf(const plan::Value &value) {
-  return value.shape() ? Shape(value.shape()->begin(), value.shape()->end())
-                       : Shape{};
-}
+int64_t count(const Shape &shape) { return elementCount(shape); }
 
-int64_t count(const Shape &shape) {
-  int64_t n = 1;
-  for (int64_t size : shape)
-    n *= size;
-  return n;
-}
-
-Shape strides(const Shape &shape) {
-  Shape result(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
-    result[i] = result[i + 1] * shape[i + 1];
-  return result;
-}
-
-/// Calls `visit(linear, coordinates)` for every element of `shape`.
-template <typename Fn> void forEachIndex(const Shape &shape, Fn visit) {
-  int64_t total = count(shape);
-  Shape coords(shape.size(), 0);
-  for (int64_t linear = 0; linear < total; ++linear) {
-    visit(linear, coords);
-    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-      if (++coords[d] < shape[d])
-        break;
-      coords[d] = 0;
-    }
-  }
-}
-
-bool isCollective(plan::OpCode op) {
-  return op == plan::OpCode::AllReduce || op == plan::OpCode::AllGather ||
-         op == plan::OpCode::ReduceScatter || op == plan::OpCode::AllToAll;
-}
-
-bool isTransfer(plan::OpCode op) {
-  return op == plan::OpCode::Send || op == plan::OpCode::Recv;
-}
-
-int64_t nowNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-cpu::Activation activationOf(int64_t kind) {
-  switch (kind) {
-  case 0:
-    return cpu::Activation::Gelu;
-  case 1:
-    return cpu::Activation::GeluTanh;
-  case 2:
-    return cpu::Activation::FastGelu;
-  case 3:
-    return cpu::Activation::Relu;
-  default:
-    return cpu::Activation::Silu;
-  }
-}
+Shape strides(const Shape &shape) { return rowMajorStrides(shape); }
 
 } // namespace
 
@@ -94,55 +35,27 @@ absl::StatusOr<CpuExecutor> CpuExecutor::create(const LoadedPlan &plan,
                                                 uint32_t pipelineRank,
                                                 uint64_t seed,
                                                 ExecutorOptions options) {
-  if (options.peakLearningRate && !(*options.peakLearningRate > 0.0 &&
-                                    std::isfinite(*options.peakLearningRate)))
-    return absl::InvalidArgumentError(
-        absl::StrCat("the learning rate must be positive and finite, got ",
-                     *options.peakLearningRate));
-  const plan::Program *program = nullptr;
-  for (const plan::Program *candidate : *plan.root().programs())
-    if (candidate->pipeline_rank() == pipelineRank)
-      program = candidate;
-  if (!program)
-    return absl::NotFoundError(absl::StrCat(
-        "the plan has no program for pipeline rank ", pipelineRank));
-  for (size_t i = 0; i < program->values()->size(); ++i) {
-    plan::DType dtype = program->values()->Get(i)->dtype();
-    if (dtype != plan::DType::F32 && dtype != plan::DType::I32)
-      return absl::UnimplementedError(absl::StrCat(
-          "the CPU backend runs f32 plans; value ", i, " is ",
-          plan::EnumNameDType(dtype), " (compile with dtype=f32)"));
-  }
-  CpuExecutor executor(plan, *program, options);
-  const plan::Plan &root = plan.root();
-  uint32_t groups = root.groups() ? root.groups()->size() : 0;
-  if (options.communicator) {
-    Communicator &comm = *options.communicator;
-    if (comm.worldSize() != meshSize(root) || comm.groupCount() != groups ||
-        comm.worldRank() < 0 || comm.worldRank() >= comm.worldSize())
-      return absl::FailedPreconditionError(
-          absl::StrCat("the communicator (rank ", comm.worldRank(), " of ",
-                       comm.worldSize(), ", ", comm.groupCount(),
-                       " groups) is not one for this plan's mesh of ",
-                       meshSize(root), " ranks and ", groups, " groups"));
-    executor.communicator = &comm;
-    executor.rank = comm.worldRank();
-  } else {
-    executor.ownCommunicator = std::make_unique<LocalCommunicator>(groups);
-    executor.communicator = executor.ownCommunicator.get();
-  }
-  executor.meshPosition = meshCoordinates(root, executor.rank);
-  if (absl::Status status = executor.checkCollectives(); !status.ok())
+  absl::StatusOr<const plan::Program *> program =
+      findProgram(plan, pipelineRank, options, "CPU");
+  if (!program.ok())
+    return program.status();
+  CpuExecutor executor(plan, **program, options);
+  if (absl::Status status = executor.connect(); !status.ok())
     return status;
-  size_t bytes = std::max<uint64_t>(program->arena_bytes(), 64);
+  size_t bytes = std::max<uint64_t>((*program)->arena_bytes(), 64);
   executor.arena.reset(static_cast<std::byte *>(
       ::operator new(bytes, std::align_val_t(64), std::nothrow)));
   if (!executor.arena)
     return absl::ResourceExhaustedError(absl::StrCat(
         "cannot allocate the program's arena of ", bytes, " bytes"));
   std::memset(executor.arena.get(), 0, bytes);
-  if (absl::Status status = executor.initialize(seed); !status.ok())
-    return status;
+  executor.seed = seed;
+  if ((*program)->persistent())
+    for (const plan::Persistent *p : *(*program)->persistent())
+      if (absl::Status status =
+              executor.initialValues(*p, executor.f32(p->value()));
+          !status.ok())
+        return status;
   return executor;
 }
 
@@ -156,113 +69,6 @@ int32_t *CpuExecutor::i32(uint32_t index) {
                                      value(index).region()->offset());
 }
 
-absl::Status CpuExecutor::checkCollectives() const {
-  const plan::Plan &root = plan->root();
-  for (const plan::Function *function : *program->functions()) {
-    if (!function->body())
-      continue;
-    for (size_t i = 0; i < function->body()->size(); ++i) {
-      const plan::Instr *instr = function->body()->Get(i);
-      plan::OpCode op = instr->op();
-      std::string where =
-          absl::StrCat("function '", function->name()->str(), "', instruction ",
-                       i, " (", plan::EnumNameOpCode(op), ")");
-      if (isTransfer(op)) {
-        int64_t peer = instr->ints()->Get(0);
-        if (!options.communicator)
-          return absl::FailedPreconditionError(absl::StrCat(
-              where, " transfers ", op == plan::OpCode::Send ? "to" : "from",
-              " pipeline rank ", peer,
-              ", but this executor has no communicator (run the plan's ",
-              meshSize(root), " ranks under mpirun)"));
-        uint32_t standsAt = pipelineRankAt(root, meshPosition);
-        if (standsAt != program->pipeline_rank())
-          return absl::FailedPreconditionError(absl::StrCat(
-              where, ": world rank ", rank, " is at pipeline rank ", standsAt,
-              " of the mesh but runs the program of pipeline rank ",
-              program->pipeline_rank()));
-        continue;
-      }
-      if (!isCollective(op))
-        continue;
-      uint32_t group = static_cast<uint32_t>(instr->ints()->Get(0));
-      int64_t members = groupSize(root, group);
-      if (!options.communicator && members > 1)
-        return absl::FailedPreconditionError(absl::StrCat(
-            where, " runs over group ", group, " of ", members,
-            " ranks, but this executor has no communicator (run the plan's ",
-            meshSize(root), " ranks under mpirun)"));
-      if (options.communicator && communicator->groupSize(group) != members)
-        return absl::InternalError(absl::StrCat(
-            where, ": the communicator's group ", group, " has ",
-            communicator->groupSize(group), " members, the plan's ", members));
-    }
-  }
-  return absl::OkStatus();
-}
-
-std::vector<int64_t>
-CpuExecutor::sliceOffsets(const plan::Persistent &p) const {
-  return triad::rt::sliceOffsets(plan->root(), *program, p, meshPosition);
-}
-
-absl::Status CpuExecutor::initialize(uint64_t runSeed) {
-  seed = runSeed;
-  if (!program->persistent())
-    return absl::OkStatus();
-  for (const plan::Persistent *p : *program->persistent()) {
-    const plan::Init *init = p->init();
-    float *data = f32(p->value());
-    Shape local = shapeOf(value(p->value()));
-    if (value(p->value()).dtype() != plan::DType::F32)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "persistent tensor '", p->name()->str(), "' is not f32"));
-    Shape global(p->global_shape()->begin(), p->global_shape()->end());
-    Shape offsets = sliceOffsets(*p);
-    switch (init->kind()) {
-    case plan::InitKind::Zeros:
-    case plan::InitKind::Ones:
-    case plan::InitKind::Constant: {
-      float fill = init->kind() == plan::InitKind::Zeros ? 0.0f
-                   : init->kind() == plan::InitKind::Ones
-                       ? 1.0f
-                       : static_cast<float>(init->value());
-      std::fill_n(data, count(local), fill);
-      break;
-    }
-    case plan::InitKind::Normal:
-    case plan::InitKind::ScaledNormal: {
-      double stddev = init->std();
-      if (init->kind() == plan::InitKind::ScaledNormal)
-        stddev /= std::sqrt(2.0 * static_cast<double>(init->layers()));
-      // Each local element draws at its global index.
-      Shape globalStrides = strides(global);
-      std::string stream = init->stream()->str();
-      forEachIndex(local, [&](int64_t linear, const Shape &coords) {
-        int64_t index = 0;
-        for (size_t d = 0; d < coords.size(); ++d)
-          index += (coords[d] + offsets[d]) * globalStrides[d];
-        fillNormal(seed, stream, stddev, static_cast<uint64_t>(index), 1,
-                   data + linear);
-      });
-      break;
-    }
-    }
-    // The padding of a padded tensor (beyond its global shape) is zero,
-    // whatever the init.
-    if (p->padded_shape()) {
-      forEachIndex(local, [&](int64_t linear, const Shape &coords) {
-        for (size_t d = 0; d < coords.size(); ++d)
-          if (coords[d] + offsets[d] >= global[d]) {
-            data[linear] = 0.0f;
-            return;
-          }
-      });
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<float *> CpuExecutor::persistent(const std::string &name) {
   if (program->persistent())
     for (const plan::Persistent *p : *program->persistent())
@@ -272,221 +78,45 @@ absl::StatusOr<float *> CpuExecutor::persistent(const std::string &name) {
       absl::StrCat("the program has no persistent tensor '", name, "'"));
 }
 
-absl::StatusOr<std::vector<HostTensor>>
-CpuExecutor::run(const std::string &name, const std::vector<HostTensor> &args,
-                 uint64_t step, std::vector<InstructionTime> *times) {
-  for (const plan::Function *candidate : *program->functions())
-    if (candidate->name()->str() == name)
-      return run(*candidate, args, step, times);
-  return absl::NotFoundError(
-      absl::StrCat("the program has no function '", name, "'"));
+absl::Status CpuExecutor::writeValue(uint32_t index, const HostTensor &arg) {
+  int64_t n = count(shapeOf(value(index)));
+  if (value(index).dtype() == plan::DType::F32)
+    std::copy_n(arg.floats.data(), n, f32(index));
+  else
+    std::copy_n(arg.ints.data(), n, i32(index));
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<HostTensor>>
-CpuExecutor::run(uint32_t index, const std::vector<HostTensor> &args,
-                 uint64_t step, std::vector<InstructionTime> *times) {
-  if (index >= program->functions()->size())
-    return absl::NotFoundError(
-        absl::StrCat("the program has no function ", index));
-  return run(*program->functions()->Get(index), args, step, times);
-}
-
-absl::StatusOr<std::vector<HostTensor>>
-CpuExecutor::run(const plan::Function &function,
-                 const std::vector<HostTensor> &args, uint64_t step,
-                 std::vector<InstructionTime> *times) {
-  std::string name = function.name()->str();
-  size_t expected = function.args() ? function.args()->size() : 0;
-  if (args.size() != expected)
-    return absl::InvalidArgumentError(
-        absl::StrCat("function '", name, "' takes ", expected,
-                     " arguments, got ", args.size()));
-  for (size_t i = 0; i < expected; ++i) {
-    uint32_t index = function.args()->Get(i);
-    const plan::Value &slot = value(index);
-    const HostTensor &arg = args[i];
-    int64_t n = count(shapeOf(slot));
-    bool f32Arg = slot.dtype() == plan::DType::F32;
-    if (arg.dtype != slot.dtype() || arg.shape != shapeOf(slot) ||
-        static_cast<int64_t>(f32Arg ? arg.floats.size() : arg.ints.size()) != n)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "argument ", i, " of '", name, "' does not match its value"));
-    if (f32Arg)
-      std::copy_n(arg.floats.data(), n, f32(index));
-    else
-      std::copy_n(arg.ints.data(), n, i32(index));
-  }
-  auto now = nowNanos;
-  auto failed = [&](size_t i, const plan::Instr &instr,
-                    const absl::Status &status) {
-    // Buffers of collectives in flight stay untouched until they complete.
-    waitFor(nullptr, nullptr).IgnoreError();
-    return absl::Status(status.code(),
-                        absl::StrCat("function '", name, "', instruction ", i,
-                                     " (", plan::EnumNameOpCode(instr.op()),
-                                     "): ", status.message()));
-  };
-  if (function.body())
-    for (size_t i = 0; i < function.body()->size(); ++i) {
-      const plan::Instr *instr = function.body()->Get(i);
-      if (!inFlight.empty())
-        if (absl::Status status = waitFor(instr, times); !status.ok())
-          return failed(i, *instr, status);
-      int64_t begin = times ? now() : 0;
-      absl::Status status = isCollective(instr->op())
-                                ? startCollective(*instr, i)
-                            : isTransfer(instr->op()) ? startTransfer(*instr, i)
-                                                      : execute(*instr, step);
-      if (!status.ok())
-        return failed(i, *instr, status);
-      if (times)
-        times->push_back({instr->op(), begin, now()});
-    }
-  if (absl::Status status = waitFor(nullptr, times); !status.ok())
-    return absl::Status(status.code(), absl::StrCat("function '", name,
-                                                    "': ", status.message()));
-  std::vector<HostTensor> results;
-  if (function.results())
-    for (uint32_t index : *function.results()) {
-      HostTensor result;
-      result.dtype = value(index).dtype();
-      result.shape = shapeOf(value(index));
-      int64_t n = count(result.shape);
-      if (result.dtype == plan::DType::F32)
-        result.floats.assign(f32(index), f32(index) + n);
-      else
-        result.ints.assign(i32(index), i32(index) + n);
-      results.push_back(std::move(result));
-    }
-  return results;
+absl::Status CpuExecutor::readValue(uint32_t index, HostTensor &result) {
+  int64_t n = count(result.shape);
+  if (result.dtype == plan::DType::F32)
+    result.floats.assign(f32(index), f32(index) + n);
+  else
+    result.ints.assign(i32(index), i32(index) + n);
+  return absl::OkStatus();
 }
 
 absl::Status CpuExecutor::startCollective(const plan::Instr &instr,
                                           size_t index) {
   uint32_t x = instr.inputs()->Get(0), out = instr.outputs()->Get(0);
-  TensorCollective collective;
-  collective.group = static_cast<uint32_t>(instr.ints()->Get(0));
-  collective.x = f32(x);
-  collective.xShape = shapeOf(value(x));
-  collective.out = f32(out);
-  collective.outShape = shapeOf(value(out));
-  switch (instr.op()) {
-  case plan::OpCode::AllGather:
-    collective.kind = CollectiveKind::AllGather;
-    collective.dim = instr.ints()->Get(1);
-    break;
-  case plan::OpCode::ReduceScatter:
-    collective.kind = CollectiveKind::ReduceScatter;
-    collective.dim = instr.ints()->Get(1);
-    break;
-  case plan::OpCode::AllToAll:
-    collective.kind = CollectiveKind::AllToAll;
-    collective.dim = instr.ints()->Get(1);
-    collective.concatDim = instr.ints()->Get(2);
-    break;
-  default:
-    collective.kind = CollectiveKind::AllReduce;
-    break;
-  }
-  absl::StatusOr<PendingCollective> pending =
-      triad::rt::startCollective(*communicator, collective);
+  absl::StatusOr<PendingCollective> pending = triad::rt::startCollective(
+      *communicator, describeCollective(instr, f32(x), f32(out)));
   if (!pending.ok())
     return pending.status();
-  if (!options.overlapCollectives)
-    return pending->wait();
-  const plan::Region &xRegion = *value(x).region(),
-                     &outRegion = *value(out).region();
-  inFlight.push_back({std::move(*pending), nullptr, instr.op(), index,
-                      xRegion.offset(), xRegion.offset() + xRegion.bytes(),
-                      outRegion.offset(),
-                      outRegion.offset() + outRegion.bytes()});
-  return absl::OkStatus();
+  return track(std::move(*pending), nullptr, instr, index, x, out);
 }
 
 absl::Status CpuExecutor::startTransfer(const plan::Instr &instr,
                                         size_t index) {
-  bool send = instr.op() == plan::OpCode::Send;
-  uint32_t data = send ? instr.inputs()->Get(0) : instr.outputs()->Get(0);
-  int64_t peer = pipelinePeerRank(plan->root(), meshPosition,
-                                  instr.ints()->Get(0)),
-          tag = instr.ints()->Get(1), elements = count(shapeOf(value(data)));
+  Transfer t = describeTransfer(instr);
   absl::StatusOr<std::unique_ptr<CommRequest>> request =
-      send ? communicator->startSend(f32(data), elements, peer, tag)
-           : communicator->startRecv(f32(data), elements, peer, tag);
+      t.send ? communicator->startSend(f32(t.data), t.elements, t.peer, t.tag)
+             : communicator->startRecv(f32(t.data), t.elements, t.peer, t.tag);
   if (!request.ok())
     return request.status();
-  if (!options.overlapCollectives)
-    return (*request)->wait();
-  const plan::Region &region = *value(data).region();
-  uint64_t begin = region.offset(), end = region.offset() + region.bytes();
-  inFlight.push_back({std::nullopt, std::move(*request), instr.op(), index,
-                      send ? begin : 0, send ? end : 0, send ? 0 : begin,
-                      send ? 0 : end});
-  return absl::OkStatus();
-}
-
-absl::Status CpuExecutor::waitFor(const plan::Instr *instr,
-                                  std::vector<InstructionTime> *times) {
-  auto overlaps = [&](uint32_t index, uint64_t begin, uint64_t end) {
-    const plan::Region &region = *value(index).region();
-    return region.bytes() > 0 && begin < end && region.offset() < end &&
-           begin < region.offset() + region.bytes();
-  };
-  auto mustWait = [&](const InFlight &c) {
-    if (!instr)
-      return true;
-    if (instr->inputs())
-      for (uint32_t index : *instr->inputs())
-        if (overlaps(index, c.outBegin, c.outEnd))
-          return true;
-    if (instr->outputs())
-      for (uint32_t index : *instr->outputs())
-        if (overlaps(index, c.outBegin, c.outEnd) ||
-            overlaps(index, c.xBegin, c.xEnd))
-          return true;
-    return false;
-  };
-  absl::Status result;
-  for (size_t i = 0; i < inFlight.size();) {
-    if (!mustWait(inFlight[i])) {
-      ++i;
-      continue;
-    }
-    int64_t begin = times ? nowNanos() : 0;
-    absl::Status status = inFlight[i].wait();
-    if (times)
-      times->push_back({inFlight[i].op, begin, nowNanos(), /*wait=*/true});
-    if (!status.ok() && result.ok())
-      result = absl::Status(status.code(),
-                            absl::StrCat(isTransfer(inFlight[i].op)
-                                             ? "the transfer of instruction "
-                                             : "the collective of instruction ",
-                                         inFlight[i].instruction, " (",
-                                         plan::EnumNameOpCode(inFlight[i].op),
-                                         "): ", status.message()));
-    inFlight.erase(inFlight.begin() + static_cast<std::ptrdiff_t>(i));
-  }
-  return result;
-}
-
-std::optional<cpu::VocabPiece> CpuExecutor::vocabPiece(const plan::Instr &instr,
-                                                       size_t groupInt,
-                                                       int64_t columns,
-                                                       const float *lse) const {
-  const flatbuffers::Vector<int64_t> *ints = instr.ints();
-  size_t count = ints ? ints->size() : 0;
-  int64_t group = count > groupInt ? ints->Get(groupInt) : -1;
-  std::optional<int64_t> classes;
-  if (count > groupInt + 1)
-    classes = ints->Get(groupInt + 1);
-  if (group < 0)
-    return classes ? std::optional<cpu::VocabPiece>(
-                         cpu::VocabPiece{nullptr, 0, *classes})
-                   : std::nullopt;
-  GroupPosition position =
-      groupPosition(plan->root(), static_cast<uint32_t>(group), meshPosition);
-  return cpu::VocabPiece{lse, position.member * columns,
-                         classes.value_or(position.size * columns)};
+  return track(std::nullopt, std::move(*request), instr, index,
+               t.send ? std::optional<uint32_t>(t.data) : std::nullopt,
+               t.send ? std::nullopt : std::optional<uint32_t>(t.data));
 }
 
 absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
@@ -600,37 +230,19 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   }
   case plan::OpCode::Attention:
   case plan::OpCode::AttentionGrad: {
-    Shape q = shape(in(0)), k = shape(in(1));
-    int64_t heads = intAt(0), kvHeads = intAt(1), mask = intAt(2);
-    bool hasPrefix = intAt(3) != 0, hasSlopes = intAt(4) != 0;
-    cpu::AttentionShape s{q[0],
-                          q[1],
-                          k[1],
-                          heads,
-                          kvHeads,
-                          q[2] / heads,
-                          mask == 0   ? cpu::Mask::Causal
-                          : mask == 1 ? cpu::Mask::Prefix
-                                      : cpu::Mask::None,
-                          static_cast<float>(floatAt(0))};
-    size_t next = 3;
-    const int32_t *prefix = nullptr;
-    if (hasPrefix) {
-      prefix = i32(in(next++));
-      for (int64_t b = 0; b < q[0]; ++b)
-        if (prefix[b] < 0 || prefix[b] > k[1])
-          return absl::InvalidArgumentError(
-              absl::StrCat("prefix length ", prefix[b], " of sample ", b,
-                           " is outside [0, ", k[1], "]"));
-    }
-    const float *slopes = hasSlopes ? f32(in(next++)) : nullptr;
+    AttentionCall call = attentionCall(instr);
+    const int32_t *prefix = call.prefix ? i32(*call.prefix) : nullptr;
+    if (prefix)
+      if (absl::Status s = checkPrefixLengths(prefix, call.shape); !s.ok())
+        return s;
+    const float *slopes = call.slopes ? f32(*call.slopes) : nullptr;
     if (instr.op() == plan::OpCode::Attention)
       cpu::attention(f32(in(0)), f32(in(1)), f32(in(2)), prefix, slopes,
-                     f32(out(0)), s);
+                     f32(out(0)), call.shape);
     else
       cpu::attentionGrad(f32(in(0)), f32(in(1)), f32(in(2)), prefix, slopes,
-                         f32(in(next)), f32(out(0)), f32(out(1)), f32(out(2)),
-                         s);
+                         f32(call.dout), f32(out(0)), f32(out(1)), f32(out(2)),
+                         call.shape);
     return absl::OkStatus();
   }
   case plan::OpCode::Rope: {
@@ -814,32 +426,15 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     f32(out(0))[0] = static_cast<float>(cpu::sumSquares(f32(in(0)), n(in(0))));
     return absl::OkStatus();
   case plan::OpCode::ClipCoefficient: {
-    double norm = std::sqrt(static_cast<double>(f32(in(0))[0]));
-    double maxNorm = floatAt(0);
-    f32(out(0))[0] = static_cast<float>(
-        maxNorm == 0.0 ? 1.0 : std::min(1.0, maxNorm / (norm + 1e-6)));
-    f32(out(1))[0] = static_cast<float>(norm);
+    stepmath::Clip clip = stepmath::clipCoefficient(f32(in(0))[0], floatAt(0));
+    f32(out(0))[0] = clip.coefficient;
+    f32(out(1))[0] = clip.norm;
     return absl::OkStatus();
   }
   case plan::OpCode::LrSchedule: {
-    double stepValue = f32(in(0))[0], peak = floatAt(0), floor = floatAt(1);
-    if (options.peakLearningRate) {
-      floor *= *options.peakLearningRate / peak;
-      peak = *options.peakLearningRate;
-    }
-    int64_t warmup = intAt(0), decay = intAt(1);
-    double lr = peak;
-    if (warmup > 0 && stepValue <= static_cast<double>(warmup))
-      lr = peak * stepValue / static_cast<double>(warmup);
-    else if (decay != 0 && decay <= warmup)
-      lr = floor;
-    else if (decay != 0) {
-      double progress =
-          std::min(1.0, std::max(0.0, (stepValue - warmup) /
-                                          static_cast<double>(decay - warmup)));
-      lr = floor + 0.5 * (peak - floor) * (1.0 + std::cos(M_PI * progress));
-    }
-    f32(out(0))[0] = static_cast<float>(lr);
+    auto [peak, floor] = learningRatePeakAndFloor(floatAt(0), floatAt(1));
+    f32(out(0))[0] =
+        stepmath::learningRate(f32(in(0))[0], peak, floor, intAt(0), intAt(1));
     return absl::OkStatus();
   }
   case plan::OpCode::AdamW: {
@@ -861,21 +456,13 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     return absl::OkStatus();
   }
   case plan::OpCode::LossScaleUpdate: {
-    double sumSquares = f32(in(0))[0], scale = f32(in(1))[0],
-           good = f32(in(2))[0];
-    bool finite = std::isfinite(sumSquares);
-    double next = scale, goodNext = good + 1.0;
-    if (!finite) {
-      next = std::max(1.0, scale * floatAt(1));
-      goodNext = 0.0;
-    } else if (goodNext >= static_cast<double>(intAt(0))) {
-      next = scale * floatAt(0);
-      goodNext = 0.0;
-    }
-    f32(out(0))[0] = finite ? 0.0f : 1.0f;
-    f32(out(1))[0] = static_cast<float>(next);
-    f32(out(2))[0] = static_cast<float>(goodNext);
-    f32(out(3))[0] = static_cast<float>(1.0 / scale);
+    stepmath::LossScale next =
+        stepmath::lossScaleUpdate(f32(in(0))[0], f32(in(1))[0], f32(in(2))[0],
+                                  floatAt(0), floatAt(1), intAt(0));
+    f32(out(0))[0] = next.skip;
+    f32(out(1))[0] = next.scale;
+    f32(out(2))[0] = next.goodSteps;
+    f32(out(3))[0] = next.inverse;
     return absl::OkStatus();
   }
   case plan::OpCode::CountValid:
@@ -887,34 +474,23 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     cpu::accumulate(f32(out(0)), f32(in(1)), weight, n(out(0)));
     return absl::OkStatus();
   }
-  case plan::OpCode::Reciprocal: {
-    float x = f32(in(0))[0];
-    f32(out(0))[0] = x == 0.0f ? 0.0f : 1.0f / x;
+  case plan::OpCode::Reciprocal:
+    f32(out(0))[0] = stepmath::reciprocal(f32(in(0))[0]);
     return absl::OkStatus();
-  }
   case plan::OpCode::ScaleBy: {
     float factor = f32(in(1))[0];
     cpu::scale(f32(in(0)), factor, f32(out(0)), n(out(0)));
     return absl::OkStatus();
   }
   case plan::OpCode::AllSlice: {
-    // This member's piece of x along dim, as a view [outer, pieces, run]:
-    // no communication, the member index comes from the mesh.
-    uint32_t group = static_cast<uint32_t>(intAt(0));
-    int64_t dim = intAt(1);
-    GroupPosition position = groupPosition(plan->root(), group, meshPosition);
-    Shape x = shape(in(0));
-    int64_t outer = 1;
-    for (int64_t d = 0; d < dim; ++d)
-      outer *= x[d];
-    // Elements of 4 bytes: f32 values or i32 token ids.
-    int64_t run = outer == 0 ? 0 : count(x) / outer / position.size * 4;
-    const std::byte *source = reinterpret_cast<const std::byte *>(f32(in(0)));
-    std::byte *target = reinterpret_cast<std::byte *>(f32(out(0)));
-    for (int64_t i = 0; i < outer; ++i)
-      std::memcpy(target + i * run,
-                  source + (i * position.size + position.member) * run,
-                  static_cast<size_t>(run));
+    // No communication: the member index comes from the mesh.
+    SliceView view = allSliceView(instr);
+    const auto *source = reinterpret_cast<const std::byte *>(f32(in(0)));
+    auto *target = reinterpret_cast<std::byte *>(f32(out(0)));
+    for (int64_t i = 0; i < view.outer; ++i)
+      std::memcpy(target + i * view.runBytes,
+                  source + (i * view.pieces + view.member) * view.runBytes,
+                  static_cast<size_t>(view.runBytes));
     return absl::OkStatus();
   }
   case plan::OpCode::AllReduce:

@@ -111,17 +111,13 @@ struct Run {
   }
 
   std::vector<float> weights(const std::string &name) {
-    const triad::plan::Program &program = trainer->executor().programOf();
-    for (const triad::plan::Persistent *p : *program.persistent())
-      if (p->name()->str() == name) {
-        int64_t count = 1;
-        for (int64_t size : *program.values()->Get(p->value())->shape())
-          count *= size;
-        float *data = *trainer->executor().persistent(name);
-        return std::vector<float>(data, data + count);
-      }
-    ADD_FAILURE() << "no tensor " << name;
-    return {};
+    absl::StatusOr<std::vector<float>> values =
+        trainer->executor().readPersistent(name);
+    if (!values.ok()) {
+      ADD_FAILURE() << values.status();
+      return {};
+    }
+    return *values;
   }
 };
 
@@ -567,9 +563,9 @@ TEST(MultiRankTrainer, ReshardOnLoad) {
   std::string dir = freshDir("reshard");
   std::string rows2 = slicedPlan({{"dp", 2}}, {{"dp"}, {}});
   onRanks(rows2, [&](int64_t, auto &run) {
-    std::vector<float> values = expectedSlice(run);
-    std::copy(values.begin(), values.end(),
-              *run.trainer->executor().persistent("w"));
+    absl::Status written =
+        run.trainer->executor().writePersistent("w", expectedSlice(run));
+    ASSERT_TRUE(written.ok()) << written;
     run.losses(1);
     absl::Status saved = run.trainer->save(dir);
     EXPECT_TRUE(saved.ok()) << saved;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <set>
 
 namespace triad::rt {
@@ -23,17 +24,8 @@ int64_t nowNanos() {
       .count();
 }
 
-std::vector<int64_t> shapeOf(const plan::Value &value) {
-  return value.shape() ? std::vector<int64_t>(value.shape()->begin(),
-                                              value.shape()->end())
-                       : std::vector<int64_t>{};
-}
-
 int64_t volume(const std::vector<int64_t> &shape) {
-  int64_t count = 1;
-  for (int64_t size : shape)
-    count *= size;
-  return count;
+  return elementCount(shape);
 }
 
 bool checkpointed(const plan::Persistent &p) {
@@ -96,17 +88,18 @@ Trainer::labelCalls(const plan::Program &program) {
   return labels;
 }
 
-Trainer::Trainer(const LoadedPlan &plan, Sampler sampler, CpuExecutor cpu,
+Trainer::Trainer(const LoadedPlan &plan, Sampler sampler,
+                 std::unique_ptr<Executor> exec,
                  std::unique_ptr<Communicator> ownCommunicator,
                  const TrainerOptions &options)
-    : plan(&plan), sampler(sampler), cpu(std::move(cpu)),
+    : plan(&plan), sampler(sampler), exec(std::move(exec)),
       ownCommunicator(std::move(ownCommunicator)),
       communicator(options.communicator ? options.communicator
                                         : this->ownCommunicator.get()),
       options(options),
-      dpRank(coordinateOn(plan.root(), this->cpu.coordinates(), "dp")),
+      dpRank(coordinateOn(plan.root(), this->exec->coordinates(), "dp")),
       dpSize(meshAxisSize(plan.root(), "dp")), epochNanos(nowNanos()),
-      callLabels(labelCalls(this->cpu.programOf())) {}
+      callLabels(labelCalls(this->exec->programOf())) {}
 
 absl::StatusOr<Trainer> Trainer::create(const LoadedPlan &plan,
                                         const TokenFile &data,
@@ -140,11 +133,11 @@ absl::StatusOr<Trainer> Trainer::create(const LoadedPlan &plan,
   executorOptions.peakLearningRate = options.learningRate;
   executorOptions.communicator = options.communicator;
   executorOptions.overlapCollectives = options.overlapCollectives;
-  absl::StatusOr<CpuExecutor> cpu =
-      CpuExecutor::create(plan, pipelineRank, options.seed, executorOptions);
-  if (!cpu.ok())
-    return cpu.status();
-  return Trainer(plan, *sampler, std::move(*cpu), std::move(own), options);
+  absl::StatusOr<std::unique_ptr<Executor>> exec = createExecutor(
+      plan, pipelineRank, options.seed, executorOptions, options.device);
+  if (!exec.ok())
+    return exec.status();
+  return Trainer(plan, *sampler, std::move(*exec), std::move(own), options);
 }
 
 bool Trainer::savesSlice(const plan::Persistent &p) const {
@@ -159,11 +152,11 @@ bool Trainer::savesSlice(const plan::Persistent &p) const {
         for (const flatbuffers::String *axis : *split->axes())
           keeps[meshAxisIndex(root, axis->string_view())] = true;
   for (size_t i = 0; i < keeps.size(); ++i)
-    if (!keeps[i] && cpu.coordinates()[i] != 0)
+    if (!keeps[i] && exec->coordinates()[i] != 0)
       return false;
   // A tensor several pipeline ranks hold (the tied embedding of the first
   // and the last stage) is saved by the first of them.
-  uint32_t own = cpu.programOf().pipeline_rank();
+  uint32_t own = exec->programOf().pipeline_rank();
   for (const plan::Program *other : *root.programs())
     if (other->pipeline_rank() < own && other->persistent())
       for (const plan::Persistent *q : *other->persistent())
@@ -174,7 +167,7 @@ bool Trainer::savesSlice(const plan::Persistent &p) const {
 
 absl::StatusOr<StepResult> Trainer::step() {
   const plan::Plan &root = plan->root();
-  const plan::Program &program = cpu.programOf();
+  const plan::Program &program = exec->programOf();
   StepResult result;
   result.step = completed + 1;
   result.tokens = root.batch() * root.seq();
@@ -223,8 +216,8 @@ absl::StatusOr<StepResult> Trainer::step() {
     times.clear();
     int64_t callBegin = nowNanos();
     absl::StatusOr<std::vector<HostTensor>> outputs =
-        cpu.run(call->function(), args, result.step,
-                traceInstructions ? &times : nullptr);
+        exec->run(call->function(), args, result.step,
+                  traceInstructions ? &times : nullptr);
     if (!outputs.ok())
       return absl::Status(
           outputs.status().code(),
@@ -283,14 +276,18 @@ absl::StatusOr<StepResult> Trainer::step() {
 
 absl::Status Trainer::save(const std::string &dir) {
   std::vector<TensorSlice> slices;
-  // The slices of padded tensors, without their padding.
-  std::vector<std::vector<float>> packed;
-  const plan::Program &program = cpu.programOf();
+  // Every slice's values, read from the executor (its arena may be on a
+  // GPU), and the slices of padded tensors without their padding. Deques:
+  // the slices point into them as they grow.
+  std::deque<absl::StatusOr<std::vector<float>>> held;
+  std::deque<std::vector<float>> packed;
+  const plan::Program &program = exec->programOf();
   if (program.persistent())
     for (const plan::Persistent *p : *program.persistent()) {
       if (!checkpointed(*p) || !savesSlice(*p))
         continue;
-      absl::StatusOr<float *> values = cpu.persistent(p->name()->str());
+      absl::StatusOr<std::vector<float>> &values =
+          held.emplace_back(exec->readPersistent(p->name()->str()));
       if (!values.ok())
         return values.status();
       TensorSlice slice;
@@ -298,17 +295,17 @@ absl::Status Trainer::save(const std::string &dir) {
       slice.dtype = DType::F32;
       slice.globalShape.assign(p->global_shape()->begin(),
                                p->global_shape()->end());
-      slice.offsets = cpu.sliceOffsets(*p);
+      slice.offsets = exec->sliceOffsets(*p);
       std::vector<int64_t> local = shapeOf(*program.values()->Get(p->value()));
       slice.sizes = sizesInside(*p, slice.offsets, local);
-      slice.data = *values;
+      slice.data = values->data();
       if (volume(slice.sizes) == 0)
         continue; // all padding
       if (slice.sizes != local) {
         std::vector<float> &inside = packed.emplace_back(volume(slice.sizes));
         std::vector<int64_t> origin(local.size(), 0);
-        copyBox(*values, local, origin, inside.data(), slice.sizes, origin,
-                slice.sizes, sizeof(float));
+        copyBox(values->data(), local, origin, inside.data(), slice.sizes,
+                origin, slice.sizes, sizeof(float));
         slice.data = inside.data();
       }
       slices.push_back(std::move(slice));
@@ -335,21 +332,22 @@ absl::Status Trainer::save(const std::string &dir) {
 }
 
 absl::Status Trainer::load(const std::string &dir) {
-  std::vector<std::pair<float *, std::vector<float>>> restored;
+  std::vector<std::pair<std::string, std::vector<float>>> restored;
   absl::StatusOr<CheckpointInfo> info = read(dir, restored);
   // Every rank changes its tensors only when every rank could read them.
   if (absl::Status status = communicator->agree(info.status()); !status.ok())
     return status;
-  for (auto &[target, values] : restored)
-    std::memcpy(target, values.data(), values.size() * sizeof(float));
+  for (auto &[name, values] : restored)
+    if (absl::Status status = exec->writePersistent(name, values); !status.ok())
+      return status;
   completed = info->step;
   consumed = info->dataPosition;
   return absl::OkStatus();
 }
 
-absl::StatusOr<CheckpointInfo>
-Trainer::read(const std::string &dir,
-              std::vector<std::pair<float *, std::vector<float>>> &restored) {
+absl::StatusOr<CheckpointInfo> Trainer::read(
+    const std::string &dir,
+    std::vector<std::pair<std::string, std::vector<float>>> &restored) {
   absl::StatusOr<CheckpointReader> reader = CheckpointReader::open(dir);
   if (!reader.ok())
     return reader.status();
@@ -374,14 +372,14 @@ Trainer::read(const std::string &dir,
       return refuse(absl::StrCat("it holds tensor '", name,
                                  "', which the plan does not have"));
   // Read everything before changing anything.
-  const plan::Program &program = cpu.programOf();
+  const plan::Program &program = exec->programOf();
   if (program.persistent())
     for (const plan::Persistent *p : *program.persistent()) {
       if (!checkpointed(*p))
         continue;
       std::vector<int64_t> global(p->global_shape()->begin(),
                                   p->global_shape()->end());
-      std::vector<int64_t> offsets = cpu.sliceOffsets(*p);
+      std::vector<int64_t> offsets = exec->sliceOffsets(*p);
       std::vector<int64_t> local = shapeOf(*program.values()->Get(p->value()));
       // A padded tensor reads what lies inside its global shape; its
       // padding stays zero.
@@ -397,10 +395,7 @@ Trainer::read(const std::string &dir,
       std::vector<int64_t> origin(local.size(), 0);
       copyBox(inside.data(), sizes, origin, values.data(), local, origin, sizes,
               sizeof(float));
-      absl::StatusOr<float *> target = cpu.persistent(p->name()->str());
-      if (!target.ok())
-        return target.status();
-      restored.emplace_back(*target, std::move(values));
+      restored.emplace_back(p->name()->str(), std::move(values));
     }
   return reader->info();
 }

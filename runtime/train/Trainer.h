@@ -2,10 +2,11 @@
 //-*-===//
 //
 // The training loop of one rank, without the tool around it: a trainer owns
-// the CPU executor of pipeline rank 0 and a sampler over a token corpus, and
-// runs optimizer steps by walking the program's step (Program.step): before
-// each call it fills the function's Tokens and Labels arguments with the
-// call's microbatch, then it runs the function and keeps its named results.
+// the executor (on the CPU or a GPU) of its pipeline rank and a sampler over a
+// token corpus, and runs optimizer steps by walking the program's step
+// (Program.step): before each call it fills the function's Tokens and Labels
+// arguments with the call's microbatch, then it runs the function and keeps its
+// named results.
 //
 // Steps count from 1, as the optimizer's own counter does: the apply step
 // increments the state "optimizer.step" from 0 and schedules the learning
@@ -41,7 +42,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/comm/Comm.h"
 #include "runtime/data/TokenFile.h"
-#include "runtime/executor/CpuExecutor.h"
+#include "runtime/executor/Backends.h"
 #include "runtime/plan/Plan.h"
 
 #include "absl/status/status.h"
@@ -72,6 +73,8 @@ struct TrainerOptions {
   Communicator *communicator = nullptr;
   /// See ExecutorOptions::overlapCollectives.
   bool overlapCollectives = true;
+  /// The backend the steps run on (the CPU by default).
+  DeviceOptions device;
 };
 
 /// A span of time for a timeline (Chrome trace "complete" event).
@@ -144,7 +147,7 @@ public:
   /// every rank or an error on every rank.
   absl::Status load(const std::string &dir);
 
-  CpuExecutor &executor() { return cpu; }
+  Executor &executor() { return *exec; }
   /// This rank's data-parallel index and the replica count.
   int64_t dataParallelRank() const { return dpRank; }
   int64_t dataParallelSize() const { return dpSize; }
@@ -159,21 +162,22 @@ private:
   };
   static std::vector<CallLabel> labelCalls(const plan::Program &program);
 
-  Trainer(const LoadedPlan &plan, Sampler sampler, CpuExecutor cpu,
+  Trainer(const LoadedPlan &plan, Sampler sampler,
+          std::unique_ptr<Executor> exec,
           std::unique_ptr<Communicator> ownCommunicator,
           const TrainerOptions &options);
 
   /// Whether this rank is the one that saves its slice of `p`.
   bool savesSlice(const plan::Persistent &p) const;
   /// Reads this rank's slices from the latest checkpoint of `dir` into
-  /// `restored` (target, values), checking that it fits the plan.
+  /// `restored` (tensor name, values), checking that it fits the plan.
   absl::StatusOr<CheckpointInfo>
   read(const std::string &dir,
-       std::vector<std::pair<float *, std::vector<float>>> &restored);
+       std::vector<std::pair<std::string, std::vector<float>>> &restored);
 
   const LoadedPlan *plan;
   Sampler sampler;
-  CpuExecutor cpu;
+  std::unique_ptr<Executor> exec;
   /// options.communicator, or a world of one rank.
   std::unique_ptr<Communicator> ownCommunicator;
   Communicator *communicator;

@@ -94,6 +94,14 @@ ABSL_FLAG(std::string, load, "",
           "Resume from the latest checkpoint in folder DIR");
 ABSL_FLAG(std::string, token_width, "u16",
           "Width of the corpus's token ids: u16 or u32");
+ABSL_FLAG(std::string, device, "cpu",
+          "Backend the steps run on: cpu, or cuda (a GPU per rank: the "
+          "rank's local rank modulo the node's GPUs, unless --cuda-device)");
+ABSL_FLAG(std::optional<int>, cuda_device, std::nullopt,
+          "With --device=cuda: run every rank on GPU N");
+ABSL_FLAG(bool, tf32, false,
+          "With --device=cuda: f32 matrix products on TF32 tensor cores "
+          "(faster; no longer within 1e-5 of the CPU)");
 
 using namespace triad::rt;
 namespace plan = triad::plan;
@@ -418,6 +426,21 @@ int main(int argc, char **argv) {
   std::string width = absl::GetFlag(FLAGS_token_width);
   std::optional<double> lr = absl::GetFlag(FLAGS_lr);
   std::optional<uint64_t> seedFlag = absl::GetFlag(FLAGS_seed);
+  std::optional<int> cudaDevice = absl::GetFlag(FLAGS_cuda_device);
+  bool tf32 = absl::GetFlag(FLAGS_tf32);
+  absl::StatusOr<Backend> backend = parseBackend(absl::GetFlag(FLAGS_device));
+  if (!backend.ok())
+    tool.fail(absl::StrCat("--device: ", backend.status().message()));
+  if (!backendBuilt(*backend))
+    tool.fail(absl::StrCat("--device=", backendName(*backend),
+                           ": this triad-run was built without the CUDA "
+                           "backend (the CUDA toolkit was not found)"));
+  if (*backend != Backend::Cuda && (cudaDevice || tf32))
+    tool.fail(absl::StrCat(cudaDevice ? "--cuda-device" : "--tf32",
+                           " needs --device=cuda"));
+  if (cudaDevice && *cudaDevice < 0)
+    tool.fail(
+        absl::StrCat("--cuda-device must be 0 or more, got ", *cudaDevice));
   if (positional.size() != 2)
     tool.fail(positional.size() < 2
                   ? "give the plan file to run (triad-run PLAN --data FILE "
@@ -505,6 +528,9 @@ int main(int argc, char **argv) {
   options.learningRate = lr;
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
   options.communicator = tool.comm.get();
+  options.device.backend = *backend;
+  options.device.cudaDevice = cudaDevice.value_or(-1);
+  options.device.allowTf32 = tf32;
   absl::StatusOr<Trainer> trainer = Trainer::create(*loaded, *data, options);
   tool.failIfAny(trainer.status());
   if (!loadDir.empty())
@@ -555,7 +581,8 @@ int main(int argc, char **argv) {
                                     firstStep - 1, ", training steps ",
                                     firstStep, "..", steps),
       ", seed ", seed,
-      lr ? absl::StrFormat(", peak lr %.3g", *lr) : std::string()));
+      lr ? absl::StrFormat(", peak lr %.3g", *lr) : std::string(), ", on ",
+      *backend == Backend::Cuda ? (tf32 ? "cuda (tf32)" : "cuda") : "cpu"));
 
   double arenaBytes =
       static_cast<double>(trainer->executor().programOf().arena_bytes());

@@ -11,6 +11,7 @@
 
 #include "runtime/kernels/cuda/CudaKernels.h"
 
+#include "runtime/kernels/StepMath.h"
 #include "runtime/kernels/cuda/CudaCheck.h"
 
 #include <cuda_bf16.h>
@@ -218,10 +219,107 @@ template <> __device__ float convert(__nv_bfloat16 x) {
   return __bfloat162float(x);
 }
 template <> __device__ float convert(__half x) { return __half2float(x); }
+template <> __device__ int32_t convert(float x) {
+  return static_cast<int32_t>(x); // toward zero, as std::trunc
+}
+template <> __device__ float convert(int32_t x) {
+  return static_cast<float>(x);
+}
 
 template <typename From, typename To>
 __global__ void castKernel(const From *x, To *out, int64_t count) {
   TRIAD_GRID_STRIDE(i, count) out[i] = convert<From, To>(x[i]);
+}
+
+//===----------------------------------------------------------------------===//
+// Layout kernels
+//===----------------------------------------------------------------------===//
+
+__global__ void stridedCopyKernel(const uint32_t *x, uint32_t *out,
+                                  StridedCopy copy, int64_t count) {
+  TRIAD_GRID_STRIDE(i, count) {
+    int64_t rest = i, from = 0, to = copy.outOffset;
+    bool inside = true;
+    for (int d = copy.rank - 1; d >= 0; --d) {
+      int64_t c = rest % copy.shape[d];
+      rest /= copy.shape[d];
+      int64_t source = c + copy.shift[d];
+      inside = inside && source >= 0 && source < copy.bound[d];
+      from += source * copy.xStrides[d];
+      to += c * copy.outStrides[d];
+    }
+    out[to] = inside ? x[from] : 0u;
+  }
+}
+
+/// The dimensions of a Sum: the kept ones (one output coordinate each) and
+/// the summed ones, with their sizes and x strides.
+struct SumLayout {
+  int kept = 0, summed = 0;
+  int64_t keptSize[kMaxRank], keptStride[kMaxRank];
+  int64_t summedSize[kMaxRank], summedStride[kMaxRank];
+  int64_t summedCount = 1;
+};
+
+__global__ void reduceSumKernel(const float *x, float *out, SumLayout layout,
+                                int64_t count, double factor) {
+  TRIAD_GRID_STRIDE(i, count) {
+    int64_t rest = i, base = 0;
+    for (int d = layout.kept - 1; d >= 0; --d) {
+      base += rest % layout.keptSize[d] * layout.keptStride[d];
+      rest /= layout.keptSize[d];
+    }
+    double sum = 0.0;
+    for (int64_t r = 0; r < layout.summedCount; ++r) {
+      int64_t left = r, offset = base;
+      for (int d = layout.summed - 1; d >= 0; --d) {
+        offset += left % layout.summedSize[d] * layout.summedStride[d];
+        left /= layout.summedSize[d];
+      }
+      sum += x[offset];
+    }
+    out[i] = static_cast<float>(sum * factor);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Device scalars
+//===----------------------------------------------------------------------===//
+
+__global__ void selectKernel(const float *flag, const float *a, const float *b,
+                             float *out, int64_t count) {
+  const float *chosen = *flag != 0.0f ? a : b;
+  TRIAD_GRID_STRIDE(i, count) out[i] = chosen[i];
+}
+
+__global__ void learningRateKernel(const float *step, double peak, double floor,
+                                   int64_t warmup, int64_t decay, float *out) {
+  out[0] = stepmath::learningRate(step[0], peak, floor, warmup, decay);
+}
+
+__global__ void clipCoefficientKernel(const float *sumSquares, double maxNorm,
+                                      float *coefficient, float *norm) {
+  stepmath::Clip clip = stepmath::clipCoefficient(sumSquares[0], maxNorm);
+  coefficient[0] = clip.coefficient;
+  norm[0] = clip.norm;
+}
+
+__global__ void lossScaleUpdateKernel(const float *sumSquares,
+                                      const float *scale, const float *good,
+                                      double growth, double backoff,
+                                      int64_t interval, float *skip,
+                                      float *nextScale, float *nextGood,
+                                      float *inverse) {
+  stepmath::LossScale next = stepmath::lossScaleUpdate(
+      sumSquares[0], scale[0], good[0], growth, backoff, interval);
+  skip[0] = next.skip;
+  nextScale[0] = next.scale;
+  nextGood[0] = next.goodSteps;
+  inverse[0] = next.inverse;
+}
+
+__global__ void reciprocalKernel(const float *x, float *out) {
+  out[0] = stepmath::reciprocal(x[0]);
 }
 
 /// out = act(x [+ bias]) [* other] or, with `derivative`, act'(x [+ bias])
@@ -769,8 +867,14 @@ absl::Status cast(CudaContext &context, const void *x, DType from, void *out,
   if (from == DType::F16 && to == DType::F32)
     TRIAD_LAUNCH_ELEMENTWISE((castKernel<__half, float>), count,
                              static_cast<const __half *>(x), f32Out, count);
+  if (from == DType::F32 && to == DType::I32)
+    TRIAD_LAUNCH_ELEMENTWISE((castKernel<float, int32_t>), count, f32In,
+                             static_cast<int32_t *>(out), count);
+  if (from == DType::I32 && to == DType::F32)
+    TRIAD_LAUNCH_ELEMENTWISE((castKernel<int32_t, float>), count,
+                             static_cast<const int32_t *>(x), f32Out, count);
   return absl::UnimplementedError(
-      "cast: only f32 to and from bf16 and f16 (and f32 to f32)");
+      "cast: only f32 to and from bf16, f16 and i32 (and f32 to f32)");
 }
 
 absl::Status activation(CudaContext &context, Activation kind, const float *x,
@@ -1021,6 +1125,100 @@ absl::Status adamw(CudaContext &context,
                 context.stream()>>>(device->tensors, device->chunks, lr, step,
                                     coefficient, hyper);
   TRIAD_CUDA_CHECK_LAUNCH("adamwKernel");
+  return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// Layout
+//===----------------------------------------------------------------------===//
+
+absl::Status stridedCopy(CudaContext &context, const void *x, void *out,
+                         const StridedCopy &copy) {
+  if (copy.rank < 0 || copy.rank > kMaxRank)
+    return absl::InvalidArgumentError(
+        "stridedCopy: more dimensions than kMaxRank");
+  int64_t count = 1;
+  for (int d = 0; d < copy.rank; ++d)
+    count *= copy.shape[d];
+  TRIAD_LAUNCH_ELEMENTWISE(stridedCopyKernel, count,
+                           static_cast<const uint32_t *>(x),
+                           static_cast<uint32_t *>(out), copy, count);
+}
+
+absl::Status reduceSum(CudaContext &context, const float *x,
+                       const std::vector<int64_t> &xShape, float *out,
+                       const std::vector<int64_t> &outShape, double factor) {
+  if (xShape.size() > static_cast<size_t>(kMaxRank) ||
+      outShape.size() > xShape.size())
+    return absl::InvalidArgumentError(
+        "reduceSum: the result must have no more dimensions than x, and x "
+        "at most kMaxRank");
+  size_t lead = xShape.size() - outShape.size();
+  std::vector<int64_t> strides(xShape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(xShape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * xShape[d + 1];
+  SumLayout layout;
+  int64_t count = 1;
+  for (size_t d = 0; d < xShape.size(); ++d) {
+    bool kept = d >= lead && outShape[d - lead] != 1;
+    if (kept && outShape[d - lead] != xShape[d])
+      return absl::InvalidArgumentError(
+          "reduceSum: a kept dimension differs from x's");
+    if (kept) {
+      layout.keptSize[layout.kept] = xShape[d];
+      layout.keptStride[layout.kept++] = strides[d];
+      count *= xShape[d];
+    } else {
+      layout.summedSize[layout.summed] = xShape[d];
+      layout.summedStride[layout.summed++] = strides[d];
+      layout.summedCount *= xShape[d];
+    }
+  }
+  TRIAD_LAUNCH_ELEMENTWISE(reduceSumKernel, count, x, out, layout, count,
+                           factor);
+}
+
+//===----------------------------------------------------------------------===//
+// Device scalars
+//===----------------------------------------------------------------------===//
+
+absl::Status select(CudaContext &context, const float *flag, const float *a,
+                    const float *b, float *out, int64_t count) {
+  TRIAD_LAUNCH_ELEMENTWISE(selectKernel, count, flag, a, b, out, count);
+}
+
+absl::Status learningRate(CudaContext &context, const float *step, double peak,
+                          double floor, int64_t warmup, int64_t decay,
+                          float *out) {
+  learningRateKernel<<<1, 1, 0, context.stream()>>>(step, peak, floor, warmup,
+                                                    decay, out);
+  TRIAD_CUDA_CHECK_LAUNCH("learningRateKernel");
+  return absl::OkStatus();
+}
+
+absl::Status clipCoefficient(CudaContext &context, const float *sumSquares,
+                             double maxNorm, float *coefficient, float *norm) {
+  clipCoefficientKernel<<<1, 1, 0, context.stream()>>>(sumSquares, maxNorm,
+                                                       coefficient, norm);
+  TRIAD_CUDA_CHECK_LAUNCH("clipCoefficientKernel");
+  return absl::OkStatus();
+}
+
+absl::Status lossScaleUpdate(CudaContext &context, const float *sumSquares,
+                             const float *scale, const float *good,
+                             double growth, double backoff, int64_t interval,
+                             float *skip, float *nextScale, float *nextGood,
+                             float *inverse) {
+  lossScaleUpdateKernel<<<1, 1, 0, context.stream()>>>(
+      sumSquares, scale, good, growth, backoff, interval, skip, nextScale,
+      nextGood, inverse);
+  TRIAD_CUDA_CHECK_LAUNCH("lossScaleUpdateKernel");
+  return absl::OkStatus();
+}
+
+absl::Status reciprocal(CudaContext &context, const float *x, float *out) {
+  reciprocalKernel<<<1, 1, 0, context.stream()>>>(x, out);
+  TRIAD_CUDA_CHECK_LAUNCH("reciprocalKernel");
   return absl::OkStatus();
 }
 

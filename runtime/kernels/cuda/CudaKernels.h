@@ -34,8 +34,9 @@ namespace triad::rt::cuda {
 /// The same activations as the CPU backend (the plan's kind numbers).
 using Activation = cpu::Activation;
 
-/// Element types of matrix-product operands and casts.
-enum class DType { F32, BF16, F16 };
+/// Element types of matrix-product operands and casts (I32: token ids,
+/// casts only).
+enum class DType { F32, BF16, F16, I32 };
 
 //===----------------------------------------------------------------------===//
 // Matrix products (cuBLASLt; CudaMatmul.cpp)
@@ -90,7 +91,8 @@ absl::Status scaleBy(CudaContext &context, const float *x, const float *factor,
 absl::Status accumulate(CudaContext &context, float *acc, const float *x,
                         const float *weight, int64_t count);
 absl::Status fill(CudaContext &context, float *out, float value, int64_t count);
-/// out = (to) x, rounding to nearest even.
+/// out = (to) x: floats round to nearest even, f32 to i32 truncates toward
+/// zero (as the CPU's Cast).
 absl::Status cast(CudaContext &context, const void *x, DType from, void *out,
                   DType to, int64_t count);
 
@@ -120,6 +122,67 @@ absl::Status biasActivationGrad(CudaContext &context, Activation kind,
                                 const float *x, const float *bias,
                                 const float *dy, float *dx, float *dbias,
                                 int64_t rows, int64_t width);
+
+//===----------------------------------------------------------------------===//
+// Layout: strided copies and reductions of 4-byte elements (f32 or i32)
+//===----------------------------------------------------------------------===//
+
+/// The most dimensions a strided copy or a sum handles.
+constexpr int kMaxRank = 8;
+
+/// A copy over the coordinates c of `shape`: out[outOffset + sum(c[d] *
+/// outStrides[d])] = x[sum((c[d] + shift[d]) * xStrides[d])], or 0 where
+/// some c[d] + shift[d] lies outside [0, bound[d]). It expresses the plan's
+/// transpose (permuted strides), slice (shifts), pad (negative shifts and
+/// bounds), broadcast (zero strides) and each part of a concat (an offset
+/// into the result). Sizes, strides and shifts count elements.
+struct StridedCopy {
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t xStrides[kMaxRank] = {};
+  int64_t shift[kMaxRank] = {};
+  int64_t bound[kMaxRank] = {};
+  int64_t outStrides[kMaxRank] = {};
+  int64_t outOffset = 0;
+};
+
+/// The copy `copy` of 4-byte elements; InvalidArgument beyond kMaxRank
+/// dimensions.
+absl::Status stridedCopy(CudaContext &context, const void *x, void *out,
+                         const StridedCopy &copy);
+
+/// out = factor * x summed to `outShape` (the plan's Sum: the adjoint of a
+/// broadcast, `outShape` aligned with x's trailing dimensions, a size of 1
+/// where x is summed). Each output element adds its x elements in x's
+/// row-major order in double, as the CPU does, so the two agree exactly.
+absl::Status reduceSum(CudaContext &context, const float *x,
+                       const std::vector<int64_t> &xShape, float *out,
+                       const std::vector<int64_t> &outShape, double factor);
+
+//===----------------------------------------------------------------------===//
+// Device scalars of the optimizer step (runtime/kernels/StepMath.h)
+//===----------------------------------------------------------------------===//
+
+/// out = flag[0] != 0 ? a : b, `count` elements (out may be a or b).
+absl::Status select(CudaContext &context, const float *flag, const float *a,
+                    const float *b, float *out, int64_t count);
+/// out[0] = stepmath::learningRate(step[0], peak, floor, warmup, decay).
+absl::Status learningRate(CudaContext &context, const float *step, double peak,
+                          double floor, int64_t warmup, int64_t decay,
+                          float *out);
+/// coefficient[0], norm[0] = stepmath::clipCoefficient(sumSquares[0],
+/// maxNorm).
+absl::Status clipCoefficient(CudaContext &context, const float *sumSquares,
+                             double maxNorm, float *coefficient, float *norm);
+/// stepmath::lossScaleUpdate of the device scalars into skip, nextScale,
+/// nextGood and inverse (which may be the inputs: all are read first).
+absl::Status lossScaleUpdate(CudaContext &context, const float *sumSquares,
+                             const float *scale, const float *good,
+                             double growth, double backoff, int64_t interval,
+                             float *skip, float *nextScale, float *nextGood,
+                             float *inverse);
+/// out[0] = stepmath::reciprocal(x[0]).
+absl::Status reciprocal(CudaContext &context, const float *x, float *out);
 
 //===----------------------------------------------------------------------===//
 // Normalization

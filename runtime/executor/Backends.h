@@ -1,0 +1,53 @@
+//===- Backends.h - an executor for a backend named at run time --*- C++
+//-*-===//
+//
+// The one place that knows which backends this build of the runtime has:
+// the CPU always, CUDA where the toolkit was found when it was built. A
+// tool or the trainer names the backend (`--device=cpu|cuda`) and gets an
+// Executor; asking for CUDA from a build without it is an error that says
+// so, not a silent fall back to the CPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_RUNTIME_EXECUTOR_BACKENDS_H
+#define TRIAD_RUNTIME_EXECUTOR_BACKENDS_H
+
+#include "runtime/executor/Executor.h"
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+#include <memory>
+
+namespace triad::rt {
+
+enum class Backend { Cpu, Cuda };
+
+/// "cpu" or "cuda".
+const char *backendName(Backend backend);
+/// The backend named `name` ("cpu" or "cuda"), or InvalidArgument.
+absl::StatusOr<Backend> parseBackend(absl::string_view name);
+/// Whether this build has the backend (the CUDA one needs the toolkit at
+/// build time; a GPU is checked only when an executor is created).
+bool backendBuilt(Backend backend);
+
+struct DeviceOptions {
+  Backend backend = Backend::Cpu;
+  /// CUDA: the device ordinal, or -1 for the rank's local rank (on its
+  /// node) modulo the node's GPUs, so that ranks spread over the GPUs and
+  /// several ranks may share one.
+  int cudaDevice = -1;
+  /// CUDA: f32 matrix products on TF32 tensor cores (faster, no longer
+  /// within 1e-5 of the CPU).
+  bool allowTf32 = false;
+};
+
+/// The executor of `pipelineRank`'s program on `device` (see
+/// CpuExecutor::create and CudaExecutor::create).
+absl::StatusOr<std::unique_ptr<Executor>>
+createExecutor(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
+               const ExecutorOptions &options, const DeviceOptions &device);
+
+} // namespace triad::rt
+
+#endif // TRIAD_RUNTIME_EXECUTOR_BACKENDS_H

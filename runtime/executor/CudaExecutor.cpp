@@ -1,0 +1,466 @@
+//===- CudaExecutor.cpp - runs a verified plan program on a GPU -----------===//
+//
+// One case per plan op code, mapping the instruction's values and
+// attributes (as Plan.cpp checks them) onto the CUDA kernels, the same way
+// CpuExecutor.cpp maps them onto the CPU kernels. The shape manipulations
+// are strided copies (cuda::stridedCopy) and sums (cuda::reduceSum); the
+// optimizer's scalars stay on the device (runtime/kernels/StepMath.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/executor/CudaExecutor.h"
+
+#include "runtime/kernels/cuda/CudaAttention.h"
+#include "runtime/kernels/cuda/CudaCheck.h"
+#include "runtime/kernels/cuda/CudaKernels.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace triad::rt {
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+/// A strided copy over `shape` (the result's, or a concat part's), reading
+/// x with `xStrides` and writing row-major `outShape`.
+absl::StatusOr<cuda::StridedCopy>
+copyOver(const Shape &shape, const Shape &xStrides, const Shape &outShape) {
+  if (shape.size() > static_cast<size_t>(cuda::kMaxRank))
+    return absl::UnimplementedError(
+        absl::StrCat("the CUDA backend copies tensors of at most ",
+                     cuda::kMaxRank, " dimensions, not ", shape.size()));
+  cuda::StridedCopy copy;
+  copy.rank = static_cast<int>(shape.size());
+  Shape outStrides = rowMajorStrides(outShape);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    copy.shape[d] = shape[d];
+    copy.xStrides[d] = xStrides[d];
+    copy.bound[d] = std::numeric_limits<int64_t>::max();
+    copy.outStrides[d] = outStrides[d];
+  }
+  return copy;
+}
+
+} // namespace
+
+absl::StatusOr<std::unique_ptr<CudaExecutor>>
+CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
+                     uint64_t seed, ExecutorOptions options,
+                     cuda::ContextOptions contextOptions) {
+  absl::StatusOr<const plan::Program *> program =
+      findProgram(plan, pipelineRank, options, "CUDA");
+  if (!program.ok())
+    return program.status();
+  std::unique_ptr<CudaExecutor> executor(
+      new CudaExecutor(plan, **program, options));
+  if (absl::Status status = executor->connect(); !status.ok())
+    return status;
+  absl::StatusOr<std::unique_ptr<cuda::CudaContext>> context =
+      cuda::CudaContext::create(contextOptions);
+  if (!context.ok())
+    return context.status();
+  executor->gpu = std::move(*context);
+  size_t bytes = std::max<uint64_t>((*program)->arena_bytes(), 256);
+  absl::StatusOr<cuda::DeviceBuffer> arena =
+      cuda::DeviceBuffer::allocate(bytes);
+  if (!arena.ok())
+    return absl::Status(
+        arena.status().code(),
+        absl::StrCat("cannot allocate the program's arena of ", bytes,
+                     " bytes on the GPU: ", arena.status().message()));
+  executor->arena = std::move(*arena);
+  TRIAD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(executor->arena.data(), 0, bytes,
+                                             executor->gpu->stream()));
+  executor->seed = seed;
+  if ((*program)->persistent())
+    for (const plan::Persistent *p : *(*program)->persistent()) {
+      std::vector<float> initial(static_cast<size_t>(
+          elementCount(shapeOf(executor->value(p->value())))));
+      if (absl::Status status = executor->initialValues(*p, initial.data());
+          !status.ok())
+        return status;
+      if (absl::Status status = executor->gpu->copyToDevice(
+              executor->address(p->value()), initial.data(),
+              initial.size() * sizeof(float));
+          !status.ok())
+        return status;
+    }
+  if (absl::Status status = executor->gpu->synchronize(); !status.ok())
+    return status;
+  return executor;
+}
+
+void *CudaExecutor::address(uint32_t index) const {
+  return arena.as<std::byte>() + value(index).region()->offset();
+}
+
+absl::Status CudaExecutor::writeValue(uint32_t index, const HostTensor &arg) {
+  int64_t n = elementCount(shapeOf(value(index)));
+  const void *source = value(index).dtype() == plan::DType::F32
+                           ? static_cast<const void *>(arg.floats.data())
+                           : static_cast<const void *>(arg.ints.data());
+  return gpu->copyToDevice(address(index), source, 4 * n);
+}
+
+absl::Status CudaExecutor::readValue(uint32_t index, HostTensor &result) {
+  int64_t n = elementCount(result.shape);
+  void *target;
+  if (result.dtype == plan::DType::F32) {
+    result.floats.resize(n);
+    target = result.floats.data();
+  } else {
+    result.ints.resize(n);
+    target = result.ints.data();
+  }
+  return gpu->copyToHost(target, address(index), 4 * n);
+}
+
+absl::Status CudaExecutor::settle(bool) { return gpu->synchronize(); }
+
+absl::Status CudaExecutor::copyValue(uint32_t from, uint32_t to,
+                                     int64_t bytes) {
+  if (from == to || bytes == 0)
+    return absl::OkStatus();
+  TRIAD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(address(to), address(from), bytes,
+                                             cudaMemcpyDeviceToDevice,
+                                             gpu->stream()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::startCollective(const plan::Instr &instr,
+                                           size_t index) {
+  // Staged through the host: the MPI communicator moves host memory. The
+  // collective completes here (the GPU cannot run ahead of data it has not
+  // received), so it does not overlap the instructions after it.
+  uint32_t x = instr.inputs()->Get(0), out = instr.outputs()->Get(0);
+  int64_t xCount = elementCount(shapeOf(value(x))),
+          outCount = elementCount(shapeOf(value(out)));
+  stagedX.resize(std::max<int64_t>(xCount, 1));
+  stagedOut.resize(std::max<int64_t>(outCount, 1));
+  if (absl::Status status =
+          gpu->copyToHost(stagedX.data(), address(x), 4 * xCount);
+      !status.ok())
+    return status;
+  if (absl::Status status =
+          runCollective(*communicator, describeCollective(instr, stagedX.data(),
+                                                          stagedOut.data()));
+      !status.ok())
+    return status;
+  return gpu->copyToDevice(address(out), stagedOut.data(), 4 * outCount);
+}
+
+absl::Status CudaExecutor::startTransfer(const plan::Instr &instr,
+                                         size_t index) {
+  Transfer t = describeTransfer(instr);
+  stagedX.resize(std::max<int64_t>(t.elements, 1));
+  if (t.send) {
+    if (absl::Status status =
+            gpu->copyToHost(stagedX.data(), address(t.data), 4 * t.elements);
+        !status.ok())
+      return status;
+    absl::StatusOr<std::unique_ptr<CommRequest>> request =
+        communicator->startSend(stagedX.data(), t.elements, t.peer, t.tag);
+    if (!request.ok())
+      return request.status();
+    return (*request)->wait();
+  }
+  absl::StatusOr<std::unique_ptr<CommRequest>> request =
+      communicator->startRecv(stagedX.data(), t.elements, t.peer, t.tag);
+  if (!request.ok())
+    return request.status();
+  if (absl::Status status = (*request)->wait(); !status.ok())
+    return status;
+  return gpu->copyToDevice(address(t.data), stagedX.data(), 4 * t.elements);
+}
+
+absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
+  cuda::CudaContext &ctx = *gpu;
+  auto in = [&](size_t i) { return instr.inputs()->Get(i); };
+  auto out = [&](size_t i) { return instr.outputs()->Get(i); };
+  auto intAt = [&](size_t i) { return instr.ints()->Get(i); };
+  auto floatAt = [&](size_t i) { return instr.floats()->Get(i); };
+  auto shape = [&](uint32_t index) { return shapeOf(value(index)); };
+  auto n = [&](uint32_t index) { return elementCount(shape(index)); };
+  auto strided = [&](uint32_t x, uint32_t target,
+                     const absl::StatusOr<cuda::StridedCopy> &copy) {
+    if (!copy.ok())
+      return copy.status();
+    return cuda::stridedCopy(ctx, address(x), address(target), *copy);
+  };
+
+  switch (instr.op()) {
+  case plan::OpCode::Embedding: {
+    Shape table = shape(in(1));
+    int64_t firstRow = 0, vocab = table[0];
+    if (instr.ints() && instr.ints()->size() == 1) {
+      GroupPosition position = groupPosition(
+          plan->root(), static_cast<uint32_t>(intAt(0)), meshPosition);
+      firstRow = position.member * table[0];
+      vocab = position.size * table[0];
+    }
+    return cuda::embedding(ctx, i32(in(0)), f32(in(1)), f32(out(0)), n(in(0)),
+                           table[0], table[1], firstRow, vocab);
+  }
+  case plan::OpCode::EmbeddingGrad: {
+    Shape table = shape(out(0));
+    if (absl::Status s = cuda::fill(ctx, f32(out(0)), 0.0f, n(out(0))); !s.ok())
+      return s;
+    return cuda::embeddingGradAccumulate(
+        ctx, i32(in(0)), f32(in(1)), f32(out(0)), n(in(0)), table[0], table[1]);
+  }
+  case plan::OpCode::Matmul: {
+    Shape a = shape(in(0)), b = shape(in(1));
+    bool ta = intAt(0) != 0, tb = intAt(1) != 0;
+    size_t r = a.size();
+    cuda::MatmulShape s;
+    s.m = ta ? a[r - 1] : a[r - 2];
+    s.k = ta ? a[r - 2] : a[r - 1];
+    s.n = tb ? b[b.size() - 2] : b[b.size() - 1];
+    s.batch = elementCount(Shape(a.begin(), a.end() - 2));
+    s.transposeA = ta;
+    s.transposeB = tb;
+    s.rhsBatched = b.size() == r && r > 2;
+    return cuda::matmul(ctx, f32(in(0)), f32(in(1)), f32(out(0)), s);
+  }
+  case plan::OpCode::Add:
+    return cuda::addBroadcast(ctx, f32(in(0)), f32(in(1)), f32(out(0)),
+                              n(out(0)), n(in(1)));
+  case plan::OpCode::Mul:
+    return cuda::mul(ctx, f32(in(0)), f32(in(1)), f32(out(0)), n(out(0)));
+  case plan::OpCode::Scale:
+    return cuda::scale(ctx, f32(in(0)), static_cast<float>(floatAt(0)),
+                       f32(out(0)), n(out(0)));
+  case plan::OpCode::Activation:
+    return cuda::activation(ctx, activationOf(intAt(0)), f32(in(0)),
+                            f32(out(0)), n(out(0)));
+  case plan::OpCode::ActivationGrad:
+    return cuda::activationGrad(ctx, activationOf(intAt(0)), f32(in(0)),
+                                f32(in(1)), f32(out(0)), n(out(0)));
+  case plan::OpCode::Gated:
+    return cuda::gated(ctx, activationOf(intAt(0)), f32(in(0)), f32(in(1)),
+                       f32(out(0)), n(out(0)));
+  case plan::OpCode::LayerNorm:
+  case plan::OpCode::RmsNorm: {
+    Shape x = shape(in(0));
+    int64_t width = x.back(), rows = elementCount(x) / width;
+    float epsilon = static_cast<float>(floatAt(0));
+    if (instr.op() == plan::OpCode::LayerNorm)
+      return cuda::layerNorm(ctx, f32(in(0)), f32(in(1)),
+                             instr.inputs()->size() == 3 ? f32(in(2)) : nullptr,
+                             f32(out(0)), rows, width, epsilon);
+    return cuda::rmsNorm(ctx, f32(in(0)), f32(in(1)), f32(out(0)), rows, width,
+                         epsilon);
+  }
+  case plan::OpCode::LayerNormGrad:
+  case plan::OpCode::RmsNormGrad: {
+    Shape x = shape(in(0));
+    int64_t width = x.back(), rows = elementCount(x) / width;
+    float epsilon = static_cast<float>(floatAt(0));
+    if (absl::Status s = cuda::fill(ctx, f32(out(1)), 0.0f, width); !s.ok())
+      return s;
+    if (instr.op() == plan::OpCode::LayerNormGrad)
+      return cuda::layerNormGrad(ctx, f32(in(0)), f32(in(1)), f32(in(2)),
+                                 f32(out(0)), f32(out(1)), rows, width,
+                                 epsilon);
+    return cuda::rmsNormGrad(ctx, f32(in(0)), f32(in(1)), f32(in(2)),
+                             f32(out(0)), f32(out(1)), rows, width, epsilon);
+  }
+  case plan::OpCode::Attention:
+  case plan::OpCode::AttentionGrad: {
+    AttentionCall call = attentionCall(instr);
+    const int32_t *prefix = call.prefix ? i32(*call.prefix) : nullptr;
+    if (prefix) {
+      // Checked on the host, as the CPU backend does: a few ints.
+      std::vector<int32_t> lengths(static_cast<size_t>(call.shape.batch));
+      if (absl::Status s =
+              ctx.copyToHost(lengths.data(), prefix, 4 * lengths.size());
+          !s.ok())
+        return s;
+      if (absl::Status s = checkPrefixLengths(lengths.data(), call.shape);
+          !s.ok())
+        return s;
+    }
+    const float *slopes = call.slopes ? f32(*call.slopes) : nullptr;
+    if (instr.op() == plan::OpCode::Attention)
+      return cuda::attention(ctx, f32(in(0)), f32(in(1)), f32(in(2)), prefix,
+                             slopes, f32(out(0)), call.shape);
+    return cuda::attentionGrad(ctx, f32(in(0)), f32(in(1)), f32(in(2)), prefix,
+                               slopes, f32(call.dout), f32(out(0)), f32(out(1)),
+                               f32(out(2)), call.shape);
+  }
+  case plan::OpCode::Rope: {
+    Shape x = shape(in(0));
+    int64_t heads = intAt(0);
+    return cuda::rope(ctx, f32(in(0)), f32(out(0)), x[0], x[1], heads,
+                      x[2] / heads, intAt(1), static_cast<float>(floatAt(0)),
+                      static_cast<float>(floatAt(1)));
+  }
+  case plan::OpCode::Copy:
+    return copyValue(in(0), out(0), 4 * n(out(0)));
+  case plan::OpCode::Cast: {
+    plan::DType from = value(in(0)).dtype(), to = value(out(0)).dtype();
+    if (from == to)
+      return copyValue(in(0), out(0), 4 * n(out(0)));
+    return cuda::cast(
+        ctx, address(in(0)),
+        from == plan::DType::I32 ? cuda::DType::I32 : cuda::DType::F32,
+        address(out(0)),
+        to == plan::DType::I32 ? cuda::DType::I32 : cuda::DType::F32,
+        n(out(0)));
+  }
+  case plan::OpCode::Transpose: {
+    Shape inStrides = rowMajorStrides(shape(in(0))), xStrides;
+    for (size_t d = 0; d < inStrides.size(); ++d)
+      xStrides.push_back(inStrides[intAt(d)]);
+    return strided(in(0), out(0),
+                   copyOver(shape(out(0)), xStrides, shape(out(0))));
+  }
+  case plan::OpCode::Slice: {
+    absl::StatusOr<cuda::StridedCopy> copy =
+        copyOver(shape(out(0)), rowMajorStrides(shape(in(0))), shape(out(0)));
+    if (copy.ok())
+      for (int d = 0; d < copy->rank; ++d)
+        copy->shift[d] = intAt(d);
+    return strided(in(0), out(0), copy);
+  }
+  case plan::OpCode::Pad: {
+    Shape x = shape(in(0));
+    absl::StatusOr<cuda::StridedCopy> copy =
+        copyOver(shape(out(0)), rowMajorStrides(x), shape(out(0)));
+    if (copy.ok())
+      for (int d = 0; d < copy->rank; ++d) {
+        copy->shift[d] = -intAt(d);
+        copy->bound[d] = x[d];
+      }
+    return strided(in(0), out(0), copy);
+  }
+  case plan::OpCode::Concat: {
+    int64_t dim = intAt(0), offset = 0;
+    Shape result = shape(out(0));
+    Shape outStrides = rowMajorStrides(result);
+    for (size_t i = 0; i < instr.inputs()->size(); ++i) {
+      Shape part = shape(in(i));
+      absl::StatusOr<cuda::StridedCopy> copy =
+          copyOver(part, rowMajorStrides(part), result);
+      if (copy.ok())
+        copy->outOffset = offset * outStrides[dim];
+      if (absl::Status s = strided(in(i), out(0), copy); !s.ok())
+        return s;
+      offset += part[dim];
+    }
+    return absl::OkStatus();
+  }
+  case plan::OpCode::Broadcast: {
+    Shape x = shape(in(0)), inStrides = rowMajorStrides(x),
+          result = shape(out(0));
+    size_t lead = result.size() - x.size();
+    Shape xStrides(result.size(), 0);
+    for (size_t d = 0; d < x.size(); ++d)
+      xStrides[lead + d] = x[d] != 1 ? inStrides[d] : 0;
+    return strided(in(0), out(0), copyOver(result, xStrides, result));
+  }
+  case plan::OpCode::Sum:
+    return cuda::reduceSum(ctx, f32(in(0)), shape(in(0)), f32(out(0)),
+                           shape(out(0)), floatAt(0));
+  case plan::OpCode::Dropout:
+    return cuda::dropout(ctx, f32(in(0)), f32(out(0)), n(out(0)), floatAt(0),
+                         seed, step, static_cast<uint64_t>(intAt(0)),
+                         static_cast<uint64_t>(intAt(1)));
+  case plan::OpCode::CrossEntropy:
+  case plan::OpCode::CrossEntropyGrad: {
+    bool grad = instr.op() == plan::OpCode::CrossEntropyGrad;
+    int64_t vocab = shape(in(0)).back();
+    bool hasLse = instr.inputs()->size() == (grad ? 4u : 3u);
+    std::optional<cpu::VocabPiece> piece =
+        vocabPiece(instr, 1, vocab, hasLse ? f32(in(grad ? 3 : 2)) : nullptr);
+    const cpu::VocabPiece *pieceOrNull = piece ? &*piece : nullptr;
+    auto ignore = static_cast<int32_t>(intAt(0));
+    if (grad)
+      return cuda::crossEntropyGrad(ctx, f32(in(0)), i32(in(1)), f32(in(2)),
+                                    f32(out(0)), n(in(1)), vocab, ignore,
+                                    pieceOrNull);
+    return cuda::crossEntropy(ctx, f32(in(0)), i32(in(1)), f32(out(0)),
+                              n(in(1)), vocab, ignore, pieceOrNull);
+  }
+  case plan::OpCode::LogSumExp: {
+    int64_t columns = shape(in(0)).back();
+    std::optional<cpu::VocabPiece> piece =
+        vocabPiece(instr, 0, columns, nullptr);
+    return cuda::logSumExp(
+        ctx, f32(in(0)), f32(out(0)), n(out(0)), columns,
+        cpu::classColumns(columns, piece ? &*piece : nullptr));
+  }
+  case plan::OpCode::Fill:
+    return cuda::fill(ctx, f32(out(0)), static_cast<float>(floatAt(0)),
+                      n(out(0)));
+  case plan::OpCode::SumSquares:
+    return cuda::sumSquares(ctx, {{f32(in(0)), n(in(0))}}, f32(out(0)));
+  case plan::OpCode::ClipCoefficient:
+    return cuda::clipCoefficient(ctx, f32(in(0)), floatAt(0), f32(out(0)),
+                                 f32(out(1)));
+  case plan::OpCode::LrSchedule: {
+    auto [peak, floor] = learningRatePeakAndFloor(floatAt(0), floatAt(1));
+    return cuda::learningRate(ctx, f32(in(0)), peak, floor, intAt(0), intAt(1),
+                              f32(out(0)));
+  }
+  case plan::OpCode::AdamW: {
+    int64_t size = n(in(0));
+    // The kernel works in place: bring the inputs to the outputs first.
+    for (size_t i : {0, 2, 3})
+      if (absl::Status s = copyValue(in(i), out(i == 0 ? 0 : i - 1), 4 * size);
+          !s.ok())
+        return s;
+    cuda::AdamWHyper hyper{
+        static_cast<float>(floatAt(0)), static_cast<float>(floatAt(1)),
+        static_cast<float>(floatAt(2)), static_cast<float>(floatAt(3))};
+    return cuda::adamw(
+        ctx, {{f32(out(0)), f32(in(1)), f32(out(1)), f32(out(2)), size}},
+        f32(in(4)), f32(in(5)), f32(in(6)), hyper);
+  }
+  case plan::OpCode::Select:
+    return cuda::select(ctx, f32(in(0)), f32(in(1)), f32(in(2)), f32(out(0)),
+                        n(out(0)));
+  case plan::OpCode::LossScaleUpdate:
+    return cuda::lossScaleUpdate(ctx, f32(in(0)), f32(in(1)), f32(in(2)),
+                                 floatAt(0), floatAt(1), intAt(0), f32(out(0)),
+                                 f32(out(1)), f32(out(2)), f32(out(3)));
+  case plan::OpCode::CountValid:
+    return cuda::countValid(ctx, i32(in(0)), n(in(0)),
+                            static_cast<int32_t>(intAt(0)), f32(out(0)));
+  case plan::OpCode::Accumulate:
+    return cuda::accumulate(ctx, f32(out(0)), f32(in(1)), f32(in(2)),
+                            n(out(0)));
+  case plan::OpCode::Reciprocal:
+    return cuda::reciprocal(ctx, f32(in(0)), f32(out(0)));
+  case plan::OpCode::ScaleBy:
+    return cuda::scaleBy(ctx, f32(in(0)), f32(in(1)), f32(out(0)), n(out(0)));
+  case plan::OpCode::AllSlice: {
+    // No communication: one two-dimensional copy of this member's piece.
+    SliceView view = allSliceView(instr);
+    if (view.runBytes == 0 || view.outer == 0)
+      return absl::OkStatus();
+    TRIAD_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
+        address(out(0)), view.runBytes,
+        static_cast<std::byte *>(address(in(0))) + view.member * view.runBytes,
+        view.runBytes * view.pieces, view.runBytes, view.outer,
+        cudaMemcpyDeviceToDevice, ctx.stream()));
+    return absl::OkStatus();
+  }
+  case plan::OpCode::AllReduce:
+  case plan::OpCode::AllGather:
+  case plan::OpCode::ReduceScatter:
+  case plan::OpCode::AllToAll:
+  case plan::OpCode::Send:
+  case plan::OpCode::Recv:
+    return absl::InternalError(
+        "collectives and transfers run through startCollective and "
+        "startTransfer");
+  }
+  return absl::InternalError("unknown op code");
+}
+
+} // namespace triad::rt

@@ -1,0 +1,82 @@
+//===- CudaExecutor.h - runs a verified plan program on a GPU ----*- C++
+//-*-===//
+//
+// The CUDA backend's executor: the program's arena is one device
+// allocation, the persistent tensors are initialized on the host (the same
+// values as the CPU backend's, drawn at their global indices) and copied
+// in, and every instruction enqueues its kernel (runtime/kernels/cuda) on
+// the context's one stream. Nothing waits for the GPU inside a function
+// except where the host must see data: the arguments and results, the
+// collectives and transfers (staged through host memory for the MPI
+// communicator: a rank's device buffers go to the host, through MPI and
+// back), and the prefix lengths of a prefix-masked attention (checked on
+// the host as the CPU backend checks them).
+//
+// Data-dependent errors (a token id or a label outside the vocabulary) are
+// raised by the kernels on the device and reported when the function ends
+// (or after the instruction, when instructions are timed), not at the
+// instruction that found them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_RUNTIME_EXECUTOR_CUDAEXECUTOR_H
+#define TRIAD_RUNTIME_EXECUTOR_CUDAEXECUTOR_H
+
+#include "runtime/executor/Executor.h"
+#include "runtime/kernels/cuda/CudaContext.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace triad::rt {
+
+class CudaExecutor : public Executor {
+public:
+  /// Prepares the program of `pipelineRank` on the GPU `context` selects:
+  /// checks that the backend can run it (f32 and i32 values), allocates
+  /// its arena on the device and initializes its persistent tensors with
+  /// `seed`. Without a GPU it fails with FailedPrecondition.
+  static absl::StatusOr<std::unique_ptr<CudaExecutor>>
+  create(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
+         ExecutorOptions options = {}, cuda::ContextOptions context = {});
+
+  const char *backend() const override { return "cuda"; }
+  cuda::CudaContext &context() { return *gpu; }
+
+private:
+  CudaExecutor(const LoadedPlan &plan, const plan::Program &program,
+               ExecutorOptions options)
+      : Executor(plan, program, options) {}
+
+  absl::Status writeValue(uint32_t index, const HostTensor &arg) override;
+  absl::Status readValue(uint32_t index, HostTensor &result) override;
+  absl::Status execute(const plan::Instr &instr, uint64_t step) override;
+  absl::Status startCollective(const plan::Instr &instr, size_t index) override;
+  absl::Status startTransfer(const plan::Instr &instr, size_t index) override;
+  absl::Status settle(bool timed) override;
+
+  /// Device addresses of value `index` in the arena.
+  void *address(uint32_t index) const;
+  float *f32(uint32_t index) const {
+    return static_cast<float *>(address(index));
+  }
+  int32_t *i32(uint32_t index) const {
+    return static_cast<int32_t *>(address(index));
+  }
+  /// Copies value `from` to value `to` on the device (nothing when they
+  /// are the same value).
+  absl::Status copyValue(uint32_t from, uint32_t to, int64_t bytes);
+
+  std::unique_ptr<cuda::CudaContext> gpu;
+  cuda::DeviceBuffer arena;
+  /// Host staging of collectives and transfers (grown as needed).
+  std::vector<float> stagedX, stagedOut;
+};
+
+} // namespace triad::rt
+
+#endif // TRIAD_RUNTIME_EXECUTOR_CUDAEXECUTOR_H

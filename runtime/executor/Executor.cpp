@@ -1,0 +1,530 @@
+//===- Executor.cpp - what every backend's executor shares ----------------===//
+//
+// Creation checks, initialization at global indices, the run loop with its
+// collectives and transfers in flight, and the helpers that read a plan
+// instruction's attributes the same way on every backend.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/executor/Executor.h"
+
+#include "runtime/init/Init.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace triad::rt {
+
+namespace {
+
+bool isCollective(plan::OpCode op) {
+  return op == plan::OpCode::AllReduce || op == plan::OpCode::AllGather ||
+         op == plan::OpCode::ReduceScatter || op == plan::OpCode::AllToAll;
+}
+
+bool isTransfer(plan::OpCode op) {
+  return op == plan::OpCode::Send || op == plan::OpCode::Recv;
+}
+
+int64_t nowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+} // namespace
+
+std::vector<int64_t> shapeOf(const plan::Value &value) {
+  return value.shape() ? std::vector<int64_t>(value.shape()->begin(),
+                                              value.shape()->end())
+                       : std::vector<int64_t>{};
+}
+
+int64_t elementCount(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t size : shape)
+    n *= size;
+  return n;
+}
+
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> result(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    result[i] = result[i + 1] * shape[i + 1];
+  return result;
+}
+
+cpu::Activation activationOf(int64_t kind) {
+  switch (kind) {
+  case 0:
+    return cpu::Activation::Gelu;
+  case 1:
+    return cpu::Activation::GeluTanh;
+  case 2:
+    return cpu::Activation::FastGelu;
+  case 3:
+    return cpu::Activation::Relu;
+  default:
+    return cpu::Activation::Silu;
+  }
+}
+
+Executor::~Executor() = default;
+
+absl::StatusOr<const plan::Program *>
+Executor::findProgram(const LoadedPlan &plan, uint32_t pipelineRank,
+                      const ExecutorOptions &options, const char *backend) {
+  if (options.peakLearningRate && !(*options.peakLearningRate > 0.0 &&
+                                    std::isfinite(*options.peakLearningRate)))
+    return absl::InvalidArgumentError(
+        absl::StrCat("the learning rate must be positive and finite, got ",
+                     *options.peakLearningRate));
+  const plan::Program *program = nullptr;
+  for (const plan::Program *candidate : *plan.root().programs())
+    if (candidate->pipeline_rank() == pipelineRank)
+      program = candidate;
+  if (!program)
+    return absl::NotFoundError(absl::StrCat(
+        "the plan has no program for pipeline rank ", pipelineRank));
+  for (size_t i = 0; i < program->values()->size(); ++i) {
+    plan::DType dtype = program->values()->Get(i)->dtype();
+    if (dtype != plan::DType::F32 && dtype != plan::DType::I32)
+      return absl::UnimplementedError(absl::StrCat(
+          "the ", backend, " backend runs f32 plans; value ", i, " is ",
+          plan::EnumNameDType(dtype), " (compile with dtype=f32)"));
+  }
+  return program;
+}
+
+absl::Status Executor::connect() {
+  const plan::Plan &root = plan->root();
+  uint32_t groups = root.groups() ? root.groups()->size() : 0;
+  if (options.communicator) {
+    Communicator &comm = *options.communicator;
+    if (comm.worldSize() != meshSize(root) || comm.groupCount() != groups ||
+        comm.worldRank() < 0 || comm.worldRank() >= comm.worldSize())
+      return absl::FailedPreconditionError(
+          absl::StrCat("the communicator (rank ", comm.worldRank(), " of ",
+                       comm.worldSize(), ", ", comm.groupCount(),
+                       " groups) is not one for this plan's mesh of ",
+                       meshSize(root), " ranks and ", groups, " groups"));
+    communicator = &comm;
+    rank = comm.worldRank();
+  } else {
+    ownCommunicator = std::make_unique<LocalCommunicator>(groups);
+    communicator = ownCommunicator.get();
+  }
+  meshPosition = meshCoordinates(root, rank);
+  return checkCollectives();
+}
+
+absl::Status Executor::checkCollectives() const {
+  const plan::Plan &root = plan->root();
+  for (const plan::Function *function : *program->functions()) {
+    if (!function->body())
+      continue;
+    for (size_t i = 0; i < function->body()->size(); ++i) {
+      const plan::Instr *instr = function->body()->Get(i);
+      plan::OpCode op = instr->op();
+      std::string where =
+          absl::StrCat("function '", function->name()->str(), "', instruction ",
+                       i, " (", plan::EnumNameOpCode(op), ")");
+      if (isTransfer(op)) {
+        int64_t peer = instr->ints()->Get(0);
+        if (!options.communicator)
+          return absl::FailedPreconditionError(absl::StrCat(
+              where, " transfers ", op == plan::OpCode::Send ? "to" : "from",
+              " pipeline rank ", peer,
+              ", but this executor has no communicator (run the plan's ",
+              meshSize(root), " ranks under mpirun)"));
+        uint32_t standsAt = pipelineRankAt(root, meshPosition);
+        if (standsAt != program->pipeline_rank())
+          return absl::FailedPreconditionError(absl::StrCat(
+              where, ": world rank ", rank, " is at pipeline rank ", standsAt,
+              " of the mesh but runs the program of pipeline rank ",
+              program->pipeline_rank()));
+        continue;
+      }
+      if (!isCollective(op))
+        continue;
+      uint32_t group = static_cast<uint32_t>(instr->ints()->Get(0));
+      int64_t members = groupSize(root, group);
+      if (!options.communicator && members > 1)
+        return absl::FailedPreconditionError(absl::StrCat(
+            where, " runs over group ", group, " of ", members,
+            " ranks, but this executor has no communicator (run the plan's ",
+            meshSize(root), " ranks under mpirun)"));
+      if (options.communicator && communicator->groupSize(group) != members)
+        return absl::InternalError(absl::StrCat(
+            where, ": the communicator's group ", group, " has ",
+            communicator->groupSize(group), " members, the plan's ", members));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> Executor::sliceOffsets(const plan::Persistent &p) const {
+  return triad::rt::sliceOffsets(plan->root(), *program, p, meshPosition);
+}
+
+absl::Status Executor::initialValues(const plan::Persistent &p,
+                                     float *data) const {
+  const plan::Init *init = p.init();
+  std::vector<int64_t> local = shapeOf(value(p.value()));
+  if (value(p.value()).dtype() != plan::DType::F32)
+    return absl::InvalidArgumentError(
+        absl::StrCat("persistent tensor '", p.name()->str(), "' is not f32"));
+  std::vector<int64_t> global(p.global_shape()->begin(),
+                              p.global_shape()->end());
+  std::vector<int64_t> offsets = sliceOffsets(p);
+  switch (init->kind()) {
+  case plan::InitKind::Zeros:
+  case plan::InitKind::Ones:
+  case plan::InitKind::Constant: {
+    float fill = init->kind() == plan::InitKind::Zeros ? 0.0f
+                 : init->kind() == plan::InitKind::Ones
+                     ? 1.0f
+                     : static_cast<float>(init->value());
+    std::fill_n(data, elementCount(local), fill);
+    break;
+  }
+  case plan::InitKind::Normal:
+  case plan::InitKind::ScaledNormal: {
+    double stddev = init->std();
+    if (init->kind() == plan::InitKind::ScaledNormal)
+      stddev /= std::sqrt(2.0 * static_cast<double>(init->layers()));
+    // Each local element draws at its global index.
+    std::vector<int64_t> globalStrides = rowMajorStrides(global);
+    std::string stream = init->stream()->str();
+    forEachIndex(local, [&](int64_t linear, const std::vector<int64_t> &c) {
+      int64_t index = 0;
+      for (size_t d = 0; d < c.size(); ++d)
+        index += (c[d] + offsets[d]) * globalStrides[d];
+      fillNormal(seed, stream, stddev, static_cast<uint64_t>(index), 1,
+                 data + linear);
+    });
+    break;
+  }
+  }
+  // The padding of a padded tensor (beyond its global shape) is zero,
+  // whatever the init.
+  if (p.padded_shape())
+    forEachIndex(local, [&](int64_t linear, const std::vector<int64_t> &c) {
+      for (size_t d = 0; d < c.size(); ++d)
+        if (c[d] + offsets[d] >= global[d]) {
+          data[linear] = 0.0f;
+          return;
+        }
+    });
+  return absl::OkStatus();
+}
+
+const plan::Persistent *
+Executor::findPersistent(const std::string &name) const {
+  if (program->persistent())
+    for (const plan::Persistent *p : *program->persistent())
+      if (p->name()->str() == name)
+        return p;
+  return nullptr;
+}
+
+absl::StatusOr<std::vector<float>>
+Executor::readPersistent(const std::string &name) {
+  const plan::Persistent *p = findPersistent(name);
+  if (!p)
+    return absl::NotFoundError(
+        absl::StrCat("the program has no persistent tensor '", name, "'"));
+  HostTensor tensor;
+  tensor.dtype = value(p->value()).dtype();
+  tensor.shape = shapeOf(value(p->value()));
+  if (absl::Status status = readValue(p->value(), tensor); !status.ok())
+    return status;
+  return std::move(tensor.floats);
+}
+
+absl::Status Executor::writePersistent(const std::string &name,
+                                       const std::vector<float> &values) {
+  const plan::Persistent *p = findPersistent(name);
+  if (!p)
+    return absl::NotFoundError(
+        absl::StrCat("the program has no persistent tensor '", name, "'"));
+  HostTensor tensor;
+  tensor.shape = shapeOf(value(p->value()));
+  if (static_cast<int64_t>(values.size()) != elementCount(tensor.shape))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "persistent tensor '", name, "' holds ", elementCount(tensor.shape),
+        " elements here, not ", values.size()));
+  tensor.floats = values;
+  return writeValue(p->value(), tensor);
+}
+
+absl::StatusOr<std::vector<HostTensor>>
+Executor::run(const std::string &name, const std::vector<HostTensor> &args,
+              uint64_t step, std::vector<InstructionTime> *times) {
+  for (const plan::Function *candidate : *program->functions())
+    if (candidate->name()->str() == name)
+      return run(*candidate, args, step, times);
+  return absl::NotFoundError(
+      absl::StrCat("the program has no function '", name, "'"));
+}
+
+absl::StatusOr<std::vector<HostTensor>>
+Executor::run(uint32_t index, const std::vector<HostTensor> &args,
+              uint64_t step, std::vector<InstructionTime> *times) {
+  if (index >= program->functions()->size())
+    return absl::NotFoundError(
+        absl::StrCat("the program has no function ", index));
+  return run(*program->functions()->Get(index), args, step, times);
+}
+
+absl::StatusOr<std::vector<HostTensor>>
+Executor::run(const plan::Function &function,
+              const std::vector<HostTensor> &args, uint64_t step,
+              std::vector<InstructionTime> *times) {
+  std::string name = function.name()->str();
+  size_t expected = function.args() ? function.args()->size() : 0;
+  if (args.size() != expected)
+    return absl::InvalidArgumentError(
+        absl::StrCat("function '", name, "' takes ", expected,
+                     " arguments, got ", args.size()));
+  for (size_t i = 0; i < expected; ++i) {
+    uint32_t index = function.args()->Get(i);
+    const plan::Value &slot = value(index);
+    const HostTensor &arg = args[i];
+    int64_t n = elementCount(shapeOf(slot));
+    bool f32Arg = slot.dtype() == plan::DType::F32;
+    if (arg.dtype != slot.dtype() || arg.shape != shapeOf(slot) ||
+        static_cast<int64_t>(f32Arg ? arg.floats.size() : arg.ints.size()) != n)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "argument ", i, " of '", name, "' does not match its value"));
+    if (absl::Status status = writeValue(index, arg); !status.ok())
+      return status;
+  }
+  auto failed = [&](size_t i, const plan::Instr &instr,
+                    const absl::Status &status) {
+    // Buffers of collectives in flight stay untouched until they complete.
+    waitFor(nullptr, nullptr).IgnoreError();
+    settle(false).IgnoreError();
+    return absl::Status(status.code(),
+                        absl::StrCat("function '", name, "', instruction ", i,
+                                     " (", plan::EnumNameOpCode(instr.op()),
+                                     "): ", status.message()));
+  };
+  if (function.body())
+    for (size_t i = 0; i < function.body()->size(); ++i) {
+      const plan::Instr *instr = function.body()->Get(i);
+      if (!inFlight.empty())
+        if (absl::Status status = waitFor(instr, times); !status.ok())
+          return failed(i, *instr, status);
+      int64_t begin = times ? nowNanos() : 0;
+      absl::Status status = isCollective(instr->op())
+                                ? startCollective(*instr, i)
+                            : isTransfer(instr->op()) ? startTransfer(*instr, i)
+                                                      : execute(*instr, step);
+      if (status.ok() && times)
+        status = settle(true);
+      if (!status.ok())
+        return failed(i, *instr, status);
+      if (times)
+        times->push_back({instr->op(), begin, nowNanos()});
+    }
+  absl::Status status = waitFor(nullptr, times);
+  if (absl::Status settled = settle(false); status.ok())
+    status = settled;
+  if (!status.ok())
+    return absl::Status(status.code(), absl::StrCat("function '", name,
+                                                    "': ", status.message()));
+  std::vector<HostTensor> results;
+  if (function.results())
+    for (uint32_t index : *function.results()) {
+      HostTensor result;
+      result.dtype = value(index).dtype();
+      result.shape = shapeOf(value(index));
+      if (absl::Status read = readValue(index, result); !read.ok())
+        return read;
+      results.push_back(std::move(result));
+    }
+  return results;
+}
+
+TensorCollective Executor::describeCollective(const plan::Instr &instr,
+                                              const float *x,
+                                              float *out) const {
+  TensorCollective collective;
+  collective.group = static_cast<uint32_t>(instr.ints()->Get(0));
+  collective.x = x;
+  collective.xShape = shapeOf(value(instr.inputs()->Get(0)));
+  collective.out = out;
+  collective.outShape = shapeOf(value(instr.outputs()->Get(0)));
+  switch (instr.op()) {
+  case plan::OpCode::AllGather:
+    collective.kind = CollectiveKind::AllGather;
+    collective.dim = instr.ints()->Get(1);
+    break;
+  case plan::OpCode::ReduceScatter:
+    collective.kind = CollectiveKind::ReduceScatter;
+    collective.dim = instr.ints()->Get(1);
+    break;
+  case plan::OpCode::AllToAll:
+    collective.kind = CollectiveKind::AllToAll;
+    collective.dim = instr.ints()->Get(1);
+    collective.concatDim = instr.ints()->Get(2);
+    break;
+  default:
+    collective.kind = CollectiveKind::AllReduce;
+    break;
+  }
+  return collective;
+}
+
+Executor::Transfer Executor::describeTransfer(const plan::Instr &instr) const {
+  bool send = instr.op() == plan::OpCode::Send;
+  uint32_t data = send ? instr.inputs()->Get(0) : instr.outputs()->Get(0);
+  return {send, data,
+          pipelinePeerRank(plan->root(), meshPosition, instr.ints()->Get(0)),
+          instr.ints()->Get(1), elementCount(shapeOf(value(data)))};
+}
+
+absl::Status Executor::track(std::optional<PendingCollective> collective,
+                             std::unique_ptr<CommRequest> transfer,
+                             const plan::Instr &instr, size_t index,
+                             std::optional<uint32_t> x,
+                             std::optional<uint32_t> out) {
+  if (!options.overlapCollectives)
+    return collective ? collective->wait() : transfer->wait();
+  auto range = [&](std::optional<uint32_t> v) -> std::pair<uint64_t, uint64_t> {
+    if (!v)
+      return {0, 0};
+    const plan::Region &region = *value(*v).region();
+    return {region.offset(), region.offset() + region.bytes()};
+  };
+  auto [xBegin, xEnd] = range(x);
+  auto [outBegin, outEnd] = range(out);
+  inFlight.push_back({std::move(collective), std::move(transfer), instr.op(),
+                      index, xBegin, xEnd, outBegin, outEnd});
+  return absl::OkStatus();
+}
+
+absl::Status Executor::waitFor(const plan::Instr *instr,
+                               std::vector<InstructionTime> *times) {
+  auto overlaps = [&](uint32_t index, uint64_t begin, uint64_t end) {
+    const plan::Region &region = *value(index).region();
+    return region.bytes() > 0 && begin < end && region.offset() < end &&
+           begin < region.offset() + region.bytes();
+  };
+  auto mustWait = [&](const InFlight &c) {
+    if (!instr)
+      return true;
+    if (instr->inputs())
+      for (uint32_t index : *instr->inputs())
+        if (overlaps(index, c.outBegin, c.outEnd))
+          return true;
+    if (instr->outputs())
+      for (uint32_t index : *instr->outputs())
+        if (overlaps(index, c.outBegin, c.outEnd) ||
+            overlaps(index, c.xBegin, c.xEnd))
+          return true;
+    return false;
+  };
+  absl::Status result;
+  for (size_t i = 0; i < inFlight.size();) {
+    if (!mustWait(inFlight[i])) {
+      ++i;
+      continue;
+    }
+    int64_t begin = times ? nowNanos() : 0;
+    absl::Status status = inFlight[i].wait();
+    if (times)
+      times->push_back({inFlight[i].op, begin, nowNanos(), /*wait=*/true});
+    if (!status.ok() && result.ok())
+      result = absl::Status(status.code(),
+                            absl::StrCat(isTransfer(inFlight[i].op)
+                                             ? "the transfer of instruction "
+                                             : "the collective of instruction ",
+                                         inFlight[i].instruction, " (",
+                                         plan::EnumNameOpCode(inFlight[i].op),
+                                         "): ", status.message()));
+    inFlight.erase(inFlight.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  return result;
+}
+
+std::optional<cpu::VocabPiece> Executor::vocabPiece(const plan::Instr &instr,
+                                                    size_t groupInt,
+                                                    int64_t columns,
+                                                    const float *lse) const {
+  const flatbuffers::Vector<int64_t> *ints = instr.ints();
+  size_t count = ints ? ints->size() : 0;
+  int64_t group = count > groupInt ? ints->Get(groupInt) : -1;
+  std::optional<int64_t> classes;
+  if (count > groupInt + 1)
+    classes = ints->Get(groupInt + 1);
+  if (group < 0)
+    return classes ? std::optional<cpu::VocabPiece>(
+                         cpu::VocabPiece{nullptr, 0, *classes})
+                   : std::nullopt;
+  GroupPosition position =
+      groupPosition(plan->root(), static_cast<uint32_t>(group), meshPosition);
+  return cpu::VocabPiece{lse, position.member * columns,
+                         classes.value_or(position.size * columns)};
+}
+
+Executor::AttentionCall
+Executor::attentionCall(const plan::Instr &instr) const {
+  const flatbuffers::Vector<int64_t> &ints = *instr.ints();
+  std::vector<int64_t> q = shapeOf(value(instr.inputs()->Get(0))),
+                       k = shapeOf(value(instr.inputs()->Get(1)));
+  int64_t heads = ints.Get(0), mask = ints.Get(2);
+  AttentionCall call;
+  call.shape = {q[0],
+                q[1],
+                k[1],
+                heads,
+                ints.Get(1),
+                q[2] / heads,
+                mask == 0   ? cpu::Mask::Causal
+                : mask == 1 ? cpu::Mask::Prefix
+                            : cpu::Mask::None,
+                static_cast<float>(instr.floats()->Get(0))};
+  uint32_t next = 3;
+  if (ints.Get(3) != 0)
+    call.prefix = instr.inputs()->Get(next++);
+  if (ints.Get(4) != 0)
+    call.slopes = instr.inputs()->Get(next++);
+  if (instr.op() == plan::OpCode::AttentionGrad)
+    call.dout = instr.inputs()->Get(next);
+  return call;
+}
+
+absl::Status Executor::checkPrefixLengths(const int32_t *lengths,
+                                          const cpu::AttentionShape &shape) {
+  for (int64_t b = 0; b < shape.batch; ++b)
+    if (lengths[b] < 0 || lengths[b] > shape.keySeq)
+      return absl::InvalidArgumentError(
+          absl::StrCat("prefix length ", lengths[b], " of sample ", b,
+                       " is outside [0, ", shape.keySeq, "]"));
+  return absl::OkStatus();
+}
+
+Executor::SliceView Executor::allSliceView(const plan::Instr &instr) const {
+  GroupPosition position = groupPosition(
+      plan->root(), static_cast<uint32_t>(instr.ints()->Get(0)), meshPosition);
+  std::vector<int64_t> x = shapeOf(value(instr.inputs()->Get(0)));
+  int64_t outer = 1;
+  for (int64_t d = 0; d < instr.ints()->Get(1); ++d)
+    outer *= x[d];
+  int64_t run = outer == 0 ? 0 : elementCount(x) / outer / position.size * 4;
+  return {outer, position.size, position.member, run};
+}
+
+std::pair<double, double>
+Executor::learningRatePeakAndFloor(double peak, double floor) const {
+  if (!options.peakLearningRate)
+    return {peak, floor};
+  return {*options.peakLearningRate, floor * *options.peakLearningRate / peak};
+}
+
+} // namespace triad::rt

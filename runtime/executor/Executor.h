@@ -1,0 +1,277 @@
+//===- Executor.h - runs a verified plan program on one backend --*- C++
+//-*-===//
+//
+// What every backend's executor shares: it runs the program of one pipeline
+// rank for one world rank, with one arena holding every value of the
+// program at the offsets the plan gives (host memory on the CPU, device
+// memory on a GPU). Creating one checks the plan against the communicator
+// (every collective's group, every transfer's peer) and initializes the
+// persistent tensors from their init specs at their global indices, so a
+// shard starts from the single-device values. Running a function copies
+// its arguments in, walks its body instruction by instruction, starts
+// collectives and transfers (letting the following instructions overlap
+// them until one touches their buffers) and copies its results out.
+//
+// A backend supplies the memory and the instructions: CpuExecutor
+// (executor/CpuExecutor.h) and, where the CUDA toolkit is found,
+// CudaExecutor (executor/CudaExecutor.h); createExecutor
+// (executor/Backends.h) picks one by name.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_RUNTIME_EXECUTOR_EXECUTOR_H
+#define TRIAD_RUNTIME_EXECUTOR_EXECUTOR_H
+
+#include "runtime/comm/Collectives.h"
+#include "runtime/comm/Comm.h"
+#include "runtime/kernels/cpu/CpuKernels.h"
+#include "runtime/plan/Mesh.h"
+#include "runtime/plan/Plan.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace triad::rt {
+
+/// A host tensor handed to or returned by a function: f32 or i32 data.
+struct HostTensor {
+  plan::DType dtype = plan::DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<float> floats; // F32
+  std::vector<int32_t> ints; // I32
+};
+
+/// What a run may change about the plan it executes.
+struct ExecutorOptions {
+  /// Replaces the peak learning rate of every LrSchedule; its floor scales
+  /// by the same ratio (so the schedule keeps its shape).
+  std::optional<double> peakLearningRate;
+  /// The job's ranks (not owned; it must outlive the executor): the
+  /// executor is its world rank, holds that rank's slices of the persistent
+  /// tensors and runs the plan's collectives and transfers through it.
+  /// Without one, the executor is world rank 0 alone: a plan whose
+  /// collectives run over groups of more than one rank, or that transfers
+  /// between pipeline ranks, is then refused at creation.
+  Communicator *communicator = nullptr;
+  /// Starts each collective and transfer (Send, Recv) and lets the
+  /// following instructions run until the first one that reads or writes
+  /// its output, or writes its input, overlapping communication with
+  /// computation; false: every collective and transfer completes before the
+  /// next instruction. Either way all are complete when a function returns.
+  bool overlapCollectives = true;
+};
+
+/// When one instruction of a run started and ended (steady clock). A
+/// collective or transfer started in the background has a second entry,
+/// `wait`, for the time the run waited for it to complete.
+struct InstructionTime {
+  plan::OpCode op;
+  int64_t beginNanos, endNanos;
+  bool wait = false;
+};
+
+/// The values of a program's arena seen as shapes (shared by the backends).
+std::vector<int64_t> shapeOf(const plan::Value &value);
+int64_t elementCount(const std::vector<int64_t> &shape);
+/// Row-major strides of `shape`, in elements.
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape);
+
+/// Calls `visit(linear, coordinates)` for every element of `shape`, in
+/// row-major order.
+template <typename Fn>
+void forEachIndex(const std::vector<int64_t> &shape, Fn visit) {
+  int64_t total = elementCount(shape);
+  std::vector<int64_t> coords(shape.size(), 0);
+  for (int64_t linear = 0; linear < total; ++linear) {
+    visit(linear, coords);
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+      if (++coords[d] < shape[d])
+        break;
+      coords[d] = 0;
+    }
+  }
+}
+
+/// The activation of a plan's kind number (Activation, ActivationGrad,
+/// Gated).
+cpu::Activation activationOf(int64_t kind);
+
+class Executor {
+public:
+  virtual ~Executor();
+  Executor(Executor &&) = default;
+  Executor &operator=(Executor &&) = delete;
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  /// Runs function `name`: copies `args` into its argument values, runs its
+  /// body (dropout masks of training step `step`) and returns its results.
+  /// With `times`, appends the time of every instruction to it.
+  absl::StatusOr<std::vector<HostTensor>>
+  run(const std::string &name, const std::vector<HostTensor> &args,
+      uint64_t step = 0, std::vector<InstructionTime> *times = nullptr);
+
+  /// The same for the function at `index` in the program.
+  absl::StatusOr<std::vector<HostTensor>>
+  run(uint32_t index, const std::vector<HostTensor> &args, uint64_t step = 0,
+      std::vector<InstructionTime> *times = nullptr);
+
+  /// "cpu" or "cuda".
+  virtual const char *backend() const = 0;
+
+  const plan::Program &programOf() const { return *program; }
+  /// The world rank this executor runs, and its mesh coordinates.
+  int64_t worldRank() const { return rank; }
+  const MeshCoordinates &coordinates() const { return meshPosition; }
+  /// Where the slice of persistent `p` that this rank holds starts in the
+  /// global tensor.
+  std::vector<int64_t> sliceOffsets(const plan::Persistent &p) const;
+
+  /// A copy of the f32 data of persistent tensor `name` (this rank's
+  /// slice, padding included), for checkpoints and tests.
+  absl::StatusOr<std::vector<float>> readPersistent(const std::string &name);
+  /// Replaces the data of persistent tensor `name` with `values` (its
+  /// local element count exactly).
+  absl::Status writePersistent(const std::string &name,
+                               const std::vector<float> &values);
+
+protected:
+  Executor(const LoadedPlan &plan, const plan::Program &program,
+           ExecutorOptions options)
+      : plan(&plan), program(&program), options(options) {}
+
+  /// The program of `pipelineRank`, after checking the options and that
+  /// its values are f32 or i32, the types the `backend` ("CPU", "CUDA")
+  /// runs.
+  static absl::StatusOr<const plan::Program *>
+  findProgram(const LoadedPlan &plan, uint32_t pipelineRank,
+              const ExecutorOptions &options, const char *backend);
+  /// Takes the communicator (or makes a world of one), places this rank on
+  /// the mesh and checks every collective and transfer against it.
+  absl::Status connect();
+  /// Writes the initial values of this rank's slice of `p` (its local
+  /// element count) to `data`, host memory: its init drawn at each
+  /// element's global index (with the run's seed), padding zero.
+  absl::Status initialValues(const plan::Persistent &p, float *data) const;
+
+  /// The vocabulary piece of a cross entropy or log-sum-exp whose ints
+  /// hold, from `groupInt` on, [group (-1: the whole vocabulary)[,
+  /// classes]]: none for a whole, unpadded vocabulary. The piece holds
+  /// `columns` columns and reads `lse` (null: computes it).
+  std::optional<cpu::VocabPiece> vocabPiece(const plan::Instr &instr,
+                                            size_t groupInt, int64_t columns,
+                                            const float *lse) const;
+  /// An Attention or AttentionGrad instruction's shape and the values of
+  /// its optional operands (prefix lengths, ALiBi slopes) and, for the
+  /// gradient, of dout.
+  struct AttentionCall {
+    cpu::AttentionShape shape;
+    std::optional<uint32_t> prefix, slopes;
+    uint32_t dout = 0;
+  };
+  AttentionCall attentionCall(const plan::Instr &instr) const;
+  /// InvalidArgument unless every one of `shape.batch` prefix lengths (host
+  /// memory) lies in [0, keySeq].
+  static absl::Status checkPrefixLengths(const int32_t *lengths,
+                                         const cpu::AttentionShape &shape);
+  /// An AllSlice as a byte view of x [outer, pieces, run]: this member's
+  /// piece is the `run` bytes at piece `member` of each of the `outer`
+  /// rows (elements of 4 bytes: f32 values or i32 token ids).
+  struct SliceView {
+    int64_t outer, pieces, member, runBytes;
+  };
+  SliceView allSliceView(const plan::Instr &instr) const;
+  /// The LrSchedule's peak and floor, after the options' override.
+  std::pair<double, double> learningRatePeakAndFloor(double peak,
+                                                     double floor) const;
+  /// The collective of instruction `instr` (AllReduce, AllGather,
+  /// ReduceScatter, AllToAll) on the buffers `x` and `out`.
+  TensorCollective describeCollective(const plan::Instr &instr, const float *x,
+                                      float *out) const;
+  /// The world rank a Send or Recv talks to, its tag and its element count.
+  struct Transfer {
+    bool send;
+    uint32_t data;
+    int64_t peer, tag, elements;
+  };
+  Transfer describeTransfer(const plan::Instr &instr) const;
+
+  /// Keeps a started collective or transfer of instruction `index` in
+  /// flight (or completes it at once without overlap). `x` is the value it
+  /// reads (none for a Recv), `out` the value it writes (none for a Send).
+  absl::Status track(std::optional<PendingCollective> collective,
+                     std::unique_ptr<CommRequest> transfer,
+                     const plan::Instr &instr, size_t index,
+                     std::optional<uint32_t> x, std::optional<uint32_t> out);
+
+  const plan::Value &value(uint32_t index) const {
+    return *program->values()->Get(index);
+  }
+  const plan::Persistent *findPersistent(const std::string &name) const;
+
+  // What a backend supplies.
+
+  /// Copies a checked argument into value `index`.
+  virtual absl::Status writeValue(uint32_t index, const HostTensor &arg) = 0;
+  /// Copies value `index` out (its dtype and shape are set).
+  virtual absl::Status readValue(uint32_t index, HostTensor &result) = 0;
+  /// Runs a compute instruction (not a collective or a transfer).
+  virtual absl::Status execute(const plan::Instr &instr, uint64_t step) = 0;
+  /// Starts the collective `instr` (see track).
+  virtual absl::Status startCollective(const plan::Instr &instr,
+                                       size_t index) = 0;
+  /// Starts the Send or Recv `instr` (see track).
+  virtual absl::Status startTransfer(const plan::Instr &instr,
+                                     size_t index) = 0;
+  /// Completes the work an instruction enqueued (for its time, and for
+  /// errors found on the device), when `timed` or at the end of a
+  /// function: a backend that runs asynchronously waits for it here.
+  virtual absl::Status settle(bool timed) { return absl::OkStatus(); }
+
+  const LoadedPlan *plan;
+  const plan::Program *program;
+  ExecutorOptions options;
+  uint64_t seed = 0;
+  int64_t rank = 0;
+  MeshCoordinates meshPosition;
+  /// options.communicator, or a world of one rank.
+  std::unique_ptr<Communicator> ownCommunicator;
+  Communicator *communicator = nullptr;
+
+private:
+  absl::StatusOr<std::vector<HostTensor>>
+  run(const plan::Function &function, const std::vector<HostTensor> &args,
+      uint64_t step, std::vector<InstructionTime> *times);
+  absl::Status checkCollectives() const;
+  /// Completes the collectives and transfers in flight that `instr` must
+  /// wait for (all of them for nullptr); records their waits in `times`.
+  absl::Status waitFor(const plan::Instr *instr,
+                       std::vector<InstructionTime> *times);
+
+  /// A collective or transfer started and not yet completed (one of
+  /// `collective` and `transfer`): the byte ranges of its input and output
+  /// in the arena (empty for the side a transfer lacks).
+  struct InFlight {
+    std::optional<PendingCollective> collective;
+    std::unique_ptr<CommRequest> transfer;
+    plan::OpCode op;
+    size_t instruction;
+    uint64_t xBegin, xEnd, outBegin, outEnd;
+
+    absl::Status wait() {
+      return collective ? collective->wait() : transfer->wait();
+    }
+  };
+  std::vector<InFlight> inFlight;
+};
+
+} // namespace triad::rt
+
+#endif // TRIAD_RUNTIME_EXECUTOR_EXECUTOR_H

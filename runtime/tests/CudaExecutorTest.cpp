@@ -1,0 +1,407 @@
+//===- CudaExecutorTest.cpp - the CUDA executor against the CPU one -------===//
+//
+// The same plans run on both executors and must agree: the layout ops
+// (strided copies and sums) and the optimizer's device scalars exactly,
+// since both compute them with the same formulas in the same order; a
+// whole training plan (dropout, gradient accumulation over microbatches,
+// clipping, AdamW) within 1e-5 relative over several steps; a checkpoint
+// saved from the GPU resumes on the CPU with the same losses; a bad token
+// id is an error of the function that read it.
+//
+// Without a GPU every test but the last skips with "no CUDA device on
+// this machine" (ctest's SKIP_REGULAR_EXPRESSION); the last checks that
+// creating the executor then fails with a message that says so.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/executor/CudaExecutor.h"
+#include "runtime/executor/CpuExecutor.h"
+#include "runtime/init/Philox.h"
+#include "runtime/support/Files.h"
+#include "runtime/tests/PlanBuilder.h"
+#include "runtime/train/Trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using namespace triad::rt;
+namespace plan = triad::plan;
+using triad::plan::OpCode;
+using triad::rt::tests::PlanBuilder;
+
+namespace {
+
+bool haveGpu() {
+  absl::StatusOr<int> count = cuda::deviceCount();
+  return count.ok() && *count > 0;
+}
+
+#define SKIP_WITHOUT_GPU()                                                     \
+  do {                                                                         \
+    if (!haveGpu())                                                            \
+      GTEST_SKIP() << "no CUDA device on this machine";                        \
+  } while (false)
+
+HostTensor floats(std::vector<int64_t> shape, uint32_t seed) {
+  HostTensor t;
+  t.shape = shape;
+  int64_t n = elementCount(shape);
+  std::mt19937 generator(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t i = 0; i < n; ++i)
+    t.floats.push_back(normal(generator));
+  return t;
+}
+
+HostTensor scalar(float value) {
+  HostTensor t;
+  t.shape = {};
+  t.floats = {value};
+  return t;
+}
+
+/// Runs function "f" of `bytes` with `args` on the CPU executor and, where
+/// there is a GPU, on the CUDA one: the plan and the CPU half are checked
+/// on every machine.
+struct BothResults {
+  std::vector<HostTensor> cpu, gpu;
+};
+BothResults runBoth(const std::string &bytes,
+                    const std::vector<HostTensor> &args,
+                    ExecutorOptions options = {}) {
+  BothResults results;
+  absl::StatusOr<LoadedPlan> plan = loadPlanFromBytes(bytes, "test.plan");
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (!plan.ok())
+    return results;
+  absl::StatusOr<CpuExecutor> cpu = CpuExecutor::create(*plan, 0, 5, options);
+  EXPECT_TRUE(cpu.ok()) << cpu.status();
+  if (!cpu.ok())
+    return results;
+  absl::StatusOr<std::vector<HostTensor>> onCpu = cpu->run("f", args);
+  EXPECT_TRUE(onCpu.ok()) << onCpu.status();
+  if (onCpu.ok())
+    results.cpu = std::move(*onCpu);
+  if (!haveGpu())
+    return results;
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
+      CudaExecutor::create(*plan, 0, 5, options);
+  EXPECT_TRUE(gpu.ok()) << gpu.status();
+  if (!gpu.ok())
+    return results;
+  absl::StatusOr<std::vector<HostTensor>> onGpu = (*gpu)->run("f", args);
+  EXPECT_TRUE(onGpu.ok()) << onGpu.status();
+  if (onGpu.ok())
+    results.gpu = std::move(*onGpu);
+  return results;
+}
+
+/// Every result bit-identical (NaN equal to NaN).
+void expectIdentical(const BothResults &results) {
+  ASSERT_FALSE(results.cpu.empty());
+  ASSERT_EQ(results.cpu.size(), results.gpu.size());
+  for (size_t r = 0; r < results.cpu.size(); ++r) {
+    const HostTensor &a = results.cpu[r], &b = results.gpu[r];
+    ASSERT_EQ(a.shape, b.shape) << "result " << r;
+    ASSERT_EQ(a.floats.size(), b.floats.size()) << "result " << r;
+    ASSERT_EQ(a.ints, b.ints) << "result " << r;
+    for (size_t i = 0; i < a.floats.size(); ++i)
+      if (!(std::isnan(a.floats[i]) && std::isnan(b.floats[i])))
+        EXPECT_EQ(a.floats[i], b.floats[i])
+            << "result " << r << ", element " << i;
+  }
+}
+
+TEST(CudaExecutor, LayoutOpsMatchTheCpuExactly) {
+  PlanBuilder b;
+  uint32_t x = b.value(plan::DType::F32, {2, 3, 4});
+  uint32_t t = b.value(plan::DType::F32, {4, 2, 3});
+  uint32_t s = b.value(plan::DType::F32, {1, 2, 3});
+  uint32_t p = b.value(plan::DType::F32, {2, 5, 4});
+  uint32_t c = b.value(plan::DType::F32, {2, 3, 8});
+  uint32_t r = b.value(plan::DType::F32, {3, 1});
+  uint32_t bc = b.value(plan::DType::F32, {2, 3, 4});
+  uint32_t lead = b.value(plan::DType::F32, {1, 1, 4});
+  uint32_t dropped = b.value(plan::DType::F32, {4});
+  uint32_t trail = b.value(plan::DType::F32, {2, 1, 1});
+  uint32_t inner = b.value(plan::DType::F32, {2, 1, 4});
+  uint32_t ids = b.value(plan::DType::I32, {2, 3, 4});
+  uint32_t back = b.value(plan::DType::F32, {2, 3, 4});
+  uint32_t idsT = b.value(plan::DType::I32, {4, 2, 3});
+  uint32_t copy = b.value(plan::DType::F32, {2, 3, 4});
+  b.instr(OpCode::Transpose, {x}, {t}, {2, 0, 1});
+  b.instr(OpCode::Slice, {x}, {s}, {1, 1, 1, 1, 2, 3});
+  b.instr(OpCode::Pad, {x}, {p}, {0, 1, 0, 0, 1, 0});
+  b.instr(OpCode::Concat, {x, x}, {c}, {2});
+  b.instr(OpCode::Broadcast, {r}, {bc});
+  b.instr(OpCode::Sum, {x}, {lead}, {}, {1.0});
+  b.instr(OpCode::Sum, {x}, {dropped}, {}, {0.5});
+  b.instr(OpCode::Sum, {x}, {trail}, {}, {1.0});
+  b.instr(OpCode::Sum, {x}, {inner}, {}, {1.0});
+  b.instr(OpCode::Scale, {x}, {copy}, {}, {3.0});
+  b.instr(OpCode::Cast, {copy}, {ids});
+  b.instr(OpCode::Cast, {ids}, {back});
+  b.instr(OpCode::Transpose, {ids}, {idsT}, {2, 0, 1});
+  b.instr(OpCode::Copy, {x}, {copy});
+  BothResults results =
+      runBoth(b.build({x, r}, {t, s, p, c, bc, lead, dropped, trail, inner, ids,
+                               back, idsT, copy}),
+              {floats({2, 3, 4}, 1), floats({3, 1}, 2)});
+  SKIP_WITHOUT_GPU();
+  expectIdentical(results);
+}
+
+TEST(CudaExecutor, StepScalarsMatchTheCpuExactly) {
+  PlanBuilder b;
+  uint32_t step = b.value(plan::DType::F32, {});
+  uint32_t sumSquares = b.value(plan::DType::F32, {});
+  uint32_t scale = b.value(plan::DType::F32, {});
+  uint32_t good = b.value(plan::DType::F32, {});
+  uint32_t warm = b.value(plan::DType::F32, {}),
+           cosine = b.value(plan::DType::F32, {}),
+           flat = b.value(plan::DType::F32, {});
+  uint32_t coefficient = b.value(plan::DType::F32, {}),
+           norm = b.value(plan::DType::F32, {});
+  uint32_t unclipped = b.value(plan::DType::F32, {}),
+           unclippedNorm = b.value(plan::DType::F32, {});
+  uint32_t skip = b.value(plan::DType::F32, {}),
+           nextScale = b.value(plan::DType::F32, {}),
+           nextGood = b.value(plan::DType::F32, {}),
+           inverse = b.value(plan::DType::F32, {});
+  uint32_t inverseStep = b.value(plan::DType::F32, {}),
+           inverseZero = b.value(plan::DType::F32, {}),
+           zero = b.value(plan::DType::F32, {});
+  uint32_t x = b.value(plan::DType::F32, {5}),
+           y = b.value(plan::DType::F32, {5}),
+           chosen = b.value(plan::DType::F32, {5}),
+           scaled = b.value(plan::DType::F32, {5}),
+           acc = b.value(plan::DType::F32, {5});
+  uint32_t labels = b.value(plan::DType::I32, {6}),
+           valid = b.value(plan::DType::F32, {});
+  b.instr(OpCode::LrSchedule, {step}, {warm}, {10, 100}, {1e-3, 1e-4});
+  b.instr(OpCode::LrSchedule, {step}, {cosine}, {2, 100}, {1e-3, 1e-4});
+  b.instr(OpCode::LrSchedule, {step}, {flat}, {0, 0}, {1e-3, 1e-4});
+  b.instr(OpCode::ClipCoefficient, {sumSquares}, {coefficient, norm}, {},
+          {1.0});
+  b.instr(OpCode::ClipCoefficient, {sumSquares}, {unclipped, unclippedNorm}, {},
+          {0.0});
+  b.instr(OpCode::LossScaleUpdate, {sumSquares, scale, good},
+          {skip, nextScale, nextGood, inverse}, {3}, {2.0, 0.5});
+  b.instr(OpCode::Reciprocal, {step}, {inverseStep});
+  b.instr(OpCode::Fill, {}, {zero}, {}, {0.0});
+  b.instr(OpCode::Reciprocal, {zero}, {inverseZero});
+  b.instr(OpCode::Select, {skip, x, y}, {chosen});
+  b.instr(OpCode::ScaleBy, {x, coefficient}, {scaled});
+  b.instr(OpCode::Fill, {}, {acc}, {}, {0.25});
+  b.instr(OpCode::Accumulate, {acc, y, norm}, {acc});
+  b.instr(OpCode::CountValid, {labels}, {valid}, {-100});
+  std::string bytes =
+      b.build({step, sumSquares, scale, good, x, y, labels},
+              {warm, cosine, flat, coefficient, norm, unclipped, unclippedNorm,
+               skip, nextScale, nextGood, inverse, inverseStep, inverseZero,
+               chosen, scaled, acc, valid});
+  HostTensor labelValues;
+  labelValues.dtype = plan::DType::I32;
+  labelValues.shape = {6};
+  labelValues.ints = {1, -100, 3, 4, -100, 0};
+  for (float stepValue : {3.0f, 57.0f, 140.0f})
+    for (float squares : {0.25f, 9.0f, std::numeric_limits<float>::infinity()})
+      for (float goodSteps : {0.0f, 2.0f}) {
+        SCOPED_TRACE(testing::Message() << "step " << stepValue << ", sum "
+                                        << squares << ", good " << goodSteps);
+        BothResults results =
+            runBoth(bytes, {scalar(stepValue), scalar(squares), scalar(1024.0f),
+                            scalar(goodSteps), floats({5}, 3), floats({5}, 4),
+                            labelValues});
+        if (haveGpu())
+          expectIdentical(results);
+      }
+  // The learning-rate override scales the floor alike on both.
+  ExecutorOptions options;
+  options.peakLearningRate = 3e-4;
+  BothResults results =
+      runBoth(bytes,
+              {scalar(57.0f), scalar(1.0f), scalar(8.0f), scalar(0.0f),
+               floats({5}, 5), floats({5}, 6), labelValues},
+              options);
+  SKIP_WITHOUT_GPU();
+  expectIdentical(results);
+}
+
+const std::string &corpusPath() {
+  static const std::string path = [] {
+    std::string bytes;
+    PhiloxKey key{5, 6};
+    for (uint32_t i = 0; i < 4000; ++i) {
+      auto token = static_cast<uint16_t>(philox4x32({i, 0, 0, 0}, key)[0] % 32);
+      bytes.push_back(static_cast<char>(token & 0xff));
+      bytes.push_back(static_cast<char>(token >> 8));
+    }
+    std::string file = ::testing::TempDir() + "triad-cuda-corpus-" +
+                       std::to_string(getpid()) + ".bin";
+    EXPECT_TRUE(writeFileAtomically(file, bytes).ok());
+    return file;
+  }();
+  return path;
+}
+
+struct Training {
+  LoadedPlan plan;
+  std::unique_ptr<TokenFile> data;
+  std::unique_ptr<Trainer> trainer;
+
+  static std::unique_ptr<Training> create(Backend backend) {
+    auto run = std::make_unique<Training>();
+    tests::TrainingPlanSpec spec;
+    absl::StatusOr<LoadedPlan> plan =
+        loadPlanFromBytes(tests::buildTrainingPlan(spec), "training.plan");
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    run->plan = std::move(*plan);
+    absl::StatusOr<TokenFile> data =
+        TokenFile::open(corpusPath(), TokenWidth::U16, spec.vocab);
+    EXPECT_TRUE(data.ok()) << data.status();
+    run->data = std::make_unique<TokenFile>(std::move(*data));
+    TrainerOptions options;
+    options.seed = 11;
+    options.device.backend = backend;
+    absl::StatusOr<Trainer> trainer =
+        Trainer::create(run->plan, *run->data, options);
+    EXPECT_TRUE(trainer.ok()) << trainer.status();
+    if (!trainer.ok())
+      return nullptr;
+    run->trainer = std::make_unique<Trainer>(std::move(*trainer));
+    return run;
+  }
+
+  std::vector<StepResult> steps(int count) {
+    std::vector<StepResult> results;
+    for (int i = 0; i < count; ++i) {
+      absl::StatusOr<StepResult> result = trainer->step();
+      EXPECT_TRUE(result.ok()) << result.status();
+      if (!result.ok())
+        break;
+      results.push_back(*result);
+    }
+    return results;
+  }
+};
+
+void expectSameSteps(const std::vector<StepResult> &a,
+                     const std::vector<StepResult> &b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].step, b[i].step);
+    EXPECT_NEAR(a[i].loss, b[i].loss, 1e-5 * std::fabs(a[i].loss))
+        << "step " << a[i].step;
+    EXPECT_NEAR(a[i].gradNorm, b[i].gradNorm, 1e-5 * std::fabs(a[i].gradNorm))
+        << "step " << a[i].step;
+    EXPECT_EQ(a[i].lr, b[i].lr) << "step " << a[i].step;
+  }
+}
+
+TEST(CudaExecutor, TrainsLikeTheCpu) {
+  std::unique_ptr<Training> cpu = Training::create(Backend::Cpu);
+  ASSERT_TRUE(cpu);
+  std::vector<StepResult> expected = cpu->steps(6);
+  ASSERT_EQ(expected.size(), 6u);
+  SKIP_WITHOUT_GPU();
+  std::unique_ptr<Training> gpu = Training::create(Backend::Cuda);
+  ASSERT_TRUE(gpu);
+  EXPECT_STREQ(gpu->trainer->executor().backend(), "cuda");
+  expectSameSteps(expected, gpu->steps(6));
+  for (const char *name : {"wte", "wout", "adam.m.wte", "adam.v.wout"}) {
+    absl::StatusOr<std::vector<float>> a =
+        cpu->trainer->executor().readPersistent(name);
+    absl::StatusOr<std::vector<float>> b =
+        gpu->trainer->executor().readPersistent(name);
+    ASSERT_TRUE(a.ok() && b.ok()) << name;
+    ASSERT_EQ(a->size(), b->size());
+    for (size_t i = 0; i < a->size(); ++i)
+      EXPECT_NEAR((*a)[i], (*b)[i], 1e-5 * (1.0 + std::fabs((*a)[i])))
+          << name << "[" << i << "]";
+  }
+}
+
+TEST(CudaExecutor, CheckpointsMoveBetweenBackends) {
+  SKIP_WITHOUT_GPU();
+  std::string dir = ::testing::TempDir() + "triad-cuda-checkpoint-" +
+                    std::to_string(getpid());
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
+  std::unique_ptr<Training> straight = Training::create(Backend::Cpu);
+  ASSERT_TRUE(straight);
+  std::vector<StepResult> expected = straight->steps(6);
+  std::unique_ptr<Training> gpu = Training::create(Backend::Cuda);
+  ASSERT_TRUE(gpu);
+  gpu->steps(3);
+  ASSERT_TRUE(gpu->trainer->save(dir).ok());
+  std::unique_ptr<Training> resumed = Training::create(Backend::Cpu);
+  ASSERT_TRUE(resumed);
+  absl::Status loaded = resumed->trainer->load(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded;
+  expectSameSteps(std::vector<StepResult>(expected.begin() + 3, expected.end()),
+                  resumed->steps(3));
+  // And back onto the GPU.
+  std::unique_ptr<Training> back = Training::create(Backend::Cuda);
+  ASSERT_TRUE(back);
+  loaded = back->trainer->load(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded;
+  expectSameSteps(std::vector<StepResult>(expected.begin() + 3, expected.end()),
+                  back->steps(3));
+  EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
+}
+
+TEST(CudaExecutor, ABadTokenIdFailsTheFunction) {
+  PlanBuilder b;
+  uint32_t ids = b.value(plan::DType::I32, {3});
+  uint32_t table = b.value(plan::DType::F32, {4, 2});
+  uint32_t out = b.value(plan::DType::F32, {3, 2});
+  b.persistent("table", table, {4, 2}, {0, 0}, 0.5);
+  b.instr(OpCode::Embedding, {ids, table}, {out});
+  absl::StatusOr<LoadedPlan> plan =
+      loadPlanFromBytes(b.build({ids}, {out}), "test.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  SKIP_WITHOUT_GPU();
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
+      CudaExecutor::create(*plan, 0, 1);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  HostTensor bad;
+  bad.dtype = plan::DType::I32;
+  bad.shape = {3};
+  bad.ints = {0, 4, 1};
+  absl::StatusOr<std::vector<HostTensor>> result = (*gpu)->run("f", {bad});
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(result.status().message().find("token id is outside"),
+            std::string::npos)
+      << result.status();
+  // The executor goes on: a good call after it works.
+  bad.ints = {0, 3, 1};
+  EXPECT_TRUE((*gpu)->run("f", {bad}).ok());
+}
+
+TEST(CudaExecutorWithoutGpu, CreatingOneSaysThereIsNoGpu) {
+  if (haveGpu())
+    GTEST_SKIP() << "this machine has a GPU";
+  PlanBuilder b;
+  uint32_t x = b.value(plan::DType::F32, {2});
+  b.instr(OpCode::Scale, {x}, {x}, {}, {2.0});
+  absl::StatusOr<LoadedPlan> plan =
+      loadPlanFromBytes(b.build({x}, {x}), "test.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
+      CudaExecutor::create(*plan, 0, 1);
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(gpu.status().message().find("no GPU"), std::string::npos)
+      << gpu.status();
+}
+
+} // namespace
