@@ -51,12 +51,16 @@ cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DTRIAD_ENABLE_COMPILER=OFF -DTRIAD_ENABLE_CUDA=ON \
   "-DCMAKE_CUDA_ARCHITECTURES=$arch" > "$build/configure.log" 2>&1 ||
   { tail -20 "$build/configure.log"; die "configuring failed (log: $build/configure.log)"; }
-ninja -C "$build" -j "$jobs" triad-run triad-data TriadCudaKernelsTests
+tests="TriadCudaKernelsTests TriadCudaAttentionTests TriadCudaExecutorTests"
+ninja -C "$build" -j "$jobs" triad-run triad-data $tests
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/plans" "$out/data"
 cp "$build/bin/triad-run" "$build/bin/triad-data" "$out/bin/"
-cp "$build/test/Unit/runtime/TriadCudaKernelsTests" "$out/bin/"
+for test in $tests; do
+  cp "$build/test/Unit/runtime/$test" "$out/bin/"
+done
+cp "$repo/test/e2e/compare-losses.py" "$out/"
 
 echo "== compiling plans with $compiler_bin"
 work=$(mktemp -d)
@@ -78,7 +82,17 @@ plan() {
       cat "$work/$name.err"; } > "$out/plans/$name.not-compiled.txt"
   fi
 }
-# The equivalence law's model (f32, the CPU and the GPU must agree).
+# The equivalence law's models (f32: the CPU and the GPU must agree, and 8
+# ranks on one GPU must agree with one): a GPT with dropout, a LLaMA-style
+# one (RoPE, RMS norm, SwiGLU, grouped-query heads), and a plain one on one
+# rank and on dp2 x tp2 x pp2 (no dropout: the compiler does not split
+# dropout into microbatches yet).
+law="--preset tiny --layers 2 --seq 16 --batch 8"
+plan law-gpt "" $law --hidden 32 --heads 2 --dropout 0.1
+plan law-llama "" $law --hidden 64 --heads 4 --kv-heads 2 --positions rope \
+  --norm rmsnorm --activation swiglu
+plan law-plain "microbatches=2" $law --hidden 32 --heads 2
+plan law-mesh "dp=2 tp=2 pp=2 microbatches=2" $law --hidden 32 --heads 2
 plan tiny-f32 "lr=3e-4" --preset tiny
 # GPT-2-medium class and 1.3B class (hidden 2048), f32 and bf16.
 plan gpt2-medium-f32 "lr=3e-4" --preset gpt2-medium --seq 1024 --batch 8

@@ -56,26 +56,95 @@ if [[ -n $missing ]]; then
 fi
 status=0
 
-note "== CUDA kernels against the CPU kernels"
-"$here/bin/TriadCudaKernelsTests" --gtest_color=no \
-  "--gtest_output=json:$results/cuda-kernels.json" > "$results/cuda-kernels.txt" 2>&1
-kernels=$?
-grep -E '^\[  (PASSED|FAILED|SKIPPED) \] [0-9]+ tests?' "$results/cuda-kernels.txt" |
-  sed 's/^/   /' | tee -a "$summary"
-if [[ $kernels != 0 ]] || grep -q SKIPPED "$results/cuda-kernels.txt"; then
-  note "   FAILED or skipped (exit $kernels): see cuda-kernels.txt"
+# Each test binary runs every test; none may skip on a GPU machine.
+for test in TriadCudaKernelsTests TriadCudaAttentionTests TriadCudaExecutorTests; do
+  note "== $test"
+  "$here/bin/$test" --gtest_color=no "--gtest_output=json:$results/$test.json" \
+    > "$results/$test.txt" 2>&1
+  code=$?
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) \] [0-9]+ tests?' "$results/$test.txt" |
+    sed 's/^/   /' | tee -a "$summary"
+  if [[ $code != 0 ]] || grep -q '^\[  SKIPPED \]' "$results/$test.txt"; then
+    note "   FAILED or skipped (exit $code): see $test.txt"
+    status=1
+  fi
+done
+
+# The equivalence law on the GPU: 10 f32 steps on the CPU and on the GPU
+# agree within 1e-4 relative; 8 ranks sharing the GPU agree with one.
+corpus=$here/data/corpus.bin
+train() { # NAME PLAN OUTPUT-METRICS triad-run-args...
+  local name=$1 plan=$2 metrics=$3
+  shift 3
+  "$here/bin/triad-run" "$plan" --data "$corpus" --steps 10 --metrics "$metrics" "$@" \
+    > "$results/$name.txt" 2>&1
+}
+compare() { # NAME REFERENCE CANDIDATE
+  if python3 "$here/compare-losses.py" --rtol 1e-4 "$2" "$3" > "$results/$1.compare.txt" 2>&1; then
+    note "   $1: $(head -1 "$results/$1.compare.txt")"
+  else
+    note "   $1: MISMATCH (see $1.compare.txt)"
+    sed 's/^/     /' "$results/$1.compare.txt" | head -5 | tee -a "$summary"
+    status=1
+  fi
+}
+note "== the equivalence law: CPU against GPU"
+for model in law-gpt law-llama; do
+  plan=$here/plans/$model.plan
+  if [[ ! -e $plan ]]; then
+    note "   $model: no plan"; status=1; continue
+  fi
+  if train "$model.cpu" "$plan" "$results/$model.cpu.jsonl" &&
+     train "$model.cuda" "$plan" "$results/$model.cuda.jsonl" --device cuda; then
+    compare "$model" "$results/$model.cpu.jsonl" "$results/$model.cuda.jsonl"
+  else
+    note "   $model: triad-run failed (see $model.cpu.txt, $model.cuda.txt)"
+    status=1
+  fi
+done
+note "== a GPU checkpoint resumed on the CPU"
+plan=$here/plans/law-gpt.plan
+if "$here/bin/triad-run" "$plan" --data "$corpus" --steps 5 --device cuda \
+     --save "$results/ckpt" > "$results/ckpt-save.txt" 2>&1 &&
+   "$here/bin/triad-run" "$plan" --data "$corpus" --steps 10 --load "$results/ckpt" \
+     --metrics "$results/resumed.jsonl" > "$results/ckpt-load.txt" 2>&1; then
+  grep -v '"step":[1-5],' "$results/law-gpt.cpu.jsonl" > "$results/law-gpt.cpu-6-10.jsonl"
+  compare resumed "$results/law-gpt.cpu-6-10.jsonl" "$results/resumed.jsonl"
+else
+  note "   failed (see ckpt-save.txt, ckpt-load.txt)"
+  status=1
+fi
+note "== 8 ranks on one GPU (dp2 x tp2 x pp2, comm=mpi) against one rank"
+if ! command -v mpirun > /dev/null; then
+  note "   not run: no mpirun on this machine"
+  status=1
+elif train law-plain.cuda "$here/plans/law-plain.plan" "$results/law-plain.cuda.jsonl" --device cuda &&
+     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+     mpirun --oversubscribe -np 8 "$here/bin/triad-run" "$here/plans/law-mesh.plan" \
+       --data "$corpus" --steps 10 --device cuda --cuda-device 0 \
+       --metrics "$results/law-mesh.cuda.jsonl" > "$results/law-mesh.cuda.txt" 2>&1; then
+  compare mesh "$results/law-plain.cuda.jsonl" "$results/law-mesh.cuda.jsonl"
+else
+  note "   failed (see law-plain.cuda.txt, law-mesh.cuda.txt)"
   status=1
 fi
 
-# The plans travel in the bundle for the executor that will run them on the
-# GPU (the CUDA executor is not written yet): no training or benchmark runs
-# here today.
-note "== plans in the bundle (not run: no CUDA executor yet)"
-for plan in "$here"/plans/*.plan; do
-  [[ -e $plan ]] && note "   $(basename "$plan" .plan)"
-done
-for missing_plan in "$here"/plans/*.not-compiled.txt; do
-  [[ -e $missing_plan ]] && note "   $(basename "$missing_plan" .not-compiled.txt): no plan ($(sed -n 2p "$missing_plan"))"
+# Triad's own f32 throughput on the larger plans (steps after the first
+# two). The PyTorch peer and bf16 plans are not in the bundle yet: these
+# are not comparisons.
+note "== f32 training throughput on the GPU (Triad alone, no peer yet)"
+for model in gpt2-medium-f32 1.3b-f32; do
+  plan=$here/plans/$model.plan
+  [[ -e $plan ]] || { note "   $model: no plan"; continue; }
+  if "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
+       --metrics "$results/$model.jsonl" > "$results/$model.txt" 2>&1; then
+    note "   $model: $(python3 -c 'import json,sys,statistics
+r=[json.loads(l) for l in open(sys.argv[1]) if l.strip()][2:]
+print("%.0f tokens/s (median of %d steps)" % (statistics.median(x["tokens_per_s"] for x in r), len(r)))' "$results/$model.jsonl")"
+  else
+    note "   $model: triad-run failed (see $model.txt)"
+    status=1
+  fi
 done
 
 note "== done: $([[ $status == 0 ]] && echo all passed || echo something failed or did not run)"
