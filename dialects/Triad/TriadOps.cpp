@@ -582,6 +582,18 @@ LogicalResult DropoutOp::verify() {
   double p = getProbability().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
     return emitOpError("probability must be in [0, 1), got ") << p;
+  if (std::optional<ArrayAttr> axes = getBatchAxes()) {
+    if (axes->empty())
+      return emitOpError("batch_split lists no mesh axes");
+    llvm::StringSet<> seen;
+    for (StringRef axis : axes->getAsValueRange<StringAttr>())
+      if (!seen.insert(axis).second)
+        return emitOpError("batch_split lists mesh axis '")
+               << axis << "' twice";
+    if (getX().getType().getRank() == 0)
+      return emitOpError("batch_split needs a batch dimension (x is a "
+                         "scalar)");
+  }
   return success();
 }
 

@@ -740,7 +740,7 @@ def Triad_CastOp : Triad_DiffOp<"cast", [Pure, SameOperandsAndResultShape]> {
 // Regularization, loss and reductions
 //===----------------------------------------------------------------------===//
 
-def Triad_DropoutOp : Triad_DiffOp<"dropout", [Pure, SameOperandsAndResultType]> {
+def Triad_DropoutOp : Triad_DiffOpWithLocalForm<"dropout", [Pure, SameOperandsAndResultType]> {
   let summary = "Deterministic inverted dropout";
   let description = [{
     Zeroes each element with probability `probability` and scales the rest
@@ -749,20 +749,37 @@ def Triad_DropoutOp : Triad_DiffOp<"dropout", [Pure, SameOperandsAndResultType]>
     so it is the same on every mesh; `rng_stream` must be unique per
     dropout op in the model.
 
+    Its local form on a piece of the batch (the leading dimension split
+    over data-parallel axes or into microbatches; the other dimensions are
+    kept whole) lists the splitting axes in `batch_split`: the piece's
+    elements are those of samples `(index over the real mesh axes) *
+    microbatches + microbatch` onwards, `microbatch` being the virtual axis
+    of `--triad-split-microbatches`, so that each element keeps its global
+    index.
+
     Example:
 
     ```mlir
     %y = triad.dropout %x probability = 1.000000e-01 rng_stream = 3 : tensor<8x64x64xf32>
+    %z = triad.dropout %x probability = 1.000000e-01 rng_stream = 3 batch_split ["microbatch", "dp"] : tensor<8x64x64xf32>
     ```
   }];
   let arguments = (ins
     Triad_FloatTensor:$x,
     F64Attr:$probability,
-    ConfinedAttr<I64Attr, [IntNonNegative]>:$rng_stream
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$rng_stream,
+    OptionalAttr<StrArrayAttr>:$batch_axes
   );
   let results = (outs Triad_FloatTensor:$result);
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$x, "::mlir::FloatAttr":$probability,
+                   "::mlir::IntegerAttr":$rng_stream), [{
+      build($_builder, $_state, x, probability, rng_stream, ::mlir::ArrayAttr());
+    }]>
+  ];
   let assemblyFormat = [{
-    $x `probability` `=` $probability `rng_stream` `=` $rng_stream attr-dict `:` type($result)
+    $x `probability` `=` $probability `rng_stream` `=` $rng_stream
+    (`batch_split` $batch_axes^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }

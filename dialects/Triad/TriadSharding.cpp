@@ -222,12 +222,37 @@ ShardingRule ActivationGradOp::getShardingRule() {
 ShardingRule SelectOp::getShardingRule() { return elementwise(*this); }
 ShardingRule AdamWUpdateOp::getShardingRule() { return elementwise(*this); }
 
-// Dropout's mask is a function of the global element index: its pieces
-// would need their global offsets, so it runs on whole tensors for now.
+// Dropout's mask is a function of the global element index. A piece of the
+// batch (the leading dimension) is a contiguous run of global indices that
+// its local form finds from its index (batch_split); other pieces are not
+// contiguous, so the other dimensions stay whole.
 ShardingRule DropoutOp::getShardingRule() {
   ShardingRule rule = elementwise(*this);
-  keepWhole(rule, rule.results[0], rule.results[0].size());
+  ArrayRef<int64_t> factors = rule.results[0];
+  if (!factors.empty())
+    keepWhole(rule, factors, factors.size() - 1);
   return rule;
+}
+
+Operation *DropoutOp::buildLocal(OpBuilder &builder, ValueRange operands,
+                                 TypeRange resultTypes,
+                                 ArrayRef<int64_t> factorParts,
+                                 ArrayRef<SmallVector<StringRef>> factorAxes,
+                                 LocalCollectives &) {
+  auto local =
+      cast<DropoutOp>(cloneWithTypes(builder, *this, operands, resultTypes));
+  if (getType().getRank() == 0)
+    return local;
+  int64_t batch = getShardingRule().results[0][0];
+  if (factorParts[batch] == 1)
+    return local;
+  // A local form split again (microbatches first, then dp) adds its axes.
+  SmallVector<StringRef> axes;
+  if (std::optional<ArrayAttr> previous = getBatchAxes())
+    llvm::append_range(axes, previous->getAsValueRange<StringAttr>());
+  llvm::append_range(axes, factorAxes[batch]);
+  local.setBatchAxesAttr(builder.getStrArrayAttr(axes));
+  return local;
 }
 
 //===----------------------------------------------------------------------===//

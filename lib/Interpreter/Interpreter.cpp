@@ -390,9 +390,40 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
           v = target.isInteger(32) ? std::trunc(v) : roundTo(target, v);
         return one(std::move(value));
       })
-      .Case([&](DropoutOp d) {
+      .Case([&](DropoutOp d) -> Result {
+        // A piece of the batch starts at its samples' global index: the
+        // index over the real axes, then the microbatch within it.
+        uint64_t first = 0;
+        if (std::optional<ArrayAttr> axes = d.getBatchAxes()) {
+          SmallVector<StringRef> real;
+          int64_t microbatches = 1;
+          for (StringRef axis : axes->getAsValueRange<StringAttr>())
+            if (axis == "microbatch") {
+              auto function = op->getParentOfType<func::FuncOp>();
+              auto count = function ? function->getAttrOfType<IntegerAttr>(
+                                          "triad.microbatches")
+                                    : IntegerAttr();
+              if (!count)
+                return op->emitOpError("splits the batch into microbatches "
+                                       "outside a function split by "
+                                       "--triad-split-microbatches");
+              microbatches = count.getInt();
+            } else {
+              real.push_back(axis);
+            }
+          int64_t index = options.microbatch;
+          if (!real.empty()) {
+            dist::MeshOp mesh = dist::MeshOp::lookup(op);
+            if (!mesh)
+              return op->emitOpError("has batch_split but the module has no "
+                                     "dist.mesh");
+            index += groupIndex(mesh, options.rank, real) * microbatches;
+          }
+          first = static_cast<uint64_t>(index * in[0]->numElements());
+        }
         return one(dropout(*in[0], d.getProbability().convertToDouble(),
-                           options.seed, options.step, d.getRngStream()));
+                           options.seed, options.step, d.getRngStream(),
+                           first));
       })
       .Case([&](CrossEntropyOp c) -> Result {
         FailureOr<std::optional<VocabPiece>> piece =

@@ -526,6 +526,8 @@ private:
   /// every pipeline rank).
   std::vector<std::vector<std::string>> &groups;
   func::FuncOp microbatch, apply;
+  /// The calls of @microbatch_step that make one step (readDataShape).
+  int64_t microbatchCount = 1;
   std::vector<Storage> storages;
   std::vector<Slot> slots;
   std::vector<Persistent> persistents;
@@ -748,6 +750,22 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
   // vocabulary).
   auto axes = op.getAttrOfType<ArrayAttr>("vocab_axes");
   auto classes = op.getAttrOfType<IntegerAttr>("classes");
+  // A dropout on a piece of the batch finds its samples from its index in
+  // the group of its real axes (-1: none) and the step's microbatches (1
+  // unless the virtual microbatch axis splits it).
+  if (auto dropout = dyn_cast<DropoutOp>(op))
+    if (std::optional<ArrayAttr> batch = dropout.getBatchAxes()) {
+      SmallVector<StringRef> real;
+      int64_t pieces = 1;
+      for (StringRef axis : batch->getAsValueRange<StringAttr>()) {
+        if (axis == "microbatch")
+          pieces = microbatchCount;
+        else
+          real.push_back(axis);
+      }
+      spec->ints.push_back(real.empty() ? -1 : groupIndex(real));
+      spec->ints.push_back(pieces);
+    }
   if (axes)
     spec->ints.push_back(
         groupIndex(SmallVector<StringRef>(axes.getAsValueRange<StringAttr>())));
@@ -863,6 +881,7 @@ LogicalResult ProgramLowering::lowerCollectiveKernels(Operation &op,
 }
 
 LogicalResult ProgramLowering::readDataShape(int64_t microbatches) {
+  microbatchCount = microbatches;
   for (BlockArgument arg : microbatch.getArguments()) {
     auto kind = microbatch.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                         "triad.input");

@@ -384,8 +384,7 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   }
   case plan::OpCode::Dropout:
     cpu::dropout(f32(in(0)), f32(out(0)), n(out(0)), floatAt(0), seed, step,
-                 static_cast<uint64_t>(intAt(0)),
-                 static_cast<uint64_t>(intAt(1)));
+                 static_cast<uint64_t>(intAt(0)), dropoutFirst(instr));
     return absl::OkStatus();
   case plan::OpCode::CrossEntropy:
   case plan::OpCode::CrossEntropyGrad: {

@@ -369,7 +369,7 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
   case plan::OpCode::Dropout:
     return cuda::dropout(ctx, f32(in(0)), f32(out(0)), n(out(0)), floatAt(0),
                          seed, step, static_cast<uint64_t>(intAt(0)),
-                         static_cast<uint64_t>(intAt(1)));
+                         dropoutFirst(instr));
   case plan::OpCode::CrossEntropy:
   case plan::OpCode::CrossEntropyGrad: {
     bool grad = instr.op() == plan::OpCode::CrossEntropyGrad;

@@ -263,7 +263,9 @@ absl::Status Executor::writePersistent(const std::string &name,
 
 absl::StatusOr<std::vector<HostTensor>>
 Executor::run(const std::string &name, const std::vector<HostTensor> &args,
-              uint64_t step, std::vector<InstructionTime> *times) {
+              uint64_t step, std::vector<InstructionTime> *times,
+              uint32_t microbatchIndex) {
+  microbatch = microbatchIndex;
   for (const plan::Function *candidate : *program->functions())
     if (candidate->name()->str() == name)
       return run(*candidate, args, step, times);
@@ -273,7 +275,9 @@ Executor::run(const std::string &name, const std::vector<HostTensor> &args,
 
 absl::StatusOr<std::vector<HostTensor>>
 Executor::run(uint32_t index, const std::vector<HostTensor> &args,
-              uint64_t step, std::vector<InstructionTime> *times) {
+              uint64_t step, std::vector<InstructionTime> *times,
+              uint32_t microbatchIndex) {
+  microbatch = microbatchIndex;
   if (index >= program->functions()->size())
     return absl::NotFoundError(
         absl::StrCat("the program has no function ", index));
@@ -518,6 +522,23 @@ Executor::SliceView Executor::allSliceView(const plan::Instr &instr) const {
     outer *= x[d];
   int64_t run = outer == 0 ? 0 : elementCount(x) / outer / position.size * 4;
   return {outer, position.size, position.member, run};
+}
+
+uint64_t Executor::dropoutFirst(const plan::Instr &instr) const {
+  const flatbuffers::Vector<int64_t> &ints = *instr.ints();
+  auto first = static_cast<uint64_t>(ints.Get(1));
+  if (ints.size() < 4)
+    return first;
+  int64_t group = ints.Get(2), microbatches = ints.Get(3);
+  int64_t member =
+      group < 0 ? 0
+                : groupPosition(plan->root(), static_cast<uint32_t>(group),
+                                meshPosition)
+                      .member;
+  int64_t piece = member * microbatches + (microbatches > 1 ? microbatch : 0);
+  return first + static_cast<uint64_t>(piece) *
+                     static_cast<uint64_t>(
+                         elementCount(shapeOf(value(instr.outputs()->Get(0)))));
 }
 
 std::pair<double, double>

@@ -112,16 +112,18 @@ public:
   Executor &operator=(const Executor &) = delete;
 
   /// Runs function `name`: copies `args` into its argument values, runs its
-  /// body (dropout masks of training step `step`) and returns its results.
-  /// With `times`, appends the time of every instruction to it.
+  /// body (dropout masks of training step `step`, for the step's
+  /// `microbatch`) and returns its results. With `times`, appends the time
+  /// of every instruction to it.
   absl::StatusOr<std::vector<HostTensor>>
   run(const std::string &name, const std::vector<HostTensor> &args,
-      uint64_t step = 0, std::vector<InstructionTime> *times = nullptr);
+      uint64_t step = 0, std::vector<InstructionTime> *times = nullptr,
+      uint32_t microbatch = 0);
 
   /// The same for the function at `index` in the program.
   absl::StatusOr<std::vector<HostTensor>>
   run(uint32_t index, const std::vector<HostTensor> &args, uint64_t step = 0,
-      std::vector<InstructionTime> *times = nullptr);
+      std::vector<InstructionTime> *times = nullptr, uint32_t microbatch = 0);
 
   /// "cpu" or "cuda".
   virtual const char *backend() const = 0;
@@ -188,6 +190,11 @@ protected:
     int64_t outer, pieces, member, runBytes;
   };
   SliceView allSliceView(const plan::Instr &instr) const;
+  /// The global index of the first element a Dropout draws its mask for:
+  /// its offset, plus, for a piece of the batch, the elements of the
+  /// samples before the piece (its index in its group, times the step's
+  /// microbatches, plus the microbatch being run).
+  uint64_t dropoutFirst(const plan::Instr &instr) const;
   /// The LrSchedule's peak and floor, after the options' override.
   std::pair<double, double> learningRatePeakAndFloor(double peak,
                                                      double floor) const;
@@ -249,6 +256,8 @@ private:
   absl::StatusOr<std::vector<HostTensor>>
   run(const plan::Function &function, const std::vector<HostTensor> &args,
       uint64_t step, std::vector<InstructionTime> *times);
+  /// The microbatch of the function being run.
+  uint32_t microbatch = 0;
   absl::Status checkCollectives() const;
   /// Completes the collectives and transfers in flight that `instr` must
   /// wait for (all of them for nullptr); records their waits in `times`.

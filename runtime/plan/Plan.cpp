@@ -430,7 +430,8 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
   if (absl::Status _s = (expr); !_s.ok())                                      \
     return _s;
 
-  // The size of the group a vocab-parallel local form names.
+  // The size of the group a vocab-parallel local form (or a dropout on a
+  // piece of the batch) names.
   auto vocabPieces = [&](int64_t group, int64_t *pieces) {
     size_t groups = planRoot.groups() ? planRoot.groups()->size() : 0;
     if (group < 0 || static_cast<size_t>(group) >= groups)
@@ -683,9 +684,22 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
     return floatValues({in[0], out[0]});
   }
   case plan::OpCode::Dropout: {
-    CHECK_OK(elementwise(1, 2, 1));
+    CHECK_OK(elementwise(1, ints.size() == 4 ? 4 : 2, 1));
     if (!(floats[0] >= 0.0 && floats[0] < 1.0) || ints[0] < 0 || ints[1] < 0)
       return fail("invalid probability, stream or offset");
+    // A piece of the batch: its group (-1: none) and the step's
+    // microbatches it is one of.
+    if (ints.size() == 4) {
+      int64_t pieces = 1;
+      if (ints[2] != -1)
+        CHECK_OK(vocabPieces(ints[2], &pieces));
+      if (ints[3] != 1 && ints[3] != planRoot.microbatches())
+        return fail(absl::StrCat("a piece of one of ", ints[3],
+                                 " microbatches, but the step has ",
+                                 planRoot.microbatches()));
+      if (shape(out[0]).empty())
+        return fail("a piece of the batch needs a batch dimension");
+    }
     return absl::OkStatus();
   }
   case plan::OpCode::CrossEntropy:

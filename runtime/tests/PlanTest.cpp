@@ -457,6 +457,41 @@ TEST(Plan, VocabParallelEmbedding) {
   EXPECT_NE(loadError(vocabParallelEmbedding({0, 0})), "");
 }
 
+/// A Dropout of value 0 ([2, 3]) into value 2's region seen as [2, 3]
+/// (value 6), on dp 2 with the group [dp] and 2 microbatches; `ints` are
+/// the instruction's.
+PlanSpec batchPieceDropout(std::vector<int64_t> ints) {
+  PlanSpec s;
+  s.mesh = {{"dp", 2}, {"tp", 1}, {"pp", 1}};
+  s.groups = {{"dp"}};
+  s.batch = 8;
+  s.microbatches = 2;
+  s.values.push_back({triad::plan::DType::F32, {2, 3}, 72, 24});
+  s.op = triad::plan::OpCode::Dropout;
+  s.inputs = {0};
+  s.outputs = {6};
+  s.ints = std::move(ints);
+  s.floats = {0.1};
+  s.args = {0};
+  s.results = {6};
+  return s;
+}
+
+TEST(Plan, DropoutOnAPieceOfTheBatch) {
+  EXPECT_EQ(loadError(batchPieceDropout({3, 0})), "");
+  EXPECT_EQ(loadError(batchPieceDropout({3, 0, 0, 2})), "");
+  EXPECT_EQ(loadError(batchPieceDropout({3, 0, -1, 2})), "");
+  EXPECT_EQ(loadError(batchPieceDropout({3, 0, 0, 1})), "");
+  const std::string where = "invalid plan 'test.plan': program 0, function "
+                            "'forward', instruction 0 (Dropout): ";
+  EXPECT_EQ(loadError(batchPieceDropout({3, 0, 1, 2})),
+            where + "group 1 is not one of the 1 communicator groups");
+  EXPECT_EQ(loadError(batchPieceDropout({3, 0, 0, 4})),
+            where + "a piece of one of 4 microbatches, but the step has 2");
+  EXPECT_NE(loadError(batchPieceDropout({3, 0, 0})), "");
+  EXPECT_NE(loadError(batchPieceDropout({3, -1})), "");
+}
+
 /// The local form of a vocab-parallel CrossEntropy on dp 1 x tp 2 with the
 /// group [tp]: logits (value 6, f32 [2, 3, 4], this rank's columns), labels
 /// (value 4) and the log-sum-exp over the whole vocabulary (value 7, f32

@@ -217,7 +217,7 @@ absl::StatusOr<StepResult> Trainer::step() {
     int64_t callBegin = nowNanos();
     absl::StatusOr<std::vector<HostTensor>> outputs =
         exec->run(call->function(), args, result.step,
-                  traceInstructions ? &times : nullptr);
+                  traceInstructions ? &times : nullptr, call->microbatch());
     if (!outputs.ok())
       return absl::Status(
           outputs.status().code(),

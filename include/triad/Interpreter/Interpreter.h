@@ -38,6 +38,9 @@ struct InterpreterOptions {
   std::function<mlir::FailureOr<std::vector<Tensor>>(
       mlir::Operation *, llvm::ArrayRef<const Tensor *>)>
       collectives;
+  /// The microbatch a function split by --triad-split-microbatches runs
+  /// (its dropout masks continue the batch's from that microbatch on).
+  int64_t microbatch = 0;
 };
 
 /// The value of global element `index` of a parameter declared with `init`,
@@ -63,6 +66,12 @@ public:
   mlir::FailureOr<std::vector<Tensor>> call(llvm::StringRef name,
                                             llvm::ArrayRef<Tensor> args);
 
+  /// The training step and the microbatch of the next calls (dropout).
+  void setStep(uint64_t step, int64_t microbatch = 0) {
+    options.step = step;
+    options.microbatch = microbatch;
+  }
+
 private:
   mlir::FailureOr<std::vector<Tensor>> runRegion(mlir::Region &region,
                                                  llvm::ArrayRef<Tensor> args);
@@ -87,6 +96,11 @@ public:
   /// Every rank's pieces of the parameters, as Interpreter does.
   void initializeParameters();
   Interpreter &rank(int64_t index) { return *ranks[index]; }
+  /// Every rank's Interpreter::setStep.
+  void setStep(uint64_t step, int64_t microbatch = 0) {
+    for (auto &interpreter : ranks)
+      interpreter->setStep(step, microbatch);
+  }
 
   /// Calls `name` on every rank at once, rank r on `args[r]`; the results
   /// per rank. Fails when any rank fails.

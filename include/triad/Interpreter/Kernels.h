@@ -74,9 +74,10 @@ Tensor broadcast(const Tensor &x, llvm::ArrayRef<int64_t> shape);
 Tensor pad(const Tensor &x, llvm::ArrayRef<int64_t> low,
            llvm::ArrayRef<int64_t> high);
 
-/// Inverted dropout with the counter-based mask of the runtime.
+/// Inverted dropout with the counter-based mask of the runtime; `first` is
+/// the global index of element 0 (a piece of the batch starts later).
 Tensor dropout(const Tensor &x, double probability, uint64_t seed,
-               uint64_t step, uint64_t stream);
+               uint64_t step, uint64_t stream, uint64_t first = 0);
 
 /// The columns a vocab-parallel piece of logits holds: `[first, first +
 /// columns)` of a whole vocabulary of `vocab` classes, and each token's

@@ -384,16 +384,20 @@ double validLabels(const Tensor &labels) {
 // dp=2 with 2 microbatches, run on a simulated mesh of two ranks (each rank
 // its quarter-batches in turn, the collectives exchanged in memory), gives
 // the whole batch's losses, gradient norms and parameters for three steps.
+// The model has dropout: each rank's microbatch draws the masks of its own
+// samples.
 class MeshTraining : public Training,
                      public ::testing::WithParamInterface<int64_t> {};
 
 TEST_P(MeshTraining, DataParallelPartitionOnASimulatedMeshEqualsTheWholeBatch) {
   const int64_t seq = 16, batch = 8, dp = 2, micro = 2, zero = GetParam();
-  auto reference = trainingModule(tinyConfig(batch, seq), 1e-3);
+  ModelConfig config = tinyConfig(batch, seq);
+  config.dropout = 0.2;
+  auto reference = trainingModule(config, 1e-3);
   Interpreter whole(*reference, {/*seed=*/9});
   whole.initializeParameters();
 
-  auto partitioned = trainingModule(tinyConfig(batch, seq), 1e-3);
+  auto partitioned = trainingModule(config, 1e-3);
   mlir::PassManager pm(&context);
   SplitMicrobatchesOptions split;
   split.microbatches = micro;
@@ -420,6 +424,7 @@ TEST_P(MeshTraining, DataParallelPartitionOnASimulatedMeshEqualsTheWholeBatch) {
     // input); this test weights after the call, which needs equal counts.
     if (zero < 2)
       data[1].data[5 + step] = -100;
+    whole.setStep(step + 1);
     auto expected = whole.call("microbatch_step", data);
     ASSERT_TRUE(mlir::succeeded(expected));
     std::vector<Tensor> grads(expected->begin() + 1, expected->end());
@@ -437,6 +442,7 @@ TEST_P(MeshTraining, DataParallelPartitionOnASimulatedMeshEqualsTheWholeBatch) {
       for (int64_t r = 0; r < dp; ++r)
         for (const Tensor &t : data)
           args[r].push_back(rowsOf(t, (r * micro + m) * rows, rows));
+      mesh.setStep(step + 1, m);
       auto results = mesh.call("microbatch_step", args);
       ASSERT_TRUE(mlir::succeeded(results));
       for (int64_t r = 0; r < dp; ++r) {

@@ -681,6 +681,32 @@ func.func @f(%x: tensor<8x64xf32>) {
 
 // -----
 
+// A dropout on a piece of the batch names its axes, each once, and has a
+// batch dimension.
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.dropout' op batch_split lists no mesh axes}}
+  %0 = triad.dropout %x probability = 0.1 rng_stream = 0 batch_split [] : tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.dropout' op batch_split lists mesh axis 'dp' twice}}
+  %0 = triad.dropout %x probability = 0.1 rng_stream = 0 batch_split ["dp", "dp"] : tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>) {
+  // expected-error @+1 {{'triad.dropout' op batch_split needs a batch dimension (x is a scalar)}}
+  %0 = triad.dropout %x probability = 0.1 rng_stream = 0 batch_split ["dp"] : tensor<f32>
+  return
+}
+
+// -----
+
 // Cross-entropy logits have a vocab dimension.
 func.func @f(%l: tensor<f32>, %y: tensor<i32>) {
   // expected-error @+1 {{'triad.cross_entropy' op logits must have rank >= 1 [..., vocab]}}

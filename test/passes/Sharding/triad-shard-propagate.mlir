@@ -216,12 +216,12 @@ func.func @activations(%x: tensor<4x8xf32> {dist.layout = #dist.layout<{dp}, {tp
 
 // -----
 
-// Dropout keeps its input whole (its mask is a function of the global
-// element index).
+// Dropout keeps its input whole but for the batch (its mask is a function of
+// the global element index, and a piece of the batch is a run of them).
 dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
 // CHECK-LABEL: func.func @dropout
 func.func @dropout(%x: tensor<2x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {tp}>}) -> tensor<2x8x16xf32> {
-  // CHECK: triad.dropout {{.*}} {dist.layouts = [#dist.layout<{}, {}, {}>]}
+  // CHECK: triad.dropout {{.*}} {dist.layouts = [#dist.layout<{dp}, {}, {}>]}
   %d = triad.dropout %x probability = 0.1 rng_stream = 7 : tensor<2x8x16xf32>
   return %d : tensor<2x8x16xf32>
 }
