@@ -84,12 +84,14 @@ plan() {
 }
 # The equivalence law's models (f32: the CPU and the GPU must agree, and 8
 # ranks on one GPU must agree with one): a GPT with dropout, a LLaMA-style
-# one (RoPE, RMS norm, SwiGLU, grouped-query heads), and a GPT with dropout
-# on one rank and on dp2 x tp2 x pp2.
+# one (RoPE, RMS norm, SwiGLU, grouped-query heads), a BLOOM-style one
+# (ALiBi, an embedding norm), and a GPT with dropout on one rank and on
+# dp2 x tp2 x pp2.
 law="--preset tiny --layers 2 --seq 16 --batch 8"
 plan law-gpt "" $law --hidden 32 --heads 2 --dropout 0.1
 plan law-llama "" $law --hidden 64 --heads 4 --kv-heads 2 --positions rope \
   --norm rmsnorm --activation swiglu
+plan law-bloom "" $law --hidden 32 --heads 4 --positions alibi --embedding-norm
 plan law-plain "microbatches=2" $law --hidden 32 --heads 2 --dropout 0.1
 plan law-mesh "dp=2 tp=2 pp=2 microbatches=2" $law --hidden 32 --heads 2 \
   --dropout 0.1

@@ -89,7 +89,7 @@ compare() { # NAME REFERENCE CANDIDATE
   fi
 }
 note "== the equivalence law: CPU against GPU"
-for model in law-gpt law-llama; do
+for model in law-gpt law-llama law-bloom; do
   plan=$here/plans/$model.plan
   if [[ ! -e $plan ]]; then
     note "   $model: no plan"; status=1; continue

@@ -83,7 +83,8 @@ def Rt_OpCode : I32EnumAttr<"OpCode", "runtime kernel", [
     I32EnumAttrCase<"AllSlice", 42, "all_slice">,
     I32EnumAttrCase<"Send", 43, "send">,
     I32EnumAttrCase<"Recv", 44, "recv">,
-    I32EnumAttrCase<"LogSumExp", 45, "logsumexp">
+    I32EnumAttrCase<"LogSumExp", 45, "logsumexp">,
+    I32EnumAttrCase<"Values", 46, "values">
   ]> {
   let cppNamespace = "::triad::rt";
 }

@@ -45,8 +45,9 @@ TRIAD_SAME_OPCODE(AllSlice)
 TRIAD_SAME_OPCODE(Send)
 TRIAD_SAME_OPCODE(Recv)
 TRIAD_SAME_OPCODE(LogSumExp)
+TRIAD_SAME_OPCODE(Values)
 #undef TRIAD_SAME_OPCODE
-static_assert(static_cast<int>(rtir::OpCode::LogSumExp) ==
+static_assert(static_cast<int>(rtir::OpCode::Values) ==
                   static_cast<int>(plan::OpCode::MAX),
               "the rt dialect and plan.fbs list different kernels");
 static_assert(static_cast<int>(rtir::Role::Accumulator) ==

@@ -728,12 +728,20 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
   }
   if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
     auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-    if (!dense || !dense.isSplat() || !dense.getElementType().isF32())
+    if (!dense || !dense.getElementType().isF32())
       return constant.emitOpError(
-          "is not a splat f32 tensor; only those lower to the runtime");
+          "is not an f32 tensor; only those lower to the runtime");
     unsigned slot = temporary(constant.getType());
-    emit(f, OpCode::Fill, {}, {slot}, {},
-         {dense.getSplatValue<APFloat>().convertToDouble()});
+    // A splat fills its tensor; others (ALiBi's slopes) list their values.
+    if (dense.isSplat()) {
+      emit(f, OpCode::Fill, {}, {slot}, {},
+           {dense.getSplatValue<APFloat>().convertToDouble()});
+    } else {
+      SmallVector<double> values;
+      for (const APFloat &value : dense.getValues<APFloat>())
+        values.push_back(value.convertToDouble());
+      emit(f, OpCode::Values, {}, {slot}, {}, values);
+    }
     slotOf[constant.getResult()] = slot;
     return success();
   }

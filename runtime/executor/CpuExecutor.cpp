@@ -418,6 +418,10 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
                    cpu::classColumns(columns, piece ? &*piece : nullptr));
     return absl::OkStatus();
   }
+  case plan::OpCode::Values:
+    for (int64_t i = 0; i < n(out(0)); ++i)
+      f32(out(0))[i] = static_cast<float>(floatAt(i));
+    return absl::OkStatus();
   case plan::OpCode::Fill:
     std::fill_n(f32(out(0)), n(out(0)), static_cast<float>(floatAt(0)));
     return absl::OkStatus();

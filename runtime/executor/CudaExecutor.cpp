@@ -394,6 +394,11 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
         ctx, f32(in(0)), f32(out(0)), n(out(0)), columns,
         cpu::classColumns(columns, piece ? &*piece : nullptr));
   }
+  case plan::OpCode::Values: {
+    std::vector<float> values(instr.floats()->begin(), instr.floats()->end());
+    return ctx.copyToDevice(f32(out(0)), values.data(),
+                            values.size() * sizeof(float));
+  }
   case plan::OpCode::Fill:
     return cuda::fill(ctx, f32(out(0)), static_cast<float>(floatAt(0)),
                       n(out(0)));

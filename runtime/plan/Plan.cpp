@@ -757,6 +757,16 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
     CHECK_OK(arity(0, 1, 0, 1));
     return absl::OkStatus();
   }
+  case plan::OpCode::Values: {
+    Shape result = shape(out.empty() ? 0 : out[0]);
+    int64_t count = 1;
+    for (int64_t size : result)
+      count *= size;
+    CHECK_OK(arity(0, 1, 0, static_cast<size_t>(count)));
+    if (dtype(out[0]) != plan::DType::F32)
+      return fail("writes an f32 tensor");
+    return absl::OkStatus();
+  }
   case plan::OpCode::SumSquares: {
     CHECK_OK(arity(1, 1, 0, 0));
     CHECK_OK(floatValues({in[0]}));

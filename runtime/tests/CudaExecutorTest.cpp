@@ -137,6 +137,7 @@ TEST(CudaExecutor, LayoutOpsMatchTheCpuExactly) {
   uint32_t back = b.value(plan::DType::F32, {2, 3, 4});
   uint32_t idsT = b.value(plan::DType::I32, {4, 2, 3});
   uint32_t copy = b.value(plan::DType::F32, {2, 3, 4});
+  uint32_t listed = b.value(plan::DType::F32, {2, 2});
   b.instr(OpCode::Transpose, {x}, {t}, {2, 0, 1});
   b.instr(OpCode::Slice, {x}, {s}, {1, 1, 1, 1, 2, 3});
   b.instr(OpCode::Pad, {x}, {p}, {0, 1, 0, 0, 1, 0});
@@ -151,9 +152,10 @@ TEST(CudaExecutor, LayoutOpsMatchTheCpuExactly) {
   b.instr(OpCode::Cast, {ids}, {back});
   b.instr(OpCode::Transpose, {ids}, {idsT}, {2, 0, 1});
   b.instr(OpCode::Copy, {x}, {copy});
+  b.instr(OpCode::Values, {}, {listed}, {}, {1.5, -2.0, 0.25, 1e-3});
   BothResults results =
       runBoth(b.build({x, r}, {t, s, p, c, bc, lead, dropped, trail, inner, ids,
-                               back, idsT, copy}),
+                               back, idsT, copy, listed}),
               {floats({2, 3, 4}, 1), floats({3, 1}, 2)});
   SKIP_WITHOUT_GPU();
   expectIdentical(results);

@@ -457,6 +457,29 @@ TEST(Plan, VocabParallelEmbedding) {
   EXPECT_NE(loadError(vocabParallelEmbedding({0, 0})), "");
 }
 
+/// A Values writing value 2 ([2, 4]) with `floats`.
+PlanSpec valuesInto(std::vector<double> floats, uint32_t output = 2) {
+  PlanSpec s;
+  s.op = triad::plan::OpCode::Values;
+  s.inputs = {};
+  s.outputs = {output};
+  s.ints = {};
+  s.floats = std::move(floats);
+  s.results = {output};
+  return s;
+}
+
+TEST(Plan, ValuesListEveryElement) {
+  EXPECT_EQ(loadError(valuesInto({1, 2, 3, 4, 5, 6, 7, 8})), "");
+  const std::string where = "invalid plan 'test.plan': program 0, function "
+                            "'forward', instruction 0 (Values): ";
+  EXPECT_EQ(loadError(valuesInto({1, 2, 3})),
+            where + "expects 0 inputs, 1 outputs, 0 ints and 8 floats; has "
+                    "0, 1, 0 and 3");
+  EXPECT_EQ(loadError(valuesInto({1, 2, 3, 4, 5, 6}, 4)),
+            where + "writes an f32 tensor");
+}
+
 /// A Dropout of value 0 ([2, 3]) into value 2's region seen as [2, 3]
 /// (value 6), on dp 2 with the group [dp] and 2 microbatches; `ints` are
 /// the instruction's.

@@ -25,14 +25,15 @@
 // STAGE: error: 'triad.layer' op has no pipeline stage below 2 (pipe.stage); run --triad-pipeline-split for the schedule's stages
 // F16: error: 'triad.get_param' op has a value of type 'tensor<256x64xf16>'; the runtime runs static f32 tensors (and i32 token ids) only, so bf16 and f16 models do not lower yet
 
-// Only splat f32 constants become fill kernels.
+// Only f32 constants become fill or values kernels.
 triad.param @w : tensor<2xf32> init <zeros>
 func.func @microbatch_step(%x: tensor<1x2xi32> {triad.input = "tokens"}, %y: tensor<1x2xi32> {triad.input = "labels"}) -> (tensor<f32> {triad.output = "loss"}, tensor<2xf32> {triad.grad = @w}) {
   %w = triad.get_param @w : tensor<2xf32>
   %l = triad.broadcast %w : tensor<2xf32> -> tensor<1x2x2xf32>
   %loss = triad.cross_entropy %l, %y : tensor<1x2x2xf32>, tensor<1x2xi32> -> tensor<f32>
-  // expected-error@+1 {{'arith.constant' op is not a splat f32 tensor; only those lower to the runtime}}
-  %g = arith.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  // expected-error@+1 {{'arith.constant' op is not an f32 tensor; only those lower to the runtime}}
+  %c = arith.constant dense<[1, 2]> : tensor<2xi32>
+  %g = triad.cast %c : tensor<2xi32> -> tensor<2xf32>
   return %loss, %g : tensor<f32>, tensor<2xf32>
 }
 func.func @apply_step(%g: tensor<2xf32> {triad.grad = @w}) {

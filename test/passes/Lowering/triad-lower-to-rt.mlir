@@ -118,3 +118,26 @@ func.func @apply_step(%g: tensor<4xf32> {triad.grad = @w}) -> (tensor<f32> {tria
   %s = triad.sum_squares %w : tensor<4xf32>
   return %s : tensor<f32>
 }
+
+// -----
+
+// A splat constant fills its tensor; any other f32 constant (ALiBi's
+// slopes) lists its values.
+triad.param @w : tensor<2xf32> init <zeros>
+
+// CHECK-LABEL: rt.func @microbatch_step
+// CHECK: rt.kernel values() -> (%{{.*}}) floats [1.000000e+00, 2.500000e-01]
+// CHECK: rt.kernel fill() -> (%{{.*}}) floats [3.000000e+00]
+func.func @microbatch_step(%x: tensor<1x2xi32> {triad.input = "tokens"}, %y: tensor<1x2xi32> {triad.input = "labels"}) -> (tensor<f32> {triad.output = "loss"}, tensor<2xf32> {triad.grad = @w}) {
+  %w = triad.get_param @w : tensor<2xf32>
+  %c = arith.constant dense<[1.0, 0.25]> : tensor<2xf32>
+  %s = arith.constant dense<3.0> : tensor<2xf32>
+  %m = triad.mul %w, %c : tensor<2xf32>
+  %a = triad.add %m, %s : tensor<2xf32>, tensor<2xf32>
+  %l = triad.broadcast %a : tensor<2xf32> -> tensor<1x2x2xf32>
+  %loss = triad.cross_entropy %l, %y : tensor<1x2x2xf32>, tensor<1x2xi32> -> tensor<f32>
+  return %loss, %w : tensor<f32>, tensor<2xf32>
+}
+func.func @apply_step(%g: tensor<2xf32> {triad.grad = @w}) {
+  return
+}
