@@ -102,6 +102,14 @@ for model in law-gpt law-llama law-bloom; do
     status=1
   fi
 done
+note "== one rank through NCCL (its bootstrap and device-buffer collectives)"
+if train law-gpt.nccl "$here/plans/law-gpt.plan" "$results/law-gpt.nccl.jsonl" \
+     --device cuda --comm nccl; then
+  compare law-gpt-nccl "$results/law-gpt.cpu.jsonl" "$results/law-gpt.nccl.jsonl"
+else
+  note "   failed (see law-gpt.nccl.txt)"
+  status=1
+fi
 note "== a GPU checkpoint resumed on the CPU"
 plan=$here/plans/law-gpt.plan
 if "$here/bin/triad-run" "$plan" --data "$corpus" --steps 5 --device cuda \

@@ -23,7 +23,8 @@ std::string text(const TensorShape &shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-/// The shape `out` must have, or an error.
+} // namespace
+
 absl::StatusOr<TensorShape> resultShape(const TensorCollective &c,
                                         int64_t members) {
   auto invalid = [&](const std::string &what) {
@@ -68,8 +69,6 @@ absl::StatusOr<TensorShape> resultShape(const TensorCollective &c,
                                 ", not ", text(c.outShape)));
   return expected;
 }
-
-} // namespace
 
 void swapBlocks(const float *source, float *target, int64_t a, int64_t b,
                 int64_t c) {

@@ -64,6 +64,11 @@ struct TensorCollective {
   int64_t concatDim = 0;
 };
 
+/// The shape `out` of `collective` must have over a group of `members`,
+/// or InvalidArgument saying why x's shape or the dimensions do not fit.
+absl::StatusOr<TensorShape> resultShape(const TensorCollective &collective,
+                                        int64_t members);
+
 /// A tensor collective in flight.
 class PendingCollective {
 public:

@@ -59,6 +59,9 @@ bool backendBuilt(Backend backend) {
 absl::StatusOr<std::unique_ptr<Executor>>
 createExecutor(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
                const ExecutorOptions &options, const DeviceOptions &device) {
+  if (device.backend == Backend::Cpu && device.nccl)
+    return absl::InvalidArgumentError(
+        "NCCL moves device buffers: it needs the CUDA backend");
   if (device.backend == Backend::Cpu) {
     absl::StatusOr<CpuExecutor> executor =
         CpuExecutor::create(plan, pipelineRank, seed, options);
@@ -82,8 +85,8 @@ createExecutor(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
       local = static_cast<int>(options.communicator->worldRank());
     context.device = std::max(local, 0) % *count;
   }
-  absl::StatusOr<std::unique_ptr<CudaExecutor>> executor =
-      CudaExecutor::create(plan, pipelineRank, seed, options, context);
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> executor = CudaExecutor::create(
+      plan, pipelineRank, seed, options, context, device.nccl);
   if (!executor.ok())
     return executor.status();
   return std::unique_ptr<Executor>(std::move(*executor));

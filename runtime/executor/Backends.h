@@ -40,6 +40,10 @@ struct DeviceOptions {
   /// CUDA: f32 matrix products on TF32 tensor cores (faster, no longer
   /// within 1e-5 of the CPU).
   bool allowTf32 = false;
+  /// CUDA: collectives and transfers through NCCL on device buffers
+  /// (one GPU per rank); otherwise staged through host memory for the
+  /// job's communicator (MPI), which lets ranks share a GPU.
+  bool nccl = false;
 };
 
 /// The executor of `pipelineRank`'s program on `device` (see

@@ -50,7 +50,7 @@ copyOver(const Shape &shape, const Shape &xStrides, const Shape &outShape) {
 absl::StatusOr<std::unique_ptr<CudaExecutor>>
 CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
                      uint64_t seed, ExecutorOptions options,
-                     cuda::ContextOptions contextOptions) {
+                     cuda::ContextOptions contextOptions, bool nccl) {
   absl::StatusOr<const plan::Program *> program =
       findProgram(plan, pipelineRank, options, "CUDA");
   if (!program.ok())
@@ -64,6 +64,15 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
   if (!context.ok())
     return context.status();
   executor->gpu = std::move(*context);
+  if (nccl) {
+    absl::StatusOr<std::unique_ptr<nccl::NcclCommunicator>> comm =
+        nccl::NcclCommunicator::create(*executor->communicator);
+    if (!comm.ok())
+      return absl::Status(
+          comm.status().code(),
+          absl::StrCat("cannot set up NCCL: ", comm.status().message()));
+    executor->ncclComm = std::move(*comm);
+  }
   size_t bytes = std::max<uint64_t>((*program)->arena_bytes(), 256);
   absl::StatusOr<cuda::DeviceBuffer> arena =
       cuda::DeviceBuffer::allocate(bytes);
@@ -131,8 +140,115 @@ absl::Status CudaExecutor::copyValue(uint32_t from, uint32_t to,
   return absl::OkStatus();
 }
 
+absl::StatusOr<float *> CudaExecutor::staging(int which, int64_t count) {
+  size_t bytes = static_cast<size_t>(std::max<int64_t>(count, 1)) * 4;
+  cuda::DeviceBuffer &buffer = stagedDevice[which];
+  if (buffer.size() < bytes) {
+    // The stream may still read the old buffer.
+    if (absl::Status status = gpu->synchronize(); !status.ok())
+      return status;
+    absl::StatusOr<cuda::DeviceBuffer> grown =
+        cuda::DeviceBuffer::allocate(bytes);
+    if (!grown.ok())
+      return grown.status();
+    buffer = std::move(*grown);
+  }
+  return buffer.as<float>();
+}
+
+absl::Status CudaExecutor::movePieces(const float *from, float *to,
+                                      const std::vector<int64_t> &shape,
+                                      int64_t dim, int64_t pieces, bool join) {
+  // The tensor as [outer][pieces][run] and the packed blocks as
+  // [pieces][outer][run] (runtime/comm/Collectives.h).
+  int64_t outer = outerElements(shape, dim);
+  int64_t run = outer == 0 ? 0 : elementCount(shape) / outer / pieces;
+  int64_t a = join ? pieces : outer, b = join ? outer : pieces;
+  // Target [b][a][run] from source [a][b][run].
+  cuda::StridedCopy copy;
+  copy.rank = 3;
+  int64_t shapeOut[3] = {b, a, run}, xStrides[3] = {run, b * run, 1},
+          outStrides[3] = {a * run, run, 1};
+  for (int d = 0; d < 3; ++d) {
+    copy.shape[d] = shapeOut[d];
+    copy.xStrides[d] = xStrides[d];
+    copy.bound[d] = std::numeric_limits<int64_t>::max();
+    copy.outStrides[d] = outStrides[d];
+  }
+  return cuda::stridedCopy(*gpu, from, to, copy);
+}
+
+absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr) {
+  uint32_t x = instr.inputs()->Get(0), out = instr.outputs()->Get(0);
+  TensorCollective c = describeCollective(instr, f32(x), f32(out));
+  if (c.group >= ncclComm->groupCount())
+    return absl::InvalidArgumentError(
+        absl::StrCat("group ", c.group, " is not one of the ",
+                     ncclComm->groupCount(), " communicator groups"));
+  int64_t members = ncclComm->groupSize(c.group);
+  if (absl::StatusOr<TensorShape> shape = resultShape(c, members); !shape.ok())
+    return shape.status();
+  cudaStream_t stream = gpu->stream();
+  int64_t count = elementCount(c.xShape);
+  if (count == 0)
+    return absl::OkStatus();
+  switch (c.kind) {
+  case CollectiveKind::AllReduce:
+    return ncclComm->allReduceSum(c.group, c.x, c.out, count, stream);
+  case CollectiveKind::AllGather: {
+    if (outerElements(c.outShape, c.dim) <= 1)
+      return ncclComm->allGather(c.group, c.x, c.out, count, stream);
+    absl::StatusOr<float *> gathered = staging(0, count * members);
+    if (!gathered.ok())
+      return gathered.status();
+    if (absl::Status s =
+            ncclComm->allGather(c.group, c.x, *gathered, count, stream);
+        !s.ok())
+      return s;
+    return movePieces(*gathered, c.out, c.outShape, c.dim, members,
+                      /*join=*/true);
+  }
+  case CollectiveKind::ReduceScatter:
+  case CollectiveKind::AllToAll: {
+    const float *source = c.x;
+    if (outerElements(c.xShape, c.dim) > 1) {
+      absl::StatusOr<float *> packed = staging(0, count);
+      if (!packed.ok())
+        return packed.status();
+      if (absl::Status s = movePieces(c.x, *packed, c.xShape, c.dim, members,
+                                      /*join=*/false);
+          !s.ok())
+        return s;
+      source = *packed;
+    }
+    if (c.kind == CollectiveKind::ReduceScatter)
+      return ncclComm->reduceScatter(c.group, source, c.out, count / members,
+                                     stream);
+    bool join = outerElements(c.outShape, c.concatDim) > 1;
+    float *target = c.out;
+    if (join) {
+      absl::StatusOr<float *> received = staging(1, count);
+      if (!received.ok())
+        return received.status();
+      target = *received;
+    }
+    if (absl::Status s = ncclComm->allToAll(c.group, source, target,
+                                            count / members, stream);
+        !s.ok())
+      return s;
+    if (!join)
+      return absl::OkStatus();
+    return movePieces(target, c.out, c.outShape, c.concatDim, members,
+                      /*join=*/true);
+  }
+  }
+  return absl::InternalError("unknown collective");
+}
+
 absl::Status CudaExecutor::startCollective(const plan::Instr &instr,
                                            size_t index) {
+  if (ncclComm)
+    return ncclCollective(instr);
   // Staged through the host: the MPI communicator moves host memory. The
   // collective completes here (the GPU cannot run ahead of data it has not
   // received), so it does not overlap the instructions after it.
@@ -156,6 +272,10 @@ absl::Status CudaExecutor::startCollective(const plan::Instr &instr,
 absl::Status CudaExecutor::startTransfer(const plan::Instr &instr,
                                          size_t index) {
   Transfer t = describeTransfer(instr);
+  if (ncclComm)
+    return t.send
+               ? ncclComm->send(f32(t.data), t.elements, t.peer, gpu->stream())
+               : ncclComm->recv(f32(t.data), t.elements, t.peer, gpu->stream());
   stagedX.resize(std::max<int64_t>(t.elements, 1));
   if (t.send) {
     if (absl::Status status =

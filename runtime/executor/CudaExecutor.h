@@ -22,6 +22,7 @@
 #ifndef TRIAD_RUNTIME_EXECUTOR_CUDAEXECUTOR_H
 #define TRIAD_RUNTIME_EXECUTOR_CUDAEXECUTOR_H
 
+#include "runtime/comm/nccl/NcclCommunicator.h"
 #include "runtime/executor/Executor.h"
 #include "runtime/kernels/cuda/CudaContext.h"
 
@@ -39,10 +40,15 @@ public:
   /// Prepares the program of `pipelineRank` on the GPU `context` selects:
   /// checks that the backend can run it (f32 and i32 values), allocates
   /// its arena on the device and initializes its persistent tensors with
-  /// `seed`. Without a GPU it fails with FailedPrecondition.
+  /// `seed`. Without a GPU it fails with FailedPrecondition. With `nccl`,
+  /// every rank of the job creates its NCCL communicators (bootstrapped
+  /// over options.communicator) and the collectives and transfers move
+  /// device buffers through NCCL; otherwise they are staged through host
+  /// memory for options.communicator.
   static absl::StatusOr<std::unique_ptr<CudaExecutor>>
   create(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
-         ExecutorOptions options = {}, cuda::ContextOptions context = {});
+         ExecutorOptions options = {}, cuda::ContextOptions context = {},
+         bool nccl = false);
 
   const char *backend() const override { return "cuda"; }
   cuda::CudaContext &context() { return *gpu; }
@@ -70,9 +76,25 @@ private:
   /// Copies value `from` to value `to` on the device (nothing when they
   /// are the same value).
   absl::Status copyValue(uint32_t from, uint32_t to, int64_t bytes);
+  /// The collective `instr` through NCCL on device buffers: pieces along
+  /// a dimension with leading sizes are packed into (and joined from)
+  /// blocks in the executor's staging buffers.
+  absl::Status ncclCollective(const plan::Instr &instr);
+  /// Device staging of at least `count` floats (buffer 0 or 1), grown as
+  /// needed.
+  absl::StatusOr<float *> staging(int which, int64_t count);
+  /// Writes the `pieces` pieces of `tensor` (of `shape`) along `dim` one
+  /// after the other (packPieces on the device), or joins them back
+  /// (`join`: unpackPieces).
+  absl::Status movePieces(const float *from, float *to,
+                          const std::vector<int64_t> &shape, int64_t dim,
+                          int64_t pieces, bool join);
 
   std::unique_ptr<cuda::CudaContext> gpu;
   cuda::DeviceBuffer arena;
+  /// The NCCL communicators, when collectives move device buffers.
+  std::unique_ptr<nccl::NcclCommunicator> ncclComm;
+  cuda::DeviceBuffer stagedDevice[2];
   /// Host staging of collectives and transfers (grown as needed).
   std::vector<float> stagedX, stagedOut;
 };

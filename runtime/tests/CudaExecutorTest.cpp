@@ -25,6 +25,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
@@ -260,7 +261,7 @@ struct Training {
   std::unique_ptr<TokenFile> data;
   std::unique_ptr<Trainer> trainer;
 
-  static std::unique_ptr<Training> create(Backend backend) {
+  static std::unique_ptr<Training> create(Backend backend, bool nccl = false) {
     auto run = std::make_unique<Training>();
     tests::TrainingPlanSpec spec;
     absl::StatusOr<LoadedPlan> plan =
@@ -274,6 +275,7 @@ struct Training {
     TrainerOptions options;
     options.seed = 11;
     options.device.backend = backend;
+    options.device.nccl = nccl;
     absl::StatusOr<Trainer> trainer =
         Trainer::create(run->plan, *run->data, options);
     EXPECT_TRUE(trainer.ok()) << trainer.status();
@@ -330,6 +332,30 @@ TEST(CudaExecutor, TrainsLikeTheCpu) {
       EXPECT_NEAR((*a)[i], (*b)[i], 1e-5 * (1.0 + std::fabs((*a)[i])))
           << name << "[" << i << "]";
   }
+}
+
+// The same on one rank through NCCL (its communicators over groups of one:
+// what runs here is the bootstrap and the device-buffer collectives).
+TEST(CudaExecutor, TrainsLikeTheCpuThroughNccl) {
+  std::unique_ptr<Training> cpu = Training::create(Backend::Cpu);
+  ASSERT_TRUE(cpu);
+  std::vector<StepResult> expected = cpu->steps(4);
+  SKIP_WITHOUT_GPU();
+  std::unique_ptr<Training> gpu = Training::create(Backend::Cuda, true);
+  ASSERT_TRUE(gpu);
+  expectSameSteps(expected, gpu->steps(4));
+}
+
+TEST(NcclBootstrap, UniqueIdsSurviveTheFloatRoundTrip) {
+  ncclUniqueId id;
+  for (size_t i = 0; i < sizeof(id.internal); ++i)
+    id.internal[i] = static_cast<char>((i * 37 + 200) % 256);
+  std::vector<float> values = nccl::idToFloats(id);
+  ASSERT_EQ(values.size(), sizeof(id.internal));
+  for (float v : values)
+    EXPECT_TRUE(v >= 0.0f && v <= 255.0f && v == std::floor(v));
+  ncclUniqueId back = nccl::idFromFloats(values.data());
+  EXPECT_EQ(std::memcmp(id.internal, back.internal, sizeof(id.internal)), 0);
 }
 
 TEST(CudaExecutor, CheckpointsMoveBetweenBackends) {

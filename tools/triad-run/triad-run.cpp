@@ -99,6 +99,10 @@ ABSL_FLAG(std::string, device, "cpu",
           "rank's local rank modulo the node's GPUs, unless --cuda-device)");
 ABSL_FLAG(std::optional<int>, cuda_device, std::nullopt,
           "With --device=cuda: run every rank on GPU N");
+ABSL_FLAG(std::string, comm, "mpi",
+          "With --device=cuda: how ranks exchange device buffers: mpi "
+          "(staged through host memory; ranks may share a GPU) or nccl "
+          "(one GPU per rank)");
 ABSL_FLAG(bool, tf32, false,
           "With --device=cuda: f32 matrix products on TF32 tensor cores "
           "(faster; no longer within 1e-5 of the CPU)");
@@ -428,6 +432,7 @@ int main(int argc, char **argv) {
   std::optional<uint64_t> seedFlag = absl::GetFlag(FLAGS_seed);
   std::optional<int> cudaDevice = absl::GetFlag(FLAGS_cuda_device);
   bool tf32 = absl::GetFlag(FLAGS_tf32);
+  std::string comm = absl::GetFlag(FLAGS_comm);
   absl::StatusOr<Backend> backend = parseBackend(absl::GetFlag(FLAGS_device));
   if (!backend.ok())
     tool.fail(absl::StrCat("--device: ", backend.status().message()));
@@ -435,8 +440,13 @@ int main(int argc, char **argv) {
     tool.fail(absl::StrCat("--device=", backendName(*backend),
                            ": this triad-run was built without the CUDA "
                            "backend (the CUDA toolkit was not found)"));
-  if (*backend != Backend::Cuda && (cudaDevice || tf32))
-    tool.fail(absl::StrCat(cudaDevice ? "--cuda-device" : "--tf32",
+  if (comm != "mpi" && comm != "nccl")
+    tool.fail(
+        absl::StrCat("unknown --comm '", comm, "' (expected mpi or nccl)"));
+  if (*backend != Backend::Cuda && (cudaDevice || tf32 || comm == "nccl"))
+    tool.fail(absl::StrCat(cudaDevice ? "--cuda-device"
+                           : tf32     ? "--tf32"
+                                      : "--comm=nccl",
                            " needs --device=cuda"));
   if (cudaDevice && *cudaDevice < 0)
     tool.fail(
@@ -531,6 +541,7 @@ int main(int argc, char **argv) {
   options.device.backend = *backend;
   options.device.cudaDevice = cudaDevice.value_or(-1);
   options.device.allowTf32 = tf32;
+  options.device.nccl = comm == "nccl";
   absl::StatusOr<Trainer> trainer = Trainer::create(*loaded, *data, options);
   tool.failIfAny(trainer.status());
   if (!loadDir.empty())
@@ -582,7 +593,9 @@ int main(int argc, char **argv) {
                                     firstStep, "..", steps),
       ", seed ", seed,
       lr ? absl::StrFormat(", peak lr %.3g", *lr) : std::string(), ", on ",
-      *backend == Backend::Cuda ? (tf32 ? "cuda (tf32)" : "cuda") : "cpu"));
+      *backend == Backend::Cuda ? absl::StrCat("cuda", tf32 ? " (tf32)" : "",
+                                               comm == "nccl" ? ", nccl" : "")
+                                : std::string("cpu")));
 
   double arenaBytes =
       static_cast<double>(trainer->executor().programOf().arena_bytes());
