@@ -45,6 +45,25 @@ copyOver(const Shape &shape, const Shape &xStrides, const Shape &outShape) {
   return copy;
 }
 
+/// NCCL work on the communication stream: completing it makes the compute
+/// stream wait for it (the host does not).
+class StreamRequest : public CommRequest {
+public:
+  StreamRequest(cudaStream_t compute, cudaStream_t comm, cudaEvent_t done)
+      : compute(compute), comm(comm), done(done) {}
+  ~StreamRequest() override { cudaEventDestroy(done); }
+
+  absl::Status wait() override {
+    TRIAD_CUDA_RETURN_IF_ERROR(cudaEventRecord(done, comm));
+    TRIAD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, done, 0));
+    return absl::OkStatus();
+  }
+
+private:
+  cudaStream_t compute, comm;
+  cudaEvent_t done;
+};
+
 } // namespace
 
 absl::StatusOr<std::unique_ptr<CudaExecutor>>
@@ -72,6 +91,8 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
           comm.status().code(),
           absl::StrCat("cannot set up NCCL: ", comm.status().message()));
     executor->ncclComm = std::move(*comm);
+    TRIAD_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(
+        &executor->commStream, cudaStreamNonBlocking));
   }
   size_t bytes = std::max<uint64_t>((*program)->arena_bytes(), 256);
   absl::StatusOr<cuda::DeviceBuffer> arena =
@@ -101,6 +122,44 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
   if (absl::Status status = executor->gpu->synchronize(); !status.ok())
     return status;
   return executor;
+}
+
+CudaExecutor::~CudaExecutor() {
+  if (commStream) {
+    // NCCL may still use the arena.
+    cudaStreamSynchronize(commStream);
+    cudaStreamDestroy(commStream);
+  }
+}
+
+template <typename Work>
+absl::Status CudaExecutor::onCommStream(const plan::Instr &instr, size_t index,
+                                        std::optional<uint32_t> x,
+                                        std::optional<uint32_t> out,
+                                        Work work) {
+  cudaEvent_t ready = nullptr, done = nullptr;
+  TRIAD_CUDA_RETURN_IF_ERROR(
+      cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  absl::Status status =
+      cuda::cudaStatus(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
+                       "cudaEventCreateWithFlags");
+  if (status.ok())
+    status = cuda::cudaStatus(cudaEventRecord(ready, gpu->stream()),
+                              "cudaEventRecord");
+  if (status.ok())
+    status = cuda::cudaStatus(cudaStreamWaitEvent(commStream, ready, 0),
+                              "cudaStreamWaitEvent");
+  cudaEventDestroy(ready);
+  if (status.ok())
+    status = work(commStream);
+  if (!status.ok()) {
+    if (done)
+      cudaEventDestroy(done);
+    return status;
+  }
+  return track(std::nullopt,
+               std::make_unique<StreamRequest>(gpu->stream(), commStream, done),
+               instr, index, x, out);
 }
 
 void *CudaExecutor::address(uint32_t index) const {
@@ -178,7 +237,8 @@ absl::Status CudaExecutor::movePieces(const float *from, float *to,
   return cuda::stridedCopy(*gpu, from, to, copy);
 }
 
-absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr) {
+absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
+                                          size_t index) {
   uint32_t x = instr.inputs()->Get(0), out = instr.outputs()->Get(0);
   TensorCollective c = describeCollective(instr, f32(x), f32(out));
   if (c.group >= ncclComm->groupCount())
@@ -192,12 +252,31 @@ absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr) {
   int64_t count = elementCount(c.xShape);
   if (count == 0)
     return absl::OkStatus();
+  // Whole blocks (the gradients' all-reduce, pieces along the leading
+  // dimension) move on the communication stream, overlapping the
+  // instructions after them; packed pieces go on the compute stream
+  // through the staging buffers.
+  bool blocks = c.kind == CollectiveKind::AllReduce ||
+                (c.kind == CollectiveKind::AllGather &&
+                 outerElements(c.outShape, c.dim) <= 1) ||
+                (c.kind == CollectiveKind::ReduceScatter &&
+                 outerElements(c.xShape, c.dim) <= 1);
+  if (blocks)
+    return onCommStream(instr, index, x, out, [&](cudaStream_t comm) {
+      switch (c.kind) {
+      case CollectiveKind::AllReduce:
+        return ncclComm->allReduceSum(c.group, c.x, c.out, count, comm);
+      case CollectiveKind::AllGather:
+        return ncclComm->allGather(c.group, c.x, c.out, count, comm);
+      default:
+        return ncclComm->reduceScatter(c.group, c.x, c.out, count / members,
+                                       comm);
+      }
+    });
   switch (c.kind) {
   case CollectiveKind::AllReduce:
     return ncclComm->allReduceSum(c.group, c.x, c.out, count, stream);
   case CollectiveKind::AllGather: {
-    if (outerElements(c.outShape, c.dim) <= 1)
-      return ncclComm->allGather(c.group, c.x, c.out, count, stream);
     absl::StatusOr<float *> gathered = staging(0, count * members);
     if (!gathered.ok())
       return gathered.status();
@@ -248,7 +327,7 @@ absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr) {
 absl::Status CudaExecutor::startCollective(const plan::Instr &instr,
                                            size_t index) {
   if (ncclComm)
-    return ncclCollective(instr);
+    return ncclCollective(instr, index);
   // Staged through the host: the MPI communicator moves host memory. The
   // collective completes here (the GPU cannot run ahead of data it has not
   // received), so it does not overlap the instructions after it.
@@ -273,9 +352,13 @@ absl::Status CudaExecutor::startTransfer(const plan::Instr &instr,
                                          size_t index) {
   Transfer t = describeTransfer(instr);
   if (ncclComm)
-    return t.send
-               ? ncclComm->send(f32(t.data), t.elements, t.peer, gpu->stream())
-               : ncclComm->recv(f32(t.data), t.elements, t.peer, gpu->stream());
+    return onCommStream(
+        instr, index, t.send ? std::optional<uint32_t>(t.data) : std::nullopt,
+        t.send ? std::nullopt : std::optional<uint32_t>(t.data),
+        [&](cudaStream_t comm) {
+          return t.send ? ncclComm->send(f32(t.data), t.elements, t.peer, comm)
+                        : ncclComm->recv(f32(t.data), t.elements, t.peer, comm);
+        });
   stagedX.resize(std::max<int64_t>(t.elements, 1));
   if (t.send) {
     if (absl::Status status =

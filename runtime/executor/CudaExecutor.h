@@ -5,12 +5,20 @@
 // allocation, the persistent tensors are initialized on the host (the same
 // values as the CPU backend's, drawn at their global indices) and copied
 // in, and every instruction enqueues its kernel (runtime/kernels/cuda) on
-// the context's one stream. Nothing waits for the GPU inside a function
-// except where the host must see data: the arguments and results, the
-// collectives and transfers (staged through host memory for the MPI
-// communicator: a rank's device buffers go to the host, through MPI and
-// back), and the prefix lengths of a prefix-masked attention (checked on
-// the host as the CPU backend checks them).
+// the context's compute stream. Nothing waits for the GPU inside a
+// function except where the host must see data: the arguments and
+// results, the prefix lengths of a prefix-masked attention (checked on the
+// host as the CPU backend checks them) and, with the MPI communicator, the
+// collectives and transfers, staged through host memory (a rank's device
+// buffers go to the host, through MPI and back; ranks may share a GPU).
+//
+// With NCCL the collectives and transfers move device buffers. Whole
+// blocks (all-reduces, pieces along the leading dimension, transfers) run
+// on a communication stream after an event of the compute stream, and the
+// compute stream waits for them (an event, not the host) only before the
+// first later instruction that touches their buffers, so the gradients'
+// reduction overlaps the rest of the backward pass; pieces along inner
+// dimensions are packed and joined on the compute stream.
 //
 // Data-dependent errors (a token id or a label outside the vocabulary) are
 // raised by the kernels on the device and reported when the function ends
@@ -50,6 +58,8 @@ public:
          ExecutorOptions options = {}, cuda::ContextOptions context = {},
          bool nccl = false);
 
+  ~CudaExecutor() override;
+
   const char *backend() const override { return "cuda"; }
   cuda::CudaContext &context() { return *gpu; }
 
@@ -79,7 +89,15 @@ private:
   /// The collective `instr` through NCCL on device buffers: pieces along
   /// a dimension with leading sizes are packed into (and joined from)
   /// blocks in the executor's staging buffers.
-  absl::Status ncclCollective(const plan::Instr &instr);
+  absl::Status ncclCollective(const plan::Instr &instr, size_t index);
+  /// Enqueues `work` (NCCL calls) on the communication stream after what
+  /// the compute stream has enqueued so far, and tracks it as instruction
+  /// `index` in flight: the compute stream waits for it (an event, not the
+  /// host) before the first later instruction that touches its buffers.
+  template <typename Work>
+  absl::Status onCommStream(const plan::Instr &instr, size_t index,
+                            std::optional<uint32_t> x,
+                            std::optional<uint32_t> out, Work work);
   /// Device staging of at least `count` floats (buffer 0 or 1), grown as
   /// needed.
   absl::StatusOr<float *> staging(int which, int64_t count);
@@ -94,6 +112,9 @@ private:
   cuda::DeviceBuffer arena;
   /// The NCCL communicators, when collectives move device buffers.
   std::unique_ptr<nccl::NcclCommunicator> ncclComm;
+  /// With NCCL: the stream its collectives and transfers run on, beside
+  /// the context's compute stream.
+  cudaStream_t commStream = nullptr;
   cuda::DeviceBuffer stagedDevice[2];
   /// Host staging of collectives and transfers (grown as needed).
   std::vector<float> stagedX, stagedOut;
