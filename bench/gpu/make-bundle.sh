@@ -60,7 +60,8 @@ cp "$build/bin/triad-run" "$build/bin/triad-data" "$out/bin/"
 for test in $tests; do
   cp "$build/test/Unit/runtime/$test" "$out/bin/"
 done
-cp "$repo/test/e2e/compare-losses.py" "$out/"
+cp "$repo/test/e2e/compare-losses.py" "$repo/bench/gpt_torch.py" \
+  "$repo/bench/gpu/torch_peer.py" "$out/"
 
 echo "== compiling plans with $compiler_bin"
 work=$(mktemp -d)

@@ -137,23 +137,49 @@ else
   status=1
 fi
 
-# Triad's own f32 throughput on the larger plans (steps after the first
-# two). The PyTorch peer and bf16 plans are not in the bundle yet: these
-# are not comparisons.
-note "== f32 training throughput on the GPU (Triad alone, no peer yet)"
-for model in gpt2-medium-f32 1.3b-f32; do
-  plan=$here/plans/$model.plan
-  [[ -e $plan ]] || { note "   $model: no plan"; continue; }
-  if "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
+# Training throughput on the larger plans, next to PyTorch on the same
+# model, batch and GPU in this run: Triad f32 (TF32 off) against PyTorch f32
+# (TF32 off) eager and compiled, and PyTorch's bf16 autocast for reference
+# (Triad's bf16 plans do not compile yet). MFU counts 6 N + 12 L h s FLOPs
+# per token against the GPU's dense peak of the precision.
+note "== training throughput: Triad f32 against PyTorch (median step after 2 warm-up)"
+throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
+  local model=$1 plan=$here/plans/$1.plan
+  shift
+  local sizes=(--layers "$1" --hidden "$2" --heads "$3" --ffn "$4" --vocab "$5"
+               --seq "$6" --batch "$7")
+  [[ -e $plan ]] || { note "   $model: no plan"; status=1; return; }
+  if ! "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
        --metrics "$results/$model.jsonl" > "$results/$model.txt" 2>&1; then
-    note "   $model: $(python3 -c 'import json,sys,statistics
-r=[json.loads(l) for l in open(sys.argv[1]) if l.strip()][2:]
-print("%.0f tokens/s (median of %d steps)" % (statistics.median(x["tokens_per_s"] for x in r), len(r)))' "$results/$model.jsonl")"
-  else
-    note "   $model: triad-run failed (see $model.txt)"
-    status=1
+    note "   $model: triad-run failed (see $model.txt)"; status=1; return
   fi
-done
+  : > "$results/$model.torch.jsonl"
+  for variant in "f32" "f32 --compile" "bf16" "bf16 --compile"; do
+    # shellcheck disable=SC2086
+    if ! python3 "$here/torch_peer.py" "${sizes[@]}" --dtype $variant --warmup 2 --steps 5 \
+         >> "$results/$model.torch.jsonl" 2>> "$results/$model.torch.txt"; then
+      note "   $model: PyTorch $variant failed (see $model.torch.txt)"; status=1
+    fi
+  done
+  python3 - "$results/$model.jsonl" "$results/$model.torch.jsonl" "$model" <<'PY' | tee -a "$summary"
+import json, statistics, sys
+triad = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][2:]
+peers = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+tps = statistics.median(r["tokens_per_s"] for r in triad)
+line = f"   {sys.argv[3]}: Triad f32 {tps:,.0f} tokens/s"
+f32 = [p for p in peers if p["dtype"] == "f32"]
+if f32:
+    flops = f32[0]["model_tflops"] * 1e12 / f32[0]["tokens_per_s"]
+    line += f", MFU {flops * tps / 67e12:.1%} of 67 TFLOPS f32"
+print(line)
+for p in peers:
+    ratio = tps / p["tokens_per_s"]
+    mfu = f", MFU {p['mfu']:.1%}" if p.get("mfu") is not None else ""
+    print(f"     PyTorch {p['dtype']} {p['mode']}: {p['tokens_per_s']:,.0f} tokens/s{mfu}; Triad f32 / this {ratio:.2f}")
+PY
+}
+throughput gpt2-medium-f32 24 1024 16 4096 50257 1024 8
+throughput 1.3b-f32 24 2048 16 8192 50257 2048 4
 
 note "== done: $([[ $status == 0 ]] && echo all passed || echo something failed or did not run)"
 exit $status
