@@ -52,16 +52,17 @@ cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   "-DCMAKE_CUDA_ARCHITECTURES=$arch" > "$build/configure.log" 2>&1 ||
   { tail -20 "$build/configure.log"; die "configuring failed (log: $build/configure.log)"; }
 tests="TriadCudaKernelsTests TriadCudaAttentionTests TriadCudaExecutorTests"
-ninja -C "$build" -j "$jobs" triad-run triad-data $tests
+ninja -C "$build" -j "$jobs" triad-run triad-data TriadAttentionBench $tests
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/plans" "$out/data"
-cp "$build/bin/triad-run" "$build/bin/triad-data" "$out/bin/"
+cp "$build/bin/triad-run" "$build/bin/triad-data" \
+  "$build/bin/TriadAttentionBench" "$out/bin/"
 for test in $tests; do
   cp "$build/test/Unit/runtime/$test" "$out/bin/"
 done
 cp "$repo/test/e2e/compare-losses.py" "$repo/bench/gpt_torch.py" \
-  "$repo/bench/gpu/torch_peer.py" "$out/"
+  "$repo/bench/gpu/torch_peer.py" "$repo/bench/gpu/attention_peer.py" "$out/"
 
 echo "== compiling plans with $compiler_bin"
 work=$(mktemp -d)

@@ -181,5 +181,32 @@ PY
 throughput gpt2-medium-f32 24 1024 16 4096 50257 1024 8
 throughput 1.3b-f32 24 2048 16 8192 50257 2048 4
 
+# Attention forward and forward + backward, causal f32, against PyTorch's
+# scaled_dot_product_attention on the same shapes (bf16 for reference).
+note "== attention against PyTorch's scaled_dot_product_attention (median of 10)"
+for shape in "4 16 2048 64" "8 16 1024 128"; do
+  read -r b h s d <<< "$shape"
+  sizes=(--batch "$b" --heads "$h" --seq "$s" --head-dim "$d")
+  name=attention-$b-$h-$s-$d
+  if "$here/bin/TriadAttentionBench" "${sizes[@]}" > "$results/$name.jsonl" 2> "$results/$name.txt" &&
+     python3 "$here/attention_peer.py" "${sizes[@]}" >> "$results/$name.jsonl" 2>> "$results/$name.txt" &&
+     python3 "$here/attention_peer.py" "${sizes[@]}" --dtype bf16 >> "$results/$name.jsonl" 2>> "$results/$name.txt"; then
+    python3 - "$results/$name.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+t = rows[0]
+print(f"   b{t['batch']} h{t['heads']} s{t['seq']} d{t['head_dim']}: Triad f32 "
+      f"{t['forward_ms']:.2f} ms forward, {t['forward_backward_ms']:.2f} ms both")
+for p in rows[1:]:
+    print(f"     {p['impl']} {p['dtype']}: {p['forward_ms']:.2f} / "
+          f"{p['forward_backward_ms']:.2f} ms; Triad f32 takes "
+          f"{t['forward_backward_ms'] / p['forward_backward_ms']:.2f}x its time")
+PY
+  else
+    note "   $name: failed (see $name.txt)"
+    status=1
+  fi
+done
+
 note "== done: $([[ $status == 0 ]] && echo all passed || echo something failed or did not run)"
 exit $status
