@@ -597,6 +597,21 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
+SmallVector<StringRef> DropoutOp::getBatchMeshAxes() {
+  SmallVector<StringRef> axes;
+  if (std::optional<ArrayAttr> batch = getBatchAxes())
+    for (StringRef axis : batch->getAsValueRange<StringAttr>())
+      if (axis != kMicrobatchAxis)
+        axes.push_back(axis);
+  return axes;
+}
+
+bool DropoutOp::splitsIntoMicrobatches() {
+  std::optional<ArrayAttr> batch = getBatchAxes();
+  return batch && llvm::is_contained(batch->getAsValueRange<StringAttr>(),
+                                     kMicrobatchAxis);
+}
+
 /// A padded vocabulary's `classes` count at least one class and, when `x`
 /// holds the whole vocabulary (not a vocab_split piece), no more than its
 /// last dimension.

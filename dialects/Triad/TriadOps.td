@@ -781,6 +781,16 @@ def Triad_DropoutOp : Triad_DiffOpWithLocalForm<"dropout", [Pure, SameOperandsAn
     $x `probability` `=` $probability `rng_stream` `=` $rng_stream
     (`batch_split` $batch_axes^)? attr-dict `:` type($result)
   }];
+  let extraClassDeclaration = [{
+    /// The virtual mesh axis whose pieces are the microbatches of a step
+    /// (--triad-split-microbatches).
+    static constexpr ::llvm::StringLiteral kMicrobatchAxis = "microbatch";
+    /// batch_split without the virtual microbatch axis: the mesh axes whose
+    /// group index numbers the piece (none without batch_split).
+    ::llvm::SmallVector<::llvm::StringRef> getBatchMeshAxes();
+    /// Whether batch_split cuts the batch into the step's microbatches.
+    bool splitsIntoMicrobatches();
+  }];
   let hasVerifier = 1;
 }
 

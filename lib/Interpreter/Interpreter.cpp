@@ -394,24 +394,22 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
         // A piece of the batch starts at its samples' global index: the
         // index over the real axes, then the microbatch within it.
         uint64_t first = 0;
-        if (std::optional<ArrayAttr> axes = d.getBatchAxes()) {
-          SmallVector<StringRef> real;
-          int64_t microbatches = 1;
-          for (StringRef axis : axes->getAsValueRange<StringAttr>())
-            if (axis == "microbatch") {
-              auto function = op->getParentOfType<func::FuncOp>();
-              auto count = function ? function->getAttrOfType<IntegerAttr>(
-                                          "triad.microbatches")
-                                    : IntegerAttr();
-              if (!count)
-                return op->emitOpError("splits the batch into microbatches "
-                                       "outside a function split by "
-                                       "--triad-split-microbatches");
-              microbatches = count.getInt();
-            } else {
-              real.push_back(axis);
-            }
-          int64_t index = options.microbatch;
+        if (d.getBatchAxes()) {
+          int64_t microbatches = 1, index = 0;
+          if (d.splitsIntoMicrobatches()) {
+            auto function = op->getParentOfType<func::FuncOp>();
+            auto count =
+                function
+                    ? function->getAttrOfType<IntegerAttr>("triad.microbatches")
+                    : IntegerAttr();
+            if (!count)
+              return op->emitOpError("splits the batch into microbatches "
+                                     "outside a function split by "
+                                     "--triad-split-microbatches");
+            microbatches = count.getInt();
+            index = options.microbatch;
+          }
+          SmallVector<StringRef> real = d.getBatchMeshAxes();
           if (!real.empty()) {
             dist::MeshOp mesh = dist::MeshOp::lookup(op);
             if (!mesh)

@@ -762,17 +762,11 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
   // the group of its real axes (-1: none) and the step's microbatches (1
   // unless the virtual microbatch axis splits it).
   if (auto dropout = dyn_cast<DropoutOp>(op))
-    if (std::optional<ArrayAttr> batch = dropout.getBatchAxes()) {
-      SmallVector<StringRef> real;
-      int64_t pieces = 1;
-      for (StringRef axis : batch->getAsValueRange<StringAttr>()) {
-        if (axis == "microbatch")
-          pieces = microbatchCount;
-        else
-          real.push_back(axis);
-      }
+    if (dropout.getBatchAxes()) {
+      SmallVector<StringRef> real = dropout.getBatchMeshAxes();
       spec->ints.push_back(real.empty() ? -1 : groupIndex(real));
-      spec->ints.push_back(pieces);
+      spec->ints.push_back(dropout.splitsIntoMicrobatches() ? microbatchCount
+                                                            : 1);
     }
   if (axes)
     spec->ints.push_back(

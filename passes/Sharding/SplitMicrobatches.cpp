@@ -60,13 +60,15 @@ struct SplitMicrobatchesPass
       }
     }
 
-    // The virtual mesh lives only while the pass runs.
+    // The virtual mesh lives only while the pass runs; its axis is the one
+    // a dropout's batch_split names for the microbatches.
     OpBuilder builder(module.getContext());
     OwningOpRef<MeshOp> mesh =
         MeshOp::create(builder, module.getLoc(), "microbatches",
-                       builder.getStrArrayAttr({"microbatch"}),
+                       builder.getStrArrayAttr({DropoutOp::kMicrobatchAxis}),
                        builder.getDenseI64ArrayAttr({microbatches}));
-    if (failed(propagateLayouts(module, *mesh, "microbatch", {step})) ||
+    if (failed(propagateLayouts(module, *mesh, DropoutOp::kMicrobatchAxis,
+                                {step})) ||
         failed(partitionFunction(module, *mesh, step, /*bucketBytes=*/1,
                                  /*allowCollectives=*/false)))
       return signalPassFailure();
