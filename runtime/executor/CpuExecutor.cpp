@@ -25,10 +25,6 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-int64_t count(const Shape &shape) { return elementCount(shape); }
-
-Shape strides(const Shape &shape) { return rowMajorStrides(shape); }
-
 } // namespace
 
 absl::StatusOr<CpuExecutor> CpuExecutor::create(const LoadedPlan &plan,
@@ -79,7 +75,7 @@ absl::StatusOr<float *> CpuExecutor::persistent(const std::string &name) {
 }
 
 absl::Status CpuExecutor::writeValue(uint32_t index, const HostTensor &arg) {
-  int64_t n = count(shapeOf(value(index)));
+  int64_t n = elementCount(shapeOf(value(index)));
   if (value(index).dtype() == plan::DType::F32)
     std::copy_n(arg.floats.data(), n, f32(index));
   else
@@ -88,7 +84,7 @@ absl::Status CpuExecutor::writeValue(uint32_t index, const HostTensor &arg) {
 }
 
 absl::Status CpuExecutor::readValue(uint32_t index, HostTensor &result) {
-  int64_t n = count(result.shape);
+  int64_t n = elementCount(result.shape);
   if (result.dtype == plan::DType::F32)
     result.floats.assign(f32(index), f32(index) + n);
   else
@@ -125,7 +121,7 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   auto intAt = [&](size_t i) { return instr.ints()->Get(i); };
   auto floatAt = [&](size_t i) { return instr.floats()->Get(i); };
   auto shape = [&](uint32_t index) { return shapeOf(value(index)); };
-  auto n = [&](uint32_t index) { return count(shape(index)); };
+  auto n = [&](uint32_t index) { return elementCount(shape(index)); };
   auto badIds = [](const char *what) {
     return absl::InvalidArgumentError(
         absl::StrCat("a ", what, " is outside the vocabulary"));
@@ -146,38 +142,24 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
 
   switch (instr.op()) {
   case plan::OpCode::Embedding: {
-    Shape table = shape(in(1));
-    // A vocab-parallel piece holds the rows of this rank's index in its
-    // group.
-    int64_t firstRow = 0, vocab = table[0];
-    if (instr.ints() && instr.ints()->size() == 1) {
-      GroupPosition position = groupPosition(
-          plan->root(), static_cast<uint32_t>(intAt(0)), meshPosition);
-      firstRow = position.member * table[0];
-      vocab = position.size * table[0];
-    }
-    if (!cpu::embedding(i32(in(0)), f32(in(1)), f32(out(0)), n(in(0)), table[0],
-                        table[1], firstRow, vocab))
+    EmbeddingRows table = embeddingRows(instr);
+    if (!cpu::embedding(i32(in(0)), f32(in(1)), f32(out(0)), n(in(0)),
+                        table.rows, table.hidden, table.firstRow, table.vocab))
       return badIds("token id");
     return absl::OkStatus();
   }
   case plan::OpCode::EmbeddingGrad: {
     Shape table = shape(out(0));
-    std::fill_n(f32(out(0)), count(table), 0.0f);
+    std::fill_n(f32(out(0)), elementCount(table), 0.0f);
     if (!cpu::embeddingGradAccumulate(i32(in(0)), f32(in(1)), f32(out(0)),
                                       n(in(0)), table[0], table[1]))
       return badIds("token id");
     return absl::OkStatus();
   }
   case plan::OpCode::Matmul: {
-    Shape a = shape(in(0)), b = shape(in(1));
-    bool ta = intAt(0) != 0, tb = intAt(1) != 0;
-    size_t r = a.size();
-    int64_t m = ta ? a[r - 1] : a[r - 2], k = ta ? a[r - 2] : a[r - 1];
-    int64_t ncols = tb ? b[b.size() - 2] : b[b.size() - 1];
-    int64_t batch = count(Shape(a.begin(), a.end() - 2));
-    cpu::matmul(f32(in(0)), f32(in(1)), f32(out(0)), batch, m, ncols, k, ta, tb,
-                b.size() == r && r > 2);
+    MatmulDims d = matmulDims(instr);
+    cpu::matmul(f32(in(0)), f32(in(1)), f32(out(0)), d.batch, d.m, d.n, d.k,
+                d.transposeA, d.transposeB, d.rhsBatched);
     return absl::OkStatus();
   }
   case plan::OpCode::Add:
@@ -204,7 +186,7 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   case plan::OpCode::LayerNorm:
   case plan::OpCode::RmsNorm: {
     Shape x = shape(in(0));
-    int64_t width = x.back(), rows = count(x) / width;
+    int64_t width = x.back(), rows = elementCount(x) / width;
     float epsilon = static_cast<float>(floatAt(0));
     if (instr.op() == plan::OpCode::LayerNorm)
       cpu::layerNorm(f32(in(0)), f32(in(1)),
@@ -217,7 +199,7 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   case plan::OpCode::LayerNormGrad:
   case plan::OpCode::RmsNormGrad: {
     Shape x = shape(in(0));
-    int64_t width = x.back(), rows = count(x) / width;
+    int64_t width = x.back(), rows = elementCount(x) / width;
     float epsilon = static_cast<float>(floatAt(0));
     std::fill_n(f32(out(1)), width, 0.0f);
     if (instr.op() == plan::OpCode::LayerNormGrad)
@@ -273,7 +255,7 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     return absl::OkStatus();
   }
   case plan::OpCode::Transpose: {
-    Shape inStrides = strides(shape(in(0)));
+    Shape inStrides = rowMajorStrides(shape(in(0)));
     gather(in(0), out(0), [&](const Shape &coords) {
       int64_t from = 0;
       for (size_t d = 0; d < coords.size(); ++d)
@@ -283,7 +265,7 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     return absl::OkStatus();
   }
   case plan::OpCode::Slice: {
-    Shape x = shape(in(0)), inStrides = strides(x);
+    Shape x = shape(in(0)), inStrides = rowMajorStrides(x);
     gather(in(0), out(0), [&](const Shape &coords) {
       int64_t from = 0;
       for (size_t d = 0; d < coords.size(); ++d)
@@ -293,7 +275,7 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     return absl::OkStatus();
   }
   case plan::OpCode::Pad: {
-    Shape x = shape(in(0)), inStrides = strides(x);
+    Shape x = shape(in(0)), inStrides = rowMajorStrides(x);
     gather(in(0), out(0), [&](const Shape &coords) -> int64_t {
       int64_t from = 0;
       for (size_t d = 0; d < coords.size(); ++d) {
@@ -308,7 +290,7 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   }
   case plan::OpCode::Concat: {
     int64_t dim = intAt(0), offset = 0;
-    Shape result = shape(out(0)), outStrides = strides(result);
+    Shape result = shape(out(0)), outStrides = rowMajorStrides(result);
     bool floats = value(out(0)).dtype() == plan::DType::F32;
     for (size_t i = 0; i < instr.inputs()->size(); ++i) {
       uint32_t part = in(i);
@@ -327,7 +309,7 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     return absl::OkStatus();
   }
   case plan::OpCode::Broadcast: {
-    Shape x = shape(in(0)), inStrides = strides(x);
+    Shape x = shape(in(0)), inStrides = rowMajorStrides(x);
     size_t lead = shape(out(0)).size() - x.size();
     gather(in(0), out(0), [&](const Shape &coords) {
       int64_t from = 0;
@@ -341,9 +323,9 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   case plan::OpCode::Sum: {
     // Reduce x to the result's shape (broadcast's adjoint), times a factor.
     Shape x = shape(in(0)), result = shape(out(0)),
-          outStrides = strides(result);
+          outStrides = rowMajorStrides(result);
     size_t lead = x.size() - result.size();
-    std::vector<double> sums(static_cast<size_t>(count(result)), 0.0);
+    std::vector<double> sums(static_cast<size_t>(elementCount(result)), 0.0);
     // The common reductions are over leading dimensions (a bias gradient:
     // result [1, .., 1, x's trailing sizes]) or trailing ones (result [x's
     // leading sizes, 1, .., 1]): contiguous loops, added in the same order
@@ -360,7 +342,7 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
         lead == 0 && std::all_of(result.begin() + kept, result.end(),
                                  [](int64_t d) { return d == 1; });
     const float *data = f32(in(0));
-    int64_t total = count(x), width = count(result);
+    int64_t total = elementCount(x), width = elementCount(result);
     if (leading) {
       for (int64_t row = 0; row < total / width; ++row)
         for (int64_t j = 0; j < width; ++j)

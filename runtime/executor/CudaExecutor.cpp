@@ -224,17 +224,12 @@ absl::Status CudaExecutor::movePieces(const float *from, float *to,
   int64_t run = outer == 0 ? 0 : elementCount(shape) / outer / pieces;
   int64_t a = join ? pieces : outer, b = join ? outer : pieces;
   // Target [b][a][run] from source [a][b][run].
-  cuda::StridedCopy copy;
-  copy.rank = 3;
-  int64_t shapeOut[3] = {b, a, run}, xStrides[3] = {run, b * run, 1},
-          outStrides[3] = {a * run, run, 1};
-  for (int d = 0; d < 3; ++d) {
-    copy.shape[d] = shapeOut[d];
-    copy.xStrides[d] = xStrides[d];
-    copy.bound[d] = std::numeric_limits<int64_t>::max();
-    copy.outStrides[d] = outStrides[d];
-  }
-  return cuda::stridedCopy(*gpu, from, to, copy);
+  Shape target = {b, a, run};
+  absl::StatusOr<cuda::StridedCopy> copy =
+      copyOver(target, {run, b * run, 1}, target);
+  if (!copy.ok())
+    return copy.status();
+  return cuda::stridedCopy(*gpu, from, to, *copy);
 }
 
 absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
@@ -397,16 +392,10 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
 
   switch (instr.op()) {
   case plan::OpCode::Embedding: {
-    Shape table = shape(in(1));
-    int64_t firstRow = 0, vocab = table[0];
-    if (instr.ints() && instr.ints()->size() == 1) {
-      GroupPosition position = groupPosition(
-          plan->root(), static_cast<uint32_t>(intAt(0)), meshPosition);
-      firstRow = position.member * table[0];
-      vocab = position.size * table[0];
-    }
+    EmbeddingRows table = embeddingRows(instr);
     return cuda::embedding(ctx, i32(in(0)), f32(in(1)), f32(out(0)), n(in(0)),
-                           table[0], table[1], firstRow, vocab);
+                           table.rows, table.hidden, table.firstRow,
+                           table.vocab);
   }
   case plan::OpCode::EmbeddingGrad: {
     Shape table = shape(out(0));
@@ -416,17 +405,9 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
         ctx, i32(in(0)), f32(in(1)), f32(out(0)), n(in(0)), table[0], table[1]);
   }
   case plan::OpCode::Matmul: {
-    Shape a = shape(in(0)), b = shape(in(1));
-    bool ta = intAt(0) != 0, tb = intAt(1) != 0;
-    size_t r = a.size();
-    cuda::MatmulShape s;
-    s.m = ta ? a[r - 1] : a[r - 2];
-    s.k = ta ? a[r - 2] : a[r - 1];
-    s.n = tb ? b[b.size() - 2] : b[b.size() - 1];
-    s.batch = elementCount(Shape(a.begin(), a.end() - 2));
-    s.transposeA = ta;
-    s.transposeB = tb;
-    s.rhsBatched = b.size() == r && r > 2;
+    MatmulDims d = matmulDims(instr);
+    cuda::MatmulShape s{d.batch,      d.m,          d.n,         d.k,
+                        d.transposeA, d.transposeB, d.rhsBatched};
     return cuda::matmul(ctx, f32(in(0)), f32(in(1)), f32(out(0)), s);
   }
   case plan::OpCode::Add:

@@ -476,6 +476,34 @@ std::optional<cpu::VocabPiece> Executor::vocabPiece(const plan::Instr &instr,
                          classes.value_or(position.size * columns)};
 }
 
+Executor::MatmulDims Executor::matmulDims(const plan::Instr &instr) const {
+  std::vector<int64_t> a = shapeOf(value(instr.inputs()->Get(0))),
+                       b = shapeOf(value(instr.inputs()->Get(1)));
+  bool ta = instr.ints()->Get(0) != 0, tb = instr.ints()->Get(1) != 0;
+  size_t r = a.size();
+  return {elementCount(std::vector<int64_t>(a.begin(), a.end() - 2)),
+          ta ? a[r - 1] : a[r - 2],
+          tb ? b[b.size() - 2] : b[b.size() - 1],
+          ta ? a[r - 2] : a[r - 1],
+          ta,
+          tb,
+          b.size() == r && r > 2};
+}
+
+Executor::EmbeddingRows
+Executor::embeddingRows(const plan::Instr &instr) const {
+  std::vector<int64_t> table = shapeOf(value(instr.inputs()->Get(1)));
+  EmbeddingRows rows{table[0], table[1], 0, table[0]};
+  if (instr.ints() && instr.ints()->size() == 1) {
+    GroupPosition position =
+        groupPosition(plan->root(), static_cast<uint32_t>(instr.ints()->Get(0)),
+                      meshPosition);
+    rows.firstRow = position.member * table[0];
+    rows.vocab = position.size * table[0];
+  }
+  return rows;
+}
+
 Executor::AttentionCall
 Executor::attentionCall(const plan::Instr &instr) const {
   const flatbuffers::Vector<int64_t> &ints = *instr.ints();

@@ -170,6 +170,20 @@ protected:
   std::optional<cpu::VocabPiece> vocabPiece(const plan::Instr &instr,
                                             size_t groupInt, int64_t columns,
                                             const float *lse) const;
+  /// A Matmul's products: c[i] = op(a[i]) * op(b[i]), op(a) [m x k],
+  /// op(b) [k x n], for i < batch (one b for all unless rhsBatched).
+  struct MatmulDims {
+    int64_t batch, m, n, k;
+    bool transposeA, transposeB, rhsBatched;
+  };
+  MatmulDims matmulDims(const plan::Instr &instr) const;
+  /// An Embedding's table: `rows` of `hidden`, rows [firstRow, firstRow +
+  /// rows) of a vocabulary of `vocab` ids (a vocab-parallel piece holds the
+  /// rows of this rank's index in its group).
+  struct EmbeddingRows {
+    int64_t rows, hidden, firstRow, vocab;
+  };
+  EmbeddingRows embeddingRows(const plan::Instr &instr) const;
   /// An Attention or AttentionGrad instruction's shape and the values of
   /// its optional operands (prefix lengths, ALiBi slopes) and, for the
   /// gradient, of dout.

@@ -24,10 +24,6 @@ int64_t nowNanos() {
       .count();
 }
 
-int64_t volume(const std::vector<int64_t> &shape) {
-  return elementCount(shape);
-}
-
 bool checkpointed(const plan::Persistent &p) {
   return p.role() == plan::Role::Parameter || p.role() == plan::Role::State;
 }
@@ -299,10 +295,11 @@ absl::Status Trainer::save(const std::string &dir) {
       std::vector<int64_t> local = shapeOf(*program.values()->Get(p->value()));
       slice.sizes = sizesInside(*p, slice.offsets, local);
       slice.data = values->data();
-      if (volume(slice.sizes) == 0)
+      if (elementCount(slice.sizes) == 0)
         continue; // all padding
       if (slice.sizes != local) {
-        std::vector<float> &inside = packed.emplace_back(volume(slice.sizes));
+        std::vector<float> &inside =
+            packed.emplace_back(elementCount(slice.sizes));
         std::vector<int64_t> origin(local.size(), 0);
         copyBox(values->data(), local, origin, inside.data(), slice.sizes,
                 origin, slice.sizes, sizeof(float));
@@ -384,9 +381,9 @@ absl::StatusOr<CheckpointInfo> Trainer::read(
       // A padded tensor reads what lies inside its global shape; its
       // padding stays zero.
       std::vector<int64_t> sizes = sizesInside(*p, offsets, local);
-      std::vector<float> values(static_cast<size_t>(volume(local)), 0.0f);
-      std::vector<float> inside(static_cast<size_t>(volume(sizes)));
-      if (volume(sizes) > 0)
+      std::vector<float> values(static_cast<size_t>(elementCount(local)), 0.0f);
+      std::vector<float> inside(static_cast<size_t>(elementCount(sizes)));
+      if (elementCount(sizes) > 0)
         if (absl::Status status =
                 reader->read(p->name()->str(), DType::F32, global, offsets,
                              sizes, inside.data());
