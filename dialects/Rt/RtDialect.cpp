@@ -145,12 +145,42 @@ LogicalResult BufferOp::verify() {
     return emitOpError("offset ")
            << offset << " is not a non-negative multiple of "
            << kBufferAlignment;
+  if (getSlots().has_value() != getStride().has_value())
+    return emitOpError("has slots without a stride, or the other way round");
+  int64_t slots = getSlotCount(), stride = getStride().value_or(0);
+  if (getSlots() && (slots < 1 || slots > kMaxBufferSlots))
+    return emitOpError("has ")
+           << slots << " slots; it needs 1 to " << kMaxBufferSlots;
+  if (getSlots() && (stride < getBytes() || stride % kBufferAlignment != 0))
+    return emitOpError("stride ")
+           << stride << " must be a multiple of " << kBufferAlignment
+           << " and at least the buffer's " << getBytes() << " bytes";
   int64_t arena = (*this)->getParentOfType<ProgramOp>().getArenaBytes();
-  if (offset > arena || getBytes() > arena - offset)
+  int64_t room = arena - offset - getBytes();
+  if (offset > arena || getBytes() > arena - offset ||
+      (slots > 1 && stride > room / (slots - 1)))
     return emitOpError("its ")
            << getBytes() << " bytes at offset " << offset
+           << (slots > 1 ? " in " + std::to_string(slots) + " slots" : "")
            << " extend past the arena of " << arena << " bytes";
   return success();
+}
+
+int64_t triad::rt::slotsOf(FuncOp func) {
+  int64_t slots = 0;
+  auto visit = [&](ValueRange buffers) {
+    for (Value buffer : buffers)
+      if (auto op = buffer.getDefiningOp<BufferOp>())
+        if (op.getSlots() && (slots == 0 || op.getSlotCount() < slots))
+          slots = op.getSlotCount();
+  };
+  visit(func.getArgs());
+  visit(func.getResults());
+  for (auto kernel : func.getBody().getOps<KernelOp>()) {
+    visit(kernel.getInputs());
+    visit(kernel.getOutputs());
+  }
+  return slots;
 }
 
 //===----------------------------------------------------------------------===//
@@ -160,8 +190,12 @@ LogicalResult BufferOp::verify() {
 LogicalResult PersistentOp::verify() {
   auto type = cast<MemRefType>(getBuffer().getType());
   ArrayRef<int64_t> global = getGlobalShape(), offsets = getOffsets();
-  if (!getBuffer().getDefiningOp<BufferOp>())
+  auto buffer = getBuffer().getDefiningOp<BufferOp>();
+  if (!buffer)
     return emitOpError("buffer must be an rt.buffer");
+  if (buffer.getSlots())
+    return emitOpError("buffer must not be slotted: one copy of '")
+           << getName() << "' lives between steps";
   if (global.size() != static_cast<size_t>(type.getRank()) ||
       offsets.size() != global.size())
     return emitOpError("global shape and offsets must have the buffer's rank ")
@@ -236,6 +270,27 @@ LogicalResult FuncOp::verify() {
     if (text.empty() || !names.insert(text).second)
       return emitOpError("result names must be non-empty and distinct");
   }
+  // A call picks one slot for every slotted buffer of the function.
+  std::optional<int64_t> slots;
+  auto sameSlots = [&](ValueRange buffers) -> LogicalResult {
+    for (Value buffer : buffers) {
+      auto op = buffer.getDefiningOp<BufferOp>();
+      if (!op || !op.getSlots())
+        continue;
+      if (slots && *slots != op.getSlotCount())
+        return emitOpError("uses slotted buffers with ")
+               << *slots << " and " << op.getSlotCount()
+               << " slots; a call picks one slot for all of them";
+      slots = op.getSlotCount();
+    }
+    return success();
+  };
+  if (failed(sameSlots(getArgs())) || failed(sameSlots(getResults())))
+    return failure();
+  for (auto kernel : getBody().getOps<KernelOp>())
+    if (failed(sameSlots(kernel.getInputs())) ||
+        failed(sameSlots(kernel.getOutputs())))
+      return failure();
   return success();
 }
 
@@ -295,15 +350,29 @@ LogicalResult StepOp::verify() {
   if (auto module = program->getParentOfType<ModuleOp>())
     for (auto plan : module.getOps<PlanOp>())
       microbatches = plan.getMicrobatches();
-  for (auto [callee, microbatch] : llvm::zip(getCallees(), getMicrobatches())) {
+  std::optional<ArrayRef<int64_t>> callSlots = getSlots();
+  if (callSlots && callSlots->size() != getCallees().size())
+    return emitOpError("has ") << getCallees().size() << " calls but "
+                               << callSlots->size() << " slot indices";
+  // The functions by name, with their slots, found once.
+  llvm::StringMap<int64_t> functionSlots;
+  for (auto func : program.getBody().getOps<FuncOp>())
+    functionSlots[func.getSymName()] = std::max<int64_t>(slotsOf(func), 1);
+  for (auto [index, entry] :
+       llvm::enumerate(llvm::zip(getCallees(), getMicrobatches()))) {
+    auto [callee, microbatch] = entry;
     auto symbol = cast<FlatSymbolRefAttr>(callee);
-    if (!isa_and_nonnull<FuncOp>(
-            SymbolTable::lookupSymbolIn(program, symbol.getAttr())))
+    auto it = functionSlots.find(symbol.getValue());
+    if (it == functionSlots.end())
       return emitOpError("calls ") << symbol << ", which is no rt.func here";
     if (microbatch < 0 || (microbatches > 0 && microbatch >= microbatches))
       return emitOpError("microbatch ")
              << microbatch << " of the call of " << symbol << " is outside [0, "
              << microbatches << ")";
+    int64_t slot = callSlots ? (*callSlots)[index] : 0;
+    if (slot < 0 || slot >= it->second)
+      return emitOpError("slot ") << slot << " of the call of " << symbol
+                                  << " is outside [0, " << it->second << ")";
   }
   if (getActions().has_value() != getCallActions().has_value())
     return emitOpError("lists schedule actions without the action of each "

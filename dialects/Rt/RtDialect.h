@@ -34,6 +34,14 @@ int64_t elementBytes(mlir::Type type);
 /// The alignment of every buffer offset in the arena.
 constexpr int64_t kBufferAlignment = 64;
 
+/// The most slots of a slotted buffer: the plan loader's limit
+/// (runtime/plan/Plan.h; the exporter checks that the two agree).
+constexpr int64_t kMaxBufferSlots = 1 << 16;
+
+/// The slots a call of `func` picks from: those of its slotted buffers (the
+/// fewest, where the verifier has not yet run), 0 when it has none.
+int64_t slotsOf(FuncOp func);
+
 } // namespace triad::rt
 
 #endif // TRIAD_DIALECTS_RT_RTDIALECT_H

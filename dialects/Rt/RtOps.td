@@ -95,18 +95,36 @@ def Rt_BufferOp : Rt_Op<"buffer", [Pure, HasParent<"ProgramOp">]> {
     do not overlap, and a reshaped value is another buffer at the same
     offset.
 
+    A value a pipeline stage keeps from one of its calls to a later one (an
+    activation its backward reads, a tensor it received or will send) has
+    one copy per microbatch the schedule keeps in flight on its rank: copy
+    k starts `stride` * k bytes after `offset`, and the step's call picks
+    the copy (its slot) for every slotted buffer its function touches. So
+    a stage's functions exist once whatever the number of microbatches.
+
     Example:
 
     ```mlir
     %x = rt.buffer 4096 : memref<8x64x64xf32>
+    %act = rt.buffer 135168 slots 4 stride 131072 : memref<8x64x64xf32>
     ```
   }];
-  let arguments = (ins I64Attr:$offset);
+  let arguments = (ins I64Attr:$offset, OptionalAttr<I64Attr>:$slots,
+                       OptionalAttr<I64Attr>:$stride);
   let results = (outs Rt_Buffer:$result);
-  let assemblyFormat = "$offset attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    $offset (`slots` $slots^ `stride` $stride)? attr-dict `:` type($result)
+  }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$type, "int64_t":$offset), [{
+      build($_builder, $_state, type, offset, IntegerAttr(), IntegerAttr());
+    }]>
+  ];
   let extraClassDeclaration = [{
     /// Bytes the buffer covers.
     int64_t getBytes();
+    /// Its copies: 1 unless slotted.
+    int64_t getSlotCount() { return getSlots().value_or(1); }
   }];
   let hasVerifier = 1;
 }
@@ -212,7 +230,9 @@ def Rt_StepOp : Rt_Op<"step", [HasParent<"ProgramOp">]> {
   let summary = "The calls of one optimizer step, in order";
   let description = [{
     Each call names a function of the program and the microbatch its
-    `tokens` and `labels` arguments read.
+    `tokens` and `labels` arguments read, and, where the program has
+    slotted buffers, the slot (the copy of those buffers) it works on:
+    without `slots`, every call works on slot 0.
 
     Example:
 
@@ -227,16 +247,18 @@ def Rt_StepOp : Rt_Op<"step", [HasParent<"ProgramOp">]> {
     calls follow it.
 
     ```mlir
-    rt.step [@begin_step, @forward_s0_m0, @send_act_s0_m0, ...] microbatches [0, 0, 0, ...]
-        actions ["F0.0", "send-act0.0>1", ...] at [-1, 0, 1, ...]
+    rt.step [@begin_step, @forward_s0, @send_act_s0, @forward_s0, ...]
+        microbatches [0, 0, 0, 1, ...] slots [0, 0, 0, 1, ...]
+        actions ["F0.0", "send-act0.0>1", "F0.1", ...] at [-1, 0, 1, 2, ...]
     ```
   }];
   let arguments = (ins TypedArrayAttrBase<FlatSymbolRefAttr, "function symbols">:$callees,
                        DenseI64ArrayAttr:$microbatches,
+                       OptionalAttr<DenseI64ArrayAttr>:$slots,
                        OptionalAttr<StrArrayAttr>:$actions,
                        OptionalAttr<DenseI64ArrayAttr>:$call_actions);
   let assemblyFormat = [{
-    $callees `microbatches` $microbatches
+    $callees `microbatches` $microbatches (`slots` $slots^)?
     (`actions` $actions^ `at` $call_actions)? attr-dict
   }];
   let hasVerifier = 1;

@@ -8,6 +8,8 @@
 #ifndef TRIAD_REGISTRATION_H
 #define TRIAD_REGISTRATION_H
 
+#include <vector>
+
 namespace mlir {
 class DialectRegistry;
 } // namespace mlir
@@ -21,6 +23,13 @@ void registerAllDialects(mlir::DialectRegistry &registry);
 /// Registers the project's passes and pass pipelines with the global
 /// registry, so that triad-opt accepts their flags.
 void registerAllPasses();
+
+/// The command line `argv` with the tools' defaults in front of the user's
+/// flags (a flag the user gives wins): diagnostics name the op and its
+/// location but do not print the op itself, which for a whole training step
+/// is megabytes of generic IR (`--mlir-print-op-on-diagnostic` turns it back
+/// on).
+std::vector<char *> withToolDefaults(int argc, char **argv);
 
 } // namespace triad
 

@@ -33,3 +33,11 @@ void triad::registerAllPasses() {
   triad::registerLoweringPasses();
   triad::registerTrainPipeline();
 }
+
+std::vector<char *> triad::withToolDefaults(int argc, char **argv) {
+  static char quietDiagnostics[] = "--mlir-print-op-on-diagnostic=false";
+  std::vector<char *> args(argv, argv + argc);
+  args.insert(args.begin() + (argc > 0 ? 1 : 0), quietDiagnostics);
+  args.push_back(nullptr);
+  return args;
+}

@@ -52,6 +52,8 @@ static_assert(static_cast<int>(rtir::OpCode::Values) ==
               "the rt dialect and plan.fbs list different kernels");
 static_assert(static_cast<int>(rtir::Role::Accumulator) ==
               static_cast<int>(plan::Role::MAX));
+static_assert(rtir::kMaxBufferSlots == rtir::kMaxSlots,
+              "the rt dialect and the plan loader allow different slots");
 
 namespace {
 
@@ -145,7 +147,8 @@ fb::Offset<plan::Program> exportProgram(fb::FlatBufferBuilder &b,
       values.push_back(plan::CreateValue(
           b, *dtypeOf(type.getElementType()),
           b.CreateVector(type.getShape().data(), type.getShape().size()),
-          &region));
+          &region, static_cast<uint32_t>(buffer.getSlots().value_or(0)),
+          static_cast<uint64_t>(buffer.getStride().value_or(0))));
     } else if (auto p = dyn_cast<rtir::PersistentOp>(op)) {
       triad::InitAttr init = p.getInit();
       bool constant = init.getKind() == triad::InitKind::constant;
@@ -191,11 +194,12 @@ fb::Offset<plan::Program> exportProgram(fb::FlatBufferBuilder &b,
           b.CreateVector(kinds), indices(func.getResults()),
           strings(b, func.getResultNames()), b.CreateVector(body)));
     } else if (auto calls = dyn_cast<rtir::StepOp>(op)) {
-      for (auto [callee, microbatch] :
-           llvm::zip(calls.getCallees(), calls.getMicrobatches()))
+      std::optional<ArrayRef<int64_t>> slots = calls.getSlots();
+      for (auto [i, callee] : llvm::enumerate(calls.getCallees()))
         step.emplace_back(
             functionIndex.lookup(cast<FlatSymbolRefAttr>(callee).getValue()),
-            static_cast<uint32_t>(microbatch));
+            static_cast<uint32_t>(calls.getMicrobatches()[i]),
+            static_cast<uint32_t>(slots ? (*slots)[i] : 0));
     }
   }
   fb::Offset<fb::Vector<fb::Offset<fb::String>>> actions = 0;
@@ -332,8 +336,14 @@ OwningOpRef<ModuleOp> triad::importPlan(llvm::StringRef bytes,
     for (const plan::Value *value : *program->values()) {
       auto type =
           MemRefType::get(i64s(value->shape()), typeOf(value->dtype(), ctx));
-      values.push_back(rtir::BufferOp::create(
-          b, loc, type, static_cast<int64_t>(value->region()->offset())));
+      auto buffer = rtir::BufferOp::create(
+          b, loc, type, static_cast<int64_t>(value->region()->offset()));
+      if (value->slots() > 0) {
+        buffer.setSlotsAttr(b.getI64IntegerAttr(value->slots()));
+        buffer.setStrideAttr(
+            b.getI64IntegerAttr(static_cast<int64_t>(value->slot_stride())));
+      }
+      values.push_back(buffer);
     }
     auto valueList = [&](const fb::Vector<uint32_t> *list) {
       SmallVector<Value> result;
@@ -401,16 +411,20 @@ OwningOpRef<ModuleOp> triad::importPlan(llvm::StringRef bytes,
         }
     }
     SmallVector<Attribute> callees;
-    SmallVector<int64_t> microbatches;
+    SmallVector<int64_t> microbatches, slots;
+    bool slotted = false;
     if (program->step())
       for (const plan::Call *call : *program->step()) {
         callees.push_back(functionNames[call->function()]);
         microbatches.push_back(call->microbatch());
+        slots.push_back(call->slot());
+        slotted |= call->slot() != 0;
       }
-    auto step = rtir::StepOp::create(b, loc, b.getArrayAttr(callees),
-                                     b.getDenseI64ArrayAttr(microbatches),
-                                     /*actions=*/nullptr,
-                                     /*call_actions=*/nullptr);
+    auto step = rtir::StepOp::create(
+        b, loc, b.getArrayAttr(callees), b.getDenseI64ArrayAttr(microbatches),
+        slotted ? b.getDenseI64ArrayAttr(slots) : DenseI64ArrayAttr(),
+        /*actions=*/nullptr,
+        /*call_actions=*/nullptr);
     if (program->actions() && program->call_actions()) {
       SmallVector<StringRef> actions;
       for (const fb::String *action : *program->actions())

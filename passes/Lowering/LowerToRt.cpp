@@ -41,9 +41,10 @@ using rt::OpCode;
 
 namespace {
 
-/// Point-to-point tags: the schedule's transfers count up from 0, the
-/// exchanges of tied gradients count up from here (MPI guarantees tags up
-/// to 32767).
+/// Point-to-point tags: the schedule's transfers count up from 0 (one tag
+/// per direction and sending stage: the microbatches of one tag go in
+/// order, and MPI keeps messages of one tag in order), the exchanges of
+/// tied gradients count up from here (MPI guarantees tags up to 32767).
 constexpr int64_t kTiedTagBase = 32000;
 
 /// Bytes that back one or more buffers.
@@ -51,6 +52,9 @@ struct Storage {
   int64_t bytes = 0;
   bool persistent = false;
   int64_t offset = -1;
+  /// A pipeline stage's value kept from one call to a later one: `slots`
+  /// copies `stride` bytes apart (0: one copy, live within one call).
+  int64_t slots = 0, stride = 0;
 };
 
 /// A buffer: a typed view of a storage.
@@ -72,6 +76,8 @@ struct Kernel {
 
 struct Function {
   std::string name;
+  /// The pipeline stage whose work it is (-1: none; begin and apply step).
+  int64_t stage = -1;
   SmallVector<unsigned> args;
   SmallVector<std::string> argKinds;
   SmallVector<unsigned> results;
@@ -395,8 +401,12 @@ private:
   SmallVector<int64_t> callActions;
   std::optional<std::pair<std::string, int64_t>> scheduleInfo;
 
-  /// One call of the step: a function and its microbatch.
-  using Call = std::pair<unsigned, int64_t>;
+  /// One call of the step: a function, its microbatch and the copy of its
+  /// slotted storages it works on.
+  struct Call {
+    unsigned function;
+    int64_t microbatch, slot = 0;
+  };
 
   MemRefType memrefOf(Type tensor) {
     auto type = cast<RankedTensorType>(tensor);
@@ -494,9 +504,13 @@ private:
                                const Placement *placement = nullptr);
   /// The apply step's ops that concern `placement`'s rank.
   LogicalResult lowerApplyOps(Function &f, const Placement &placement);
-  /// Temporaries placed over the whole step (`calls` in order): values
-  /// may live from one call to a later one.
-  void planMemoryOverStep(ArrayRef<Function> functions, ArrayRef<Call> calls);
+  /// Under a pipeline: the storages a stage's calls pass from one to a
+  /// later one (its stash: activations for its backward, tensors received
+  /// or to send) get one copy per microbatch in flight, and every call its
+  /// slot. The stashes sit above the persistent tensors, each function's
+  /// own temporaries above them.
+  LogicalResult planMemoryWithSlots(ArrayRef<Function> functions,
+                                    MutableArrayRef<Call> calls);
   /// Persistent storages at fixed offsets from 0; returns their end.
   int64_t placePersistents();
   /// Places the temporaries of `calls` (run in order, as one timeline)
@@ -1214,7 +1228,7 @@ int64_t ProgramLowering::placeTemporaries(ArrayRef<const Function *> calls,
   std::vector<BufferLifetime> lifetimes;
   auto touch = [&](unsigned slot, int64_t time) {
     unsigned storage = slots[slot].storage;
-    if (storages[storage].persistent)
+    if (storages[storage].persistent || storages[storage].slots > 0)
       return;
     auto [it, inserted] = index.try_emplace(storage, lifetimes.size());
     if (inserted) {
@@ -1256,13 +1270,94 @@ void ProgramLowering::planMemory(ArrayRef<Function> functions) {
   arenaBytes = top + temporaries;
 }
 
-void ProgramLowering::planMemoryOverStep(ArrayRef<Function> functions,
-                                         ArrayRef<Call> calls) {
+LogicalResult
+ProgramLowering::planMemoryWithSlots(ArrayRef<Function> functions,
+                                     MutableArrayRef<Call> calls) {
+  // A storage is a stage's stash when more than one of its functions
+  // touches it.
+  DenseMap<unsigned, unsigned> firstFunction;
+  std::map<int64_t, SmallVector<unsigned>> stash;
+  for (auto [index, f] : llvm::enumerate(functions)) {
+    auto touch = [&, index = index, &f = f](unsigned slot) -> LogicalResult {
+      unsigned storage = slots[slot].storage;
+      if (storages[storage].persistent)
+        return success();
+      auto [it, inserted] = firstFunction.try_emplace(storage, index);
+      if (inserted || it->second == index || storages[storage].slots > 0)
+        return success();
+      int64_t stage = functions[it->second].stage;
+      if (stage < 0 || stage != f.stage)
+        return microbatch.emitOpError("lowers to functions @")
+               << functions[it->second].name << " and @" << f.name
+               << " that share a temporary across pipeline stages";
+      storages[storage].slots = 1;
+      stash[stage].push_back(storage);
+      return success();
+    };
+    for (unsigned slot : f.args)
+      if (failed(touch(slot)))
+        return failure();
+    for (const Kernel &kernel : f.body)
+      for (ArrayRef<unsigned> list :
+           {ArrayRef(kernel.inputs), ArrayRef(kernel.outputs)})
+        for (unsigned slot : list)
+          if (failed(touch(slot)))
+            return failure();
+    for (unsigned slot : f.results)
+      if (failed(touch(slot)))
+        return failure();
+  }
+
+  // A microbatch holds a slot of its stage from its stage's first call to
+  // its last: the lowest free one, so a stage needs as many slots as it
+  // keeps microbatches in flight.
+  std::map<std::pair<int64_t, int64_t>, size_t> lastCall;
+  for (auto [index, call] : llvm::enumerate(calls))
+    if (functions[call.function].stage >= 0)
+      lastCall[{functions[call.function].stage, call.microbatch}] = index;
+  std::map<int64_t, std::vector<bool>> busy;
+  std::map<std::pair<int64_t, int64_t>, int64_t> held;
+  for (auto [index, call] : llvm::enumerate(calls)) {
+    int64_t stage = functions[call.function].stage;
+    if (stage < 0)
+      continue;
+    auto [it, inserted] = held.try_emplace({stage, call.microbatch}, 0);
+    std::vector<bool> &used = busy[stage];
+    if (inserted) {
+      it->second = llvm::find(used, false) - used.begin();
+      if (it->second == static_cast<int64_t>(used.size()))
+        used.push_back(false);
+      used[it->second] = true;
+    }
+    call.slot = it->second;
+    if (lastCall.at({stage, call.microbatch}) == index)
+      used[call.slot] = false;
+  }
+
   int64_t top = placePersistents();
-  SmallVector<const Function *> timeline;
-  for (auto [function, microbatch] : calls)
-    timeline.push_back(&functions[function]);
-  arenaBytes = top + placeTemporaries(timeline, top);
+  for (auto &[stage, storageList] : stash) {
+    int64_t stride = 0;
+    for (unsigned storage : storageList) {
+      storages[storage].offset = top + stride;
+      stride += llvm::alignTo(storages[storage].bytes, rt::kBufferAlignment);
+    }
+    int64_t copies = std::max<int64_t>(busy[stage].size(), 1);
+    if (copies > rt::kMaxBufferSlots)
+      return microbatch.emitOpError("pipeline stage ")
+             << stage << " keeps " << copies
+             << " microbatches in flight; the runtime holds at most "
+             << rt::kMaxBufferSlots;
+    for (unsigned storage : storageList) {
+      storages[storage].slots = copies;
+      storages[storage].stride = stride;
+    }
+    top += stride * copies;
+  }
+  int64_t temporaries = 0;
+  for (const Function &f : functions)
+    temporaries = std::max(temporaries, placeTemporaries({&f}, top));
+  arenaBytes = top + temporaries;
+  return success();
 }
 
 void ProgramLowering::emitPlan(int64_t microbatches) {
@@ -1298,9 +1393,16 @@ void ProgramLowering::emitProgram(ArrayRef<Function> functions,
   DenseMap<unsigned, Value> buffers;
   auto declare = [&](unsigned slot) {
     auto [it, inserted] = buffers.try_emplace(slot);
-    if (inserted)
-      it->second = rt::BufferOp::create(b, loc, slots[slot].type,
-                                        storages[slots[slot].storage].offset);
+    if (!inserted)
+      return;
+    const Storage &storage = storages[slots[slot].storage];
+    auto buffer =
+        rt::BufferOp::create(b, loc, slots[slot].type, storage.offset);
+    if (storage.slots > 0) {
+      buffer.setSlotsAttr(b.getI64IntegerAttr(storage.slots));
+      buffer.setStrideAttr(b.getI64IntegerAttr(storage.stride));
+    }
+    it->second = buffer;
   };
   for (const Persistent &p : persistents)
     declare(p.slot);
@@ -1338,7 +1440,7 @@ void ProgramLowering::emitProgram(ArrayRef<Function> functions,
     return b.getStrArrayAttr(refs);
   };
   SmallVector<Attribute> callees;
-  SmallVector<int64_t> callMicrobatches;
+  SmallVector<int64_t> callMicrobatches, callSlots;
   for (const Function &f : functions) {
     SmallVector<Value> args = values(f.args), results = values(f.results);
     auto func = rt::FuncOp::create(b, loc, f.name, args, strings(f.argKinds),
@@ -1359,13 +1461,18 @@ void ProgramLowering::emitProgram(ArrayRef<Function> functions,
     }
     b.setInsertionPointToEnd(body);
   }
-  for (auto [function, microbatch] : calls) {
-    callees.push_back(FlatSymbolRefAttr::get(ctx, functions[function].name));
-    callMicrobatches.push_back(microbatch);
+  bool slotted = false;
+  for (const Call &call : calls) {
+    callees.push_back(
+        FlatSymbolRefAttr::get(ctx, functions[call.function].name));
+    callMicrobatches.push_back(call.microbatch);
+    callSlots.push_back(call.slot);
+    slotted |= call.slot != 0;
   }
-  auto step = rt::StepOp::create(b, loc, b.getArrayAttr(callees),
-                                 b.getDenseI64ArrayAttr(callMicrobatches),
-                                 /*actions=*/nullptr, /*call_actions=*/nullptr);
+  auto step = rt::StepOp::create(
+      b, loc, b.getArrayAttr(callees), b.getDenseI64ArrayAttr(callMicrobatches),
+      slotted ? b.getDenseI64ArrayAttr(callSlots) : DenseI64ArrayAttr(),
+      /*actions=*/nullptr, /*call_actions=*/nullptr);
   if (scheduleInfo) {
     SmallVector<StringRef> tokens(actionTokens.begin(), actionTokens.end());
     step.setActionsAttr(b.getStrArrayAttr(tokens));
@@ -1689,10 +1796,9 @@ LogicalResult ProgramLowering::lowerPipelineRank(
     int64_t rank, const schedule::Schedule &schedule, const StagedStep &step) {
   pipelineRank = rank;
   int64_t numStages = schedule.stages(), microbatches = schedule.microbatches;
-  if ((2 * numStages) * microbatches > kTiedTagBase)
-    return microbatch.emitOpError("has too many stage-microbatch transfers "
-                                  "for the point-to-point tags (")
-           << numStages << " stages x " << microbatches << " microbatches)";
+  if (2 * numStages > kTiedTagBase)
+    return microbatch.emitOpError("has too many pipeline stages (")
+           << numStages << ") for the point-to-point tags";
   Placement placement{rank, schedule.ranks, &step};
   if (failed(readDataShape(microbatches)))
     return failure();
@@ -1706,14 +1812,16 @@ LogicalResult ProgramLowering::lowerPipelineRank(
   if (failed(findInPlaceUpdates(microbatch)))
     return failure();
 
-  // Per (stage, microbatch): the slots of its values, its token count.
+  // Per stage: the slots of its values, its microbatch's token count
+  // (every microbatch's calls of the stage share them, each in its own
+  // copy where they pass from one call to another).
   struct Context {
     DenseMap<Value, unsigned> slots;
     unsigned count = 0;
   };
-  std::map<std::pair<int64_t, int64_t>, Context> contexts;
-  auto tag = [&](bool gradient, int64_t fromStage, int64_t i) {
-    return ((gradient ? numStages : 0) + fromStage) * microbatches + i;
+  std::map<int64_t, Context> contexts;
+  auto tag = [&](bool gradient, int64_t fromStage) {
+    return (gradient ? numStages : 0) + fromStage;
   };
   // Lowers `ops` into `f` with the context's slots; constants are made
   // where they are read, data arguments become arguments of `f`.
@@ -1776,10 +1884,13 @@ LogicalResult ProgramLowering::lowerPipelineRank(
   SmallVector<Call> calls;
   scheduleInfo = {schedule.name, schedule.virtualStages};
   int64_t actionIndex = -1;
+  auto call = [&](unsigned function, int64_t i) {
+    calls.push_back({function, i});
+    callActions.push_back(actionIndex);
+  };
   auto add = [&](Function f, int64_t i) {
     functions.push_back(std::move(f));
-    calls.push_back({static_cast<unsigned>(functions.size() - 1), i});
-    callActions.push_back(actionIndex);
+    call(functions.size() - 1, i);
   };
   Function begin;
   begin.name = "begin_step";
@@ -1788,14 +1899,40 @@ LogicalResult ProgramLowering::lowerPipelineRank(
       emit(begin, OpCode::Fill, {}, {p.slot}, {}, {0.0});
   add(std::move(begin), 0);
   int64_t firstLocal = rank;
+  // Each stage's work of one kind (and direction) is one function, lowered
+  // at its first action and called for every microbatch (nullopt: it has
+  // nothing to do).
+  std::map<std::tuple<int64_t, int, int>, std::optional<unsigned>> lowered;
+  // The last microbatch each stage sent or received in each direction:
+  // one tag carries them in order.
+  std::map<std::tuple<int64_t, int, int>, int64_t> lastTransferred;
   for (const schedule::Action &action : schedule.actions[rank]) {
     using schedule::ActionKind;
     actionIndex = actionTokens.size();
     actionTokens.push_back(schedule::format(action));
     int64_t s = action.stage, i = action.microbatch;
-    Context &context = contexts[{s, i}];
+    auto key = std::make_tuple(s, static_cast<int>(action.kind),
+                               static_cast<int>(action.direction));
+    if (action.kind == ActionKind::Send || action.kind == ActionKind::Recv) {
+      auto [last, inserted] = lastTransferred.try_emplace(key, i);
+      if (!inserted && last->second >= i)
+        return microbatch.emitOpError("schedule ")
+               << schedule.name << " moves microbatch " << i
+               << " of pipeline stage " << s << " after microbatch "
+               << last->second << " in the same direction; transfers of one "
+               << "stage and direction must go in microbatch order";
+      last->second = i;
+    }
+    if (auto it = lowered.find(key); it != lowered.end()) {
+      if (it->second)
+        call(*it->second, i);
+      continue;
+    }
+    std::optional<unsigned> &loweredIndex = lowered[key];
+    Context &context = contexts[s];
     Function f;
-    std::string where = "_s" + std::to_string(s) + "_m" + std::to_string(i);
+    f.stage = s;
+    std::string where = "_s" + std::to_string(s);
     switch (action.kind) {
     case ActionKind::Forward: {
       f.name = "forward" + where;
@@ -1862,11 +1999,10 @@ LogicalResult ProgramLowering::lowerPipelineRank(
       for (Value value : step.transfer(from, to)) {
         if (send) {
           emit(f, OpCode::Send, {context.slots.at(value)}, {},
-               {action.peer, tag(gradient, from, i)});
+               {action.peer, tag(gradient, from)});
         } else {
           unsigned slot = temporary(value.getType());
-          emit(f, OpCode::Recv, {}, {slot},
-               {action.peer, tag(gradient, from, i)});
+          emit(f, OpCode::Recv, {}, {slot}, {action.peer, tag(gradient, from)});
           context.slots[value] = slot;
         }
       }
@@ -1876,14 +2012,18 @@ LogicalResult ProgramLowering::lowerPipelineRank(
       continue;
     case ActionKind::Optimizer:
       f.name = "apply_step";
+      f.stage = -1;
       if (failed(lowerApplyStep(f, &placement)))
         return failure();
       break;
     }
-    if (!f.body.empty() || !f.results.empty())
+    if (!f.body.empty() || !f.results.empty()) {
+      loweredIndex = functions.size();
       add(std::move(f), std::max<int64_t>(i, 0));
+    }
   }
-  planMemoryOverStep(functions, calls);
+  if (failed(planMemoryWithSlots(functions, calls)))
+    return failure();
   for (Function &f : functions)
     mergeBuckets(f);
   emitProgram(functions, calls);

@@ -1,9 +1,10 @@
 //===- MemoryReport.cpp - bytes per rank from the compiled plan -----------===//
 //
 // Reads the memory a compiled rt program needs off the program itself:
-// persistent bytes by role, and for each function the most temporary bytes
-// live at once. Live bytes are the union of the live buffers' byte ranges,
-// so a reshaped view and its source count once.
+// persistent bytes by role, under a pipeline the bytes its stages keep
+// between calls (one slot per microbatch in flight), and for each function
+// the most temporary bytes live at once. Live bytes are the union of the
+// live buffers' byte ranges, so a reshaped view and its source count once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,53 +66,35 @@ std::string human(int64_t bytes) {
 /// results read after the last). Liveness is followed per byte range, not
 /// per buffer, so a reshaped view reading what its source wrote keeps
 /// those bytes live, and two buffers reusing the same bytes at different
-/// times do not.
-struct Peak {
-  int64_t bytes = 0;
-  /// The function running at the peak.
-  size_t function = 0;
-};
-
-/// The same over the calls `funcs` in order, as one timeline: a value
-/// written by one call and read by a later one (a pipeline stage's
-/// activations, kept from its forward to its backward) is live in between.
-Peak peakTemporaryBytes(ArrayRef<rt::FuncOp> funcs,
-                        const llvm::DenseSet<Value> &persistent) {
+/// times do not. Buffers in `kept` (persistent tensors, a pipeline stage's
+/// slotted values) are counted elsewhere.
+int64_t peakTemporaryBytes(rt::FuncOp func, const llvm::DenseSet<Value> &kept) {
   struct Access {
     int64_t time;
     bool write;
     int64_t begin, end;
   };
   std::vector<Access> accesses;
-  std::vector<size_t> functionAt;
   auto access = [&](Value buffer, int64_t time, bool write) {
-    if (persistent.contains(buffer))
+    if (kept.contains(buffer))
       return;
     auto op = buffer.getDefiningOp<rt::BufferOp>();
     accesses.push_back({time, write, static_cast<int64_t>(op.getOffset()),
                         static_cast<int64_t>(op.getOffset() + op.getBytes())});
   };
   int64_t time = 0;
-  for (auto [index, constFunc] : llvm::enumerate(funcs)) {
-    rt::FuncOp func = constFunc;
-    for (Value arg : func.getArgs())
-      access(arg, time, true);
-    functionAt.push_back(index);
-    for (auto kernel : func.getBody().getOps<rt::KernelOp>()) {
-      ++time;
-      functionAt.push_back(index);
-      for (Value v : kernel.getInputs())
-        access(v, time, false);
-      for (Value v : kernel.getOutputs())
-        access(v, time, true);
-    }
+  for (Value arg : func.getArgs())
+    access(arg, time, true);
+  for (auto kernel : func.getBody().getOps<rt::KernelOp>()) {
     ++time;
-    functionAt.push_back(index);
-    for (Value result : func.getResults())
-      access(result, time, false);
-    ++time;
-    functionAt.push_back(index);
+    for (Value v : kernel.getInputs())
+      access(v, time, false);
+    for (Value v : kernel.getOutputs())
+      access(v, time, true);
   }
+  ++time;
+  for (Value result : func.getResults())
+    access(result, time, false);
 
   // Segments between consecutive buffer boundaries are covered whole by
   // every buffer that touches them.
@@ -142,11 +125,21 @@ Peak peakTemporaryBytes(ArrayRef<rt::FuncOp> funcs,
         liveBytes[t] += end - begin;
     }
   }
-  Peak peak;
-  for (size_t t = 0; t < liveBytes.size() && t < functionAt.size(); ++t)
-    if (liveBytes[t] > peak.bytes)
-      peak = {liveBytes[t], functionAt[t]};
-  return peak;
+  return *std::max_element(liveBytes.begin(), liveBytes.end());
+}
+
+/// Bytes of the union of the byte ranges [begin, end).
+int64_t unionBytes(std::vector<std::pair<int64_t, int64_t>> ranges) {
+  llvm::sort(ranges);
+  int64_t total = 0, reached = 0;
+  for (auto [begin, end] : ranges) {
+    begin = std::max(begin, reached);
+    if (end > begin) {
+      total += end - begin;
+      reached = end;
+    }
+  }
+  return total;
 }
 
 /// Under a pipeline (the plan names a schedule): per pipeline rank, the
@@ -215,13 +208,25 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
       return signalPassFailure();
     for (rt::ProgramOp program : programs) {
       std::map<rt::Role, std::pair<int64_t, int64_t>> byRole;
-      llvm::DenseSet<Value> persistent;
+      llvm::DenseSet<Value> kept;
       for (auto p : program.getBody().getOps<rt::PersistentOp>()) {
         auto buffer = p.getBuffer().getDefiningOp<rt::BufferOp>();
         byRole[p.getRole()].first += buffer.getBytes();
         ++byRole[p.getRole()].second;
-        persistent.insert(p.getBuffer());
+        kept.insert(p.getBuffer());
       }
+      // Every copy of the values a stage keeps between its calls.
+      std::vector<std::pair<int64_t, int64_t>> slotted;
+      int64_t mostSlots = 0;
+      for (auto buffer : program.getBody().getOps<rt::BufferOp>())
+        if (buffer.getSlots()) {
+          int64_t begin = buffer.getOffset();
+          slotted.push_back(
+              {begin, begin + buffer.getBytes() +
+                          (buffer.getSlotCount() - 1) * *buffer.getStride()});
+          mostSlots = std::max(mostSlots, buffer.getSlotCount());
+          kept.insert(buffer.getResult());
+        }
       auto line = [&](StringRef what, int64_t bytes, StringRef note = "") {
         os << llvm::format("  %-40s %14s B  %10s", what.str().c_str(),
                            withCommas(bytes).c_str(), human(bytes).c_str());
@@ -240,34 +245,39 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
            count(rt::Role::State));
       line("gradient accumulators", byRole[rt::Role::Accumulator].first,
            count(rt::Role::Accumulator));
-      auto step = program.getBody().getOps<rt::StepOp>();
-      if (inFlight->empty() || step.empty()) {
+      if (inFlight->empty()) {
         for (auto func : program.getBody().getOps<rt::FuncOp>()) {
           std::string what =
               (func.getSymName() == "microbatch_step" ? "activations at peak"
                                                       : "temporaries at peak") +
               std::string(" (") + func.getSymName().str() + ")";
-          line(what, peakTemporaryBytes({func}, persistent).bytes);
+          line(what, peakTemporaryBytes(func, kept));
         }
       } else {
-        // A pipeline rank's functions pass activations from a stage's
-        // forward to its backward: the peak is over the step's calls.
-        SmallVector<rt::FuncOp> calls;
-        for (Attribute callee : (*step.begin()).getCallees())
-          calls.push_back(SymbolTable::lookupNearestSymbolFrom<rt::FuncOp>(
-              program, cast<FlatSymbolRefAttr>(callee)));
-        Peak peak = peakTemporaryBytes(calls, persistent);
-        line("activations at peak over the step", peak.bytes,
-             ("(in " + calls[peak.function].getSymName() + "; at most " +
-              std::to_string((*inFlight)[program.getPipelineRank()]) +
-              " microbatches in flight)")
-                 .str());
+        // A pipeline rank's stages keep activations from a microbatch's
+        // forward to its backward, one slot per microbatch in flight; each
+        // call's own temporaries share the bytes above them.
+        line("activations kept between calls", unionBytes(slotted),
+             "(" + std::to_string(mostSlots) + " slots; at most " +
+                 std::to_string((*inFlight)[program.getPipelineRank()]) +
+                 " microbatches in flight)");
+        int64_t peak = 0;
+        StringRef where;
+        for (auto func : program.getBody().getOps<rt::FuncOp>())
+          if (int64_t bytes = peakTemporaryBytes(func, kept); bytes > peak) {
+            peak = bytes;
+            where = func.getSymName();
+          }
+        line("temporaries at peak", peak, ("(in " + where + ")").str());
       }
       line("kernel workspace", 0,
            "(in the arena; CPU kernels keep small scratch of their own)");
       line("arena", program.getArenaBytes(),
-           "(persistent tensors + the largest function's temporaries, "
-           "aligned)");
+           inFlight->empty()
+               ? "(persistent tensors + the largest function's temporaries, "
+                 "aligned)"
+               : "(persistent tensors + activations kept between calls + the "
+                 "largest function's temporaries, aligned)");
     }
     output->keep();
     markAllAnalysesPreserved();

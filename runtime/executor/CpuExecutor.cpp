@@ -56,13 +56,11 @@ absl::StatusOr<CpuExecutor> CpuExecutor::create(const LoadedPlan &plan,
 }
 
 float *CpuExecutor::f32(uint32_t index) {
-  return reinterpret_cast<float *>(arena.get() +
-                                   value(index).region()->offset());
+  return reinterpret_cast<float *>(arena.get() + offsetOf(index));
 }
 
 int32_t *CpuExecutor::i32(uint32_t index) {
-  return reinterpret_cast<int32_t *>(arena.get() +
-                                     value(index).region()->offset());
+  return reinterpret_cast<int32_t *>(arena.get() + offsetOf(index));
 }
 
 absl::StatusOr<float *> CpuExecutor::persistent(const std::string &name) {

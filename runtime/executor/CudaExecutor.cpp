@@ -163,7 +163,7 @@ absl::Status CudaExecutor::onCommStream(const plan::Instr &instr, size_t index,
 }
 
 void *CudaExecutor::address(uint32_t index) const {
-  return arena.as<std::byte>() + value(index).region()->offset();
+  return arena.as<std::byte>() + offsetOf(index);
 }
 
 absl::Status CudaExecutor::writeValue(uint32_t index, const HostTensor &arg) {

@@ -264,11 +264,10 @@ absl::Status Executor::writePersistent(const std::string &name,
 absl::StatusOr<std::vector<HostTensor>>
 Executor::run(const std::string &name, const std::vector<HostTensor> &args,
               uint64_t step, std::vector<InstructionTime> *times,
-              uint32_t microbatchIndex) {
-  microbatch = microbatchIndex;
+              uint32_t microbatchIndex, uint32_t slotIndex) {
   for (const plan::Function *candidate : *program->functions())
     if (candidate->name()->str() == name)
-      return run(*candidate, args, step, times);
+      return run(*candidate, args, step, times, microbatchIndex, slotIndex);
   return absl::NotFoundError(
       absl::StrCat("the program has no function '", name, "'"));
 }
@@ -276,19 +275,25 @@ Executor::run(const std::string &name, const std::vector<HostTensor> &args,
 absl::StatusOr<std::vector<HostTensor>>
 Executor::run(uint32_t index, const std::vector<HostTensor> &args,
               uint64_t step, std::vector<InstructionTime> *times,
-              uint32_t microbatchIndex) {
-  microbatch = microbatchIndex;
+              uint32_t microbatchIndex, uint32_t slotIndex) {
   if (index >= program->functions()->size())
     return absl::NotFoundError(
         absl::StrCat("the program has no function ", index));
-  return run(*program->functions()->Get(index), args, step, times);
+  return run(*program->functions()->Get(index), args, step, times,
+             microbatchIndex, slotIndex);
 }
 
 absl::StatusOr<std::vector<HostTensor>>
 Executor::run(const plan::Function &function,
               const std::vector<HostTensor> &args, uint64_t step,
-              std::vector<InstructionTime> *times) {
+              std::vector<InstructionTime> *times, uint32_t microbatchIndex,
+              uint32_t slotIndex) {
   std::string name = function.name()->str();
+  if (slotIndex >= std::max<uint32_t>(slotsOf(*program, function), 1))
+    return absl::InvalidArgumentError(
+        absl::StrCat("function '", name, "' has no slot ", slotIndex));
+  microbatch = microbatchIndex;
+  slot = slotIndex;
   size_t expected = function.args() ? function.args()->size() : 0;
   if (args.size() != expected)
     return absl::InvalidArgumentError(
@@ -402,8 +407,7 @@ absl::Status Executor::track(std::optional<PendingCollective> collective,
   auto range = [&](std::optional<uint32_t> v) -> std::pair<uint64_t, uint64_t> {
     if (!v)
       return {0, 0};
-    const plan::Region &region = *value(*v).region();
-    return {region.offset(), region.offset() + region.bytes()};
+    return {offsetOf(*v), offsetOf(*v) + value(*v).region()->bytes()};
   };
   auto [xBegin, xEnd] = range(x);
   auto [outBegin, outEnd] = range(out);
@@ -415,9 +419,8 @@ absl::Status Executor::track(std::optional<PendingCollective> collective,
 absl::Status Executor::waitFor(const plan::Instr *instr,
                                std::vector<InstructionTime> *times) {
   auto overlaps = [&](uint32_t index, uint64_t begin, uint64_t end) {
-    const plan::Region &region = *value(index).region();
-    return region.bytes() > 0 && begin < end && region.offset() < end &&
-           begin < region.offset() + region.bytes();
+    uint64_t bytes = value(index).region()->bytes(), offset = offsetOf(index);
+    return bytes > 0 && begin < end && offset < end && begin < offset + bytes;
   };
   auto mustWait = [&](const InFlight &c) {
     if (!instr)

@@ -113,17 +113,18 @@ public:
 
   /// Runs function `name`: copies `args` into its argument values, runs its
   /// body (dropout masks of training step `step`, for the step's
-  /// `microbatch`) and returns its results. With `times`, appends the time
-  /// of every instruction to it.
+  /// `microbatch`, on copy `slot` of its slotted values) and returns its
+  /// results. With `times`, appends the time of every instruction to it.
   absl::StatusOr<std::vector<HostTensor>>
   run(const std::string &name, const std::vector<HostTensor> &args,
       uint64_t step = 0, std::vector<InstructionTime> *times = nullptr,
-      uint32_t microbatch = 0);
+      uint32_t microbatch = 0, uint32_t slot = 0);
 
   /// The same for the function at `index` in the program.
   absl::StatusOr<std::vector<HostTensor>>
   run(uint32_t index, const std::vector<HostTensor> &args, uint64_t step = 0,
-      std::vector<InstructionTime> *times = nullptr, uint32_t microbatch = 0);
+      std::vector<InstructionTime> *times = nullptr, uint32_t microbatch = 0,
+      uint32_t slot = 0);
 
   /// "cpu" or "cuda".
   virtual const char *backend() const = 0;
@@ -235,6 +236,12 @@ protected:
   const plan::Value &value(uint32_t index) const {
     return *program->values()->Get(index);
   }
+  /// Where value `index` starts in the arena for the function being run
+  /// (its copy of the call's slot).
+  uint64_t offsetOf(uint32_t index) const {
+    const plan::Value &v = value(index);
+    return v.region()->offset() + (v.slots() ? slot * v.slot_stride() : 0);
+  }
   const plan::Persistent *findPersistent(const std::string &name) const;
 
   // What a backend supplies.
@@ -269,9 +276,10 @@ protected:
 private:
   absl::StatusOr<std::vector<HostTensor>>
   run(const plan::Function &function, const std::vector<HostTensor> &args,
-      uint64_t step, std::vector<InstructionTime> *times);
-  /// The microbatch of the function being run.
-  uint32_t microbatch = 0;
+      uint64_t step, std::vector<InstructionTime> *times, uint32_t microbatch,
+      uint32_t slot);
+  /// The microbatch and the slot of the function being run.
+  uint32_t microbatch = 0, slot = 0;
   absl::Status checkCollectives() const;
   /// Completes the collectives and transfers in flight that `instr` must
   /// wait for (all of them for nullptr); records their waits in `times`.

@@ -87,6 +87,25 @@ std::string text(const Shape &shape) {
 bool isFloat(plan::DType dtype) { return dtype != plan::DType::I32; }
 
 /// Checks one program; errors carry the location prefix.
+/// Whether two values may share bytes within one call. A call picks the
+/// same slot of both, so slotted values with one stride keep their
+/// distance; otherwise each copy's bytes count.
+bool mayOverlap(const plan::Value &a, const plan::Value &b) {
+  auto span = [](const plan::Value &v, bool allSlots) {
+    uint64_t begin = v.region()->offset(), end = begin + v.region()->bytes();
+    if (allSlots && v.slots() > 1)
+      end += (v.slots() - 1) * v.slot_stride();
+    return std::make_pair(begin, end);
+  };
+  if (a.region()->bytes() == 0 || b.region()->bytes() == 0)
+    return false;
+  bool sameCopies =
+      a.slots() == b.slots() && a.slot_stride() == b.slot_stride();
+  auto [aBegin, aEnd] = span(a, !sameCopies);
+  auto [bBegin, bEnd] = span(b, !sameCopies);
+  return aBegin < bEnd && bBegin < aEnd;
+}
+
 class ProgramChecker {
 public:
   ProgramChecker(const plan::Plan &planRoot, const plan::Program &program,
@@ -226,6 +245,12 @@ absl::Status ProgramChecker::checkStep() {
                                function->name()->str(), "' reads microbatch ",
                                call->microbatch(), " of ",
                                planRoot.microbatches()));
+    uint32_t slots = slotsOf(program, *function);
+    if (call->slot() >= std::max<uint32_t>(slots, 1))
+      return fail(absl::StrCat("step call ", i, " of '",
+                               function->name()->str(), "' works on slot ",
+                               call->slot(), ", but its values have ",
+                               std::max<uint32_t>(slots, 1)));
     size_t args = function->args() ? function->args()->size() : 0;
     size_t kinds = function->arg_kinds() ? function->arg_kinds()->size() : 0;
     if (args != kinds)
@@ -259,6 +284,29 @@ absl::Status ProgramChecker::checkValues() {
     if (region->offset() % static_cast<uint64_t>(size) != 0)
       return fail(absl::StrCat("value ", i, " is not aligned to its ", size,
                                "-byte elements"));
+    if (v->slots() == 0) {
+      if (v->slot_stride() != 0)
+        return fail(absl::StrCat("value ", i, " has a slot stride of ",
+                                 v->slot_stride(), " but no slots"));
+      continue;
+    }
+    // Copy k of a slotted value lies at offset + k * stride: the copies
+    // stay apart, aligned and inside the arena.
+    uint64_t stride = v->slot_stride(), last = v->slots() - 1;
+    if (v->slots() > kMaxSlots || stride < region->bytes() ||
+        stride % static_cast<uint64_t>(size) != 0)
+      return fail(absl::StrCat(
+          "value ", i, " has ", v->slots(), " slots ", stride,
+          " bytes apart; slots are at most ", kMaxSlots,
+          ", at least the value's ", region->bytes(),
+          " bytes apart and a multiple of its ", size, "-byte elements"));
+    uint64_t room = program.arena_bytes() - region->offset() - region->bytes();
+    if (last > 0 && stride > room / last)
+      return fail(absl::StrCat("value ", i, " (bytes ", region->offset(), "..",
+                               region->offset() + region->bytes(), " in ",
+                               v->slots(), " slots ", stride,
+                               " bytes apart) lies outside the arena of ",
+                               program.arena_bytes(), " bytes"));
   }
   return absl::OkStatus();
 }
@@ -275,6 +323,9 @@ absl::Status ProgramChecker::checkPersistent() {
     if (p->value() >= program.values()->size())
       return fail(
           absl::StrCat("persistent tensor '", name, "' names no value"));
+    if (value(p->value())->slots() != 0)
+      return fail(absl::StrCat("persistent tensor '", name,
+                               "' has slots; one copy lives between steps"));
     if (p->role() != plan::Role::Parameter && p->role() != plan::Role::State &&
         p->role() != plan::Role::Accumulator)
       return fail(
@@ -929,11 +980,8 @@ absl::Status ProgramChecker::checkCollective(plan::OpCode op,
                              " members), not ", text(resultShape)));
   // Only AllReduce works in place, and only on the same value: partly
   // overlapping buffers would make every backend read what it has written.
-  const plan::Region *a = x->region(), *b = result->region();
-  bool overlap = a->bytes() > 0 && b->bytes() > 0 &&
-                 a->offset() < b->offset() + b->bytes() &&
-                 b->offset() < a->offset() + a->bytes();
-  if (overlap && !(op == plan::OpCode::AllReduce && in[0] == out[0]))
+  if (mayOverlap(*x, *result) &&
+      !(op == plan::OpCode::AllReduce && in[0] == out[0]))
     return fail(absl::StrCat(
         "the result's bytes overlap x's",
         op == plan::OpCode::AllReduce
@@ -1225,6 +1273,28 @@ absl::Status checkSchedule(const plan::Plan &plan) {
 }
 
 } // namespace
+
+uint32_t slotsOf(const plan::Program &program, const plan::Function &function) {
+  uint32_t fewest = 0;
+  auto visit = [&](const flatbuffers::Vector<uint32_t> *list) {
+    if (list)
+      for (uint32_t index : *list) {
+        uint32_t slots = index < program.values()->size()
+                             ? program.values()->Get(index)->slots()
+                             : 0;
+        if (slots > 0 && (fewest == 0 || slots < fewest))
+          fewest = slots;
+      }
+  };
+  visit(function.args());
+  visit(function.results());
+  if (function.body())
+    for (const plan::Instr *instr : *function.body()) {
+      visit(instr->inputs());
+      visit(instr->outputs());
+    }
+  return fewest;
+}
 
 absl::Status checkPlan(const plan::Plan &plan) {
   if (!vectorsAligned(plan))

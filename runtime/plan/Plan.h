@@ -25,11 +25,15 @@
 namespace triad::rt {
 
 /// The plan format version this runtime reads.
-constexpr uint32_t kPlanVersion = 2;
+constexpr uint32_t kPlanVersion = 3;
 
 /// The largest tag of a Send or Recv: the least upper bound of tags that
 /// MPI guarantees (MPI_TAG_UB is at least this).
 constexpr int64_t kMaxTransferTag = 32767;
+
+/// The most copies a slotted value may have (a pipeline stage's microbatches
+/// in flight).
+constexpr uint32_t kMaxSlots = 1u << 16;
 
 /// A verified plan and the bytes it points into.
 class LoadedPlan {
@@ -63,6 +67,11 @@ int64_t meshSize(const plan::Plan &plan);
 
 /// The size of mesh axis `name`, 1 when the mesh has no such axis.
 int64_t meshAxisSize(const plan::Plan &plan, const std::string &name);
+
+/// The fewest slots of the slotted values `function` reads or writes: the
+/// slots a call of it may pick from (0: it uses no slotted value, so every
+/// call works on slot 0).
+uint32_t slotsOf(const plan::Program &program, const plan::Function &function);
 
 /// Samples in one microbatch of one data-parallel rank:
 /// batch / (dp * microbatches), dp being the size of the axis "dp".

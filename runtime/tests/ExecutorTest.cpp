@@ -152,4 +152,36 @@ TEST(CpuExecutorSteps, RunsFunctionsByIndexAndTimesInstructions) {
   EXPECT_FALSE(loaded.executor->run(2, {}).ok());
 }
 
+TEST(CpuExecutorSteps, SlottedValuesKeepOneCopyPerSlot) {
+  // A stage's forward keeps a value for its backward, one copy per
+  // microbatch in flight: the call's slot picks the copy.
+  PlanBuilder b;
+  uint32_t kept = b.slottedValue(DType::F32, {3}, 2);
+  uint32_t doubled = b.value(DType::F32, {3});
+  b.function("forward", {kept});
+  b.instr(OpCode::Scale, {kept}, {kept}, {}, {10.0});
+  b.function("backward");
+  b.instr(OpCode::Scale, {kept}, {doubled}, {}, {2.0});
+  b.results({doubled}, {});
+  Loaded loaded = load(b.build());
+  ASSERT_TRUE(loaded.executor
+                  ->run(0, {floats({3}, {1, 2, 3})}, 0, nullptr,
+                        /*microbatch=*/0, /*slot=*/0)
+                  .ok());
+  ASSERT_TRUE(loaded.executor
+                  ->run(0, {floats({3}, {4, 5, 6})}, 0, nullptr,
+                        /*microbatch=*/1, /*slot=*/1)
+                  .ok());
+  auto first = loaded.executor->run(1, {}, 0, nullptr, 0, 0);
+  auto second = loaded.executor->run(1, {}, 0, nullptr, 1, 1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*first)[0].floats, (std::vector<float>{20, 40, 60}));
+  EXPECT_EQ((*second)[0].floats, (std::vector<float>{80, 100, 120}));
+  auto outside = loaded.executor->run(1, {}, 0, nullptr, 0, 2);
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.status().message().find("has no slot 2"), std::string::npos)
+      << outside.status();
+}
+
 } // namespace

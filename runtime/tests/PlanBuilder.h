@@ -60,6 +60,19 @@ public:
     return static_cast<uint32_t>(values.size() - 1);
   }
 
+  /// A new value with `slots` copies (Value.slots), each in its own 64-byte
+  /// aligned region `stride` bytes after the last (by default, right after).
+  uint32_t slottedValue(plan::DType dtype, std::vector<int64_t> shape,
+                        uint32_t slots, uint64_t stride = 0) {
+    uint32_t v = value(dtype, std::move(shape));
+    if (stride == 0)
+      stride = (values[v].bytes + 63) / 64 * 64;
+    values[v].slots = slots;
+    values[v].stride = stride;
+    arena = values[v].offset + slots * stride;
+    return v;
+  }
+
   /// A parameter slice starting from a normal init of `stddev`.
   void persistent(const std::string &name, uint32_t v,
                   std::vector<int64_t> global, std::vector<int64_t> offsets,
@@ -112,8 +125,8 @@ public:
     current().instrs.push_back({op, in, out, ints, floats});
   }
 
-  void call(uint32_t function, uint32_t microbatch = 0) {
-    step.emplace_back(function, microbatch);
+  void call(uint32_t function, uint32_t microbatch = 0, uint32_t slot = 0) {
+    step.push_back({function, microbatch, slot});
   }
 
   /// The current program's schedule actions (Program.actions); calls made
@@ -122,7 +135,7 @@ public:
     actionTokens = std::move(tokens);
   }
   void call(uint32_t function, uint32_t microbatch, int32_t action) {
-    call(function, microbatch);
+    call(function, microbatch, 0u);
     callActions.push_back(action);
   }
   /// Drops the current program's calls, or its actions (and the calls'
@@ -170,6 +183,9 @@ public:
   }
 
 private:
+  struct Call {
+    uint32_t function, microbatch, slot;
+  };
   struct V;
   struct P;
   struct F;
@@ -177,16 +193,15 @@ private:
   static flatbuffers::Offset<plan::Program>
   buildProgram(flatbuffers::FlatBufferBuilder &b, uint32_t pipelineRank,
                const std::vector<V> &values, const std::vector<P> &persistents,
-               const std::vector<F> &functions,
-               const std::vector<std::pair<uint32_t, uint32_t>> &step,
+               const std::vector<F> &functions, const std::vector<Call> &step,
                uint64_t arena,
                const std::optional<std::vector<std::string>> &actionTokens,
                const std::vector<int32_t> &callActions) {
     std::vector<flatbuffers::Offset<plan::Value>> vs;
     for (const V &v : values) {
       plan::Region region(v.offset, v.bytes);
-      vs.push_back(
-          plan::CreateValue(b, v.dtype, b.CreateVector(v.shape), &region));
+      vs.push_back(plan::CreateValue(b, v.dtype, b.CreateVector(v.shape),
+                                     &region, v.slots, v.stride));
     }
     std::vector<flatbuffers::Offset<plan::Persistent>> ps;
     for (const P &p : persistents) {
@@ -217,8 +232,8 @@ private:
           b.CreateVector(names), b.CreateVector(is)));
     }
     std::vector<plan::Call> calls;
-    for (const auto &[function, microbatch] : step)
-      calls.emplace_back(function, microbatch);
+    for (const Call &call : step)
+      calls.emplace_back(call.function, call.microbatch, call.slot);
     return plan::CreateProgram(
         b, pipelineRank, arena, b.CreateVector(vs), b.CreateVector(ps),
         b.CreateVector(fs), b.CreateVectorOfStructs(calls),
@@ -230,6 +245,8 @@ private:
     plan::DType dtype;
     std::vector<int64_t> shape;
     uint64_t offset, bytes;
+    uint32_t slots = 0;
+    uint64_t stride = 0;
   };
   struct P {
     std::string name;
@@ -267,7 +284,7 @@ private:
     std::vector<V> values;
     std::vector<P> persistents;
     std::vector<F> functions;
-    std::vector<std::pair<uint32_t, uint32_t>> step;
+    std::vector<Call> step;
     uint64_t arena;
     std::optional<std::vector<std::string>> actionTokens;
     std::vector<int32_t> callActions;
@@ -278,7 +295,7 @@ private:
   std::vector<V> values;
   std::vector<P> persistents;
   std::vector<F> functions;
-  std::vector<std::pair<uint32_t, uint32_t>> step;
+  std::vector<Call> step;
   uint64_t arena = 0;
   std::optional<std::vector<std::string>> actionTokens;
   std::vector<int32_t> callActions;

@@ -36,6 +36,8 @@ struct PlanSpec {
     triad::plan::DType dtype;
     std::vector<int64_t> shape;
     uint64_t offset, bytes;
+    uint32_t slots = 0;
+    uint64_t stride = 0;
   };
   std::vector<V> values = {{triad::plan::DType::F32, {2, 3}, 0, 24},
                            {triad::plan::DType::F32, {3, 4}, 24, 48},
@@ -54,8 +56,11 @@ struct PlanSpec {
   std::vector<uint32_t> args = {0}, results = {2};
   std::vector<triad::plan::ArgKind> argKinds;
   std::vector<std::string> resultNames;
-  /// The step: (function, microbatch) calls.
-  std::vector<std::pair<uint32_t, uint32_t>> calls;
+  /// The step: (function, microbatch, slot) calls.
+  struct Call {
+    uint32_t function, microbatch, slot = 0;
+  };
+  std::vector<Call> calls;
   /// Plan.groups, and the DimSplit axes of the persistent tensor 'w'.
   std::vector<std::vector<std::string>> groups;
   std::vector<std::vector<std::string>> split;
@@ -68,7 +73,7 @@ struct PlanSpec {
     for (const V &v : values) {
       triad::plan::Region region(v.offset, v.bytes);
       valueOffsets.push_back(triad::plan::CreateValue(
-          b, v.dtype, b.CreateVector(v.shape), &region));
+          b, v.dtype, b.CreateVector(v.shape), &region, v.slots, v.stride));
     }
     auto init =
         triad::plan::CreateInit(b, initKind, 0.02, 0, 0.0, b.CreateString("w"));
@@ -94,8 +99,8 @@ struct PlanSpec {
           b.CreateVector(names),
           b.CreateVector(std::vector<fb::Offset<triad::plan::Instr>>{instr})));
     std::vector<triad::plan::Call> step;
-    for (const auto &[function, microbatch] : calls)
-      step.emplace_back(function, microbatch);
+    for (const Call &call : calls)
+      step.emplace_back(call.function, call.microbatch, call.slot);
     auto program = triad::plan::CreateProgram(
         b, pipelineRank, arena, b.CreateVector(valueOffsets),
         b.CreateVector(
@@ -781,6 +786,20 @@ TEST(Plan, TruncatedAndCorruptedFilesNeverCrash) {
             std::string::npos);
 }
 
+TEST(Plan, SlottedValuesOfOneStrideOverlapOnlyAtTheSameSlot) {
+  // x and the result both have 2 copies 48 bytes apart: a call works on
+  // copy k of both, which never share bytes, though x's second copy lies
+  // on the result's first.
+  PlanSpec s;
+  collective(s, triad::plan::OpCode::AllGather, 0, 6, {0, 0});
+  s.values[0].offset = 88;
+  for (uint32_t v : {0u, 6u}) {
+    s.values[v].slots = 2;
+    s.values[v].stride = 48;
+  }
+  EXPECT_EQ(loadError(s), "");
+}
+
 TEST(Plan, SemanticChecksSayWhatIsWrong) {
   struct Case {
     const char *what;
@@ -789,7 +808,7 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
   };
   const Case cases[] = {
       {"version", [](PlanSpec &s) { s.version = 99; },
-       "plan format version 99 is not the runtime's (2)"},
+       "plan format version 99 is not the runtime's (3)"},
       {"microbatches", [](PlanSpec &s) { s.microbatches = 3; },
        "microbatches must divide batch"},
       {"empty axis", [](PlanSpec &s) { s.mesh[1].second = 0; },
@@ -950,6 +969,68 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
        },
        "step call 0 of 'forward': the runtime cannot fill its arguments, "
        "which have no kinds"},
+      // Slots: the copies of a value a pipeline stage keeps between calls.
+      {"stride without slots", [](PlanSpec &s) { s.values[0].stride = 64; },
+       "value 0 has a slot stride of 64 but no slots"},
+      {"slots overlapping",
+       [](PlanSpec &s) {
+         s.values[0].slots = 2;
+         s.values[0].stride = 16;
+       },
+       "value 0 has 2 slots 16 bytes apart; slots are at most 65536, at "
+       "least the value's 24 bytes apart and a multiple of its 4-byte "
+       "elements"},
+      {"stride misaligned",
+       [](PlanSpec &s) {
+         s.values[0].slots = 2;
+         s.values[0].stride = 26;
+       },
+       "a multiple of its 4-byte elements"},
+      {"too many slots",
+       [](PlanSpec &s) {
+         s.values[0].slots = (1u << 16) + 1;
+         s.values[0].stride = 24;
+       },
+       "value 0 has 65537 slots"},
+      {"slots outside the arena",
+       [](PlanSpec &s) {
+         s.values[2].slots = 3;
+         s.values[2].stride = 32;
+       },
+       "value 2 (bytes 72..104 in 3 slots 32 bytes apart) lies outside the "
+       "arena of 136 bytes"},
+      {"huge stride",
+       [](PlanSpec &s) {
+         s.values[0].slots = 3;
+         s.values[0].stride = uint64_t(1) << 62;
+       },
+       "value 0 (bytes 0..24 in 3 slots 4611686018427387904 bytes apart) "
+       "lies outside the arena"},
+      {"slotted persistent",
+       [](PlanSpec &s) {
+         s.values[1].slots = 1;
+         s.values[1].stride = 48;
+       },
+       "persistent tensor 'w' has slots; one copy lives between steps"},
+      {"slot of an unslotted call",
+       [](PlanSpec &s) {
+         s.args = {4};
+         s.argKinds = {triad::plan::ArgKind::Tokens};
+         s.calls = {{0, 0, 1}};
+       },
+       "program 0: step call 0 of 'forward' works on slot 1, but its values "
+       "have 1"},
+      {"slot outside the slots",
+       [](PlanSpec &s) {
+         s.args = {4};
+         s.argKinds = {triad::plan::ArgKind::Tokens};
+         s.values[0].slots = 2;
+         s.values[0].stride = 136;
+         s.arena = 136 + 136;
+         s.calls = {{0, 0, 1}, {0, 0, 2}};
+       },
+       "program 0: step call 1 of 'forward' works on slot 2, but its values "
+       "have 2"},
       // The accumulation ops.
       {"count of floats",
        [](PlanSpec &s) {
@@ -1260,6 +1341,17 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
        },
        "instruction 0 (AllReduce): the result's bytes overlap x's (an "
        "in-place all-reduce names the same value twice)"},
+      {"gather onto a copy of x's bytes",
+       [](PlanSpec &s) {
+         // Slot 1 of the result lies on x (one copy): some call would
+         // read what it writes.
+         collective(s, triad::plan::OpCode::AllGather, 0, 6, {0, 0});
+         s.values[0].offset = 184;
+         s.values[6].slots = 2;
+         s.values[6].stride = 48;
+       },
+       "instruction 0 (AllGather): the result's bytes overlap x's (only "
+       "AllReduce works in place)"},
       {"gather in place",
        [](PlanSpec &s) {
          collective(s, triad::plan::OpCode::AllGather, 0, 9, {0, 0});

@@ -211,9 +211,9 @@ absl::StatusOr<StepResult> Trainer::step() {
     }
     times.clear();
     int64_t callBegin = nowNanos();
-    absl::StatusOr<std::vector<HostTensor>> outputs =
-        exec->run(call->function(), args, result.step,
-                  traceInstructions ? &times : nullptr, call->microbatch());
+    absl::StatusOr<std::vector<HostTensor>> outputs = exec->run(
+        call->function(), args, result.step,
+        traceInstructions ? &times : nullptr, call->microbatch(), call->slot());
     if (!outputs.ok())
       return absl::Status(
           outputs.status().code(),

@@ -14,6 +14,8 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   triad::registerAllDialects(registry);
   triad::registerAllPasses();
+  std::vector<char *> args = triad::withToolDefaults(argc, argv);
   return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "Triad optimizer driver\n", registry));
+      mlir::MlirOptMain(static_cast<int>(args.size()) - 1, args.data(),
+                        "Triad optimizer driver\n", registry));
 }

@@ -46,5 +46,7 @@ int main(int argc, char **argv) {
       },
       [](DialectRegistry &registry) { triad::registerAllDialects(registry); });
 
-  return failed(mlirTranslateMain(argc, argv, "Triad plan translator\n"));
+  std::vector<char *> args = triad::withToolDefaults(argc, argv);
+  return failed(mlirTranslateMain(static_cast<int>(args.size()) - 1,
+                                  args.data(), "Triad plan translator\n"));
 }

@@ -308,3 +308,105 @@ rt.program @rank0 pipeline_rank 0 arena 128 {
   }
   rt.step [] microbatches []
 }
+
+// -----
+
+// A slotted buffer names both its slots and their stride.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  // expected-error@+1 {{'rt.buffer' op has slots without a stride, or the other way round}}
+  %a = "rt.buffer"() {offset = 0 : i64, slots = 2 : i64} : () -> memref<4xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+// A slotted buffer has at least one slot.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  // expected-error@+1 {{'rt.buffer' op has 0 slots; it needs 1 to 65536}}
+  %a = rt.buffer 0 slots 0 stride 64 : memref<4xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+// The copies of a slotted buffer do not overlap.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  // expected-error@+1 {{'rt.buffer' op stride 64 must be a multiple of 64 and at least the buffer's 128 bytes}}
+  %a = rt.buffer 0 slots 2 stride 64 : memref<32xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Every copy of a slotted buffer is aligned.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  // expected-error@+1 {{'rt.buffer' op stride 100 must be a multiple of 64 and at least the buffer's 16 bytes}}
+  %a = rt.buffer 0 slots 2 stride 100 : memref<4xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Every copy of a slotted buffer lies inside the arena.
+rt.program @rank0 pipeline_rank 0 arena 256 {
+  // expected-error@+1 {{'rt.buffer' op its 16 bytes at offset 64 in 4 slots extend past the arena of 256 bytes}}
+  %a = rt.buffer 64 slots 4 stride 64 : memref<4xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+// A persistent tensor has one copy.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 slots 2 stride 64 : memref<4xf32>
+  // expected-error@+1 {{'rt.persistent' op buffer must not be slotted: one copy of 'w' lives between steps}}
+  rt.persistent "w" parameter %a global [4] offsets [0] init <zeros> : memref<4xf32>
+  rt.step [] microbatches []
+}
+
+// -----
+
+// A call picks one slot for every slotted buffer of its function.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 slots 2 stride 64 : memref<4xf32>
+  %b = rt.buffer 1024 slots 3 stride 64 : memref<4xf32>
+  // expected-error@+1 {{'rt.func' op uses slotted buffers with 2 and 3 slots; a call picks one slot for all of them}}
+  rt.func @f args() kinds [] results() names [] {
+    rt.kernel scale(%a) -> (%b) floats [2.0] : (memref<4xf32>) -> memref<4xf32>
+  }
+  rt.step [@f] microbatches [0]
+}
+
+// -----
+
+// The step gives every call a slot, or none.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  rt.func @f args() kinds [] results() names [] {
+  }
+  // expected-error@+1 {{'rt.step' op has 2 calls but 1 slot indices}}
+  rt.step [@f, @f] microbatches [0, 0] slots [0]
+}
+
+// -----
+
+// A call's slot is one its function's buffers have.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 slots 2 stride 64 : memref<4xf32>
+  rt.func @f args() kinds [] results() names [] {
+    rt.kernel fill() -> (%a) floats [1.0] : () -> memref<4xf32>
+  }
+  rt.func @g args() kinds [] results() names [] {
+  }
+  // expected-error@+1 {{'rt.step' op slot 2 of the call of @f is outside [0, 2)}}
+  rt.step [@f, @g, @f] microbatches [0, 0, 0] slots [1, 0, 2]
+}
+
+// -----
+
+// A function without slotted buffers has the one slot 0.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  rt.func @g args() kinds [] results() names [] {
+  }
+  // expected-error@+1 {{'rt.step' op slot 1 of the call of @g is outside [0, 1)}}
+  rt.step [@g] microbatches [0] slots [1]
+}
