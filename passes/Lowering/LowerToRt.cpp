@@ -378,8 +378,8 @@ public:
   ProgramLowering(ModuleOp module, dist::MeshOp mesh, func::FuncOp microbatch,
                   func::FuncOp apply,
                   std::vector<std::vector<std::string>> &groups)
-      : module(module), mesh(mesh), groups(groups), microbatch(microbatch),
-        apply(apply) {}
+      : module(module), symbols(module), mesh(mesh), groups(groups),
+        microbatch(microbatch), apply(apply) {}
 
   LogicalResult lower(int64_t microbatches);
   /// The program of pipeline rank `rank` under `schedule`, whose stages
@@ -535,6 +535,8 @@ private:
   }
 
   ModuleOp module;
+  /// The module's symbols, indexed once (a module-level lookup scans).
+  SymbolTable symbols;
   dist::MeshOp mesh;
   /// Communicator groups, in order of first use (shared by the programs of
   /// every pipeline rank).
@@ -586,7 +588,7 @@ void ProgramLowering::declarePersistents(
       continue;
     ArrayRef<int64_t> unpadded;
     if (state.getOf())
-      if (auto param = module.lookupSymbol<ParamOp>(state.getOfAttr()))
+      if (auto param = symbols.lookup<ParamOp>(*state.getOf()))
         unpadded = param.getUnpaddedShape();
     addPersistent(state.getSymName(), rt::Role::State, state.getType(),
                   state.getInit(), layoutOf(state), unpadded);
@@ -1521,9 +1523,9 @@ LogicalResult ProgramLowering::lowerApplyOps(Function &f,
       continue;
     if (auto get = dyn_cast<GetParamOp>(op)) {
       Home h;
-      if (module.lookupSymbol<ParamOp>(get.getNameAttr()))
+      if (symbols.lookup<ParamOp>(get.getName()))
         h = paramHome(get.getName());
-      else if (auto state = module.lookupSymbol<StateOp>(get.getNameAttr()))
+      else if (auto state = symbols.lookup<StateOp>(get.getName()))
         if (state.getOf())
           h = paramHome(*state.getOf());
       home[get.getResult()] = h;

@@ -33,7 +33,7 @@ class Partitioner : public LocalCollectives {
 public:
   Partitioner(ModuleOp module, MeshOp mesh, int64_t bucketBytes,
               bool allowCollectives, bool sequenceSplit)
-      : module(module), mesh(mesh), builder(module.getContext()),
+      : module(module), symbols(module), mesh(mesh), builder(module.getContext()),
         bucketBytes(bucketBytes), allowCollectives(allowCollectives),
         sequenceSplit(sequenceSplit) {}
 
@@ -369,7 +369,7 @@ private:
   /// read's users want another layout (a ZeRO-3 parameter gathered whole
   /// for the microbatch step), collectives right after the read make it.
   LogicalResult partitionGetParam(GetParamOp get, LayoutAttr wanted) {
-    Operation *symbol = SymbolTable::lookupSymbolIn(module, get.getName());
+    Operation *symbol = symbols.lookup(get.getName());
     auto tensor = cast<RankedTensorType>(get.getType());
     auto stored =
         symbol ? symbol->getAttrOfType<LayoutAttr>(DistDialect::kLayoutAttrName)
@@ -415,7 +415,7 @@ private:
     builder.setInsertionPoint(&op);
 
     if (auto assign = dyn_cast<AssignOp>(op)) {
-      Operation *symbol = SymbolTable::lookupSymbolIn(module, assign.getName());
+      Operation *symbol = symbols.lookup(assign.getName());
       auto declared =
           symbol
               ? symbol->getAttrOfType<LayoutAttr>(DistDialect::kLayoutAttrName)
@@ -526,6 +526,9 @@ private:
   }
 
   ModuleOp module;
+  /// The module's parameters and state, indexed once (a module-level
+  /// lookup scans).
+  SymbolTable symbols;
   MeshOp mesh;
   OpBuilder builder;
   int64_t bucketBytes;

@@ -40,7 +40,7 @@ public:
   Propagation(ModuleOp module, MeshOp mesh, StringRef batchAxis,
               llvm::StringSet<> &readParams, bool gatherZeroParams,
               bool sequenceSplit)
-      : module(module), mesh(mesh), batchAxis(batchAxis),
+      : module(module), symbols(module), mesh(mesh), batchAxis(batchAxis),
         readParams(readParams), gatherZeroParams(gatherZeroParams),
         sequenceSplit(sequenceSplit) {}
 
@@ -79,7 +79,7 @@ private:
     auto type = dyn_cast<RankedTensorType>(value.getType());
     if (!type)
       return layout;
-    Operation *symbol = SymbolTable::lookupSymbolIn(module, param.getAttr());
+    Operation *symbol = symbols.lookup(param.getValue());
     auto declared =
         symbol ? symbol->getAttrOfType<LayoutAttr>(DistDialect::kLayoutAttrName)
                : LayoutAttr();
@@ -150,7 +150,7 @@ private:
   LogicalResult propagate(Operation &op) {
     SmallVector<LayoutAttr> results;
     if (auto get = dyn_cast<GetParamOp>(op)) {
-      Operation *symbol = SymbolTable::lookupSymbolIn(module, get.getName());
+      Operation *symbol = symbols.lookup(get.getName());
       auto declared =
           symbol
               ? symbol->getAttrOfType<LayoutAttr>(DistDialect::kLayoutAttrName)
@@ -427,6 +427,9 @@ private:
   }
 
   ModuleOp module;
+  /// The module's parameters and state, indexed once (a module-level
+  /// lookup scans).
+  SymbolTable symbols;
   MeshOp mesh;
   /// The function being propagated.
   func::FuncOp current;
