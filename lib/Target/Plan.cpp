@@ -255,9 +255,24 @@ FailureOr<std::string> triad::exportPlan(ModuleOp module) {
       axes.push_back(b.CreateString(cast<StringAttr>(axis).getValue().str()));
     groups.push_back(plan::CreateGroup(b, b.CreateVector(axes)));
   }
+  // FlatBuffers addresses 2 GiB and its builder does not say when a plan
+  // outgrows that: the exporter stops at half of it, checked after every
+  // program (a plan's size follows its layers and stages: a 1T-parameter
+  // model at pp 64 takes 12 MB).
   std::vector<fb::Offset<plan::Program>> programOffsets;
-  for (rtir::ProgramOp program : programs)
+  auto tooLarge = [&]() -> LogicalResult {
+    if (b.GetSize() < rt::kMaxPlanBytes / 2)
+      return success();
+    return emitError(module.getLoc(), "the plan passed 1 GiB (")
+           << b.GetSize() << " bytes after " << programOffsets.size() << " of "
+           << programs.size()
+           << " programs); the plan format addresses at most 2 GiB";
+  };
+  for (rtir::ProgramOp program : programs) {
     programOffsets.push_back(exportProgram(b, program));
+    if (failed(tooLarge()))
+      return failure();
+  }
   fb::Offset<fb::String> schedule = 0;
   if (header.getSchedule())
     schedule = b.CreateString(header.getSchedule()->str());

@@ -1353,8 +1353,17 @@ absl::StatusOr<LoadedPlan> loadPlanFromBytes(std::string bytes,
   };
   if (bytes.size() < 8 || !plan::PlanBufferHasIdentifier(bytes.data()))
     return invalid("not a Triad plan file");
+  if (bytes.size() > kMaxPlanBytes)
+    return invalid(absl::StrCat("its ", bytes.size(),
+                                " bytes exceed the plan format's limit of ",
+                                kMaxPlanBytes, " bytes (2 GiB)"));
+  // Every table takes at least 4 bytes, so the count the verifier allows
+  // follows from the size: any plan that fits the format verifies, in time
+  // linear in its bytes.
   flatbuffers::Verifier verifier(
-      reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
+      reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size(),
+      /*max_depth=*/64,
+      /*max_tables=*/static_cast<flatbuffers::uoffset_t>(bytes.size() / 4 + 1));
   if (!plan::VerifyPlanBuffer(verifier))
     return invalid("the file is truncated or corrupt (structure check failed)");
   if (absl::Status status = checkPlan(*plan::GetPlan(bytes.data()));

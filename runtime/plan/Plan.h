@@ -31,6 +31,9 @@ constexpr uint32_t kPlanVersion = 3;
 /// MPI guarantees (MPI_TAG_UB is at least this).
 constexpr int64_t kMaxTransferTag = 32767;
 
+/// The largest plan file: FlatBuffers' 32-bit signed offsets address 2 GiB.
+constexpr uint64_t kMaxPlanBytes = (uint64_t(1) << 31) - 1;
+
 /// The most copies a slotted value may have (a pipeline stage's microbatches
 /// in flight).
 constexpr uint32_t kMaxSlots = 1u << 16;

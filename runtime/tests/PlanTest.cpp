@@ -769,6 +769,46 @@ std::string collectivesPlan() {
   return b.build();
 }
 
+/// A stage's functions with values kept between calls in 3 slots, called
+/// for 3 microbatches, each on its slot.
+std::string slottedPlan() {
+  using triad::plan::DType;
+  using triad::plan::OpCode;
+  tests::PlanBuilder b;
+  b.batch = 6;
+  b.microbatches = 3;
+  uint32_t tokens = b.slottedValue(DType::I32, {2, 4}, 3);
+  uint32_t kept = b.slottedValue(DType::F32, {2, 4}, 3);
+  uint32_t scratch = b.value(DType::F32, {2, 4});
+  uint32_t forward =
+      b.function("forward", {tokens}, {triad::plan::ArgKind::Tokens});
+  b.instr(OpCode::Fill, {}, {kept}, {}, {1.0});
+  uint32_t backward = b.function("backward");
+  b.instr(OpCode::Scale, {kept}, {scratch}, {}, {2.0});
+  for (uint32_t m = 0; m < 3; ++m)
+    b.call(forward, m, m);
+  for (uint32_t m = 0; m < 3; ++m)
+    b.call(backward, m, m);
+  return b.build();
+}
+
+TEST(Plan, SlottedPlanLoads) {
+  EXPECT_EQ(loadPlanFromBytes(slottedPlan(), "s").status(), absl::OkStatus());
+}
+
+TEST(Plan, ManyTablesVerifyWhenTheFileHoldsThem) {
+  // More tables than FlatBuffers' default limit of a million: the limit
+  // follows from the file's size.
+  using triad::plan::DType;
+  using triad::plan::OpCode;
+  tests::PlanBuilder b;
+  uint32_t x = b.value(DType::F32, {});
+  b.function("fill");
+  for (int i = 0; i < 1'100'000; ++i)
+    b.instr(OpCode::Fill, {}, {x}, {}, {1.0});
+  EXPECT_EQ(loadPlanFromBytes(b.build(), "many").status(), absl::OkStatus());
+}
+
 TEST(Plan, TruncatedAndCorruptedFilesNeverCrash) {
   EXPECT_GT(corruptAndLoad(PlanSpec().build(), 5000), 1000);
   EXPECT_EQ(loadPlanFromBytes(collectivesPlan(), "c").status(),
@@ -777,6 +817,8 @@ TEST(Plan, TruncatedAndCorruptedFilesNeverCrash) {
   // A whole training step: several functions, argument kinds, result names
   // and the step's calls.
   EXPECT_GT(corruptAndLoad(tests::buildTrainingPlan({}), 5000), 1000);
+  // Slotted values and the calls' slots.
+  EXPECT_GT(corruptAndLoad(slottedPlan(), 5000), 1000);
   EXPECT_EQ(loadError(PlanSpec()), "");
   std::string notPlan = "definitely not a plan file";
   EXPECT_NE(loadPlanFromBytes(notPlan, "t")
