@@ -7,6 +7,7 @@
 #include "passes/Pipeline/Passes.h"
 #include "passes/Sharding/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/STLExtras.h"
@@ -29,6 +30,41 @@ struct RejectPipelinePass
     signalPassFailure();
   }
   std::string reason;
+};
+
+/// Checks the options against the model before any pass changes it, so
+/// that an error names the numbers the user gave (after the microbatch
+/// split, the batch a later pass sees is already a piece of it).
+struct CheckModelPass : PassWrapper<CheckModelPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(CheckModelPass)
+  CheckModelPass(int64_t dp, int64_t microbatches)
+      : dp(dp), microbatches(microbatches) {}
+  StringRef getArgument() const override {
+    return "triad-check-train-pipeline";
+  }
+  void runOnOperation() override {
+    getOperation().walk([&](func::FuncOp func) {
+      for (BlockArgument arg : func.getArguments()) {
+        auto type = dyn_cast<RankedTensorType>(arg.getType());
+        if (!func.getArgAttr(arg.getArgNumber(), "triad.input") || !type ||
+            type.getRank() < 1 || type.isDynamicDim(0))
+          continue;
+        int64_t batch = type.getDimSize(0), pieces = dp * microbatches;
+        if (batch % pieces == 0)
+          continue;
+        func.emitError("--triad-train-pipeline: the global batch of ")
+            << batch << " sequences does not split into dp=" << dp
+            << " replicas x microbatches=" << microbatches << " (" << pieces
+            << " pieces); choose dp and microbatches whose product divides "
+            << batch << ", or generate the model with --batch a multiple of "
+            << pieces;
+        signalPassFailure();
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+  }
+  int64_t dp, microbatches;
 };
 
 /// Why the options cannot compile, or "" when they can.
@@ -91,6 +127,8 @@ void triad::buildTrainPipeline(OpPassManager &pm,
     pm.addPass(std::make_unique<RejectPipelinePass>(reason));
     return;
   }
+  pm.addPass(
+      std::make_unique<CheckModelPass>(options.dp, options.microbatches));
   // The vocabulary grows to a multiple of tp before the gradients and the
   // optimizer state are built from the parameters' shapes.
   PadVocabOptions pad;

@@ -47,7 +47,10 @@ def ScheduleReport : Pass<"triad-schedule-report", "::mlir::ModuleOp"> {
     each rank's actions in order, the bubble fraction (idle over compute
     time) of a unit-cost run (a forward costs 1, a backward 2) next to the
     schedule's closed form, and the most microbatches whose activations
-    each rank holds at once. The IR is not changed. An invalid combination
+    each rank holds at once. After `--triad-train-pipeline`, the report is
+    of the schedule the module was compiled for (its `rt.plan`); options
+    given as well must agree with it. The IR is not changed. An invalid
+    combination
     (interleaved with a number of microbatches that `pp` does not divide,
     virtual stages without interleaving) is an error that says why.
 

@@ -9,6 +9,8 @@
 
 #include "passes/Reports/Passes.h"
 
+#include "dialects/Rt/RtDialect.h"
+
 #include "runtime/schedule/Schedule.h"
 
 #include "llvm/Support/Format.h"
@@ -39,13 +41,45 @@ struct ScheduleReportPass
   using ScheduleReportBase::ScheduleReportBase;
 
   void runOnOperation() override {
-    std::string name =
-        schedule == "zero-bubble" ? "zb-h1" : schedule.getValue();
     auto fail = [&](absl::string_view message) {
       emitError(getOperation().getLoc(), "--triad-schedule-report: ")
           << llvm::StringRef(message.data(), message.size());
       signalPassFailure();
     };
+    // After --triad-train-pipeline the module's plan names the schedule it
+    // was compiled for: that is the one to report. An option given as well
+    // must agree with it.
+    for (auto plan : getOperation().getOps<triad::rt::PlanOp>()) {
+      if (!plan.getSchedule())
+        continue;
+      int64_t compiledPp = 1;
+      for (auto [axis, size] : llvm::zip(plan.getAxes(), plan.getAxisSizes()))
+        if (cast<StringAttr>(axis).getValue() == "pp")
+          compiledPp = size;
+      std::string compiled = plan.getSchedule()->str();
+      auto differs = [](const auto &option, const auto &value) {
+        return option.hasValue() && option.getValue() != value;
+      };
+      std::string asked =
+          schedule == "zero-bubble" ? "zb-h1" : schedule.getValue();
+      if ((schedule.hasValue() && asked != compiled) ||
+          differs(pp, compiledPp) ||
+          differs(microbatches, plan.getMicrobatches()) ||
+          differs(virtualStages, *plan.getVirtualStages()))
+        return fail(
+            ("the module is compiled for schedule=" + compiled +
+             " pp=" + std::to_string(compiledPp) +
+             " microbatches=" + std::to_string(plan.getMicrobatches()) +
+             " virtual-stages=" + std::to_string(*plan.getVirtualStages()) +
+             "; give the report no options, or these")
+                .c_str());
+      schedule = compiled;
+      pp = compiledPp;
+      microbatches = plan.getMicrobatches();
+      virtualStages = *plan.getVirtualStages();
+    }
+    std::string name =
+        schedule == "zero-bubble" ? "zb-h1" : schedule.getValue();
     constexpr int64_t limit = std::numeric_limits<int>::max();
     if (pp > limit || microbatches > limit || virtualStages > limit)
       return fail("pp, microbatches and virtual-stages must fit in an int");

@@ -78,8 +78,9 @@
 // MB-NOT: all_reduce
 // MB: rt.step [@begin_step, @microbatch_step, @microbatch_step, @apply_step] microbatches [0, 0, 1, 0]
 
-// DP4: error: 'func.func' op batch 2 of argument 0 is not divisible by dp=4
-// DPMB: error: 'func.func' op batch 1 of argument 0 is not divisible by dp=2
+// DP4: error: --triad-train-pipeline: the global batch of 2 sequences does not split into dp=4 replicas x microbatches=1 (4 pieces); choose dp and microbatches whose product divides 2, or generate the model with --batch a multiple of 4
+// The check names the user's numbers, not the batch of one microbatch.
+// DPMB: error: --triad-train-pipeline: the global batch of 2 sequences does not split into dp=2 replicas x microbatches=2 (4 pieces)
 // SCHEDULE: error: --triad-train-pipeline: schedule 'round-robin' is unknown (gpipe, 1f1b, interleaved, zb-h1 or zero-bubble, the same as zb-h1)
 // VIRTUAL: error: --triad-train-pipeline: virtual-stages=2 needs schedule=interleaved
 // RECOMPUTE: error: --triad-train-pipeline: recompute 'some' is unknown (none, selective or full)

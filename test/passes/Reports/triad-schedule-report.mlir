@@ -12,6 +12,9 @@
 // RUN: not triad-opt %s --triad-schedule-report='pp=2 microbatches=0' -o /dev/null 2>&1 | FileCheck %s --check-prefix=MICRO
 // RUN: not triad-opt %s --triad-schedule-report='schedule=round-robin' -o /dev/null 2>&1 | FileCheck %s --check-prefix=NAME
 // RUN: triad-opt %s --triad-schedule-report='pp=2 microbatches=2' | FileCheck %s --check-prefix=IR
+// RUN: triad-gen --preset tiny --layers 4 --hidden 32 --heads 2 --seq 16 --batch 8 -o %t.model.mlir
+// RUN: triad-opt %t.model.mlir '--triad-train-pipeline=pp=2 microbatches=8 schedule=interleaved virtual-stages=2' --triad-schedule-report -o /dev/null | FileCheck %s --check-prefix=COMPILED
+// RUN: not triad-opt %t.model.mlir '--triad-train-pipeline=pp=2 microbatches=8 schedule=interleaved virtual-stages=2' --triad-schedule-report=microbatches=4 -o /dev/null 2>&1 | FileCheck %s --check-prefix=DISAGREE
 
 // 1F1B on 2 ranks and 4 microbatches: rank 0 warms up with one forward,
 // then alternates; each send follows the pass that produces its data and
@@ -70,3 +73,10 @@
 func.func @f() {
   return
 }
+
+// After the training pipeline the report is of the compiled schedule, not
+// of the report's defaults (1f1b, pp=1, one microbatch).
+// COMPILED: triad schedule report: interleaved, 2 pipeline ranks, 8 microbatches, 2 stages per rank
+// COMPILED: peak microbatches in flight per rank:
+
+// DISAGREE: error: --triad-schedule-report: the module is compiled for schedule=interleaved pp=2 microbatches=8 virtual-stages=2; give the report no options, or these
