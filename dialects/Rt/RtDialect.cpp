@@ -254,9 +254,10 @@ LogicalResult FuncOp::verify() {
                                << getArgKinds().size() << " argument kinds";
   for (Attribute kind : getArgKinds()) {
     StringRef name = cast<StringAttr>(kind).getValue();
-    if (name != "tokens" && name != "labels")
+    if (name != "tokens" && name != "labels" && name != "prefix_lengths")
       return emitOpError("argument kind '")
-             << name << "' is unknown (expected tokens or labels)";
+             << name
+             << "' is unknown (expected tokens, labels or prefix_lengths)";
   }
   for (Value arg : getArgs())
     if (!cast<MemRefType>(arg.getType()).getElementType().isInteger(32))

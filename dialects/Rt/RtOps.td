@@ -174,8 +174,9 @@ def Rt_FuncOp : Rt_Op<"func", [
   let summary = "A function the runtime calls: arguments, results, kernels";
   let description = [{
     Before a call the runtime writes each argument (`arg_kinds`: `tokens` or
-    `labels` of the call's microbatch); then the body's kernels run in
-    order; then the results are read, each under its name.
+    `labels` of the call's microbatch, i32 [samples, seq], or the
+    `prefix_lengths` of its samples, i32 [samples]); then the body's kernels
+    run in order; then the results are read, each under its name.
 
     Example:
 

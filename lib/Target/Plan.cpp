@@ -16,6 +16,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 namespace fb = flatbuffers;
@@ -185,9 +186,11 @@ fb::Offset<plan::Program> exportProgram(fb::FlatBufferBuilder &b,
                            kernel.getFloats().size())));
       std::vector<plan::ArgKind> kinds;
       for (Attribute kind : func.getArgKinds())
-        kinds.push_back(cast<StringAttr>(kind).getValue() == "tokens"
-                            ? plan::ArgKind::Tokens
-                            : plan::ArgKind::Labels);
+        kinds.push_back(
+            llvm::StringSwitch<plan::ArgKind>(cast<StringAttr>(kind).getValue())
+                .Case("tokens", plan::ArgKind::Tokens)
+                .Case("prefix_lengths", plan::ArgKind::PrefixLengths)
+                .Default(plan::ArgKind::Labels));
       functionIndex[func.getSymName()] = functions.size();
       functions.push_back(plan::CreateFunction(
           b, b.CreateString(func.getSymName().str()), indices(func.getArgs()),
@@ -402,7 +405,9 @@ OwningOpRef<ModuleOp> triad::importPlan(llvm::StringRef bytes,
       SmallVector<StringRef> kinds, names;
       if (function->arg_kinds())
         for (auto kind : *function->arg_kinds())
-          kinds.push_back(kind == plan::ArgKind::Tokens ? "tokens" : "labels");
+          kinds.push_back(kind == plan::ArgKind::Tokens   ? "tokens"
+                          : kind == plan::ArgKind::Labels ? "labels"
+                                                          : "prefix_lengths");
       if (function->result_names())
         for (const fb::String *n : *function->result_names())
           names.push_back(n->string_view());

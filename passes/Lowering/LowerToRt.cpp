@@ -567,7 +567,7 @@ private:
   int64_t pipelineRank = 0;
   /// The microbatch step's labels argument and its cross entropy's ignore
   /// index (readDataShape).
-  BlockArgument labelsArg;
+  BlockArgument labelsArg, prefixLengthsArg;
   std::optional<int64_t> ignoreIndex;
 };
 
@@ -904,11 +904,20 @@ LogicalResult ProgramLowering::readDataShape(int64_t microbatches) {
     auto kind = microbatch.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                         "triad.input");
     auto type = cast<RankedTensorType>(arg.getType());
+    if (kind && kind.getValue() == "prefix_lengths") {
+      // Checked against the batch once the tokens have given it.
+      if (type.getRank() != 1 || !type.getElementType().isInteger(32))
+        return microbatch.emitOpError("argument ")
+               << arg.getArgNumber() << " (prefix_lengths) must be i32 "
+               << "[batch], got " << type;
+      prefixLengthsArg = arg;
+      continue;
+    }
     if (!kind || (kind.getValue() != "tokens" && kind.getValue() != "labels"))
       return microbatch.emitOpError("argument ")
              << arg.getArgNumber()
-             << " is neither tokens nor labels (triad.input); the runtime "
-                "feeds only those";
+             << " is neither tokens, labels nor prefix_lengths (triad.input); "
+                "the runtime feeds only those";
     if (type.getRank() != 2 || !type.getElementType().isInteger(32))
       return microbatch.emitOpError("argument ")
              << arg.getArgNumber() << " must be i32 [batch, seq], got " << type;
@@ -921,6 +930,11 @@ LogicalResult ProgramLowering::readDataShape(int64_t microbatches) {
   }
   if (!labelsArg)
     return microbatch.emitOpError("takes no labels argument");
+  if (prefixLengthsArg &&
+      cast<RankedTensorType>(prefixLengthsArg.getType()).getDimSize(0) != batch)
+    return microbatch.emitOpError("prefix_lengths hold ")
+           << cast<RankedTensorType>(prefixLengthsArg.getType()).getDimSize(0)
+           << " samples but the tokens " << batch;
   // The arguments hold one call's samples: the step's batch is that times
   // the ranks splitting it and the microbatches.
   auto layout = microbatch.getArgAttrOfType<dist::LayoutAttr>(

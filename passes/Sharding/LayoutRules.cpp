@@ -145,10 +145,19 @@ LayoutDecision decideLayouts(const ShardingRule &rule,
   auto anyPartial = llvm::any_of(partial, [](auto &p) { return !p.empty(); });
   if (anyPartial) {
     using Linearity = ShardingRule::Linearity;
-    if (rule.linearity == Linearity::Joint &&
-        llvm::all_of(partial, [&](auto &p) { return p == partial.front(); }) &&
-        axesFree(partial.front())) {
-      passed = partial.front();
+    // Jointly linear: the sums pending in every operand stay pending in
+    // the result; an operand reduces only the axes the others lack (a
+    // gradient partial over dp and tp added to one partial over dp keeps
+    // dp pending, so that the step's token weighting still applies to
+    // each data-parallel rank's own sum).
+    SmallVector<StringRef> common;
+    if (rule.linearity == Linearity::Joint)
+      for (StringRef axis : partial.front())
+        if (llvm::all_of(partial,
+                         [&](auto &p) { return llvm::is_contained(p, axis); }))
+          common.push_back(axis);
+    if (!common.empty() && axesFree(common)) {
+      passed = common;
       keepsPartial.assign(operandLayouts.size(), true);
     } else if (rule.linearity == Linearity::Each) {
       SmallVector<unsigned> partialOperands;

@@ -119,6 +119,28 @@ int64_t Sampler::offset(uint64_t step, uint64_t sample) const {
   return static_cast<int64_t>(random % starts);
 }
 
+int32_t Sampler::prefixLength(uint64_t step, uint64_t sample) const {
+  PhiloxKey key = parameterKey(seed, "triad.prefix_lengths");
+  PhiloxCounter bits = philox4x32(
+      {static_cast<uint32_t>(sample), static_cast<uint32_t>(sample >> 32),
+       static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)},
+      key);
+  uint64_t random =
+      static_cast<uint64_t>(bits[0]) | static_cast<uint64_t>(bits[1]) << 32;
+  return static_cast<int32_t>(random % static_cast<uint64_t>(sequence));
+}
+
+void Sampler::fillPrefixes(uint64_t step, uint64_t firstSample, int64_t rows,
+                           int32_t *lengths, int32_t *labels,
+                           int32_t ignoreIndex) const {
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t length = prefixLength(step, firstSample + static_cast<uint64_t>(r));
+    lengths[r] = length;
+    for (int64_t i = 0; i + 1 < length; ++i)
+      labels[r * sequence + i] = ignoreIndex;
+  }
+}
+
 void Sampler::fill(uint64_t step, uint64_t firstSample, int64_t rows,
                    int32_t *tokens, int32_t *labels) const {
   for (int64_t r = 0; r < rows; ++r) {

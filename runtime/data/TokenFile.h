@@ -68,6 +68,21 @@ public:
   void fill(uint64_t step, uint64_t firstSample, int64_t rows, int32_t *tokens,
             int32_t *labels) const;
 
+  /// The prefix length of global sample `sample` of `step` for a prefix LM
+  /// (GLM): uniform in [0, seq), drawn from the seed, the step and the
+  /// sample alone, so the same on every mesh. Positions below it see the
+  /// whole prefix, the others attend causally; 0 is a causal sample.
+  int32_t prefixLength(uint64_t step, uint64_t sample) const;
+
+  /// Fills the prefix lengths of the global samples [firstSample,
+  /// firstSample + rows) of `step` and sets to `ignoreIndex` the labels
+  /// (filled by `fill`) their prefix shows to their position: position i
+  /// of a sample with prefix length L sees token i + 1, its label, when
+  /// i + 1 < L.
+  void fillPrefixes(uint64_t step, uint64_t firstSample, int64_t rows,
+                    int32_t *lengths, int32_t *labels,
+                    int32_t ignoreIndex) const;
+
   int64_t seq() const { return sequence; }
 
 private:

@@ -191,19 +191,24 @@ absl::Status ProgramChecker::checkSignature(const plan::Function &function) {
       return fail(absl::StrCat("has ", args, " arguments but ",
                                function.arg_kinds()->size(),
                                " argument kinds"));
-    Shape expected = {microbatchSamples(planRoot), planRoot.seq()};
     for (size_t i = 0; i < args; ++i) {
       plan::ArgKind kind = function.arg_kinds()->Get(i);
-      if (kind != plan::ArgKind::Tokens && kind != plan::ArgKind::Labels)
+      if (kind != plan::ArgKind::Tokens && kind != plan::ArgKind::Labels &&
+          kind != plan::ArgKind::PrefixLengths)
         return fail(absl::StrCat("argument ", i, " has an unknown kind ",
                                  static_cast<int>(kind)));
+      bool perSample = kind == plan::ArgKind::PrefixLengths;
+      Shape expected = {microbatchSamples(planRoot)};
+      if (!perSample)
+        expected.push_back(planRoot.seq());
       const plan::Value *arg = value(function.args()->Get(i));
       if (arg->dtype() != plan::DType::I32 || shapeOf(arg) != expected)
         return fail(absl::StrCat(
             "argument ", i, " (", plan::EnumNameArgKind(kind),
             ") must be i32 of shape ", text(expected),
-            " (microbatch samples, seq) but is ",
-            plan::EnumNameDType(arg->dtype()), " ", text(shapeOf(arg))));
+            perSample ? " (microbatch samples)" : " (microbatch samples, seq)",
+            " but is ", plan::EnumNameDType(arg->dtype()), " ",
+            text(shapeOf(arg))));
     }
   }
   size_t results = function.results() ? function.results()->size() : 0;

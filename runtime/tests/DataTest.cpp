@@ -144,4 +144,47 @@ TEST(Sampler, StepsAndSeedsDrawDifferentWindows) {
   EXPECT_EQ(buckets.size(), 10u);
 }
 
+// A prefix LM's prefix lengths: drawn per global sample in [0, seq), the
+// same for a sample whichever piece of the batch holds it, and the labels
+// a prefix shows to their position hidden.
+TEST(Sampler, PrefixLengthsHideTheLabelsThePrefixShows) {
+  std::string path = writeTokens("prefix.bin", ramp(5000, 256));
+  auto file = TokenFile::open(path, TokenWidth::U16, 256);
+  ASSERT_TRUE(file.ok());
+  const int seq = 16, batch = 64;
+  auto sampler = Sampler::create(*file, seq, 3);
+  auto other = Sampler::create(*file, seq, 4);
+  ASSERT_TRUE(sampler.ok() && other.ok());
+  std::vector<int32_t> tokens(batch * seq), labels(batch * seq), lengths(batch);
+  sampler->fill(2, 0, batch, tokens.data(), labels.data());
+  std::vector<int32_t> unmasked = labels;
+  sampler->fillPrefixes(2, 0, batch, lengths.data(), labels.data(), -100);
+  std::set<int32_t> seen;
+  for (int r = 0; r < batch; ++r) {
+    int32_t length = lengths[r];
+    seen.insert(length);
+    ASSERT_GE(length, 0);
+    ASSERT_LT(length, seq);
+    EXPECT_EQ(length, sampler->prefixLength(2, r));
+    for (int i = 0; i < seq; ++i)
+      EXPECT_EQ(labels[r * seq + i],
+                i + 1 < length ? -100 : unmasked[r * seq + i])
+          << "sample " << r << " position " << i << " prefix " << length;
+  }
+  // Lengths spread over the sequence and change with the step and seed.
+  EXPECT_GT(seen.size(), 8u);
+  int differentStep = 0, differentSeed = 0;
+  for (int r = 0; r < batch; ++r) {
+    differentStep += sampler->prefixLength(3, r) != lengths[r];
+    differentSeed += other->prefixLength(2, r) != lengths[r];
+  }
+  EXPECT_GT(differentStep, batch / 2);
+  EXPECT_GT(differentSeed, batch / 2);
+  // A piece of the batch gets its samples' lengths.
+  std::vector<int32_t> piece(8), pieceLabels(8 * seq);
+  sampler->fillPrefixes(2, 40, 8, piece.data(), pieceLabels.data(), -1);
+  for (int r = 0; r < 8; ++r)
+    EXPECT_EQ(piece[r], lengths[40 + r]);
+}
+
 } // namespace

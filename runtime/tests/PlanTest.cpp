@@ -940,6 +940,13 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
          s.argKinds = {static_cast<triad::plan::ArgKind>(5)};
        },
        "argument 0 has an unknown kind 5"},
+      {"prefix lengths per position",
+       [](PlanSpec &s) {
+         s.args = {4};
+         s.argKinds = {triad::plan::ArgKind::PrefixLengths};
+       },
+       "argument 0 (PrefixLengths) must be i32 of shape [2] (microbatch "
+       "samples) but is I32 [2, 3]"},
       {"token dtype",
        [](PlanSpec &s) { s.argKinds = {triad::plan::ArgKind::Tokens}; },
        "argument 0 (Tokens) must be i32 of shape [2, 3] (microbatch samples, "

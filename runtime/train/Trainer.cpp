@@ -87,7 +87,8 @@ Trainer::labelCalls(const plan::Program &program) {
 Trainer::Trainer(const LoadedPlan &plan, Sampler sampler,
                  std::unique_ptr<Executor> exec,
                  std::unique_ptr<Communicator> ownCommunicator,
-                 const TrainerOptions &options)
+                 const TrainerOptions &options,
+                 std::optional<int32_t> prefixIgnoreIndex)
     : plan(&plan), sampler(sampler), exec(std::move(exec)),
       ownCommunicator(std::move(ownCommunicator)),
       communicator(options.communicator ? options.communicator
@@ -95,7 +96,38 @@ Trainer::Trainer(const LoadedPlan &plan, Sampler sampler,
       options(options),
       dpRank(coordinateOn(plan.root(), this->exec->coordinates(), "dp")),
       dpSize(meshAxisSize(plan.root(), "dp")), epochNanos(nowNanos()),
-      callLabels(labelCalls(this->exec->programOf())) {}
+      callLabels(labelCalls(this->exec->programOf())),
+      prefixIgnoreIndex(prefixIgnoreIndex) {}
+
+namespace {
+
+/// Whether a function of any program takes prefix lengths: then the model
+/// is a prefix LM, and every pipeline rank hides the same labels (each
+/// counts the step's tokens from its own).
+bool takesPrefixLengths(const plan::Plan &plan) {
+  for (const plan::Program *program : *plan.programs())
+    for (const plan::Function *function : *program->functions())
+      if (function->arg_kinds())
+        for (plan::ArgKind kind : *function->arg_kinds())
+          if (kind == plan::ArgKind::PrefixLengths)
+            return true;
+  return false;
+}
+
+/// The loss's ignore index: that of the CountValid that counts the labels.
+absl::StatusOr<int32_t> ignoreIndexOf(const plan::Program &program) {
+  for (const plan::Function *function : *program.functions())
+    if (function->body())
+      for (const plan::Instr *instr : *function->body())
+        if (instr->op() == plan::OpCode::CountValid && instr->ints() &&
+            instr->ints()->size() == 1)
+          return static_cast<int32_t>(instr->ints()->Get(0));
+  return absl::InvalidArgumentError(
+      "the plan trains a prefix LM but counts no labels (CountValid), so "
+      "the runtime cannot tell which label value to hide in the prefix");
+}
+
+} // namespace
 
 absl::StatusOr<Trainer> Trainer::create(const LoadedPlan &plan,
                                         const TokenFile &data,
@@ -133,7 +165,15 @@ absl::StatusOr<Trainer> Trainer::create(const LoadedPlan &plan,
       plan, pipelineRank, options.seed, executorOptions, options.device);
   if (!exec.ok())
     return exec.status();
-  return Trainer(plan, *sampler, std::move(*exec), std::move(own), options);
+  std::optional<int32_t> prefixIgnoreIndex;
+  if (takesPrefixLengths(plan.root())) {
+    absl::StatusOr<int32_t> ignore = ignoreIndexOf(*program);
+    if (!ignore.ok())
+      return ignore.status();
+    prefixIgnoreIndex = *ignore;
+  }
+  return Trainer(plan, *sampler, std::move(*exec), std::move(own), options,
+                 prefixIgnoreIndex);
 }
 
 bool Trainer::savesSlice(const plan::Persistent &p) const {
@@ -173,11 +213,13 @@ absl::StatusOr<StepResult> Trainer::step() {
       options.trace && result.step <= options.traceInstructionSteps;
   auto micros = [&](int64_t nanos) { return (nanos - epochNanos) / 1000.0; };
 
-  HostTensor tokens, labels;
-  tokens.dtype = labels.dtype = plan::DType::I32;
+  HostTensor tokens, labels, prefixLengths;
+  tokens.dtype = labels.dtype = prefixLengths.dtype = plan::DType::I32;
   tokens.shape = labels.shape = {samples, seq};
   tokens.ints.resize(samples * seq);
   labels.ints.resize(samples * seq);
+  prefixLengths.shape = {samples};
+  prefixLengths.ints.resize(samples);
   std::vector<InstructionTime> times;
   int64_t stepBegin = nowNanos();
   // Under a pipeline: the span of the transfer calls since the last
@@ -206,8 +248,14 @@ absl::StatusOr<StepResult> Trainer::step() {
           replicaFirst + static_cast<int64_t>(call->microbatch()) * samples);
       sampler.fill(result.step, first, samples, tokens.ints.data(),
                    labels.ints.data());
+      if (prefixIgnoreIndex)
+        sampler.fillPrefixes(result.step, first, samples,
+                             prefixLengths.ints.data(), labels.ints.data(),
+                             *prefixIgnoreIndex);
       for (plan::ArgKind kind : *function.arg_kinds())
-        args.push_back(kind == plan::ArgKind::Tokens ? tokens : labels);
+        args.push_back(kind == plan::ArgKind::Tokens   ? tokens
+                       : kind == plan::ArgKind::Labels ? labels
+                                                       : prefixLengths);
     }
     times.clear();
     int64_t callBegin = nowNanos();

@@ -165,7 +165,8 @@ private:
   Trainer(const LoadedPlan &plan, Sampler sampler,
           std::unique_ptr<Executor> exec,
           std::unique_ptr<Communicator> ownCommunicator,
-          const TrainerOptions &options);
+          const TrainerOptions &options,
+          std::optional<int32_t> prefixIgnoreIndex);
 
   /// Whether this rank is the one that saves its slice of `p`.
   bool savesSlice(const plan::Persistent &p) const;
@@ -188,6 +189,9 @@ private:
   int64_t epochNanos = 0;
   /// One per call of the step, computed once.
   std::vector<CallLabel> callLabels;
+  /// For a prefix LM (a plan whose functions take prefix lengths): the
+  /// ignore index that hides the labels inside each sample's prefix.
+  std::optional<int32_t> prefixIgnoreIndex;
 };
 
 } // namespace triad::rt

@@ -159,7 +159,7 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
 // Argument kinds are tokens or labels.
 rt.program @rank0 pipeline_rank 0 arena 4096 {
   %t = rt.buffer 0 : memref<2x4xi32>
-  // expected-error@+1 {{'rt.func' op argument kind 'images' is unknown (expected tokens or labels)}}
+  // expected-error@+1 {{'rt.func' op argument kind 'images' is unknown (expected tokens, labels or prefix_lengths)}}
   rt.func @f args(%t : memref<2x4xi32>) kinds ["images"] results() names [] {
   }
   rt.step [] microbatches []

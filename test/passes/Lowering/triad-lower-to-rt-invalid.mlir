@@ -42,9 +42,9 @@ func.func @apply_step(%g: tensor<2xf32> {triad.grad = @w}) {
 
 // -----
 
-// The runtime feeds tokens and labels only.
+// The runtime feeds tokens, labels and prefix lengths only.
 triad.param @w : tensor<2xf32> init <zeros>
-// expected-error@+1 {{'func.func' op argument 1 is neither tokens nor labels (triad.input); the runtime feeds only those}}
+// expected-error@+1 {{'func.func' op argument 1 is neither tokens, labels nor prefix_lengths (triad.input); the runtime feeds only those}}
 func.func @microbatch_step(%x: tensor<1x2xi32> {triad.input = "tokens"}, %y: tensor<1x2xi32>) -> (tensor<f32> {triad.output = "loss"}, tensor<2xf32> {triad.grad = @w}) {
   %w = triad.get_param @w : tensor<2xf32>
   %l = triad.broadcast %w : tensor<2xf32> -> tensor<1x2x2xf32>
@@ -110,5 +110,35 @@ func.func @microbatch_step(%x: tensor<1x2xi32> {triad.input = "tokens"}, %y: ten
 }
 // expected-error@+1 {{'func.func' op argument 1 repeats the gradient of @w}}
 func.func @apply_step(%g: tensor<2xf32> {triad.grad = @w}, %h: tensor<2xf32> {triad.grad = @w}) {
+  return
+}
+
+// -----
+
+// A prefix LM's prefix lengths are one i32 per sample.
+triad.param @w : tensor<2xf32> init <zeros>
+// expected-error@+1 {{'func.func' op argument 2 (prefix_lengths) must be i32 [batch], got 'tensor<1x2xi32>'}}
+func.func @microbatch_step(%x: tensor<1x2xi32> {triad.input = "tokens"}, %y: tensor<1x2xi32> {triad.input = "labels"}, %p: tensor<1x2xi32> {triad.input = "prefix_lengths"}) -> (tensor<f32> {triad.output = "loss"}, tensor<2xf32> {triad.grad = @w}) {
+  %w = triad.get_param @w : tensor<2xf32>
+  %l = triad.broadcast %w : tensor<2xf32> -> tensor<1x2x2xf32>
+  %loss = triad.cross_entropy %l, %y : tensor<1x2x2xf32>, tensor<1x2xi32> -> tensor<f32>
+  return %loss, %w : tensor<f32>, tensor<2xf32>
+}
+func.func @apply_step(%g: tensor<2xf32> {triad.grad = @w}) {
+  return
+}
+
+// -----
+
+// The prefix lengths cover the tokens' samples.
+triad.param @w : tensor<2xf32> init <zeros>
+// expected-error@+1 {{'func.func' op prefix_lengths hold 3 samples but the tokens 1}}
+func.func @microbatch_step(%x: tensor<1x2xi32> {triad.input = "tokens"}, %y: tensor<1x2xi32> {triad.input = "labels"}, %p: tensor<3xi32> {triad.input = "prefix_lengths"}) -> (tensor<f32> {triad.output = "loss"}, tensor<2xf32> {triad.grad = @w}) {
+  %w = triad.get_param @w : tensor<2xf32>
+  %l = triad.broadcast %w : tensor<2xf32> -> tensor<1x2x2xf32>
+  %loss = triad.cross_entropy %l, %y : tensor<1x2x2xf32>, tensor<1x2xi32> -> tensor<f32>
+  return %loss, %w : tensor<f32>, tensor<2xf32>
+}
+func.func @apply_step(%g: tensor<2xf32> {triad.grad = @w}) {
   return
 }

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Compiles the seed setups at their published sizes and meshes.
+
+For every setup: triad-gen builds the model, triad-opt runs
+--triad-train-pipeline and the memory report, triad-translate exports the
+plan (running the runtime's own loader on it). The table gives the compile
+and export times, the peak memory of each tool, the plan's size, and the
+memory report's per-GPU bytes beside closed forms:
+
+  model state  the ZeRO paper's per-GPU formula for f32 training with Adam
+               (4 bytes of parameter, 4 of gradient, 8 of Adam moments per
+               parameter; ZeRO-1 divides the moments by dp, ZeRO-2 also the
+               gradients, ZeRO-3 everything), with psi = parameters/(tp*pp);
+               Triad's number is the mean over pipeline ranks.
+  activations  Korthikanti et al. 2022 (table 2) per layer and microbatch,
+               in f32 and without the two terms Triad does not store: the
+               attention scores (its attention is fused) and the dropout
+               masks (regenerated from the seed): s*b*h*(16 + 48/t) bytes
+               with tensor parallelism, s*b*h*64/t with sequence
+               parallelism. A pipeline's first stage keeps p microbatches of
+               its L/p layers (1F1B), GPipe all m. Triad's number is the
+               first pipeline rank's kept activations and temporaries.
+
+Usage: python3 bench/scale.py [--build build] [--only NAME] [--keep DIR]
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+# name, preset, triad-gen overrides, global batch, pipeline options, note
+SETUPS = [
+    ("GPT-NeoX-20B", "gpt-neox-20b", [], 1536,
+     "dp=12 tp=2 pp=4 zero=1 microbatches=32", ""),
+    ("GPT-NeoX-20B m=128", "gpt-neox-20b", [], 1536,
+     "dp=12 tp=2 pp=4 zero=1 microbatches=128", ""),
+    ("CodeGeeX-13B", "codegeex-13b", [], 3072,
+     "dp=192 tp=8 zero=2", ""),
+    ("GLM-130B (causal)", "glm-130b", ["--mask", "causal"], 4224,
+     "dp=24 tp=4 pp=8 microbatches=44",
+     "prefix mask not yet fed by the runtime"),
+    ("OPT-175B", "opt-175b", [], 992,
+     "dp=124 tp=8 zero=3", ""),
+    ("BLOOM-176B", "bloom-176b", [], 2048,
+     "dp=8 tp=4 pp=12 zero=1 microbatches=128", ""),
+    ("MT-NLG-530B", "mt-nlg-530b", [], 1920,
+     "dp=16 tp=8 pp=35 microbatches=120", ""),
+    ("MT-NLG-530B m=480", "mt-nlg-530b", [], 7680,
+     "dp=16 tp=8 pp=35 microbatches=480", ""),
+    ("1T (Megatron)", "mt-nlg-530b",
+     ["--hidden", "25600", "--layers", "128", "--heads", "160", "--ffn",
+      "102400"], 3072, "dp=6 tp=8 pp=64 microbatches=512", ""),
+    ("Llama-2-7B", "llama2-7b", [], 8, "tp=8 microbatches=8", ""),
+]
+
+
+def timed(command):
+    """Runs `command` under /usr/bin/time; returns (seconds, peak KiB, out)."""
+    out_file = tempfile.NamedTemporaryFile(delete=False)
+    out_file.close()
+    wrapped = ["/usr/bin/time", "-f", "%e %M", "-o", out_file.name] + command
+    result = subprocess.run(wrapped, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    with open(out_file.name) as f:
+        lines = f.read().strip().splitlines()
+    os.unlink(out_file.name)
+    if result.returncode != 0:
+        message = result.stderr.strip().splitlines()
+        raise RuntimeError(message[0] if message else "failed")
+    seconds, kib = lines[-1].split()
+    return float(seconds), int(kib), result.stdout
+
+
+def option(options, name, default):
+    match = re.search(rf"\b{name}=(\S+)", options)
+    return match.group(1) if match else default
+
+
+def report(text):
+    """Per program: the byte counts of the memory report's lines."""
+    programs = []
+    for line in text.splitlines():
+        if line.startswith("triad memory report"):
+            programs.append({})
+            continue
+        match = re.match(r"\s+(.+?)\s{2,}([\d,]+) B", line)
+        if match and programs:
+            key = re.sub(r" \(.*", "", match.group(1))
+            programs[-1][key] = int(match.group(2).replace(",", ""))
+    return programs
+
+
+def parameters(gen, preset, overrides):
+    out = subprocess.run([gen, "--preset", preset, *overrides,
+                          "--print-params"], stdout=subprocess.PIPE,
+                         text=True, check=True).stdout
+    return int(re.search(r"parameters: (\d+)", out).group(1))
+
+
+def closed_model_state(psi, dp, zero):
+    params, grads, adam = 4 * psi, 4 * psi, 8 * psi
+    if zero >= 1:
+        adam /= dp
+    if zero >= 2:
+        grads /= dp
+    if zero >= 3:
+        params /= dp
+    return params + grads + adam
+
+
+def closed_activations(config, options, batch):
+    dp = int(option(options, "dp", 1))
+    tp = int(option(options, "tp", 1))
+    pp = int(option(options, "pp", 1))
+    micro = int(option(options, "microbatches", 1))
+    sp = option(options, "sp", "false") == "true"
+    schedule = option(options, "schedule", "1f1b")
+    b = batch // (dp * micro)
+    s, h, layers = config["seq"], config["hidden"], config["layers"]
+    per_layer = s * b * h * (64 / tp if sp else 16 + 48 / tp)
+    kept = micro if schedule == "gpipe" or pp == 1 else min(pp, micro)
+    if pp == 1:
+        kept = 1
+    return per_layer * (layers / pp) * kept
+
+
+def model_shape(model_text):
+    """seq, hidden and layers of a generated model, read from its IR."""
+    seq = int(re.search(r"func\.func @forward\(%arg0: tensor<\d+x(\d+)xi32>",
+                        model_text).group(1))
+    hidden = int(re.search(r"triad\.param @embed\.wte : tensor<\d+x(\d+)x",
+                           model_text).group(1))
+    layers = 1 + max(int(n) for n in
+                     re.findall(r"triad\.param @layers\.(\d+)\.", model_text))
+    return {"seq": seq, "hidden": hidden, "layers": layers}
+
+
+def gib(value):
+    return f"{value / 2**30:.1f}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build",
+                        help="Triad's build folder (default: build)")
+    parser.add_argument("--only", help="run the setups whose name has this")
+    parser.add_argument("--keep", help="keep the models and plans here")
+    args = parser.parse_args()
+    tools = {tool: os.path.join(args.build, "bin", tool)
+             for tool in ("triad-gen", "triad-opt", "triad-translate")}
+    for path in tools.values():
+        if not os.access(path, os.X_OK):
+            sys.exit(f"scale: {path} is missing; build Triad first "
+                     "(bash scripts/build.sh)")
+    work = args.keep or tempfile.mkdtemp(prefix="triad-scale-")
+    os.makedirs(work, exist_ok=True)
+
+    header = (f"{'setup':<20} {'mesh':<42} {'opt s':>6} {'opt MiB':>8} "
+              f"{'exp s':>6} {'exp MiB':>8} {'plan MB':>8} "
+              f"{'state GiB':>9} {'closed':>7} {'act GiB':>8} "
+              f"{'closed':>7}")
+    print(header)
+    print("-" * len(header))
+    failures = 0
+    for name, preset, overrides, batch, options, note in SETUPS:
+        if args.only and args.only.lower() not in name.lower():
+            continue
+        stem = os.path.join(work, re.sub(r"\W+", "-", name.lower()))
+        try:
+            subprocess.run([tools["triad-gen"], "--preset", preset,
+                            *overrides, "--batch", str(batch), "-o",
+                            stem + ".mlir"], check=True,
+                           stdout=subprocess.DEVNULL)
+            opt_s, opt_kib, out = timed([
+                tools["triad-opt"], stem + ".mlir",
+                f"--triad-train-pipeline={options}",
+                "--triad-memory-report=file=" + stem + ".memory.txt",
+                "-o", stem + ".rt.mlir"])
+            exp_s, exp_kib, _ = timed([
+                tools["triad-translate"], "--export-plan", stem + ".rt.mlir",
+                "-o", stem + ".plan"])
+        except (RuntimeError, subprocess.CalledProcessError) as error:
+            failures += 1
+            print(f"{name:<20} {options:<42} FAILED: {error}")
+            continue
+        with open(stem + ".memory.txt") as f:
+            programs = report(f.read())
+        psi_total = parameters(tools["triad-gen"], preset, overrides)
+        tp = int(option(options, "tp", 1))
+        pp = int(option(options, "pp", 1))
+        dp = int(option(options, "dp", 1))
+        zero = int(option(options, "zero", 0))
+        state = sum(p.get("parameters", 0) + p.get("optimizer state", 0) +
+                    p.get("gradient accumulators", 0)
+                    for p in programs) / len(programs)
+        first = programs[0]
+        activations = (first.get("activations kept between calls", 0) +
+                       first.get("temporaries at peak", 0) +
+                       first.get("activations at peak", 0))
+        with open(stem + ".mlir") as f:
+            config = model_shape(f.read())
+        closed_state = closed_model_state(psi_total / (tp * pp), dp, zero)
+        closed_act = closed_activations(config, options, batch)
+        plan_mb = os.path.getsize(stem + ".plan") / 1e6
+        print(f"{name:<20} {options:<42} {opt_s:6.2f} {opt_kib / 1024:8.0f} "
+              f"{exp_s:6.2f} {exp_kib / 1024:8.0f} {plan_mb:8.1f} "
+              f"{gib(state):>9} {gib(closed_state):>7} "
+              f"{gib(activations):>8} {gib(closed_act):>7}"
+              + (f"  ({note})" if note else ""))
+    if not args.keep:
+        subprocess.run(["rm", "-rf", work])
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
