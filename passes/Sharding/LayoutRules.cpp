@@ -72,13 +72,27 @@ bool readsParameter(Value value) {
 LayoutDecision decideLayouts(const ShardingRule &rule,
                              ArrayRef<LayoutAttr> operandLayouts, MeshOp mesh,
                              MLIRContext *context, ArrayRef<bool> parameters,
-                             std::optional<int64_t> scatterDim) {
+                             std::optional<int64_t> scatterDim,
+                             ArrayRef<FactorSplit> resultSplits) {
   size_t factors = rule.sizes.size();
   SmallVector<SmallVector<StringRef>> factorAxes(factors);
   llvm::StringSet<> used;
   auto axesFree = [&](ArrayRef<StringRef> axes) {
     return llvm::none_of(axes, [&](StringRef a) { return used.contains(a); });
   };
+  auto inOperand = [&](int64_t factor) {
+    return llvm::any_of(rule.operands, [&](ArrayRef<int64_t> dims) {
+      return llvm::is_contained(dims, factor);
+    });
+  };
+  for (const auto &[factor, axes] : resultSplits)
+    if (factor >= 0 && factor < (int64_t)factors && !inOperand(factor) &&
+        !rule.wholeFactors[factor] && !axes.empty() && axesFree(axes) &&
+        rule.sizes[factor] % mesh.getGroupSize(axes) == 0) {
+      factorAxes[factor] = axes;
+      for (StringRef axis : axes)
+        used.insert(axis);
+    }
 
   std::optional<std::tuple<unsigned, int64_t, int64_t>> indivisible;
   // Splits, the parameters' first (a weight is never gathered for an
@@ -223,6 +237,24 @@ LayoutDecision decideLayouts(const ShardingRule &rule,
   decision.factorAxes = factorAxes;
   decision.indivisible = indivisible;
   return decision;
+}
+
+SmallVector<FactorSplit> resultOnlySplits(const ShardingRule &rule,
+                                          ArrayRef<LayoutAttr> resultLayouts) {
+  SmallVector<FactorSplit> splits;
+  for (auto [dims, layout] : llvm::zip(rule.results, resultLayouts))
+    for (auto [dim, factor] : llvm::enumerate(dims)) {
+      if (factor == ShardingRule::kNoFactor ||
+          (int64_t)dim >= layout.getRank() ||
+          layout.getSplitAxes(dim).empty() ||
+          llvm::any_of(rule.operands, [&](ArrayRef<int64_t> operand) {
+            return llvm::is_contained(operand, factor);
+          }))
+        continue;
+      splits.push_back(
+          {factor, SmallVector<StringRef>(layout.getSplitAxes(dim))});
+    }
+  return splits;
 }
 
 FailureOr<MeshOp> getOrCreateMesh(ModuleOp module, int64_t dp, int64_t tp,

@@ -41,11 +41,23 @@ struct LayoutDecision {
 /// reduce-scattered along the factor of its dimension `scatterDim` when the
 /// op can split that factor (sequence parallelism scatters along the
 /// sequence, dimension 1).
+///
+/// `resultSplits` split factors that no operand has (the new dimensions of
+/// a broadcast) over the given axes, where those are free and divide them:
+/// each rank makes its own piece, with no communication.
+using FactorSplit = std::pair<int64_t, llvm::SmallVector<llvm::StringRef>>;
 LayoutDecision decideLayouts(const ShardingRule &rule,
                              llvm::ArrayRef<dist::LayoutAttr> operandLayouts,
                              dist::MeshOp mesh, mlir::MLIRContext *context,
                              llvm::ArrayRef<bool> parameters = {},
-                             std::optional<int64_t> scatterDim = {});
+                             std::optional<int64_t> scatterDim = {},
+                             llvm::ArrayRef<FactorSplit> resultSplits = {});
+
+/// The splits `resultLayouts` (an op's recorded result layouts) give the
+/// factors no operand of `rule` has, for decideLayouts' `resultSplits`.
+llvm::SmallVector<FactorSplit>
+resultOnlySplits(const ShardingRule &rule,
+                 llvm::ArrayRef<dist::LayoutAttr> resultLayouts);
 
 /// Whether `value` is a read of a parameter, directly or through the
 /// collectives partitioning put on it.

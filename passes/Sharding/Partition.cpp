@@ -33,9 +33,9 @@ class Partitioner : public LocalCollectives {
 public:
   Partitioner(ModuleOp module, MeshOp mesh, int64_t bucketBytes,
               bool allowCollectives, bool sequenceSplit)
-      : module(module), symbols(module), mesh(mesh), builder(module.getContext()),
-        bucketBytes(bucketBytes), allowCollectives(allowCollectives),
-        sequenceSplit(sequenceSplit) {}
+      : module(module), symbols(module), mesh(mesh),
+        builder(module.getContext()), bucketBytes(bucketBytes),
+        allowCollectives(allowCollectives), sequenceSplit(sequenceSplit) {}
 
   LogicalResult run(func::FuncOp func) {
     Block &entry = func.getBody().front();
@@ -491,9 +491,10 @@ private:
     std::optional<int64_t> scatterDim;
     if (sequenceSplit)
       scatterDim = 1;
-    LayoutDecision decision =
-        decideLayouts(rules.at(&op), operandLayouts, mesh, op.getContext(),
-                      parameters, scatterDim);
+    // A new dimension the propagation split keeps its split.
+    LayoutDecision decision = decideLayouts(
+        rules.at(&op), operandLayouts, mesh, op.getContext(), parameters,
+        scatterDim, resultOnlySplits(rules.at(&op), getResultLayouts(&op)));
     SmallVector<Value> operands;
     for (auto [operand, wanted] :
          llvm::zip(op.getOperands(), decision.operands)) {

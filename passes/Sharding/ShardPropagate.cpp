@@ -47,9 +47,20 @@ public:
   LogicalResult run(func::FuncOp func,
                     const llvm::StringMap<LayoutAttr> &gradLayouts) {
     current = func;
+    batch.reset();
     for (BlockArgument arg : func.getArguments())
       if (failed(seedArgument(func, arg, gradLayouts)))
         return failure();
+    // The step's batch: the first dimension of its data arguments, and the
+    // axes splitting it.
+    for (BlockArgument arg : func.getArguments()) {
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (func.getArgAttr(arg.getArgNumber(), "triad.input") && type &&
+          type.getRank() >= 1 && layouts.count(arg)) {
+        batch = {type.getDimSize(0), layouts[arg].getSplitAxes(0)};
+        break;
+      }
+    }
     if (failed(propagate(func.getBody().front())))
       return failure();
     Operation *terminator = func.getBody().front().getTerminator();
@@ -195,8 +206,12 @@ private:
       std::optional<int64_t> scatterDim;
       if (sequenceSplit)
         scatterDim = 1;
-      LayoutDecision decision = decideLayouts(
-          rule, operands, mesh, op.getContext(), parameters, scatterDim);
+      SmallVector<FactorSplit> resultSplits;
+      if (auto broadcast = dyn_cast<BroadcastOp>(op))
+        resultSplits = batchSplit(broadcast, rule);
+      LayoutDecision decision =
+          decideLayouts(rule, operands, mesh, op.getContext(), parameters,
+                        scatterDim, resultSplits);
       if (decision.indivisible) {
         auto [operand, dim, ranks] = *decision.indivisible;
         return op.emitOpError("cannot split dimension ")
@@ -214,7 +229,7 @@ private:
         for (auto [index, operand] : llvm::enumerate(op.getOperands()))
           operands[index] = layoutOf(operand);
         decision = decideLayouts(rule, operands, mesh, op.getContext(),
-                                 parameters, scatterDim);
+                                 parameters, scatterDim, resultSplits);
       }
       results = decision.results;
     } else if (op.getNumRegions() != 0 ||
@@ -426,6 +441,20 @@ private:
     return changed;
   }
 
+  /// A broadcast that makes a new leading dimension of the step's batch
+  /// size (CodeGeeX's top-query layer repeats its learned queries for every
+  /// sample) splits it as the batch is split: each rank makes its own
+  /// samples' copies, with no communication, rather than every rank all of
+  /// them for a later slice.
+  SmallVector<FactorSplit> batchSplit(BroadcastOp op,
+                                      const ShardingRule &rule) {
+    auto type = cast<RankedTensorType>(op.getType());
+    if (!batch || batch->second.empty() || type.getRank() < 2 ||
+        type.getDimSize(0) != batch->first)
+      return {};
+    return {{rule.results[0][0], batch->second}};
+  }
+
   ModuleOp module;
   /// The module's parameters and state, indexed once (a module-level
   /// lookup scans).
@@ -433,6 +462,8 @@ private:
   MeshOp mesh;
   /// The function being propagated.
   func::FuncOp current;
+  /// The size of the current function's batch and the axes splitting it.
+  std::optional<std::pair<int64_t, SmallVector<StringRef>>> batch;
   StringRef batchAxis;
   llvm::StringSet<> &readParams;
   bool gatherZeroParams;

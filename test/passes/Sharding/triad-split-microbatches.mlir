@@ -99,3 +99,20 @@ func.func @microbatch_step(%x: tensor<4x8xf32> {triad.input = "tokens"}) -> (ten
   %r = triad.bias_add %x, %p : tensor<4x8xf32>, tensor<8xf32>
   return %r : tensor<4x8xf32>
 }
+
+// -----
+
+// A broadcast to the batch (CodeGeeX's top-query layer repeats its learned
+// queries for every sample) makes only its microbatch's copies: the new
+// dimension splits like the batch, with no communication.
+// HAND-LABEL: func.func @microbatch_step
+// HAND-SAME: (%[[TOK:[a-z0-9]+]]: tensor<2x4x8xf32> {triad.input = "tokens"})
+func.func @microbatch_step(%x: tensor<4x4x8xf32> {triad.input = "tokens"}) -> (tensor<4x4x8xf32> {triad.output = "h"}) {
+  %q = triad.get_param @q : tensor<4x8xf32>
+  // HAND: %[[Q:.*]] = triad.broadcast %{{.*}} : tensor<4x8xf32> -> tensor<2x4x8xf32>
+  %b = triad.broadcast %q : tensor<4x8xf32> -> tensor<4x4x8xf32>
+  // HAND: triad.add %[[Q]], %[[TOK]] : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  %h = triad.add %b, %x : tensor<4x4x8xf32>, tensor<4x4x8xf32>
+  return %h : tensor<4x4x8xf32>
+}
+triad.param @q : tensor<4x8xf32> init <zeros>
