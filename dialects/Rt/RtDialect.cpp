@@ -171,8 +171,8 @@ int64_t triad::rt::slotsOf(FuncOp func) {
   auto visit = [&](ValueRange buffers) {
     for (Value buffer : buffers)
       if (auto op = buffer.getDefiningOp<BufferOp>())
-        if (op.getSlots() && (slots == 0 || op.getSlotCount() < slots))
-          slots = op.getSlotCount();
+        if (op.getSlots())
+          slots = std::max(slots, op.getSlotCount());
   };
   visit(func.getArgs());
   visit(func.getResults());
@@ -271,27 +271,6 @@ LogicalResult FuncOp::verify() {
     if (text.empty() || !names.insert(text).second)
       return emitOpError("result names must be non-empty and distinct");
   }
-  // A call picks one slot for every slotted buffer of the function.
-  std::optional<int64_t> slots;
-  auto sameSlots = [&](ValueRange buffers) -> LogicalResult {
-    for (Value buffer : buffers) {
-      auto op = buffer.getDefiningOp<BufferOp>();
-      if (!op || !op.getSlots())
-        continue;
-      if (slots && *slots != op.getSlotCount())
-        return emitOpError("uses slotted buffers with ")
-               << *slots << " and " << op.getSlotCount()
-               << " slots; a call picks one slot for all of them";
-      slots = op.getSlotCount();
-    }
-    return success();
-  };
-  if (failed(sameSlots(getArgs())) || failed(sameSlots(getResults())))
-    return failure();
-  for (auto kernel : getBody().getOps<KernelOp>())
-    if (failed(sameSlots(kernel.getInputs())) ||
-        failed(sameSlots(kernel.getOutputs())))
-      return failure();
   return success();
 }
 
@@ -358,7 +337,7 @@ LogicalResult StepOp::verify() {
   // The functions by name, with their slots, found once.
   llvm::StringMap<int64_t> functionSlots;
   for (auto func : program.getBody().getOps<FuncOp>())
-    functionSlots[func.getSymName()] = std::max<int64_t>(slotsOf(func), 1);
+    functionSlots[func.getSymName()] = slotsOf(func) > 0 ? kMaxBufferSlots : 1;
   for (auto [index, entry] :
        llvm::enumerate(llvm::zip(getCallees(), getMicrobatches()))) {
     auto [callee, microbatch] = entry;

@@ -38,8 +38,10 @@ constexpr int64_t kBufferAlignment = 64;
 /// (runtime/plan/Plan.h; the exporter checks that the two agree).
 constexpr int64_t kMaxBufferSlots = 1 << 16;
 
-/// The slots a call of `func` picks from: those of its slotted buffers (the
-/// fewest, where the verifier has not yet run), 0 when it has none.
+/// The most slots of `func`'s slotted buffers, 0 when it has none. A call
+/// of a function with slotted buffers picks any slot below
+/// kMaxBufferSlots (its stage's microbatch in flight), each buffer serving
+/// it with its copy slot mod its slots; a call of one without picks 0.
 int64_t slotsOf(FuncOp func);
 
 } // namespace triad::rt

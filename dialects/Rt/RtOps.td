@@ -97,10 +97,11 @@ def Rt_BufferOp : Rt_Op<"buffer", [Pure, HasParent<"ProgramOp">]> {
 
     A value a pipeline stage keeps from one of its calls to a later one (an
     activation its backward reads, a tensor it received or will send) has
-    one copy per microbatch the schedule keeps in flight on its rank: copy
-    k starts `stride` * k bytes after `offset`, and the step's call picks
-    the copy (its slot) for every slotted buffer its function touches. So
-    a stage's functions exist once whatever the number of microbatches.
+    as many copies as the schedule keeps microbatches live in it at once:
+    copy k starts `stride` * k bytes after `offset`, and a call of the step
+    works on copy `slot mod slots` of every slotted buffer its function
+    touches. So a stage's functions exist once whatever the number of
+    microbatches.
 
     Example:
 

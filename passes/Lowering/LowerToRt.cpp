@@ -1350,24 +1350,89 @@ ProgramLowering::planMemoryWithSlots(ArrayRef<Function> functions,
       used[call.slot] = false;
   }
 
+  // Each kept storage needs as many copies as microbatches live in it at
+  // once (a received activation lands while the previous microbatch still
+  // waits for its backward; what that backward reads does not): a call
+  // works on copy slot mod copies, checked against every pair of
+  // microbatches live together, and a storage takes more copies where the
+  // slots collide (at most its stage's slots, which never do).
+  DenseMap<unsigned, SmallVector<unsigned>> storagesOf;
+  for (auto [index, f] : llvm::enumerate(functions)) {
+    llvm::SmallSetVector<unsigned, 16> touched;
+    auto visit = [&](ArrayRef<unsigned> list) {
+      for (unsigned slot : list)
+        if (storages[slots[slot].storage].slots > 0)
+          touched.insert(slots[slot].storage);
+    };
+    visit(f.args);
+    visit(f.results);
+    for (const Kernel &kernel : f.body) {
+      visit(kernel.inputs);
+      visit(kernel.outputs);
+    }
+    storagesOf[index] = SmallVector<unsigned>(touched.begin(), touched.end());
+  }
+  // Per storage and microbatch: the first and last call that touch it, and
+  // the microbatch's slot.
+  struct Live {
+    size_t first, last;
+    int64_t slot;
+  };
+  DenseMap<unsigned, std::map<int64_t, Live>> lives;
+  for (auto [index, call] : llvm::enumerate(calls))
+    for (unsigned storage : storagesOf.lookup(call.function)) {
+      auto [it, inserted] =
+          lives[storage].try_emplace(call.microbatch, Live{index, index, 0});
+      it->second.last = index;
+      it->second.slot = call.slot;
+    }
   int64_t top = placePersistents();
   for (auto &[stage, storageList] : stash) {
-    int64_t stride = 0;
-    for (unsigned storage : storageList) {
-      storages[storage].offset = top + stride;
-      stride += llvm::alignTo(storages[storage].bytes, rt::kBufferAlignment);
-    }
-    int64_t copies = std::max<int64_t>(busy[stage].size(), 1);
-    if (copies > rt::kMaxBufferSlots)
+    int64_t stageSlots = std::max<int64_t>(busy[stage].size(), 1);
+    if (stageSlots > rt::kMaxBufferSlots)
       return microbatch.emitOpError("pipeline stage ")
-             << stage << " keeps " << copies
+             << stage << " keeps " << stageSlots
              << " microbatches in flight; the runtime holds at most "
              << rt::kMaxBufferSlots;
     for (unsigned storage : storageList) {
+      SmallVector<Live> live;
+      for (auto &[microbatchIndex, entry] : lives[storage])
+        live.push_back(entry);
+      llvm::sort(
+          live, [](const Live &a, const Live &b) { return a.first < b.first; });
+      // Sweeps the lives in order of their first call, `visit(a, active)`
+      // seeing those still live when `a` starts.
+      auto sweep = [&](auto visit) {
+        SmallVector<const Live *> active;
+        for (const Live &a : live) {
+          llvm::erase_if(active,
+                         [&](const Live *b) { return b->last < a.first; });
+          if (visit(a, active))
+            return true;
+          active.push_back(&a);
+        }
+        return false;
+      };
+      int64_t copies = 1;
+      sweep([&](const Live &, ArrayRef<const Live *> active) {
+        copies = std::max<int64_t>(copies, active.size() + 1);
+        return false;
+      });
+      auto collide = [&](int64_t n) {
+        return sweep([&](const Live &a, ArrayRef<const Live *> active) {
+          return llvm::any_of(
+              active, [&](const Live *b) { return a.slot % n == b->slot % n; });
+        });
+      };
+      while (copies < stageSlots && collide(copies))
+        ++copies;
+      int64_t stride =
+          llvm::alignTo(storages[storage].bytes, rt::kBufferAlignment);
+      storages[storage].offset = top;
       storages[storage].slots = copies;
       storages[storage].stride = stride;
+      top += stride * copies;
     }
-    top += stride * copies;
   }
   int64_t temporaries = 0;
   for (const Function &f : functions)

@@ -289,7 +289,7 @@ Executor::run(const plan::Function &function,
               std::vector<InstructionTime> *times, uint32_t microbatchIndex,
               uint32_t slotIndex) {
   std::string name = function.name()->str();
-  if (slotIndex >= std::max<uint32_t>(slotsOf(*program, function), 1))
+  if (slotIndex >= (slotsOf(*program, function) > 0 ? kMaxSlots : 1))
     return absl::InvalidArgumentError(
         absl::StrCat("function '", name, "' has no slot ", slotIndex));
   microbatch = microbatchIndex;

@@ -236,11 +236,12 @@ protected:
   const plan::Value &value(uint32_t index) const {
     return *program->values()->Get(index);
   }
-  /// Where value `index` starts in the arena for the function being run
-  /// (its copy of the call's slot).
+  /// Where value `index` starts in the arena for the function being run:
+  /// its copy for the call's slot (slot mod its copies).
   uint64_t offsetOf(uint32_t index) const {
     const plan::Value &v = value(index);
-    return v.region()->offset() + (v.slots() ? slot * v.slot_stride() : 0);
+    return v.region()->offset() +
+           (v.slots() ? (slot % v.slots()) * v.slot_stride() : 0);
   }
   const plan::Persistent *findPersistent(const std::string &name) const;
 

@@ -250,12 +250,11 @@ absl::Status ProgramChecker::checkStep() {
                                function->name()->str(), "' reads microbatch ",
                                call->microbatch(), " of ",
                                planRoot.microbatches()));
-    uint32_t slots = slotsOf(program, *function);
-    if (call->slot() >= std::max<uint32_t>(slots, 1))
+    uint32_t slots = slotsOf(program, *function) > 0 ? kMaxSlots : 1;
+    if (call->slot() >= slots)
       return fail(absl::StrCat("step call ", i, " of '",
                                function->name()->str(), "' works on slot ",
-                               call->slot(), ", but its values have ",
-                               std::max<uint32_t>(slots, 1)));
+                               call->slot(), ", outside [0, ", slots, ")"));
     size_t args = function->args() ? function->args()->size() : 0;
     size_t kinds = function->arg_kinds() ? function->arg_kinds()->size() : 0;
     if (args != kinds)
@@ -1280,15 +1279,14 @@ absl::Status checkSchedule(const plan::Plan &plan) {
 } // namespace
 
 uint32_t slotsOf(const plan::Program &program, const plan::Function &function) {
-  uint32_t fewest = 0;
+  uint32_t most = 0;
   auto visit = [&](const flatbuffers::Vector<uint32_t> *list) {
     if (list)
       for (uint32_t index : *list) {
         uint32_t slots = index < program.values()->size()
                              ? program.values()->Get(index)->slots()
                              : 0;
-        if (slots > 0 && (fewest == 0 || slots < fewest))
-          fewest = slots;
+        most = std::max(most, slots);
       }
   };
   visit(function.args());
@@ -1298,7 +1296,7 @@ uint32_t slotsOf(const plan::Program &program, const plan::Function &function) {
       visit(instr->inputs());
       visit(instr->outputs());
     }
-  return fewest;
+  return most;
 }
 
 absl::Status checkPlan(const plan::Plan &plan) {

@@ -71,9 +71,10 @@ int64_t meshSize(const plan::Plan &plan);
 /// The size of mesh axis `name`, 1 when the mesh has no such axis.
 int64_t meshAxisSize(const plan::Plan &plan, const std::string &name);
 
-/// The fewest slots of the slotted values `function` reads or writes: the
-/// slots a call of it may pick from (0: it uses no slotted value, so every
-/// call works on slot 0).
+/// The most slots of the slotted values `function` reads or writes (0: it
+/// uses none). A call of a function with slotted values picks any slot
+/// below kMaxSlots (its stage's microbatch in flight), each value serving it
+/// with its copy slot mod its slots; a call of one without picks slot 0.
 uint32_t slotsOf(const plan::Program &program, const plan::Function &function);
 
 /// Samples in one microbatch of one data-parallel rank:

@@ -178,9 +178,14 @@ TEST(CpuExecutorSteps, SlottedValuesKeepOneCopyPerSlot) {
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ((*first)[0].floats, (std::vector<float>{20, 40, 60}));
   EXPECT_EQ((*second)[0].floats, (std::vector<float>{80, 100, 120}));
-  auto outside = loaded.executor->run(1, {}, 0, nullptr, 0, 2);
+  // Slot 2 of a value with 2 copies is its copy 0.
+  auto wrapped = loaded.executor->run(1, {}, 0, nullptr, 2, 2);
+  ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+  EXPECT_EQ((*wrapped)[0].floats, (std::vector<float>{20, 40, 60}));
+  auto outside = loaded.executor->run(1, {}, 0, nullptr, 0, 1u << 16);
   ASSERT_FALSE(outside.ok());
-  EXPECT_NE(outside.status().message().find("has no slot 2"), std::string::npos)
+  EXPECT_NE(outside.status().message().find("has no slot 65536"),
+            std::string::npos)
       << outside.status();
 }
 

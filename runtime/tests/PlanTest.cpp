@@ -1067,8 +1067,7 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
          s.argKinds = {triad::plan::ArgKind::Tokens};
          s.calls = {{0, 0, 1}};
        },
-       "program 0: step call 0 of 'forward' works on slot 1, but its values "
-       "have 1"},
+       "program 0: step call 0 of 'forward' works on slot 1, outside [0, 1)"},
       {"slot outside the slots",
        [](PlanSpec &s) {
          s.args = {4};
@@ -1076,10 +1075,10 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
          s.values[0].slots = 2;
          s.values[0].stride = 136;
          s.arena = 136 + 136;
-         s.calls = {{0, 0, 1}, {0, 0, 2}};
+         s.calls = {{0, 0, 1}, {0, 0, 65536}};
        },
-       "program 0: step call 1 of 'forward' works on slot 2, but its values "
-       "have 2"},
+       "program 0: step call 1 of 'forward' works on slot 65536, outside [0, "
+       "65536)"},
       // The accumulation ops.
       {"count of floats",
        [](PlanSpec &s) {

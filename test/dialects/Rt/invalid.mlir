@@ -366,15 +366,16 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
 
 // -----
 
-// A call picks one slot for every slotted buffer of its function.
+// A call's slot is below the runtime's limit (each buffer serves it with
+// its copy slot mod its slots).
 rt.program @rank0 pipeline_rank 0 arena 4096 {
   %a = rt.buffer 0 slots 2 stride 64 : memref<4xf32>
   %b = rt.buffer 1024 slots 3 stride 64 : memref<4xf32>
-  // expected-error@+1 {{'rt.func' op uses slotted buffers with 2 and 3 slots; a call picks one slot for all of them}}
   rt.func @f args() kinds [] results() names [] {
     rt.kernel scale(%a) -> (%b) floats [2.0] : (memref<4xf32>) -> memref<4xf32>
   }
-  rt.step [@f] microbatches [0]
+  // expected-error@+1 {{'rt.step' op slot 65536 of the call of @f is outside [0, 65536)}}
+  rt.step [@f, @f] microbatches [0, 0] slots [5, 65536]
 }
 
 // -----
@@ -385,20 +386,6 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   }
   // expected-error@+1 {{'rt.step' op has 2 calls but 1 slot indices}}
   rt.step [@f, @f] microbatches [0, 0] slots [0]
-}
-
-// -----
-
-// A call's slot is one its function's buffers have.
-rt.program @rank0 pipeline_rank 0 arena 4096 {
-  %a = rt.buffer 0 slots 2 stride 64 : memref<4xf32>
-  rt.func @f args() kinds [] results() names [] {
-    rt.kernel fill() -> (%a) floats [1.0] : () -> memref<4xf32>
-  }
-  rt.func @g args() kinds [] results() names [] {
-  }
-  // expected-error@+1 {{'rt.step' op slot 2 of the call of @f is outside [0, 2)}}
-  rt.step [@f, @g, @f] microbatches [0, 0, 0] slots [1, 0, 2]
 }
 
 // -----

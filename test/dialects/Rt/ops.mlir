@@ -53,18 +53,22 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   rt.step [@begin_step, @microbatch_step, @microbatch_step] microbatches [0, 0, 0]
 }
 
-// A pipeline stage's values kept between its calls have a copy per slot;
-// each call of the step picks its slot.
+// A pipeline stage's values kept between its calls have a copy per
+// microbatch live in them at once; each call of the step picks its slot,
+// and a buffer with fewer copies serves it with copy slot mod its slots.
 // CHECK-LABEL: rt.program @rank1 pipeline_rank 0 arena 8192 {
 // CHECK: %[[K:.*]] = rt.buffer 0 slots 4 stride 1024 : memref<2x4x8xf32>
+// CHECK: rt.buffer 6144 slots 1 stride 256 : memref<2x4x8xf32>
 // CHECK: rt.func @forward_s0 args() kinds [] results() names [] {
 // CHECK-NEXT: rt.kernel fill() -> (%[[K]])
 // CHECK: rt.step [@forward_s0, @backward_s0, @forward_s0] microbatches [0, 0, 0] slots [0, 0, 3]
 rt.program @rank1 pipeline_rank 0 arena 8192 {
   %kept = rt.buffer 0 slots 4 stride 1024 : memref<2x4x8xf32>
   %tmp = rt.buffer 4096 : memref<2x4x8xf32>
+  %once = rt.buffer 6144 slots 1 stride 256 : memref<2x4x8xf32>
   rt.func @forward_s0 args() kinds [] results() names [] {
     rt.kernel fill() -> (%kept) floats [1.0] : () -> memref<2x4x8xf32>
+    rt.kernel fill() -> (%once) floats [1.0] : () -> memref<2x4x8xf32>
   }
   rt.func @backward_s0 args() kinds [] results() names [] {
     rt.kernel scale(%kept) -> (%tmp) floats [2.0] : (memref<2x4x8xf32>) -> memref<2x4x8xf32>
