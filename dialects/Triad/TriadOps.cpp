@@ -716,6 +716,8 @@ LogicalResult LogSumExpOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult EmbeddingGradOp::verify() {
+  if (failed(verifyVocabAxes(*this, getVocabAxes())))
+    return failure();
   RankedTensorType ids = getIds().getType(), dy = getDy().getType();
   RankedTensorType table = getType();
   if (dy.getRank() != ids.getRank() + 1)

@@ -917,24 +917,37 @@ def Triad_MeanOp : Triad_ReduceOp<"mean", "mean">;
 // statistics) rather than reading saved intermediates.
 //===----------------------------------------------------------------------===//
 
-def Triad_EmbeddingGradOp : Triad_Op<"embedding_grad", [Triad_Sharded, Pure]> {
+def Triad_EmbeddingGradOp : Triad_Op<"embedding_grad",
+    [Triad_ShardedWithLocalForm, Pure]> {
   let summary = "Gradient of an embedding table";
   let description = [{
     `result[v, :] = sum of dy[i..., :] over the positions i... where
     ids[i...] = v`: the scatter-add that is the gradient of
     `triad.embedding` with respect to its table. The result has the shape of
-    the table.
+    the table. `of` names the parameter that table is (autodiff records it
+    when the table is a parameter read): the gradient is split along the
+    vocabulary as that parameter is, so a vocab-parallel table's gradient
+    is computed in pieces, never whole.
+
+    With `vocab_split`, the op is the local form of such a piece: the result
+    holds rows `[m * vocab, (m + 1) * vocab)` of the whole vocabulary, `m`
+    being this rank's index in the group of the listed mesh axes, and ids of
+    other pieces add nothing.
 
     Example:
 
     ```mlir
-    %dw = triad.embedding_grad %ids, %dy : tensor<8x64xi32>, tensor<8x64x64xf32> -> tensor<256x64xf32>
+    %dw = triad.embedding_grad %ids, %dy of @wte : tensor<8x64xi32>, tensor<8x64x64xf32> -> tensor<256x64xf32>
+    %piece = triad.embedding_grad %ids, %dy of @wte vocab_split ["tp"] : tensor<8x64xi32>, tensor<8x64x64xf32> -> tensor<128x64xf32>
     ```
   }];
-  let arguments = (ins Triad_IdTensor:$ids, Triad_FloatTensor:$dy);
+  let arguments = (ins Triad_IdTensor:$ids, Triad_FloatTensor:$dy,
+                       OptionalAttr<FlatSymbolRefAttr>:$table,
+                       OptionalAttr<StrArrayAttr>:$vocab_axes);
   let results = (outs Triad_FloatMatrix:$result);
   let assemblyFormat = [{
-    $ids `,` $dy attr-dict `:` type($ids) `,` type($dy) `->` type($result)
+    $ids `,` $dy (`of` $table^)? (`vocab_split` $vocab_axes^)? attr-dict `:`
+    type($ids) `,` type($dy) `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -685,11 +685,15 @@ ShardingRule LogSumExpOp::getShardingRule() {
   return rule;
 }
 
+// The vocabulary is a dimension of the result only: split (as the table's
+// parameter is, see shard-propagate), each piece scatters the ids of its
+// rows and skips the others, with no communication.
 ShardingRule EmbeddingGradOp::getShardingRule() {
   ShardingRule rule;
   SmallVector<int64_t> ids = newFactors(rule, shapeOf(getIds()));
   ArrayRef<int64_t> table = shapeOf(getResult());
-  int64_t vocab = rule.addFactor(table[0], /*whole=*/true);
+  int64_t vocab =
+      rule.addFactor(table[0], /*whole=*/getVocabAxes().has_value());
   int64_t hidden = rule.addFactor(table[1]);
   SmallVector<int64_t> dy = ids;
   dy.push_back(hidden);
@@ -699,6 +703,18 @@ ShardingRule EmbeddingGradOp::getShardingRule() {
   rule.linearity = Linearity::Each;
   rule.linearOperands = {1};
   return rule;
+}
+
+Operation *EmbeddingGradOp::buildLocal(
+    OpBuilder &builder, ValueRange operands, TypeRange resultTypes,
+    ArrayRef<int64_t> factorParts, ArrayRef<SmallVector<StringRef>> factorAxes,
+    LocalCollectives &) {
+  auto local = cast<EmbeddingGradOp>(
+      cloneWithTypes(builder, *this, operands, resultTypes));
+  ArrayRef<StringRef> axes = vocabSplitAxes(getIds(), factorParts, factorAxes);
+  if (!axes.empty())
+    local.setVocabAxesAttr(builder.getStrArrayAttr(axes));
+  return local;
 }
 
 //===----------------------------------------------------------------------===//

@@ -83,8 +83,14 @@ LogicalResult EmbeddingOp::buildVjp(OpBuilder &b, ValueRange resultGrads,
   if (getVocabAxes())
     return emitOpError("is a vocab-parallel local form, which autodiff does "
                        "not differentiate (differentiate before partitioning)");
+  // The table's parameter, when it is one, decides how its gradient is
+  // split (shard-propagate).
+  FlatSymbolRefAttr param;
+  if (auto get = getTable().getDefiningOp<GetParamOp>())
+    param = get.getNameAttr();
   Value grad = EmbeddingGradOp::create(b, getLoc(), getTable().getType(),
-                                       getIds(), resultGrads[0]);
+                                       getIds(), resultGrads[0], param,
+                                       /*vocab_axes=*/nullptr);
   operandGrads.append({Value(), grad});
   return success();
 }

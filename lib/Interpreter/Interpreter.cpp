@@ -444,8 +444,15 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
         return one(reduce(*in[0], m.getDims(), keep, /*mean=*/true));
       })
       .Case([&](PadOp p) { return one(pad(*in[0], p.getLow(), p.getHigh())); })
-      .Case([&](EmbeddingGradOp e) {
-        return one(embeddingGrad(*in[0], *in[1], e.getType().getDimSize(0)));
+      .Case([&](EmbeddingGradOp e) -> Result {
+        int64_t rows = e.getType().getDimSize(0);
+        FailureOr<std::optional<VocabPiece>> piece =
+            vocabPiece(e.getVocabAxes(), rows, nullptr);
+        if (failed(piece))
+          return failure();
+        if (!*piece)
+          return one(embeddingGrad(*in[0], *in[1], rows));
+        return one(embeddingGrad(*in[0], *in[1], rows, (*piece)->first));
       })
       .Case([&](ActivationGradOp a) {
         return one(activationGrad(toActivation(a.getKind()), *in[0], *in[1]));

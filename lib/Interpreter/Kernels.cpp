@@ -598,13 +598,15 @@ Tensor activationGrad(Activation kind, const Tensor &x, const Tensor &dy) {
   });
 }
 
-Tensor embeddingGrad(const Tensor &ids, const Tensor &dy, int64_t vocab) {
+Tensor embeddingGrad(const Tensor &ids, const Tensor &dy, int64_t rows,
+                     int64_t firstRow) {
   int64_t hidden = dy.dim(dy.rank() - 1);
-  Tensor result({vocab, hidden});
+  Tensor result({rows, hidden});
   for (int64_t i = 0; i < ids.numElements(); ++i) {
-    auto row = static_cast<int64_t>(ids.data[i]);
-    if (row < 0 || row >= vocab)
-      continue; // the forward embedding rejected it already
+    auto row = static_cast<int64_t>(ids.data[i]) - firstRow;
+    // Ids outside the vocabulary: the forward embedding rejected them.
+    if (row < 0 || row >= rows)
+      continue;
     for (int64_t h = 0; h < hidden; ++h)
       result.data[row * hidden + h] += dy.data[i * hidden + h];
   }

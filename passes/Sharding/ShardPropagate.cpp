@@ -209,6 +209,8 @@ private:
       SmallVector<FactorSplit> resultSplits;
       if (auto broadcast = dyn_cast<BroadcastOp>(op))
         resultSplits = batchSplit(broadcast, rule);
+      if (auto grad = dyn_cast<EmbeddingGradOp>(op))
+        resultSplits = vocabSplit(grad, rule);
       LayoutDecision decision =
           decideLayouts(rule, operands, mesh, op.getContext(), parameters,
                         scatterDim, resultSplits);
@@ -453,6 +455,26 @@ private:
         type.getDimSize(0) != batch->first)
       return {};
     return {{rule.results[0][0], batch->second}};
+  }
+
+  /// An embedding's gradient splits its vocabulary as the table's
+  /// parameter is split (tensor parallelism's vocab-parallel table, not
+  /// ZeRO's split), so each rank scatters only its rows' gradients.
+  SmallVector<FactorSplit> vocabSplit(EmbeddingGradOp op,
+                                      const ShardingRule &rule) {
+    if (!op.getTable())
+      return {};
+    auto param = dyn_cast_or_null<ParamOp>(symbols.lookup(*op.getTable()));
+    auto declared =
+        param ? param->getAttrOfType<LayoutAttr>(DistDialect::kLayoutAttrName)
+              : LayoutAttr();
+    if (!declared || declared.getRank() != 2 ||
+        param.getTensorType() != op.getType())
+      return {};
+    ArrayRef<StringRef> axes = withoutZeroSplit(declared).getSplitAxes(0);
+    if (axes.empty())
+      return {};
+    return {{rule.results[0][0], SmallVector<StringRef>(axes)}};
   }
 
   ModuleOp module;

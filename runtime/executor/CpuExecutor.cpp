@@ -147,10 +147,11 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     return absl::OkStatus();
   }
   case plan::OpCode::EmbeddingGrad: {
-    Shape table = shape(out(0));
-    std::fill_n(f32(out(0)), elementCount(table), 0.0f);
+    EmbeddingRows table = embeddingRows(instr);
+    std::fill_n(f32(out(0)), table.rows * table.hidden, 0.0f);
     if (!cpu::embeddingGradAccumulate(i32(in(0)), f32(in(1)), f32(out(0)),
-                                      n(in(0)), table[0], table[1]))
+                                      n(in(0)), table.rows, table.hidden,
+                                      table.firstRow, table.vocab))
       return badIds("token id");
     return absl::OkStatus();
   }

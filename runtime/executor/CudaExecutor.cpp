@@ -398,11 +398,12 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
                            table.vocab);
   }
   case plan::OpCode::EmbeddingGrad: {
-    Shape table = shape(out(0));
+    EmbeddingRows table = embeddingRows(instr);
     if (absl::Status s = cuda::fill(ctx, f32(out(0)), 0.0f, n(out(0))); !s.ok())
       return s;
     return cuda::embeddingGradAccumulate(
-        ctx, i32(in(0)), f32(in(1)), f32(out(0)), n(in(0)), table[0], table[1]);
+        ctx, i32(in(0)), f32(in(1)), f32(out(0)), n(in(0)), table.rows,
+        table.hidden, table.firstRow, table.vocab);
   }
   case plan::OpCode::Matmul: {
     MatmulDims d = matmulDims(instr);

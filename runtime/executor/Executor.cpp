@@ -495,7 +495,10 @@ Executor::MatmulDims Executor::matmulDims(const plan::Instr &instr) const {
 
 Executor::EmbeddingRows
 Executor::embeddingRows(const plan::Instr &instr) const {
-  std::vector<int64_t> table = shapeOf(value(instr.inputs()->Get(1)));
+  // Embedding reads the table; EmbeddingGrad writes its gradient.
+  std::vector<int64_t> table = shapeOf(value(
+      instr.op() == plan::OpCode::EmbeddingGrad ? instr.outputs()->Get(0)
+                                                : instr.inputs()->Get(1)));
   EmbeddingRows rows{table[0], table[1], 0, table[0]};
   if (instr.ints() && instr.ints()->size() == 1) {
     GroupPosition position =

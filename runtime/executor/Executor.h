@@ -178,9 +178,10 @@ protected:
     bool transposeA, transposeB, rhsBatched;
   };
   MatmulDims matmulDims(const plan::Instr &instr) const;
-  /// An Embedding's table: `rows` of `hidden`, rows [firstRow, firstRow +
-  /// rows) of a vocabulary of `vocab` ids (a vocab-parallel piece holds the
-  /// rows of this rank's index in its group).
+  /// An Embedding's table (an EmbeddingGrad's result): `rows` of `hidden`,
+  /// rows [firstRow, firstRow + rows) of a vocabulary of `vocab` ids (a
+  /// vocab-parallel piece holds the rows of this rank's index in its
+  /// group).
   struct EmbeddingRows {
     int64_t rows, hidden, firstRow, vocab;
   };

@@ -536,14 +536,19 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
     return absl::OkStatus();
   }
   case plan::OpCode::EmbeddingGrad: {
-    CHECK_OK(arity(2, 1, 0, 0));
+    CHECK_OK(arity(2, 1, ints.size() == 1 ? 1 : 0, 0));
     Shape ids = shape(in[0]), dy = shape(in[1]), table = shape(out[0]);
     Shape expected = ids;
     if (table.size() != 2 || dtype(in[0]) != plan::DType::I32)
       return fail("expects i32 ids and a [vocab, hidden] result");
+    int64_t pieces = 1;
+    if (ints.size() == 1)
+      CHECK_OK(vocabPieces(ints[0], &pieces));
     expected.push_back(table[1]);
-    if (dy != expected || table[0] > paddedVocab)
+    if (dy != expected)
       return fail("dy must have the ids' shape plus the hidden size");
+    if (table[0] * pieces > paddedVocab)
+      return fail("the result has more rows than the vocabulary");
     return floatValues({in[1], out[0]});
   }
   case plan::OpCode::Matmul: {

@@ -462,6 +462,36 @@ TEST(Plan, VocabParallelEmbedding) {
   EXPECT_NE(loadError(vocabParallelEmbedding({0, 0})), "");
 }
 
+/// The gradient of a table piece of 3 rows on a tp=2 mesh: EmbeddingGrad of
+/// ids (value 4) and dy (value 6) into value 7 with `ints`.
+PlanSpec vocabParallelEmbeddingGrad(std::vector<int64_t> ints) {
+  PlanSpec s = vocabParallelEmbedding(std::move(ints));
+  s.values.push_back({triad::plan::DType::F32, {3, 4}, 232, 48});
+  s.arena = 280;
+  s.op = triad::plan::OpCode::EmbeddingGrad;
+  s.inputs = {4, 6};
+  s.outputs = {7};
+  s.args = {4, 6};
+  s.results = {7};
+  return s;
+}
+
+TEST(Plan, VocabParallelEmbeddingGrad) {
+  EXPECT_EQ(loadError(vocabParallelEmbeddingGrad({})), "");
+  EXPECT_EQ(loadError(vocabParallelEmbeddingGrad({0})), "");
+  EXPECT_EQ(loadError(vocabParallelEmbeddingGrad({1})),
+            "invalid plan 'test.plan': program 0, function 'forward', "
+            "instruction 0 (EmbeddingGrad): group 1 is not one of the 1 "
+            "communicator groups");
+  PlanSpec small = vocabParallelEmbeddingGrad({0});
+  small.vocab = 4;
+  EXPECT_EQ(loadError(small),
+            "invalid plan 'test.plan': program 0, function 'forward', "
+            "instruction 0 (EmbeddingGrad): the result has more rows than the "
+            "vocabulary");
+  EXPECT_NE(loadError(vocabParallelEmbeddingGrad({0, 0})), "");
+}
+
 /// A Values writing value 2 ([2, 4]) with `floats`.
 PlanSpec valuesInto(std::vector<double> floats, uint32_t output = 2) {
   PlanSpec s;

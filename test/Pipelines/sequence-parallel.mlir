@@ -18,9 +18,9 @@
 // end. The loss takes whole sequences: the hidden state entering the head
 // is gathered once (not the logits, vocab-wide), and the cross entropy
 // gathers only one log-sum-exp per token and piece (256 B), for the loss
-// and for its gradient. The tied table's two gradients (the embedding's,
-// pending over the sequence pieces, and the output layer's) are
-// reduce-scattered into its vocabulary rows (16,384 B per rank of 32,768).
+// and for its gradient. The tied table's gradient stays in its vocabulary
+// rows: the embedding's part gathers the sequence pieces of its gradient
+// (4,096 B, not the 32,768 B table) and scatters only its rows' ids.
 // Here 2 layers (one line per collective and layer; calls = 2
 // microbatches), 28 lines in all.
 // COMM-DAG: 2 microbatch_step 2 all_gather tp 2 256 vocab-parallel cross entropy: the log-sum-exp of each piece of the vocabulary
@@ -31,7 +31,8 @@
 // COMM-DAG: 1 microbatch_step 2 all_gather tp 2 2,048 #dist.layout<{tp}, {}> to #dist.layout<{}, {}> for triad.pad
 // COMM-DAG: 1 microbatch_step 2 reduce_scatter tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {tp}, {}> for triad.add
 // COMM-DAG: 1 microbatch_step 2 reduce_scatter tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {tp}, {}> for result 0 of layer head 0
-// COMM-DAG: 1 microbatch_step 2 reduce_scatter tp 2 32,768 #dist.layout<{}, {}, partial = {tp}> to #dist.layout<{tp}, {}> for triad.add
+// COMM-DAG: 1 microbatch_step 2 all_gather tp 2 4,096 #dist.layout<{}, {tp}, {}> to #dist.layout<{}, {}, {}> for triad.embedding_grad
+// COMM-NOT: 32,768
 // COMM-DAG: 4 microbatch_step 2 reduce_scatter tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {tp}, {}> for triad.bias_add
 // COMM-DAG: 4 microbatch_step 2 reduce_scatter tp 2 4,096 #dist.layout<{}, {}, {}, partial = {tp}> to #dist.layout<{}, {tp}, {}> for triad.layer_norm_grad
 

@@ -2,6 +2,7 @@
 // RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --kv-heads 2 --seq 16 --batch 4 | triad-opt --triad-autodiff '--triad-shard-propagate=tp=2' | FileCheck %s --check-prefix=LAYOUT
 // RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --kv-heads 2 --seq 16 --batch 4 | not triad-opt --triad-train-pipeline=tp=4 2>&1 | FileCheck %s --check-prefix=KV
 // RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --ffn 50 --seq 16 --batch 4 | not triad-opt --triad-train-pipeline=tp=4 2>&1 | FileCheck %s --check-prefix=FFN
+// RUN: triad-gen --preset llama2-7b --layers 1 --hidden 32 --heads 4 --ffn 64 --vocab 256 --seq 16 --batch 4 | triad-opt --triad-train-pipeline=tp=2 | FileCheck %s --check-prefix=EMBGRAD
 
 // Megatron's count: per layer and microbatch, the attention and MLP outputs
 // are all-reduced over tp in the forward (before their bias) and the
@@ -44,3 +45,11 @@
 // tp must divide the kv heads and the MLP width.
 // KV: error: 'triad.attention' op cannot split dimension 2 of operand 0 ('tensor<4x16x32xf32>') over 4 ranks: its size (2 for this op) is not divisible
 // FFN: error: 'triad.matmul' op cannot split dimension 1 of operand 1 ('tensor<32x50xf32>') over 4 ranks: its size (50 for this op) is not divisible
+
+// The embedding's gradient is vocab-parallel like its table (Llama's
+// untied [V, h] embedding): each rank scatters only the ids of its rows
+// into a [V/tp, h] piece, which is also the accumulator's shape; no rank
+// holds the whole table's gradient.
+// EMBGRAD: rt.persistent "grad.embed.wte" accumulator %{{.*}} global [128, 32]
+// EMBGRAD: rt.kernel embedding_grad({{.*}}) -> ({{.*}}) ints [{{[0-9]+}}] : (memref<4x16xi32>, memref<4x16x32xf32>) -> memref<128x32xf32>
+// EMBGRAD-NOT: memref<256x32xf32>

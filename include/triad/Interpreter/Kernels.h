@@ -118,8 +118,11 @@ enum class Activation { Gelu, GeluTanh, FastGelu, Relu, Silu };
 double activationDerivative(Activation kind, double x);
 Tensor activationGrad(Activation kind, const Tensor &x, const Tensor &dy);
 
-/// Scatter-add of dy rows into a [vocab, hidden] table gradient.
-Tensor embeddingGrad(const Tensor &ids, const Tensor &dy, int64_t vocab);
+/// Scatter-add of dy rows into a [rows, hidden] table gradient. A
+/// vocab-parallel piece holds rows [firstRow, firstRow + rows); ids in
+/// other pieces add nothing.
+Tensor embeddingGrad(const Tensor &ids, const Tensor &dy, int64_t rows,
+                     int64_t firstRow = 0);
 
 struct NormGrads {
   Tensor dx, dgamma;

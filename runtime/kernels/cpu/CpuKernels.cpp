@@ -167,16 +167,21 @@ bool embedding(const int32_t *ids, const float *table, float *out,
 }
 
 bool embeddingGradAccumulate(const int32_t *ids, const float *dy, float *dtable,
-                             int64_t tokens, int64_t vocab, int64_t hidden) {
+                             int64_t tokens, int64_t rows, int64_t hidden,
+                             int64_t firstRow, int64_t vocab) {
+  if (vocab < 0)
+    vocab = rows;
   bool valid = true;
   for (int64_t t = 0; t < tokens; ++t)
     valid = valid && ids[t] >= 0 && ids[t] < vocab;
     // Rows may repeat: parallel over the hidden dimension, not the tokens.
 #pragma omp parallel for
   for (int64_t h = 0; h < hidden; ++h)
-    for (int64_t t = 0; t < tokens; ++t)
-      if (ids[t] >= 0 && ids[t] < vocab)
-        dtable[static_cast<int64_t>(ids[t]) * hidden + h] += dy[t * hidden + h];
+    for (int64_t t = 0; t < tokens; ++t) {
+      int64_t row = static_cast<int64_t>(ids[t]) - firstRow;
+      if (ids[t] >= 0 && ids[t] < vocab && row >= 0 && row < rows)
+        dtable[row * hidden + h] += dy[t * hidden + h];
+    }
   return valid;
 }
 

@@ -35,10 +35,14 @@ void matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
 bool embedding(const int32_t *ids, const float *table, float *out,
                int64_t tokens, int64_t rows, int64_t hidden,
                int64_t firstRow = 0, int64_t vocab = -1);
-/// dtable[ids[t], :] += dy[t, :] (dtable is not cleared); ids outside
-/// [0, vocab) are skipped and make the result false.
+/// dtable[ids[t], :] += dy[t, :] (dtable is not cleared) for a table of
+/// `rows` rows; ids outside [0, vocab) are skipped and make the result
+/// false. A vocab-parallel piece holds rows [firstRow, firstRow + rows) of
+/// a vocabulary of `vocab` ids (-1: `rows`); ids of other pieces add
+/// nothing here.
 bool embeddingGradAccumulate(const int32_t *ids, const float *dy, float *dtable,
-                             int64_t tokens, int64_t vocab, int64_t hidden);
+                             int64_t tokens, int64_t rows, int64_t hidden,
+                             int64_t firstRow = 0, int64_t vocab = -1);
 
 /// out = lhs + rhs, rhs repeating every `period` elements.
 void addBroadcast(const float *lhs, const float *rhs, float *out, int64_t count,

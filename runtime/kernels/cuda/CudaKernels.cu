@@ -489,9 +489,9 @@ __global__ void embeddingKernel(const int32_t *ids, const float *table,
 /// One thread per hidden column adds the tokens' rows in token order (the
 /// CPU kernel's order, so the sums are bitwise the same).
 __global__ void embeddingGradKernel(const int32_t *ids, const float *dy,
-                                    float *dtable, int64_t tokens,
-                                    int64_t vocab, int64_t hidden,
-                                    uint32_t *flags) {
+                                    float *dtable, int64_t tokens, int64_t rows,
+                                    int64_t hidden, int64_t firstRow,
+                                    int64_t vocab, uint32_t *flags) {
   int64_t h = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (h >= hidden)
     return;
@@ -502,7 +502,9 @@ __global__ void embeddingGradKernel(const int32_t *ids, const float *dy,
         atomicOr(flags, kBadTokenId);
       continue;
     }
-    dtable[id * hidden + h] += dy[t * hidden + h];
+    int64_t row = id - firstRow;
+    if (row >= 0 && row < rows)
+      dtable[row * hidden + h] += dy[t * hidden + h];
   }
 }
 
@@ -990,13 +992,15 @@ absl::Status embedding(CudaContext &context, const int32_t *ids,
 
 absl::Status embeddingGradAccumulate(CudaContext &context, const int32_t *ids,
                                      const float *dy, float *dtable,
-                                     int64_t tokens, int64_t vocab,
-                                     int64_t hidden) {
+                                     int64_t tokens, int64_t rows,
+                                     int64_t hidden, int64_t firstRow,
+                                     int64_t vocab) {
   if (hidden == 0)
     return absl::OkStatus();
   embeddingGradKernel<<<static_cast<unsigned>((hidden + 127) / 128), 128, 0,
-                        context.stream()>>>(ids, dy, dtable, tokens, vocab,
-                                            hidden, context.errorFlags());
+                        context.stream()>>>(
+      ids, dy, dtable, tokens, rows, hidden, firstRow, vocab < 0 ? rows : vocab,
+      context.errorFlags());
   TRIAD_CUDA_CHECK_LAUNCH("embeddingGradKernel");
   return absl::OkStatus();
 }

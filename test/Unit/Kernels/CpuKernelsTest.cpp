@@ -107,6 +107,31 @@ TEST(CpuKernels, EmbeddingAndItsGradient) {
                                             dtable.data(), 3, 11, 6));
 }
 
+// The gradient of a vocab-parallel piece: rows [4, 8) of a vocabulary of 12
+// gather the ids in them, as the interpreter's local form, and the pieces
+// of three ranks are the whole gradient's rows.
+TEST(CpuKernels, EmbeddingGradientOfAVocabPiece) {
+  Tensor ids({2, 5}, {0, 3, 11, 4, 7, 5, 4, 2, 9, 8});
+  Tensor dy = random({2, 5, 6}, 5);
+  Tensor whole = ref::embeddingGrad(ids, dy, 12);
+  for (int64_t rank = 0; rank < 3; ++rank) {
+    std::vector<float> piece(24, 0.0f);
+    EXPECT_TRUE(cpu::embeddingGradAccumulate(ints(ids).data(),
+                                             floats(dy).data(), piece.data(),
+                                             10, 4, 6, rank * 4, 12));
+    EXPECT_LT(relativeError(piece, ref::embeddingGrad(ids, dy, 4, rank * 4)),
+              kTolerance);
+    std::vector<double> expected(whole.data.begin() + rank * 24,
+                                 whole.data.begin() + (rank + 1) * 24);
+    EXPECT_LT(relativeError(piece, Tensor({4, 6}, expected)), kTolerance);
+  }
+  // An id beyond the whole vocabulary is still reported.
+  std::vector<int32_t> bad = {12};
+  std::vector<float> piece(24, 0.0f);
+  EXPECT_FALSE(cpu::embeddingGradAccumulate(bad.data(), floats(dy).data(),
+                                            piece.data(), 1, 4, 6, 8, 12));
+}
+
 // A vocab-parallel piece: rows [4, 8) of a vocabulary of 12 give the ids in
 // them and zeros for the others, as the interpreter's local form; the
 // pieces of all three ranks add up to the whole lookup.

@@ -919,6 +919,15 @@ func.func @f(%ids: tensor<8x64xi32>, %dy: tensor<8x64x64xf32>) {
 
 // -----
 
+// A vocab-parallel piece of the table gradient names the axes it splits.
+func.func @f(%ids: tensor<8x64xi32>, %dy: tensor<8x64x64xf32>) {
+  // expected-error @+1 {{'triad.embedding_grad' op vocab_split lists mesh axis 'tp' twice}}
+  %0 = triad.embedding_grad %ids, %dy vocab_split ["tp", "tp"] : tensor<8x64xi32>, tensor<8x64x64xf32> -> tensor<128x64xf32>
+  return
+}
+
+// -----
+
 // The layer norm gradient checks gamma like the layer norm.
 func.func @f(%x: tensor<8x64xf32>, %g: tensor<32xf32>) {
   // expected-error @+1 {{'triad.layer_norm_grad' op gamma dim 0 is 32 but x dim 1 is 64}}

@@ -163,6 +163,8 @@ func.func @gradients(%ids: tensor<8x64xi32>, %x: tensor<8x64x64xf32>, %kv: tenso
                      %logits: tensor<8x64x256xf32>, %dloss: tensor<f32>) {
   // CHECK: triad.embedding_grad %{{.*}}, %{{.*}} : tensor<8x64xi32>, tensor<8x64x64xf32> -> tensor<256x64xf32>
   %0 = triad.embedding_grad %ids, %x : tensor<8x64xi32>, tensor<8x64x64xf32> -> tensor<256x64xf32>
+  // CHECK: triad.embedding_grad %{{.*}}, %{{.*}} of @wte vocab_split ["tp"] : tensor<8x64xi32>, tensor<8x64x64xf32> -> tensor<128x64xf32>
+  %piece = triad.embedding_grad %ids, %x of @wte vocab_split ["tp"] : tensor<8x64xi32>, tensor<8x64x64xf32> -> tensor<128x64xf32>
   // CHECK: triad.activation_grad gelu_tanh %{{.*}}, %{{.*}} : tensor<8x64x64xf32>
   %1 = triad.activation_grad gelu_tanh %x, %x : tensor<8x64x64xf32>
   // CHECK: triad.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<8x64x64xf32>, tensor<64xf32>
