@@ -106,28 +106,32 @@ absl::StatusOr<Sampler> Sampler::create(const TokenFile &file, int64_t seq,
   return Sampler(file, seq, seed);
 }
 
-int64_t Sampler::offset(uint64_t step, uint64_t sample) const {
-  PhiloxKey key = parameterKey(seed, "triad.data");
+namespace {
+
+/// 64 random bits for global sample `sample` of `step` from the stream
+/// `stream` of the run's seed: the same on every mesh.
+uint64_t sampleBits(uint64_t seed, std::string_view stream, uint64_t step,
+                    uint64_t sample) {
   PhiloxCounter bits = philox4x32(
       {static_cast<uint32_t>(sample), static_cast<uint32_t>(sample >> 32),
        static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)},
-      key);
-  uint64_t random =
-      static_cast<uint64_t>(bits[0]) | static_cast<uint64_t>(bits[1]) << 32;
+      parameterKey(seed, stream));
+  return static_cast<uint64_t>(bits[0]) | static_cast<uint64_t>(bits[1]) << 32;
+}
+
+} // namespace
+
+int64_t Sampler::offset(uint64_t step, uint64_t sample) const {
   // Windows start anywhere that leaves room for seq + 1 tokens.
   uint64_t starts = static_cast<uint64_t>(file->size() - sequence);
-  return static_cast<int64_t>(random % starts);
+  return static_cast<int64_t>(sampleBits(seed, "triad.data", step, sample) %
+                              starts);
 }
 
 int32_t Sampler::prefixLength(uint64_t step, uint64_t sample) const {
-  PhiloxKey key = parameterKey(seed, "triad.prefix_lengths");
-  PhiloxCounter bits = philox4x32(
-      {static_cast<uint32_t>(sample), static_cast<uint32_t>(sample >> 32),
-       static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)},
-      key);
-  uint64_t random =
-      static_cast<uint64_t>(bits[0]) | static_cast<uint64_t>(bits[1]) << 32;
-  return static_cast<int32_t>(random % static_cast<uint64_t>(sequence));
+  return static_cast<int32_t>(
+      sampleBits(seed, "triad.prefix_lengths", step, sample) %
+      static_cast<uint64_t>(sequence));
 }
 
 void Sampler::fillPrefixes(uint64_t step, uint64_t firstSample, int64_t rows,
