@@ -1289,40 +1289,40 @@ void ProgramLowering::planMemory(ArrayRef<Function> functions) {
 LogicalResult
 ProgramLowering::planMemoryWithSlots(ArrayRef<Function> functions,
                                      MutableArrayRef<Call> calls) {
-  // A storage is a stage's stash when more than one of its functions
-  // touches it.
+  // The temporary storages each function touches; a stage's stash is what
+  // more than one of its functions touches.
+  std::vector<SmallVector<unsigned>> touched(functions.size());
+  for (auto [index, f] : llvm::enumerate(functions)) {
+    llvm::SmallSetVector<unsigned, 16> seen;
+    auto visit = [&](ArrayRef<unsigned> list) {
+      for (unsigned slot : list)
+        if (!storages[slots[slot].storage].persistent)
+          seen.insert(slots[slot].storage);
+    };
+    visit(f.args);
+    visit(f.results);
+    for (const Kernel &kernel : f.body) {
+      visit(kernel.inputs);
+      visit(kernel.outputs);
+    }
+    touched[index].assign(seen.begin(), seen.end());
+  }
   DenseMap<unsigned, unsigned> firstFunction;
   std::map<int64_t, SmallVector<unsigned>> stash;
-  for (auto [index, f] : llvm::enumerate(functions)) {
-    auto touch = [&, index = index, &f = f](unsigned slot) -> LogicalResult {
-      unsigned storage = slots[slot].storage;
-      if (storages[storage].persistent)
-        return success();
+  for (auto [index, storageList] : llvm::enumerate(touched))
+    for (unsigned storage : storageList) {
       auto [it, inserted] = firstFunction.try_emplace(storage, index);
-      if (inserted || it->second == index || storages[storage].slots > 0)
-        return success();
+      if (inserted || storages[storage].slots > 0)
+        continue;
       int64_t stage = functions[it->second].stage;
-      if (stage < 0 || stage != f.stage)
+      if (stage < 0 || stage != functions[index].stage)
         return microbatch.emitOpError("lowers to functions @")
-               << functions[it->second].name << " and @" << f.name
+               << functions[it->second].name << " and @"
+               << functions[index].name
                << " that share a temporary across pipeline stages";
       storages[storage].slots = 1;
       stash[stage].push_back(storage);
-      return success();
-    };
-    for (unsigned slot : f.args)
-      if (failed(touch(slot)))
-        return failure();
-    for (const Kernel &kernel : f.body)
-      for (ArrayRef<unsigned> list :
-           {ArrayRef(kernel.inputs), ArrayRef(kernel.outputs)})
-        for (unsigned slot : list)
-          if (failed(touch(slot)))
-            return failure();
-    for (unsigned slot : f.results)
-      if (failed(touch(slot)))
-        return failure();
-  }
+    }
 
   // A microbatch holds a slot of its stage from its stage's first call to
   // its last: the lowest free one, so a stage needs as many slots as it
@@ -1355,32 +1355,18 @@ ProgramLowering::planMemoryWithSlots(ArrayRef<Function> functions,
   // waits for its backward; what that backward reads does not): a call
   // works on copy slot mod copies, checked against every pair of
   // microbatches live together, and a storage takes more copies where the
-  // slots collide (at most its stage's slots, which never do).
-  DenseMap<unsigned, SmallVector<unsigned>> storagesOf;
-  for (auto [index, f] : llvm::enumerate(functions)) {
-    llvm::SmallSetVector<unsigned, 16> touched;
-    auto visit = [&](ArrayRef<unsigned> list) {
-      for (unsigned slot : list)
-        if (storages[slots[slot].storage].slots > 0)
-          touched.insert(slots[slot].storage);
-    };
-    visit(f.args);
-    visit(f.results);
-    for (const Kernel &kernel : f.body) {
-      visit(kernel.inputs);
-      visit(kernel.outputs);
-    }
-    storagesOf[index] = SmallVector<unsigned>(touched.begin(), touched.end());
-  }
-  // Per storage and microbatch: the first and last call that touch it, and
-  // the microbatch's slot.
+  // slots collide (at most its stage's slots, which never do). Per storage
+  // and microbatch: the first and last call that touch it, and the
+  // microbatch's slot.
   struct Live {
     size_t first, last;
     int64_t slot;
   };
   DenseMap<unsigned, std::map<int64_t, Live>> lives;
   for (auto [index, call] : llvm::enumerate(calls))
-    for (unsigned storage : storagesOf.lookup(call.function)) {
+    for (unsigned storage : touched[call.function]) {
+      if (storages[storage].slots == 0)
+        continue;
       auto [it, inserted] =
           lives[storage].try_emplace(call.microbatch, Live{index, index, 0});
       it->second.last = index;
