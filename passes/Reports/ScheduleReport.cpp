@@ -57,8 +57,9 @@ struct ScheduleReportPass
         if (cast<StringAttr>(axis).getValue() == "pp")
           compiledPp = size;
       std::string compiled = plan.getSchedule()->str();
-      auto differs = [](const auto &option, const auto &value) {
-        return option.hasValue() && option.getValue() != value;
+      auto differs = [](const auto &option, auto value) {
+        return option.hasValue() &&
+               option.getValue() != static_cast<int64_t>(value);
       };
       std::string asked =
           schedule == "zero-bubble" ? "zb-h1" : schedule.getValue();
