@@ -68,6 +68,20 @@ public:
   /// factor is whole, not pending over its axes (the loss of a
   /// vocab-parallel cross entropy).
   llvm::SmallVector<int64_t> combinedFactors;
+
+  /// Factors of the results only (no operand has them: each rank can make
+  /// any piece of them without communication) and the split they take when
+  /// it is free. A batch factor splits as the step's batch when its size is
+  /// the batch's (a broadcast repeating a tensor for every sample); a
+  /// parameter factor splits as dimension `dim` of parameter `param` is
+  /// (an embedding's gradient takes its table's vocabulary split).
+  llvm::SmallVector<int64_t> batchFactors;
+  struct ParameterSplit {
+    int64_t factor;
+    llvm::StringRef param;
+    int64_t dim;
+  };
+  llvm::SmallVector<ParameterSplit> parameterSplits;
 };
 
 /// The collectives a local form needs within its own computation (the

@@ -476,6 +476,10 @@ ShardingRule BroadcastOp::getShardingRule() {
   rule.addResult(outDims);
   rule.linearity = Linearity::Each;
   rule.linearOperands = {0};
+  // A new leading dimension may be the batch: each piece of the batch makes
+  // its own samples' copies.
+  if (offset > 0)
+    rule.batchFactors = {outDims[0]};
   return rule;
 }
 
@@ -702,6 +706,8 @@ ShardingRule EmbeddingGradOp::getShardingRule() {
   rule.addResult({vocab, hidden});
   rule.linearity = Linearity::Each;
   rule.linearOperands = {1};
+  if (std::optional<StringRef> table = getTable())
+    rule.parameterSplits = {{vocab, *table, 0}};
   return rule;
 }
 

@@ -206,11 +206,7 @@ private:
       std::optional<int64_t> scatterDim;
       if (sequenceSplit)
         scatterDim = 1;
-      SmallVector<FactorSplit> resultSplits;
-      if (auto broadcast = dyn_cast<BroadcastOp>(op))
-        resultSplits = batchSplit(broadcast, rule);
-      if (auto grad = dyn_cast<EmbeddingGradOp>(op))
-        resultSplits = vocabSplit(grad, rule);
+      SmallVector<FactorSplit> resultSplits = resultOnlyHints(rule);
       LayoutDecision decision =
           decideLayouts(rule, operands, mesh, op.getContext(), parameters,
                         scatterDim, resultSplits);
@@ -443,38 +439,33 @@ private:
     return changed;
   }
 
-  /// A broadcast that makes a new leading dimension of the step's batch
-  /// size (CodeGeeX's top-query layer repeats its learned queries for every
-  /// sample) splits it as the batch is split: each rank makes its own
-  /// samples' copies, with no communication, rather than every rank all of
-  /// them for a later slice.
-  SmallVector<FactorSplit> batchSplit(BroadcastOp op,
-                                      const ShardingRule &rule) {
-    auto type = cast<RankedTensorType>(op.getType());
-    if (!batch || batch->second.empty() || type.getRank() < 2 ||
-        type.getDimSize(0) != batch->first)
-      return {};
-    return {{rule.results[0][0], batch->second}};
-  }
-
-  /// An embedding's gradient splits its vocabulary as the table's
-  /// parameter is split (tensor parallelism's vocab-parallel table, not
-  /// ZeRO's split), so each rank scatters only its rows' gradients.
-  SmallVector<FactorSplit> vocabSplit(EmbeddingGradOp op,
-                                      const ShardingRule &rule) {
-    if (!op.getTable())
-      return {};
-    auto param = dyn_cast_or_null<ParamOp>(symbols.lookup(*op.getTable()));
-    auto declared =
-        param ? param->getAttrOfType<LayoutAttr>(DistDialect::kLayoutAttrName)
-              : LayoutAttr();
-    if (!declared || declared.getRank() != 2 ||
-        param.getTensorType() != op.getType())
-      return {};
-    ArrayRef<StringRef> axes = withoutZeroSplit(declared).getSplitAxes(0);
-    if (axes.empty())
-      return {};
-    return {{rule.results[0][0], SmallVector<StringRef>(axes)}};
+  /// The splits a rule's result-only factors ask for (its batch and
+  /// parameter factors): a factor of the step's batch size splits as the
+  /// batch (CodeGeeX's top-query layer repeats its learned queries for
+  /// every sample: each rank makes only its samples' copies), one tied to a
+  /// parameter's dimension splits as that dimension does without ZeRO's
+  /// split (an embedding's gradient keeps its table's vocabulary split, so
+  /// each rank scatters only its rows).
+  SmallVector<FactorSplit> resultOnlyHints(const ShardingRule &rule) {
+    SmallVector<FactorSplit> splits;
+    if (batch && !batch->second.empty())
+      for (int64_t factor : rule.batchFactors)
+        if (rule.sizes[factor] == batch->first)
+          splits.push_back({factor, batch->second});
+    for (const ShardingRule::ParameterSplit &hint : rule.parameterSplits) {
+      auto param = dyn_cast_or_null<ParamOp>(symbols.lookup(hint.param));
+      auto declared =
+          param ? param->getAttrOfType<LayoutAttr>(DistDialect::kLayoutAttrName)
+                : LayoutAttr();
+      if (!declared || hint.dim >= declared.getRank() ||
+          param.getTensorType().getDimSize(hint.dim) != rule.sizes[hint.factor])
+        continue;
+      ArrayRef<StringRef> axes =
+          withoutZeroSplit(declared).getSplitAxes(hint.dim);
+      if (!axes.empty())
+        splits.push_back({hint.factor, SmallVector<StringRef>(axes)});
+    }
+    return splits;
   }
 
   ModuleOp module;
