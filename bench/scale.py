@@ -22,6 +22,10 @@ memory report's per-GPU bytes beside closed forms:
                first pipeline rank's kept activations and temporaries.
 
 Usage: python3 bench/scale.py [--build build] [--only NAME] [--keep DIR]
+                              [--check]
+
+With --check it also exits non-zero when a plan is over 20 MB (the tests
+run it so: every setup must compile, export and load).
 """
 
 import argparse
@@ -55,6 +59,10 @@ SETUPS = [
       "102400"], 3072, "dp=6 tp=8 pp=64 microbatches=512", ""),
     ("Llama-2-7B", "llama2-7b", [], 8, "tp=8 microbatches=8", ""),
 ]
+
+
+# The largest plan the setups may make (issue target: plans under 20 MB).
+MAX_PLAN_MB = 20
 
 
 def timed(command):
@@ -148,6 +156,8 @@ def main():
                         help="Triad's build folder (default: build)")
     parser.add_argument("--only", help="run the setups whose name has this")
     parser.add_argument("--keep", help="keep the models and plans here")
+    parser.add_argument("--check", action="store_true",
+                        help="fail when a plan is over %d MB" % MAX_PLAN_MB)
     args = parser.parse_args()
     tools = {tool: os.path.join(args.build, "bin", tool)
              for tool in ("triad-gen", "triad-opt", "triad-translate")}
@@ -205,6 +215,9 @@ def main():
         closed_state = closed_model_state(psi_total / (tp * pp), dp, zero)
         closed_act = closed_activations(config, options, batch)
         plan_mb = os.path.getsize(stem + ".plan") / 1e6
+        if args.check and plan_mb > MAX_PLAN_MB:
+            failures += 1
+            note = f"plan over {MAX_PLAN_MB} MB"
         print(f"{name:<20} {options:<42} {opt_s:6.2f} {opt_kib / 1024:8.0f} "
               f"{exp_s:6.2f} {exp_kib / 1024:8.0f} {plan_mb:8.1f} "
               f"{gib(state):>9} {gib(closed_state):>7} "

@@ -17,6 +17,7 @@ config.excludes = ["Unit", "Inputs", "CMakeLists.txt", "lit.cfg.py",
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%triad_src_root", config.triad_src_root))
+config.substitutions.append(("%triad_obj_root", config.triad_obj_root))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
