@@ -519,6 +519,20 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
     return absl::OkStatus();
   };
 
+  // Integer attributes that are flags hold 0 or 1, nothing else: `names`
+  // from ints[first] on.
+  auto flags = [&](std::initializer_list<const char *> names,
+                   size_t first) -> absl::Status {
+    size_t at = first;
+    for (const char *name : names) {
+      if (at < ints.size() && ints[at] != 0 && ints[at] != 1)
+        return fail(absl::StrCat("flag ", name, " is ", ints[at],
+                                 "; flags are 0 or 1"));
+      ++at;
+    }
+    return absl::OkStatus();
+  };
+
   switch (instr.op()) {
   case plan::OpCode::Embedding: {
     CHECK_OK(arity(2, 1, ints.size() == 1 ? 1 : 0, 0));
@@ -553,6 +567,7 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
   }
   case plan::OpCode::Matmul: {
     CHECK_OK(arity(2, 1, 2, 0));
+    CHECK_OK(flags({"transpose_a", "transpose_b"}, 0));
     Shape a = shape(in[0]), b = shape(in[1]), c = shape(out[0]);
     bool ta = ints[0] != 0, tb = ints[1] != 0;
     if (a.size() < 2 || (b.size() != 2 && b.size() != a.size()))
@@ -622,6 +637,7 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
     bool grad = instr.op() == plan::OpCode::AttentionGrad;
     if (ints.size() != 5)
       return fail("expects heads, kv_heads, mask, has_prefix, has_slopes");
+    CHECK_OK(flags({"has_prefix", "has_slopes"}, 3));
     int64_t heads = ints[0], kvHeads = ints[1], mask = ints[2];
     bool prefix = ints[3] != 0, slopes = ints[4] != 0;
     CHECK_OK(arity(3 + prefix + slopes + grad, grad ? 3 : 1, 5, 1));

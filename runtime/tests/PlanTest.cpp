@@ -872,6 +872,37 @@ TEST(Plan, SlottedValuesOfOneStrideOverlapOnlyAtTheSameSlot) {
   EXPECT_EQ(loadError(s), "");
 }
 
+/// Attention of q = k = v (value 6, [1, 2, 4]) into value 7 with `ints`
+/// (heads, kv_heads, mask, has_prefix, has_slopes).
+PlanSpec attentionWith(std::vector<int64_t> ints) {
+  PlanSpec s;
+  s.values.push_back({triad::plan::DType::F32, {1, 2, 4}, 136, 32});
+  s.values.push_back({triad::plan::DType::F32, {1, 2, 4}, 168, 32});
+  s.arena = 200;
+  s.op = triad::plan::OpCode::Attention;
+  s.inputs = {6, 6, 6};
+  s.outputs = {7};
+  s.ints = std::move(ints);
+  s.floats = {0.5};
+  s.results = {7};
+  return s;
+}
+
+TEST(Plan, AttentionFlagsAreZeroOrOne) {
+  EXPECT_EQ(loadError(attentionWith({2, 2, 0, 0, 0})), "");
+  EXPECT_EQ(loadError(attentionWith({2, 2, 0, 7, 0})),
+            "invalid plan 'test.plan': program 0, function 'forward', "
+            "instruction 0 (Attention): flag has_prefix is 7; flags are 0 or "
+            "1");
+  EXPECT_EQ(loadError(attentionWith({2, 2, 0, 0, -3})),
+            "invalid plan 'test.plan': program 0, function 'forward', "
+            "instruction 0 (Attention): flag has_slopes is -3; flags are 0 or "
+            "1");
+  EXPECT_NE(loadError(attentionWith({2, 2, 3, 0, 0}))
+                .find("invalid heads, kv_heads or mask"),
+            std::string::npos);
+}
+
 TEST(Plan, SemanticChecksSayWhatIsWrong) {
   struct Case {
     const char *what;
@@ -928,6 +959,11 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
          s.values[2].shape = {2, 2};
        },
        "result must have shape [2, 4]"},
+      {"transpose flag", [](PlanSpec &s) { s.ints = {956301312, 0}; },
+       "instruction 0 (Matmul): flag transpose_a is 956301312; flags are 0 "
+       "or 1"},
+      {"negative transpose flag", [](PlanSpec &s) { s.ints = {0, -1}; },
+       "flag transpose_b is -1; flags are 0 or 1"},
       {"arity", [](PlanSpec &s) { s.ints = {0}; },
        "expects 2 inputs, 1 outputs, 2 ints and 0 floats; has 2, 1, 1 and 0"},
       {"unknown op",
