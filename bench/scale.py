@@ -10,8 +10,10 @@ memory report's per-GPU bytes beside closed forms:
   model state  the ZeRO paper's per-GPU formula for f32 training with Adam
                (4 bytes of parameter, 4 of gradient, 8 of Adam moments per
                parameter; ZeRO-1 divides the moments by dp, ZeRO-2 also the
-               gradients, ZeRO-3 everything), with psi = parameters/(tp*pp);
-               Triad's number is the mean over pipeline ranks.
+               gradients, ZeRO-3 everything), with psi = parameters/(tp*pp),
+               a tied embedding counted twice under a pipeline (its first
+               and its last stage both hold it, as in Megatron); Triad's
+               number is the mean over pipeline ranks.
   activations  Korthikanti et al. 2022 (table 2) per layer and microbatch,
                in f32 and without the two terms Triad does not store: the
                attention scores (its attention is fused) and the dropout
@@ -102,10 +104,12 @@ def report(text):
 
 
 def parameters(gen, preset, overrides):
+    """The model's parameters and its embedding's."""
     out = subprocess.run([gen, "--preset", preset, *overrides,
                           "--print-params"], stdout=subprocess.PIPE,
                          text=True, check=True).stdout
-    return int(re.search(r"parameters: (\d+)", out).group(1))
+    return (int(re.search(r"parameters: (\d+)", out).group(1)),
+            int(re.search(r"embedding\s+(\d+)", out).group(1)))
 
 
 def closed_model_state(psi, dp, zero):
@@ -198,7 +202,8 @@ def main():
             continue
         with open(stem + ".memory.txt") as f:
             programs = report(f.read())
-        psi_total = parameters(tools["triad-gen"], preset, overrides)
+        psi_total, psi_embedding = parameters(tools["triad-gen"], preset,
+                                              overrides)
         tp = int(option(options, "tp", 1))
         pp = int(option(options, "pp", 1))
         dp = int(option(options, "dp", 1))
@@ -211,7 +216,11 @@ def main():
                        first.get("temporaries at peak", 0) +
                        first.get("activations at peak", 0))
         with open(stem + ".mlir") as f:
-            config = model_shape(f.read())
+            model_text = f.read()
+        config = model_shape(model_text)
+        # A tied table is also the output layer: the last stage holds it too.
+        if pp > 1 and "@head.lm_head.weight" not in model_text:
+            psi_total += psi_embedding
         closed_state = closed_model_state(psi_total / (tp * pp), dp, zero)
         closed_act = closed_activations(config, options, batch)
         plan_mb = os.path.getsize(stem + ".plan") / 1e6
