@@ -2,9 +2,10 @@
 //
 // Reads the memory a compiled rt program needs off the program itself:
 // persistent bytes by role, under a pipeline the bytes its stages keep
-// between calls (one slot per microbatch in flight), and for each function
-// the most temporary bytes live at once. Live bytes are the union of the
-// live buffers' byte ranges, so a reshaped view and its source count once.
+// between calls (a copy per microbatch live in them at once), and for each
+// function the most temporary bytes live at once. Live bytes are the union
+// of the live buffers' byte ranges, so a reshaped view and its source count
+// once.
 //
 //===----------------------------------------------------------------------===//
 

@@ -86,7 +86,6 @@ std::string text(const Shape &shape) {
 
 bool isFloat(plan::DType dtype) { return dtype != plan::DType::I32; }
 
-/// Checks one program; errors carry the location prefix.
 /// Whether two values may share bytes within one call. A call picks the
 /// same slot of both, so slotted values with one stride keep their
 /// distance; otherwise each copy's bytes count.
@@ -106,6 +105,7 @@ bool mayOverlap(const plan::Value &a, const plan::Value &b) {
   return aBegin < bEnd && bBegin < aEnd;
 }
 
+/// Checks one program; errors carry the location prefix.
 class ProgramChecker {
 public:
   ProgramChecker(const plan::Plan &planRoot, const plan::Program &program,
