@@ -196,16 +196,26 @@ absl::Status Executor::initialValues(const plan::Persistent &p,
     double stddev = init->std();
     if (init->kind() == plan::InitKind::ScaledNormal)
       stddev /= std::sqrt(2.0 * static_cast<double>(init->layers()));
-    // Each local element draws at its global index.
+    // Each local element draws at its global index. A local row (the
+    // innermost dimension) is contiguous in the global tensor too, so it is
+    // one run of indices; rows go to the threads (the values do not depend
+    // on who draws them).
     std::vector<int64_t> globalStrides = rowMajorStrides(global);
     std::string stream = init->stream()->str();
-    forEachIndex(local, [&](int64_t linear, const std::vector<int64_t> &c) {
-      int64_t index = 0;
-      for (size_t d = 0; d < c.size(); ++d)
-        index += (c[d] + offsets[d]) * globalStrides[d];
-      fillNormal(seed, stream, stddev, static_cast<uint64_t>(index), 1,
-                 data + linear);
-    });
+    int64_t row = local.empty() ? 1 : local.back();
+    int64_t rows = row == 0 ? 0 : elementCount(local) / row;
+    std::vector<int64_t> outer(local.begin(),
+                               local.empty() ? local.end() : local.end() - 1);
+    std::vector<int64_t> outerStrides = rowMajorStrides(outer);
+#pragma omp parallel for schedule(dynamic, 64) if (rows * row > (1 << 16))
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t index = local.empty() ? 0 : offsets.back() * globalStrides.back();
+      for (size_t d = 0; d < outer.size(); ++d)
+        index +=
+            ((r / outerStrides[d]) % outer[d] + offsets[d]) * globalStrides[d];
+      fillNormal(seed, stream, stddev, static_cast<uint64_t>(index),
+                 static_cast<uint64_t>(row), data + r * row);
+    }
     break;
   }
   }
