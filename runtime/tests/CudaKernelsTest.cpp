@@ -253,6 +253,61 @@ TEST_F(CudaKernels, ArithmeticMatchesCpu) {
   expectNearF32(download(out, n), std::vector<float>(n, 2.5f), "fill");
 }
 
+TEST_F(CudaKernels, SumsMatchADoubleReference) {
+  // reduceSum over leading dimensions (a bias gradient: chunked, coalesced),
+  // over middle and trailing ones (the general layout, chunked), over
+  // everything, and with more outputs than the chunking aims at.
+  struct SumCase {
+    std::vector<int64_t> x, out;
+  };
+  const std::vector<SumCase> cases = {
+      {{300, 70}, {70}},       {{8, 1024, 96}, {96}}, {{5, 300, 7}, {5, 1, 7}},
+      {{6, 9, 40}, {6, 9, 1}}, {{3, 4, 5}, {}},       {{2, 300000}, {300000}},
+      {{100000, 3}, {3}},      {{17}, {17}}};
+  uint32_t seed = 40;
+  for (const SumCase &c : cases) {
+    int64_t n = 1, outCount = 1;
+    for (int64_t size : c.x)
+      n *= size;
+    for (int64_t size : c.out)
+      outCount *= size;
+    std::string what = "reduceSum of " + std::to_string(n) + " into " +
+                       std::to_string(outCount);
+    std::vector<float> x = randomFloats(n, seed++);
+    // The reference: out index of each x element, from x's coordinates.
+    size_t lead = c.x.size() - c.out.size();
+    std::vector<double> sums(outCount, 0.0);
+    std::vector<int64_t> coords(c.x.size(), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t o = 0;
+      for (size_t d = lead; d < c.x.size(); ++d)
+        o = o * c.out[d - lead] + (c.out[d - lead] == 1 ? 0 : coords[d]);
+      sums[o] += x[i];
+      for (int64_t d = static_cast<int64_t>(c.x.size()) - 1; d >= 0; --d) {
+        if (++coords[d] < c.x[d])
+          break;
+        coords[d] = 0;
+      }
+    }
+    std::vector<float> want(outCount);
+    for (int64_t o = 0; o < outCount; ++o)
+      want[o] = static_cast<float>(sums[o] * 0.5);
+    DeviceBuffer dx = upload(x), out = poisoned(outCount);
+    ASSERT_OK(
+        reduceSum(*context, dx.as<float>(), c.x, out.as<float>(), c.out, 0.5));
+    std::vector<float> got = download(out, outCount);
+    expectNearF32(got, want, what, 1e-5);
+    // The same inputs give the same bits (fixed chunks, fixed order).
+    out = poisoned(outCount);
+    ASSERT_OK(
+        reduceSum(*context, dx.as<float>(), c.x, out.as<float>(), c.out, 0.5));
+    EXPECT_EQ(std::memcmp(download(out, outCount).data(), got.data(),
+                          got.size() * sizeof(float)),
+              0)
+        << what;
+  }
+}
+
 TEST_F(CudaKernels, CastsRoundTrip) {
   const int64_t n = 1000;
   std::vector<float> x = randomFloats(n, 13);

@@ -261,23 +261,55 @@ struct SumLayout {
   int64_t summedCount = 1;
 };
 
-__global__ void reduceSumKernel(const float *x, float *out, SumLayout layout,
-                                int64_t count, double factor) {
-  TRIAD_GRID_STRIDE(i, count) {
-    int64_t rest = i, base = 0;
-    for (int d = layout.kept - 1; d >= 0; --d) {
-      base += rest % layout.keptSize[d] * layout.keptStride[d];
-      rest /= layout.keptSize[d];
-    }
+/// Partial sums of a Sum over chunks of its summed elements: thread (c, i)
+/// adds summed elements [c chunkRows, (c + 1) chunkRows) of output i, in
+/// order, in double. With one chunk it writes the output itself; else
+/// `partial[c count + i]`, which reduceSumFinishKernel adds in chunk order
+/// (the result depends on the shapes only, not on the launch). `rowMajor`:
+/// the summed dimensions all come before the kept ones, so x is [summed,
+/// count] and element r of output i is x[r count + i] (coalesced in i).
+__global__ void reduceSumPartialKernel(const float *x, double *partial,
+                                       float *out, SumLayout layout,
+                                       int64_t count, int64_t chunks,
+                                       int64_t chunkRows, bool rowMajor,
+                                       double factor) {
+  TRIAD_GRID_STRIDE(t, count * chunks) {
+    int64_t i = t % count, c = t / count;
+    int64_t begin = c * chunkRows;
+    int64_t end = min(begin + chunkRows, layout.summedCount);
     double sum = 0.0;
-    for (int64_t r = 0; r < layout.summedCount; ++r) {
-      int64_t left = r, offset = base;
-      for (int d = layout.summed - 1; d >= 0; --d) {
-        offset += left % layout.summedSize[d] * layout.summedStride[d];
-        left /= layout.summedSize[d];
+    if (rowMajor) {
+      for (int64_t r = begin; r < end; ++r)
+        sum += x[r * count + i];
+    } else {
+      int64_t rest = i, base = 0;
+      for (int d = layout.kept - 1; d >= 0; --d) {
+        base += rest % layout.keptSize[d] * layout.keptStride[d];
+        rest /= layout.keptSize[d];
       }
-      sum += x[offset];
+      for (int64_t r = begin; r < end; ++r) {
+        int64_t left = r, offset = base;
+        for (int d = layout.summed - 1; d >= 0; --d) {
+          offset += left % layout.summedSize[d] * layout.summedStride[d];
+          left /= layout.summedSize[d];
+        }
+        sum += x[offset];
+      }
     }
+    if (chunks == 1)
+      out[i] = static_cast<float>(sum * factor);
+    else
+      partial[c * count + i] = sum;
+  }
+}
+
+__global__ void reduceSumFinishKernel(const double *partial, float *out,
+                                      int64_t count, int64_t chunks,
+                                      double factor) {
+  TRIAD_GRID_STRIDE(i, count) {
+    double sum = 0.0;
+    for (int64_t c = 0; c < chunks; ++c)
+      sum += partial[c * count + i];
     out[i] = static_cast<float>(sum * factor);
   }
 }
@@ -1178,8 +1210,44 @@ absl::Status reduceSum(CudaContext &context, const float *x,
       layout.summedCount *= xShape[d];
     }
   }
-  TRIAD_LAUNCH_ELEMENTWISE(reduceSumKernel, count, x, out, layout, count,
-                           factor);
+  if (count == 0)
+    return absl::OkStatus();
+  // A bias gradient sums [8192, 4096] into 4096 outputs: one thread per
+  // output leaves the GPU idle (it was half of a GPT-2-medium step on an
+  // H100), so the summed elements split into chunks until about 2^18
+  // threads run, each chunk at least 32 elements long.
+  constexpr int64_t kTargetThreads = int64_t{1} << 18, kMinChunkRows = 32;
+  int64_t rows = layout.summedCount;
+  int64_t chunks = std::max<int64_t>(
+      1, std::min((kTargetThreads + count - 1) / count,
+                  (rows + kMinChunkRows - 1) / kMinChunkRows));
+  int64_t chunkRows = rows == 0 ? 1 : (rows + chunks - 1) / chunks;
+  chunks = rows == 0 ? 1 : (rows + chunkRows - 1) / chunkRows;
+  // Kept dimensions after every summed one: x is [rows, count].
+  bool rowMajor = true;
+  for (size_t d = 0, seenKept = 0; d < xShape.size(); ++d) {
+    bool kept = d >= lead && outShape[d - lead] != 1;
+    if (kept)
+      seenKept = 1;
+    else if (seenKept && xShape[d] != 1)
+      rowMajor = false;
+  }
+  double *partial = nullptr;
+  if (chunks > 1) {
+    absl::StatusOr<void *> scratch =
+        context.scratch(static_cast<size_t>(chunks * count) * sizeof(double));
+    if (!scratch.ok())
+      return scratch.status();
+    partial = static_cast<double *>(*scratch);
+  }
+  reduceSumPartialKernel<<<elementBlocks(count * chunks), kThreads, 0,
+                           context.stream()>>>(
+      x, partial, out, layout, count, chunks, chunkRows, rowMajor, factor);
+  TRIAD_CUDA_CHECK_LAUNCH("reduceSumPartialKernel");
+  if (chunks == 1)
+    return absl::OkStatus();
+  TRIAD_LAUNCH_ELEMENTWISE(reduceSumFinishKernel, count, partial, out, count,
+                           chunks, factor);
 }
 
 //===----------------------------------------------------------------------===//
