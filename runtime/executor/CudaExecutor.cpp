@@ -18,10 +18,39 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
+#include <vector>
 
 namespace triad::rt {
 
 namespace {
+/// A transfer staged through host memory: the MPI request on a host copy
+/// it owns; completing a receive copies the data to its device address.
+class StagedTransfer : public CommRequest {
+public:
+  StagedTransfer(std::unique_ptr<std::vector<float>> host,
+                 std::unique_ptr<CommRequest> request, cuda::CudaContext *gpu,
+                 void *deviceTarget, size_t bytes)
+      : host(std::move(host)), request(std::move(request)), gpu(gpu),
+        deviceTarget(deviceTarget), bytes(bytes) {}
+
+  absl::Status wait() override {
+    if (absl::Status status = request->wait(); !status.ok())
+      return status;
+    if (!deviceTarget)
+      return absl::OkStatus();
+    // The copy leaves the host buffer once queued (pageable memory).
+    return gpu->copyToDevice(deviceTarget, host->data(), bytes);
+  }
+
+private:
+  std::unique_ptr<std::vector<float>> host;
+  std::unique_ptr<CommRequest> request;
+  cuda::CudaContext *gpu;
+  void *deviceTarget;
+  size_t bytes;
+};
+
 
 using Shape = std::vector<int64_t>;
 
@@ -354,25 +383,29 @@ absl::Status CudaExecutor::startTransfer(const plan::Instr &instr,
           return t.send ? ncclComm->send(f32(t.data), t.elements, t.peer, comm)
                         : ncclComm->recv(f32(t.data), t.elements, t.peer, comm);
         });
-  stagedX.resize(std::max<int64_t>(t.elements, 1));
-  if (t.send) {
+  // Staged through the host: the MPI communicator moves host memory. The
+  // transfer stays in flight like the CPU's (Executor::track): a blocking
+  // send here would deadlock two stages that send to each other at once (a
+  // 1F1B step's activation one way and gradient the other, each above MPI's
+  // eager limit), which 8 ranks on one H100 did.
+  auto host = std::make_unique<std::vector<float>>(
+      static_cast<size_t>(std::max<int64_t>(t.elements, 1)));
+  if (t.send)
     if (absl::Status status =
-            gpu->copyToHost(stagedX.data(), address(t.data), 4 * t.elements);
+            gpu->copyToHost(host->data(), address(t.data), 4 * t.elements);
         !status.ok())
       return status;
-    absl::StatusOr<std::unique_ptr<CommRequest>> request =
-        communicator->startSend(stagedX.data(), t.elements, t.peer, t.tag);
-    if (!request.ok())
-      return request.status();
-    return (*request)->wait();
-  }
   absl::StatusOr<std::unique_ptr<CommRequest>> request =
-      communicator->startRecv(stagedX.data(), t.elements, t.peer, t.tag);
+      t.send ? communicator->startSend(host->data(), t.elements, t.peer, t.tag)
+             : communicator->startRecv(host->data(), t.elements, t.peer, t.tag);
   if (!request.ok())
     return request.status();
-  if (absl::Status status = (*request)->wait(); !status.ok())
-    return status;
-  return gpu->copyToDevice(address(t.data), stagedX.data(), 4 * t.elements);
+  void *target = t.send ? nullptr : address(t.data);
+  auto staged = std::make_unique<StagedTransfer>(
+      std::move(host), std::move(*request), gpu.get(), target, 4 * t.elements);
+  return track(std::nullopt, std::move(staged), instr, index,
+               t.send ? std::optional<uint32_t>(t.data) : std::nullopt,
+               t.send ? std::nullopt : std::optional<uint32_t>(t.data));
 }
 
 absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
