@@ -253,6 +253,12 @@ TEST_F(CudaKernels, ArithmeticMatchesCpu) {
   expectNearF32(download(out, n), std::vector<float>(n, 2.5f), "fill");
 }
 
+TEST(CudaVersions, NamesMajorAndMinor) {
+  EXPECT_EQ(cudaVersionName(13000), "13.0");
+  EXPECT_EQ(cudaVersionName(12080), "12.8");
+  EXPECT_EQ(cudaVersionName(11020), "11.2");
+}
+
 TEST_F(CudaKernels, SumsMatchADoubleReference) {
   // reduceSum over leading dimensions (a bias gradient: chunked, coalesced),
   // over middle and trailing ones (the general layout, chunked), over

@@ -59,10 +59,30 @@ absl::Status launchStatus(const char *kernel) {
   return cudaStatus(error, absl::StrCat("the launch of ", kernel).c_str());
 }
 
+std::string cudaVersionName(int version) {
+  return absl::StrCat(version / 1000, ".", version % 1000 / 10);
+}
+
 absl::StatusOr<int> deviceCount() {
   int count = 0;
   cudaError_t error = cudaGetDeviceCount(&count);
-  if (error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver) {
+  if (error == cudaErrorInsufficientDriver) {
+    cudaGetLastError();
+    // No driver at all (its version reads 0) is a machine without a GPU; a
+    // driver older than the runtime is not, and says what to do.
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    if (driver == 0)
+      return 0;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the NVIDIA driver supports CUDA up to ", cudaVersionName(driver),
+        ", older than the CUDA runtime ", cudaVersionName(runtime),
+        " Triad was built with: update the driver, or build Triad with a "
+        "CUDA toolkit no newer than ",
+        cudaVersionName(driver)));
+  }
+  if (error == cudaErrorNoDevice) {
     // Clear the sticky "last error" for later launches.
     cudaGetLastError();
     return 0;

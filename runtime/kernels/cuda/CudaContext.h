@@ -26,12 +26,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace triad::rt::cuda {
 
 /// The GPUs the CUDA runtime sees: 0, not an error, when the machine has no
-/// GPU or no driver; other failures are errors.
+/// GPU or no driver; other failures are errors, a driver older than the
+/// runtime among them (FailedPrecondition, naming both versions).
 absl::StatusOr<int> deviceCount();
+
+/// "13.0" for CUDA's version number 13000.
+std::string cudaVersionName(int version);
 
 /// Device memory (cudaMalloc), freed when destroyed.
 class DeviceBuffer {
