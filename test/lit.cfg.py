@@ -62,6 +62,8 @@ def triad_has_gpu():
     return listed.returncode == 0 and "GPU" in listed.stdout
 
 
+if getattr(config, "triad_cuda_built", False):
+    config.available_features.add("cuda-built")
 if triad_has_gpu():
     config.available_features.add("cuda")
 config.substitutions.append(

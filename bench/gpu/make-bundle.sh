@@ -6,6 +6,7 @@
 #
 #   bench/gpu/make-bundle.sh [--compiler-bin DIR] [--build DIR] [--out DIR]
 #                            [--arch ARCHS] [--jobs N] [--with-cuda-libs]
+#                            [--reuse-build]
 #
 #   --compiler-bin DIR  triad-gen, triad-opt, triad-translate (default:
 #                       $TRIAD_COMPILER_BIN, else build/bin of this checkout)
@@ -17,6 +18,10 @@
 #   --with-cuda-libs    also copy cuBLASLt, cuBLAS and NCCL (about 800 MB);
 #                       by default run.sh finds them on the GPU machine (the
 #                       CUDA toolkit, or PyTorch's nvidia-* wheels)
+#   --reuse-build       take the binaries of --build as they are built (a
+#                       full build with CUDA, such as build/: bench/gpu/
+#                       rehearse.sh) instead of configuring and building a
+#                       runtime-only CUDA build there
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -26,6 +31,7 @@ out=$repo/out/gpu-bundle
 arch=90
 jobs=1
 with_cuda_libs=0
+reuse_build=0
 
 die() { echo "make-bundle.sh: error: $*" >&2; exit 1; }
 while [[ $# -gt 0 ]]; do
@@ -36,7 +42,8 @@ while [[ $# -gt 0 ]]; do
     --arch) arch=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --with-cuda-libs) with_cuda_libs=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --reuse-build) reuse_build=1; shift ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -45,14 +52,26 @@ for tool in triad-gen triad-opt triad-translate; do
     die "$compiler_bin/$tool is missing: build the compiler (ninja -C build) or pass --compiler-bin DIR"
 done
 
-echo "== building the runtime with CUDA (sm_$arch) in $build"
-mkdir -p "$build"
-cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DTRIAD_ENABLE_COMPILER=OFF -DTRIAD_ENABLE_CUDA=ON \
-  "-DCMAKE_CUDA_ARCHITECTURES=$arch" > "$build/configure.log" 2>&1 ||
-  { tail -20 "$build/configure.log"; die "configuring failed (log: $build/configure.log)"; }
 tests="TriadCudaKernelsTests TriadCudaAttentionTests TriadCudaExecutorTests"
-ninja -C "$build" -j "$jobs" triad-run triad-data TriadAttentionBench $tests
+build=$(mkdir -p "$build" && cd "$build" && pwd)
+if [[ $reuse_build == 1 ]]; then
+  # Nothing is built: the caller may be a ninja running in that build (the
+  # lit suite's rehearsal).
+  echo "== reusing the CUDA runtime of $build as it is built"
+  for binary in bin/triad-run bin/triad-data bin/TriadAttentionBench \
+                $(for test in $tests; do echo "test/Unit/runtime/$test"; done); do
+    [[ -x $build/$binary ]] ||
+      die "$build/$binary is missing: --reuse-build needs a build with the CUDA backend, built"
+  done
+else
+  echo "== building the runtime with CUDA (sm_$arch) in $build"
+  mkdir -p "$build"
+  cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DTRIAD_ENABLE_COMPILER=OFF -DTRIAD_ENABLE_CUDA=ON \
+    "-DCMAKE_CUDA_ARCHITECTURES=$arch" > "$build/configure.log" 2>&1 ||
+    { tail -20 "$build/configure.log"; die "configuring failed (log: $build/configure.log)"; }
+  ninja -C "$build" -j "$jobs" triad-run triad-data TriadAttentionBench $tests
+fi
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/plans" "$out/data"
@@ -62,7 +81,8 @@ for test in $tests; do
   cp "$build/test/Unit/runtime/$test" "$out/bin/"
 done
 cp "$repo/test/e2e/compare-losses.py" "$repo/bench/gpt_torch.py" \
-  "$repo/bench/gpu/torch_peer.py" "$repo/bench/gpu/attention_peer.py" "$out/"
+  "$repo/bench/gpu/torch_peer.py" "$repo/bench/gpu/attention_peer.py" \
+  "$repo/bench/gpu/gtest_outcome.py" "$out/"
 
 echo "== compiling plans with $compiler_bin"
 work=$(mktemp -d)
@@ -132,6 +152,35 @@ done | sort -u | while read -r name path; do
   fi
 done
 sort -u -o "$out/lib/NOT-BUNDLED" "$out/lib/NOT-BUNDLED" 2>/dev/null || true
+
+echo "== Open MPI (for the 8-rank step where the GPU machine has no mpirun)"
+# Debian's Open MPI and PMIx under one prefix that mirrors /usr, with every
+# library their programs and plugins load (but the C library family) in
+# deps/; run.sh points OPAL_PREFIX and PMIx at it.
+ompi=$out/openmpi
+multiarch=lib/x86_64-linux-gnu
+if [[ -x /usr/bin/orterun && -d /usr/$multiarch/openmpi/lib ]]; then
+  mkdir -p "$ompi/bin" "$ompi/$multiarch" "$ompi/share" "$ompi/deps"
+  cp -L /usr/bin/orterun /usr/bin/orted "$ompi/bin/"
+  ln -s orterun "$ompi/bin/mpirun"
+  cp -a /usr/$multiarch/openmpi "$ompi/$multiarch/"
+  cp -a /usr/$multiarch/pmix2 "$ompi/$multiarch/"
+  cp -a /usr/share/openmpi "$ompi/share/"
+  # Java bindings and headers are not needed to run.
+  rm -rf "$ompi/$multiarch/openmpi/include" "$ompi/$multiarch/pmix2/include" \
+    "$ompi"/$multiarch/openmpi/lib/*.a "$ompi"/$multiarch/openmpi/lib/mpi.jar \
+    "$ompi"/$multiarch/openmpi/lib/libmpi_java* "$ompi"/$multiarch/openmpi/lib/openmpi3/*java*
+  { ldd "$ompi"/bin/orterun "$ompi"/bin/orted
+    find "$ompi/$multiarch" -name '*.so*' -type f -exec ldd {} \; ; } 2> /dev/null |
+    awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u | while read -r name path; do
+      [[ $name =~ $skip || $path == */openmpi/lib/* || $path == */pmix2/lib/* ||
+         $name =~ ^(libstdc\+\+|libgcc_s)\. || -e $ompi/deps/$name ]] && continue
+      cp -L "$path" "$ompi/deps/$name"
+    done
+  echo "  $(du -sh "$ompi" | cut -f1)"
+else
+  echo "  not carried: no Debian Open MPI on this machine (/usr/bin/orterun)"
+fi
 
 cp "$repo/bench/gpu/run.sh" "$out/run.sh"
 chmod +x "$out/run.sh"

@@ -5,32 +5,61 @@
 # Results go to $OUT when it is set, else to ./results beside this script;
 # summary.txt lists every step and its outcome.
 #
-#   ./run.sh
+#   ./run.sh [STEP...]
+#
+# STEP is one of tests, law, nccl, checkpoint, mesh, attention, throughput,
+# profile (default: all, in that order). TRIAD_BUNDLE_MODELS picks the
+# throughput and profile models (default: "gpt2-medium-f32 1.3b-f32");
+# TRIAD_BUNDLE_SECONDS is the deadline after which no step starts (540).
+#
+# Exit status: 0 when every step passed; 3 when every step that needs no GPU
+# passed and every one that needs a GPU failed only for want of one (what
+# bench/gpu/rehearse.sh expects on a machine without a GPU); 2 when a
+# library is missing; 1 otherwise.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 results=${OUT:-$here/results}
-if [[ $# -gt 0 ]]; then
-  echo "run.sh: takes no arguments, got '$1'" >&2
-  exit 2
-fi
+all_steps="tests law nccl checkpoint mesh attention throughput profile"
+steps=${*:-$all_steps}
+for step in $steps; do
+  [[ " $all_steps " == *" $step "* ]] || {
+    echo "run.sh: unknown step '$step' (steps: $all_steps)" >&2
+    exit 2
+  }
+done
+models=${TRIAD_BUNDLE_MODELS:-gpt2-medium-f32 1.3b-f32}
 mkdir -p "$results"
 summary=$results/summary.txt
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
-# The bundle's libraries first; then cuBLASLt, cuBLAS and NCCL from the
-# machine: the CUDA toolkit, or the nvidia-* wheels of its Python.
+# The bundle's libraries first; then cuBLASLt, cuBLAS, NCCL and the CUDA
+# runtime from the machine: the CUDA toolkit, or the nvidia-* wheels of its
+# Python (CUDA 12 wheels keep them in nvidia/<library>/lib, CUDA 13 wheels in
+# nvidia/cu13/lib), or PyTorch's own lib folder.
 library_path=$here/lib
 for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
            /usr/local/cuda/lib; do
   [[ -d $dir ]] && library_path=$library_path:$dir
 done
 if command -v python3 > /dev/null; then
-  for package in cublas nccl cuda_runtime; do
-    dir=$(python3 -c "import nvidia.$package as p; print(list(p.__path__)[0])" 2> /dev/null) &&
-      [[ -d $dir/lib ]] && library_path=$library_path:$dir/lib
-  done
+  while read -r dir; do
+    library_path=$library_path:$dir
+  done < <(python3 - 2> /dev/null <<'PY'
+import glob, os, site, sys
+roots = site.getsitepackages() + [site.getusersitepackages()] + sys.path
+seen = []
+for root in roots:
+    for name in ("libcublasLt.so.1[0-9]", "libnccl.so.2", "libcudart.so.1[0-9]"):
+        for pattern in ("nvidia/*/lib/", "nvidia/cu1[0-9]/lib/", "torch/lib/"):
+            for path in glob.glob(os.path.join(root, pattern + name)):
+                folder = os.path.dirname(os.path.realpath(path))
+                if folder not in seen:
+                    seen.append(folder)
+print("\n".join(seen))
+PY
+  )
 fi
 export LD_LIBRARY_PATH=$library_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # The build machine's C++ runtime, only where the machine's own is missing
@@ -40,11 +69,67 @@ if [[ -d $here/lib/fallback ]] &&
      grep -qE 'libstdc\+\+|libgcc_s|GLIBCXX|CXXABI|GCC_'; then
   export LD_LIBRARY_PATH=$here/lib/fallback:$LD_LIBRARY_PATH
 fi
+# mpirun: the Open MPI the bundle carries (Debian's, the one triad-run was
+# linked with, relocated with OPAL_PREFIX; its PMIx finds its plugins the
+# same way), else the machine's own, which may be another MPI or version
+# than the library the binaries load.
+mpirun=
+if [[ -x $here/openmpi/bin/mpirun ]]; then
+  mpirun=$here/openmpi/bin/mpirun
+  export OPAL_PREFIX=$here/openmpi
+  export PMIX_PREFIX=$here/openmpi/lib/x86_64-linux-gnu/pmix2
+  export PMIX_INSTALL_PREFIX=$PMIX_PREFIX
+  export PMIX_MCA_mca_base_component_path=$PMIX_PREFIX/lib/pmix
+  export PATH=$here/openmpi/bin:$PATH
+  export OPENMPI_LIBRARY_PATH=$here/openmpi/lib/x86_64-linux-gnu/openmpi/lib:$PMIX_PREFIX/lib:$here/openmpi/deps
+else
+  mpirun=$(command -v mpirun || true)
+fi
+# Every step runs under a time box, and no step starts past the deadline
+# (TRIAD_BUNDLE_SECONDS, default 540), so that one command fits a lease.
+start_seconds=$SECONDS
+deadline=${TRIAD_BUNDLE_SECONDS:-540}
+boxed() { # SECONDS COMMAND...: the command, killed after SECONDS or at the deadline
+  local limit=$1 left=$((deadline - (SECONDS - start_seconds)))
+  shift
+  ((left < limit)) && limit=$left
+  if ((limit < 5)); then
+    echo "not started: the bundle's deadline of $deadline s has passed" >&2
+    return 124
+  fi
+  timeout -k 5 "$limit" "$@"
+}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-4}
 
+# Outcomes. status: 1 once anything failed for a reason other than the want
+# of a GPU; no_gpu: 1 once a GPU step failed only for want of one.
+status=0
+no_gpu=0
+no_gpu_pattern='this machine has no GPU|no CUDA device on this machine'
+# failed NAME LOG...: a failed step, told apart by its logs: the no-GPU
+# error, or a real failure.
+failed() {
+  local name=$1 line
+  shift
+  line=$(cat "$@" 2> /dev/null | grep -m1 -E "$no_gpu_pattern")
+  if [[ -n $line && $have_gpu == no ]]; then
+    note "   $name: no GPU (${line#triad-run: error: })"
+    no_gpu=1
+  else
+    note "   $name: FAILED (see $(for f in "$@"; do basename "$f"; done | tr '\n' ' ' | sed 's/ $//'))"
+    [[ -n $line ]] && note "     found no GPU, though nvidia-smi lists one: $line"
+    status=1
+  fi
+}
+
 note "== bundle: $(head -1 "$here/MANIFEST")"
+have_gpu=no
 if command -v nvidia-smi > /dev/null; then
-  nvidia-smi -L 2>&1 | tee "$results/gpu.txt" | sed 's/^/   /' | tee -a "$summary"
+  { nvidia-smi -L
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+    nvidia-smi | grep -o 'CUDA Version: [0-9.]*'
+  } 2>&1 | tee "$results/gpu.txt" | sed 's/^/   /' | tee -a "$summary"
+  grep -q '^GPU [0-9]' "$results/gpu.txt" && have_gpu=yes
 else
   note "   no nvidia-smi on this machine"
 fi
@@ -54,21 +139,31 @@ if [[ -n $missing ]]; then
   note "$missing"
   exit 2
 fi
-status=0
+note "   libraries: $(ldd "$here/bin/triad-run" | grep -E 'cublasLt|nccl|cudart|libmpi\.' | awk '{print $3}' | tr '\n' ' ')"
+note "   mpirun: ${mpirun:-none}"
+command -v python3 > /dev/null || note "   no python3 on this machine: the loss comparisons and PyTorch peers cannot run"
 
-# Each test binary runs every test; none may skip on a GPU machine.
-for test in TriadCudaKernelsTests TriadCudaAttentionTests TriadCudaExecutorTests; do
-  note "== $test"
-  "$here/bin/$test" --gtest_color=no "--gtest_output=json:$results/$test.json" \
-    > "$results/$test.txt" 2>&1
-  code=$?
-  grep -E '^\[  (PASSED|FAILED|SKIPPED) \] [0-9]+ tests?' "$results/$test.txt" |
-    sed 's/^/   /' | tee -a "$summary"
-  if [[ $code != 0 ]] || grep -q '^\[  SKIPPED \]' "$results/$test.txt"; then
-    note "   FAILED or skipped (exit $code): see $test.txt"
-    status=1
-  fi
-done
+# The three test binaries: every CUDA kernel against its CPU kernel, the
+# attention, rope and dropout kernels, the CUDA executor against the CPU
+# executor (gtest_outcome.py tells passes, skips for want of a GPU and
+# failures apart).
+step_tests() {
+  local test code line
+  for test in TriadCudaKernelsTests TriadCudaAttentionTests TriadCudaExecutorTests; do
+    boxed 240 "$here/bin/$test" --gtest_color=no "--gtest_output=json:$results/$test.json" \
+      > "$results/$test.txt" 2>&1
+    line=$(python3 "$here/gtest_outcome.py" "$results/$test.txt" --gpu "$have_gpu")
+    code=$?
+    note "== $test: $line"
+    case $code in
+      0) ;;
+      3) no_gpu=1 ;;
+      *) status=1
+         grep -E '^\[  FAILED  \] [A-Za-z]' "$results/$test.txt" | sort -u | head -20 |
+           sed 's/^/     /' | tee -a "$summary" ;;
+    esac
+  done
+}
 
 # The equivalence law on the GPU: 10 f32 steps on the CPU and on the GPU
 # agree within 1e-4 relative; 8 ranks sharing the GPU agree with one.
@@ -76,7 +171,7 @@ corpus=$here/data/corpus.bin
 train() { # NAME PLAN OUTPUT-METRICS triad-run-args...
   local name=$1 plan=$2 metrics=$3
   shift 3
-  "$here/bin/triad-run" "$plan" --data "$corpus" --steps 10 --metrics "$metrics" "$@" \
+  boxed 90 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 10 --metrics "$metrics" "$@" \
     > "$results/$name.txt" 2>&1
 }
 compare() { # NAME REFERENCE CANDIDATE
@@ -88,77 +183,156 @@ compare() { # NAME REFERENCE CANDIDATE
     status=1
   fi
 }
-note "== the equivalence law: CPU against GPU"
-for model in law-gpt law-llama law-bloom; do
-  plan=$here/plans/$model.plan
-  if [[ ! -e $plan ]]; then
-    note "   $model: no plan"; status=1; continue
-  fi
-  if train "$model.cpu" "$plan" "$results/$model.cpu.jsonl" &&
-     train "$model.cuda" "$plan" "$results/$model.cuda.jsonl" --device cuda; then
-    compare "$model" "$results/$model.cpu.jsonl" "$results/$model.cuda.jsonl"
+# cpu_train NAME PLAN: the CPU's losses on a plan (a real failure if not).
+cpu_train() {
+  [[ -s $results/$1.cpu.jsonl ]] && return 0
+  train "$1.cpu" "$2" "$results/$1.cpu.jsonl" || {
+    failed "$1 on the CPU" "$results/$1.cpu.txt"
+    return 1
+  }
+}
+step_law() {
+  note "== the equivalence law: CPU against GPU"
+  local model plan
+  for model in law-gpt law-llama law-bloom; do
+    plan=$here/plans/$model.plan
+    [[ -e $plan ]] || { note "   $model: FAILED (no plan)"; status=1; continue; }
+    cpu_train "$model" "$plan" || continue
+    if train "$model.cuda" "$plan" "$results/$model.cuda.jsonl" --device cuda; then
+      compare "$model" "$results/$model.cpu.jsonl" "$results/$model.cuda.jsonl"
+    else
+      failed "$model" "$results/$model.cuda.txt"
+    fi
+  done
+}
+
+step_nccl() {
+  note "== one rank through NCCL (its bootstrap and device-buffer collectives)"
+  cpu_train law-gpt "$here/plans/law-gpt.plan" || return
+  if train law-gpt.nccl "$here/plans/law-gpt.plan" "$results/law-gpt.nccl.jsonl" \
+       --device cuda --comm nccl; then
+    compare law-gpt-nccl "$results/law-gpt.cpu.jsonl" "$results/law-gpt.nccl.jsonl"
   else
-    note "   $model: triad-run failed (see $model.cpu.txt, $model.cuda.txt)"
-    status=1
+    failed law-gpt-nccl "$results/law-gpt.nccl.txt"
   fi
-done
-note "== one rank through NCCL (its bootstrap and device-buffer collectives)"
-if train law-gpt.nccl "$here/plans/law-gpt.plan" "$results/law-gpt.nccl.jsonl" \
-     --device cuda --comm nccl; then
-  compare law-gpt-nccl "$results/law-gpt.cpu.jsonl" "$results/law-gpt.nccl.jsonl"
-else
-  note "   failed (see law-gpt.nccl.txt)"
-  status=1
-fi
-note "== a GPU checkpoint resumed on the CPU"
-plan=$here/plans/law-gpt.plan
-if "$here/bin/triad-run" "$plan" --data "$corpus" --steps 5 --device cuda \
-     --save "$results/ckpt" > "$results/ckpt-save.txt" 2>&1 &&
-   "$here/bin/triad-run" "$plan" --data "$corpus" --steps 10 --load "$results/ckpt" \
-     --metrics "$results/resumed.jsonl" > "$results/ckpt-load.txt" 2>&1; then
-  grep -v '"step":[1-5],' "$results/law-gpt.cpu.jsonl" > "$results/law-gpt.cpu-6-10.jsonl"
-  compare resumed "$results/law-gpt.cpu-6-10.jsonl" "$results/resumed.jsonl"
-else
-  note "   failed (see ckpt-save.txt, ckpt-load.txt)"
-  status=1
-fi
-note "== 8 ranks on one GPU (dp2 x tp2 x pp2, comm=mpi) against one rank"
-if ! command -v mpirun > /dev/null; then
-  note "   not run: no mpirun on this machine"
-  status=1
-elif train law-plain.cuda "$here/plans/law-plain.plan" "$results/law-plain.cuda.jsonl" --device cuda &&
-     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-     mpirun --oversubscribe -np 8 "$here/bin/triad-run" "$here/plans/law-mesh.plan" \
-       --data "$corpus" --steps 10 --device cuda --cuda-device 0 \
-       --metrics "$results/law-mesh.cuda.jsonl" > "$results/law-mesh.cuda.txt" 2>&1; then
-  compare mesh "$results/law-plain.cuda.jsonl" "$results/law-mesh.cuda.jsonl"
-else
-  note "   failed (see law-plain.cuda.txt, law-mesh.cuda.txt)"
-  status=1
-fi
+}
+
+step_checkpoint() {
+  note "== a GPU checkpoint resumed on the CPU"
+  local plan=$here/plans/law-gpt.plan
+  cpu_train law-gpt "$plan" || return
+  if ! boxed 60 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 5 --device cuda \
+       --save "$results/ckpt" > "$results/ckpt-save.txt" 2>&1; then
+    failed "saving on the GPU" "$results/ckpt-save.txt"
+  elif ! boxed 60 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 10 --load "$results/ckpt" \
+       --metrics "$results/resumed.jsonl" > "$results/ckpt-load.txt" 2>&1; then
+    failed "resuming on the CPU" "$results/ckpt-load.txt"
+  else
+    grep -v '"step":[1-5],' "$results/law-gpt.cpu.jsonl" > "$results/law-gpt.cpu-6-10.jsonl"
+    compare resumed "$results/law-gpt.cpu-6-10.jsonl" "$results/resumed.jsonl"
+  fi
+}
+
+# mesh8 DEVICE STEPS SECONDS triad-run-args...: law-mesh on 8 ranks.
+mesh8() {
+  local device=$1 steps=$2 limit=$3
+  shift 3
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 \
+    LD_LIBRARY_PATH=${OPENMPI_LIBRARY_PATH:+$OPENMPI_LIBRARY_PATH:}$LD_LIBRARY_PATH \
+    boxed "$limit" "$mpirun" --oversubscribe -np 8 -x LD_LIBRARY_PATH -x OMP_NUM_THREADS \
+    "$here/bin/triad-run" "$here/plans/law-mesh.plan" --data "$corpus" --steps "$steps" \
+    --device "$device" --metrics "$results/law-mesh.$device.jsonl" "$@" \
+    > "$results/law-mesh.$device.txt" 2>&1
+}
+
+step_mesh() {
+  note "== 8 ranks on one GPU (dp2 x tp2 x pp2, comm=mpi) against one rank"
+  if [[ -z $mpirun ]]; then
+    note "   mesh: FAILED (no mpirun on this machine, and the bundle carries no Open MPI)"
+    status=1
+    return
+  fi
+  # MPI alone first: the same job on the CPU.
+  if mesh8 cpu 3 30; then
+    note "   8 ranks on the CPU under $(basename "$(dirname "$(dirname "$mpirun")")")'s mpirun: trained"
+  else
+    failed "8 ranks on the CPU (MPI alone)" "$results/law-mesh.cpu.txt"
+    return
+  fi
+  if ! train law-plain.cuda "$here/plans/law-plain.plan" "$results/law-plain.cuda.jsonl" --device cuda; then
+    failed "law-plain on one GPU rank" "$results/law-plain.cuda.txt"
+  elif ! mesh8 cuda 10 60 --cuda-device 0; then
+    failed "8 ranks on the GPU" "$results/law-mesh.cuda.txt"
+  else
+    compare mesh "$results/law-plain.cuda.jsonl" "$results/law-mesh.cuda.jsonl"
+  fi
+}
+
+# Attention forward and forward + backward, causal f32, against PyTorch's
+# scaled_dot_product_attention on the same shapes (bf16 for reference).
+step_attention() {
+  note "== attention against PyTorch's scaled_dot_product_attention (median of 10)"
+  local shape b h s d name sizes
+  for shape in "4 16 2048 64" "8 16 1024 128"; do
+    read -r b h s d <<< "$shape"
+    sizes=(--batch "$b" --heads "$h" --seq "$s" --head-dim "$d")
+    name=attention-$b-$h-$s-$d
+    if ! boxed 60 "$here/bin/TriadAttentionBench" "${sizes[@]}" > "$results/$name.jsonl" 2> "$results/$name.txt"; then
+      failed "$name" "$results/$name.txt"
+      continue
+    fi
+    if ! boxed 60 python3 "$here/attention_peer.py" "${sizes[@]}" >> "$results/$name.jsonl" 2>> "$results/$name.txt" ||
+       ! boxed 60 python3 "$here/attention_peer.py" "${sizes[@]}" --dtype bf16 >> "$results/$name.jsonl" 2>> "$results/$name.txt"; then
+      failed "$name (PyTorch)" "$results/$name.txt"
+      continue
+    fi
+    python3 - "$results/$name.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+t = rows[0]
+print(f"   b{t['batch']} h{t['heads']} s{t['seq']} d{t['head_dim']}: Triad f32 "
+      f"{t['forward_ms']:.2f} ms forward, {t['forward_backward_ms']:.2f} ms both")
+for p in rows[1:]:
+    print(f"     {p['impl']} {p['dtype']}: {p['forward_ms']:.2f} / "
+          f"{p['forward_backward_ms']:.2f} ms; Triad f32 takes "
+          f"{t['forward_backward_ms'] / p['forward_backward_ms']:.2f}x its time")
+PY
+  done
+}
+
+# The sizes of a throughput model (triad-gen's options of its plan).
+sizes_of() {
+  case $1 in
+    gpt2-medium-*) echo 24 1024 16 4096 50257 1024 8 ;;
+    1.3b-*) echo 24 2048 16 8192 50257 2048 4 ;;
+    *) return 1 ;;
+  esac
+}
 
 # Training throughput on the larger plans, next to PyTorch on the same
 # model, batch and GPU in this run: Triad f32 (TF32 off) against PyTorch f32
-# (TF32 off) eager and compiled, and PyTorch's bf16 autocast for reference
-# (Triad's bf16 plans do not compile yet). MFU counts 6 N + 12 L h s FLOPs
-# per token against the GPU's dense peak of the precision.
-note "== training throughput: Triad f32 against PyTorch (median step after 2 warm-up)"
+# (TF32 off) eager, and PyTorch's bf16 autocast eager and compiled for
+# reference (Triad's bf16 plans do not compile yet). MFU counts 6 N +
+# 12 L h s FLOPs per token against the GPU's dense peak of the precision.
 throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
   local model=$1 plan=$here/plans/$1.plan
   shift
   local sizes=(--layers "$1" --hidden "$2" --heads "$3" --ffn "$4" --vocab "$5"
                --seq "$6" --batch "$7")
-  [[ -e $plan ]] || { note "   $model: no plan"; status=1; return; }
-  if ! "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
+  [[ -e $plan ]] || { note "   $model: FAILED (no plan)"; status=1; return; }
+  local began=$SECONDS variant
+  if ! boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
        --metrics "$results/$model.jsonl" > "$results/$model.txt" 2>&1; then
-    note "   $model: triad-run failed (see $model.txt)"; status=1; return
+    failed "$model" "$results/$model.txt"
+    return
   fi
+  note "   $model: triad-run took $((SECONDS - began)) s in all ($(grep -o 'trained steps.*in [0-9.]* s' "$results/$model.txt"))"
   : > "$results/$model.torch.jsonl"
-  for variant in "f32" "f32 --compile" "bf16" "bf16 --compile"; do
+  for variant in "f32" "bf16" "bf16 --compile"; do
     # shellcheck disable=SC2086
-    if ! python3 "$here/torch_peer.py" "${sizes[@]}" --dtype $variant --warmup 2 --steps 5 \
+    if ! boxed 120 python3 "$here/torch_peer.py" "${sizes[@]}" --dtype $variant --warmup 2 --steps 5 \
          >> "$results/$model.torch.jsonl" 2>> "$results/$model.torch.txt"; then
-      note "   $model: PyTorch $variant failed (see $model.torch.txt)"; status=1
+      failed "$model: PyTorch $variant" "$results/$model.torch.txt"
     fi
   done
   python3 - "$results/$model.jsonl" "$results/$model.torch.jsonl" "$model" <<'PY' | tee -a "$summary"
@@ -178,35 +352,62 @@ for p in peers:
     print(f"     PyTorch {p['dtype']} {p['mode']}: {p['tokens_per_s']:,.0f} tokens/s{mfu}; Triad f32 / this {ratio:.2f}")
 PY
 }
-throughput gpt2-medium-f32 24 1024 16 4096 50257 1024 8
-throughput 1.3b-f32 24 2048 16 8192 50257 2048 4
 
-# Attention forward and forward + backward, causal f32, against PyTorch's
-# scaled_dot_product_attention on the same shapes (bf16 for reference).
-note "== attention against PyTorch's scaled_dot_product_attention (median of 10)"
-for shape in "4 16 2048 64" "8 16 1024 128"; do
-  read -r b h s d <<< "$shape"
-  sizes=(--batch "$b" --heads "$h" --seq "$s" --head-dim "$d")
-  name=attention-$b-$h-$s-$d
-  if "$here/bin/TriadAttentionBench" "${sizes[@]}" > "$results/$name.jsonl" 2> "$results/$name.txt" &&
-     python3 "$here/attention_peer.py" "${sizes[@]}" >> "$results/$name.jsonl" 2>> "$results/$name.txt" &&
-     python3 "$here/attention_peer.py" "${sizes[@]}" --dtype bf16 >> "$results/$name.jsonl" 2>> "$results/$name.txt"; then
-    python3 - "$results/$name.jsonl" <<'PY' | tee -a "$summary"
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-t = rows[0]
-print(f"   b{t['batch']} h{t['heads']} s{t['seq']} d{t['head_dim']}: Triad f32 "
-      f"{t['forward_ms']:.2f} ms forward, {t['forward_backward_ms']:.2f} ms both")
-for p in rows[1:]:
-    print(f"     {p['impl']} {p['dtype']}: {p['forward_ms']:.2f} / "
-          f"{p['forward_backward_ms']:.2f} ms; Triad f32 takes "
-          f"{t['forward_backward_ms'] / p['forward_backward_ms']:.2f}x its time")
+step_throughput() {
+  note "== training throughput: Triad f32 against PyTorch (median step after 2 warm-up)"
+  local model
+  for model in $models; do
+    # shellcheck disable=SC2046
+    throughput "$model" $(sizes_of "$model") || { note "   $model: FAILED (unknown model)"; status=1; }
+  done
+}
+
+# Where Triad's step goes: the instructions of 3 steps, each timed with the
+# device synchronized, summed by opcode.
+step_profile() {
+  note "== profile: Triad's instructions by opcode (3 steps, device synchronized per instruction)"
+  local model plan
+  for model in $models; do
+    plan=$here/plans/$model.plan
+    [[ -e $plan ]] || { note "   $model: FAILED (no plan)"; status=1; continue; }
+    if ! boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 3 --device cuda \
+         --trace "$results/$model.trace.json" > "$results/$model.profile.txt" 2>&1; then
+      failed "$model" "$results/$model.profile.txt"
+      continue
+    fi
+    note "   $model: $(grep -o 'trained steps.*' "$results/$model.profile.txt") (timed per instruction)"
+    python3 - "$results/$model.trace.json" "$model" <<'PY' | tee -a "$summary"
+import collections, json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+ops = collections.Counter()
+count = collections.Counter()
+for e in events:
+    if e.get("cat") == "instruction":
+        ops[e["name"]] += e["dur"]
+        count[e["name"]] += 1
+total = sum(ops.values())
+print(f"   {sys.argv[2]}: {total / 3e3:,.1f} ms of instructions per step")
+for name, us in ops.most_common(12):
+    print(f"     {name:<24} {us / 3e3:9.2f} ms/step {us / total:6.1%}  ({count[name] // 3} per step)")
 PY
-  else
-    note "   $name: failed (see $name.txt)"
+  done
+}
+
+for step in $steps; do
+  if ((SECONDS - start_seconds >= deadline)); then
+    note "== $step: not started, past the deadline of $deadline s"
     status=1
+    continue
   fi
+  "step_$step"
 done
 
-note "== done: $([[ $status == 0 ]] && echo all passed || echo something failed or did not run)"
-exit $status
+if ((status == 0 && no_gpu == 0)); then
+  note "== done: all passed"
+  exit 0
+elif ((status == 0)); then
+  note "== done: no GPU here; every step that needs none passed, and every GPU step failed only for want of one"
+  exit 3
+fi
+note "== done: something failed or did not run"
+exit 1
