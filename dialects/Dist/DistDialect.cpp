@@ -169,10 +169,9 @@ LayoutAttr LayoutAttr::withSplit(int64_t dim, ArrayRef<StringRef> axes) const {
 // Layout checks and local types
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-triad::dist::verifyLayout(LayoutAttr layout, MeshOp mesh,
-                          RankedTensorType globalType,
-                          function_ref<InFlightDiagnostic()> emitError) {
+LogicalResult triad::dist::verifyLayout(
+    LayoutAttr layout, MeshOp mesh, RankedTensorType globalType,
+    function_ref<InFlightDiagnostic()> emitError, bool allowPadded) {
   if (!mesh)
     return emitError() << "has a layout but the module declares no dist.mesh";
   auto checkAxes = [&](ArrayRef<StringRef> axes) -> LogicalResult {
@@ -195,20 +194,33 @@ triad::dist::verifyLayout(LayoutAttr layout, MeshOp mesh,
                        << " dimensions but the tensor " << globalType << " has "
                        << globalType.getRank();
   for (int64_t dim = 0; dim < layout.getRank(); ++dim) {
-    int64_t parts = mesh.getGroupSize(layout.getSplitAxes(dim));
-    if (globalType.isDynamicDim(dim) || globalType.getDimSize(dim) % parts)
+    SmallVector<StringRef> axes = layout.getSplitAxes(dim);
+    int64_t parts = mesh.getGroupSize(axes);
+    if (globalType.isDynamicDim(dim))
       return emitError() << "dimension " << dim << " of " << globalType
-                         << " is not divisible by the " << parts
-                         << " ranks of its split axes";
+                         << " is dynamic";
+    if (globalType.getDimSize(dim) % parts == 0 ||
+        (allowPadded && axes.size() == 1))
+      continue;
+    return emitError() << "dimension " << dim << " of " << globalType
+                       << " is not divisible by the " << parts
+                       << " ranks of its split axes"
+                       << (allowPadded ? " (only a split over one axis may pad)"
+                                       : "");
   }
   return success();
+}
+
+int64_t triad::dist::pieceSize(int64_t size, int64_t parts) {
+  return (size + parts - 1) / parts;
 }
 
 RankedTensorType triad::dist::localType(RankedTensorType globalType,
                                         LayoutAttr layout, MeshOp mesh) {
   SmallVector<int64_t> shape(globalType.getShape());
   for (int64_t dim = 0; dim < layout.getRank(); ++dim)
-    shape[dim] /= mesh.getGroupSize(layout.getSplitAxes(dim));
+    shape[dim] =
+        pieceSize(shape[dim], mesh.getGroupSize(layout.getSplitAxes(dim)));
   return globalType.clone(shape);
 }
 
@@ -238,7 +250,8 @@ namespace {
 /// divisibility of global shapes is checked where they are declared (a
 /// parameter) and by the passes that choose layouts.
 LogicalResult verifyLayoutOn(Operation *op, Attribute attr, Type type,
-                             bool global, const Twine &what) {
+                             bool global, const Twine &what,
+                             bool allowPadded = false) {
   auto layout = dyn_cast<LayoutAttr>(attr);
   if (!layout)
     return op->emitOpError() << what << " must be a #dist.layout";
@@ -249,8 +262,9 @@ LogicalResult verifyLayoutOn(Operation *op, Attribute attr, Type type,
     return op->emitOpError()
            << what << " has " << layout.getRank() << " dimensions but "
            << tensor << " has " << tensor.getRank();
-  return verifyLayout(layout, MeshOp::lookup(op), global ? tensor : nullptr,
-                      [&] { return op->emitOpError() << what << ": "; });
+  return verifyLayout(
+      layout, MeshOp::lookup(op), global ? tensor : nullptr,
+      [&] { return op->emitOpError() << what << ": "; }, allowPadded);
 }
 
 } // namespace
@@ -276,8 +290,10 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << kLayoutAttrName
                                << "' belongs on ops that declare a tensor "
                                   "type (parameters, state)";
+    // What ZeRO splits may be padded.
     return verifyLayoutOn(op, attr.getValue(), type.getValue(),
-                          /*global=*/true, "layout");
+                          /*global=*/true, "layout",
+                          op->hasAttr(kZeroAttrName));
   }
   if (attr.getName() == kZeroAttrName) {
     if (!isa<UnitAttr>(attr.getValue()) || !op->getAttrOfType<TypeAttr>("type"))
@@ -422,7 +438,8 @@ LogicalResult checkDim(Operation *op, RankedTensorType type, int64_t dim,
   return success();
 }
 
-/// `whole` is `piece` with dimension `dim` `parts` times larger.
+/// `whole` is `piece` with dimension `dim` `parts` times larger, or, for a
+/// padded split, of a size whose pieces of ceil(size / parts) are `piece`.
 LogicalResult checkScaled(Operation *op, RankedTensorType piece,
                           RankedTensorType whole, int64_t dim, int64_t parts,
                           StringRef pieceName, StringRef wholeName) {
@@ -433,6 +450,11 @@ LogicalResult checkScaled(Operation *op, RankedTensorType piece,
            << " differ in element type or rank";
   for (int64_t d = 0; d < piece.getRank(); ++d) {
     int64_t expected = piece.getDimSize(d) * (d == dim ? parts : 1);
+    if (d == dim && !whole.isDynamicDim(d) && !piece.isDynamicDim(d) &&
+        whole.getDimSize(d) > 0 &&
+        triad::dist::pieceSize(whole.getDimSize(d), parts) ==
+            piece.getDimSize(d))
+      continue;
     if (whole.getDimSize(d) != expected)
       return op->emitOpError()
              << "dimension " << d << " of the " << wholeName << " must be "

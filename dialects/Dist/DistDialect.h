@@ -30,13 +30,21 @@ namespace triad::dist {
 
 /// Checks `layout` against `mesh` and, when `globalType` is given, against
 /// the global tensor type it lays out: as many dimensions, axes of the
-/// mesh, no axis twice, every split dimension divisible by its axes.
-/// Reports through `emitError`.
+/// mesh, no axis twice, every split dimension divisible by its axes. With
+/// `allowPadded`, a dimension split over one axis need not divide (a padded
+/// split: ZeRO's pieces). Reports through `emitError`.
 mlir::LogicalResult
 verifyLayout(LayoutAttr layout, MeshOp mesh, mlir::RankedTensorType globalType,
-             llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+             llvm::function_ref<mlir::InFlightDiagnostic()> emitError,
+             bool allowPadded = false);
 
-/// The local type of a rank's piece of `globalType` under `layout`.
+/// The size of each of `parts` pieces of a dimension of `size`: the pieces
+/// of a padded split have ceil(size / parts) elements, the last ones
+/// zero-padded past `size`.
+int64_t pieceSize(int64_t size, int64_t parts);
+
+/// The local type of a rank's piece of `globalType` under `layout` (a
+/// padded split's piece size where a split does not divide).
 mlir::RankedTensorType localType(mlir::RankedTensorType globalType,
                                  LayoutAttr layout, MeshOp mesh);
 

@@ -65,7 +65,11 @@ def Dist_LayoutAttr : AttrDef<Dist_Dialect, "Layout"> {
     which the value is partial: each rank holds a term of a sum over those
     axes that no one has taken yet. An axis appears at most once in a
     layout. A dimension without axes, and a layout without any, is
-    replicated.
+    replicated. A split need not divide its dimension where ZeRO chose it
+    (a `triad.param` or `triad.state` marked `dist.zero`, and what the
+    optimizer computes from it) and it is over one axis: a padded split,
+    whose pieces have ceil(size / ranks) elements, the last ones zero past
+    the end.
 
     Examples:
 
@@ -173,12 +177,16 @@ def Dist_AllGatherOp : Dist_CollectiveOp<"all_gather"> {
   let summary = "Concatenates the pieces of a split dimension";
   let description = [{
     Every rank of a group over `axes` receives the group's inputs
-    concatenated along `dim`, in the group's order.
+    concatenated along `dim`, in the group's order. Padded pieces: where
+    the result's `dim` is smaller than the group times the input's (the
+    pieces of ceil(size / ranks) of a padded split), the concatenation is
+    cut to the result's size, dropping the last pieces' padding.
 
     Example:
 
     ```mlir
     %w = dist.all_gather %piece dim 0 over ["dp"] : tensor<32x64xf32> -> tensor<64x64xf32>
+    %v = dist.all_gather %padded dim 0 over ["dp"] : tensor<11xf32> -> tensor<32xf32>  // dp = 3
     ```
   }];
   let arguments = (ins AnyRankedTensor:$input, I64Attr:$dim, StrArrayAttr:$axes);
@@ -194,7 +202,9 @@ def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter"> {
   let summary = "Sums partial values and keeps this rank's piece";
   let description = [{
     The sum over a group of `axes`, split along `dim`: each rank receives
-    the piece of its index in the group.
+    the piece of its index in the group. Where the group does not divide
+    `dim`, the pieces have ceil(size / ranks) elements and the last ones are
+    zero past the input's end (a padded split).
 
     Example:
 
@@ -217,7 +227,8 @@ def Dist_AllSliceOp : Dist_CollectiveOp<"all_slice"> {
     The inverse of all_gather, without communication: each rank of a group
     over `axes` keeps the piece of `dim` of its index in the group (the
     input is the same on every rank). ZeRO uses it to update a replicated
-    parameter's shard.
+    parameter's shard. Where the group does not divide `dim`, the pieces
+    have ceil(size / ranks) elements, zero past the input's end.
 
     Example:
 

@@ -82,6 +82,13 @@ public:
     int64_t dim;
   };
   llvm::SmallVector<ParameterSplit> parameterSplits;
+
+  /// The op computes correctly on zero-padded pieces: zeros in every
+  /// operand's padding give zeros in the results' padding and add nothing
+  /// to a reduction (the optimizer update, a sum of squares). Its factors
+  /// may then take a padded split over one axis (ZeRO's pieces of a
+  /// dimension the data-parallel ranks do not divide).
+  bool acceptsPadding = false;
 };
 
 /// The collectives a local form needs within its own computation (the

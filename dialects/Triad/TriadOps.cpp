@@ -99,7 +99,8 @@ static FailureOr<Type> declaredType(Operation *op, FlatSymbolRefAttr name,
 
 /// Whether `type` is `declared` or one rank's piece of it after
 /// partitioning: the same element type and rank, every dimension dividing
-/// the declared one.
+/// the declared one or, for a padded split, a piece of ceil(size / n) for
+/// some n (its last pieces zero-padded past the end).
 static bool isPieceOf(Type type, Type declared) {
   if (type == declared)
     return true;
@@ -108,9 +109,14 @@ static bool isPieceOf(Type type, Type declared) {
   if (!piece || !whole || piece.getElementType() != whole.getElementType() ||
       piece.getRank() != whole.getRank())
     return false;
-  for (auto [p, w] : llvm::zip(piece.getShape(), whole.getShape()))
-    if (p <= 0 || w % p != 0)
+  for (auto [p, w] : llvm::zip(piece.getShape(), whole.getShape())) {
+    if (p <= 0 || p > w)
       return false;
+    // ceil(w / n) == p for n = ceil(w / p).
+    int64_t n = (w + p - 1) / p;
+    if (w % p != 0 && (w + n - 1) / n != p)
+      return false;
+  }
   return true;
 }
 

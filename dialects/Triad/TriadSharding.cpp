@@ -220,7 +220,12 @@ ShardingRule ActivationGradOp::getShardingRule() {
   return elementwise(*this, Linearity::Each, {1});
 }
 ShardingRule SelectOp::getShardingRule() { return elementwise(*this); }
-ShardingRule AdamWUpdateOp::getShardingRule() { return elementwise(*this); }
+ShardingRule AdamWUpdateOp::getShardingRule() {
+  // Zero parameter, gradient and moments stay zero: padded pieces update.
+  ShardingRule rule = elementwise(*this);
+  rule.acceptsPadding = true;
+  return rule;
+}
 
 // Dropout's mask is a function of the global element index. A piece of the
 // batch (the leading dimension) is a contiguous run of global indices that
@@ -733,6 +738,8 @@ ShardingRule SumSquaresOp::getShardingRule() {
   ShardingRule rule;
   rule.addOperand(newFactors(rule, shapeOf(getX())));
   rule.addResult({});
+  // Padding's zeros add nothing to the sum.
+  rule.acceptsPadding = true;
   return rule;
 }
 

@@ -441,6 +441,18 @@ private:
       p.paddedShape = p.globalShape;
       p.globalShape.assign(unpadded.begin(), unpadded.end());
     }
+    // A padded split (ZeRO's pieces of a dimension dp does not divide): the
+    // pieces tile the dimension padded to a whole number of them.
+    if (layout)
+      for (int64_t dim = 0; dim < layout.getRank(); ++dim) {
+        int64_t tiled =
+            type.getDimSize(dim) * mesh.getGroupSize(layout.getSplitAxes(dim));
+        if (tiled > global.getDimSize(dim)) {
+          if (p.paddedShape.empty())
+            p.paddedShape = SmallVector<int64_t>(global.getShape());
+          p.paddedShape[dim] = std::max(p.paddedShape[dim], tiled);
+        }
+      }
     if (layout && sharding::isDistributed(layout, mesh))
       for (int64_t dim = 0; dim < layout.getRank(); ++dim) {
         SmallVector<std::string> &axes = p.split.emplace_back();

@@ -44,6 +44,18 @@ LayoutAttr zeroShardedLayout(LayoutAttr layout, RankedTensorType type,
         type.getDimSize(dim) % mesh.getGroupSize(axes) == 0)
       return layout.withSplit(dim, axes);
   }
+  // No dimension divides: a padded split of the largest dimension no other
+  // axis splits (its pieces of ceil(size / dp), the last ones zero past the
+  // end), so that ZeRO shards every tensor as a flat buffer would. A tensor
+  // whose every dimension another axis splits stays whole.
+  std::optional<int64_t> padded;
+  for (int64_t dim = 0; dim < layout.getRank(); ++dim)
+    if (!type.isDynamicDim(dim) && layout.getSplitAxes(dim).empty() &&
+        type.getDimSize(dim) > 1 &&
+        (!padded || type.getDimSize(dim) > type.getDimSize(*padded)))
+      padded = dim;
+  if (padded)
+    return layout.withSplit(*padded, {"dp"});
   return layout;
 }
 
@@ -80,6 +92,12 @@ LayoutDecision decideLayouts(const ShardingRule &rule,
   auto axesFree = [&](ArrayRef<StringRef> axes) {
     return llvm::none_of(axes, [&](StringRef a) { return used.contains(a); });
   };
+  // A factor may be split over `axes` when they divide it, or, for an op
+  // that computes on zero-padded pieces, when one axis pads it.
+  auto divides = [&](int64_t factor, ArrayRef<StringRef> axes) {
+    return rule.sizes[factor] % mesh.getGroupSize(axes) == 0 ||
+           (rule.acceptsPadding && axes.size() == 1);
+  };
   auto inOperand = [&](int64_t factor) {
     return llvm::any_of(rule.operands, [&](ArrayRef<int64_t> dims) {
       return llvm::is_contained(dims, factor);
@@ -88,7 +106,7 @@ LayoutDecision decideLayouts(const ShardingRule &rule,
   for (const auto &[factor, axes] : resultSplits)
     if (factor >= 0 && factor < (int64_t)factors && !inOperand(factor) &&
         !rule.wholeFactors[factor] && !axes.empty() && axesFree(axes) &&
-        rule.sizes[factor] % mesh.getGroupSize(axes) == 0) {
+        divides(factor, axes)) {
       factorAxes[factor] = axes;
       for (StringRef axis : axes)
         used.insert(axis);
@@ -132,7 +150,7 @@ LayoutDecision decideLayouts(const ShardingRule &rule,
     if (!taken.empty() && axes.size() > taken.size() &&
         ArrayRef<StringRef>(axes).take_front(taken.size()) == taken &&
         axesFree(ArrayRef<StringRef>(axes).drop_front(taken.size())) &&
-        rule.sizes[factor] % mesh.getGroupSize(axes) == 0) {
+        divides(factor, axes)) {
       for (StringRef axis : ArrayRef<StringRef>(axes).drop_front(taken.size()))
         used.insert(axis);
       factorAxes[factor] = axes;
@@ -140,7 +158,7 @@ LayoutDecision decideLayouts(const ShardingRule &rule,
     }
     if (!taken.empty() || !axesFree(axes))
       continue;
-    if (rule.sizes[factor] % mesh.getGroupSize(axes) != 0) {
+    if (!divides(factor, axes)) {
       if (!indivisible)
         indivisible = std::make_tuple(operand, dim, mesh.getGroupSize(axes));
       continue;

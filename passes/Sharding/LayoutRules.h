@@ -75,8 +75,9 @@ bool isDistributed(dist::LayoutAttr layout, dist::MeshOp mesh);
 /// `layout` of a tensor of `type` with the data-parallel axis `dp` added
 /// to the first dimension whose size divides by the ranks of its axes with
 /// `dp` appended (ZeRO's split of optimizer state, gradients and
-/// parameters). Unchanged when `dp` already splits a dimension, has one
-/// rank, or divides no dimension.
+/// parameters); where none divides, a padded split over `dp` of the largest
+/// dimension no other axis splits. Unchanged when `dp` already splits a
+/// dimension or has one rank, or when other axes split every dimension.
 dist::LayoutAttr zeroShardedLayout(dist::LayoutAttr layout,
                                    mlir::RankedTensorType type,
                                    dist::MeshOp mesh);

@@ -204,8 +204,11 @@ private:
   /// `value` (local, laid out as recorded) in layout `to`, reusing the
   /// collectives an earlier user in the same block already needed for it (the
   /// sequence gathered once for the three projections of attention).
+  /// `global`, where known, is the value's global type: gathering a padded
+  /// split (ZeRO's pieces of a dimension dp does not divide) restores its
+  /// size from it.
   FailureOr<Value> reshard(Value value, LayoutAttr to, Location loc,
-                           StringRef user) {
+                           StringRef user, RankedTensorType global = {}) {
     if (layoutOf(value) == to)
       return value;
     Block *block = builder.getInsertionBlock();
@@ -217,7 +220,7 @@ private:
           earlier->isBeforeInBlock(&*point))
         return it->second;
     }
-    FailureOr<Value> result = reshardAnew(value, to, loc, user);
+    FailureOr<Value> result = reshardAnew(value, to, loc, user, global);
     if (succeeded(result) && *result != value)
       resharded[{value, to}] = *result;
     return result;
@@ -225,7 +228,7 @@ private:
 
   /// `value` in layout `to`, through new collectives.
   FailureOr<Value> reshardAnew(Value value, LayoutAttr to, Location loc,
-                               StringRef user) {
+                               StringRef user, RankedTensorType global) {
     LayoutAttr from = layoutOf(value);
     std::string why;
     llvm::raw_string_ostream(why) << from << " to " << to << " for " << user;
@@ -293,7 +296,8 @@ private:
         if (scatterDim) {
           auto type = cast<RankedTensorType>(value.getType());
           SmallVector<int64_t> shape(type.getShape());
-          shape[*scatterDim] /= mesh.getGroupSize(scatterAxes);
+          shape[*scatterDim] =
+              pieceSize(shape[*scatterDim], mesh.getGroupSize(scatterAxes));
           value = ReduceScatterOp::create(builder, loc, type.clone(shape),
                                           value, *scatterDim,
                                           builder.getStrArrayAttr(scatterAxes));
@@ -327,12 +331,16 @@ private:
         auto type = cast<RankedTensorType>(value.getType());
         SmallVector<int64_t> shape(type.getShape());
         if (gather) {
-          shape[dim] *= mesh.getGroupSize(axes);
+          // A padded split gathers back to its dimension's size, not to
+          // the group's padded total.
+          shape[dim] = global ? pieceSize(global.getDimSize(dim),
+                                          mesh.getGroupSize(keep))
+                              : shape[dim] * mesh.getGroupSize(axes);
           value = AllGatherOp::create(builder, loc, type.clone(shape), value,
                                       dim, builder.getStrArrayAttr(axes));
           ++collectives;
         } else {
-          shape[dim] /= mesh.getGroupSize(axes);
+          shape[dim] = pieceSize(shape[dim], mesh.getGroupSize(axes));
           value = AllSliceOp::create(builder, loc, type.clone(shape), value,
                                      dim, builder.getStrArrayAttr(axes));
         }
@@ -376,10 +384,14 @@ private:
                : LayoutAttr();
     if (!stored)
       stored = replicatedFor(tensor);
-    if (failed(verifyLayout(stored, mesh, tensor,
-                            [&] { return get.emitOpError(); })) ||
-        failed(verifyLayout(wanted, mesh, tensor,
-                            [&] { return get.emitOpError(); })))
+    // ZeRO's pieces may be padded: those it stores, and those the
+    // optimizer update reads (decided by shard-propagate).
+    if (failed(verifyLayout(
+            stored, mesh, tensor, [&] { return get.emitOpError(); },
+            symbol && symbol->hasAttr(DistDialect::kZeroAttrName))) ||
+        failed(verifyLayout(
+            wanted, mesh, tensor, [&] { return get.emitOpError(); },
+            /*allowPadded=*/true)))
       return failure();
     SmallVector<OpOperand *> uses = llvm::map_to_vector(
         get.getResult().getUses(), [](OpOperand &use) { return &use; });
@@ -389,7 +401,7 @@ private:
     builder.setInsertionPointAfter(get);
     FailureOr<Value> value =
         reshard(get.getResult(), wanted, get.getLoc(),
-                ("triad.get_param @" + get.getName()).str());
+                ("triad.get_param @" + get.getName()).str(), tensor);
     if (failed(value))
       return failure();
     for (OpOperand *use : uses)
@@ -420,10 +432,14 @@ private:
           symbol
               ? symbol->getAttrOfType<LayoutAttr>(DistDialect::kLayoutAttrName)
               : LayoutAttr();
+      auto global =
+          symbol ? dyn_cast<RankedTensorType>(
+                       symbol->getAttrOfType<TypeAttr>("type").getValue())
+                 : RankedTensorType();
       FailureOr<Value> value = reshard(
           assign.getValue(),
           declared ? declared : replicatedFor(assign.getValue().getType()),
-          op.getLoc(), ("triad.assign to " + assign.getName()).str());
+          op.getLoc(), ("triad.assign to " + assign.getName()).str(), global);
       if (failed(value))
         return failure();
       assign.getValueMutable().assign(*value);
@@ -507,8 +523,9 @@ private:
     SmallVector<Type> types;
     for (auto [result, layout] : llvm::zip(op.getResults(), decision.results)) {
       auto tensor = cast<RankedTensorType>(result.getType());
-      if (failed(verifyLayout(layout, mesh, tensor,
-                              [&] { return op.emitOpError(); })))
+      if (failed(verifyLayout(
+              layout, mesh, tensor, [&] { return op.emitOpError(); },
+              rules.at(&op).acceptsPadding)))
         return failure();
       types.push_back(localType(tensor, layout, mesh));
     }

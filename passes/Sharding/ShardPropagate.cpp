@@ -128,9 +128,11 @@ private:
       if (it != gradLayouts.end())
         layout = it->second;
     }
+    // A gradient ZeRO shards may come padded.
     if (failed(verifyLayout(
             layout, mesh, dyn_cast<RankedTensorType>(arg.getType()),
-            [&] { return func.emitOpError("argument ") << index << ": "; })))
+            [&] { return func.emitOpError("argument ") << index << ": "; },
+            /*allowPadded=*/true)))
       return failure();
     layouts[arg] = reducedAtEntry(func, index, layout);
     func.setArgAttr(index, DistDialect::kLayoutAttrName, layout);
@@ -429,8 +431,9 @@ private:
       }
       if (!isDistributed(stored, mesh))
         continue;
-      if (failed(verifyLayout(stored, mesh, type,
-                              [&] { return symbol->emitOpError(); })))
+      if (failed(verifyLayout(
+              stored, mesh, type, [&] { return symbol->emitOpError(); },
+              symbol->hasAttr(DistDialect::kZeroAttrName))))
         return failure();
       symbol->setAttr(DistDialect::kLayoutAttrName, stored);
       layouts[operand] = wanted;
@@ -611,9 +614,10 @@ struct ShardPropagatePass
       auto layout = op.getAttrOfType<LayoutAttr>(DistDialect::kLayoutAttrName);
       auto type = op.getAttrOfType<TypeAttr>("type");
       if (layout && type &&
-          failed(verifyLayout(layout, *mesh,
-                              dyn_cast<RankedTensorType>(type.getValue()),
-                              [&] { return op.emitOpError(); })))
+          failed(verifyLayout(
+              layout, *mesh, dyn_cast<RankedTensorType>(type.getValue()),
+              [&] { return op.emitOpError(); },
+              op.hasAttr(DistDialect::kZeroAttrName))))
         return signalPassFailure();
     }
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -24,6 +25,25 @@ std::string text(const TensorShape &shape) {
 }
 
 } // namespace
+
+int64_t paddedPiece(int64_t size, int64_t members) {
+  return (size + members - 1) / members;
+}
+
+void resizeDim(const float *source, const TensorShape &shape, int64_t dim,
+               int64_t size, float *target) {
+  int64_t outer = outerElements(shape, dim);
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(dim) + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  int64_t from = shape[dim] * inner, to = size * inner;
+  int64_t kept = std::min(from, to);
+  for (int64_t i = 0; i < outer; ++i) {
+    std::memcpy(target + i * to, source + i * from,
+                static_cast<size_t>(kept) * sizeof(float));
+    std::fill(target + i * to + kept, target + (i + 1) * to, 0.0f);
+  }
+}
 
 absl::StatusOr<TensorShape> resultShape(const TensorCollective &c,
                                         int64_t members) {
@@ -46,9 +66,20 @@ absl::StatusOr<TensorShape> resultShape(const TensorCollective &c,
       return invalid(absl::StrCat("dimension ", c.dim, " is outside x"));
     if (expected[c.dim] > INT64_MAX / members)
       return invalid("the result is too large");
-    expected[c.dim] *= members;
+    // Padded pieces gather to the size they pad (c.outShape's, when its
+    // pieces of ceil(size / members) are x's).
+    if (c.outShape.size() == c.xShape.size() && c.outShape[c.dim] > 0 &&
+        paddedPiece(c.outShape[c.dim], members) == expected[c.dim])
+      expected[c.dim] = c.outShape[c.dim];
+    else
+      expected[c.dim] *= members;
     break;
   case CollectiveKind::ReduceScatter:
+    if (!inside(c.dim))
+      return invalid("a dimension is outside x");
+    // Pieces of ceil(size / members), the last ones zero past x's end.
+    expected[c.dim] = paddedPiece(expected[c.dim], members);
+    break;
   case CollectiveKind::AllToAll:
     if (!inside(c.dim) ||
         (c.kind == CollectiveKind::AllToAll && !inside(c.concatDim)))
@@ -106,10 +137,21 @@ absl::Status PendingCollective::wait() {
   request.reset();
   if (!status.ok())
     return status;
-  if (!received.empty())
-    unpackPieces(received.data(), outShape, joinDim, pieces, out);
+  if (!received.empty()) {
+    if (paddedSize >= 0 && paddedSize != outShape[joinDim]) {
+      // Join the padded pieces, then cut the padding off.
+      TensorShape shape = outShape;
+      shape[joinDim] = paddedSize;
+      std::vector<float> joined(received.size());
+      unpackPieces(received.data(), shape, joinDim, pieces, joined.data());
+      resizeDim(joined.data(), shape, joinDim, outShape[joinDim], out);
+    } else {
+      unpackPieces(received.data(), outShape, joinDim, pieces, out);
+    }
+  }
   sent = {};
   received = {};
+  padded = {};
   return absl::OkStatus();
 }
 
@@ -138,9 +180,13 @@ absl::StatusOr<PendingCollective> startCollective(Communicator &comm,
     break;
   case CollectiveKind::AllGather: {
     float *target = c.out;
-    if (outerElements(c.outShape, c.dim) > 1 && count > 0) {
+    // Padded pieces: the whole padded tensor first, cut to out's size in
+    // wait().
+    bool padded = c.outShape[c.dim] != c.xShape[c.dim] * members;
+    if ((padded || outerElements(c.outShape, c.dim) > 1) && count > 0) {
       pending.received.resize(static_cast<size_t>(count * members));
       pending.joinDim = c.dim;
+      pending.paddedSize = c.xShape[c.dim] * members;
       target = pending.received.data();
     }
     request = comm.startAllGather(c.group, c.x, target, count);
@@ -148,12 +194,21 @@ absl::StatusOr<PendingCollective> startCollective(Communicator &comm,
   }
   case CollectiveKind::ReduceScatter: {
     const float *source = c.x;
-    if (outerElements(c.xShape, c.dim) > 1 && count > 0) {
-      pending.sent.resize(static_cast<size_t>(count));
-      packPieces(c.x, c.xShape, c.dim, members, pending.sent.data());
+    // Padded pieces: x zero-padded to a whole number of pieces first.
+    TensorShape shape = c.xShape;
+    shape[c.dim] = c.outShape[c.dim] * members;
+    int64_t padded = volume(shape);
+    if (shape != c.xShape && padded > 0) {
+      pending.padded.resize(static_cast<size_t>(padded));
+      resizeDim(c.x, c.xShape, c.dim, shape[c.dim], pending.padded.data());
+      source = pending.padded.data();
+    }
+    if (outerElements(shape, c.dim) > 1 && padded > 0) {
+      pending.sent.resize(static_cast<size_t>(padded));
+      packPieces(source, shape, c.dim, members, pending.sent.data());
       source = pending.sent.data();
     }
-    request = comm.startReduceScatter(c.group, source, c.out, count / members);
+    request = comm.startReduceScatter(c.group, source, c.out, padded / members);
     break;
   }
   case CollectiveKind::AllToAll: {

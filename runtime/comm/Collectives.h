@@ -64,6 +64,17 @@ struct TensorCollective {
   int64_t concatDim = 0;
 };
 
+/// The piece of a dimension of `size` split `members` ways where the split
+/// may pad (ZeRO's pieces): ceil(size / members), the last pieces
+/// zero-padded past the end. All-gathers of such pieces cut the padding
+/// off, reduce-scatters pad x with zeros, all-slices fill it with zeros.
+int64_t paddedPiece(int64_t size, int64_t members);
+
+/// Copies `source` of `shape` into `target`, whose dimension `dim` has
+/// `size` elements: cut, or padded with zeros.
+void resizeDim(const float *source, const TensorShape &shape, int64_t dim,
+               int64_t size, float *target);
+
 /// The shape `out` of `collective` must have over a group of `members`,
 /// or InvalidArgument saying why x's shape or the dimensions do not fit.
 absl::StatusOr<TensorShape> resultShape(const TensorCollective &collective,
@@ -88,9 +99,14 @@ private:
   /// The packed pieces sent, and the blocks received when they still need
   /// joining into `out`.
   std::vector<float> sent, received;
+  /// A reduce-scatter's x zero-padded to a whole number of pieces.
+  std::vector<float> padded;
   float *out = nullptr;
   TensorShape outShape;
   int64_t joinDim = 0, pieces = 1;
+  /// An all-gather of padded pieces: the size of the joined dimension
+  /// before it is cut to out's (-1: not padded).
+  int64_t paddedSize = -1;
 };
 
 /// Checks the shapes against the kind, the group's size and the dimensions

@@ -471,10 +471,14 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     SliceView view = allSliceView(instr);
     const auto *source = reinterpret_cast<const std::byte *>(f32(in(0)));
     auto *target = reinterpret_cast<std::byte *>(f32(out(0)));
-    for (int64_t i = 0; i < view.outer; ++i)
+    for (int64_t i = 0; i < view.outer; ++i) {
       std::memcpy(target + i * view.runBytes,
-                  source + (i * view.pieces + view.member) * view.runBytes,
-                  static_cast<size_t>(view.runBytes));
+                  source + i * view.xRunBytes + view.offsetBytes,
+                  static_cast<size_t>(view.validBytes));
+      // A padded split's padding.
+      std::memset(target + i * view.runBytes + view.validBytes, 0,
+                  static_cast<size_t>(view.runBytes - view.validBytes));
+    }
     return absl::OkStatus();
   }
   case plan::OpCode::AllReduce:

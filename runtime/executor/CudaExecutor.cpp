@@ -51,7 +51,6 @@ private:
   size_t bytes;
 };
 
-
 using Shape = std::vector<int64_t>;
 
 /// A strided copy over `shape` (the result's, or a concat part's), reading
@@ -272,6 +271,14 @@ absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
   int64_t members = ncclComm->groupSize(c.group);
   if (absl::StatusOr<TensorShape> shape = resultShape(c, members); !shape.ok())
     return shape.status();
+  if ((c.kind == CollectiveKind::AllGather &&
+       c.outShape[c.dim] != c.xShape[c.dim] * members) ||
+      (c.kind == CollectiveKind::ReduceScatter &&
+       c.xShape[c.dim] != c.outShape[c.dim] * members))
+    return absl::UnimplementedError(
+        "a collective of padded pieces (ZeRO's split of a dimension the "
+        "data-parallel ranks do not divide) does not run over NCCL yet; "
+        "use --comm mpi");
   cudaStream_t stream = gpu->stream();
   int64_t count = elementCount(c.xShape);
   if (count == 0)
@@ -666,11 +673,26 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
     SliceView view = allSliceView(instr);
     if (view.runBytes == 0 || view.outer == 0)
       return absl::OkStatus();
-    TRIAD_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
-        address(out(0)), view.runBytes,
-        static_cast<std::byte *>(address(in(0))) + view.member * view.runBytes,
-        view.runBytes * view.pieces, view.runBytes, view.outer,
-        cudaMemcpyDeviceToDevice, ctx.stream()));
+    auto *target = static_cast<std::byte *>(address(out(0)));
+    // A padded split's padding is zero.
+    if (view.validBytes < view.runBytes)
+      TRIAD_CUDA_RETURN_IF_ERROR(cudaMemset2DAsync(
+          target + view.validBytes, view.runBytes, 0,
+          view.runBytes - view.validBytes, view.outer, ctx.stream()));
+    if (view.validBytes == 0)
+      return absl::OkStatus();
+    const auto *source =
+        static_cast<const std::byte *>(address(in(0))) + view.offsetBytes;
+    // One row: a plain copy (a 2D copy's pitch would be the whole tensor,
+    // which fails above 2 GiB).
+    if (view.outer == 1)
+      TRIAD_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(target, source, view.validBytes,
+                          cudaMemcpyDeviceToDevice, ctx.stream()));
+    else
+      TRIAD_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
+          target, view.runBytes, source, view.xRunBytes, view.validBytes,
+          view.outer, cudaMemcpyDeviceToDevice, ctx.stream()));
     return absl::OkStatus();
   }
   case plan::OpCode::AllReduce:

@@ -561,11 +561,17 @@ Executor::SliceView Executor::allSliceView(const plan::Instr &instr) const {
   GroupPosition position = groupPosition(
       plan->root(), static_cast<uint32_t>(instr.ints()->Get(0)), meshPosition);
   std::vector<int64_t> x = shapeOf(value(instr.inputs()->Get(0)));
-  int64_t outer = 1;
-  for (int64_t d = 0; d < instr.ints()->Get(1); ++d)
+  std::vector<int64_t> out = shapeOf(value(instr.outputs()->Get(0)));
+  int64_t dim = instr.ints()->Get(1);
+  int64_t outer = 1, inner = 4;
+  for (int64_t d = 0; d < dim; ++d)
     outer *= x[d];
-  int64_t run = outer == 0 ? 0 : elementCount(x) / outer / position.size * 4;
-  return {outer, position.size, position.member, run};
+  for (size_t d = static_cast<size_t>(dim) + 1; d < x.size(); ++d)
+    inner *= x[d];
+  int64_t piece = out[dim], first = position.member * piece;
+  int64_t valid = std::clamp<int64_t>(x[dim] - first, 0, piece);
+  return {outer, x[dim] * inner, std::min(first, x[dim]) * inner, piece * inner,
+          valid * inner};
 }
 
 uint64_t Executor::dropoutFirst(const plan::Instr &instr) const {

@@ -202,8 +202,12 @@ protected:
   /// An AllSlice as a byte view of x [outer, pieces, run]: this member's
   /// piece is the `run` bytes at piece `member` of each of the `outer`
   /// rows (elements of 4 bytes: f32 values or i32 token ids).
+  /// An AllSlice as `outer` rows of x (`xRunBytes` each) from which this
+  /// member keeps `runBytes` starting at `offsetBytes`: the first
+  /// `validBytes` of them are x's, the rest the zero padding of a padded
+  /// split (ZeRO's pieces of a dimension the group does not divide).
   struct SliceView {
-    int64_t outer, pieces, member, runBytes;
+    int64_t outer, xRunBytes, offsetBytes, runBytes, validBytes;
   };
   SliceView allSliceView(const plan::Instr &instr) const;
   /// The global index of the first element a Dropout draws its mask for:

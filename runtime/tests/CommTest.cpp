@@ -229,6 +229,53 @@ TEST(ExecutorTransfers, SizesMustMatch) {
   }
 }
 
+TEST(ThreadCommunicator, PaddedPiecesGatherCutAndScatterPadded) {
+  // A dimension of 3 over a group of 2: pieces of 2, the last one padded
+  // (ZeRO's split of a dimension dp does not divide).
+  auto plan = loadPlanFromBytes(tests::buildCollectivesPlan(), "c.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  tests::runRanks(plan->root(), [&](int64_t rank,
+                                    tests::ThreadCommunicator &comm) {
+    uint32_t group = 0;
+    ASSERT_EQ(comm.groupSize(group), 2);
+    int64_t member = comm.groupMember(group);
+    EXPECT_EQ(paddedPiece(3, 2), 2);
+    // The pieces [0, 1] and [2, padding] gather to [0, 1, 2].
+    std::vector<float> piece = {member * 2.0f, member == 0 ? 1.0f : -7.0f};
+    std::vector<float> gathered(3, -1.0f);
+    TensorCollective gather{CollectiveKind::AllGather,
+                            group,
+                            piece.data(),
+                            {2},
+                            gathered.data(),
+                            {3},
+                            0,
+                            0};
+    ASSERT_TRUE(runCollective(comm, gather).ok()) << "rank " << rank;
+    EXPECT_EQ(gathered, (std::vector<float>{0, 1, 2})) << "rank " << rank;
+    // [2, 3] reduce-scattered along dimension 1: member 0 keeps columns 0
+    // and 1 of the sum, member 1 column 2 and a zero.
+    std::vector<float> x = {1, 2, 3, 4, 5, 6};
+    std::vector<float> sum(4, -1.0f);
+    TensorCollective scatter{CollectiveKind::ReduceScatter,
+                             group,
+                             x.data(),
+                             {2, 3},
+                             sum.data(),
+                             {2, 2},
+                             1,
+                             0};
+    ASSERT_TRUE(runCollective(comm, scatter).ok()) << "rank " << rank;
+    std::vector<float> expected = member == 0 ? std::vector<float>{2, 4, 8, 10}
+                                              : std::vector<float>{6, 0, 12, 0};
+    EXPECT_EQ(sum, expected) << "rank " << rank;
+    // Shapes that no padding explains are refused.
+    TensorCollective wrong = gather;
+    wrong.outShape = {5};
+    EXPECT_FALSE(resultShape(wrong, 2).ok());
+  });
+}
+
 TEST(ThreadCommunicator, GroupsOfA2x2Mesh) {
   auto plan = loadPlanFromBytes(tests::buildCollectivesPlan(), "c.plan");
   ASSERT_TRUE(plan.ok()) << plan.status();

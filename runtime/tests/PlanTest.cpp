@@ -1401,24 +1401,25 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
        },
        "instruction 0 (AllGather): the result must have shape [2, 6] (x "
        "[2, 3] over 2 members), not [4, 3]"},
-      {"scatter of an odd size",
+      // An odd size splits into padded pieces of ceil(3 / 2) = 2.
+      {"padded scatter of the wrong size",
        [](PlanSpec &s) {
          collective(s, triad::plan::OpCode::ReduceScatter, 0, 2, {0, 1});
        },
-       "instruction 0 (ReduceScatter): x [2, 3] does not split into 2 pieces "
-       "along dimension 1"},
+       "instruction 0 (ReduceScatter): the result must have shape [2, 2] (x "
+       "[2, 3] over 2 members), not [2, 4]"},
       {"scatter shape",
        [](PlanSpec &s) {
          collective(s, triad::plan::OpCode::ReduceScatter, 6, 2, {0, 0});
        },
        "instruction 0 (ReduceScatter): the result must have shape [2, 3] (x "
        "[4, 3] over 2 members), not [2, 4]"},
-      {"slice of an odd size",
+      {"padded slice of the wrong size",
        [](PlanSpec &s) {
          collective(s, triad::plan::OpCode::AllSlice, 0, 2, {0, 1});
        },
-       "instruction 0 (AllSlice): x [2, 3] does not split into 2 pieces "
-       "along dimension 1"},
+       "instruction 0 (AllSlice): the result must have shape [2, 2] (x "
+       "[2, 3] over 2 members), not [2, 4]"},
       {"slice shape",
        [](PlanSpec &s) {
          collective(s, triad::plan::OpCode::AllSlice, 7, 2, {0, 1});

@@ -140,6 +140,24 @@ triad.param @w : tensor<3xf32> init <zeros> {dist.layout = #dist.layout<{dp}>}
 
 // -----
 
+// What ZeRO splits (dist.zero) may pad a dimension, but only one split over
+// a single axis: pieces of several axes would not nest.
+dist.mesh @mesh axes ["dp", "tp"] = [3, 2]
+// expected-error @+1 {{'triad.state' op layout: dimension 0 of 'tensor<8x6xf32>' is not divisible by the 6 ranks of its split axes (only a split over one axis may pad)}}
+triad.state @m : tensor<8x6xf32> init <zeros> {dist.layout = #dist.layout<{tp, dp}, {}>, dist.zero}
+
+// -----
+
+// Padded pieces gather to a size they pad: more than 2 pieces of 11.
+dist.mesh @mesh axes ["dp"] = [3]
+func.func @f(%x: tensor<11xf32>) -> tensor<40xf32> {
+  // expected-error @+1 {{'dist.all_gather' op dimension 0 of the result must be 33 (the input's times the 3 ranks of the group), not 40}}
+  %y = dist.all_gather %x dim 0 over ["dp"] : tensor<11xf32> -> tensor<40xf32>
+  return %y : tensor<40xf32>
+}
+
+// -----
+
 // A dimension split over several axes divides by the product of their sizes.
 dist.mesh @mesh axes ["dp", "tp"] = [2, 2]
 // expected-error @+1 {{'triad.param' op layout: dimension 1 of 'tensor<4x6xf32>' is not divisible by the 4 ranks of its split axes}}

@@ -1,8 +1,8 @@
 // Round trip of the dist dialect, in the custom and in the generic form: the
 // mesh, layouts (every shape of the syntax) on parameters, state, function
 // arguments and results and op results, and every collective.
-// RUN: triad-opt %s | triad-opt | FileCheck %s
-// RUN: triad-opt %s --mlir-print-op-generic | triad-opt | FileCheck %s
+// RUN: triad-opt %s -split-input-file | triad-opt -split-input-file | FileCheck %s
+// RUN: triad-opt %s -split-input-file --mlir-print-op-generic | triad-opt -split-input-file | FileCheck %s
 
 // CHECK: dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
 dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
@@ -75,4 +75,23 @@ func.func @collectives(%x: tensor<4x8xf32>) -> (tensor<8x8xf32>, tensor<2x8xf32>
   // CHECK: dist.all_gather %{{.*}} dim 1 over ["pp"] : tensor<4x8xf32> -> tensor<4x8xf32>
   %p = dist.all_gather %x dim 1 over ["pp"] : tensor<4x8xf32> -> tensor<4x8xf32>
   return %g, %s, %k, %a, %r, %gg, %ss, %p : tensor<8x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>, tensor<16x8xf32>, tensor<4x2xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Padded pieces: ZeRO's split of a dimension the group does not divide
+// (state marked dist.zero may declare it; pieces of ceil(size / ranks)).
+// CHECK: dist.mesh @mesh axes ["dp", "pp", "tp"] = [3, 1, 1]
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [3, 1, 1]
+// CHECK: triad.state @m : tensor<32x5xf32> init <zeros> {dist.layout = #dist.layout<{dp}, {}>, dist.zero}
+triad.state @m : tensor<32x5xf32> init <zeros> {dist.layout = #dist.layout<{dp}, {}>, dist.zero}
+// CHECK-LABEL: func.func @padded
+func.func @padded(%x: tensor<32x5xf32>) -> (tensor<11x5xf32>, tensor<32x5xf32>, tensor<32x2xf32>) {
+  // CHECK: dist.all_slice %{{.*}} dim 0 over ["dp"] : tensor<32x5xf32> -> tensor<11x5xf32>
+  %k = dist.all_slice %x dim 0 over ["dp"] : tensor<32x5xf32> -> tensor<11x5xf32>
+  // CHECK: dist.all_gather %{{.*}} dim 0 over ["dp"] : tensor<11x5xf32> -> tensor<32x5xf32>
+  %g = dist.all_gather %k dim 0 over ["dp"] : tensor<11x5xf32> -> tensor<32x5xf32>
+  // CHECK: dist.reduce_scatter %{{.*}} dim 1 over ["dp"] : tensor<32x5xf32> -> tensor<32x2xf32>
+  %s = dist.reduce_scatter %x dim 1 over ["dp"] : tensor<32x5xf32> -> tensor<32x2xf32>
+  return %k, %g, %s : tensor<11x5xf32>, tensor<32x5xf32>, tensor<32x2xf32>
 }

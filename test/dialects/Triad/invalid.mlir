@@ -1107,6 +1107,18 @@ func.func @f() {
 
 // -----
 
+// A padded piece has ceil(size / n) elements for some n: 11 of 32 (n = 3)
+// is one, 12 of 32 is none.
+triad.state @p : tensor<32xf32> init <zeros>
+func.func @f() {
+  %0 = triad.get_param @p : tensor<11xf32>
+  // expected-error @+1 {{'triad.get_param' op result type 'tensor<12xf32>' does not match the declared type 'tensor<32xf32>' of parameter @p (nor is it a piece of it)}}
+  %1 = triad.get_param @p : tensor<12xf32>
+  return
+}
+
+// -----
+
 // The peak learning rate is positive.
 func.func @f(%s: tensor<f32>) {
   // expected-error @+1 {{'triad.lr_schedule' op peak must be positive and finite, got 0}}

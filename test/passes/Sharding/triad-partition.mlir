@@ -6,6 +6,19 @@
 // RUN: triad-opt %S/Inputs/step.mlir --triad-autodiff --triad-shard-propagate=dp=2 --triad-partition | FileCheck %s --check-prefix=STEP
 // RUN: triad-opt %S/Inputs/step.mlir --triad-autodiff --triad-shard-propagate=dp=2 '--triad-partition=bucket-bytes=64' | FileCheck %s --check-prefix=BUCKETS
 // RUN: not triad-opt %S/Inputs/step.mlir --triad-autodiff --triad-partition 2>&1 | FileCheck %s --check-prefix=NOMESH
+// RUN: triad-opt %S/Inputs/zero-padded.mlir --triad-shard-propagate=dp=3 --triad-partition | FileCheck %s --check-prefix=PADDED
+
+// Padded pieces (Inputs/zero-padded.mlir: ZeRO at dp=3): 32 rows in pieces
+// of 11 and 5 in pieces of 2, sliced for the update and gathered back to
+// the parameter's own size.
+// PADDED: triad.get_param @m {{.*}} : tensor<11x8xf32>
+// PADDED: dist.all_slice %{{.*}} dim 0 over ["dp"] {{.*}} : tensor<32x8xf32> -> tensor<11x8xf32>
+// PADDED: triad.adamw_update {{.*}} : tensor<11x8xf32>, tensor<11x8xf32>, tensor<11x8xf32>
+// PADDED: dist.all_gather %{{.*}} dim 0 over ["dp"] {{.*}} : tensor<11x8xf32> -> tensor<32x8xf32>
+// PADDED: triad.get_param @b {{.*}} : tensor<2xf32>
+// PADDED: dist.all_slice %{{.*}} dim 0 over ["dp"] {{.*}} : tensor<5xf32> -> tensor<2xf32>
+// PADDED: triad.adamw_update {{.*}} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
+// PADDED: triad.assign @b, %{{.*}} : tensor<2xf32>
 // RUN: not triad-opt %S/Inputs/step.mlir --triad-autodiff --triad-shard-propagate=dp=2 '--triad-partition=bucket-bytes=0' 2>&1 | FileCheck %s --check-prefix=ZERO
 
 // NOMESH: error: the module has no dist.mesh; run --triad-shard-propagate first

@@ -6,6 +6,17 @@
 // RUN: triad-opt %s -split-input-file '--triad-shard-propagate=dp=2 tp=2 order=tp,dp,pp' | FileCheck %s --check-prefix=ORDER
 // RUN: triad-opt %S/Inputs/step.mlir --triad-autodiff --triad-shard-propagate | FileCheck %s --check-prefix=ONE
 // RUN: triad-opt %S/Inputs/step.mlir --triad-autodiff --triad-shard-propagate='dp=2' | FileCheck %s --check-prefix=STEP
+// RUN: triad-opt %S/Inputs/zero-padded.mlir --triad-shard-propagate='dp=3' | FileCheck %s --check-prefix=PADDED
+
+// ZeRO where dp=3 divides no dimension: a padded split of the largest
+// dimension (Inputs/zero-padded.mlir), which the update and the sum of
+// squares (they compute on zero-padded pieces) take.
+// PADDED: triad.state @m : tensor<32x8xf32> init <zeros> of @w {dist.layout = #dist.layout<{dp}, {}>, dist.zero}
+// PADDED: triad.param @b : tensor<5xf32> init <zeros> {dist.layout = #dist.layout<{dp}>, dist.zero}
+// PADDED: triad.get_param @w {dist.layouts = [#dist.layout<{}, {}>]}
+// PADDED: triad.adamw_update {{.*}} {dist.layouts = [#dist.layout<{dp}, {}>, #dist.layout<{dp}, {}>, #dist.layout<{dp}, {}>]} : tensor<32x8xf32>
+// PADDED: triad.adamw_update {{.*}} {dist.layouts = [#dist.layout<{dp}>, #dist.layout<{dp}>, #dist.layout<{dp}>]} : tensor<5xf32>
+// PADDED: triad.sum_squares {{.*}} {dist.layouts = [#dist.layout<partial = {dp}>]} : tensor<5xf32>
 
 // The pass declares the mesh when the module has none, in the order asked
 // for; the data arguments (triad.input) split their batch over dp, scalars
