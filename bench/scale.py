@@ -112,6 +112,33 @@ def parameters(gen, preset, overrides):
             int(re.search(r"embedding\s+(\d+)", out).group(1)))
 
 
+def rank_parameters(rt_text):
+    """Per program: the parameters one rank holds before ZeRO splits them
+    (each parameter's global elements over the ranks of the axes other than
+    dp that split it: tensor parallelism's piece; the tensors it replicates,
+    such as norms and position tables, whole)."""
+    axes, sizes = re.search(r'rt.plan mesh \[([^]]*)\] = \[([^]]*)\]',
+                            rt_text).groups()
+    mesh = dict(zip(axes.replace('"', "").replace(" ", "").split(","),
+                    map(int, sizes.split(","))))
+    counts = []
+    for program in rt_text.split("rt.program @")[1:]:
+        total = 0
+        for m in re.finditer(r'rt.persistent "[^"]*" parameter %\S+ global '
+                             r'\[([^]]*)\][^\n]*?(?:split (\[\[.*?\]\]))?'
+                             r' init', program):
+            elements = 1
+            for size in m.group(1).split(","):
+                elements *= int(size) if size.strip() else 1
+            parts = 1
+            for axis in re.findall(r'"(\w+)"', m.group(2) or ""):
+                if axis != "dp":
+                    parts *= mesh.get(axis, 1)
+            total += elements / parts
+        counts.append(total)
+    return counts
+
+
 def closed_model_state(psi, dp, zero):
     params, grads, adam = 4 * psi, 4 * psi, 8 * psi
     if zero >= 1:
@@ -174,7 +201,7 @@ def main():
 
     header = (f"{'setup':<20} {'mesh':<42} {'opt s':>6} {'opt MiB':>8} "
               f"{'exp s':>6} {'exp MiB':>8} {'plan MB':>8} "
-              f"{'state GiB':>9} {'closed':>7} {'act GiB':>8} "
+              f"{'state GiB':>9} {'closed':>7} {'diff':>6} {'act GiB':>8} "
               f"{'closed':>7}")
     print(header)
     print("-" * len(header))
@@ -221,7 +248,13 @@ def main():
         # A tied table is also the output layer: the last stage holds it too.
         if pp > 1 and "@head.lm_head.weight" not in model_text:
             psi_total += psi_embedding
-        closed_state = closed_model_state(psi_total / (tp * pp), dp, zero)
+        # The ZeRO paper's per-GPU bytes for the rank's own tensor-parallel
+        # piece of the model (what tp and pp leave it, norms and position
+        # tables whole as Megatron keeps them).
+        with open(stem + ".rt.mlir") as f:
+            psi_rank = rank_parameters(f.read())
+        closed_state = sum(closed_model_state(p, dp, zero)
+                           for p in psi_rank) / len(psi_rank)
         closed_act = closed_activations(config, options, batch)
         plan_mb = os.path.getsize(stem + ".plan") / 1e6
         if args.check and plan_mb > MAX_PLAN_MB:
@@ -230,6 +263,7 @@ def main():
         print(f"{name:<20} {options:<42} {opt_s:6.2f} {opt_kib / 1024:8.0f} "
               f"{exp_s:6.2f} {exp_kib / 1024:8.0f} {plan_mb:8.1f} "
               f"{gib(state):>9} {gib(closed_state):>7} "
+              f"{(state / closed_state - 1) * 100:+5.1f}% "
               f"{gib(activations):>8} {gib(closed_act):>7}"
               + (f"  ({note})" if note else ""))
     if not args.keep:
