@@ -264,7 +264,7 @@ struct SumLayout {
 /// Partial sums of a Sum over chunks of its summed elements: thread (c, i)
 /// adds summed elements [c chunkRows, (c + 1) chunkRows) of output i, in
 /// order, in double. With one chunk it writes the output itself; else
-/// `partial[c count + i]`, which reduceSumFinishKernel adds in chunk order
+/// `partial[c count + i]`, which addPartialsKernel adds in chunk order
 /// (the result depends on the shapes only, not on the launch). `rowMajor`:
 /// the summed dimensions all come before the kept ones, so x is [summed,
 /// count] and element r of output i is x[r count + i] (coalesced in i).
@@ -300,17 +300,6 @@ __global__ void reduceSumPartialKernel(const float *x, double *partial,
       out[i] = static_cast<float>(sum * factor);
     else
       partial[c * count + i] = sum;
-  }
-}
-
-__global__ void reduceSumFinishKernel(const double *partial, float *out,
-                                      int64_t count, int64_t chunks,
-                                      double factor) {
-  TRIAD_GRID_STRIDE(i, count) {
-    double sum = 0.0;
-    for (int64_t c = 0; c < chunks; ++c)
-      sum += partial[c * count + i];
-    out[i] = static_cast<float>(sum * factor);
   }
 }
 
@@ -393,16 +382,17 @@ __global__ void columnChunkSumKernel(const float *values, double *partial,
   partial[chunk * width + c] = sum;
 }
 
-/// target[c] (+)= the partials of column c added in chunk order.
+/// target[c] (+)= factor times the partials of column c added in chunk
+/// order.
 __global__ void addPartialsKernel(const double *partial, float *target,
                                   int64_t chunks, int64_t width,
-                                  bool accumulate) {
+                                  bool accumulate, double factor = 1.0) {
   TRIAD_GRID_STRIDE(c, width) {
     double sum = 0.0;
     for (int64_t chunk = 0; chunk < chunks; ++chunk)
       sum += partial[chunk * width + c];
-    target[c] = accumulate ? target[c] + static_cast<float>(sum)
-                           : static_cast<float>(sum);
+    float value = static_cast<float>(sum * factor);
+    target[c] = accumulate ? target[c] + value : value;
   }
 }
 
@@ -1246,8 +1236,8 @@ absl::Status reduceSum(CudaContext &context, const float *x,
   TRIAD_CUDA_CHECK_LAUNCH("reduceSumPartialKernel");
   if (chunks == 1)
     return absl::OkStatus();
-  TRIAD_LAUNCH_ELEMENTWISE(reduceSumFinishKernel, count, partial, out, count,
-                           chunks, factor);
+  TRIAD_LAUNCH_ELEMENTWISE(addPartialsKernel, count, partial, out, chunks,
+                           count, /*accumulate=*/false, factor);
 }
 
 //===----------------------------------------------------------------------===//
