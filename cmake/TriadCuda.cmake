@@ -60,6 +60,9 @@ else()
     else()
       enable_language(CUDA)
       set(CMAKE_CUDA_STANDARD 17)
+      # One CUDA runtime, the shared one CUDA::cudart links: targets with
+      # CUDA sources would otherwise add the static one beside it.
+      set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
       set(CMAKE_CUDA_STANDARD_REQUIRED ON)
       set(CUDAToolkit_ROOT "${TRIAD_CUDA_ROOT}")
       find_package(CUDAToolkit)

@@ -252,6 +252,14 @@ step_mesh() {
     status=1
     return
   fi
+  # Eight processes share the GPU: a compute mode other than Default (one
+  # process at a time, as managed clusters often set) cannot run them.
+  local mode
+  mode=$(nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2> /dev/null | head -1)
+  if [[ $have_gpu == yes && -n $mode && $mode != Default ]]; then
+    note "   not run: the GPU's compute mode is $mode, which lets one process at a time use it"
+    return
+  fi
   # MPI alone first: the same job on the CPU.
   if mesh8 cpu 3 30; then
     note "   8 ranks on the CPU under $(basename "$(dirname "$(dirname "$mpirun")")")'s mpirun: trained"

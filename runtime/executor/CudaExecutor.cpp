@@ -77,18 +77,20 @@ copyOver(const Shape &shape, const Shape &xStrides, const Shape &outShape) {
 /// stream wait for it (the host does not).
 class StreamRequest : public CommRequest {
 public:
-  StreamRequest(cudaStream_t compute, cudaStream_t comm, cudaEvent_t done)
-      : compute(compute), comm(comm), done(done) {}
+  /// `done` was recorded on the communication stream right after the
+  /// collective was enqueued there: waiting orders the compute stream after
+  /// that collective alone, not after every one queued since.
+  StreamRequest(cudaStream_t compute, cudaEvent_t done)
+      : compute(compute), done(done) {}
   ~StreamRequest() override { cudaEventDestroy(done); }
 
   absl::Status wait() override {
-    TRIAD_CUDA_RETURN_IF_ERROR(cudaEventRecord(done, comm));
     TRIAD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, done, 0));
     return absl::OkStatus();
   }
 
 private:
-  cudaStream_t compute, comm;
+  cudaStream_t compute;
   cudaEvent_t done;
 };
 
@@ -180,14 +182,17 @@ absl::Status CudaExecutor::onCommStream(const plan::Instr &instr, size_t index,
   cudaEventDestroy(ready);
   if (status.ok())
     status = work(commStream);
+  if (status.ok())
+    status =
+        cuda::cudaStatus(cudaEventRecord(done, commStream), "cudaEventRecord");
   if (!status.ok()) {
     if (done)
       cudaEventDestroy(done);
     return status;
   }
   return track(std::nullopt,
-               std::make_unique<StreamRequest>(gpu->stream(), commStream, done),
-               instr, index, x, out);
+               std::make_unique<StreamRequest>(gpu->stream(), done), instr,
+               index, x, out);
 }
 
 void *CudaExecutor::address(uint32_t index) const {

@@ -154,8 +154,9 @@ CudaContext::create(const ContextOptions &options) {
   if (!flags.ok())
     return flags.status();
   context->flags = std::move(*flags);
-  TRIAD_CUDA_RETURN_IF_ERROR(
-      cudaMemset(context->flags.data(), 0, sizeof(uint32_t)));
+  // On the work stream, which does not wait for the legacy default one.
+  TRIAD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+      context->flags.data(), 0, sizeof(uint32_t), context->cudaStream));
   TRIAD_CUDA_RETURN_IF_ERROR(cudaMallocHost(
       reinterpret_cast<void **>(&context->hostFlags), sizeof(uint32_t)));
   return context;
