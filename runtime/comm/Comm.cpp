@@ -121,4 +121,54 @@ absl::Status LocalCommunicator::allToAll(uint32_t group, const float *in,
   return copy(group, in, out, count);
 }
 
+absl::StatusOr<std::vector<std::string>>
+gatherStrings(Communicator &host, const std::string &mine, int64_t tag) {
+  if (mine.size() > static_cast<size_t>(kMaxGatheredChars))
+    return absl::InvalidArgumentError(
+        absl::StrCat("a gathered string has ", mine.size(),
+                     " characters, over the limit of ", kMaxGatheredChars));
+  // Characters as floats (exact up to 2^24), the length first.
+  std::vector<float> sent(kMaxGatheredChars + 1, 0.0f);
+  sent[0] = static_cast<float>(mine.size());
+  for (size_t i = 0; i < mine.size(); ++i)
+    sent[i + 1] = static_cast<float>(static_cast<unsigned char>(mine[i]));
+  std::vector<std::string> all;
+  if (host.worldRank() != 0) {
+    if (absl::Status status =
+            host.send(sent.data(), kMaxGatheredChars + 1, 0, tag);
+        !status.ok())
+      return status;
+    return all;
+  }
+  all.push_back(mine);
+  std::vector<float> received(kMaxGatheredChars + 1);
+  for (int64_t peer = 1; peer < host.worldSize(); ++peer) {
+    if (absl::Status status =
+            host.recv(received.data(), kMaxGatheredChars + 1, peer, tag);
+        !status.ok())
+      return status;
+    auto length = static_cast<size_t>(received[0]);
+    if (received[0] < 0 || length > static_cast<size_t>(kMaxGatheredChars))
+      return absl::DataLossError(absl::StrCat(
+          "rank ", peer, " sent a string of length ", received[0]));
+    std::string text(length, '\0');
+    for (size_t i = 0; i < length; ++i)
+      text[i] = static_cast<char>(static_cast<unsigned char>(received[i + 1]));
+    all.push_back(std::move(text));
+  }
+  return all;
+}
+
+absl::Status checkOneDevicePerRank(const std::vector<std::string> &devices) {
+  for (size_t a = 0; a < devices.size(); ++a)
+    for (size_t b = a + 1; b < devices.size(); ++b)
+      if (devices[a] == devices[b])
+        return absl::FailedPreconditionError(absl::StrCat(
+            "ranks ", a, " and ", b, " share the GPU ", devices[a],
+            ": NCCL needs a GPU of its own for every rank (one rank per GPU "
+            "of each node, or --cuda-device); --comm mpi stages collectives "
+            "through host memory and lets ranks share a GPU"));
+  return absl::OkStatus();
+}
+
 } // namespace triad::rt

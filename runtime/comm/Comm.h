@@ -25,6 +25,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace triad::rt {
 
@@ -120,6 +122,19 @@ protected:
   /// is not negative and `tag` is not negative.
   absl::Status checkTransfer(int64_t count, int64_t peer, int64_t tag) const;
 };
+
+/// Rank 0 receives every rank's `mine` (at most kMaxGatheredChars
+/// characters) over `host`'s transfers with `tag`, in rank order; the other
+/// ranks get an empty list. Every rank must call it, before any transfer of
+/// a plan with that tag.
+inline constexpr int64_t kMaxGatheredChars = 256;
+absl::StatusOr<std::vector<std::string>>
+gatherStrings(Communicator &host, const std::string &mine, int64_t tag);
+
+/// OK unless two ranks name the same device (`devices[r]`: rank r's host and
+/// GPU); then FailedPrecondition naming the first two, and what to do:
+/// NCCL needs a GPU per rank, while MPI staging lets ranks share one.
+absl::Status checkOneDevicePerRank(const std::vector<std::string> &devices);
 
 /// The world of one rank, alone in each of its `groups` groups: every
 /// collective is a copy, and every transfer an error (there is no other

@@ -276,6 +276,37 @@ TEST(ThreadCommunicator, PaddedPiecesGatherCutAndScatterPadded) {
   });
 }
 
+TEST(ThreadCommunicator, RankZeroGathersStringsAndFindsSharedDevices) {
+  auto plan = loadPlanFromBytes(tests::buildCollectivesPlan(), "c.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::vector<std::vector<std::string>> gathered(4);
+  tests::runRanks(plan->root(), [&](int64_t rank,
+                                    tests::ThreadCommunicator &comm) {
+    // Ranks 1 and 3 name the same GPU.
+    std::string mine = "0000:" + std::to_string(rank % 2 == 1 ? 1 : rank) +
+                       "A:00.0 on host node-" + std::string(200, 'x');
+    absl::StatusOr<std::vector<std::string>> all = gatherStrings(comm, mine, 0);
+    ASSERT_TRUE(all.ok()) << all.status();
+    gathered[rank] = *all;
+  });
+  ASSERT_EQ(gathered[0].size(), 4u);
+  EXPECT_TRUE(gathered[1].empty());
+  EXPECT_EQ(gathered[0][2].substr(0, 12), "0000:2A:00.0");
+  absl::Status shared = checkOneDevicePerRank(gathered[0]);
+  EXPECT_EQ(shared.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(shared.message().find("ranks 1 and 3 share the GPU 0000:1A:00.0"),
+            std::string::npos)
+      << shared;
+  EXPECT_NE(shared.message().find("--comm mpi"), std::string::npos);
+  EXPECT_TRUE(checkOneDevicePerRank({"a", "b", "c"}).ok());
+  // A string over the limit is refused before anything is sent.
+  LocalCommunicator alone;
+  EXPECT_EQ(gatherStrings(alone, std::string(kMaxGatheredChars + 1, 'y'), 0)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ThreadCommunicator, GroupsOfA2x2Mesh) {
   auto plan = loadPlanFromBytes(tests::buildCollectivesPlan(), "c.plan");
   ASSERT_TRUE(plan.ok()) << plan.status();

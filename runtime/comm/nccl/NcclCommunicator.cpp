@@ -6,6 +6,9 @@
 
 #include <cstring>
 
+#include <cuda_runtime.h>
+#include <unistd.h>
+
 namespace triad::rt::nccl {
 
 namespace {
@@ -52,6 +55,32 @@ NcclCommunicator::create(Communicator &host) {
   nccl->rank = host.worldRank();
   nccl->size = host.worldSize();
   const int64_t idFloats = static_cast<int64_t>(sizeof(ncclUniqueId::internal));
+
+  // One GPU per rank: NCCL refuses two ranks on one device with a bare
+  // "invalid usage", so rank 0 compares every rank's host and PCI bus id
+  // first and every rank learns the outcome.
+  {
+    char busId[32] = {};
+    int device = 0;
+    char hostName[128] = {};
+    cudaError_t error = cudaGetDevice(&device);
+    if (error == cudaSuccess)
+      error = cudaDeviceGetPCIBusId(busId, sizeof(busId), device);
+    absl::Status identified =
+        error == cudaSuccess
+            ? absl::OkStatus()
+            : absl::InternalError(absl::StrCat("cannot name this rank's GPU: ",
+                                               cudaGetErrorString(error)));
+    gethostname(hostName, sizeof(hostName) - 1);
+    if (absl::Status status = host.agree(identified); !status.ok())
+      return status;
+    absl::StatusOr<std::vector<std::string>> devices = gatherStrings(
+        host, absl::StrCat(busId, " on host ", hostName), kBootstrapTag);
+    absl::Status distinct =
+        devices.ok() ? checkOneDevicePerRank(*devices) : devices.status();
+    if (absl::Status status = host.agree(distinct); !status.ok())
+      return status;
+  }
 
   // The world: rank 0's id to every rank. Every rank learns whether rank 0
   // could make one before any waits for it.
