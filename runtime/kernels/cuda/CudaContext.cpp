@@ -195,6 +195,30 @@ absl::StatusOr<void *> CudaContext::scratch(size_t bytes) {
   return scratchPointer;
 }
 
+absl::StatusOr<const void *> CudaContext::resident(const void *host,
+                                                   size_t bytes) {
+  absl::StatusOr<const DeviceBuffer *> copy = residentCopies.get(
+      host, bytes,
+      [&](const void *data, size_t size) -> absl::StatusOr<DeviceBuffer> {
+        absl::StatusOr<DeviceBuffer> buffer =
+            DeviceBuffer::allocate(std::max<size_t>(size, 1));
+        if (!buffer.ok())
+          return buffer.status();
+        // Once per table: a plain copy, finished when it returns.
+        TRIAD_CUDA_RETURN_IF_ERROR(
+            cudaMemcpy(buffer->data(), data, size, cudaMemcpyHostToDevice));
+        return buffer;
+      },
+      [&]() -> absl::Status {
+        // Kernels enqueued earlier may still read the copies.
+        TRIAD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cudaStream));
+        return absl::OkStatus();
+      });
+  if (!copy.ok())
+    return copy.status();
+  return (*copy)->data();
+}
+
 absl::Status CudaContext::synchronize() {
   TRIAD_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(hostFlags, flags.data(), sizeof(uint32_t),

@@ -17,6 +17,8 @@
 #ifndef TRIAD_RUNTIME_KERNELS_CUDA_CUDACONTEXT_H
 #define TRIAD_RUNTIME_KERNELS_CUDA_CUDACONTEXT_H
 
+#include "runtime/kernels/cuda/ContentCache.h"
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -98,6 +100,11 @@ public:
   /// old one): a kernel entry point asks once and carves its pieces.
   absl::StatusOr<void *> scratch(size_t bytes);
 
+  /// A device copy of the `bytes` bytes at `host` that stays as long as
+  /// the context (a table a kernel reads every step): uploaded the first
+  /// time, then the same copy for the same content (ContentCache).
+  absl::StatusOr<const void *> resident(const void *host, size_t bytes);
+
   /// The device word kernels raise ErrorFlag bits in (atomicOr).
   uint32_t *errorFlags() const { return flags.as<uint32_t>(); }
 
@@ -124,6 +131,8 @@ private:
   size_t scratchBytes = 0;
   /// Pinned host word the flags are read into.
   uint32_t *hostFlags = nullptr;
+  /// resident()'s copies (64 MiB at most).
+  ContentCache<DeviceBuffer> residentCopies{size_t{64} << 20};
 };
 
 /// Rounds `bytes` up to the scratch alignment (256), for carving one

@@ -20,7 +20,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <vector>
 
 namespace triad::rt::cuda {
 
@@ -738,29 +740,32 @@ template <typename Tensor> struct Uploaded {
   Chunk *chunks;
   void *extra;
 };
+/// The tensor and chunk tables on the device, resident in the context
+/// (the same tables come back every step), and `extra` bytes of scratch.
 template <typename Tensor>
 absl::StatusOr<Uploaded<Tensor>>
 upload(CudaContext &context, const std::vector<Tensor> &tensors,
        const std::vector<Chunk> &chunks, size_t extra) {
   size_t tensorBytes = alignScratch(tensors.size() * sizeof(Tensor));
-  size_t chunkBytes = alignScratch(chunks.size() * sizeof(Chunk));
-  absl::StatusOr<void *> scratch =
-      context.scratch(tensorBytes + chunkBytes + extra);
-  if (!scratch.ok())
-    return scratch.status();
-  char *base = static_cast<char *>(*scratch);
-  Uploaded<Tensor> result{reinterpret_cast<Tensor *>(base),
+  size_t chunkBytes = chunks.size() * sizeof(Chunk);
+  std::vector<char> table(tensorBytes + chunkBytes, 0);
+  std::memcpy(table.data(), tensors.data(), tensors.size() * sizeof(Tensor));
+  std::memcpy(table.data() + tensorBytes, chunks.data(), chunkBytes);
+  absl::StatusOr<const void *> resident =
+      context.resident(table.data(), table.size());
+  if (!resident.ok())
+    return resident.status();
+  void *scratch = nullptr;
+  if (extra > 0) {
+    absl::StatusOr<void *> got = context.scratch(extra);
+    if (!got.ok())
+      return got.status();
+    scratch = *got;
+  }
+  auto *base = static_cast<char *>(const_cast<void *>(*resident));
+  return Uploaded<Tensor>{reinterpret_cast<Tensor *>(base),
                           reinterpret_cast<Chunk *>(base + tensorBytes),
-                          base + tensorBytes + chunkBytes};
-  if (absl::Status s = context.copyToDevice(result.tensors, tensors.data(),
-                                            tensors.size() * sizeof(Tensor));
-      !s.ok())
-    return s;
-  if (absl::Status s = context.copyToDevice(result.chunks, chunks.data(),
-                                            chunks.size() * sizeof(Chunk));
-      !s.ok())
-    return s;
-  return result;
+                          scratch};
 }
 
 absl::Status elementwise(CudaContext &context, Activation kind, const float *x,
