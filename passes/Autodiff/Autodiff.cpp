@@ -491,6 +491,16 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
                     << "' (expected adamw)";
     if (!(lr > 0.0) || !std::isfinite(lr))
       return fail() << "lr must be positive, got " << num(lr);
+    // The step holds them in f32: a larger value would become infinite
+    // (and print as INF, which the IR cannot read back).
+    constexpr double kF32Max = 3.4028234663852886e38;
+    for (auto [name, value] : {std::pair<const char *, double>{"lr", lr},
+                               {"weight-decay", weightDecay},
+                               {"clip-norm", clipNorm},
+                               {"epsilon", epsilon}})
+      if (value > kF32Max)
+        return fail() << name << " must be at most " << num(kF32Max)
+                      << " (the largest f32), got " << num(value);
     if (!(minLr >= 0.0 && minLr <= lr))
       return fail() << "min-lr must be in [0, lr], got " << num(minLr);
     if (warmup < 0 || decaySteps < 0)

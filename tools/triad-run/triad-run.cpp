@@ -53,6 +53,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -263,6 +264,24 @@ std::string json(const Json &value) {
 /// A number for JSON: null when it is not finite.
 Json number(double value) {
   return std::isfinite(value) ? Json(value) : Json();
+}
+
+/// The first of this rank's parameters holding a NaN or an infinity, in
+/// the plan's order, or "" when all are finite.
+std::string firstNonFiniteParameter(Executor &executor) {
+  const plan::Program &program = executor.programOf();
+  if (!program.persistent())
+    return "";
+  for (const plan::Persistent *p : *program.persistent()) {
+    if (p->role() != plan::Role::Parameter)
+      continue;
+    absl::StatusOr<std::vector<float>> values =
+        executor.readPersistent(p->name()->str());
+    if (values.ok() && !std::all_of(values->begin(), values->end(),
+                                    [](float v) { return std::isfinite(v); }))
+      return p->name()->str();
+  }
+  return "";
 }
 
 /// Chrome's trace event format: {"traceEvents": [...]} of complete ("X")
@@ -605,6 +624,20 @@ int main(int argc, char **argv) {
   uint64_t lastSaved = 0;
   auto started = std::chrono::steady_clock::now();
   auto save = [&] {
+    // A step's update can overflow the parameters while its loss, computed
+    // before it, was finite: such a state is not saved.
+    std::string found = firstNonFiniteParameter(trainer->executor());
+    tool.failIfAny(
+        found.empty()
+            ? absl::OkStatus()
+            : absl::FailedPreconditionError(absl::StrCat(
+                  "step ", trainer->completedSteps(), ": parameter '", found,
+                  "' is not finite after the update. Stopped without saving",
+                  lastSaved > 0 ? absl::StrCat(": the checkpoint of step ",
+                                               lastSaved, " stays the latest")
+                                : ": nothing was saved",
+                  " (a lower --lr, or gradient clipping, usually helps)")),
+        tool.size() > 1 ? absl::StrCat("rank ", tool.rank(), ": ") : "");
     tool.failIf(trainer->save(saveDir), "--save: "); // fails on every rank
     lastSaved = trainer->completedSteps();
     tool.say(absl::StrCat("triad-run: saved step ", lastSaved, " to ",
@@ -651,6 +684,42 @@ int main(int argc, char **argv) {
                        {"results", results}};
         tool.abortIf(rankMetrics.write(json(record) + "\n"), "--metrics: ");
       }
+    }
+    // A non-finite loss or gradient norm (outside f16's skipped steps)
+    // ends the run at this step: nothing after it is saved, so the latest
+    // checkpoint stays the last finite one.
+    bool lossFinite =
+        !result->results.count("loss") || std::isfinite(result->loss);
+    bool normFinite =
+        !result->results.count("grad_norm") || std::isfinite(result->gradNorm);
+    if (!result->skipped && (!lossFinite || !normFinite)) {
+      if (!(step % static_cast<uint64_t>(logEvery) == 0 || step == firstStep ||
+            step == static_cast<uint64_t>(steps)))
+        tool.say(absl::StrFormat("step %*d/%d | loss %.4f | grad norm %.4f",
+                                 stepWidth, step, steps, result->loss,
+                                 result->gradNorm));
+      std::string found = firstNonFiniteParameter(trainer->executor());
+      tool.fail(absl::StrCat(
+          "step ", step, ": the ",
+          !lossFinite ? absl::StrCat("loss is ", result->loss)
+                      : absl::StrCat("gradient norm is ", result->gradNorm),
+          !lossFinite && !normFinite
+              ? absl::StrCat(" and the gradient norm ", result->gradNorm)
+              : "",
+          "; ",
+          found.empty()
+              ? "every parameter is still finite"
+              : absl::StrCat("the first non-finite parameter",
+                             tool.size() > 1
+                                 ? absl::StrCat(" of rank ", tool.rank())
+                                 : "",
+                             " is '", found, "'"),
+          ". Stopped without saving",
+          saveDir.empty() ? ""
+          : lastSaved > 0 ? absl::StrCat(": the checkpoint of step ", lastSaved,
+                                         " stays the latest")
+                          : ": nothing was saved",
+          " (a lower --lr, or gradient clipping, usually helps)"));
     }
     if (!saveDir.empty() && saveEvery > 0 &&
         step % static_cast<uint64_t>(saveEvery) == 0)

@@ -15,6 +15,10 @@ func.func @forward() -> tensor<f32> {
 // OPTIMIZER: error: invalid --triad-autodiff option: unknown optimizer 'sgd' (expected adamw)
 // RUN: not triad-opt %s --triad-autodiff=lr=-1 2>&1 | FileCheck %s --check-prefix=LR
 // LR: error: invalid --triad-autodiff option: lr must be positive, got -1
+// RUN: not triad-opt %s --triad-autodiff=lr=1e39 2>&1 | FileCheck %s --check-prefix=LRF32
+// LRF32: error: invalid --triad-autodiff option: lr must be at most 3.40282e+38 (the largest f32), got 1e+39
+// RUN: not triad-opt %s --triad-autodiff=clip-norm=1e300 2>&1 | FileCheck %s --check-prefix=CLIPF32
+// CLIPF32: error: invalid --triad-autodiff option: clip-norm must be at most 3.40282e+38 (the largest f32), got 1e+300
 // RUN: not triad-opt %s "--triad-autodiff=lr=0.001 min-lr=0.01" 2>&1 | FileCheck %s --check-prefix=MINLR
 // MINLR: error: invalid --triad-autodiff option: min-lr must be in [0, lr], got 0.01
 // RUN: not triad-opt %s "--triad-autodiff=warmup=100 decay-steps=10" 2>&1 | FileCheck %s --check-prefix=DECAY
