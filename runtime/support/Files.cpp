@@ -7,7 +7,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <string>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +32,31 @@ void syncFolder(const std::string &path) {
     ::fsync(fd);
     ::close(fd);
   }
+}
+
+/// Removes what writers of `path` that died mid-write left beside it
+/// (`path.tmp.<pid>` of a process that no longer exists on this host).
+void removeStaleTemporaries(const std::string &path) {
+  size_t slash = path.rfind('/');
+  std::string folder = slash == std::string::npos ? "." : path.substr(0, slash);
+  std::string prefix =
+      (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  DIR *dir = ::opendir(folder.empty() ? "/" : folder.c_str());
+  if (!dir)
+    return;
+  while (const dirent *entry = ::readdir(dir)) {
+    std::string name = entry->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0)
+      continue;
+    std::string digits = name.substr(prefix.size());
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH)
+      ::unlink((folder + "/" + name).c_str());
+  }
+  ::closedir(dir);
 }
 } // namespace
 
@@ -66,6 +94,7 @@ absl::Status writeFileAtomically(const std::string &path,
     return writeError(path, error);
   }
   syncFolder(path);
+  removeStaleTemporaries(path);
   return absl::OkStatus();
 }
 

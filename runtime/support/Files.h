@@ -14,7 +14,9 @@ namespace triad::rt {
 
 /// Writes `bytes` to `path` through a temporary file in the same folder,
 /// fsync and rename: afterwards `path` holds either its old content or all
-/// of the new one, even if the process dies in between.
+/// of the new one, even if the process dies in between. It then removes
+/// the temporaries of `path` that writers which died mid-write left (a
+/// `path.tmp.<pid>` whose process no longer exists on this host).
 absl::Status writeFileAtomically(const std::string &path,
                                  absl::string_view bytes);
 

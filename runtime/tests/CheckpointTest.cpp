@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <numeric>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -320,6 +321,30 @@ TEST(Checkpoint, KilledSaveLeavesTheLastCheckpoint) {
       EXPECT_EQ(last[0], big.back());
     }
   }
+}
+
+TEST(Files, AWriteRemovesTheTemporariesOfDeadWriters) {
+  std::string dir = freshDir("leftovers");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  std::string target = dir + "/rank-00000.safetensors";
+  // A writer killed mid-write: its process is gone (a child that exited).
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0)
+    _exit(0);
+  int status;
+  waitpid(child, &status, 0);
+  std::string dead = target + ".tmp." + std::to_string(child);
+  std::string alive = target + ".tmp." + std::to_string(getppid());
+  std::string other =
+      dir + "/rank-00001.safetensors.tmp." + std::to_string(child);
+  for (const std::string &path : {dead, alive, other})
+    ASSERT_TRUE(writeFileAtomically(path, "partial").ok());
+  ASSERT_TRUE(writeFileAtomically(target, "whole").ok());
+  EXPECT_NE(access(dead.c_str(), F_OK), 0) << "a dead writer's temporary";
+  EXPECT_EQ(access(alive.c_str(), F_OK), 0) << "a live process's temporary";
+  EXPECT_EQ(access(other.c_str(), F_OK), 0) << "another file's temporary";
+  EXPECT_EQ(*readFile(target), "whole");
 }
 
 } // namespace

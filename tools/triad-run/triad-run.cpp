@@ -24,7 +24,9 @@
 //   --save DIR       DIR/step-N/rank-R.safetensors per rank and
 //                    DIR/step-N/index.json by rank 0 (runtime/checkpoint/
 //                    Checkpoint.h), DIR/latest moved once every shard is
-//                    written; --load DIR reads them under any mesh.
+//                    written; --load DIR reads them under any mesh. A run
+//                    that would move DIR/latest back to an older step is
+//                    refused unless --overwrite is given.
 //
 // Every input is checked before use: bad input is one line on stderr,
 // `triad-run: error: ...`, and exit status 1, on every rank (a rank that
@@ -91,6 +93,9 @@ ABSL_FLAG(std::string, save, "",
           "Save checkpoints into folder DIR: at the end, and every "
           "--save-every steps");
 ABSL_FLAG(int64_t, save_every, 0, "With --save: save every K steps");
+ABSL_FLAG(bool, overwrite, false,
+          "With --save: allow saving steps at or before the folder's latest "
+          "checkpoint, moving 'latest' back to them");
 ABSL_FLAG(std::string, load, "",
           "Resume from the latest checkpoint in folder DIR");
 ABSL_FLAG(std::string, token_width, "u16",
@@ -571,6 +576,32 @@ int main(int argc, char **argv) {
         absl::StrCat("cannot create checkpoint folder '", saveDir,
                      "': ", std::strerror(errno)));
   tool.failIfAny(folder, "--save: ");
+  // 'latest' never moves back to an older step (another run's folder, or
+  // this run's from further on) unless the user says so.
+  absl::Status forward;
+  if (!saveDir.empty() && !absl::GetFlag(FLAGS_overwrite) && tool.rank() == 0 &&
+      firstStep <= static_cast<uint64_t>(steps))
+    if (absl::StatusOr<CheckpointReader> existing =
+            CheckpointReader::open(saveDir);
+        existing.ok() && existing->info().step >= firstStep) {
+      uint64_t firstSave =
+          saveEvery > 0
+              ? std::min<uint64_t>(static_cast<uint64_t>(steps),
+                                   (firstStep + saveEvery - 1) /
+                                       static_cast<uint64_t>(saveEvery) *
+                                       static_cast<uint64_t>(saveEvery))
+              : static_cast<uint64_t>(steps);
+      if (firstSave <= existing->info().step)
+        forward = absl::FailedPreconditionError(absl::StrCat(
+            "'", saveDir, "' holds step ", existing->info().step,
+            " and this run would save step ", firstSave,
+            " over or before it: save into another folder, resume from it "
+            "(--load ",
+            saveDir,
+            "), or pass --overwrite to move 'latest' "
+            "back"));
+    }
+  tool.failIfAny(forward, "--save: ");
 
   // The job's metrics (rank 0) and, with several ranks, every rank's own.
   std::string metricsPath = absl::GetFlag(FLAGS_metrics),
