@@ -11,8 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace triad::rt {
 
@@ -456,6 +460,88 @@ void copyBox(const void *from, const std::vector<int64_t> &fromShape,
     if (d < 0)
       return;
   }
+}
+
+absl::StatusOr<FolderLock> FolderLock::acquire(const std::string &dir) {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  std::string path = dir + "/.lock";
+  std::string mine = absl::StrCat("host ", host, " pid ",
+                                  static_cast<int64_t>(::getpid()), "\n");
+  FolderLock lock;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd >= 0) {
+      bool written = ::write(fd, mine.data(), mine.size()) ==
+                     static_cast<ssize_t>(mine.size());
+      ::close(fd);
+      if (!written) {
+        ::unlink(path.c_str());
+        return absl::DataLossError(
+            absl::StrCat("cannot write the lock '", path, "'"));
+      }
+      lock.path = path;
+      return lock;
+    }
+    if (errno != EEXIST)
+      return absl::PermissionDeniedError(absl::StrCat(
+          "cannot lock '", dir, "' (", path, "): ", std::strerror(errno)));
+    // Who holds it?
+    absl::StatusOr<std::string> text = readFile(path);
+    std::string holderHost;
+    int64_t holderPid = -1;
+    if (text.ok()) {
+      char name[256] = {};
+      long long pid = -1;
+      if (std::sscanf(text->c_str(), "host %255s pid %lld", name, &pid) == 2) {
+        holderHost = name;
+        holderPid = pid;
+      }
+    }
+    std::string holder = holderPid < 0 ? std::string("an unreadable lock")
+                                       : absl::StrCat("process ", holderPid,
+                                                      " on host ", holderHost);
+    bool sameHost = holderHost == host;
+    bool alive =
+        holderPid > 0 &&
+        (::kill(static_cast<pid_t>(holderPid), 0) == 0 || errno != ESRCH);
+    if (holderPid >= 0 && sameHost && !alive && attempt == 0) {
+      lock.stale = absl::StrCat("took over the stale lock of ", holder, " on '",
+                                dir, "' (that process is gone)");
+      ::unlink(path.c_str());
+      continue;
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", dir, "' is in use by ", holder, " (its lock ", path,
+                     "): save into another folder",
+                     sameHost ? std::string(", or wait for that job to end")
+                              : absl::StrCat(", or remove ", path,
+                                             " if that job no longer runs")));
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("cannot lock '", dir, "' (", path, ")"));
+}
+
+FolderLock::FolderLock(FolderLock &&other) noexcept {
+  *this = std::move(other);
+}
+
+FolderLock &FolderLock::operator=(FolderLock &&other) noexcept {
+  if (this != &other) {
+    release();
+    path = std::move(other.path);
+    stale = std::move(other.stale);
+    other.path.clear();
+  }
+  return *this;
+}
+
+FolderLock::~FolderLock() { release(); }
+
+void FolderLock::release() {
+  if (!path.empty())
+    ::unlink(path.c_str());
+  path.clear();
 }
 
 } // namespace triad::rt

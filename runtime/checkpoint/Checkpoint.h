@@ -123,6 +123,31 @@ private:
   std::map<std::string, StoredTensor> tensors;
 };
 
+/// A job's hold on its checkpoint folder: `DIR/.lock`, made exclusively
+/// and holding the host and process that made it, removed when the lock is
+/// destroyed. A second job saving into the folder is refused, naming the
+/// holder; a lock whose process no longer runs on this host is stale and
+/// taken over (`staleNote` says so); a lock of another host cannot be
+/// checked and is refused, saying how to remove it.
+class FolderLock {
+public:
+  static absl::StatusOr<FolderLock> acquire(const std::string &dir);
+  FolderLock(FolderLock &&other) noexcept;
+  FolderLock &operator=(FolderLock &&other) noexcept;
+  FolderLock(const FolderLock &) = delete;
+  FolderLock &operator=(const FolderLock &) = delete;
+  ~FolderLock();
+
+  /// What was taken over, or "" (a line for the user).
+  const std::string &staleNote() const { return stale; }
+  /// Removes the lock now (also done by the destructor).
+  void release();
+
+private:
+  FolderLock() = default;
+  std::string path, stale;
+};
+
 } // namespace triad::rt
 
 #endif // TRIAD_RUNTIME_CHECKPOINT_CHECKPOINT_H

@@ -347,4 +347,56 @@ TEST(Files, AWriteRemovesTheTemporariesOfDeadWriters) {
   EXPECT_EQ(*readFile(target), "whole");
 }
 
+TEST(FolderLock, ASecondHolderIsRefusedAndAStaleLockTakenOver) {
+  std::string dir = freshDir("lock");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  {
+    absl::StatusOr<FolderLock> first = FolderLock::acquire(dir);
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ(first->staleNote(), "");
+    // The holder runs (this process): a second job is refused, named.
+    absl::StatusOr<FolderLock> second = FolderLock::acquire(dir);
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(second.status().message().find("is in use by process " +
+                                             std::to_string(getpid())),
+              std::string::npos)
+        << second.status();
+  }
+  // Released with its holder: the folder can be locked again.
+  ASSERT_TRUE(FolderLock::acquire(dir).ok());
+  // The lock of a process that is gone (a child that exited) is stale.
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0)
+    _exit(0);
+  int status;
+  waitpid(child, &status, 0);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  ASSERT_TRUE(writeFileAtomically(dir + "/.lock",
+                                  std::string("host ") + host + " pid " +
+                                      std::to_string(child) + "\n")
+                  .ok());
+  absl::StatusOr<FolderLock> taken = FolderLock::acquire(dir);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_NE(taken->staleNote().find("took over the stale lock of process " +
+                                    std::to_string(child)),
+            std::string::npos)
+      << taken->staleNote();
+  taken->release();
+  // Another host's lock cannot be checked from here: refused, with how
+  // to remove it.
+  ASSERT_TRUE(
+      writeFileAtomically(dir + "/.lock", "host elsewhere-node pid 1\n").ok());
+  absl::StatusOr<FolderLock> remote = FolderLock::acquire(dir);
+  ASSERT_FALSE(remote.ok());
+  EXPECT_NE(remote.status().message().find(
+                "process 1 on host elsewhere-node (its lock " + dir +
+                "/.lock): save into another folder, or remove " + dir +
+                "/.lock if that job no longer runs"),
+            std::string::npos)
+      << remote.status();
+}
+
 } // namespace

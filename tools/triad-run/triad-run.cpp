@@ -26,7 +26,8 @@
 //                    Checkpoint.h), DIR/latest moved once every shard is
 //                    written; --load DIR reads them under any mesh. A run
 //                    that would move DIR/latest back to an older step is
-//                    refused unless --overwrite is given.
+//                    refused unless --overwrite is given, and a second job
+//                    saving into DIR at once is refused (DIR/.lock).
 //
 // Every input is checked before use: bad input is one line on stderr,
 // `triad-run: error: ...`, and exit status 1, on every rank (a rank that
@@ -576,6 +577,21 @@ int main(int argc, char **argv) {
         absl::StrCat("cannot create checkpoint folder '", saveDir,
                      "': ", std::strerror(errno)));
   tool.failIfAny(folder, "--save: ");
+  // One job at a time saves into a folder: rank 0 holds its lock until the
+  // process exits (saveLock is static, so exit() releases it too).
+  static std::optional<FolderLock> saveLock;
+  absl::Status locked;
+  if (!saveDir.empty() && tool.rank() == 0) {
+    absl::StatusOr<FolderLock> lock = FolderLock::acquire(saveDir);
+    if (lock.ok()) {
+      if (!lock->staleNote().empty())
+        tool.say("triad-run: " + lock->staleNote());
+      saveLock = std::move(*lock);
+    } else {
+      locked = lock.status();
+    }
+  }
+  tool.failIfAny(locked, "--save: ");
   // 'latest' never moves back to an older step (another run's folder, or
   // this run's from further on) unless the user says so.
   absl::Status forward;
