@@ -287,8 +287,8 @@ FailureOr<std::string> triad::exportPlan(ModuleOp module) {
                static_cast<uint32_t>(header.getVirtualStages().value_or(0))),
            plan::PlanIdentifier());
 
-  std::string bytes(reinterpret_cast<const char *>(b.GetBufferPointer()),
-                    b.GetSize());
+  std::string bytes = rt::sealPlan(std::string(
+      reinterpret_cast<const char *>(b.GetBufferPointer()), b.GetSize()));
   absl::StatusOr<rt::LoadedPlan> checked =
       rt::loadPlanFromBytes(bytes, "exported plan");
   if (!checked.ok())

@@ -1382,12 +1382,54 @@ absl::Status checkPlan(const plan::Plan &plan) {
   return checkSchedule(plan);
 }
 
+namespace {
+constexpr char kSealMagic[8] = {'T', 'R', 'I', 'A', 'D', 'S', 'U', 'M'};
+} // namespace
+
+uint64_t planHash(std::string_view bytes) {
+  uint64_t hash = 0xCBF29CE484222325ull;
+  for (unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 0x100000001B3ull;
+  }
+  return hash;
+}
+
+std::string sealPlan(std::string flatbuffer) {
+  uint64_t hash = planHash(flatbuffer);
+  flatbuffer.append(kSealMagic, sizeof(kSealMagic));
+  for (int i = 0; i < 8; ++i)
+    flatbuffer.push_back(static_cast<char>((hash >> (8 * i)) & 0xFF));
+  return flatbuffer;
+}
+
 absl::StatusOr<LoadedPlan> loadPlanFromBytes(std::string bytes,
                                              const std::string &name) {
   auto invalid = [&](const std::string &what) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid plan '", name, "': ", what));
   };
+  // The seal first: the bytes are exactly what triad-translate wrote.
+  bool sealed = bytes.size() >= kPlanSealBytes + 8 &&
+                std::memcmp(bytes.data() + bytes.size() - kPlanSealBytes,
+                            kSealMagic, sizeof(kSealMagic)) == 0;
+  if (!sealed) {
+    if (bytes.size() >= 8 && plan::PlanBufferHasIdentifier(bytes.data()))
+      return invalid(
+          "the file does not end in the plan's seal: it was cut short, "
+          "has bytes appended, or was written by an older triad-translate "
+          "(export it again)");
+    return invalid("not a Triad plan file");
+  }
+  uint64_t stored = 0;
+  for (int i = 0; i < 8; ++i)
+    stored |= static_cast<uint64_t>(
+                  static_cast<unsigned char>(bytes[bytes.size() - 8 + i]))
+              << (8 * i);
+  bytes.resize(bytes.size() - kPlanSealBytes);
+  if (planHash(bytes) != stored)
+    return invalid("the file is corrupt (its checksum does not match its "
+                   "contents)");
   if (bytes.size() < 8 || !plan::PlanBufferHasIdentifier(bytes.data()))
     return invalid("not a Triad plan file");
   if (bytes.size() > kMaxPlanBytes)

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace triad::rt {
 
@@ -49,10 +50,24 @@ private:
   std::string bytes;
 };
 
+/// A plan file is the plan's FlatBuffer sealed by a trailer of
+/// kPlanSealBytes: the 8 bytes "TRIADSUM" and the FNV-1a 64-bit hash of the
+/// FlatBuffer (little-endian). The loader checks the seal before anything
+/// else, so a flipped byte, a cut file or bytes appended after the seal are
+/// refused with a clear error rather than loaded.
+constexpr size_t kPlanSealBytes = 16;
+
+/// The FNV-1a 64-bit hash of `bytes`.
+uint64_t planHash(std::string_view bytes);
+
+/// `flatbuffer` with its seal appended (what --export-plan writes).
+std::string sealPlan(std::string flatbuffer);
+
 /// Reads and verifies the plan file `path`.
 absl::StatusOr<LoadedPlan> loadPlan(const std::string &path);
 
-/// Verifies plan bytes (`name` appears in errors).
+/// Verifies sealed plan bytes (`name` appears in errors): the seal, the
+/// FlatBuffer's structure, then the semantic checks.
 absl::StatusOr<LoadedPlan> loadPlanFromBytes(std::string bytes,
                                              const std::string &name);
 

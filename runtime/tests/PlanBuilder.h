@@ -178,8 +178,8 @@ public:
         vocab, batch, microbatches, b.CreateVector(gs),
         schedule.empty() ? 0 : b.CreateString(schedule), virtualStages);
     plan::FinishPlanBuffer(b, root);
-    return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()),
-                       b.GetSize());
+    return sealPlan(std::string(
+        reinterpret_cast<const char *>(b.GetBufferPointer()), b.GetSize()));
   }
 
 private:

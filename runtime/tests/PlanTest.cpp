@@ -119,8 +119,8 @@ struct PlanSpec {
         b.CreateVector(std::vector<fb::Offset<triad::plan::Program>>{program}),
         seq, vocab, batch, microbatches, b.CreateVector(groupOffsets));
     triad::plan::FinishPlanBuffer(b, plan);
-    return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()),
-                       b.GetSize());
+    return sealPlan(std::string(
+        reinterpret_cast<const char *>(b.GetBufferPointer()), b.GetSize()));
   }
 };
 
@@ -755,25 +755,65 @@ TEST(Plan, TrainingPlanLoads) {
   EXPECT_EQ(meshAxisSize(plan->root(), "ep"), 1);
 }
 
-/// Every truncation of `bytes` is rejected; random single- and multi-byte
-/// corruptions (a fixed seed) are each rejected or, if the corruption
-/// happens to leave a valid plan, pass every check. Returns the rejections.
+/// The FlatBuffer inside sealed plan bytes.
+std::string unsealed(const std::string &sealed) {
+  return sealed.substr(0, sealed.size() - kPlanSealBytes);
+}
+
+/// Every truncation of `bytes` (sealed) is rejected; random single- and
+/// multi-byte corruptions (a fixed seed) of its FlatBuffer, sealed again
+/// so that the structure and semantic checks see them, are each rejected
+/// or, if the corruption happens to leave a valid plan, pass every check.
+/// Returns the rejections.
 int corruptAndLoad(const std::string &bytes, uint32_t trials) {
   for (size_t length = 0; length < bytes.size(); ++length)
     EXPECT_FALSE(loadPlanFromBytes(bytes.substr(0, length), "t").ok())
         << "length " << length;
+  std::string inner = unsealed(bytes);
   triad::rt::PhiloxKey key{1, 2};
   int rejected = 0;
   for (uint32_t trial = 0; trial < trials; ++trial) {
-    std::string copy = bytes;
+    std::string copy = inner;
     auto random = triad::rt::philox4x32({trial, 0, 0, 0}, key);
     for (int flip = 0; flip < 1 + static_cast<int>(random[3] % 3); ++flip) {
       size_t position = random[flip] % copy.size();
       copy[position] = static_cast<char>(random[(flip + 1) % 4] >> 8);
     }
-    rejected += !loadPlanFromBytes(copy, "t").ok();
+    rejected += !loadPlanFromBytes(sealPlan(copy), "t").ok();
   }
   return rejected;
+}
+
+TEST(Plan, TheSealRefusesEveryFlipCutAndAppendedByte) {
+  // 1,000 random single-byte changes of a sealed training plan, anywhere
+  // in the file: every one is refused, before the plan is read.
+  std::string bytes = tests::buildTrainingPlan({});
+  ASSERT_TRUE(loadPlanFromBytes(bytes, "t").ok());
+  triad::rt::PhiloxKey key{3, 4};
+  int refused = 0;
+  for (uint32_t trial = 0; trial < 1000; ++trial) {
+    std::string copy = bytes;
+    auto random = triad::rt::philox4x32({trial, 0, 0, 0}, key);
+    size_t position = random[0] % copy.size();
+    char changed = static_cast<char>(random[1] % 255 + 1);
+    copy[position] = static_cast<char>(copy[position] ^ changed);
+    absl::StatusOr<LoadedPlan> loaded = loadPlanFromBytes(copy, "t");
+    refused += !loaded.ok();
+  }
+  EXPECT_EQ(refused, 1000);
+  absl::Status flipped = [&] {
+    std::string copy = bytes;
+    copy[copy.size() / 2] ^= 1;
+    return loadPlanFromBytes(copy, "flip.plan").status();
+  }();
+  EXPECT_EQ(flipped.message(),
+            "invalid plan 'flip.plan': the file is corrupt (its checksum does "
+            "not match its contents)");
+  // Bytes after the seal, and the FlatBuffer alone (an older export).
+  for (const std::string &bad : {bytes + "x", unsealed(bytes)})
+    EXPECT_NE(loadPlanFromBytes(bad, "t").status().message().find(
+                  "does not end in the plan's seal"),
+              std::string::npos);
 }
 
 /// Groups, every collective and a split persistent tensor on a 2 x 2 mesh.

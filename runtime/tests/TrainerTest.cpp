@@ -301,7 +301,10 @@ TEST(Trainer, RefusesPlansWithoutAStepAndShortCorpora) {
 // AddressSanitizer): random corruptions of a training plan that still pass
 // the loader's checks train a step, or fail with an error.
 TEST(Trainer, CorruptedPlansThatLoadRunSafely) {
-  std::string bytes = tests::buildTrainingPlan({});
+  // The FlatBuffer inside the sealed plan, corrupted and sealed again so
+  // that the loader's checks (not the seal) decide.
+  std::string sealed = tests::buildTrainingPlan({});
+  std::string bytes = sealed.substr(0, sealed.size() - kPlanSealBytes);
   auto data = TokenFile::open(corpusPath(), TokenWidth::U16, 1 << 16);
   ASSERT_TRUE(data.ok()) << data.status();
   PhiloxKey key{5, 6};
@@ -312,7 +315,7 @@ TEST(Trainer, CorruptedPlansThatLoadRunSafely) {
     for (int flip = 0; flip < 1 + static_cast<int>(random[3] % 2); ++flip)
       copy[random[flip] % copy.size()] =
           static_cast<char>(random[(flip + 1) % 4] >> 8);
-    auto plan = loadPlanFromBytes(copy, "corrupt.plan");
+    auto plan = loadPlanFromBytes(sealPlan(copy), "corrupt.plan");
     if (!plan.ok())
       continue;
     ++loaded;
