@@ -345,6 +345,12 @@ CheckpointReader::file(int64_t id) const {
         SafetensorsFile::open(stepDir + "/" + fileNames[id]);
     if (!opened.ok())
       return opened.status();
+    // Triad's shards carry a checksum per tensor, checked by open().
+    if (!opened->everyTensorChecked())
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint shard '", opened->path(),
+          "' has tensors without checksums (it was not written by this "
+          "version of Triad, or its metadata was edited)"));
     files[id] = std::make_unique<SafetensorsFile>(std::move(*opened));
   }
   return files[id].get();

@@ -5,8 +5,11 @@
 #include "runtime/support/Files.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 #include <nlohmann/json.hpp>
+
+#include <cstring>
 
 namespace triad::rt {
 
@@ -59,13 +62,31 @@ std::optional<uint64_t> elements(const std::vector<int64_t> &shape) {
 }
 } // namespace
 
+std::string tensorChecksum(const char *bytes, uint64_t size) {
+  uint64_t hash = 0xCBF29CE484222325ull;
+  uint64_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, bytes + i, 8);
+    hash = (hash ^ word) * 0x100000001B3ull;
+  }
+  for (; i < size; ++i)
+    hash = (hash ^ static_cast<unsigned char>(bytes[i])) * 0x100000001B3ull;
+  return absl::StrFormat("fnv1a64w:%016x", hash);
+}
+
 absl::Status
 writeSafetensors(const std::string &path,
                  const std::vector<TensorToWrite> &tensors,
                  const std::map<std::string, std::string> &metadata) {
   nlohmann::json header = nlohmann::json::object();
-  if (!metadata.empty())
-    header["__metadata__"] = metadata;
+  std::map<std::string, std::string> withChecksums = metadata;
+  for (const TensorToWrite &tensor : tensors)
+    if (std::optional<uint64_t> count = elements(tensor.shape))
+      withChecksums[kChecksumKeyPrefix + tensor.name] = tensorChecksum(
+          static_cast<const char *>(tensor.data),
+          *count * static_cast<uint64_t>(elementSize(tensor.dtype)));
+  header["__metadata__"] = withChecksums;
   uint64_t offset = 0;
   for (const TensorToWrite &tensor : tensors) {
     std::optional<uint64_t> count = elements(tensor.shape);
@@ -178,6 +199,18 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
       file.tensors.push_back(std::move(entry));
     }
     file.content = std::move(*content);
+    // Every tensor whose checksum is recorded must match it.
+    for (const TensorEntry &entry : file.tensors) {
+      auto it = file.meta.find(kChecksumKeyPrefix + entry.name);
+      if (it == file.meta.end())
+        continue;
+      if (tensorChecksum(file.bytes(entry), entry.end - entry.begin) !=
+          it->second)
+        return invalid(absl::StrCat("tensor '", entry.name,
+                                    "' is corrupt (its data does not match "
+                                    "the checksum recorded with it)"));
+      ++file.checked;
+    }
     return file;
   } catch (const nlohmann::json::exception &error) {
     return invalid(error.what());

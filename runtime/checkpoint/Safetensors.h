@@ -39,8 +39,14 @@ struct TensorEntry {
   uint64_t begin = 0, end = 0;
 };
 
+/// The checksum of a tensor's bytes that writeSafetensors records in the
+/// metadata (key kChecksumKeyPrefix + name, value "fnv1a64w:" and 16 hex
+/// digits: FNV-1a over little-endian 8-byte words, then the tail bytes).
+inline constexpr const char *kChecksumKeyPrefix = "checksum:";
+std::string tensorChecksum(const char *bytes, uint64_t size);
+
 /// Writes tensors (bytes given in row-major order) and string metadata to
-/// `path`, atomically.
+/// `path`, atomically, with each tensor's checksum in the metadata.
 struct TensorToWrite {
   std::string name;
   DType dtype;
@@ -54,8 +60,11 @@ writeSafetensors(const std::string &path,
 
 class SafetensorsFile {
 public:
-  /// Reads and validates the whole file.
+  /// Reads and validates the whole file: the header, and every tensor
+  /// whose checksum the metadata records against its bytes.
   static absl::StatusOr<SafetensorsFile> open(const std::string &path);
+  /// Whether every tensor had a checksum to check (files Triad wrote).
+  bool everyTensorChecked() const { return checked == tensors.size(); }
 
   const std::vector<TensorEntry> &entries() const { return tensors; }
   const std::map<std::string, std::string> &metadata() const { return meta; }
@@ -72,6 +81,7 @@ private:
   size_t dataStart = 0;
   std::vector<TensorEntry> tensors;
   std::map<std::string, std::string> meta;
+  size_t checked = 0;
 };
 
 } // namespace triad::rt

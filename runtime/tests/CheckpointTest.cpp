@@ -91,6 +91,38 @@ TEST(Safetensors, CorruptFilesAreErrorsNotCrashes) {
             std::string::npos);
 }
 
+TEST(Safetensors, EveryChangedDataByteIsRefused) {
+  // Each tensor's checksum is in the metadata: any change of its data is
+  // an error naming the tensor, not wrong numbers.
+  std::string path = ::testing::TempDir() + "checked.safetensors";
+  std::vector<float> a = iota(64), b = iota(3, 7.0f);
+  ASSERT_TRUE(writeSafetensors(path,
+                               {{"a", DType::F32, {8, 8}, a.data()},
+                                {"b", DType::F32, {3}, b.data()}},
+                               {})
+                  .ok());
+  std::string bytes = *readFile(path);
+  auto valid = SafetensorsFile::open(path);
+  ASSERT_TRUE(valid.ok()) << valid.status();
+  EXPECT_TRUE(valid->everyTensorChecked());
+  std::string broken = ::testing::TempDir() + "changed.safetensors";
+  size_t dataStart = bytes.size() - (64 + 3) * sizeof(float);
+  int refused = 0;
+  for (size_t i = dataStart; i < bytes.size(); ++i) {
+    std::string copy = bytes;
+    copy[i] = static_cast<char>(copy[i] ^ 0x10);
+    ASSERT_TRUE(writeFileAtomically(broken, copy).ok());
+    auto file = SafetensorsFile::open(broken);
+    refused += !file.ok();
+    if (!file.ok())
+      EXPECT_NE(file.status().message().find("' is corrupt (its data does not "
+                                             "match the checksum recorded "
+                                             "with it)"),
+                std::string::npos);
+  }
+  EXPECT_EQ(refused, static_cast<int>(bytes.size() - dataStart));
+}
+
 /// Two ranks each hold half the rows of `w` [4, 6]; rank 0 alone holds the
 /// replicated `b` [6] and the scalar `s`.
 void saveTwoRanks(const std::string &dir, uint64_t step, float base) {

@@ -436,7 +436,11 @@ absl::StatusOr<CheckpointInfo> Trainer::read(
                 reader->read(p->name()->str(), DType::F32, global, offsets,
                              sizes, inside.data());
             !status.ok())
-          return refuse(status.message());
+          return status.code() == absl::StatusCode::kDataLoss
+                     ? absl::DataLossError(absl::StrCat(
+                           "checkpoint '", dir, "' (step ", reader->info().step,
+                           ") is damaged: ", status.message()))
+                     : refuse(status.message());
       std::vector<int64_t> origin(local.size(), 0);
       copyBox(inside.data(), sizes, origin, values.data(), local, origin, sizes,
               sizeof(float));
