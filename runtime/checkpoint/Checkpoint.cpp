@@ -508,9 +508,7 @@ absl::StatusOr<FolderLock> FolderLock::acquire(const std::string &dir) {
                                        : absl::StrCat("process ", holderPid,
                                                       " on host ", holderHost);
     bool sameHost = holderHost == host;
-    bool alive =
-        holderPid > 0 &&
-        (::kill(static_cast<pid_t>(holderPid), 0) == 0 || errno != ESRCH);
+    bool alive = holderPid > 0 && !processGone(holderPid);
     if (holderPid >= 0 && sameHost && !alive && attempt == 0) {
       lock.stale = absl::StrCat("took over the stale lock of ", holder, " on '",
                                 dir, "' (that process is gone)");

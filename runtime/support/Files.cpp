@@ -53,7 +53,7 @@ void removeStaleTemporaries(const std::string &path) {
         digits.find_first_not_of("0123456789") != std::string::npos)
       continue;
     pid_t pid = static_cast<pid_t>(std::stol(digits));
-    if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH)
+    if (pid != ::getpid() && processGone(pid))
       ::unlink((folder + "/" + name).c_str());
   }
   ::closedir(dir);
@@ -96,6 +96,10 @@ absl::Status writeFileAtomically(const std::string &path,
   syncFolder(path);
   removeStaleTemporaries(path);
   return absl::OkStatus();
+}
+
+bool processGone(int64_t pid) {
+  return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
 absl::StatusOr<std::string> readFile(const std::string &path) {

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
+#include <cstdint>
 #include <string>
 
 namespace triad::rt {
@@ -19,6 +20,9 @@ namespace triad::rt {
 /// `path.tmp.<pid>` whose process no longer exists on this host).
 absl::Status writeFileAtomically(const std::string &path,
                                  absl::string_view bytes);
+
+/// Whether process `pid` no longer exists on this host.
+bool processGone(int64_t pid);
 
 /// Reads a whole file.
 absl::StatusOr<std::string> readFile(const std::string &path);

@@ -30,6 +30,23 @@ std::string freshDir(const std::string &name) {
   return dir;
 }
 
+/// A fresh, existing folder.
+std::string madeDir(const std::string &name) {
+  std::string dir = freshDir(name);
+  EXPECT_EQ(mkdir(dir.c_str(), 0755), 0);
+  return dir;
+}
+
+/// The id of a process that has ended (a child that exited at once).
+pid_t endedProcess() {
+  pid_t child = fork();
+  if (child == 0)
+    _exit(0);
+  int status;
+  waitpid(child, &status, 0);
+  return child;
+}
+
 std::vector<float> iota(int64_t count, float start = 0) {
   std::vector<float> values(count);
   std::iota(values.begin(), values.end(), start);
@@ -356,16 +373,11 @@ TEST(Checkpoint, KilledSaveLeavesTheLastCheckpoint) {
 }
 
 TEST(Files, AWriteRemovesTheTemporariesOfDeadWriters) {
-  std::string dir = freshDir("leftovers");
-  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  std::string dir = madeDir("leftovers");
   std::string target = dir + "/rank-00000.safetensors";
-  // A writer killed mid-write: its process is gone (a child that exited).
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0)
-    _exit(0);
-  int status;
-  waitpid(child, &status, 0);
+  // A writer killed mid-write: its process is gone.
+  pid_t child = endedProcess();
+  ASSERT_GT(child, 0);
   std::string dead = target + ".tmp." + std::to_string(child);
   std::string alive = target + ".tmp." + std::to_string(getppid());
   std::string other =
@@ -380,8 +392,7 @@ TEST(Files, AWriteRemovesTheTemporariesOfDeadWriters) {
 }
 
 TEST(FolderLock, ASecondHolderIsRefusedAndAStaleLockTakenOver) {
-  std::string dir = freshDir("lock");
-  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  std::string dir = madeDir("lock");
   {
     absl::StatusOr<FolderLock> first = FolderLock::acquire(dir);
     ASSERT_TRUE(first.ok()) << first.status();
@@ -397,13 +408,9 @@ TEST(FolderLock, ASecondHolderIsRefusedAndAStaleLockTakenOver) {
   }
   // Released with its holder: the folder can be locked again.
   ASSERT_TRUE(FolderLock::acquire(dir).ok());
-  // The lock of a process that is gone (a child that exited) is stale.
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0)
-    _exit(0);
-  int status;
-  waitpid(child, &status, 0);
+  // The lock of a process that is gone is stale.
+  pid_t child = endedProcess();
+  ASSERT_GT(child, 0);
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   ASSERT_TRUE(writeFileAtomically(dir + "/.lock",
