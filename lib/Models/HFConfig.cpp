@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/support/JsonDepth.h"
 #include "triad/Models/ModelConfig.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -337,6 +338,12 @@ Expected<ModelConfig> fromLlama(const json::Object &object, Fields &f,
 } // namespace
 
 Expected<ModelConfig> triad::parseHFConfig(StringRef text) {
+  // The parser recurses per level: deep input is an error, not a crash.
+  if (size_t depth = jsonDepth(std::string_view(text.data(), text.size()));
+      depth > kMaxJsonDepth)
+    return hfError("the JSON nests " + std::to_string(depth) +
+                   " levels deep, more than the " +
+                   std::to_string(kMaxJsonDepth) + " a config may");
   Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
     return hfError("invalid JSON: " + llvm::toString(parsed.takeError()));

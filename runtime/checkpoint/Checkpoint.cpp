@@ -3,6 +3,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 
 #include "runtime/support/Files.h"
+#include "runtime/support/JsonDepth.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -244,6 +245,9 @@ CheckpointReader::open(const std::string &dir) try {
     return absl::DataLossError(absl::StrCat(
         "invalid checkpoint index '", reader.stepDir, "/index.json': ", what));
   };
+  if (size_t depth = jsonDepth(*text); depth > kMaxJsonDepth)
+    return invalid(absl::StrCat("it nests ", depth, " levels deep, more than ",
+                                kMaxJsonDepth));
   nlohmann::json index =
       nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (index.is_discarded() || !index.is_object() ||

@@ -3,6 +3,7 @@
 #include "runtime/checkpoint/Safetensors.h"
 
 #include "runtime/support/Files.h"
+#include "runtime/support/JsonDepth.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -133,6 +134,11 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
     return invalid(absl::StrCat("the header claims ", headerSize,
                                 " bytes but the file has ", content->size() - 8,
                                 " after the size"));
+  if (size_t depth =
+          jsonDepth(std::string_view(*content).substr(8, headerSize));
+      depth > kMaxJsonDepth)
+    return invalid(absl::StrCat("the header nests ", depth,
+                                " levels deep, more than ", kMaxJsonDepth));
   nlohmann::json header = nlohmann::json::parse(
       content->begin() + 8, content->begin() + 8 + headerSize, nullptr,
       /*allow_exceptions=*/false);

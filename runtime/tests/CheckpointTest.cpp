@@ -3,6 +3,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/support/Files.h"
+#include "runtime/support/JsonDepth.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -436,6 +437,34 @@ TEST(FolderLock, ASecondHolderIsRefusedAndAStaleLockTakenOver) {
                 "/.lock if that job no longer runs"),
             std::string::npos)
       << remote.status();
+}
+
+TEST(Checkpoint, DeepJsonIsAnErrorNotACrash) {
+  EXPECT_EQ(triad::jsonDepth(R"({"a": [1, {"b": "[[[[{{"}], "c": []})"), 3u);
+  // An index nested 100,000 deep, and a shard header likewise.
+  std::string dir = freshDir("deep");
+  saveTwoRanks(dir, 1, 0);
+  std::string deep(100000, '[');
+  deep += std::string(100000, ']');
+  ASSERT_TRUE(
+      writeFileAtomically(dir + "/step-00000001/index.json", deep).ok());
+  auto reader = CheckpointReader::open(dir);
+  ASSERT_FALSE(reader.ok());
+  EXPECT_NE(reader.status().message().find("nests 100000 levels deep"),
+            std::string::npos)
+      << reader.status();
+  std::string header = "{\"a\": " + deep + "}";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string file(8, '\0');
+  for (int b = 0; b < 8; ++b)
+    file[b] = static_cast<char>((header.size() >> (8 * b)) & 0xFF);
+  file += header;
+  std::string path = ::testing::TempDir() + "deep.safetensors";
+  ASSERT_TRUE(writeFileAtomically(path, file).ok());
+  auto opened = SafetensorsFile::open(path);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.status().message().find("levels deep"), std::string::npos)
+      << opened.status();
 }
 
 } // namespace

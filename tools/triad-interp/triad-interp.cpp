@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/support/JsonDepth.h"
 #include "triad/Interpreter/Interpreter.h"
 #include "triad/Registration.h"
 
@@ -87,8 +88,13 @@ std::vector<Tensor> readArgs(llvm::StringRef path) {
   if (!buffer)
     fail(llvm::formatv("cannot read '{0}': {1}", path,
                        buffer.getError().message()));
-  llvm::Expected<llvm::json::Value> parsed =
-      llvm::json::parse((*buffer)->getBuffer());
+  llvm::StringRef text = (*buffer)->getBuffer();
+  if (size_t depth =
+          triad::jsonDepth(std::string_view(text.data(), text.size()));
+      depth > triad::kMaxJsonDepth)
+    fail(llvm::formatv("{0}: the JSON nests {1} levels deep, more than {2}",
+                       path, depth, triad::kMaxJsonDepth));
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
   if (!parsed)
     fail(path + ": invalid JSON: " + llvm::toString(parsed.takeError()));
   const llvm::json::Object *root = parsed->getAsObject();
