@@ -24,6 +24,8 @@ namespace triad::rt {
 namespace {
 
 constexpr const char *kSlicesKey = "triad.slices";
+constexpr const char *kStepKey = "triad.step";
+constexpr const char *kSeedKey = "triad.seed";
 
 std::string rankFileName(int64_t rank) {
   return absl::StrFormat("rank-%05d.safetensors", rank);
@@ -121,7 +123,8 @@ std::string checkpointStepDir(const std::string &dir, uint64_t step) {
 
 absl::Status writeCheckpointShard(const std::string &dir, uint64_t step,
                                   int64_t rank,
-                                  const std::vector<TensorSlice> &slices) {
+                                  const std::vector<TensorSlice> &slices,
+                                  std::optional<uint64_t> seed) {
   if (absl::Status status = makeFolder(dir); !status.ok())
     return status;
   std::string stepDir = checkpointStepDir(dir, step);
@@ -139,9 +142,36 @@ absl::Status writeCheckpointShard(const std::string &dir, uint64_t step,
                             {"offsets", slice.offsets}};
     tensors.push_back({slice.name, slice.dtype, slice.sizes, slice.data});
   }
-  return writeSafetensors(stepDir + "/" + rankFileName(rank), tensors,
-                          {{kSlicesKey, metadata.dump()}});
+  std::map<std::string, std::string> stamp = {{kSlicesKey, metadata.dump()},
+                                              {kStepKey, std::to_string(step)}};
+  if (seed)
+    stamp[kSeedKey] = std::to_string(*seed);
+  return writeSafetensors(stepDir + "/" + rankFileName(rank), tensors, stamp);
 }
+
+namespace {
+/// OK when `file`'s stamp (if any) names `step` and `seed`; else an error
+/// naming both, as two jobs saving into one folder would leave.
+absl::Status checkStamp(const SafetensorsFile &file, uint64_t step,
+                        uint64_t seed) {
+  const std::map<std::string, std::string> &meta = file.metadata();
+  auto stamped = [&](const char *key) -> std::optional<std::string> {
+    auto it = meta.find(key);
+    return it == meta.end() ? std::nullopt
+                            : std::optional<std::string>(it->second);
+  };
+  std::optional<std::string> shardStep = stamped(kStepKey),
+                             shardSeed = stamped(kSeedKey);
+  if ((shardStep && *shardStep != std::to_string(step)) ||
+      (shardSeed && *shardSeed != std::to_string(seed)))
+    return absl::DataLossError(absl::StrCat(
+        "shard '", file.path(), "' was saved at step ", shardStep.value_or("?"),
+        " with seed ", shardSeed.value_or("?"),
+        ", but the checkpoint's index says step ", step, " with seed ", seed,
+        " (did two jobs save into this folder?)"));
+  return absl::OkStatus();
+}
+} // namespace
 
 absl::Status commitCheckpoint(const std::string &dir,
                               const CheckpointInfo &info) {
@@ -162,6 +192,10 @@ absl::Status commitCheckpoint(const std::string &dir,
       return absl::FailedPreconditionError(
           absl::StrCat("cannot commit checkpoint step ", info.step, ": rank ",
                        rank, "'s shard: ", file.status().message()));
+    if (absl::Status status = checkStamp(*file, info.step, info.seed);
+        !status.ok())
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot commit checkpoint step ", info.step, ": ", status.message()));
     auto slices = readSliceMetadata(*file);
     if (!slices.ok())
       return slices.status();
@@ -349,6 +383,10 @@ CheckpointReader::file(int64_t id) const {
         SafetensorsFile::open(stepDir + "/" + fileNames[id]);
     if (!opened.ok())
       return opened.status();
+    if (absl::Status status =
+            checkStamp(*opened, checkpointInfo.step, checkpointInfo.seed);
+        !status.ok())
+      return status;
     // Triad's shards carry a checksum per tensor, checked by open().
     if (!opened->everyTensorChecked())
       return absl::DataLossError(absl::StrCat(

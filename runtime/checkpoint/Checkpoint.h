@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,10 +77,14 @@ void copyBox(const void *from, const std::vector<int64_t> &fromShape,
 /// The folder of step `step` inside checkpoint folder `dir`.
 std::string checkpointStepDir(const std::string &dir, uint64_t step);
 
-/// Writes rank `rank`'s slices for step `step` (creating the folders).
+/// Writes rank `rank`'s slices for step `step` (creating the folders). The
+/// shard is stamped with its step and the run's `seed` (when given), which
+/// the commit and the reader compare with the index: a shard of another
+/// step or run is an error, not mixed in.
 absl::Status writeCheckpointShard(const std::string &dir, uint64_t step,
                                   int64_t rank,
-                                  const std::vector<TensorSlice> &slices);
+                                  const std::vector<TensorSlice> &slices,
+                                  std::optional<uint64_t> seed = std::nullopt);
 
 /// Checks the shards of all `info.worldSize` ranks, writes the index and
 /// makes the step the latest checkpoint. Call once, after every rank's

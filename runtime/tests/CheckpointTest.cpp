@@ -467,4 +467,49 @@ TEST(Checkpoint, DeepJsonIsAnErrorNotACrash) {
       << opened.status();
 }
 
+TEST(Checkpoint, ShardsOfAnotherRunOrStepAreRefused) {
+  // Two jobs saving step 3 into one folder: rank 0's shard from the job of
+  // seed 1, rank 1's from the job of seed 2, whose index would win.
+  std::string dir = freshDir("mixed");
+  std::vector<float> w = iota(24);
+  auto shard = [&](int64_t rank, uint64_t step, uint64_t seed) {
+    return writeCheckpointShard(dir, step, rank,
+                                {{"w",
+                                  DType::F32,
+                                  {4, 6},
+                                  {2 * rank, 0},
+                                  {2, 6},
+                                  w.data() + 12 * rank}},
+                                seed);
+  };
+  ASSERT_TRUE(shard(0, 3, 1).ok());
+  ASSERT_TRUE(shard(1, 3, 2).ok());
+  absl::Status committed = commitCheckpoint(dir, {3, 2, 0, 2});
+  ASSERT_FALSE(committed.ok());
+  EXPECT_NE(committed.message().find(
+                "rank-00000.safetensors' was saved at step 3 with seed 1, but "
+                "the checkpoint's index says step 3 with seed 2 (did two jobs "
+                "save into this folder?)"),
+            std::string::npos)
+      << committed;
+  // A committed checkpoint whose shard is later replaced by another
+  // step's: the reader refuses it when it opens the shard.
+  ASSERT_TRUE(shard(0, 3, 2).ok());
+  ASSERT_TRUE(commitCheckpoint(dir, {3, 2, 0, 2}).ok());
+  ASSERT_TRUE(shard(1, 4, 2).ok());
+  ASSERT_EQ(
+      std::rename((dir + "/step-00000004/rank-00001.safetensors").c_str(),
+                  (dir + "/step-00000003/rank-00001.safetensors").c_str()),
+      0);
+  auto reader = CheckpointReader::open(dir);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::vector<float> out(24);
+  absl::Status read =
+      reader->read("w", DType::F32, {4, 6}, {0, 0}, {4, 6}, out.data());
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.message().find("was saved at step 4 with seed 2"),
+            std::string::npos)
+      << read;
+}
+
 } // namespace

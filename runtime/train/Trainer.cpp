@@ -359,7 +359,7 @@ absl::Status Trainer::save(const std::string &dir) {
   // Every shard is on disk (or every rank knows one is not) before rank 0
   // checks them all and moves `latest`.
   if (absl::Status status = communicator->agree(
-          writeCheckpointShard(dir, completed, rank, slices));
+          writeCheckpointShard(dir, completed, rank, slices, options.seed));
       !status.ok())
     return status;
   absl::Status committed;
