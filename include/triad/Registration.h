@@ -8,6 +8,9 @@
 #ifndef TRIAD_REGISTRATION_H
 #define TRIAD_REGISTRATION_H
 
+#include "llvm/ADT/StringRef.h"
+
+#include <cstddef>
 #include <vector>
 
 namespace mlir {
@@ -30,6 +33,13 @@ void registerAllPasses();
 /// is megabytes of generic IR (`--mlir-print-op-on-diagnostic` turns it back
 /// on).
 std::vector<char *> withToolDefaults(int argc, char **argv);
+
+/// The deepest nesting of `(`, `[` and `{` in IR text, outside string
+/// literals and `//` comments. MLIR's parser recurses per level, so the
+/// tools refuse text deeper than kMaxIrNesting before parsing it, with an
+/// error instead of a stack overflow.
+inline constexpr size_t kMaxIrNesting = 1000;
+size_t irNestingDepth(llvm::StringRef text);
 
 } // namespace triad
 
