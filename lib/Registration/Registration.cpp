@@ -2,6 +2,8 @@
 
 #include "triad/Registration.h"
 
+#include "runtime/support/JsonDepth.h"
+
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Pipe/PipeDialect.h"
 #include "dialects/Rt/RtDialect.h"
@@ -18,7 +20,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 
-#include <algorithm>
 
 void triad::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<triad::TriadDialect, triad::dist::DistDialect,
@@ -45,31 +46,6 @@ std::vector<char *> triad::withToolDefaults(int argc, char **argv) {
 }
 
 size_t triad::irNestingDepth(llvm::StringRef text) {
-  size_t depth = 0, deepest = 0;
-  bool inString = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (inString) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        inString = false;
-      continue;
-    }
-    if (c == '"') {
-      inString = true;
-    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
-      size_t end = text.find('\n', i);
-      if (end == llvm::StringRef::npos)
-        break;
-      i = end;
-    } else if (c == '(' || c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if ((c == ')' || c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
+  return nestingDepth(std::string_view(text.data(), text.size()), "([{", ")]}",
+                      /*slashComments=*/true);
 }

@@ -20,11 +20,15 @@ namespace triad {
 /// Deeper than any config or checkpoint index Triad reads.
 inline constexpr size_t kMaxJsonDepth = 256;
 
-/// The deepest nesting of `[` and `{` in `text`, outside strings.
-inline size_t jsonDepth(std::string_view text) {
+/// The deepest nesting of the brackets `opens` (closed by the same
+/// positions of `closes`) in `text`, outside double-quoted strings and,
+/// with `slashComments`, outside `//` comments.
+inline size_t nestingDepth(std::string_view text, std::string_view opens,
+                           std::string_view closes, bool slashComments) {
   size_t depth = 0, deepest = 0;
   bool inString = false, escaped = false;
-  for (char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
     if (inString) {
       if (escaped)
         escaped = false;
@@ -36,14 +40,25 @@ inline size_t jsonDepth(std::string_view text) {
     }
     if (c == '"') {
       inString = true;
-    } else if (c == '[' || c == '{') {
+    } else if (slashComments && c == '/' && i + 1 < text.size() &&
+               text[i + 1] == '/') {
+      size_t end = text.find('\n', i);
+      if (end == std::string_view::npos)
+        break;
+      i = end;
+    } else if (opens.find(c) != std::string_view::npos) {
       if (++depth > deepest)
         deepest = depth;
-    } else if ((c == ']' || c == '}') && depth > 0) {
+    } else if (closes.find(c) != std::string_view::npos && depth > 0) {
       --depth;
     }
   }
   return deepest;
+}
+
+/// The deepest nesting of `[` and `{` in JSON `text`, outside strings.
+inline size_t jsonDepth(std::string_view text) {
+  return nestingDepth(text, "[{", "]}", /*slashComments=*/false);
 }
 
 } // namespace triad
