@@ -20,7 +20,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 
-
 void triad::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<triad::TriadDialect, triad::dist::DistDialect,
                   triad::pipe::PipeDialect, triad::rt::RtDialect,
