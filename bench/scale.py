@@ -10,10 +10,12 @@ memory report's per-GPU bytes beside closed forms:
   model state  the ZeRO paper's per-GPU formula for f32 training with Adam
                (4 bytes of parameter, 4 of gradient, 8 of Adam moments per
                parameter; ZeRO-1 divides the moments by dp, ZeRO-2 also the
-               gradients, ZeRO-3 everything), with psi = parameters/(tp*pp),
-               a tied embedding counted twice under a pipeline (its first
-               and its last stage both hold it, as in Megatron); Triad's
-               number is the mean over pipeline ranks.
+               gradients, ZeRO-3 everything), with psi the parameters a
+               rank holds before ZeRO (read off its rt program: tensor
+               parallelism's pieces, and whole what it replicates, such as
+               norms and position tables; a tied embedding on both its
+               pipeline stages); both numbers are means over pipeline ranks,
+               and "diff" is Triad's over the closed form.
   activations  Korthikanti et al. 2022 (table 2) per layer and microbatch,
                in f32 and without the two terms Triad does not store: the
                attention scores (its attention is fused) and the dropout
@@ -101,15 +103,6 @@ def report(text):
             key = re.sub(r" \(.*", "", match.group(1))
             programs[-1][key] = int(match.group(2).replace(",", ""))
     return programs
-
-
-def parameters(gen, preset, overrides):
-    """The model's parameters and its embedding's."""
-    out = subprocess.run([gen, "--preset", preset, *overrides,
-                          "--print-params"], stdout=subprocess.PIPE,
-                         text=True, check=True).stdout
-    return (int(re.search(r"parameters: (\d+)", out).group(1)),
-            int(re.search(r"embedding\s+(\d+)", out).group(1)))
 
 
 def rank_parameters(rt_text):
@@ -229,10 +222,6 @@ def main():
             continue
         with open(stem + ".memory.txt") as f:
             programs = report(f.read())
-        psi_total, psi_embedding = parameters(tools["triad-gen"], preset,
-                                              overrides)
-        tp = int(option(options, "tp", 1))
-        pp = int(option(options, "pp", 1))
         dp = int(option(options, "dp", 1))
         zero = int(option(options, "zero", 0))
         state = sum(p.get("parameters", 0) + p.get("optimizer state", 0) +
@@ -245,9 +234,6 @@ def main():
         with open(stem + ".mlir") as f:
             model_text = f.read()
         config = model_shape(model_text)
-        # A tied table is also the output layer: the last stage holds it too.
-        if pp > 1 and "@head.lm_head.weight" not in model_text:
-            psi_total += psi_embedding
         # The ZeRO paper's per-GPU bytes for the rank's own tensor-parallel
         # piece of the model (what tp and pp leave it, norms and position
         # tables whole as Megatron keeps them).
