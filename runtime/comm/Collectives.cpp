@@ -26,10 +26,6 @@ std::string text(const TensorShape &shape) {
 
 } // namespace
 
-int64_t paddedPiece(int64_t size, int64_t members) {
-  return (size + members - 1) / members;
-}
-
 void resizeDim(const float *source, const TensorShape &shape, int64_t dim,
                int64_t size, float *target) {
   int64_t outer = outerElements(shape, dim);

@@ -68,7 +68,9 @@ struct TensorCollective {
 /// may pad (ZeRO's pieces): ceil(size / members), the last pieces
 /// zero-padded past the end. All-gathers of such pieces cut the padding
 /// off, reduce-scatters pad x with zeros, all-slices fill it with zeros.
-int64_t paddedPiece(int64_t size, int64_t members);
+inline int64_t paddedPiece(int64_t size, int64_t members) {
+  return (size + members - 1) / members;
+}
 
 /// Copies `source` of `shape` into `target`, whose dimension `dim` has
 /// `size` elements: cut, or padded with zeros.

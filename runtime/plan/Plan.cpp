@@ -7,6 +7,7 @@
 
 #include "runtime/plan/Plan.h"
 
+#include "runtime/comm/Collectives.h"
 #include "runtime/plan/Mesh.h"
 #include "runtime/schedule/Schedule.h"
 #include "runtime/support/Files.h"
@@ -70,11 +71,6 @@ int64_t microbatchSamples(const plan::Plan &plan) {
 }
 
 namespace {
-
-/// The piece of a dimension of `size` split `members` ways, padded: ceil.
-int64_t padPieces(int64_t size, int64_t members) {
-  return (size + members - 1) / members;
-}
 
 using Shape = std::vector<int64_t>;
 
@@ -994,15 +990,16 @@ absl::Status ProgramChecker::checkCollective(plan::OpCode op,
     int64_t &gathered = expected[ints[1]];
     int64_t size = resultShape.size() == xShape.size() ? resultShape[ints[1]]
                                                        : int64_t(-1);
-    gathered = size > 0 && gathered > 0 && padPieces(size, members) == gathered
-                   ? size
-                   : times(gathered);
+    gathered =
+        size > 0 && gathered > 0 && paddedPiece(size, members) == gathered
+            ? size
+            : times(gathered);
     break;
   }
   case plan::OpCode::ReduceScatter:
   case plan::OpCode::AllSlice:
     // Pieces of ceil(size / members), the last ones zero-padded.
-    expected[ints[1]] = padPieces(expected[ints[1]], members);
+    expected[ints[1]] = paddedPiece(expected[ints[1]], members);
     break;
   case plan::OpCode::AllToAll:
     if (absl::Status status = split(ints[1]); !status.ok())
