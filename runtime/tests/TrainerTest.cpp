@@ -20,6 +20,8 @@
 #include "runtime/tests/ThreadComm.h"
 
 #include <gtest/gtest.h>
+
+#include <limits>
 #include <omp.h>
 
 #include <atomic>
@@ -192,6 +194,31 @@ TEST(Trainer, ResumingGivesExactlyTheUninterruptedRun) {
   ASSERT_TRUE(latest->trainer->load(dir).ok());
   EXPECT_EQ(latest->trainer->completedSteps(), 7u);
   EXPECT_EQ(latest->weights("wte"), uninterrupted->weights("wte"));
+  removeDir(dir);
+}
+
+TEST(Trainer, NonFiniteParametersAreNotSaved) {
+  std::string dir = freshDir("nonfinite");
+  auto run = Run::create({});
+  run->losses(2);
+  ASSERT_TRUE(run->trainer->save(dir).ok());
+  EXPECT_EQ(run->trainer->firstNonFiniteParameter(), "");
+  // An update that overflowed: one element of wout is infinite.
+  std::vector<float> wout = run->weights("wout");
+  wout[3] = std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(run->trainer->executor().writePersistent("wout", wout).ok());
+  EXPECT_EQ(run->trainer->firstNonFiniteParameter(), "wout");
+  run->losses(1);
+  absl::Status saved = run->trainer->save(dir);
+  EXPECT_EQ(saved.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(saved.message().find("parameter '"), std::string::npos) << saved;
+  EXPECT_NE(saved.message().find("' is not finite after the update"),
+            std::string::npos)
+      << saved;
+  // The checkpoint of step 2 stays the latest.
+  auto reloaded = Run::create({});
+  ASSERT_TRUE(reloaded->trainer->load(dir).ok());
+  EXPECT_EQ(reloaded->trainer->completedSteps(), 2u);
   removeDir(dir);
 }
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <set>
@@ -318,6 +319,27 @@ absl::StatusOr<StepResult> Trainer::step() {
   return result;
 }
 
+namespace {
+bool allFinite(const std::vector<float> &values) {
+  return std::all_of(values.begin(), values.end(),
+                     [](float v) { return std::isfinite(v); });
+}
+} // namespace
+
+std::string Trainer::firstNonFiniteParameter() {
+  const plan::Program &program = exec->programOf();
+  if (program.persistent())
+    for (const plan::Persistent *p : *program.persistent()) {
+      if (p->role() != plan::Role::Parameter)
+        continue;
+      absl::StatusOr<std::vector<float>> values =
+          exec->readPersistent(p->name()->str());
+      if (values.ok() && !allFinite(*values))
+        return p->name()->str();
+    }
+  return "";
+}
+
 absl::Status Trainer::save(const std::string &dir) {
   std::vector<TensorSlice> slices;
   // Every slice's values, read from the executor (its arena may be on a
@@ -325,6 +347,7 @@ absl::Status Trainer::save(const std::string &dir) {
   // the slices point into them as they grow.
   std::deque<absl::StatusOr<std::vector<float>>> held;
   std::deque<std::vector<float>> packed;
+  absl::Status finite;
   const plan::Program &program = exec->programOf();
   if (program.persistent())
     for (const plan::Persistent *p : *program.persistent()) {
@@ -334,6 +357,12 @@ absl::Status Trainer::save(const std::string &dir) {
           held.emplace_back(exec->readPersistent(p->name()->str()));
       if (!values.ok())
         return values.status();
+      if (finite.ok() && p->role() == plan::Role::Parameter &&
+          !allFinite(*values))
+        finite = absl::FailedPreconditionError(absl::StrCat(
+            "step ", completed, ": parameter '", p->name()->str(),
+            "' is not finite after the update (a lower --lr, or gradient "
+            "clipping, usually helps)"));
       TensorSlice slice;
       slice.name = p->name()->str();
       slice.dtype = DType::F32;
@@ -355,6 +384,9 @@ absl::Status Trainer::save(const std::string &dir) {
       }
       slices.push_back(std::move(slice));
     }
+  // A non-finite state is saved by no rank.
+  if (absl::Status status = communicator->agree(finite); !status.ok())
+    return status;
   int64_t rank = communicator->worldRank();
   // Every shard is on disk (or every rank knows one is not) before rank 0
   // checks them all and moves `latest`.

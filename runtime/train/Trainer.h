@@ -137,7 +137,13 @@ public:
   /// Saves every parameter and optimizer state after completedSteps() into
   /// checkpoint folder `dir` (DIR/step-N, then DIR/latest; atomic). Every
   /// rank calls it; it returns OK on every rank or an error on every rank.
+  /// Parameters holding a NaN or an infinity are not saved (an update can
+  /// overflow them after a finite loss): FailedPrecondition naming one.
   absl::Status save(const std::string &dir);
+
+  /// The first of this rank's parameters holding a NaN or an infinity, in
+  /// the plan's order, or "" when all are finite.
+  std::string firstNonFiniteParameter();
 
   /// Restores the latest checkpoint of `dir`: this rank's slices of every
   /// parameter and state of its program, the step and the data position.

@@ -272,24 +272,6 @@ Json number(double value) {
   return std::isfinite(value) ? Json(value) : Json();
 }
 
-/// The first of this rank's parameters holding a NaN or an infinity, in
-/// the plan's order, or "" when all are finite.
-std::string firstNonFiniteParameter(Executor &executor) {
-  const plan::Program &program = executor.programOf();
-  if (!program.persistent())
-    return "";
-  for (const plan::Persistent *p : *program.persistent()) {
-    if (p->role() != plan::Role::Parameter)
-      continue;
-    absl::StatusOr<std::vector<float>> values =
-        executor.readPersistent(p->name()->str());
-    if (values.ok() && !std::all_of(values->begin(), values->end(),
-                                    [](float v) { return std::isfinite(v); }))
-      return p->name()->str();
-  }
-  return "";
-}
-
 /// Chrome's trace event format: {"traceEvents": [...]} of complete ("X")
 /// events in microseconds, one process per rank.
 class TraceWriter {
@@ -670,22 +652,23 @@ int main(int argc, char **argv) {
   int64_t trainedTokens = 0;
   uint64_t lastSaved = 0;
   auto started = std::chrono::steady_clock::now();
+  // What a stopped run leaves: the last checkpoint it saved, if any.
+  auto stoppedWithoutSaving = [&] {
+    return absl::StrCat(". Stopped without saving",
+                        saveDir.empty() ? ""
+                        : lastSaved > 0
+                            ? absl::StrCat(": the checkpoint of step ",
+                                           lastSaved, " stays the latest")
+                            : ": nothing was saved");
+  };
   auto save = [&] {
-    // A step's update can overflow the parameters while its loss, computed
-    // before it, was finite: such a state is not saved.
-    std::string found = firstNonFiniteParameter(trainer->executor());
-    tool.failIfAny(
-        found.empty()
-            ? absl::OkStatus()
-            : absl::FailedPreconditionError(absl::StrCat(
-                  "step ", trainer->completedSteps(), ": parameter '", found,
-                  "' is not finite after the update. Stopped without saving",
-                  lastSaved > 0 ? absl::StrCat(": the checkpoint of step ",
-                                               lastSaved, " stays the latest")
-                                : ": nothing was saved",
-                  " (a lower --lr, or gradient clipping, usually helps)")),
-        tool.size() > 1 ? absl::StrCat("rank ", tool.rank(), ": ") : "");
-    tool.failIf(trainer->save(saveDir), "--save: "); // fails on every rank
+    // Fails on every rank; non-finite parameters are not saved.
+    absl::Status saved = trainer->save(saveDir);
+    tool.failIf(saved.ok() ? saved
+                           : absl::Status(saved.code(),
+                                          absl::StrCat(saved.message(),
+                                                       stoppedWithoutSaving())),
+                "--save: ");
     lastSaved = trainer->completedSteps();
     tool.say(absl::StrCat("triad-run: saved step ", lastSaved, " to ",
                           checkpointStepDir(saveDir, lastSaved)));
@@ -745,7 +728,7 @@ int main(int argc, char **argv) {
         tool.say(absl::StrFormat("step %*d/%d | loss %.4f | grad norm %.4f",
                                  stepWidth, step, steps, result->loss,
                                  result->gradNorm));
-      std::string found = firstNonFiniteParameter(trainer->executor());
+      std::string found = trainer->firstNonFiniteParameter();
       tool.fail(absl::StrCat(
           "step ", step, ": the ",
           !lossFinite ? absl::StrCat("loss is ", result->loss)
@@ -761,11 +744,7 @@ int main(int argc, char **argv) {
                                  ? absl::StrCat(" of rank ", tool.rank())
                                  : "",
                              " is '", found, "'"),
-          ". Stopped without saving",
-          saveDir.empty() ? ""
-          : lastSaved > 0 ? absl::StrCat(": the checkpoint of step ", lastSaved,
-                                         " stays the latest")
-                          : ": nothing was saved",
+          stoppedWithoutSaving(),
           " (a lower --lr, or gradient clipping, usually helps)"));
     }
     if (!saveDir.empty() && saveEvery > 0 &&
