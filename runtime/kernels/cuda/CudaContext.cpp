@@ -204,9 +204,14 @@ absl::StatusOr<const void *> CudaContext::resident(const void *host,
             DeviceBuffer::allocate(std::max<size_t>(size, 1));
         if (!buffer.ok())
           return buffer.status();
-        // Once per table: a plain copy, finished when it returns.
-        TRIAD_CUDA_RETURN_IF_ERROR(
-            cudaMemcpy(buffer->data(), data, size, cudaMemcpyHostToDevice));
+        // Once per table, on the work stream: a plain cudaMemcpy runs on
+        // the legacy default stream, which the (non-blocking) work stream
+        // does not wait for, and from pageable memory it may return before
+        // the data has arrived, so the first kernel could read part of an
+        // old table. Pageable sources are staged, so `data` may go when
+        // this returns.
+        TRIAD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+            buffer->data(), data, size, cudaMemcpyHostToDevice, cudaStream));
         return buffer;
       },
       [&]() -> absl::Status {
