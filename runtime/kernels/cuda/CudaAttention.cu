@@ -4,37 +4,37 @@
 //
 // Attention is tiled in the manner of FlashAttention-2, in fp32 on the CUDA
 // cores (TF32 tensor cores would not stay within 1e-5 of the CPU backend).
-// Every kernel has 4 warps; what a block owns depends on the kernel:
+// Every kernel has 4 warps, and every product in it is a register-tiled
+// matrix product over shared memory (tileProduct): each thread owns a few
+// rows by 4 or 8 columns of the block's tile, so one float4 read of each
+// operand feeds 8 to 32 fused multiply-adds. What a block owns depends on
+// the kernel:
 //
-//   forward    a tile of query rows of one (sample, head); each warp owns
-//              kRows rows and keeps their running maximum, running sum
-//              and output accumulator in registers, its lanes splitting
-//              the keys of a tile for the scores and the head dimension
-//              for the accumulator. K and V tiles stream through shared
-//              memory; the probabilities of a tile go through the warp's
-//              slice of shared memory into the P.V product. Under the
+//   forward    a tile of query rows of one (sample, head), by key tiles;
+//              each thread keeps the running maximum, running sum and
+//              output accumulator of its rows in registers. K and V tiles
+//              stream through shared memory; the probabilities of a tile
+//              go through shared memory into the P.V product. Under the
 //              causal mask the loop stops at the tile's last row, so tiles
 //              above the diagonal are never loaded.
 //   dQ         the same tiling; it recomputes P from the row statistics
 //              and accumulates dS.K for its rows over the key tiles.
-//   dK, dV     a tile of keys of one (sample, kv head); each warp owns
-//              kRows keys, lanes split the query rows of a tile. It loops
-//              over the query heads sharing the kv head and, for each, over
-//              the query tiles that may see its keys, in order.
+//   dK, dV     a tile of keys of one (sample, kv head), by query tiles; it
+//              loops over the query heads sharing the kv head and, for
+//              each, over the query tiles that may see its keys, in order.
 //
-// The backward gets no forward output, so it first runs the forward kernel
-// in a statistics mode that writes, per (sample, head, query row), the
-// row's maximum score, the inverse of its softmax sum and D = dout . out
-// (the rowsum of P * dP) into context scratch; dQ and dK/dV read them.
-// Every sum runs in a fixed order (a lane's keys or rows in order, warp
-// reductions by butterfly, whose result every lane gets bit for bit), and
-// every output element is written by one thread: no atomics, so results
-// are deterministic. Softmax sums accumulate in double, as on the CPU.
-//
-// Shared memory rows that lanes read at different rows with float4 loads
-// have an odd number of float4s, so that the 8 lanes of a quarter warp hit
-// distinct banks; head dimensions that are not a multiple of 4 are padded
-// with zeros (which add nothing to the products).
+// Operands of score dot products sit transposed in shared memory (head
+// dimension major), so every kernel forms a score with the same fused
+// multiply-adds in the same order and the backward recomputes the
+// forward's scores bit for bit. The backward gets no forward output, so it
+// first runs the forward kernel in a statistics mode that writes, per
+// (sample, head, query row), the row's maximum score, the inverse of its
+// softmax sum and D = dout . out (the rowsum of P * dP) into context
+// scratch; dQ and dK/dV read them. Every sum runs in a fixed order (a
+// thread's columns in order, reductions over the 8 lanes that share rows
+// by butterfly, whose result every lane gets bit for bit), and every
+// output element is written by one thread: no atomics, so results are
+// deterministic. Softmax sums accumulate in double, as on the CPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,16 +74,18 @@ __host__ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
 // Attention: shared device code
 //===----------------------------------------------------------------------===//
 
-/// What every attention kernel reads. `paddedDim` is headDim rounded up to
-/// a multiple of 4 (the width of the shared-memory tiles).
+/// What every attention kernel reads.
 struct AttentionParams {
   const float *q, *k, *v;
   const int32_t *prefixLengths;
   const float *alibiSlopes;
   int64_t querySeq, keySeq;
-  int heads, kvHeads, headDim, paddedDim;
+  int heads, kvHeads, headDim;
   Mask mask;
   float scale;
+  /// Tiles load as float4s: headDim is a multiple of 4 and the tensors
+  /// (dout too, in the backward) are 16-byte aligned.
+  bool vector;
 };
 
 /// Per (sample, head, query row), at index (b * heads + h) * querySeq + i:
@@ -134,54 +136,99 @@ __device__ __forceinline__ float score(float dot, float scale, bool alibi,
   return s;
 }
 
-/// acc += a . b, in a fixed order (every kernel forms a score's dot
-/// product with the same calls, so the backward recomputes the forward's
-/// scores bit for bit).
-__device__ __forceinline__ void dot4(float &acc, const float4 &a,
-                                     const float4 &b) {
-  acc = fmaf(a.x, b.x, acc);
-  acc = fmaf(a.y, b.y, acc);
-  acc = fmaf(a.z, b.z, acc);
-  acc = fmaf(a.w, b.w, acc);
-}
-
-__device__ __forceinline__ float lane4(const float4 &v, int index) {
-  return index == 0 ? v.x : index == 1 ? v.y : index == 2 ? v.z : v.w;
-}
-
-__device__ __forceinline__ float warpMax(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1)
+/// The maximum and the sum over the 8 lanes of an aligned group (lanes
+/// 8g to 8g + 7), which share rows in every kernel; every lane of the group
+/// gets the same bits (each butterfly step combines the same two values on
+/// both lanes). Every lane of the warp must call them.
+__device__ __forceinline__ float groupMax(float v) {
+  for (int offset = 4; offset > 0; offset >>= 1)
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
-
-/// The sum over the warp; every lane gets the same bits (each butterfly
-/// step adds the same two values on both lanes).
-template <typename T> __device__ __forceinline__ T warpSum(T v) {
-  for (int offset = 16; offset > 0; offset >>= 1)
+template <typename T> __device__ __forceinline__ T groupSum(T v) {
+  for (int offset = 4; offset > 0; offset >>= 1)
     v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
 
-/// The stride, in float4s, of a shared tile whose rows lanes read at
-/// different rows with float4 loads: odd, so a quarter warp's loads hit
-/// distinct banks.
-__host__ __device__ constexpr int oddStride4(int paddedDim) {
-  return (paddedDim / 4) | 1;
-}
-
-/// Copies `rows` rows of a tile (row r at src + r * srcStride, `width`
-/// floats) into shared rows of `stride` floats, columns [0, paddedWidth);
-/// rows from `validRows` on and columns from `width` on get zeros. Every
-/// thread of the block takes part.
-__device__ void loadTile(float *dst, int stride, const float *src,
-                         int64_t srcStride, int rows, int validRows, int width,
-                         int paddedWidth) {
-  for (int index = threadIdx.x; index < rows * paddedWidth;
-       index += blockDim.x) {
-    int r = index / paddedWidth, c = index - r * paddedWidth;
-    dst[r * stride + c] =
-        r < validRows && c < width ? src[r * srcStride + c] : 0.0f;
+/// Copies the kRows rows of a tile (row r at src + r * srcStride, columns
+/// [0, width), width <= kWidth) into shared memory, natural (row r at dst +
+/// r * kWidth, columns from `width` on zeros) or kTransposed (column c at
+/// dst + c * stride, for c < width); rows from `validRows` on get zeros.
+/// Every thread of the block takes part. Each thread first reads a batch of
+/// its elements, then writes them, so that the reads wait for memory once
+/// rather than one after another; with `vector` (width a multiple of 4 and
+/// rows 16-byte aligned) it reads float4s. Transposed, the lanes of a warp
+/// take consecutive rows, so their writes hit distinct banks when `stride`
+/// is 4 more than a multiple of 32.
+template <int kRows, int kWidth, bool kTransposed>
+__device__ __forceinline__ void
+loadTile(float *dst, int stride, const float *src, int64_t srcStride,
+         int validRows, int width, bool vector) {
+  static_assert(kRows * kWidth % (4 * kThreads) == 0,
+                "every thread copies whole float4s");
+  if (vector) {
+    constexpr int kColumns = kWidth / 4; // float4s of a row
+    constexpr int kCount = kRows * kColumns / kThreads;
+    constexpr int kBatch = kCount < 8 ? kCount : 8;
+    static_assert(kCount % kBatch == 0, "whole batches");
+#pragma unroll 1
+    for (int first = 0; first < kCount; first += kBatch) {
+      float4 values[kBatch];
+#pragma unroll
+      for (int e = 0; e < kBatch; ++e) {
+        const int unit = (first + e) * kThreads + threadIdx.x;
+        const int r = kTransposed ? unit % kRows : unit / kColumns;
+        const int c = 4 * (kTransposed ? unit / kRows : unit % kColumns);
+        values[e] =
+            r < validRows && c < width
+                ? *reinterpret_cast<const float4 *>(src + r * srcStride + c)
+                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int e = 0; e < kBatch; ++e) {
+        const int unit = (first + e) * kThreads + threadIdx.x;
+        const int r = kTransposed ? unit % kRows : unit / kColumns;
+        const int c = 4 * (kTransposed ? unit / kRows : unit % kColumns);
+        if constexpr (kTransposed) {
+          if (c < width) {
+            dst[c * stride + r] = values[e].x;
+            dst[(c + 1) * stride + r] = values[e].y;
+            dst[(c + 2) * stride + r] = values[e].z;
+            dst[(c + 3) * stride + r] = values[e].w;
+          }
+        } else {
+          *reinterpret_cast<float4 *>(dst + r * kWidth + c) = values[e];
+        }
+      }
+    }
+  } else {
+    constexpr int kCount = kRows * kWidth / kThreads;
+    constexpr int kBatch = kCount < 8 ? kCount : 8;
+    static_assert(kCount % kBatch == 0, "whole batches");
+#pragma unroll 1
+    for (int first = 0; first < kCount; first += kBatch) {
+      float values[kBatch];
+#pragma unroll
+      for (int e = 0; e < kBatch; ++e) {
+        const int unit = (first + e) * kThreads + threadIdx.x;
+        const int r = kTransposed ? unit % kRows : unit / kWidth;
+        const int c = kTransposed ? unit / kRows : unit % kWidth;
+        values[e] = r < validRows && c < width ? src[r * srcStride + c] : 0.0f;
+      }
+#pragma unroll
+      for (int e = 0; e < kBatch; ++e) {
+        const int unit = (first + e) * kThreads + threadIdx.x;
+        const int r = kTransposed ? unit % kRows : unit / kWidth;
+        const int c = kTransposed ? unit / kRows : unit % kWidth;
+        if constexpr (kTransposed) {
+          if (c < width)
+            dst[c * stride + r] = values[e];
+        } else {
+          dst[r * kWidth + c] = values[e];
+        }
+      }
+    }
   }
 }
 
@@ -201,39 +248,149 @@ __device__ __forceinline__ HeadRows headRows(const float *tensor, int64_t b,
 }
 
 //===----------------------------------------------------------------------===//
-// Attention: tile shapes
+// Attention: thread tiles
 //===----------------------------------------------------------------------===//
 
-/// Tile shapes of the kernels of one head-dimension class (headDim <=
-/// kMaxD): rows per warp and keys (or queries) per lane. Chosen so that a
-/// thread's accumulators stay within about 64 registers and a block's
-/// shared memory within about 120 KiB.
-struct TileShape {
-  int forwardRows, forwardKeysPerLane;
-  int queryRows, queryKeysPerLane;
-  int keyRows, keyQueriesPerLane;
+/// How the 128 threads of a block split a tile of kM rows by kN columns
+/// (queries by keys, or keys by queries): lane l of warp w owns the kR rows
+/// from w * 4 kR + (l / 8) kR, and the columns 32 u + 4 (l % 8) + [0, 4)
+/// for u < kU. The 8 lanes that share rows are an aligned group of the
+/// warp. An accumulator over the head dimension splits its columns the same
+/// way (columnOf), kMaxD / 32 groups of 4 per thread.
+template <int kR, int kU> struct ThreadTile {
+  static constexpr int kM = kWarps * 4 * kR;
+  static constexpr int kN = 32 * kU;
+  /// Row strides of transposed tiles of kM and of kN columns: 4 more than
+  /// a multiple of 32 (see loadTile), and a multiple of 4 (float4
+  /// reads).
+  static constexpr int kMStride = kM + 4;
+  static constexpr int kNStride = kN + 4;
 };
 
-template <int kMaxD> constexpr TileShape kTiles = {8, 2, 8, 2, 8, 2};
-template <> constexpr TileShape kTiles<128> = {8, 2, 8, 1, 4, 1};
-template <> constexpr TileShape kTiles<256> = {8, 1, 4, 1, 4, 1};
+/// The first of the thread's kR rows within its block's tile.
+template <int kR> __device__ __forceinline__ int firstRowOfThread() {
+  return threadIdx.x / 32 * 4 * kR + threadIdx.x % 32 / 8 * kR;
+}
 
-/// Shared memory of each kernel, in floats, for a padded head dimension.
-constexpr size_t forwardShared(int rows, int keysPerLane, int paddedDim) {
-  size_t blockRows = kWarps * rows, blockKeys = 32 * keysPerLane;
-  return blockRows * paddedDim + blockKeys * 4 * oddStride4(paddedDim) +
-         blockKeys * paddedDim + blockRows * blockKeys;
+/// The column (score or head dimension) of a thread's c-th column, for the
+/// lane group position `group` = lane % 8.
+__device__ __forceinline__ int columnOf(int c, int group) {
+  return 32 * (c / 4) + 4 * group + c % 4;
 }
-constexpr size_t queryGradShared(int rows, int keysPerLane, int paddedDim) {
-  size_t blockRows = kWarps * rows, blockKeys = 32 * keysPerLane;
-  return 2 * blockRows * paddedDim + 2 * blockKeys * 4 * oddStride4(paddedDim) +
-         blockRows * blockKeys;
+
+template <int kR>
+__device__ __forceinline__ void loadRows(float (&a)[kR], const float *p) {
+  if constexpr (kR == 4) {
+    const float4 v = *reinterpret_cast<const float4 *>(p);
+    a[0] = v.x, a[1] = v.y, a[2] = v.z, a[3] = v.w;
+  } else if constexpr (kR == 2) {
+    const float2 v = *reinterpret_cast<const float2 *>(p);
+    a[0] = v.x, a[1] = v.y;
+  } else {
+    static_assert(kR == 1, "rows per thread are 1, 2 or 4");
+    a[0] = *p;
+  }
 }
-constexpr size_t keyGradShared(int rows, int queriesPerLane, int paddedDim) {
-  size_t blockKeys = kWarps * rows, blockRows = 32 * queriesPerLane;
-  return 2 * blockKeys * paddedDim + 2 * blockRows * 4 * oddStride4(paddedDim) +
-         2 * blockKeys * blockRows;
+
+template <int kR>
+__device__ __forceinline__ void storeRows(float *p, const float (&a)[kR]) {
+  if constexpr (kR == 4) {
+    *reinterpret_cast<float4 *>(p) = make_float4(a[0], a[1], a[2], a[3]);
+  } else if constexpr (kR == 2) {
+    *reinterpret_cast<float2 *>(p) = make_float2(a[0], a[1]);
+  } else {
+    static_assert(kR == 1, "rows per thread are 1, 2 or 4");
+    *p = a[0];
+  }
 }
+
+/// acc[r][c] += sum over k < depth, in order, of a[k][row0 + r] *
+/// b[k][columnOf(c, group)]: `a` holds rows of `aStride` floats, `b` of
+/// `bStride`. Every product of the kernels is one call: a score's dot
+/// product over the head dimension (with transposed tiles, the same fused
+/// multiply-adds in the same order in every kernel, so the backward
+/// recomputes the forward's scores bit for bit), and the products of
+/// probabilities or score gradients with a natural tile.
+template <int kR, int kU>
+__device__ __forceinline__ void
+tileProduct(float (&acc)[kR][4 * kU], const float *a, int aStride,
+            const float *b, int bStride, int row0, int group, int depth) {
+#pragma unroll 4
+  for (int k = 0; k < depth; ++k) {
+    float rows[kR];
+    loadRows<kR>(rows, a + k * aStride + row0);
+    float4 columns[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+      columns[u] = *reinterpret_cast<const float4 *>(b + k * bStride + 32 * u +
+                                                     4 * group);
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        acc[r][4 * u] = fmaf(rows[r], columns[u].x, acc[r][4 * u]);
+        acc[r][4 * u + 1] = fmaf(rows[r], columns[u].y, acc[r][4 * u + 1]);
+        acc[r][4 * u + 2] = fmaf(rows[r], columns[u].z, acc[r][4 * u + 2]);
+        acc[r][4 * u + 3] = fmaf(rows[r], columns[u].w, acc[r][4 * u + 3]);
+      }
+  }
+}
+
+template <int kR, int kC>
+__device__ __forceinline__ void zero(float (&acc)[kR][kC]) {
+#pragma unroll
+  for (int r = 0; r < kR; ++r)
+#pragma unroll
+    for (int c = 0; c < kC; ++c)
+      acc[r][c] = 0.0f;
+}
+
+/// Stores column c of a thread's [kR][kC] values at p[columnOf(c) *
+/// stride + row0] (a transposed tile: the thread's rows are contiguous).
+template <int kR, int kC>
+__device__ __forceinline__ void storeColumns(float *p, int stride, int row0,
+                                             int group,
+                                             const float (&values)[kR][kC]) {
+#pragma unroll
+  for (int c = 0; c < kC; ++c) {
+    float column[kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+      column[r] = values[r][c];
+    storeRows<kR>(p + columnOf(c, group) * stride + row0, column);
+  }
+}
+
+/// Shared memory of each kernel, in floats.
+template <int kMaxD, int kR, int kU> constexpr size_t forwardShared() {
+  using T = ThreadTile<kR, kU>;
+  return size_t{kMaxD} * T::kMStride + size_t{kMaxD} * T::kNStride +
+         size_t{T::kN} * kMaxD + size_t{T::kN} * T::kMStride;
+}
+template <int kMaxD, int kR, int kU> constexpr size_t queryGradShared() {
+  using T = ThreadTile<kR, kU>;
+  return 2 * size_t{kMaxD} * T::kMStride + 2 * size_t{kMaxD} * T::kNStride +
+         size_t{T::kN} * kMaxD + size_t{T::kN} * T::kMStride;
+}
+template <int kMaxD, int kR, int kU> constexpr size_t keyGradShared() {
+  using T = ThreadTile<kR, kU>;
+  return 2 * size_t{kMaxD} * T::kMStride + 2 * size_t{kMaxD} * T::kNStride +
+         2 * size_t{T::kN} * kMaxD + 2 * size_t{T::kN} * T::kMStride;
+}
+
+/// The thread tiles (rows per thread, column groups per thread) of each
+/// kernel for a head-dimension class: accumulators within about 64
+/// registers a thread, shared memory within about 120 KiB a block (two
+/// blocks an SM) up to head dimension 128.
+struct TileShape {
+  int forwardRows, forwardColumns;
+  int queryRows, queryColumns;
+  int keyRows, keyColumns;
+};
+template <int kMaxD> constexpr TileShape kTiles = {4, 2, 4, 2, 4, 2};
+template <> constexpr TileShape kTiles<64> = {4, 2, 4, 2, 4, 1};
+template <> constexpr TileShape kTiles<128> = {4, 1, 2, 1, 2, 1};
+template <> constexpr TileShape kTiles<256> = {2, 1, 1, 1, 1, 1};
 
 //===----------------------------------------------------------------------===//
 // Attention: forward (and the backward's row statistics)
@@ -242,169 +399,126 @@ constexpr size_t keyGradShared(int rows, int queriesPerLane, int paddedDim) {
 /// One block per (query tile, head, sample): grid (tiles, heads, batch).
 /// Without kStats it writes `out`; with kStats it writes only `stats`, D
 /// from `dout`.
-template <int kMaxD, int kRows, int kKeysPerLane, bool kStats>
+template <int kMaxD, int kR, int kU, bool kStats>
 __global__ void __launch_bounds__(kThreads)
     attentionForwardKernel(AttentionParams p, float *out, const float *dout,
                            RowStats stats) {
-  constexpr int kBlockRows = kWarps * kRows;
-  constexpr int kBlockKeys = 32 * kKeysPerLane;
-  constexpr int kColumns = kMaxD / 32;
+  using Tile = ThreadTile<kR, kU>;
+  constexpr int kM = Tile::kM, kN = Tile::kN;
+  constexpr int kMStride = Tile::kMStride, kNStride = Tile::kNStride;
+  constexpr int kCols = 4 * kU, kHeadCols = kMaxD / 8;
   extern __shared__ float4 shared[];
-  const int dp = p.paddedDim, dp4 = dp / 4, ks4 = oddStride4(dp);
-  float4 *qs = shared;                  // [kBlockRows][dp4]
-  float4 *ks = qs + kBlockRows * dp4;   // [kBlockKeys][ks4]
-  float4 *vs4 = ks + kBlockKeys * ks4;  // [kBlockKeys][dp4]
-  float4 *ps4 = vs4 + kBlockKeys * dp4; // [kBlockRows][kBlockKeys / 4]
-  const float *vs = reinterpret_cast<const float *>(vs4);
+  float *qt = reinterpret_cast<float *>(shared); // [kMaxD][kMStride]
+  float *kt = qt + kMaxD * kMStride;             // [kMaxD][kNStride]
+  float *vn = kt + kMaxD * kNStride;             // [kN][kMaxD]
+  float *pt = vn + kN * kMaxD;                   // [kN][kMStride]
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = threadIdx.x % 8, row0 = firstRowOfThread<kR>();
   const int64_t b = blockIdx.z;
   const int h = blockIdx.y;
   const int kvHead = h / (p.heads / p.kvHeads);
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  const int64_t tileRow = static_cast<int64_t>(blockIdx.x) * kM;
   const Visibility visible = visibility(p, b);
   const bool alibi = p.alibiSlopes != nullptr;
   const float slope = alibi ? p.alibiSlopes[h] : 0.0f;
-  const int64_t rowEnd = min64(p.querySeq, row0 + kBlockRows);
+  const int64_t rowEnd = min64(p.querySeq, tileRow + kM);
   const int64_t keyEnd = visible.keyEnd(rowEnd);
 
   HeadRows qRows = headRows(p.q, b, p.querySeq, p.heads, h, p.headDim);
   HeadRows kRowsOf = headRows(p.k, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
   HeadRows vRowsOf = headRows(p.v, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
-  loadTile(reinterpret_cast<float *>(qs), dp, qRows.base + row0 * qRows.stride,
-           qRows.stride, kBlockRows, static_cast<int>(rowEnd - row0), p.headDim,
-           dp);
+  loadTile<kM, kMaxD, true>(qt, kMStride, qRows.base + tileRow * qRows.stride,
+                            qRows.stride, static_cast<int>(rowEnd - tileRow),
+                            p.headDim, p.vector);
 
-  float rowMax[kRows];
-  double rowSum[kRows]; // this lane's keys' share of the row's sum
-  float acc[kRows][kColumns];
+  float rowMax[kR];
+  double rowSum[kR]; // this thread's keys' share of the row's sum
+  float acc[kR][kHeadCols];
+  zero(acc);
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
+  for (int r = 0; r < kR; ++r) {
     rowMax[r] = -INFINITY;
     rowSum[r] = 0.0;
-#pragma unroll
-    for (int t = 0; t < kColumns; ++t)
-      acc[r][t] = 0.0f;
   }
-  const float4 *myQ = qs + warp * kRows * dp4;
-  float *myP = reinterpret_cast<float *>(ps4) + warp * kRows * kBlockKeys;
 
-  for (int64_t key0 = 0; key0 < keyEnd; key0 += kBlockKeys) {
-    const int keys = static_cast<int>(min64(kBlockKeys, keyEnd - key0));
+  for (int64_t key0 = 0; key0 < keyEnd; key0 += kN) {
+    const int keys = static_cast<int>(min64(kN, keyEnd - key0));
     __syncthreads(); // the previous tile's readers are done
-    loadTile(reinterpret_cast<float *>(ks), 4 * ks4,
-             kRowsOf.base + key0 * kRowsOf.stride, kRowsOf.stride, kBlockKeys,
-             keys, p.headDim, dp);
-    loadTile(reinterpret_cast<float *>(vs4), dp,
-             vRowsOf.base + key0 * vRowsOf.stride, vRowsOf.stride, kBlockKeys,
-             keys, p.headDim, dp);
+    loadTile<kN, kMaxD, true>(kt, kNStride,
+                              kRowsOf.base + key0 * kRowsOf.stride,
+                              kRowsOf.stride, keys, p.headDim, p.vector);
+    loadTile<kN, kMaxD, false>(vn, 0, vRowsOf.base + key0 * vRowsOf.stride,
+                               vRowsOf.stride, keys, p.headDim, p.vector);
     __syncthreads();
 
-    // Scores of the warp's rows and the lane's keys lane + 32 u.
-    float s[kRows][kKeysPerLane];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
-#pragma unroll
-      for (int u = 0; u < kKeysPerLane; ++u)
-        s[r][u] = 0.0f;
-    for (int c = 0; c < dp4; ++c) {
-      float4 kv[kKeysPerLane];
-#pragma unroll
-      for (int u = 0; u < kKeysPerLane; ++u)
-        kv[u] = ks[(lane + 32 * u) * ks4 + c];
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        float4 qv = myQ[r * dp4 + c];
-#pragma unroll
-        for (int u = 0; u < kKeysPerLane; ++u)
-          dot4(s[r][u], qv, kv[u]);
-      }
-    }
+    float s[kR][kCols];
+    zero(s);
+    tileProduct<kR, kU>(s, qt, kMStride, kt, kNStride, row0, group, p.headDim);
 
-    // Online softmax: rescale the row's sums to the new maximum.
+    // Online softmax: rescale the row's sums to the new maximum; s becomes
+    // the unnormalized probabilities.
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const int64_t i = row0 + warp * kRows + r;
+    for (int r = 0; r < kR; ++r) {
+      const int64_t i = tileRow + row0 + r;
       float tileMax = -INFINITY;
 #pragma unroll
-      for (int u = 0; u < kKeysPerLane; ++u) {
-        const int64_t j = key0 + lane + 32 * u;
-        s[r][u] = i < p.querySeq && j < keyEnd && visible.sees(i, j)
-                      ? score(s[r][u], p.scale, alibi, slope, i, j)
+      for (int c = 0; c < kCols; ++c) {
+        const int64_t j = key0 + columnOf(c, group);
+        s[r][c] = i < p.querySeq && j < keyEnd && visible.sees(i, j)
+                      ? score(s[r][c], p.scale, alibi, slope, i, j)
                       : -INFINITY;
-        tileMax = fmaxf(tileMax, s[r][u]);
+        tileMax = fmaxf(tileMax, s[r][c]);
       }
-      const float newMax = fmaxf(rowMax[r], warpMax(tileMax));
+      const float newMax = fmaxf(rowMax[r], groupMax(tileMax));
       // A row that has seen no key yet has nothing to rescale.
       const float correction =
           newMax == -INFINITY ? 1.0f : expf(rowMax[r] - newMax);
       float sum = 0.0f;
 #pragma unroll
-      for (int u = 0; u < kKeysPerLane; ++u) {
-        float e = s[r][u] == -INFINITY ? 0.0f : expf(s[r][u] - newMax);
-        myP[r * kBlockKeys + lane + 32 * u] = e;
-        sum += e;
+      for (int c = 0; c < kCols; ++c) {
+        s[r][c] = s[r][c] == -INFINITY ? 0.0f : expf(s[r][c] - newMax);
+        sum += s[r][c];
       }
       rowSum[r] = rowSum[r] * correction + sum;
       rowMax[r] = newMax;
 #pragma unroll
-      for (int t = 0; t < kColumns; ++t)
+      for (int t = 0; t < kHeadCols; ++t)
         acc[r][t] *= correction;
     }
+    // The probabilities go through shared memory to the lanes of the group
+    // (the same warp), which own the same rows.
+    storeColumns(pt, kMStride, row0, group, s);
     __syncwarp();
-
     // acc += P V over the tile's keys (masked keys have P = 0, and V's rows
     // past the tile's keys are zeros).
-    const float4 *myP4 = reinterpret_cast<const float4 *>(myP);
-    const int keys4 = (keys + 3) / 4;
-    for (int c4 = 0; c4 < keys4; ++c4) {
-      float4 pv[kRows];
-#pragma unroll
-      for (int r = 0; r < kRows; ++r)
-        pv[r] = myP4[r * (kBlockKeys / 4) + c4];
-#pragma unroll
-      for (int t = 0; t < kColumns; ++t) {
-        const int d = lane + 32 * t;
-        if (d >= dp)
-          continue;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float value = vs[(4 * c4 + e) * dp + d];
-#pragma unroll
-          for (int r = 0; r < kRows; ++r)
-            acc[r][t] = fmaf(lane4(pv[r], e), value, acc[r][t]);
-        }
-      }
-    }
+    tileProduct<kR, kMaxD / 32>(acc, pt, kMStride, vn, kMaxD, row0, group,
+                                keys);
   }
 
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const int64_t i = row0 + warp * kRows + r;
-    if (i >= p.querySeq) // the same for the whole warp
-      break;
-    const double total = warpSum(rowSum[r]);
+  for (int r = 0; r < kR; ++r) {
+    const int64_t i = tileRow + row0 + r;
+    const bool valid = i < p.querySeq; // the same for the lanes of a group
+    const double total = groupSum(rowSum[r]);
     const float inverse = total > 0.0 ? static_cast<float>(1.0 / total) : 0.0f;
-    const int64_t offset = i * qRows.stride;
+    const int64_t offset = (qRows.base - p.q) + i * qRows.stride;
     if constexpr (!kStats) {
-      float *o = out + (qRows.base - p.q) + offset;
 #pragma unroll
-      for (int t = 0; t < kColumns; ++t) {
-        const int d = lane + 32 * t;
-        if (d < p.headDim)
-          o[d] = acc[r][t] * inverse;
+      for (int t = 0; t < kHeadCols; ++t) {
+        const int d = columnOf(t, group);
+        if (valid && d < p.headDim)
+          out[offset + d] = acc[r][t] * inverse;
       }
     } else {
-      const float *g = dout + (qRows.base - p.q) + offset;
       float delta = 0.0f;
 #pragma unroll
-      for (int t = 0; t < kColumns; ++t) {
-        const int d = lane + 32 * t;
-        if (d < p.headDim)
-          delta = fmaf(acc[r][t] * inverse, g[d], delta);
+      for (int t = 0; t < kHeadCols; ++t) {
+        const int d = columnOf(t, group);
+        if (valid && d < p.headDim)
+          delta = fmaf(acc[r][t] * inverse, dout[offset + d], delta);
       }
-      delta = warpSum(delta);
-      if (lane == 0) {
+      delta = groupSum(delta);
+      if (valid && group == 0) {
         const int64_t index = (b * p.heads + h) * p.querySeq + i;
         stats.max[index] = rowMax[r];
         stats.inverse[index] = inverse;
@@ -419,150 +533,112 @@ __global__ void __launch_bounds__(kThreads)
 //===----------------------------------------------------------------------===//
 
 /// dq for one (query tile, head, sample): grid (tiles, heads, batch).
-template <int kMaxD, int kRows, int kKeysPerLane>
+template <int kMaxD, int kR, int kU>
 __global__ void __launch_bounds__(kThreads)
     attentionGradQueryKernel(AttentionParams p, const float *dout,
                              RowStats stats, float *dq) {
-  constexpr int kBlockRows = kWarps * kRows;
-  constexpr int kBlockKeys = 32 * kKeysPerLane;
-  constexpr int kColumns = kMaxD / 32;
+  using Tile = ThreadTile<kR, kU>;
+  constexpr int kM = Tile::kM, kN = Tile::kN;
+  constexpr int kMStride = Tile::kMStride, kNStride = Tile::kNStride;
+  constexpr int kCols = 4 * kU, kHeadCols = kMaxD / 8;
   extern __shared__ float4 shared[];
-  const int dp = p.paddedDim, dp4 = dp / 4, ks4 = oddStride4(dp);
-  float4 *qs = shared;                  // [kBlockRows][dp4]
-  float4 *dos = qs + kBlockRows * dp4;  // [kBlockRows][dp4]
-  float4 *ks = dos + kBlockRows * dp4;  // [kBlockKeys][ks4]
-  float4 *vs = ks + kBlockKeys * ks4;   // [kBlockKeys][ks4]
-  float4 *dss4 = vs + kBlockKeys * ks4; // [kBlockRows][kBlockKeys / 4]
-  const float *ksf = reinterpret_cast<const float *>(ks);
+  float *qt = reinterpret_cast<float *>(shared); // [kMaxD][kMStride]
+  float *dot = qt + kMaxD * kMStride;            // [kMaxD][kMStride]
+  float *kt = dot + kMaxD * kMStride;            // [kMaxD][kNStride]
+  float *vt = kt + kMaxD * kNStride;             // [kMaxD][kNStride]
+  float *kn = vt + kMaxD * kNStride;             // [kN][kMaxD]
+  float *dst = kn + kN * kMaxD;                  // [kN][kMStride]
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = threadIdx.x % 8, row0 = firstRowOfThread<kR>();
   const int64_t b = blockIdx.z;
   const int h = blockIdx.y;
   const int kvHead = h / (p.heads / p.kvHeads);
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  const int64_t tileRow = static_cast<int64_t>(blockIdx.x) * kM;
   const Visibility visible = visibility(p, b);
   const bool alibi = p.alibiSlopes != nullptr;
   const float slope = alibi ? p.alibiSlopes[h] : 0.0f;
-  const int64_t rowEnd = min64(p.querySeq, row0 + kBlockRows);
+  const int64_t rowEnd = min64(p.querySeq, tileRow + kM);
   const int64_t keyEnd = visible.keyEnd(rowEnd);
 
   HeadRows qRows = headRows(p.q, b, p.querySeq, p.heads, h, p.headDim);
   HeadRows doRows = headRows(dout, b, p.querySeq, p.heads, h, p.headDim);
   HeadRows kRowsOf = headRows(p.k, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
   HeadRows vRowsOf = headRows(p.v, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
-  const int validRows = static_cast<int>(rowEnd - row0);
-  loadTile(reinterpret_cast<float *>(qs), dp, qRows.base + row0 * qRows.stride,
-           qRows.stride, kBlockRows, validRows, p.headDim, dp);
-  loadTile(reinterpret_cast<float *>(dos), dp,
-           doRows.base + row0 * doRows.stride, doRows.stride, kBlockRows,
-           validRows, p.headDim, dp);
+  const int validRows = static_cast<int>(rowEnd - tileRow);
+  loadTile<kM, kMaxD, true>(qt, kMStride, qRows.base + tileRow * qRows.stride,
+                            qRows.stride, validRows, p.headDim, p.vector);
+  loadTile<kM, kMaxD, true>(dot, kMStride,
+                            doRows.base + tileRow * doRows.stride,
+                            doRows.stride, validRows, p.headDim, p.vector);
 
-  float rowMax[kRows], rowInverse[kRows], rowDelta[kRows];
-  float acc[kRows][kColumns];
+  float rowMax[kR], rowInverse[kR], rowDelta[kR];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const int64_t i = row0 + warp * kRows + r;
+  for (int r = 0; r < kR; ++r) {
+    const int64_t i = tileRow + row0 + r;
     const int64_t index = (b * p.heads + h) * p.querySeq + i;
     const bool valid = i < p.querySeq;
     rowMax[r] = valid ? stats.max[index] : 0.0f;
     rowInverse[r] = valid ? stats.inverse[index] : 0.0f;
     rowDelta[r] = valid ? stats.delta[index] : 0.0f;
-#pragma unroll
-    for (int t = 0; t < kColumns; ++t)
-      acc[r][t] = 0.0f;
   }
-  const float4 *myQ = qs + warp * kRows * dp4;
-  const float4 *myDO = dos + warp * kRows * dp4;
-  float *myDS = reinterpret_cast<float *>(dss4) + warp * kRows * kBlockKeys;
+  float acc[kR][kHeadCols];
+  zero(acc);
 
-  for (int64_t key0 = 0; key0 < keyEnd; key0 += kBlockKeys) {
-    const int keys = static_cast<int>(min64(kBlockKeys, keyEnd - key0));
+  for (int64_t key0 = 0; key0 < keyEnd; key0 += kN) {
+    const int keys = static_cast<int>(min64(kN, keyEnd - key0));
     __syncthreads();
-    loadTile(reinterpret_cast<float *>(ks), 4 * ks4,
-             kRowsOf.base + key0 * kRowsOf.stride, kRowsOf.stride, kBlockKeys,
-             keys, p.headDim, dp);
-    loadTile(reinterpret_cast<float *>(vs), 4 * ks4,
-             vRowsOf.base + key0 * vRowsOf.stride, vRowsOf.stride, kBlockKeys,
-             keys, p.headDim, dp);
+    loadTile<kN, kMaxD, true>(kt, kNStride,
+                              kRowsOf.base + key0 * kRowsOf.stride,
+                              kRowsOf.stride, keys, p.headDim, p.vector);
+    loadTile<kN, kMaxD, true>(vt, kNStride,
+                              vRowsOf.base + key0 * vRowsOf.stride,
+                              vRowsOf.stride, keys, p.headDim, p.vector);
+    loadTile<kN, kMaxD, false>(kn, 0, kRowsOf.base + key0 * kRowsOf.stride,
+                               kRowsOf.stride, keys, p.headDim, p.vector);
     __syncthreads();
 
-    // Scores and dP = dO . V of the warp's rows and the lane's keys.
-    float s[kRows][kKeysPerLane], dpv[kRows][kKeysPerLane];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
-#pragma unroll
-      for (int u = 0; u < kKeysPerLane; ++u)
-        s[r][u] = dpv[r][u] = 0.0f;
-    for (int c = 0; c < dp4; ++c) {
-      float4 kv[kKeysPerLane], vv[kKeysPerLane];
-#pragma unroll
-      for (int u = 0; u < kKeysPerLane; ++u) {
-        kv[u] = ks[(lane + 32 * u) * ks4 + c];
-        vv[u] = vs[(lane + 32 * u) * ks4 + c];
-      }
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        float4 qv = myQ[r * dp4 + c], dov = myDO[r * dp4 + c];
-#pragma unroll
-        for (int u = 0; u < kKeysPerLane; ++u) {
-          dot4(s[r][u], qv, kv[u]);
-          dot4(dpv[r][u], dov, vv[u]);
-        }
-      }
-    }
+    // Scores and dP = dO . V of the thread's rows and keys.
+    float s[kR][kCols], dpv[kR][kCols];
+    zero(s);
+    zero(dpv);
+    tileProduct<kR, kU>(s, qt, kMStride, kt, kNStride, row0, group, p.headDim);
+    tileProduct<kR, kU>(dpv, dot, kMStride, vt, kNStride, row0, group,
+                        p.headDim);
 
-    // dS = P (dP - D) * scale, P recomputed from the row's statistics.
+    // dS = P (dP - D) * scale, P recomputed from the row's statistics; s
+    // becomes dS.
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const int64_t i = row0 + warp * kRows + r;
+    for (int r = 0; r < kR; ++r) {
+      const int64_t i = tileRow + row0 + r;
 #pragma unroll
-      for (int u = 0; u < kKeysPerLane; ++u) {
-        const int64_t j = key0 + lane + 32 * u;
+      for (int c = 0; c < kCols; ++c) {
+        const int64_t j = key0 + columnOf(c, group);
         float ds = 0.0f;
         if (i < p.querySeq && j < keyEnd && visible.sees(i, j)) {
           float prob =
-              expf(score(s[r][u], p.scale, alibi, slope, i, j) - rowMax[r]) *
+              expf(score(s[r][c], p.scale, alibi, slope, i, j) - rowMax[r]) *
               rowInverse[r];
-          ds = prob * (dpv[r][u] - rowDelta[r]) * p.scale;
+          ds = prob * (dpv[r][c] - rowDelta[r]) * p.scale;
         }
-        myDS[r * kBlockKeys + lane + 32 * u] = ds;
+        s[r][c] = ds;
       }
     }
+    storeColumns(dst, kMStride, row0, group, s);
     __syncwarp();
-
     // acc += dS K over the tile's keys.
-    const float4 *myDS4 = reinterpret_cast<const float4 *>(myDS);
-    const int keys4 = (keys + 3) / 4;
-    for (int c4 = 0; c4 < keys4; ++c4) {
-      float4 dsv[kRows];
-#pragma unroll
-      for (int r = 0; r < kRows; ++r)
-        dsv[r] = myDS4[r * (kBlockKeys / 4) + c4];
-#pragma unroll
-      for (int t = 0; t < kColumns; ++t) {
-        const int d = lane + 32 * t;
-        if (d >= dp)
-          continue;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float value = ksf[(4 * c4 + e) * 4 * ks4 + d];
-#pragma unroll
-          for (int r = 0; r < kRows; ++r)
-            acc[r][t] = fmaf(lane4(dsv[r], e), value, acc[r][t]);
-        }
-      }
-    }
+    tileProduct<kR, kMaxD / 32>(acc, dst, kMStride, kn, kMaxD, row0, group,
+                                keys);
   }
 
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const int64_t i = row0 + warp * kRows + r;
+  for (int r = 0; r < kR; ++r) {
+    const int64_t i = tileRow + row0 + r;
     if (i >= p.querySeq)
       break;
     float *target = dq + (qRows.base - p.q) + i * qRows.stride;
 #pragma unroll
-    for (int t = 0; t < kColumns; ++t) {
-      const int d = lane + 32 * t;
+    for (int t = 0; t < kHeadCols; ++t) {
+      const int d = columnOf(t, group);
       if (d < p.headDim)
         target[d] = acc[r][t];
     }
@@ -574,162 +650,120 @@ __global__ void __launch_bounds__(kThreads)
 //===----------------------------------------------------------------------===//
 
 /// dk and dv for one (key tile, kv head, sample): grid (tiles, kvHeads,
-/// batch). Sums over the query heads of the kv head, then over the query
-/// tiles, in order.
-template <int kMaxD, int kRows, int kQueriesPerLane>
+/// batch). The thread tile's rows are keys and its columns query rows.
+/// Sums over the query heads of the kv head, then over the query tiles, in
+/// order.
+template <int kMaxD, int kR, int kU>
 __global__ void __launch_bounds__(kThreads)
     attentionGradKeyValueKernel(AttentionParams p, const float *dout,
                                 RowStats stats, float *dk, float *dv) {
-  constexpr int kBlockKeys = kWarps * kRows;
-  constexpr int kBlockRows = 32 * kQueriesPerLane;
-  constexpr int kColumns = kMaxD / 32;
+  using Tile = ThreadTile<kR, kU>;
+  constexpr int kM = Tile::kM, kN = Tile::kN;
+  constexpr int kMStride = Tile::kMStride, kNStride = Tile::kNStride;
+  constexpr int kCols = 4 * kU, kHeadCols = kMaxD / 8;
   extern __shared__ float4 shared[];
-  const int dp = p.paddedDim, dp4 = dp / 4, qs4 = oddStride4(dp);
-  float4 *ks = shared;                 // [kBlockKeys][dp4]
-  float4 *vs = ks + kBlockKeys * dp4;  // [kBlockKeys][dp4]
-  float4 *qs = vs + kBlockKeys * dp4;  // [kBlockRows][qs4]
-  float4 *dos = qs + kBlockRows * qs4; // [kBlockRows][qs4]
-  float4 *ps4 = dos + kBlockRows * qs4;
-  float4 *dss4 = ps4 + kBlockKeys * (kBlockRows / 4);
-  const float *qsf = reinterpret_cast<const float *>(qs);
-  const float *dosf = reinterpret_cast<const float *>(dos);
+  float *kt = reinterpret_cast<float *>(shared); // [kMaxD][kMStride]
+  float *vt = kt + kMaxD * kMStride;             // [kMaxD][kMStride]
+  float *qt = vt + kMaxD * kMStride;             // [kMaxD][kNStride]
+  float *dot = qt + kMaxD * kNStride;            // [kMaxD][kNStride]
+  float *qn = dot + kMaxD * kNStride;            // [kN][kMaxD]
+  float *don = qn + kN * kMaxD;                  // [kN][kMaxD]
+  float *pq = don + kN * kMaxD;                  // [kN][kMStride]
+  float *dsq = pq + kN * kMStride;               // [kN][kMStride]
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = threadIdx.x % 8, row0 = firstRowOfThread<kR>();
   const int64_t b = blockIdx.z;
   const int kvHead = blockIdx.y;
-  const int group = p.heads / p.kvHeads;
-  const int64_t key0 = static_cast<int64_t>(blockIdx.x) * kBlockKeys;
+  const int heads = p.heads / p.kvHeads;
+  const int64_t key0 = static_cast<int64_t>(blockIdx.x) * kM;
   const Visibility visible = visibility(p, b);
   const bool alibi = p.alibiSlopes != nullptr;
 
   HeadRows kRowsOf = headRows(p.k, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
   HeadRows vRowsOf = headRows(p.v, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
-  const int keys = static_cast<int>(min64(kBlockKeys, p.keySeq - key0));
-  loadTile(reinterpret_cast<float *>(ks), dp,
-           kRowsOf.base + key0 * kRowsOf.stride, kRowsOf.stride, kBlockKeys,
-           keys, p.headDim, dp);
-  loadTile(reinterpret_cast<float *>(vs), dp,
-           vRowsOf.base + key0 * vRowsOf.stride, vRowsOf.stride, kBlockKeys,
-           keys, p.headDim, dp);
+  const int keys = static_cast<int>(min64(kM, p.keySeq - key0));
+  loadTile<kM, kMaxD, true>(kt, kMStride, kRowsOf.base + key0 * kRowsOf.stride,
+                            kRowsOf.stride, keys, p.headDim, p.vector);
+  loadTile<kM, kMaxD, true>(vt, kMStride, vRowsOf.base + key0 * vRowsOf.stride,
+                            vRowsOf.stride, keys, p.headDim, p.vector);
 
-  float accK[kRows][kColumns], accV[kRows][kColumns];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int t = 0; t < kColumns; ++t)
-      accK[r][t] = accV[r][t] = 0.0f;
-  const float4 *myK = ks + warp * kRows * dp4;
-  const float4 *myV = vs + warp * kRows * dp4;
-  float *myP = reinterpret_cast<float *>(ps4) + warp * kRows * kBlockRows;
-  float *myDS = reinterpret_cast<float *>(dss4) + warp * kRows * kBlockRows;
+  float accK[kR][kHeadCols], accV[kR][kHeadCols];
+  zero(accK);
+  zero(accV);
   const int64_t firstRow = visible.firstRow(key0);
 
-  for (int g = 0; g < group; ++g) {
-    const int h = kvHead * group + g;
+  for (int g = 0; g < heads; ++g) {
+    const int h = kvHead * heads + g;
     const float slope = alibi ? p.alibiSlopes[h] : 0.0f;
     HeadRows qRows = headRows(p.q, b, p.querySeq, p.heads, h, p.headDim);
     HeadRows doRows = headRows(dout, b, p.querySeq, p.heads, h, p.headDim);
     const int64_t statsBase = (b * p.heads + h) * p.querySeq;
-    for (int64_t row0 = firstRow; row0 < p.querySeq; row0 += kBlockRows) {
-      const int rows = static_cast<int>(min64(kBlockRows, p.querySeq - row0));
+    for (int64_t query0 = firstRow; query0 < p.querySeq; query0 += kN) {
+      const int rows = static_cast<int>(min64(kN, p.querySeq - query0));
       __syncthreads(); // the previous tile's readers are done
-      loadTile(reinterpret_cast<float *>(qs), 4 * qs4,
-               qRows.base + row0 * qRows.stride, qRows.stride, kBlockRows, rows,
-               p.headDim, dp);
-      loadTile(reinterpret_cast<float *>(dos), 4 * qs4,
-               doRows.base + row0 * doRows.stride, doRows.stride, kBlockRows,
-               rows, p.headDim, dp);
+      loadTile<kN, kMaxD, true>(qt, kNStride,
+                                qRows.base + query0 * qRows.stride,
+                                qRows.stride, rows, p.headDim, p.vector);
+      loadTile<kN, kMaxD, true>(dot, kNStride,
+                                doRows.base + query0 * doRows.stride,
+                                doRows.stride, rows, p.headDim, p.vector);
+      loadTile<kN, kMaxD, false>(qn, 0, qRows.base + query0 * qRows.stride,
+                                 qRows.stride, rows, p.headDim, p.vector);
+      loadTile<kN, kMaxD, false>(don, 0, doRows.base + query0 * doRows.stride,
+                                 doRows.stride, rows, p.headDim, p.vector);
       __syncthreads();
 
-      // Scores and dP of the warp's keys and the lane's rows lane + 32 u.
-      float s[kRows][kQueriesPerLane], dpv[kRows][kQueriesPerLane];
-#pragma unroll
-      for (int r = 0; r < kRows; ++r)
-#pragma unroll
-        for (int u = 0; u < kQueriesPerLane; ++u)
-          s[r][u] = dpv[r][u] = 0.0f;
-      for (int c = 0; c < dp4; ++c) {
-        float4 qv[kQueriesPerLane], dov[kQueriesPerLane];
-#pragma unroll
-        for (int u = 0; u < kQueriesPerLane; ++u) {
-          qv[u] = qs[(lane + 32 * u) * qs4 + c];
-          dov[u] = dos[(lane + 32 * u) * qs4 + c];
-        }
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          float4 kv = myK[r * dp4 + c], vv = myV[r * dp4 + c];
-#pragma unroll
-          for (int u = 0; u < kQueriesPerLane; ++u) {
-            dot4(s[r][u], qv[u], kv);
-            dot4(dpv[r][u], dov[u], vv);
-          }
-        }
-      }
+      // Scores and dP of the thread's keys and query rows.
+      float s[kR][kCols], dpv[kR][kCols];
+      zero(s);
+      zero(dpv);
+      tileProduct<kR, kU>(s, kt, kMStride, qt, kNStride, row0, group,
+                          p.headDim);
+      tileProduct<kR, kU>(dpv, vt, kMStride, dot, kNStride, row0, group,
+                          p.headDim);
 
-      // P and dS = P (dP - D) * scale from the rows' statistics.
+      // P and dS = P (dP - D) * scale from the rows' statistics; s becomes
+      // P and dpv dS.
 #pragma unroll
-      for (int u = 0; u < kQueriesPerLane; ++u) {
-        const int64_t i = row0 + lane + 32 * u;
+      for (int c = 0; c < kCols; ++c) {
+        const int64_t i = query0 + columnOf(c, group);
         const bool validRow = i < p.querySeq;
         const float rowMax = validRow ? stats.max[statsBase + i] : 0.0f;
         const float rowInverse = validRow ? stats.inverse[statsBase + i] : 0.0f;
         const float rowDelta = validRow ? stats.delta[statsBase + i] : 0.0f;
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const int64_t j = key0 + warp * kRows + r;
+        for (int r = 0; r < kR; ++r) {
+          const int64_t j = key0 + row0 + r;
           float prob = 0.0f, ds = 0.0f;
           if (validRow && visible.sees(i, j)) {
-            prob = expf(score(s[r][u], p.scale, alibi, slope, i, j) - rowMax) *
+            prob = expf(score(s[r][c], p.scale, alibi, slope, i, j) - rowMax) *
                    rowInverse;
-            ds = prob * (dpv[r][u] - rowDelta) * p.scale;
+            ds = prob * (dpv[r][c] - rowDelta) * p.scale;
           }
-          myP[r * kBlockRows + lane + 32 * u] = prob;
-          myDS[r * kBlockRows + lane + 32 * u] = ds;
+          s[r][c] = prob;
+          dpv[r][c] = ds;
         }
       }
+      storeColumns(pq, kMStride, row0, group, s);
+      storeColumns(dsq, kMStride, row0, group, dpv);
       __syncwarp();
-
-      // dV += P^T dO and dK += dS^T Q over the tile's rows.
-      const float4 *myP4 = reinterpret_cast<const float4 *>(myP);
-      const float4 *myDS4 = reinterpret_cast<const float4 *>(myDS);
-      const int rows4 = (rows + 3) / 4;
-      for (int c4 = 0; c4 < rows4; ++c4) {
-        float4 pv[kRows], dsv[kRows];
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          pv[r] = myP4[r * (kBlockRows / 4) + c4];
-          dsv[r] = myDS4[r * (kBlockRows / 4) + c4];
-        }
-#pragma unroll
-        for (int t = 0; t < kColumns; ++t) {
-          const int d = lane + 32 * t;
-          if (d >= dp)
-            continue;
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int row = 4 * c4 + e;
-            const float gradOut = dosf[row * 4 * qs4 + d];
-            const float query = qsf[row * 4 * qs4 + d];
-#pragma unroll
-            for (int r = 0; r < kRows; ++r) {
-              accV[r][t] = fmaf(lane4(pv[r], e), gradOut, accV[r][t]);
-              accK[r][t] = fmaf(lane4(dsv[r], e), query, accK[r][t]);
-            }
-          }
-        }
-      }
+      // dV += P^T dO and dK += dS^T Q over the tile's query rows.
+      tileProduct<kR, kMaxD / 32>(accV, pq, kMStride, don, kMaxD, row0, group,
+                                  rows);
+      tileProduct<kR, kMaxD / 32>(accK, dsq, kMStride, qn, kMaxD, row0, group,
+                                  rows);
     }
   }
 
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const int64_t j = key0 + warp * kRows + r;
+  for (int r = 0; r < kR; ++r) {
+    const int64_t j = key0 + row0 + r;
     if (j >= p.keySeq)
       break;
     const int64_t offset = (kRowsOf.base - p.k) + j * kRowsOf.stride;
 #pragma unroll
-    for (int t = 0; t < kColumns; ++t) {
-      const int d = lane + 32 * t;
+    for (int t = 0; t < kHeadCols; ++t) {
+      const int d = columnOf(t, group);
       if (d < p.headDim) {
         dk[offset + d] = accK[r][t];
         dv[offset + d] = accV[r][t];
@@ -737,7 +771,6 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 }
-
 //===----------------------------------------------------------------------===//
 // Attention: launches
 //===----------------------------------------------------------------------===//
@@ -748,6 +781,16 @@ template <typename... Params, typename... Args>
 absl::Status launch(CudaContext &context, void (*kernel)(Params...),
                     const char *name, dim3 grid, size_t sharedBytes,
                     Args... args) {
+  int limit = 0;
+  TRIAD_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                             context.options().device));
+  if (sharedBytes > static_cast<size_t>(limit))
+    return absl::UnimplementedError(
+        std::string(name) + " needs " + std::to_string(sharedBytes / 1024) +
+        " KiB of shared memory a block for this head dimension; this GPU "
+        "offers " +
+        std::to_string(limit / 1024) + " KiB");
   if (sharedBytes > 48 * 1024)
     TRIAD_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -755,6 +798,10 @@ absl::Status launch(CudaContext &context, void (*kernel)(Params...),
   kernel<<<grid, kThreads, sharedBytes, context.stream()>>>(args...);
   TRIAD_CUDA_CHECK_LAUNCH(name);
   return absl::OkStatus();
+}
+
+bool aligned16(const void *pointer) {
+  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
 }
 
 /// Checks the shape and pointers; the parameters of the kernels.
@@ -792,9 +839,9 @@ absl::Status attentionParams(const char *what, const float *q, const float *k,
             static_cast<int>(s.heads),
             static_cast<int>(s.kvHeads),
             static_cast<int>(s.headDim),
-            static_cast<int>((s.headDim + 3) / 4 * 4),
             s.mask,
-            s.scale};
+            s.scale,
+            s.headDim % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v)};
   return absl::OkStatus();
 }
 
@@ -809,21 +856,17 @@ absl::Status forward(CudaContext &context, const AttentionParams &params,
                      int64_t batch, float *out, const float *dout,
                      const RowStats *stats) {
   constexpr TileShape t = kTiles<kMaxD>;
-  dim3 grid(tiles(params.querySeq, kWarps * t.forwardRows),
+  constexpr int kR = t.forwardRows, kU = t.forwardColumns;
+  dim3 grid(tiles(params.querySeq, ThreadTile<kR, kU>::kM),
             static_cast<unsigned>(params.heads), static_cast<unsigned>(batch));
-  size_t bytes =
-      sizeof(float) *
-      forwardShared(t.forwardRows, t.forwardKeysPerLane, params.paddedDim);
+  constexpr size_t bytes = sizeof(float) * forwardShared<kMaxD, kR, kU>();
   if (stats)
-    return launch(context,
-                  attentionForwardKernel<kMaxD, t.forwardRows,
-                                         t.forwardKeysPerLane, true>,
+    return launch(context, attentionForwardKernel<kMaxD, kR, kU, true>,
                   "attentionForwardKernel (statistics)", grid, bytes, params,
                   out, dout, *stats);
-  return launch(
-      context,
-      attentionForwardKernel<kMaxD, t.forwardRows, t.forwardKeysPerLane, false>,
-      "attentionForwardKernel", grid, bytes, params, out, dout, RowStats{});
+  return launch(context, attentionForwardKernel<kMaxD, kR, kU, false>,
+                "attentionForwardKernel", grid, bytes, params, out, dout,
+                RowStats{});
 }
 
 template <int kMaxD>
@@ -835,30 +878,27 @@ absl::Status backward(CudaContext &context, const AttentionParams &params,
           forward<kMaxD>(context, params, batch, nullptr, dout, &stats);
       !s.ok())
     return s;
-  dim3 queryGrid(tiles(params.querySeq, kWarps * t.queryRows),
+  constexpr int kQR = t.queryRows, kQU = t.queryColumns;
+  dim3 queryGrid(tiles(params.querySeq, ThreadTile<kQR, kQU>::kM),
                  static_cast<unsigned>(params.heads),
                  static_cast<unsigned>(batch));
-  if (absl::Status s = launch(
-          context,
-          attentionGradQueryKernel<kMaxD, t.queryRows, t.queryKeysPerLane>,
-          "attentionGradQueryKernel", queryGrid,
-          sizeof(float) * queryGradShared(t.queryRows, t.queryKeysPerLane,
-                                          params.paddedDim),
-          params, dout, stats, dq);
+  if (absl::Status s =
+          launch(context, attentionGradQueryKernel<kMaxD, kQR, kQU>,
+                 "attentionGradQueryKernel", queryGrid,
+                 sizeof(float) * queryGradShared<kMaxD, kQR, kQU>(), params,
+                 dout, stats, dq);
       !s.ok())
     return s;
   if (params.keySeq == 0)
     return absl::OkStatus();
-  dim3 keyGrid(tiles(params.keySeq, kWarps * t.keyRows),
+  constexpr int kKR = t.keyRows, kKU = t.keyColumns;
+  dim3 keyGrid(tiles(params.keySeq, ThreadTile<kKR, kKU>::kM),
                static_cast<unsigned>(params.kvHeads),
                static_cast<unsigned>(batch));
-  return launch(
-      context,
-      attentionGradKeyValueKernel<kMaxD, t.keyRows, t.keyQueriesPerLane>,
-      "attentionGradKeyValueKernel", keyGrid,
-      sizeof(float) *
-          keyGradShared(t.keyRows, t.keyQueriesPerLane, params.paddedDim),
-      params, dout, stats, dk, dv);
+  return launch(context, attentionGradKeyValueKernel<kMaxD, kKR, kKU>,
+                "attentionGradKeyValueKernel", keyGrid,
+                sizeof(float) * keyGradShared<kMaxD, kKR, kKU>(), params, dout,
+                stats, dk, dv);
 }
 
 //===----------------------------------------------------------------------===//
@@ -994,6 +1034,7 @@ absl::Status attentionGrad(CudaContext &context, const float *q, const float *k,
                                        alibiSlopes, shape, params);
       !s.ok())
     return s;
+  params.vector = params.vector && aligned16(dout);
   if (shape.batch == 0)
     return absl::OkStatus();
   if (shape.querySeq == 0) {
