@@ -233,7 +233,11 @@ def Partition : Pass<"triad-partition", "::mlir::ModuleOp"> {
 
     Gradients that reach `@apply_step` partial are reduced once, at its
     start, in buckets of at most `bucket-bytes` bytes (one `dist.all_reduce`
-    per bucket), after every microbatch has been accumulated. A result
+    per bucket), after every microbatch has been accumulated; a gradient
+    whose parameter's optimizer state ZeRO splits (ZeRO-1) is instead
+    reduce-scattered there straight into the state's pieces (after a
+    bucketed all-reduce over the pending axes its pieces do not split), so
+    that the update and the gradient norm read pieces. A result
     returned in another layout than it is computed in (a ZeRO-2 gradient)
     is changed right after it is computed, so the collective overlaps with
     the rest of the function. Parameters keep their global types and

@@ -19,6 +19,25 @@
 // PADDED: dist.all_slice %{{.*}} dim 0 over ["dp"] {{.*}} : tensor<5xf32> -> tensor<2xf32>
 // PADDED: triad.adamw_update {{.*}} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
 // PADDED: triad.assign @b, %{{.*}} : tensor<2xf32>
+// RUN: triad-opt %S/Inputs/step.mlir --triad-autodiff '--triad-zero=zero=1 dp=2' --triad-shard-propagate=dp=2 --triad-partition | FileCheck %s --check-prefix=ZERO1
+
+// ZeRO-1: a gradient whose optimizer state is split over dp is
+// reduce-scattered at the apply step's entry straight into the state's
+// pieces; the gradient norm sums the pieces (one scalar all-reduce) and the
+// update reads the piece, with no all-reduce or slice of the gradient.
+// ZERO1-LABEL: func.func @apply_step
+// ZERO1-SAME: %[[W:[a-z0-9]+]]: tensor<16x8xf32> {dist.layout = #dist.layout<{}, {}, partial = {dp}>, triad.grad = @wte}
+// ZERO1-NEXT: %[[WP:.*]] = dist.reduce_scatter %[[W]] dim 0 over ["dp"] {{.*}}for the ZeRO piece of @wte entering @apply_step"} : tensor<16x8xf32> -> tensor<8x8xf32>
+// ZERO1-NEXT: %[[GP:.*]] = dist.reduce_scatter %{{.*}} dim 0 over ["dp"] {{.*}} : tensor<8xf32> -> tensor<4xf32>
+// ZERO1-NOT: dist.all_reduce %[[W]]
+// ZERO1: %[[SQ:.*]] = triad.sum_squares %[[WP]] {dist.layouts = [#dist.layout<partial = {dp}>]} : tensor<8x8xf32>
+// ZERO1: dist.all_reduce %{{.*}} over ["dp"] {{.*}} : tensor<f32>
+// ZERO1-NEXT: triad.clip_coefficient
+// ZERO1-NOT: dist.all_slice %[[WP]]
+// ZERO1: triad.adamw_update %{{.*}}, %[[WP]], {{.*}} : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
+// ZERO1: dist.all_gather %{{.*}} dim 0 over ["dp"] {{.*}} : tensor<8x8xf32> -> tensor<16x8xf32>
+// ZERO1: triad.adamw_update %{{.*}}, %[[GP]], {{.*}} : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+
 // RUN: not triad-opt %S/Inputs/step.mlir --triad-autodiff --triad-shard-propagate=dp=2 '--triad-partition=bucket-bytes=0' 2>&1 | FileCheck %s --check-prefix=ZERO
 
 // NOMESH: error: the module has no dist.mesh; run --triad-shard-propagate first

@@ -61,12 +61,22 @@ triad.state @m.b : tensor<8xf32> init <zeros> of @b {dist.layout = #dist.layout<
 // MEM3-NEXT: optimizer state 241,156 B
 // MEM3-NEXT: gradient accumulators 120,584 B
 
-// Each rank updates its slice of every parameter, then the updated slices
-// are all-gathered (the slicing itself moves nothing and is not listed).
-// COMM: apply_step 1 all_reduce dp 4 482,304 gradients entering @apply_step, partial over dp: 36 tensors in one bucket
+// Each gradient is reduce-scattered straight into its optimizer state's
+// pieces as the apply step starts (no all-reduce of gradients, no local
+// slice), each rank updates its pieces, the gradient norm sums them (one
+// scalar all-reduce), and the updated pieces are all-gathered: each rank
+// sends 3/4 of the parameter bytes twice (482,304 B each way) where an
+// all-reduce and the all-gather sent them three times.
+// COMM-NOT: gradients entering
+// COMM: apply_step 1 all_reduce dp 4 68 the step's loss sum and token count, partial over dp
+// COMM-NEXT: apply_step 1 reduce_scatter dp 4 65,536 #dist.layout<{}, {}, partial = {dp}> to #dist.layout<{dp}, {}> for the ZeRO piece of @embed.wte entering @apply_step
+// COMM-NOT: gradients entering
+// COMM-NOT: all_slice
+// COMM: apply_step 1 all_reduce dp 4 4 #dist.layout<partial = {dp}> to #dist.layout<> for triad.clip_coefficient
 // COMM: apply_step 1 all_gather dp 4 65,536 #dist.layout<{dp}, {}> to #dist.layout<{}, {}> for triad.assign to embed.wte
 // COMM-NOT: all_slice
-// COMM: collectives per step: 38
+// COMM: total over dp 964,680 B per step, 723,564 B sent by each rank (ring algorithms)
+// COMM: collectives per step: 74
 
 // With tensor parallelism the state takes its parameter's split and dp goes
 // on the first dimension that can take it: after tp on a column-split bias,
@@ -119,8 +129,17 @@ triad.state @m.b : tensor<8xf32> init <zeros> of @b {dist.layout = #dist.layout<
 
 // With tp, a state split {tp, dp} on the dimension its parameter splits
 // {tp} is updated in its pieces: the parameter is sliced, no state is
-// gathered for the update.
+// gathered for the update. The norms' gradients, pending over tp and dp,
+// are all-reduced over tp in buckets, then reduce-scattered over dp like
+// every other gradient; the gradient norm reduces the pieces' sums.
 // TPCOMM-NOT: for triad.adamw_update
+// TPCOMM: apply_step 1 all_reduce tp 2 512 gradients entering @apply_step, partial over tp: 6 tensors in one bucket
+// TPCOMM-NOT: partial over dp:
+// TPCOMM: apply_step 1 reduce_scatter dp 2 128 #dist.layout<{tp}, partial = {dp}> to #dist.layout<{tp, dp}> for the ZeRO piece of @layers.0.attn.wq.bias entering @apply_step
+// TPCOMM: apply_step 1 reduce_scatter dp 2 256 #dist.layout<{}, partial = {dp}> to #dist.layout<{dp}> for the ZeRO piece of @layers.0.mlp_norm.weight entering @apply_step
+// TPCOMM: apply_step 1 all_reduce tp 2 4 #dist.layout<partial = {tp, dp}> to #dist.layout<partial = {dp}> for triad.add
+// TPCOMM: apply_step 1 all_reduce dp 2 4 #dist.layout<partial = {dp}> to #dist.layout<> for triad.clip_coefficient
 // TPCOMM: all_gather dp 2 {{.*}} #dist.layout<{tp, dp}> to #dist.layout<{tp}> for triad.assign to layers.0.attn.wq.bias
 // TPCOMM-NOT: for triad.adamw_update
-// TPCOMM: collectives per step: 37
+// TPCOMM: total over dp 300,872 B per step, 150,472 B sent by each rank (ring algorithms)
+// TPCOMM: collectives per step: 55
