@@ -11,6 +11,7 @@
 #include "runtime/init/Init.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 #include <algorithm>
 #include <chrono>
@@ -335,14 +336,24 @@ Executor::run(const plan::Function &function,
   if (function.body())
     for (size_t i = 0; i < function.body()->size(); ++i) {
       const plan::Instr *instr = function.body()->Get(i);
+      if (options.progress)
+        options.progress->instruction(i, plan::EnumNameOpCode(instr->op()));
       if (!inFlight.empty())
         if (absl::Status status = waitFor(instr, times); !status.ok())
           return failed(i, *instr, status);
       int64_t begin = times ? nowNanos() : 0;
-      absl::Status status = isCollective(instr->op())
-                                ? startCollective(*instr, i)
-                            : isTransfer(instr->op()) ? startTransfer(*instr, i)
-                                                      : execute(*instr, step);
+      absl::Status status;
+      if (isCollective(instr->op()) || isTransfer(instr->op())) {
+        // Starting one may block too (a blocking collective, a staged
+        // copy): the watchdog sees it as a wait.
+        const std::string *peers = options.progress ? peersOf(*instr) : nullptr;
+        status = waitRecorded(instr->op(), i, peers, [&] {
+          return isCollective(instr->op()) ? startCollective(*instr, i)
+                                           : startTransfer(*instr, i);
+        });
+      } else {
+        status = execute(*instr, step);
+      }
       if (status.ok() && times)
         status = settle(true);
       if (!status.ok())
@@ -412,8 +423,11 @@ absl::Status Executor::track(std::optional<PendingCollective> collective,
                              const plan::Instr &instr, size_t index,
                              std::optional<uint32_t> x,
                              std::optional<uint32_t> out) {
+  const std::string *peers = options.progress ? peersOf(instr) : nullptr;
   if (!options.overlapCollectives)
-    return collective ? collective->wait() : transfer->wait();
+    return waitRecorded(instr.op(), index, peers, [&] {
+      return collective ? collective->wait() : transfer->wait();
+    });
   auto range = [&](std::optional<uint32_t> v) -> std::pair<uint64_t, uint64_t> {
     if (!v)
       return {0, 0};
@@ -422,8 +436,47 @@ absl::Status Executor::track(std::optional<PendingCollective> collective,
   auto [xBegin, xEnd] = range(x);
   auto [outBegin, outEnd] = range(out);
   inFlight.push_back({std::move(collective), std::move(transfer), instr.op(),
-                      index, xBegin, xEnd, outBegin, outEnd});
+                      index, xBegin, xEnd, outBegin, outEnd, peers});
   return absl::OkStatus();
+}
+
+template <typename Wait>
+absl::Status Executor::waitRecorded(plan::OpCode op, size_t index,
+                                    const std::string *peers, Wait wait) {
+  if (!options.progress)
+    return wait();
+  options.progress->beginWait(
+      {isTransfer(op) ? "the transfer" : "the collective", index,
+       plan::EnumNameOpCode(op), peers});
+  absl::Status status = wait();
+  options.progress->endWait();
+  return status;
+}
+
+const std::string *Executor::peersOf(const plan::Instr &instr) {
+  bool transfer = isTransfer(instr.op());
+  int64_t key = transfer ? describeTransfer(instr).peer : instr.ints()->Get(0);
+  auto [it, inserted] = peerNames.try_emplace({transfer, key});
+  if (!inserted)
+    return &it->second;
+  if (transfer) {
+    it->second = absl::StrCat("rank ", key);
+    return &it->second;
+  }
+  // The world ranks of this rank's instance of the group: those with its
+  // coordinates on every other axis.
+  const plan::Plan &root = plan->root();
+  auto group = static_cast<uint32_t>(key);
+  int64_t color = groupPosition(root, group, meshPosition).color, world = 1;
+  for (const plan::MeshAxis *axis : *root.mesh())
+    world *= axis->size();
+  std::vector<int64_t> ranks;
+  for (int64_t r = 0; r < world; ++r)
+    if (groupPosition(root, group, meshCoordinates(root, r)).color == color)
+      ranks.push_back(r);
+  it->second = absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
+                            absl::StrJoin(ranks, ", "));
+  return &it->second;
 }
 
 absl::Status Executor::waitFor(const plan::Instr *instr,
@@ -453,7 +506,9 @@ absl::Status Executor::waitFor(const plan::Instr *instr,
       continue;
     }
     int64_t begin = times ? nowNanos() : 0;
-    absl::Status status = inFlight[i].wait();
+    absl::Status status =
+        waitRecorded(inFlight[i].op, inFlight[i].instruction, inFlight[i].peers,
+                     [&] { return inFlight[i].wait(); });
     if (times)
       times->push_back({inFlight[i].op, begin, nowNanos(), /*wait=*/true});
     if (!status.ok() && result.ok())

@@ -27,12 +27,14 @@
 #include "runtime/kernels/cpu/CpuKernels.h"
 #include "runtime/plan/Mesh.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/support/Watchdog.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +68,10 @@ struct ExecutorOptions {
   /// computation; false: every collective and transfer completes before the
   /// next instruction. Either way all are complete when a function returns.
   bool overlapCollectives = true;
+  /// Where the executor records each instruction it runs and each
+  /// collective or transfer it waits for (not owned; it must outlive the
+  /// executor), for a Watchdog; none by default.
+  Progress *progress = nullptr;
 };
 
 /// When one instruction of a run started and ended (steady clock). A
@@ -291,6 +297,16 @@ private:
   /// wait for (all of them for nullptr); records their waits in `times`.
   absl::Status waitFor(const plan::Instr *instr,
                        std::vector<InstructionTime> *times);
+  /// Waits for `wait` (a collective or transfer of instruction `index`),
+  /// recorded in options.progress.
+  template <typename Wait>
+  absl::Status waitRecorded(plan::OpCode op, size_t index,
+                            const std::string *peers, Wait wait);
+  /// For the watchdog's report: the world ranks a collective or transfer
+  /// `instr` exchanges with ("ranks 0, 1, 2, 3" of this rank's instance of
+  /// its group, "rank 5" for a transfer's peer), computed once each.
+  const std::string *peersOf(const plan::Instr &instr);
+  std::map<std::pair<bool, int64_t>, std::string> peerNames;
 
   /// A collective or transfer started and not yet completed (one of
   /// `collective` and `transfer`): the byte ranges of its input and output
@@ -301,6 +317,8 @@ private:
     plan::OpCode op;
     size_t instruction;
     uint64_t xBegin, xEnd, outBegin, outEnd;
+    /// Whom it waits for (peersOf).
+    const std::string *peers;
 
     absl::Status wait() {
       return collective ? collective->wait() : transfer->wait();

@@ -162,6 +162,7 @@ absl::StatusOr<Trainer> Trainer::create(const LoadedPlan &plan,
   executorOptions.peakLearningRate = options.learningRate;
   executorOptions.communicator = options.communicator;
   executorOptions.overlapCollectives = options.overlapCollectives;
+  executorOptions.progress = options.progress;
   absl::StatusOr<std::unique_ptr<Executor>> exec = createExecutor(
       plan, pipelineRank, options.seed, executorOptions, options.device);
   if (!exec.ok())
@@ -207,6 +208,8 @@ absl::StatusOr<StepResult> Trainer::step() {
   const plan::Program &program = exec->programOf();
   StepResult result;
   result.step = completed + 1;
+  if (options.progress)
+    options.progress->beginStep(result.step);
   result.tokens = root.batch() * root.seq();
   int64_t samples = microbatchSamples(root), seq = root.seq();
   int64_t replicaFirst = dpRank * (root.batch() / dpSize);
@@ -259,6 +262,8 @@ absl::StatusOr<StepResult> Trainer::step() {
                                                        : prefixLengths);
     }
     times.clear();
+    if (options.progress)
+      options.progress->beginCall(function.name()->c_str(), call->microbatch());
     int64_t callBegin = nowNanos();
     absl::StatusOr<std::vector<HostTensor>> outputs = exec->run(
         call->function(), args, result.step,
@@ -341,6 +346,8 @@ std::string Trainer::firstNonFiniteParameter() {
 }
 
 absl::Status Trainer::save(const std::string &dir) {
+  if (options.progress)
+    options.progress->phase("saving a checkpoint");
   std::vector<TensorSlice> slices;
   // Every slice's values, read from the executor (its arena may be on a
   // GPU), and the slices of padded tensors without their padding. Deques:
@@ -409,6 +416,8 @@ absl::Status Trainer::save(const std::string &dir) {
 }
 
 absl::Status Trainer::load(const std::string &dir) {
+  if (options.progress)
+    options.progress->phase("loading a checkpoint");
   std::vector<std::pair<std::string, std::vector<float>>> restored;
   absl::StatusOr<CheckpointInfo> info = read(dir, restored);
   // Every rank changes its tensors only when every rank could read them.

@@ -75,6 +75,10 @@ struct TrainerOptions {
   bool overlapCollectives = true;
   /// The backend the steps run on (the CPU by default).
   DeviceOptions device;
+  /// Where the trainer and its executor record the step, call and
+  /// instruction they are in and what they wait for (not owned; it must
+  /// outlive the trainer), for a Watchdog; none by default.
+  Progress *progress = nullptr;
 };
 
 /// A span of time for a timeline (Chrome trace "complete" event).

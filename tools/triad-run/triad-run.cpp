@@ -2,7 +2,7 @@
 //
 // triad-run PLAN --data FILE --steps N [--seed S] [--lr F] [--log-every K]
 //           [--metrics FILE] [--trace FILE] [--save DIR [--save-every K]]
-//           [--load DIR] [--token-width u16|u32]
+//           [--load DIR] [--token-width u16|u32] [--timeout SECONDS]
 //
 // The runtime's tool: no MLIR or LLVM. It verifies the plan, opens the
 // corpus, and runs optimizer steps 1..N (or, with --load, from the
@@ -29,6 +29,11 @@
 //                    refused unless --overwrite is given, and a second job
 //                    saving into DIR at once is refused (DIR/.lock).
 //
+// A rank that makes no progress for --timeout seconds (600 by default: no
+// instruction starts, no collective or transfer completes; a peer stopped
+// or hung) prints where it is and what it waits for and exits with status
+// 3, which ends the job under mpirun.
+//
 // Every input is checked before use: bad input is one line on stderr,
 // `triad-run: error: ...`, and exit status 1, on every rank (a rank that
 // failed alone says so, and the others name it). A failure of one rank in
@@ -44,6 +49,7 @@
 #include "runtime/plan/Mesh.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/support/Files.h"
+#include "runtime/support/Watchdog.h"
 #include "runtime/train/Trainer.h"
 
 #include "absl/flags/flag.h"
@@ -110,6 +116,11 @@ ABSL_FLAG(std::string, comm, "mpi",
           "With --device=cuda: how ranks exchange device buffers: mpi "
           "(staged through host memory; ranks may share a GPU) or nccl "
           "(one GPU per rank)");
+ABSL_FLAG(int64_t, timeout, 600,
+          "End the job when this rank makes no progress for SECONDS (no "
+          "instruction starts and no collective or transfer completes): it "
+          "prints its step, call, instruction and the collective or "
+          "transfer it waits for, and exits with status 3; 0: never");
 ABSL_FLAG(bool, tf32, false,
           "With --device=cuda: f32 matrix products on TF32 tensor cores "
           "(faster; no longer within 1e-5 of the CPU)");
@@ -432,6 +443,7 @@ int main(int argc, char **argv) {
   std::optional<int64_t> stepsFlag = absl::GetFlag(FLAGS_steps);
   int64_t logEvery = absl::GetFlag(FLAGS_log_every);
   int64_t saveEvery = absl::GetFlag(FLAGS_save_every);
+  int64_t timeout = absl::GetFlag(FLAGS_timeout);
   std::string saveDir = absl::GetFlag(FLAGS_save);
   std::string loadDir = absl::GetFlag(FLAGS_load);
   std::string width = absl::GetFlag(FLAGS_token_width);
@@ -477,6 +489,10 @@ int main(int argc, char **argv) {
     tool.fail(absl::StrCat("--steps must be at least 1, got ", steps));
   if (logEvery < 1)
     tool.fail(absl::StrCat("--log-every must be at least 1, got ", logEvery));
+  if (timeout < 0)
+    tool.fail(absl::StrCat("--timeout must be 0 (never) or a number of "
+                           "seconds, got ",
+                           timeout));
   if (saveEvery != 0 && saveDir.empty())
     tool.fail("--save-every needs --save DIR (where to save)");
   if (saveEvery < 0)
@@ -540,7 +556,12 @@ int main(int argc, char **argv) {
     firstStep = info.step + 1;
   }
 
+  // Records where this rank is, for the watchdog (started once the
+  // trainer exists, so that a peer stopped in a load, a step or a save ends
+  // the job instead of hanging it).
+  Progress progress;
   TrainerOptions options;
+  options.progress = &progress;
   options.seed = seed;
   options.learningRate = lr;
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
@@ -551,6 +572,30 @@ int main(int argc, char **argv) {
   options.device.nccl = comm == "nccl";
   absl::StatusOr<Trainer> trainer = Trainer::create(*loaded, *data, options);
   tool.failIfAny(trainer.status());
+  std::unique_ptr<Watchdog> watchdog;
+  if (timeout > 0) {
+    std::string where = absl::StrCat("rank ", tool.rank());
+    const MeshCoordinates &at = trainer->executor().coordinates();
+    std::vector<std::string> axes;
+    for (size_t i = 0; i < at.size(); ++i)
+      axes.push_back(
+          absl::StrCat(plan.mesh()->Get(i)->name()->str(), " ", at[i]));
+    absl::StrAppend(&where, " (", absl::StrJoin(axes, ", "), ")");
+    watchdog = std::make_unique<Watchdog>(
+        progress, std::chrono::seconds(timeout),
+        [where, timeout](const std::string &report) {
+          // From the watchdog's thread, while the main thread is blocked:
+          // no MPI here. The launcher ends the job when a rank exits.
+          std::fprintf(stderr,
+                       "triad-run: error: %s: %s; ending the job (--timeout "
+                       "%lld)\n",
+                       where.c_str(), report.c_str(),
+                       static_cast<long long>(timeout));
+          std::fflush(stderr);
+          std::fflush(stdout);
+          std::_Exit(3);
+        });
+  }
   if (!loadDir.empty())
     tool.failIf(trainer->load(loadDir), "--load: "); // fails on every rank
   absl::Status folder;
@@ -753,6 +798,8 @@ int main(int argc, char **argv) {
   }
   if (!saveDir.empty() && lastSaved != trainer->completedSteps())
     save();
+  watchdog
+      .reset(); // what follows (closing files, merging traces) is not watched
   absl::Status closed = trace.close();
   if (closed.ok())
     closed = metrics.close();
