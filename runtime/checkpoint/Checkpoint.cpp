@@ -26,6 +26,17 @@ namespace {
 constexpr const char *kSlicesKey = "triad.slices";
 constexpr const char *kStepKey = "triad.step";
 constexpr const char *kSeedKey = "triad.seed";
+constexpr const char *kDataPositionKey = "triad.data_position";
+constexpr const char *kWorldSizeKey = "triad.world_size";
+constexpr const char *kMeshKey = "triad.mesh";
+
+/// A mesh as the stamps spell it: "dp=2,pp=1,tp=4".
+std::string meshText(const std::vector<std::pair<std::string, int64_t>> &mesh) {
+  std::string text;
+  for (const auto &[axis, size] : mesh)
+    absl::StrAppend(&text, text.empty() ? "" : ",", axis, "=", size);
+  return text;
+}
 
 std::string rankFileName(int64_t rank) {
   return absl::StrFormat("rank-%05d.safetensors", rank);
@@ -121,10 +132,14 @@ std::string checkpointStepDir(const std::string &dir, uint64_t step) {
   return absl::StrFormat("%s/step-%08d", dir, step);
 }
 
+ShardStamp stampOf(const CheckpointInfo &info) {
+  return {info.seed, info.dataPosition, info.worldSize, info.mesh};
+}
+
 absl::Status writeCheckpointShard(const std::string &dir, uint64_t step,
                                   int64_t rank,
                                   const std::vector<TensorSlice> &slices,
-                                  std::optional<uint64_t> seed) {
+                                  const ShardStamp &run) {
   if (absl::Status status = makeFolder(dir); !status.ok())
     return status;
   std::string stepDir = checkpointStepDir(dir, step);
@@ -144,16 +159,24 @@ absl::Status writeCheckpointShard(const std::string &dir, uint64_t step,
   }
   std::map<std::string, std::string> stamp = {{kSlicesKey, metadata.dump()},
                                               {kStepKey, std::to_string(step)}};
-  if (seed)
-    stamp[kSeedKey] = std::to_string(*seed);
+  if (run.seed)
+    stamp[kSeedKey] = std::to_string(*run.seed);
+  if (run.dataPosition)
+    stamp[kDataPositionKey] = std::to_string(*run.dataPosition);
+  if (run.worldSize)
+    stamp[kWorldSizeKey] = std::to_string(*run.worldSize);
+  if (!run.mesh.empty())
+    stamp[kMeshKey] = meshText(run.mesh);
   return writeSafetensors(stepDir + "/" + rankFileName(rank), tensors, stamp);
 }
 
 namespace {
-/// OK when `file`'s stamp (if any) names `step` and `seed`; else an error
-/// naming both, as two jobs saving into one folder would leave.
-absl::Status checkStamp(const SafetensorsFile &file, uint64_t step,
-                        uint64_t seed) {
+/// OK when `file`'s stamp (what it has of it) agrees with the index
+/// `info`: its step, seed, data position, world size and mesh; else an
+/// error naming both values, as two jobs saving into one folder would
+/// leave.
+absl::Status checkStamp(const SafetensorsFile &file,
+                        const CheckpointInfo &info) {
   const std::map<std::string, std::string> &meta = file.metadata();
   auto stamped = [&](const char *key) -> std::optional<std::string> {
     auto it = meta.find(key);
@@ -162,13 +185,29 @@ absl::Status checkStamp(const SafetensorsFile &file, uint64_t step,
   };
   std::optional<std::string> shardStep = stamped(kStepKey),
                              shardSeed = stamped(kSeedKey);
-  if ((shardStep && *shardStep != std::to_string(step)) ||
-      (shardSeed && *shardSeed != std::to_string(seed)))
+  if ((shardStep && *shardStep != std::to_string(info.step)) ||
+      (shardSeed && *shardSeed != std::to_string(info.seed)))
     return absl::DataLossError(absl::StrCat(
         "shard '", file.path(), "' was saved at step ", shardStep.value_or("?"),
         " with seed ", shardSeed.value_or("?"),
-        ", but the checkpoint's index says step ", step, " with seed ", seed,
-        " (did two jobs save into this folder?)"));
+        ", but the checkpoint's index says step ", info.step, " with seed ",
+        info.seed, " (did two jobs save into this folder?)"));
+  struct Field {
+    const char *key, *what;
+    std::string indexed;
+  };
+  for (const Field &field :
+       {Field{kDataPositionKey, "data position",
+              std::to_string(info.dataPosition)},
+        Field{kWorldSizeKey, "world size", std::to_string(info.worldSize)},
+        Field{kMeshKey, "mesh", meshText(info.mesh)}}) {
+    std::optional<std::string> value = stamped(field.key);
+    if (value && !field.indexed.empty() && *value != field.indexed)
+      return absl::DataLossError(absl::StrCat(
+          "shard '", file.path(), "' was saved with ", field.what, " ", *value,
+          ", but the checkpoint's index says ", field.indexed,
+          " (did two jobs save into this folder?)"));
+  }
   return absl::OkStatus();
 }
 } // namespace
@@ -192,8 +231,7 @@ absl::Status commitCheckpoint(const std::string &dir,
       return absl::FailedPreconditionError(
           absl::StrCat("cannot commit checkpoint step ", info.step, ": rank ",
                        rank, "'s shard: ", file.status().message()));
-    if (absl::Status status = checkStamp(*file, info.step, info.seed);
-        !status.ok())
+    if (absl::Status status = checkStamp(*file, info); !status.ok())
       return absl::FailedPreconditionError(absl::StrCat(
           "cannot commit checkpoint step ", info.step, ": ", status.message()));
     auto slices = readSliceMetadata(*file);
@@ -308,6 +346,17 @@ CheckpointReader::open(const std::string &dir) try {
                                               axis[1].get<int64_t>());
     }
   }
+  if (reader.checkpointInfo.worldSize < 1)
+    return invalid("'world_size' is not a count of ranks");
+  if (!reader.checkpointInfo.mesh.empty()) {
+    int64_t ranks = 1;
+    for (const auto &[axis, size] : reader.checkpointInfo.mesh)
+      ranks = size > 0 && ranks <= (int64_t{1} << 40) / size ? ranks * size : 0;
+    if (ranks != reader.checkpointInfo.worldSize)
+      return invalid(absl::StrCat(
+          "its mesh (", meshText(reader.checkpointInfo.mesh), ") has ", ranks,
+          " ranks but 'world_size' says ", reader.checkpointInfo.worldSize));
+  }
   if (!index["tensors"].is_object())
     return invalid("'tensors' is not an object");
 
@@ -337,6 +386,15 @@ CheckpointReader::open(const std::string &dir) try {
       std::string fileName = slice["file"].get<std::string>();
       if (fileName.find('/') != std::string::npos)
         return invalid(absl::StrCat("a slice of '", name, "' names a path"));
+      int shardRank = -1, consumed = 0;
+      if (std::sscanf(fileName.c_str(), "rank-%d.safetensors%n", &shardRank,
+                      &consumed) == 1 &&
+          consumed == static_cast<int>(fileName.size()) &&
+          (shardRank < 0 || shardRank >= reader.checkpointInfo.worldSize))
+        return invalid(absl::StrCat("a slice of '", name, "' is in '", fileName,
+                                    "', rank ", shardRank,
+                                    ", but 'world_size' says ",
+                                    reader.checkpointInfo.worldSize, " ranks"));
       auto [it, inserted] =
           fileIds.try_emplace(fileName, static_cast<int64_t>(fileIds.size()));
       if (inserted) {
@@ -383,9 +441,7 @@ CheckpointReader::file(int64_t id) const {
         SafetensorsFile::open(stepDir + "/" + fileNames[id]);
     if (!opened.ok())
       return opened.status();
-    if (absl::Status status =
-            checkStamp(*opened, checkpointInfo.step, checkpointInfo.seed);
-        !status.ok())
+    if (absl::Status status = checkStamp(*opened, checkpointInfo); !status.ok())
       return status;
     // Triad's shards carry a checksum per tensor, checked by open().
     if (!opened->everyTensorChecked())

@@ -77,14 +77,28 @@ void copyBox(const void *from, const std::vector<int64_t> &fromShape,
 /// The folder of step `step` inside checkpoint folder `dir`.
 std::string checkpointStepDir(const std::string &dir, uint64_t step);
 
+/// What a shard is stamped with besides its step: the run's seed, data
+/// position, world size and mesh, as far as known. The commit and the
+/// reader compare each with the index.
+struct ShardStamp {
+  std::optional<uint64_t> seed;
+  std::optional<uint64_t> dataPosition;
+  std::optional<int64_t> worldSize;
+  /// As CheckpointInfo::mesh; empty: not stamped.
+  std::vector<std::pair<std::string, int64_t>> mesh = {};
+};
+
+/// The stamp of a shard of the run `info` describes.
+ShardStamp stampOf(const CheckpointInfo &info);
+
 /// Writes rank `rank`'s slices for step `step` (creating the folders). The
-/// shard is stamped with its step and the run's `seed` (when given), which
-/// the commit and the reader compare with the index: a shard of another
-/// step or run is an error, not mixed in.
+/// shard is stamped with its step and `stamp`, which the commit and the
+/// reader compare with the index: a shard of another step, run, data
+/// position or mesh is an error naming both values, not mixed in.
 absl::Status writeCheckpointShard(const std::string &dir, uint64_t step,
                                   int64_t rank,
                                   const std::vector<TensorSlice> &slices,
-                                  std::optional<uint64_t> seed = std::nullopt);
+                                  const ShardStamp &stamp = {});
 
 /// Checks the shards of all `info.worldSize` ranks, writes the index and
 /// makes the step the latest checkpoint. Call once, after every rank's

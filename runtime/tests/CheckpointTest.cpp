@@ -292,7 +292,86 @@ TEST(Checkpoint, CorruptIndexesAreRefused) {
               index["tensors"]["w"]["slices"][1]["offsets"] = {3, 0};
             })).find("lies outside its shape"),
             std::string::npos);
+  // The mesh and the world size disagree.
+  EXPECT_NE(withIndex(edited([](nlohmann::json &index) {
+              index["mesh"] =
+                  nlohmann::json::array({nlohmann::json::array({"dp", 2}),
+                                         nlohmann::json::array({"tp", 2})});
+            }))
+                .find("its mesh (dp=2,tp=2) has 4 ranks but 'world_size' "
+                      "says 2"),
+            std::string::npos);
+  // A slice in the shard of a rank the world does not have.
+  EXPECT_NE(
+      withIndex(edited([](nlohmann::json &index) { index["world_size"] = 1; }))
+          .find("is in 'rank-00001.safetensors', rank 1, but "
+                "'world_size' says 1 ranks"),
+      std::string::npos);
+  EXPECT_NE(withIndex(edited([](nlohmann::json &index) {
+              index["world_size"] = 0;
+            })).find("'world_size' is not a count of ranks"),
+            std::string::npos);
   EXPECT_EQ(withIndex(original), "");
+}
+
+// Two jobs of the same seed saving the same step into one folder under
+// other meshes, or at other data positions: the shards' stamps disagree
+// with the index, which names both values.
+TEST(Checkpoint, ShardsOfAnotherMeshOrDataPositionAreRefused) {
+  std::vector<float> w = iota(24);
+  CheckpointInfo run{3, 7, 96, 2, {{"dp", 2}, {"tp", 1}}};
+  auto shard = [&](const std::string &dir, int64_t rank,
+                   const CheckpointInfo &info) {
+    return writeCheckpointShard(dir, info.step, rank,
+                                {{"w",
+                                  DType::F32,
+                                  {4, 6},
+                                  {2 * rank, 0},
+                                  {2, 6},
+                                  w.data() + 12 * rank}},
+                                stampOf(info));
+  };
+  std::string dir = freshDir("stamps");
+  ASSERT_TRUE(shard(dir, 0, run).ok());
+  ASSERT_TRUE(shard(dir, 1, run).ok());
+  ASSERT_TRUE(commitCheckpoint(dir, run).ok());
+
+  CheckpointInfo otherMesh = run;
+  otherMesh.mesh = {{"dp", 1}, {"tp", 2}};
+  dir = freshDir("stamps-mesh");
+  ASSERT_TRUE(shard(dir, 0, otherMesh).ok());
+  ASSERT_TRUE(shard(dir, 1, run).ok());
+  absl::Status committed = commitCheckpoint(dir, run);
+  EXPECT_NE(committed.message().find(
+                "rank-00000.safetensors' was saved with mesh dp=1,tp=2, but "
+                "the checkpoint's index says dp=2,tp=1 (did two jobs save "
+                "into this folder?)"),
+            std::string::npos)
+      << committed;
+
+  CheckpointInfo otherPosition = run;
+  otherPosition.dataPosition = 48;
+  dir = freshDir("stamps-position");
+  ASSERT_TRUE(shard(dir, 0, run).ok());
+  ASSERT_TRUE(shard(dir, 1, otherPosition).ok());
+  committed = commitCheckpoint(dir, run);
+  EXPECT_NE(committed.message().find(
+                "rank-00001.safetensors' was saved with data position 48, "
+                "but the checkpoint's index says 96"),
+            std::string::npos)
+      << committed;
+
+  CheckpointInfo otherWorld = run;
+  otherWorld.worldSize = 4;
+  otherWorld.mesh = {{"dp", 4}, {"tp", 1}};
+  dir = freshDir("stamps-world");
+  ASSERT_TRUE(shard(dir, 0, otherWorld).ok());
+  ASSERT_TRUE(shard(dir, 1, run).ok());
+  committed = commitCheckpoint(dir, run);
+  EXPECT_NE(committed.message().find("was saved with world size 4, but the "
+                                     "checkpoint's index says 2"),
+            std::string::npos)
+      << committed;
 }
 
 // A reader opens only the shards its reads need: rank 0's rows load with
@@ -480,7 +559,7 @@ TEST(Checkpoint, ShardsOfAnotherRunOrStepAreRefused) {
                                   {2 * rank, 0},
                                   {2, 6},
                                   w.data() + 12 * rank}},
-                                seed);
+                                {seed});
   };
   ASSERT_TRUE(shard(0, 3, 1).ok());
   ASSERT_TRUE(shard(1, 3, 2).ok());

@@ -395,23 +395,22 @@ absl::Status Trainer::save(const std::string &dir) {
   if (absl::Status status = communicator->agree(finite); !status.ok())
     return status;
   int64_t rank = communicator->worldRank();
+  CheckpointInfo info;
+  info.step = completed;
+  info.seed = options.seed;
+  info.dataPosition = consumed;
+  info.worldSize = communicator->worldSize();
+  for (const plan::MeshAxis *axis : *plan->root().mesh())
+    info.mesh.emplace_back(axis->name()->str(), axis->size());
   // Every shard is on disk (or every rank knows one is not) before rank 0
   // checks them all and moves `latest`.
   if (absl::Status status = communicator->agree(
-          writeCheckpointShard(dir, completed, rank, slices, options.seed));
+          writeCheckpointShard(dir, completed, rank, slices, stampOf(info)));
       !status.ok())
     return status;
   absl::Status committed;
-  if (rank == 0) {
-    CheckpointInfo info;
-    info.step = completed;
-    info.seed = options.seed;
-    info.dataPosition = consumed;
-    info.worldSize = communicator->worldSize();
-    for (const plan::MeshAxis *axis : *plan->root().mesh())
-      info.mesh.emplace_back(axis->name()->str(), axis->size());
+  if (rank == 0)
     committed = commitCheckpoint(dir, info);
-  }
   return communicator->agree(committed);
 }
 
