@@ -11,9 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -296,12 +298,18 @@ absl::Status commitCheckpoint(const std::string &dir,
 }
 
 absl::StatusOr<CheckpointReader>
-CheckpointReader::open(const std::string &dir) try {
-  absl::StatusOr<std::string> latest = readFile(dir + "/latest");
-  if (!latest.ok())
-    return absl::NotFoundError(absl::StrCat("no checkpoint in '", dir, "' (",
-                                            latest.status().message(), ")"));
-  std::string stepName = *latest;
+CheckpointReader::open(const std::string &dir,
+                       std::optional<uint64_t> step) try {
+  std::string stepName;
+  if (step) {
+    stepName = checkpointStepDir("", *step).substr(1);
+  } else {
+    absl::StatusOr<std::string> latest = readFile(dir + "/latest");
+    if (!latest.ok())
+      return absl::NotFoundError(absl::StrCat("no checkpoint in '", dir, "' (",
+                                              latest.status().message(), ")"));
+    stepName = *latest;
+  }
   while (!stepName.empty() &&
          (stepName.back() == '\n' || stepName.back() == ' '))
     stepName.pop_back();
@@ -432,6 +440,49 @@ CheckpointReader::open(const std::string &dir) try {
 } catch (const nlohmann::json::exception &error) {
   return absl::DataLossError(
       absl::StrCat("invalid checkpoint index in '", dir, "': ", error.what()));
+}
+
+absl::Status CheckpointReader::verify() const {
+  for (size_t id = 0; id < fileNames.size(); ++id)
+    if (absl::StatusOr<const SafetensorsFile *> opened =
+            file(static_cast<int64_t>(id));
+        !opened.ok())
+      return opened.status();
+  return absl::OkStatus();
+}
+
+std::vector<uint64_t> checkpointSteps(const std::string &dir) {
+  std::vector<uint64_t> steps;
+  DIR *folder = ::opendir(dir.c_str());
+  if (!folder)
+    return steps;
+  while (const dirent *entry = ::readdir(folder)) {
+    unsigned long long step = 0;
+    int consumed = 0;
+    std::string name = entry->d_name;
+    if (std::sscanf(name.c_str(), "step-%llu%n", &step, &consumed) == 1 &&
+        consumed == static_cast<int>(name.size()) &&
+        name == checkpointStepDir("", step).substr(1) &&
+        ::access((dir + "/" + name + "/index.json").c_str(), F_OK) == 0)
+      steps.push_back(step);
+  }
+  ::closedir(folder);
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+absl::StatusOr<uint64_t>
+newestIntactCheckpoint(const std::string &dir,
+                       std::vector<std::string> &skipped) {
+  for (uint64_t step : checkpointSteps(dir)) {
+    absl::StatusOr<CheckpointReader> reader = CheckpointReader::open(dir, step);
+    absl::Status status = reader.ok() ? reader->verify() : reader.status();
+    if (status.ok())
+      return step;
+    skipped.push_back(absl::StrCat("step ", step, ": ", status.message()));
+  }
+  return absl::NotFoundError(
+      absl::StrCat("no intact checkpoint in '", dir, "'"));
 }
 
 absl::StatusOr<const SafetensorsFile *>

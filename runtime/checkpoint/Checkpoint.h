@@ -106,10 +106,20 @@ absl::Status writeCheckpointShard(const std::string &dir, uint64_t step,
 absl::Status commitCheckpoint(const std::string &dir,
                               const CheckpointInfo &info);
 
+/// The steps of the committed checkpoints in `dir` (its step-N folders
+/// that hold an index), newest first.
+std::vector<uint64_t> checkpointSteps(const std::string &dir);
+
 class CheckpointReader {
 public:
-  /// Opens the latest committed checkpoint of `dir`.
-  static absl::StatusOr<CheckpointReader> open(const std::string &dir);
+  /// Opens the latest committed checkpoint of `dir`, or the one of `step`.
+  static absl::StatusOr<CheckpointReader>
+  open(const std::string &dir, std::optional<uint64_t> step = std::nullopt);
+
+  /// Opens every shard the index names, which checks each one's stamps
+  /// and every tensor's checksum: OK when the whole checkpoint is intact,
+  /// else the first damage found.
+  absl::Status verify() const;
 
   const CheckpointInfo &info() const { return checkpointInfo; }
   std::vector<std::string> tensorNames() const;
@@ -141,6 +151,14 @@ private:
   mutable std::vector<std::unique_ptr<SafetensorsFile>> files;
   std::map<std::string, StoredTensor> tensors;
 };
+
+/// The newest checkpoint of `dir` that opens and verifies (see
+/// CheckpointReader::verify), with a line in `skipped` ("step 12: why") for
+/// each newer one that does not. NotFound when `dir` holds no intact
+/// checkpoint.
+absl::StatusOr<uint64_t>
+newestIntactCheckpoint(const std::string &dir,
+                       std::vector<std::string> &skipped);
 
 /// A job's hold on its checkpoint folder: `DIR/.lock`, made exclusively
 /// and holding the host and process that made it, removed when the lock is

@@ -96,6 +96,8 @@ public:
   /// when every rank's `local` is OK. A rank that failed gets its own
   /// error back, the others an error naming the first rank that failed.
   virtual absl::Status agree(const absl::Status &local) = 0;
+  /// Every rank calls it; every rank gets the smallest of their `local`s.
+  virtual absl::StatusOr<int64_t> worldMinimum(int64_t local) = 0;
 
   // The same collectives started in the background: until the request's
   // wait() returns, `out` must be neither read nor written and `in` not
@@ -162,6 +164,7 @@ public:
                     int64_t tag) override;
   absl::Status barrier() override { return absl::OkStatus(); }
   absl::Status agree(const absl::Status &local) override { return local; }
+  absl::StatusOr<int64_t> worldMinimum(int64_t local) override { return local; }
 
 private:
   absl::Status copy(uint32_t group, const float *in, float *out,

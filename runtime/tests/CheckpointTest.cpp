@@ -374,6 +374,43 @@ TEST(Checkpoint, ShardsOfAnotherMeshOrDataPositionAreRefused) {
       << committed;
 }
 
+// --load auto's choice: the committed steps newest first, and the newest
+// one whose shards all open with intact tensors.
+TEST(Checkpoint, FindsTheNewestIntactCheckpoint) {
+  std::string dir = freshDir("newest");
+  EXPECT_TRUE(checkpointSteps(dir).empty());
+  std::vector<std::string> skipped;
+  EXPECT_EQ(newestIntactCheckpoint(dir, skipped).status().code(),
+            absl::StatusCode::kNotFound);
+  saveTwoRanks(dir, 2, 0);
+  saveTwoRanks(dir, 10, 1);
+  saveTwoRanks(dir, 7, 2);
+  // Not checkpoints: an uncommitted step, a name of another spelling.
+  ASSERT_EQ(::mkdir((dir + "/step-00000011").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((dir + "/step-12").c_str(), 0755), 0);
+  EXPECT_EQ(checkpointSteps(dir), (std::vector<uint64_t>{10, 7, 2}));
+  absl::StatusOr<uint64_t> newest = newestIntactCheckpoint(dir, skipped);
+  ASSERT_TRUE(newest.ok()) << newest.status();
+  EXPECT_EQ(*newest, 10u);
+  EXPECT_TRUE(skipped.empty());
+  // A changed data byte in step 10's rank 1 shard (its last tensor's).
+  std::string shard = checkpointStepDir(dir, 10) + "/rank-00001.safetensors";
+  std::string bytes = *readFile(shard);
+  bytes[bytes.size() - 2] ^= 1;
+  ASSERT_TRUE(writeFileAtomically(shard, bytes).ok());
+  newest = newestIntactCheckpoint(dir, skipped);
+  ASSERT_TRUE(newest.ok()) << newest.status();
+  EXPECT_EQ(*newest, 7u);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("step 10: "), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[0].find("rank-00001.safetensors"), std::string::npos)
+      << skipped[0];
+  auto reader = CheckpointReader::open(dir, 7);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ(reader->info().step, 7u);
+  EXPECT_TRUE(reader->verify().ok());
+}
+
 // A reader opens only the shards its reads need: rank 0's rows load with
 // rank 1's shard gone, and a read that needs it names it.
 TEST(Checkpoint, ReadsOpenOnlyTheShardsTheyNeed) {

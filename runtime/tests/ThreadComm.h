@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -40,7 +41,8 @@ namespace triad::rt::tests {
 class ThreadWorld {
 public:
   explicit ThreadWorld(int64_t size)
-      : size(size), inputs(size, nullptr), failed(size, false) {}
+      : size(size), inputs(size, nullptr), failed(size, false),
+        values(size, 0) {}
 
   /// Blocks until every rank has arrived.
   void arrive() {
@@ -81,6 +83,7 @@ public:
   /// Each rank's input of the current collective.
   std::vector<const float *> inputs;
   std::vector<bool> failed;
+  std::vector<int64_t> values;
 
 private:
   std::mutex mutex;
@@ -209,6 +212,16 @@ public:
       return absl::AbortedError(
           absl::StrCat("rank ", first, " failed (see its error)"));
     return absl::OkStatus();
+  }
+
+  absl::StatusOr<int64_t> worldMinimum(int64_t local) override {
+    world.values[rank] = local;
+    world.arrive();
+    int64_t smallest = local;
+    for (int64_t value : world.values)
+      smallest = std::min(smallest, value);
+    world.arrive();
+    return smallest;
   }
 
   /// With `deferred`, a started collective runs only when it is waited for

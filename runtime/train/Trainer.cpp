@@ -414,11 +414,12 @@ absl::Status Trainer::save(const std::string &dir) {
   return communicator->agree(committed);
 }
 
-absl::Status Trainer::load(const std::string &dir) {
+absl::Status Trainer::load(const std::string &dir,
+                           std::optional<uint64_t> step) {
   if (options.progress)
     options.progress->phase("loading a checkpoint");
   std::vector<std::pair<std::string, std::vector<float>>> restored;
-  absl::StatusOr<CheckpointInfo> info = read(dir, restored);
+  absl::StatusOr<CheckpointInfo> info = read(dir, restored, step);
   // Every rank changes its tensors only when every rank could read them.
   if (absl::Status status = communicator->agree(info.status()); !status.ok())
     return status;
@@ -430,10 +431,11 @@ absl::Status Trainer::load(const std::string &dir) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<CheckpointInfo> Trainer::read(
-    const std::string &dir,
-    std::vector<std::pair<std::string, std::vector<float>>> &restored) {
-  absl::StatusOr<CheckpointReader> reader = CheckpointReader::open(dir);
+absl::StatusOr<CheckpointInfo>
+Trainer::read(const std::string &dir,
+              std::vector<std::pair<std::string, std::vector<float>>> &restored,
+              std::optional<uint64_t> step) {
+  absl::StatusOr<CheckpointReader> reader = CheckpointReader::open(dir, step);
   if (!reader.ok())
     return reader.status();
   auto refuse = [&](absl::string_view what) {

@@ -149,13 +149,14 @@ public:
   /// the plan's order, or "" when all are finite.
   std::string firstNonFiniteParameter();
 
-  /// Restores the latest checkpoint of `dir`: this rank's slices of every
-  /// parameter and state of its program, the step and the data position.
-  /// Refuses (and changes nothing) when a tensor is missing, differs in
-  /// global shape, or the checkpoint holds a tensor the plan does not have,
-  /// or was saved with another seed. Every rank calls it; it returns OK on
-  /// every rank or an error on every rank.
-  absl::Status load(const std::string &dir);
+  /// Restores the latest checkpoint of `dir` (or the one of `step`): this
+  /// rank's slices of every parameter and state of its program, the step and
+  /// the data position. Refuses (and changes nothing) when a tensor is missing,
+  /// differs in global shape, or the checkpoint holds a tensor the plan does
+  /// not have, or was saved with another seed. Every rank calls it; it returns
+  /// OK on every rank or an error on every rank.
+  absl::Status load(const std::string &dir,
+                    std::optional<uint64_t> step = std::nullopt);
 
   Executor &executor() { return *exec; }
   /// This rank's data-parallel index and the replica count.
@@ -184,7 +185,8 @@ private:
   /// `restored` (tensor name, values), checking that it fits the plan.
   absl::StatusOr<CheckpointInfo>
   read(const std::string &dir,
-       std::vector<std::pair<std::string, std::vector<float>>> &restored);
+       std::vector<std::pair<std::string, std::vector<float>>> &restored,
+       std::optional<uint64_t> step);
 
   const LoadedPlan *plan;
   Sampler sampler;

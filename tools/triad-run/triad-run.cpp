@@ -2,7 +2,7 @@
 //
 // triad-run PLAN --data FILE --steps N [--seed S] [--lr F] [--log-every K]
 //           [--metrics FILE] [--trace FILE] [--save DIR [--save-every K]]
-//           [--load DIR] [--token-width u16|u32] [--timeout SECONDS]
+//           [--load DIR|auto] [--token-width u16|u32] [--timeout SECONDS]
 //
 // The runtime's tool: no MLIR or LLVM. It verifies the plan, opens the
 // corpus, and runs optimizer steps 1..N (or, with --load, from the
@@ -104,7 +104,9 @@ ABSL_FLAG(bool, overwrite, false,
           "With --save: allow saving steps at or before the folder's latest "
           "checkpoint, moving 'latest' back to them");
 ABSL_FLAG(std::string, load, "",
-          "Resume from the latest checkpoint in folder DIR");
+          "Resume from the latest checkpoint in folder DIR; auto: from the "
+          "newest intact checkpoint of the --save folder (skipping damaged "
+          "newer ones with a warning), or from step 1 when it has none");
 ABSL_FLAG(std::string, token_width, "u16",
           "Width of the corpus's token ids: u16 or u32");
 ABSL_FLAG(std::string, device, "cpu",
@@ -495,6 +497,8 @@ int main(int argc, char **argv) {
                            timeout));
   if (saveEvery != 0 && saveDir.empty())
     tool.fail("--save-every needs --save DIR (where to save)");
+  if (loadDir == "auto" && saveDir.empty())
+    tool.fail("--load auto resumes from the --save folder: give --save DIR");
   if (saveEvery < 0)
     tool.fail(absl::StrCat("--save-every must be positive, got ", saveEvery));
   if (width != "u16" && width != "u32")
@@ -536,11 +540,39 @@ int main(int argc, char **argv) {
       plan.vocab());
   tool.failIfAny(data.status());
 
+  // --load auto: the newest checkpoint of the --save folder that every
+  // rank finds intact (the oldest of the ranks' choices), or none.
+  std::optional<uint64_t> loadStep;
+  bool skippedDamaged = false;
+  if (loadDir == "auto") {
+    std::vector<std::string> skipped;
+    absl::StatusOr<uint64_t> newest = newestIntactCheckpoint(saveDir, skipped);
+    absl::StatusOr<int64_t> agreed =
+        tool.comm ? tool.comm->worldMinimum(
+                        newest.ok() ? static_cast<int64_t>(*newest) : -1)
+                  : absl::StatusOr<int64_t>(
+                        newest.ok() ? static_cast<int64_t>(*newest) : -1);
+    tool.failIf(agreed.status(), "--load auto: ");
+    for (const std::string &line : skipped)
+      tool.say(absl::StrCat("triad-run: warning: --load auto: skipping the "
+                            "damaged checkpoint ",
+                            line));
+    skippedDamaged = !skipped.empty();
+    if (*agreed < 0) {
+      tool.say(absl::StrCat("triad-run: --load auto: no intact checkpoint in '",
+                            saveDir, "': training from step 1"));
+      loadDir.clear();
+    } else {
+      loadDir = saveDir;
+      loadStep = static_cast<uint64_t>(*agreed);
+    }
+  }
+
   // Resuming: the checkpoint's step and seed.
   uint64_t seed = seedFlag.value_or(1234), firstStep = 1;
   if (!loadDir.empty()) {
     absl::StatusOr<CheckpointReader> checkpoint =
-        CheckpointReader::open(loadDir);
+        CheckpointReader::open(loadDir, loadStep);
     tool.failIfAny(checkpoint.status(), "--load: ");
     const CheckpointInfo &info = checkpoint->info();
     if (seedFlag && *seedFlag != info.seed)
@@ -597,7 +629,8 @@ int main(int argc, char **argv) {
         });
   }
   if (!loadDir.empty())
-    tool.failIf(trainer->load(loadDir), "--load: "); // fails on every rank
+    tool.failIf(trainer->load(loadDir, loadStep),
+                "--load: "); // fails on every rank
   absl::Status folder;
   if (!saveDir.empty() && mkdir(saveDir.c_str(), 0755) != 0 && errno != EEXIST)
     folder = absl::PermissionDeniedError(
@@ -622,8 +655,9 @@ int main(int argc, char **argv) {
   // 'latest' never moves back to an older step (another run's folder, or
   // this run's from further on) unless the user says so.
   absl::Status forward;
-  if (!saveDir.empty() && !absl::GetFlag(FLAGS_overwrite) && tool.rank() == 0 &&
-      firstStep <= static_cast<uint64_t>(steps))
+  // (--load auto moves it back over the damaged checkpoints it skipped.)
+  if (!saveDir.empty() && !absl::GetFlag(FLAGS_overwrite) && !skippedDamaged &&
+      tool.rank() == 0 && firstStep <= static_cast<uint64_t>(steps))
     if (absl::StatusOr<CheckpointReader> existing =
             CheckpointReader::open(saveDir);
         existing.ok() && existing->info().step >= firstStep) {

@@ -256,6 +256,17 @@ public:
     return absl::OkStatus();
   }
 
+  absl::StatusOr<int64_t> worldMinimum(int64_t local) override {
+    int64_t smallest = local;
+    if (absl::Status status =
+            mpiStatus(MPI_Allreduce(&local, &smallest, 1, MPI_INT64_T, MPI_MIN,
+                                    MPI_COMM_WORLD),
+                      "MPI_Allreduce");
+        !status.ok())
+      return status;
+    return smallest;
+  }
+
 private:
   absl::Status check(uint32_t group, int64_t count) const {
     if (group >= comms.size())
