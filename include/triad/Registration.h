@@ -17,6 +17,10 @@ namespace mlir {
 class DialectRegistry;
 } // namespace mlir
 
+namespace llvm {
+class MemoryBuffer;
+} // namespace llvm
+
 namespace triad {
 
 /// Adds the project's dialects and the upstream ones it uses (func, arith,
@@ -40,6 +44,10 @@ std::vector<char *> withToolDefaults(int argc, char **argv);
 /// error instead of a stack overflow.
 inline constexpr size_t kMaxIrNesting = 1000;
 size_t irNestingDepth(llvm::StringRef text);
+/// Whether `input` nests at most kMaxIrNesting deep; otherwise prints
+/// "<tool>: error: <input> nests brackets N levels deep, ..." and returns
+/// false.
+bool checkIrNesting(const llvm::MemoryBuffer &input, llvm::StringRef tool);
 
 } // namespace triad
 

@@ -19,6 +19,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
 
 void triad::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<triad::TriadDialect, triad::dist::DistDialect,
@@ -42,6 +44,17 @@ std::vector<char *> triad::withToolDefaults(int argc, char **argv) {
   args.insert(args.begin() + (argc > 0 ? 1 : 0), quietDiagnostics);
   args.push_back(nullptr);
   return args;
+}
+
+bool triad::checkIrNesting(const llvm::MemoryBuffer &input,
+                           llvm::StringRef tool) {
+  size_t depth = irNestingDepth(input.getBuffer());
+  if (depth <= kMaxIrNesting)
+    return true;
+  llvm::errs() << tool << ": error: " << input.getBufferIdentifier()
+               << " nests brackets " << depth << " levels deep, more than the "
+               << kMaxIrNesting << " the parser takes\n";
+  return false;
 }
 
 size_t triad::irNestingDepth(llvm::StringRef text) {

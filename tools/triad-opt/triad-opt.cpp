@@ -37,14 +37,8 @@ int main(int argc, char **argv) {
     llvm::errs() << "triad-opt: error: " << error << "\n";
     return 1;
   }
-  if (size_t depth = triad::irNestingDepth(file->getBuffer());
-      depth > triad::kMaxIrNesting) {
-    llvm::errs() << "triad-opt: error: " << file->getBufferIdentifier()
-                 << " nests brackets " << depth
-                 << " levels deep, more than the " << triad::kMaxIrNesting
-                 << " the parser takes\n";
+  if (!triad::checkIrNesting(*file, "triad-opt"))
     return 1;
-  }
   std::unique_ptr<llvm::ToolOutputFile> out =
       mlir::openOutputFile(output, &error);
   if (!out) {
