@@ -389,7 +389,10 @@ CheckpointReader::open(const std::string &dir,
       elements *= size;
     }
     for (const auto &slice : value["slices"]) {
-      if (!slice.is_object() || !slice["file"].is_string())
+      // `slice` is const: look a key up only where it is (a const
+      // operator[] on a missing key is undefined behaviour).
+      if (!slice.is_object() || !slice.contains("file") ||
+          !slice["file"].is_string())
         return invalid(absl::StrCat("a slice of '", name, "' names no file"));
       std::string fileName = slice["file"].get<std::string>();
       if (fileName.find('/') != std::string::npos)

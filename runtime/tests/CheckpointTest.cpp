@@ -292,6 +292,12 @@ TEST(Checkpoint, CorruptIndexesAreRefused) {
               index["tensors"]["w"]["slices"][1]["offsets"] = {3, 0};
             })).find("lies outside its shape"),
             std::string::npos);
+  // A slice without a file (found by the index fuzzer: it read a key that
+  // is not there).
+  EXPECT_NE(withIndex(edited([](nlohmann::json &index) {
+              index["tensors"]["w"]["slices"][0].erase("file");
+            })).find("a slice of 'w' names no file"),
+            std::string::npos);
   // The mesh and the world size disagree.
   EXPECT_NE(withIndex(edited([](nlohmann::json &index) {
               index["mesh"] =
