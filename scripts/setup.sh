@@ -21,6 +21,9 @@ PACKAGES=(
   libflatbuffers-dev flatbuffers-compiler
   # Multi-rank runs on CPUs: mpirun and the MPI library triad-run links.
   openmpi-bin libopenmpi-dev
+  # Fuzzing the runtime's loaders (scripts/fuzz.sh): clang with libFuzzer
+  # and the sanitizers' runtimes, and its OpenMP for the CPU kernels.
+  clang libclang-rt-14-dev libomp-14-dev
   # Tests: text to turn into token corpora (fortune files), and PyTorch as
   # a reference (/usr/bin/python3 imports it; the pyenv python3 does not).
   fortunes python3-torch

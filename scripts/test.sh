@@ -3,7 +3,9 @@
 #   1. the full build (compiler, tools, runtime) and its lit + GoogleTest suite;
 #   2. the runtime alone, configured with LLVM and MLIR made unfindable and
 #      built with AddressSanitizer and UndefinedBehaviorSanitizer, and its
-#      unit tests (file loaders fed corrupt input among them) under ctest.
+#      unit tests (file loaders fed corrupt input among them) under ctest;
+#   3. libFuzzer on the runtime's file loaders, TRIAD_FUZZ_SECONDS (15) per
+#      target (scripts/fuzz.sh; a longer run: scripts/fuzz.sh 3600).
 # Exits non-zero when anything fails.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,6 +33,10 @@ cmake -S "$root" -B "$runtime_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo 
   -DCMAKE_DISABLE_FIND_PACKAGE_MLIR=ON -DCMAKE_DISABLE_FIND_PACKAGE_LLVM=ON
 ninja -C "$runtime_build" -j "$jobs"
 (cd "$runtime_build" && ctest --output-on-failure) || status=$?
+
+echo
+echo "test: fuzzing the runtime's file loaders (libFuzzer)"
+bash "$root/scripts/fuzz.sh" "${TRIAD_FUZZ_SECONDS:-15}" || status=$?
 
 if [ -f "$results" ]; then
   python3 - "$results" <<'PY'
