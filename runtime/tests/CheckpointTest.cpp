@@ -342,42 +342,39 @@ TEST(Checkpoint, ShardsOfAnotherMeshOrDataPositionAreRefused) {
   ASSERT_TRUE(shard(dir, 1, run).ok());
   ASSERT_TRUE(commitCheckpoint(dir, run).ok());
 
-  CheckpointInfo otherMesh = run;
-  otherMesh.mesh = {{"dp", 1}, {"tp", 2}};
-  dir = freshDir("stamps-mesh");
-  ASSERT_TRUE(shard(dir, 0, otherMesh).ok());
-  ASSERT_TRUE(shard(dir, 1, run).ok());
-  absl::Status committed = commitCheckpoint(dir, run);
-  EXPECT_NE(committed.message().find(
-                "rank-00000.safetensors' was saved with mesh dp=1,tp=2, but "
-                "the checkpoint's index says dp=2,tp=1 (did two jobs save "
-                "into this folder?)"),
+  // Rank `rank`'s shard from a run like `run` but for `change`, the other
+  // rank's from `run`: committing `run` names the difference.
+  auto mixed = [&](const char *name, int64_t rank,
+                   const std::function<void(CheckpointInfo &)> &change) {
+    CheckpointInfo other = run;
+    change(other);
+    std::string folder = freshDir(name);
+    EXPECT_TRUE(shard(folder, rank, other).ok());
+    EXPECT_TRUE(shard(folder, 1 - rank, run).ok());
+    return std::string(commitCheckpoint(folder, run).message());
+  };
+  std::string message = mixed("stamps-mesh", 0, [](CheckpointInfo &info) {
+    info.mesh = {{"dp", 1}, {"tp", 2}};
+  });
+  EXPECT_NE(message.find("rank-00000.safetensors' was saved with mesh "
+                         "dp=1,tp=2, but the checkpoint's index says "
+                         "dp=2,tp=1 (did two jobs save into this folder?)"),
             std::string::npos)
-      << committed;
-
-  CheckpointInfo otherPosition = run;
-  otherPosition.dataPosition = 48;
-  dir = freshDir("stamps-position");
-  ASSERT_TRUE(shard(dir, 0, run).ok());
-  ASSERT_TRUE(shard(dir, 1, otherPosition).ok());
-  committed = commitCheckpoint(dir, run);
-  EXPECT_NE(committed.message().find(
-                "rank-00001.safetensors' was saved with data position 48, "
-                "but the checkpoint's index says 96"),
+      << message;
+  message = mixed("stamps-position", 1,
+                  [](CheckpointInfo &info) { info.dataPosition = 48; });
+  EXPECT_NE(message.find("rank-00001.safetensors' was saved with data "
+                         "position 48, but the checkpoint's index says 96"),
             std::string::npos)
-      << committed;
-
-  CheckpointInfo otherWorld = run;
-  otherWorld.worldSize = 4;
-  otherWorld.mesh = {{"dp", 4}, {"tp", 1}};
-  dir = freshDir("stamps-world");
-  ASSERT_TRUE(shard(dir, 0, otherWorld).ok());
-  ASSERT_TRUE(shard(dir, 1, run).ok());
-  committed = commitCheckpoint(dir, run);
-  EXPECT_NE(committed.message().find("was saved with world size 4, but the "
-                                     "checkpoint's index says 2"),
+      << message;
+  message = mixed("stamps-world", 0, [](CheckpointInfo &info) {
+    info.worldSize = 4;
+    info.mesh = {{"dp", 4}, {"tp", 1}};
+  });
+  EXPECT_NE(message.find("was saved with world size 4, but the checkpoint's "
+                         "index says 2"),
             std::string::npos)
-      << committed;
+      << message;
 }
 
 // --load auto's choice: the committed steps newest first, and the newest
