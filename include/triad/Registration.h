@@ -38,6 +38,14 @@ void registerAllPasses();
 /// on).
 std::vector<char *> withToolDefaults(int argc, char **argv);
 
+/// Checks and normalizes the options of Triad's passes and pipelines given
+/// on a command line (`--triad-NAME=key=value ...`): `_` in a key is read as
+/// `-` (as triad-run reads flags), and a key the pass does not have is an
+/// error that lists the ones it has and suggests the nearest, printed as
+/// "<tool>: error: ..." (false). Rewritten arguments live as long as the
+/// process.
+bool checkPassOptions(std::vector<char *> &args, llvm::StringRef tool);
+
 /// The deepest nesting of `(`, `[` and `{` in IR text, outside string
 /// literals and `//` comments. MLIR's parser recurses per level, so the
 /// tools refuse text deeper than kMaxIrNesting before parsing it, with an

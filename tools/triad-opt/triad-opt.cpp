@@ -21,6 +21,8 @@ int main(int argc, char **argv) {
   triad::registerAllDialects(registry);
   triad::registerAllPasses();
   std::vector<char *> args = triad::withToolDefaults(argc, argv);
+  if (!triad::checkPassOptions(args, "triad-opt"))
+    return 1;
   int count = static_cast<int>(args.size()) - 1;
   auto [input, output] = mlir::registerAndParseCLIOptions(
       count, args.data(), "Triad optimizer driver\n", registry);
