@@ -2,6 +2,7 @@
 
 #include "triad/Pipelines/TrainPipeline.h"
 
+#include "dialects/Triad/TriadOps.h"
 #include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Pipeline/Passes.h"
@@ -37,12 +38,32 @@ struct RejectPipelinePass
 /// split, the batch a later pass sees is already a piece of it).
 struct CheckModelPass : PassWrapper<CheckModelPass, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(CheckModelPass)
-  CheckModelPass(int64_t dp, int64_t microbatches)
-      : dp(dp), microbatches(microbatches) {}
+  CheckModelPass(int64_t dp, int64_t tp, int64_t microbatches)
+      : dp(dp), tp(tp), microbatches(microbatches) {}
   StringRef getArgument() const override {
     return "triad-check-train-pipeline";
   }
   void runOnOperation() override {
+    // Tensor parallelism splits attention by heads: tp must divide them,
+    // and the kv heads (grouped-query attention) too.
+    WalkResult heads = getOperation().walk([&](triad::AttentionOp op) {
+      for (auto [count, what] :
+           {std::pair<int64_t, const char *>{op.getHeads(), "attention heads"},
+            {op.getKvHeads(), "kv heads"}}) {
+        if (count % tp == 0)
+          continue;
+        op.emitError("--triad-train-pipeline: tp=")
+            << tp << " does not divide the model's " << count << " " << what
+            << " (tensor parallelism splits attention by heads); choose a tp "
+               "that divides "
+            << count;
+        signalPassFailure();
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (heads.wasInterrupted())
+      return;
     getOperation().walk([&](func::FuncOp func) {
       for (BlockArgument arg : func.getArguments()) {
         auto type = dyn_cast<RankedTensorType>(arg.getType());
@@ -64,7 +85,7 @@ struct CheckModelPass : PassWrapper<CheckModelPass, OperationPass<ModuleOp>> {
       return WalkResult::advance();
     });
   }
-  int64_t dp, microbatches;
+  int64_t dp, tp, microbatches;
 };
 
 /// Why the options cannot compile, or "" when they can.
@@ -127,8 +148,8 @@ void triad::buildTrainPipeline(OpPassManager &pm,
     pm.addPass(std::make_unique<RejectPipelinePass>(reason));
     return;
   }
-  pm.addPass(
-      std::make_unique<CheckModelPass>(options.dp, options.microbatches));
+  pm.addPass(std::make_unique<CheckModelPass>(options.dp, options.tp,
+                                              options.microbatches));
   // The vocabulary grows to a multiple of tp before the gradients and the
   // optimizer state are built from the parameters' shapes.
   PadVocabOptions pad;

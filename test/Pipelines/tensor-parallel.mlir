@@ -1,6 +1,7 @@
 // RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 4 --kv-heads 2 --seq 16 --batch 4 | triad-opt '--triad-train-pipeline=tp=2 microbatches=2' --triad-comm-report -o /dev/null | FileCheck %s --check-prefix=COMM
 // RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --kv-heads 2 --seq 16 --batch 4 | triad-opt --triad-autodiff '--triad-shard-propagate=tp=2' | FileCheck %s --check-prefix=LAYOUT
 // RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --kv-heads 2 --seq 16 --batch 4 | not triad-opt --triad-train-pipeline=tp=4 2>&1 | FileCheck %s --check-prefix=KV
+// RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --kv-heads 2 --seq 16 --batch 4 | not triad-opt --triad-autodiff --triad-shard-propagate=tp=4 2>&1 | FileCheck %s --check-prefix=KVRULE
 // RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --ffn 50 --seq 16 --batch 4 | not triad-opt --triad-train-pipeline=tp=4 2>&1 | FileCheck %s --check-prefix=FFN
 // RUN: triad-gen --preset llama2-7b --layers 1 --hidden 32 --heads 4 --ffn 64 --vocab 256 --seq 16 --batch 4 | triad-opt --triad-train-pipeline=tp=2 | FileCheck %s --check-prefix=EMBGRAD
 
@@ -42,8 +43,10 @@
 // LAYOUT-DAG: triad.param @layers.0.attn_norm.weight : tensor<32xf32> init <ones>{{$}}
 // LAYOUT-DAG: triad.attention {{.*}} heads = 4 kv_heads = 2 {{.*}} {dist.layouts = [#dist.layout<{}, {}, {tp}>]}
 
-// tp must divide the kv heads and the MLP width.
-// KV: error: 'triad.attention' op cannot split dimension 2 of operand 0 ('tensor<4x16x32xf32>') over 4 ranks: its size (2 for this op) is not divisible
+// tp must divide the kv heads and the MLP width. The pipeline names the
+// heads before any op fails; the sharding rule alone refuses the split.
+// KV: error: --triad-train-pipeline: tp=4 does not divide the model's 2 kv heads (tensor parallelism splits attention by heads); choose a tp that divides 2
+// KVRULE: error: 'triad.attention' op cannot split dimension 2 of operand 0 ('tensor<4x16x32xf32>') over 4 ranks: its size (2 for this op) is not divisible
 // FFN: error: 'triad.matmul' op cannot split dimension 1 of operand 1 ('tensor<32x50xf32>') over 4 ranks: its size (50 for this op) is not divisible
 
 // The embedding's gradient is vocab-parallel like its table (Llama's

@@ -14,6 +14,8 @@
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dtype=f64 2>&1 | FileCheck %s --check-prefix=DTYPE
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=microbatches=0 2>&1 | FileCheck %s --check-prefix=MICRO
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=sp=true 2>&1 | FileCheck %s --check-prefix=SP
+// RUN: triad-gen --preset tiny --layers 1 --heads 4 | not triad-opt --triad-train-pipeline=tp=3 2>&1 | FileCheck %s --check-prefix=HEADS
+// RUN: triad-gen --preset tiny --layers 1 --heads 4 --kv-heads 2 | not triad-opt --triad-train-pipeline=tp=4 2>&1 | FileCheck %s --check-prefix=KVHEADS
 
 // The default pipeline on the 1x1x1 mesh: autodiff, then one rt program.
 // CHECK-NOT: func.func
@@ -87,3 +89,7 @@
 // DTYPE: error: --triad-train-pipeline: dtype 'f64' is unknown (f32, bf16 or f16)
 // MICRO: error: --triad-train-pipeline: microbatches=0 must be at least 1
 // SP: error: --triad-train-pipeline: sp (sequence parallelism) splits the sequence over tp and needs tp > 1 (got tp=1)
+// A tp that does not divide the heads is named as such, before any op
+// fails to split.
+// HEADS: error: --triad-train-pipeline: tp=3 does not divide the model's 4 attention heads (tensor parallelism splits attention by heads); choose a tp that divides 4
+// KVHEADS: error: --triad-train-pipeline: tp=4 does not divide the model's 2 kv heads (tensor parallelism splits attention by heads); choose a tp that divides 2
