@@ -289,6 +289,8 @@ absl::Status commitCheckpoint(const std::string &dir,
                           {"tensors", tensors}};
   if (!info.mesh.empty())
     index["mesh"] = info.mesh;
+  if (info.peakLearningRate)
+    index["peak_lr"] = *info.peakLearningRate;
   if (absl::Status status =
           writeFileAtomically(stepDir + "/index.json", index.dump(1));
       !status.ok())
@@ -353,6 +355,11 @@ CheckpointReader::open(const std::string &dir,
       reader.checkpointInfo.mesh.emplace_back(axis[0].get<std::string>(),
                                               axis[1].get<int64_t>());
     }
+  }
+  if (index.contains("peak_lr")) {
+    if (!index["peak_lr"].is_number() || !(index["peak_lr"].get<double>() > 0))
+      return invalid("'peak_lr' is not a positive number");
+    reader.checkpointInfo.peakLearningRate = index["peak_lr"].get<double>();
   }
   if (reader.checkpointInfo.worldSize < 1)
     return invalid("'world_size' is not a count of ranks");

@@ -62,6 +62,8 @@ struct CheckpointInfo {
   /// The mesh the checkpoint was saved under (axis name, size), slowest
   /// first; empty when unknown. For people: loading reslices to any mesh.
   std::vector<std::pair<std::string, int64_t>> mesh = {};
+  /// The peak learning rate the run trained with; none when unknown.
+  std::optional<double> peakLearningRate = std::nullopt;
 };
 
 /// Copies the box of shape `extent` at `fromLow` in the row-major array

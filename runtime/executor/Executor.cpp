@@ -646,6 +646,19 @@ uint64_t Executor::dropoutFirst(const plan::Instr &instr) const {
                          elementCount(shapeOf(value(instr.outputs()->Get(0)))));
 }
 
+std::optional<double> Executor::peakLearningRate() const {
+  if (program->functions())
+    for (const plan::Function *function : *program->functions())
+      if (function->body())
+        for (const plan::Instr *instr : *function->body())
+          if (instr->op() == plan::OpCode::LrSchedule && instr->floats() &&
+              instr->floats()->size() > 1)
+            return learningRatePeakAndFloor(instr->floats()->Get(0),
+                                            instr->floats()->Get(1))
+                .first;
+  return std::nullopt;
+}
+
 std::pair<double, double>
 Executor::learningRatePeakAndFloor(double peak, double floor) const {
   if (!options.peakLearningRate)

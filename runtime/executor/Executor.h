@@ -139,6 +139,9 @@ public:
   /// The world rank this executor runs, and its mesh coordinates.
   int64_t worldRank() const { return rank; }
   const MeshCoordinates &coordinates() const { return meshPosition; }
+  /// The peak learning rate the steps run with (the plan's, or the one
+  /// that replaces it); none when the plan has no schedule.
+  std::optional<double> peakLearningRate() const;
   /// Where the slice of persistent `p` that this rank holds starts in the
   /// global tensor.
   std::vector<int64_t> sliceOffsets(const plan::Persistent &p) const;

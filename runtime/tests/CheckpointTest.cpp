@@ -298,6 +298,13 @@ TEST(Checkpoint, CorruptIndexesAreRefused) {
               index["tensors"]["w"]["slices"][0].erase("file");
             })).find("a slice of 'w' names no file"),
             std::string::npos);
+  EXPECT_NE(withIndex(edited([](nlohmann::json &index) {
+              index["peak_lr"] = -1;
+            })).find("'peak_lr' is not a positive number"),
+            std::string::npos);
+  EXPECT_EQ(
+      withIndex(edited([](nlohmann::json &index) { index["peak_lr"] = 3e-4; })),
+      "");
   // The mesh and the world size disagree.
   EXPECT_NE(withIndex(edited([](nlohmann::json &index) {
               index["mesh"] =

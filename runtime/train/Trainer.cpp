@@ -402,6 +402,7 @@ absl::Status Trainer::save(const std::string &dir) {
   info.worldSize = communicator->worldSize();
   for (const plan::MeshAxis *axis : *plan->root().mesh())
     info.mesh.emplace_back(axis->name()->str(), axis->size());
+  info.peakLearningRate = exec->peakLearningRate();
   // Every shard is on disk (or every rank knows one is not) before rank 0
   // checks them all and moves `latest`.
   if (absl::Status status = communicator->agree(

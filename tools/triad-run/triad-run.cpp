@@ -570,6 +570,7 @@ int main(int argc, char **argv) {
 
   // Resuming: the checkpoint's step and seed.
   uint64_t seed = seedFlag.value_or(1234), firstStep = 1;
+  std::optional<double> checkpointLr;
   if (!loadDir.empty()) {
     absl::StatusOr<CheckpointReader> checkpoint =
         CheckpointReader::open(loadDir, loadStep);
@@ -580,6 +581,7 @@ int main(int argc, char **argv) {
                              info.seed, " of checkpoint '", loadDir,
                              "' (leave --seed out to resume with it)"));
     seed = info.seed;
+    checkpointLr = info.peakLearningRate;
     if (info.step >= static_cast<uint64_t>(steps))
       tool.fail(absl::StrCat("checkpoint '", loadDir, "' is at step ",
                              info.step, ": --steps ", steps,
@@ -631,6 +633,15 @@ int main(int argc, char **argv) {
   if (!loadDir.empty())
     tool.failIf(trainer->load(loadDir, loadStep),
                 "--load: "); // fails on every rank
+  // A resumed run under another peak learning rate than its checkpoint's
+  // says so (the plan's rate, or --lr, wins).
+  if (std::optional<double> peak = trainer->executor().peakLearningRate();
+      checkpointLr && peak &&
+      std::abs(*peak - *checkpointLr) > 1e-9 * std::abs(*checkpointLr))
+    tool.say(absl::StrFormat(
+        "triad-run: warning: resuming with peak lr %g, but checkpoint '%s' "
+        "was trained with %g (--lr %g keeps it)",
+        *peak, loadDir, *checkpointLr, *checkpointLr));
   absl::Status folder;
   if (!saveDir.empty() && mkdir(saveDir.c_str(), 0755) != 0 && errno != EEXIST)
     folder = absl::PermissionDeniedError(
