@@ -161,6 +161,17 @@ void saveTwoRanks(const std::string &dir, uint64_t step, float base) {
   ASSERT_TRUE(status.ok()) << status;
 }
 
+/// Rank `rank`'s half (rows 2 rank, 2 rank + 1) of a 4 x 6 tensor "w" of
+/// iota values, saved for `step` with `stamp`.
+absl::Status writeHalfOfW(const std::string &dir, uint64_t step, int64_t rank,
+                          const ShardStamp &stamp) {
+  static const std::vector<float> w = iota(24);
+  return writeCheckpointShard(
+      dir, step, rank,
+      {{"w", DType::F32, {4, 6}, {2 * rank, 0}, {2, 6}, w.data() + 12 * rank}},
+      stamp);
+}
+
 TEST(Checkpoint, ReloadsUnderAnotherSlicing) {
   std::string dir = freshDir("reslice");
   saveTwoRanks(dir, 5, 0);
@@ -331,18 +342,10 @@ TEST(Checkpoint, CorruptIndexesAreRefused) {
 // other meshes, or at other data positions: the shards' stamps disagree
 // with the index, which names both values.
 TEST(Checkpoint, ShardsOfAnotherMeshOrDataPositionAreRefused) {
-  std::vector<float> w = iota(24);
   CheckpointInfo run{3, 7, 96, 2, {{"dp", 2}, {"tp", 1}}};
   auto shard = [&](const std::string &dir, int64_t rank,
                    const CheckpointInfo &info) {
-    return writeCheckpointShard(dir, info.step, rank,
-                                {{"w",
-                                  DType::F32,
-                                  {4, 6},
-                                  {2 * rank, 0},
-                                  {2, 6},
-                                  w.data() + 12 * rank}},
-                                stampOf(info));
+    return writeHalfOfW(dir, info.step, rank, stampOf(info));
   };
   std::string dir = freshDir("stamps");
   ASSERT_TRUE(shard(dir, 0, run).ok());
@@ -597,16 +600,8 @@ TEST(Checkpoint, ShardsOfAnotherRunOrStepAreRefused) {
   // Two jobs saving step 3 into one folder: rank 0's shard from the job of
   // seed 1, rank 1's from the job of seed 2, whose index would win.
   std::string dir = freshDir("mixed");
-  std::vector<float> w = iota(24);
   auto shard = [&](int64_t rank, uint64_t step, uint64_t seed) {
-    return writeCheckpointShard(dir, step, rank,
-                                {{"w",
-                                  DType::F32,
-                                  {4, 6},
-                                  {2 * rank, 0},
-                                  {2, 6},
-                                  w.data() + 12 * rank}},
-                                {seed});
+    return writeHalfOfW(dir, step, rank, {seed});
   };
   ASSERT_TRUE(shard(0, 3, 1).ok());
   ASSERT_TRUE(shard(1, 3, 2).ok());
