@@ -38,6 +38,12 @@ void registerAllPasses();
 /// on).
 std::vector<char *> withToolDefaults(int argc, char **argv);
 
+/// Hides from --help the command-line options registered so far (LLVM's
+/// code generators' and analyses' hundreds, which Triad's tools never use),
+/// except help, version and colour: call it before the tool registers its
+/// own (MLIR's and Triad's), which stay listed. --help-hidden lists all.
+void hideInheritedOptions();
+
 /// Checks and normalizes the options of Triad's passes and pipelines given
 /// on a command line (`--triad-NAME=key=value ...`): `_` in a key is read as
 /// `-` (as triad-run reads flags), and a key the pass does not have is an

@@ -22,6 +22,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -61,6 +62,16 @@ bool triad::checkIrNesting(const llvm::MemoryBuffer &input,
                << " nests brackets " << depth << " levels deep, more than the "
                << kMaxIrNesting << " the parser takes\n";
   return false;
+}
+
+void triad::hideInheritedOptions() {
+  for (auto &entry : llvm::cl::getRegisteredOptions()) {
+    llvm::StringRef name = entry.first;
+    if (name.starts_with("help") || name == "version" || name == "color")
+      continue;
+    if (entry.second->getOptionHiddenFlag() == llvm::cl::NotHidden)
+      entry.second->setHiddenFlag(llvm::cl::Hidden);
+  }
 }
 
 size_t triad::irNestingDepth(llvm::StringRef text) {

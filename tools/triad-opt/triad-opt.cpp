@@ -17,6 +17,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
+  triad::hideInheritedOptions();
   mlir::DialectRegistry registry;
   triad::registerAllDialects(registry);
   triad::registerAllPasses();

@@ -83,6 +83,7 @@ bool checkNesting(std::vector<char *> &args, llvm::SmallString<128> &temporary,
 } // namespace
 
 int main(int argc, char **argv) {
+  triad::hideInheritedOptions();
   TranslateFromMLIRRegistration exportPlan(
       "export-plan", "Write the plan file of an rt module",
       [](Operation *op, raw_ostream &os) -> LogicalResult {
