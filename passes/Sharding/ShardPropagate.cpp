@@ -214,12 +214,18 @@ private:
                         scatterDim, resultSplits);
       if (decision.indivisible) {
         auto [operand, dim, ranks] = *decision.indivisible;
-        return op.emitOpError("cannot split dimension ")
-               << dim << " of operand " << operand << " ("
-               << op.getOperand(operand).getType() << ") over " << ranks
-               << " ranks: its size ("
-               << rule.sizes[rule.operands[operand][dim]]
-               << " for this op) is not divisible";
+        // A parameter is named: its dimension is a size of the model the
+        // user chose (an MLP width, a vocabulary).
+        auto param = op.getOperand(operand).getDefiningOp<GetParamOp>();
+        InFlightDiagnostic error = op.emitOpError("cannot split dimension ");
+        error << dim << " of operand " << operand << " (";
+        if (param)
+          error << "parameter @" << param.getName() << ", ";
+        error << op.getOperand(operand).getType() << ") over " << ranks
+              << " ranks: its size ("
+              << rule.sizes[rule.operands[operand][dim]]
+              << " for this op) is not divisible";
+        return error;
       }
       FailureOr<bool> changed = adoptParameterLayouts(op, operands, decision);
       if (failed(changed))

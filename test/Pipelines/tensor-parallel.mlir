@@ -47,7 +47,7 @@
 // heads before any op fails; the sharding rule alone refuses the split.
 // KV: error: --triad-train-pipeline: tp=4 does not divide the model's 2 kv heads (tensor parallelism splits attention by heads); choose a tp that divides 2
 // KVRULE: error: 'triad.attention' op cannot split dimension 2 of operand 0 ('tensor<4x16x32xf32>') over 4 ranks: its size (2 for this op) is not divisible
-// FFN: error: 'triad.matmul' op cannot split dimension 1 of operand 1 ('tensor<32x50xf32>') over 4 ranks: its size (50 for this op) is not divisible
+// FFN: error: 'triad.matmul' op cannot split dimension 1 of operand 1 (parameter @layers.0.mlp.fc1.weight, 'tensor<32x50xf32>') over 4 ranks: its size (50 for this op) is not divisible
 
 // The embedding's gradient is vocab-parallel like its table (Llama's
 // untied [V, h] embedding): each rank scatters only the ids of its rows
