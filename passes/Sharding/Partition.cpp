@@ -203,7 +203,9 @@ private:
         continue;
       if (LayoutAttr piece = pieces.lookup(grad.getValue())) {
         intoPieces.push_back({arg, grad.getValue()});
-        axes = withoutAxes(axes, splitAxes(piece));
+        // The axes its pieces split are reduce-scattered into them.
+        llvm::erase_if(axes,
+                       [&](StringRef axis) { return splitsOver(piece, axis); });
         if (mesh.getGroupSize(axes) <= 1)
           continue;
       }
@@ -233,14 +235,6 @@ private:
       if (!llvm::is_contained(remove, axis))
         kept.push_back(axis);
     return kept;
-  }
-
-  /// Every axis `layout` splits a dimension over.
-  static SmallVector<StringRef> splitAxes(LayoutAttr layout) {
-    SmallVector<StringRef> axes;
-    for (int64_t dim = 0; dim < layout.getRank(); ++dim)
-      llvm::append_range(axes, layout.getSplitAxes(dim));
-    return axes;
   }
 
   /// Replaces `value`, a gradient pending over the axes its pieces split,

@@ -467,11 +467,9 @@ const std::string *Executor::peersOf(const plan::Instr &instr) {
   // coordinates on every other axis.
   const plan::Plan &root = plan->root();
   auto group = static_cast<uint32_t>(key);
-  int64_t color = groupPosition(root, group, meshPosition).color, world = 1;
-  for (const plan::MeshAxis *axis : *root.mesh())
-    world *= axis->size();
+  int64_t color = groupPosition(root, group, meshPosition).color;
   std::vector<int64_t> ranks;
-  for (int64_t r = 0; r < world; ++r)
+  for (int64_t r = 0, world = meshSize(root); r < world; ++r)
     if (groupPosition(root, group, meshCoordinates(root, r)).color == color)
       ranks.push_back(r);
   it->second = absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",

@@ -547,11 +547,9 @@ int main(int argc, char **argv) {
   if (loadDir == "auto") {
     std::vector<std::string> skipped;
     absl::StatusOr<uint64_t> newest = newestIntactCheckpoint(saveDir, skipped);
+    int64_t mine = newest.ok() ? static_cast<int64_t>(*newest) : -1;
     absl::StatusOr<int64_t> agreed =
-        tool.comm ? tool.comm->worldMinimum(
-                        newest.ok() ? static_cast<int64_t>(*newest) : -1)
-                  : absl::StatusOr<int64_t>(
-                        newest.ok() ? static_cast<int64_t>(*newest) : -1);
+        tool.comm ? tool.comm->worldMinimum(mine) : mine;
     tool.failIf(agreed.status(), "--load auto: ");
     for (const std::string &line : skipped)
       tool.say(absl::StrCat("triad-run: warning: --load auto: skipping the "
