@@ -71,7 +71,7 @@ createExecutor(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
   }
 #if TRIAD_HAVE_CUDA
   cuda::ContextOptions context;
-  context.allowTf32 = device.allowTf32;
+  context.matmulPrecision = device.matmulPrecision;
   context.device = device.cudaDevice;
   if (context.device < 0) {
     absl::StatusOr<int> count = cuda::deviceCount();

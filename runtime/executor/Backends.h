@@ -13,6 +13,7 @@
 #define TRIAD_RUNTIME_EXECUTOR_BACKENDS_H
 
 #include "runtime/executor/Executor.h"
+#include "runtime/kernels/MatmulPrecision.h"
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -37,9 +38,10 @@ struct DeviceOptions {
   /// node) modulo the node's GPUs, so that ranks spread over the GPUs and
   /// several ranks may share one.
   int cudaDevice = -1;
-  /// CUDA: f32 matrix products on TF32 tensor cores (faster, no longer
-  /// within 1e-5 of the CPU).
-  bool allowTf32 = false;
+  /// CUDA: how f32 matrix products compute (see MatmulPrecision.h); any
+  /// choice but F32 uses tensor cores, faster and no longer within 1e-5 of
+  /// the CPU.
+  MatmulPrecision matmulPrecision = MatmulPrecision::F32;
   /// CUDA: collectives and transfers through NCCL on device buffers
   /// (one GPU per rank); otherwise staged through host memory for the
   /// job's communicator (MPI), which lets ranks share a GPU.

@@ -24,6 +24,7 @@
 #include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -170,6 +171,40 @@ TEST_F(CudaKernels, MatmulBf16AndF16AccumulateInF32) {
                  std::string(type == DType::BF16 ? "bf16" : "f16") +
                      " product, " + (f32Out ? "f32" : "16-bit") + " output");
     }
+}
+
+/// --matmul-precision: f32 operands rounded to TF32 or bf16 on the way into
+/// tensor cores. The product stays near the exact one (relative to the
+/// size of its terms: rounding to a 10- or 7-bit mantissa), and differs
+/// from it, which shows the precision took effect.
+TEST_F(CudaKernels, MatmulPrecisionRoundsTheOperands) {
+  const int64_t m = 256, n = 256, k = 512;
+  std::vector<float> a = randomFloats(m * k, 6), b = randomFloats(k * n, 7);
+  std::vector<float> want(m * n);
+  cpu::matmul(a.data(), b.data(), want.data(), 1, m, n, k, false, false, false);
+  struct Case {
+    MatmulPrecision precision;
+    double tolerance; // relative to sqrt(k), the size of the sum's noise
+  };
+  for (Case c :
+       {Case{MatmulPrecision::Tf32, 1e-2}, Case{MatmulPrecision::Bf16, 6e-2}}) {
+    ContextOptions options;
+    options.matmulPrecision = c.precision;
+    absl::StatusOr<std::unique_ptr<CudaContext>> fast =
+        CudaContext::create(options);
+    ASSERT_TRUE(fast.ok()) << fast.status();
+    DeviceBuffer da = upload(a), db = upload(b), dc = poisoned(m * n);
+    ASSERT_OK(matmul(**fast, da.data(), db.data(), dc.data(),
+                     {1, m, n, k, false, false, false}, {}));
+    ASSERT_OK((*fast)->synchronize());
+    std::vector<float> got = download(dc, m * n);
+    double largest = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      largest = std::max(largest, std::fabs(double{got[i]} - want[i]));
+    std::string what = matmulPrecisionName(c.precision);
+    EXPECT_LT(largest, c.tolerance * std::sqrt(static_cast<double>(k))) << what;
+    EXPECT_GT(largest, 1e-5) << what << ": no rounding, so no tensor cores";
+  }
 }
 
 TEST_F(CudaKernels, MatmulBiasEpilogues) {

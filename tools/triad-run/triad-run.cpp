@@ -123,9 +123,12 @@ ABSL_FLAG(int64_t, timeout, 600,
           "instruction starts and no collective or transfer completes): it "
           "prints its step, call, instruction and the collective or "
           "transfer it waits for, and exits with status 3; 0: never");
-ABSL_FLAG(bool, tf32, false,
-          "With --device=cuda: f32 matrix products on TF32 tensor cores "
-          "(faster; no longer within 1e-5 of the CPU)");
+ABSL_FLAG(std::string, matmul_precision, "f32",
+          "With --device=cuda: how f32 matrix products compute: f32 (exact, "
+          "within 1e-5 of the CPU), or tf32 or bf16 (tensor cores, operands "
+          "rounded to TF32 or bf16, f32 sums; faster, no longer within 1e-5 "
+          "of the CPU). Tensors stay f32 either way");
+ABSL_FLAG(bool, tf32, false, "Short for --matmul-precision=tf32");
 
 using namespace triad::rt;
 namespace plan = triad::plan;
@@ -307,15 +310,18 @@ public:
     if (!file)
       return absl::OkStatus();
     std::string text;
-    for (const TraceEvent &event : events)
-      absl::StrAppend(&text, ",\n",
-                      json({{"name", event.name},
-                            {"cat", event.category},
-                            {"ph", "X"},
-                            {"ts", event.beginMicros},
-                            {"dur", event.durationMicros},
-                            {"pid", pid},
-                            {"tid", 0}}));
+    for (const TraceEvent &event : events) {
+      Json record = {{"name", event.name},
+                     {"cat", event.category},
+                     {"ph", "X"},
+                     {"ts", event.beginMicros},
+                     {"dur", event.durationMicros},
+                     {"pid", pid},
+                     {"tid", 0}};
+      if (!event.detail.empty())
+        record["args"] = {{"operands", event.detail}};
+      absl::StrAppend(&text, ",\n", json(record));
+    }
     return file.write(text);
   }
   absl::Status close() {
@@ -452,7 +458,17 @@ int main(int argc, char **argv) {
   std::optional<double> lr = absl::GetFlag(FLAGS_lr);
   std::optional<uint64_t> seedFlag = absl::GetFlag(FLAGS_seed);
   std::optional<int> cudaDevice = absl::GetFlag(FLAGS_cuda_device);
-  bool tf32 = absl::GetFlag(FLAGS_tf32);
+  absl::StatusOr<MatmulPrecision> matmulPrecision =
+      parseMatmulPrecision(absl::GetFlag(FLAGS_matmul_precision));
+  if (!matmulPrecision.ok())
+    tool.fail(absl::StrCat("--matmul-precision: ",
+                           matmulPrecision.status().message()));
+  if (absl::GetFlag(FLAGS_tf32)) {
+    if (*matmulPrecision == MatmulPrecision::Bf16)
+      tool.fail("--tf32 and --matmul-precision=bf16 disagree: give one");
+    *matmulPrecision = MatmulPrecision::Tf32;
+  }
+  bool fastMatmul = *matmulPrecision != MatmulPrecision::F32;
   std::string comm = absl::GetFlag(FLAGS_comm);
   absl::StatusOr<Backend> backend = parseBackend(absl::GetFlag(FLAGS_device));
   if (!backend.ok())
@@ -464,11 +480,13 @@ int main(int argc, char **argv) {
   if (comm != "mpi" && comm != "nccl")
     tool.fail(
         absl::StrCat("unknown --comm '", comm, "' (expected mpi or nccl)"));
-  if (*backend != Backend::Cuda && (cudaDevice || tf32 || comm == "nccl"))
-    tool.fail(absl::StrCat(cudaDevice ? "--cuda-device"
-                           : tf32     ? "--tf32"
-                                      : "--comm=nccl",
-                           " needs --device=cuda"));
+  if (*backend != Backend::Cuda && (cudaDevice || fastMatmul || comm == "nccl"))
+    tool.fail(absl::StrCat(
+        cudaDevice   ? "--cuda-device"
+        : fastMatmul ? absl::StrCat("--matmul-precision=",
+                                    matmulPrecisionName(*matmulPrecision))
+                     : "--comm=nccl",
+        " needs --device=cuda"));
   if (cudaDevice && *cudaDevice < 0)
     tool.fail(
         absl::StrCat("--cuda-device must be 0 or more, got ", *cudaDevice));
@@ -600,7 +618,7 @@ int main(int argc, char **argv) {
   options.communicator = tool.comm.get();
   options.device.backend = *backend;
   options.device.cudaDevice = cudaDevice.value_or(-1);
-  options.device.allowTf32 = tf32;
+  options.device.matmulPrecision = *matmulPrecision;
   options.device.nccl = comm == "nccl";
   absl::StatusOr<Trainer> trainer = Trainer::create(*loaded, *data, options);
   tool.failIfAny(trainer.status());
@@ -729,9 +747,15 @@ int main(int argc, char **argv) {
                                     firstStep, "..", steps),
       ", seed ", seed,
       lr ? absl::StrFormat(", peak lr %.3g", *lr) : std::string(), ", on ",
-      *backend == Backend::Cuda ? absl::StrCat("cuda", tf32 ? " (tf32)" : "",
-                                               comm == "nccl" ? ", nccl" : "")
-                                : std::string("cpu")));
+      *backend == Backend::Cuda
+          ? absl::StrCat(
+                "cuda",
+                fastMatmul
+                    ? absl::StrCat(" (", matmulPrecisionName(*matmulPrecision),
+                                   " matmuls)")
+                    : "",
+                comm == "nccl" ? ", nccl" : "")
+          : std::string("cpu")));
 
   double arenaBytes =
       static_cast<double>(trainer->executor().programOf().arena_bytes());

@@ -17,6 +17,7 @@
 #ifndef TRIAD_RUNTIME_KERNELS_CUDA_CUDACONTEXT_H
 #define TRIAD_RUNTIME_KERNELS_CUDA_CUDACONTEXT_H
 
+#include "runtime/kernels/MatmulPrecision.h"
 #include "runtime/kernels/cuda/ContentCache.h"
 
 #include "absl/status/status.h"
@@ -71,9 +72,10 @@ enum ErrorFlag : uint32_t {
 struct ContextOptions {
   /// The CUDA device ordinal.
   int device = 0;
-  /// f32 matrix products on TF32 tensor cores (10-bit mantissa inputs):
-  /// faster, and no longer within 1e-5 of the CPU backend. Off by default.
-  bool allowTf32 = false;
+  /// How f32 matrix products compute: exactly (the default), or on tensor
+  /// cores with TF32 or bf16 inputs, faster and no longer within 1e-5 of
+  /// the CPU backend.
+  MatmulPrecision matmulPrecision = MatmulPrecision::F32;
   /// cuBLASLt's workspace (Hopper kernels want 32 MiB).
   size_t matmulWorkspaceBytes = size_t{32} << 20;
 };

@@ -90,10 +90,20 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
                      void *c, int64_t batch, int64_t m, int64_t n, int64_t k,
                      bool transposeA, bool transposeB, int64_t bStride,
                      const MatmulOptions &options) {
-  bool f32 = options.inputType == DType::F32;
-  cublasComputeType_t compute = f32 && context.options().allowTf32
-                                    ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                    : CUBLAS_COMPUTE_32F;
+  // f32 operands may be rounded to TF32 or bf16 on the way into tensor
+  // cores (cuBLAS's "fast" compute types); 16-bit ones always use them.
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  if (options.inputType == DType::F32)
+    switch (context.options().matmulPrecision) {
+    case MatmulPrecision::F32:
+      break;
+    case MatmulPrecision::Tf32:
+      compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+      break;
+    case MatmulPrecision::Bf16:
+      compute = CUBLAS_COMPUTE_32F_FAST_16BF;
+      break;
+    }
   cublasLtMatmulDesc_t rawOperation = nullptr;
   TRIAD_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatmulDescCreate(&rawOperation, compute, CUDA_R_32F));
