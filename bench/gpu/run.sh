@@ -10,6 +10,8 @@
 # STEP is one of tests, law, nccl, checkpoint, mesh, attention, throughput,
 # profile (default: all, in that order). TRIAD_BUNDLE_MODELS picks the
 # throughput and profile models (default: "gpt2-medium-f32 1.3b-f32");
+# TRIAD_BUNDLE_PRECISIONS the matmul precisions triad-run trains them in
+# (default: "f32 tf32 bf16"; the profile takes the first and the last);
 # TRIAD_BUNDLE_SECONDS is the deadline after which no step starts (540).
 #
 # Exit status: 0 when every step passed; 3 when every step that needs no GPU
@@ -29,6 +31,13 @@ for step in $steps; do
   }
 done
 models=${TRIAD_BUNDLE_MODELS:-gpt2-medium-f32 1.3b-f32}
+precisions=${TRIAD_BUNDLE_PRECISIONS:-f32 tf32 bf16}
+for precision in $precisions; do
+  [[ " f32 tf32 bf16 " == *" $precision "* ]] || {
+    echo "run.sh: unknown matmul precision '$precision' in TRIAD_BUNDLE_PRECISIONS (f32, tf32 or bf16)" >&2
+    exit 2
+  }
+done
 mkdir -p "$results"
 summary=$results/summary.txt
 : > "$summary"
@@ -174,8 +183,8 @@ train() { # NAME PLAN OUTPUT-METRICS triad-run-args...
   boxed 90 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 10 --metrics "$metrics" "$@" \
     > "$results/$name.txt" 2>&1
 }
-compare() { # NAME REFERENCE CANDIDATE
-  if python3 "$here/compare-losses.py" --rtol 1e-4 "$2" "$3" > "$results/$1.compare.txt" 2>&1; then
+compare() { # NAME REFERENCE CANDIDATE [TOLERANCE]
+  if python3 "$here/compare-losses.py" --rtol "${4:-1e-4}" "$2" "$3" > "$results/$1.compare.txt" 2>&1; then
     note "   $1: $(head -1 "$results/$1.compare.txt")"
   else
     note "   $1: MISMATCH (see $1.compare.txt)"
@@ -202,6 +211,19 @@ step_law() {
       compare "$model" "$results/$model.cpu.jsonl" "$results/$model.cuda.jsonl"
     else
       failed "$model" "$results/$model.cuda.txt"
+    fi
+  done
+  # Tensor-core products (--matmul-precision): no longer within 1e-4, but
+  # the same training within the rounding of their operands.
+  local precision
+  cpu_train law-gpt "$here/plans/law-gpt.plan" || return
+  for precision in tf32 bf16; do
+    if train "law-gpt.$precision" "$here/plans/law-gpt.plan" "$results/law-gpt.$precision.jsonl" \
+         --device cuda --matmul-precision "$precision"; then
+      compare "law-gpt-$precision-matmuls" "$results/law-gpt.cpu.jsonl" \
+        "$results/law-gpt.$precision.jsonl" 5e-2
+    else
+      failed "law-gpt-$precision-matmuls" "$results/law-gpt.$precision.txt"
     fi
   done
 }
@@ -328,36 +350,52 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
   local sizes=(--layers "$1" --hidden "$2" --heads "$3" --ffn "$4" --vocab "$5"
                --seq "$6" --batch "$7")
   [[ -e $plan ]] || { note "   $model: FAILED (no plan)"; status=1; return; }
-  local began=$SECONDS variant
-  if ! boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
-       --metrics "$results/$model.jsonl" > "$results/$model.txt" 2>&1; then
-    failed "$model" "$results/$model.txt"
-    return
-  fi
-  note "   $model: triad-run took $((SECONDS - began)) s in all ($(grep -o 'trained steps.*in [0-9.]* s' "$results/$model.txt"))"
+  local began precision variant ran=0
+  for precision in $precisions; do
+    began=$SECONDS
+    if ! boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
+         --matmul-precision "$precision" --metrics "$results/$model.$precision.jsonl" \
+         > "$results/$model.$precision.txt" 2>&1; then
+      failed "$model ($precision matmuls)" "$results/$model.$precision.txt"
+      continue
+    fi
+    ran=1
+    note "   $model, $precision matmuls: triad-run took $((SECONDS - began)) s in all ($(grep -o 'trained steps.*in [0-9.]* s' "$results/$model.$precision.txt"))"
+  done
+  ((ran)) || return 0 # the peers only beside a Triad run
   : > "$results/$model.torch.jsonl"
-  for variant in "f32" "bf16" "bf16 --compile"; do
+  for variant in "f32" "f32 --matmul-precision tf32" "bf16" "bf16 --compile"; do
     # shellcheck disable=SC2086
     if ! boxed 120 python3 "$here/torch_peer.py" "${sizes[@]}" --dtype $variant --warmup 2 --steps 5 \
          >> "$results/$model.torch.jsonl" 2>> "$results/$model.torch.txt"; then
       failed "$model: PyTorch $variant" "$results/$model.torch.txt"
     fi
   done
-  python3 - "$results/$model.jsonl" "$results/$model.torch.jsonl" "$model" <<'PY' | tee -a "$summary"
-import json, statistics, sys
-triad = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][2:]
-peers = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
-tps = statistics.median(r["tokens_per_s"] for r in triad)
-line = f"   {sys.argv[3]}: Triad f32 {tps:,.0f} tokens/s"
-f32 = [p for p in peers if p["dtype"] == "f32"]
-if f32:
-    flops = f32[0]["model_tflops"] * 1e12 / f32[0]["tokens_per_s"]
-    line += f", MFU {flops * tps / 67e12:.1%} of 67 TFLOPS f32"
-print(line)
+  python3 - "$results/$model" "$model" $precisions <<'PY' | tee -a "$summary"
+import json, os, statistics, sys
+prefix, model, precisions = sys.argv[1], sys.argv[2], sys.argv[3:]
+def rows(path):
+    return [json.loads(l) for l in open(path) if l.strip()] if os.path.exists(path) else []
+peers = rows(prefix + ".torch.jsonl")
+# The model's FLOPs per token, from the peer (6 N + 12 L h s); the dense
+# peaks of an H100 or H200 by the products' precision.
+flops = next((p["model_tflops"] * 1e12 / p["tokens_per_s"] for p in peers), None)
+peak = {"f32": 67e12, "tf32": 494.7e12, "bf16": 989e12}
+ours = {}
+for precision in precisions:
+    steps = rows(f"{prefix}.{precision}.jsonl")[2:]
+    if not steps:
+        continue
+    tps = ours[precision] = statistics.median(r["tokens_per_s"] for r in steps)
+    line = f"   {model}: Triad, {precision} matmuls: {tps:,.0f} tokens/s"
+    if flops:
+        line += f", MFU {flops * tps / peak[precision]:.1%} of {peak[precision] / 1e12:g} TFLOPS {precision}"
+    print(line)
 for p in peers:
-    ratio = tps / p["tokens_per_s"]
     mfu = f", MFU {p['mfu']:.1%}" if p.get("mfu") is not None else ""
-    print(f"     PyTorch {p['dtype']} {p['mode']}: {p['tokens_per_s']:,.0f} tokens/s{mfu}; Triad f32 / this {ratio:.2f}")
+    what = p["dtype"] + (" (TF32 matmuls)" if p.get("matmul_precision") == "tf32" else "")
+    ratios = ", ".join(f"Triad {k} / this {v / p['tokens_per_s']:.2f}" for k, v in ours.items())
+    print(f"     PyTorch {what} {p['mode']}: {p['tokens_per_s']:,.0f} tokens/s{mfu}; {ratios}")
 PY
 }
 
@@ -370,34 +408,56 @@ step_throughput() {
   done
 }
 
-# Where Triad's step goes: the instructions of 3 steps, each timed with the
-# device synchronized, summed by opcode.
+# Where Triad's step goes: the instructions of steps 2 and 3 (step 1 loads
+# the kernels and picks cuBLASLt's algorithms: its first product of a shape
+# can take 100 times longer), each timed with the device synchronized,
+# summed by opcode, and the products by shape (with the TFLOP/s each
+# reached), in the first and the last matmul precision.
 step_profile() {
   note "== profile: Triad's instructions by opcode (3 steps, device synchronized per instruction)"
-  local model plan
+  local model plan precision name
   for model in $models; do
     plan=$here/plans/$model.plan
     [[ -e $plan ]] || { note "   $model: FAILED (no plan)"; status=1; continue; }
-    if ! boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 3 --device cuda \
-         --trace "$results/$model.trace.json" > "$results/$model.profile.txt" 2>&1; then
-      failed "$model" "$results/$model.profile.txt"
-      continue
-    fi
-    note "   $model: $(grep -o 'trained steps.*' "$results/$model.profile.txt") (timed per instruction)"
-    python3 - "$results/$model.trace.json" "$model" <<'PY' | tee -a "$summary"
-import collections, json, sys
+    for precision in $(echo "$precisions" | awk '{print $1; if (NF > 1) print $NF}'); do
+      name=$model.$precision
+      if ! boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 3 --device cuda \
+           --matmul-precision "$precision" --trace "$results/$name.trace.json" \
+           > "$results/$name.profile.txt" 2>&1; then
+        failed "$name" "$results/$name.profile.txt"
+        continue
+      fi
+      note "   $model, $precision matmuls: $(grep -o 'trained steps.*' "$results/$name.profile.txt") (timed per instruction)"
+      python3 - "$results/$name.trace.json" <<'PY' | tee -a "$summary"
+import collections, json, re, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]
-ops = collections.Counter()
-count = collections.Counter()
+first = next(e for e in events if e.get("name") == "step 1")
+steps = sum(1 for e in events if e.get("cat") == "step") - 1
+events = [e for e in events if e.get("cat") == "instruction" and
+          e["ts"] >= first["ts"] + first["dur"]]
+ops, count = collections.Counter(), collections.Counter()
+shapes, shape_count = collections.Counter(), collections.Counter()
 for e in events:
-    if e.get("cat") == "instruction":
-        ops[e["name"]] += e["dur"]
-        count[e["name"]] += 1
+    ops[e["name"]] += e["dur"]
+    count[e["name"]] += 1
+    if e["name"] == "Matmul":
+        detail = e.get("args", {}).get("operands", "?")
+        shapes[detail] += e["dur"]
+        shape_count[detail] += 1
 total = sum(ops.values())
-print(f"   {sys.argv[2]}: {total / 3e3:,.1f} ms of instructions per step")
-for name, us in ops.most_common(12):
-    print(f"     {name:<24} {us / 3e3:9.2f} ms/step {us / total:6.1%}  ({count[name] // 3} per step)")
+print(f"     {total / steps / 1e3:,.1f} ms of instructions per step (steps 2 to {steps + 1})")
+for name, us in ops.most_common(10):
+    print(f"     {name:<24} {us / steps / 1e3:9.2f} ms/step {us / total:6.1%}  ({count[name] // steps} per step)")
+print("     products by shape (m x k . k x n):")
+for detail, us in shapes.most_common(10):
+    m = re.match(r"(\d+)x(\d+)\S* \. \d+x(\d+)\S*, batch (\d+)", detail)
+    rate = ""
+    if m:
+        rows, depth, cols, batch = map(int, m.groups())
+        rate = f", {2 * rows * depth * cols * batch * shape_count[detail] / us / 1e6:.1f} TFLOP/s"
+    print(f"       {detail:<44} {us / steps / 1e3:8.2f} ms/step  ({shape_count[detail] // steps} per step{rate})")
 PY
+    done
   done
 }
 

@@ -4,8 +4,8 @@ that bench/gpu/run.sh measures in the same run as triad-run.
 
 Builds triad-gen's GPT-2 style model (bench/gpt_torch.py) with the given
 sizes, trains it with AdamW and gradient clipping on random tokens, eager
-or under torch.compile, in f32 (TF32 off, as triad-run without --tf32) or
-with bf16 autocast, and prints one JSON line: the median step time after
+or under torch.compile, in f32 (TF32 off, as triad-run's default
+--matmul-precision=f32; or on, as its tf32) or with bf16 autocast, and prints one JSON line: the median step time after
 warm-up, tokens/s and the model FLOPs utilization against `--peak-tflops`
 (6 N + 12 L h s FLOPs per token, N the parameters without the position
 table, PaLM's count).
@@ -41,6 +41,10 @@ def parse_args():
     parser.add_argument("--device", default="cuda", help="cuda (default) "
                         "or cpu (to try the script where there is no GPU)")
     parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    parser.add_argument("--matmul-precision", choices=["f32", "tf32"],
+                        default="f32",
+                        help="f32 products exactly (default) or on TF32 "
+                             "tensor cores")
     parser.add_argument("--gelu", choices=["none", "tanh"], default="tanh",
                         help="GELU approximation (default tanh: triad-gen's "
                              "GPT-2 presets)")
@@ -53,8 +57,8 @@ def parse_args():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="the device's peak for --dtype (default: "
-                             "H100/H200 dense: 989 bf16, 67 f32 without "
-                             "TF32; none elsewhere)")
+                             "H100/H200 dense: 989 bf16, 495 TF32, 67 f32; "
+                             "none elsewhere)")
     args = parser.parse_args()
     if min(args.layers, args.hidden, args.heads, args.ffn, args.vocab,
            args.seq, args.batch, args.steps) < 1 or args.warmup < 0:
@@ -70,7 +74,9 @@ def default_peak(args):
         return None
     name = torch.cuda.get_device_name()
     if "H100" in name or "H200" in name:
-        return 989.0 if args.dtype == "bf16" else 67.0
+        if args.dtype == "bf16":
+            return 989.0
+        return 494.7 if args.matmul_precision == "tf32" else 67.0
     return None
 
 
@@ -83,8 +89,9 @@ def main():
     args = parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("torch_peer.py: error: PyTorch sees no GPU")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    tf32 = args.matmul_precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     torch.manual_seed(1234)
     config = dict(layers=args.layers, hidden=args.hidden, heads=args.heads,
                   ffn=args.ffn, vocab=args.vocab, seq=args.seq,
@@ -130,6 +137,7 @@ def main():
                    else "cpu"),
         "mode": "compile" if args.compile else "eager",
         "dtype": args.dtype,
+        "matmul_precision": args.matmul_precision,
         "attention": args.attention,
         "step_seconds": seconds,
         "tokens_per_s": tokens_per_step / seconds,

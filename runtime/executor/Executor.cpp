@@ -10,6 +10,7 @@
 
 #include "runtime/init/Init.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -359,7 +360,7 @@ Executor::run(const plan::Function &function,
       if (!status.ok())
         return failed(i, *instr, status);
       if (times)
-        times->push_back({instr->op(), begin, nowNanos()});
+        times->push_back({instr->op(), begin, nowNanos(), false, instr});
     }
   absl::Status status = waitFor(nullptr, times);
   if (absl::Status settled = settle(false); status.ok())
@@ -554,6 +555,28 @@ Executor::MatmulDims Executor::matmulDims(const plan::Instr &instr) const {
           ta,
           tb,
           b.size() == r && r > 2};
+}
+
+std::string Executor::describe(const plan::Instr &instr) const {
+  if (instr.op() == plan::OpCode::Matmul) {
+    MatmulDims d = matmulDims(instr);
+    return absl::StrCat(d.m, "x", d.k, d.transposeA ? "^T" : "", " . ", d.k,
+                        "x", d.n, d.transposeB ? "^T" : "", ", batch ", d.batch,
+                        d.rhsBatched ? " (both batched)" : "");
+  }
+  auto operands = [&](const flatbuffers::Vector<uint32_t> *indices) {
+    std::string text;
+    if (indices)
+      for (uint32_t index : *indices) {
+        const plan::Value &v = value(index);
+        absl::StrAppend(&text, text.empty() ? "" : " ",
+                        absl::AsciiStrToLower(plan::EnumNameDType(v.dtype())),
+                        "[", absl::StrJoin(shapeOf(v), ","), "]");
+      }
+    return text;
+  };
+  return absl::StrCat(operands(instr.inputs()), " -> ",
+                      operands(instr.outputs()));
 }
 
 Executor::EmbeddingRows

@@ -81,6 +81,8 @@ struct InstructionTime {
   plan::OpCode op;
   int64_t beginNanos, endNanos;
   bool wait = false;
+  /// The instruction (in the executor's plan), or null for a wait.
+  const plan::Instr *instr = nullptr;
 };
 
 /// The values of a program's arena seen as shapes (shared by the backends).
@@ -134,6 +136,12 @@ public:
 
   /// "cpu" or "cuda".
   virtual const char *backend() const = 0;
+
+  /// What `instr` (of this executor's program) works on, for a timeline:
+  /// a Matmul's products ("8192x1024 . 1024x3072^T, batch 1", op(a) by
+  /// op(b), ^T where an operand is read transposed), otherwise its
+  /// operands' types and shapes ("f32[8,1024] f32[1024] -> f32[8,1024]").
+  std::string describe(const plan::Instr &instr) const;
 
   const plan::Program &programOf() const { return *program; }
   /// The world rank this executor runs, and its mesh coordinates.

@@ -29,6 +29,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <memory>
+#include <regex>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -292,6 +293,22 @@ TEST(Trainer, RecordsTraceEvents) {
                                       "microbatch_step mb 1", "apply_step"}));
   EXPECT_EQ(first->events[2].name, "Fill");
   EXPECT_EQ(first->events[2].category, "instruction");
+  // Instructions say what they work on: a Matmul its products, the
+  // others their operands' types and shapes.
+  EXPECT_TRUE(std::regex_search(first->events[2].detail,
+                                std::regex("-> f32\\[[0-9,]+\\]$")))
+      << first->events[2].detail;
+  const std::regex product(
+      "[0-9]+x[0-9]+(\\^T)? \\. [0-9]+x[0-9]+(\\^T)?, batch [0-9]+.*");
+  bool sawMatmul = false;
+  for (const TraceEvent &event : first->events)
+    if (event.name == "Matmul") {
+      sawMatmul = true;
+      EXPECT_TRUE(std::regex_match(event.detail, product)) << event.detail;
+    } else if (event.category != "instruction") {
+      EXPECT_EQ(event.detail, "") << event.name;
+    }
+  EXPECT_TRUE(sawMatmul);
   auto second = trainer->step();
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->events.size(), 5u);

@@ -300,7 +300,8 @@ absl::StatusOr<StepResult> Trainer::step() {
             {time.wait ? absl::StrCat("wait ", plan::EnumNameOpCode(time.op))
                        : std::string(plan::EnumNameOpCode(time.op)),
              "instruction", micros(time.beginNanos),
-             (time.endNanos - time.beginNanos) / 1000.0});
+             (time.endNanos - time.beginNanos) / 1000.0,
+             time.instr ? exec->describe(*time.instr) : std::string()});
     }
   }
   endIdle();

@@ -94,6 +94,8 @@ struct TraceEvent {
   std::string category;
   /// Microseconds since the trainer was created.
   double beginMicros = 0, durationMicros = 0;
+  /// An instruction's operands (Executor::describe); empty otherwise.
+  std::string detail = {};
 };
 
 struct StepResult {
