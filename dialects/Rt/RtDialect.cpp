@@ -2,13 +2,15 @@
 //
 // Registers the dialect and verifies its ops. The checks here are the
 // structural ones (offsets inside the arena, slices inside their global
-// tensors, names and kinds); the per-kernel operand rules are the runtime's
-// (runtime/plan/Plan.cpp), which the exporter applies to every plan it
-// writes.
+// tensors, names and kinds) and, for every rt.kernel, the runtime's kernel
+// contract (runtime/plan/KernelContract.h): the plan loader runs the same
+// function, so a kernel the runtime would refuse is an error here, with
+// the loader's message.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Rt/RtDialect.h"
+#include "runtime/plan/KernelContract.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -19,6 +21,37 @@
 
 using namespace mlir;
 using namespace triad::rt;
+namespace plan = triad::plan;
+
+// The kernels are the plan format's, value for value: the verifier hands
+// an rt.kernel's opcode to the plan's contract as it is.
+// clang-format off
+#define TRIAD_SAME_OPCODES(X)                                                  \
+  X(Embedding) X(EmbeddingGrad) X(Matmul) X(Add) X(Mul) X(Scale) X(Activation) \
+  X(ActivationGrad) X(Gated) X(LayerNorm) X(LayerNormGrad) X(RmsNorm)          \
+  X(RmsNormGrad) X(Attention) X(AttentionGrad) X(Rope) X(Copy) X(Transpose)    \
+  X(Slice) X(Pad) X(Concat) X(Broadcast) X(Sum) X(Cast) X(Dropout)             \
+  X(CrossEntropy) X(CrossEntropyGrad) X(Fill) X(SumSquares)                    \
+  X(ClipCoefficient) X(LrSchedule) X(AdamW) X(Select) X(LossScaleUpdate)       \
+  X(CountValid) X(Accumulate) X(Reciprocal) X(ScaleBy) X(AllReduce)            \
+  X(AllGather) X(ReduceScatter) X(AllToAll) X(AllSlice) X(Send) X(Recv)        \
+  X(LogSumExp) X(Values)
+// clang-format on
+#define TRIAD_SAME_OPCODE(name)                                                \
+  static_assert(static_cast<int>(OpCode::name) ==                              \
+                    static_cast<int>(plan::OpCode::name),                      \
+                "rt opcode " #name " differs from the plan's");
+TRIAD_SAME_OPCODES(TRIAD_SAME_OPCODE)
+#undef TRIAD_SAME_OPCODE
+#define TRIAD_COUNT_OPCODE(name) +1
+static_assert(0 TRIAD_SAME_OPCODES(TRIAD_COUNT_OPCODE) ==
+                  static_cast<int>(plan::OpCode::MAX) + 1,
+              "the rt dialect and plan.fbs list different kernels");
+#undef TRIAD_COUNT_OPCODE
+#undef TRIAD_SAME_OPCODES
+static_assert(static_cast<int>(OpCode::Values) ==
+                  static_cast<int>(plan::OpCode::MAX),
+              "the rt dialect and plan.fbs list different kernels");
 
 #include "dialects/Rt/RtDialect.cpp.inc"
 #include "dialects/Rt/RtEnums.cpp.inc"
@@ -278,6 +311,31 @@ LogicalResult FuncOp::verify() {
 // KernelOp
 //===----------------------------------------------------------------------===//
 
+/// What the module's rt.plan says that kernels' attributes depend on;
+/// unknown without one.
+static plan::KernelContext kernelContextOf(ProgramOp program) {
+  plan::KernelContext context;
+  auto module = program ? program->getParentOfType<ModuleOp>() : nullptr;
+  if (!module)
+    return context;
+  for (PlanOp header : module.getOps<PlanOp>()) {
+    llvm::StringMap<int64_t> axisSize;
+    for (auto [name, size] : llvm::zip(header.getAxes(), header.getAxisSizes()))
+      axisSize[cast<StringAttr>(name).getValue()] = size;
+    context.known = true;
+    context.vocab = header.getVocab();
+    context.tp = axisSize.lookup("tp") > 0 ? axisSize.lookup("tp") : 1;
+    context.microbatches = header.getMicrobatches();
+    for (Attribute group : header.getGroups()) {
+      int64_t size = 1;
+      for (Attribute axis : cast<ArrayAttr>(group))
+        size *= axisSize.lookup(cast<StringAttr>(axis).getValue());
+      context.groupSizes.push_back(size);
+    }
+  }
+  return context;
+}
+
 static bool updatesInPlace(OpCode opcode) {
   switch (opcode) {
   case OpCode::AdamW:
@@ -313,6 +371,40 @@ LogicalResult KernelOp::verify() {
   if (getOpcode() == OpCode::Accumulate &&
       (getInputs().empty() || getOutputs().front() != getInputs().front()))
     return emitOpError("accumulate must write its first input in place");
+
+  // The runtime's kernel contract, on the buffers' types.
+  plan::KernelView view;
+  view.op = static_cast<plan::OpCode>(getOpcode());
+  llvm::DenseMap<Value, uint32_t> operandOf;
+  auto operand = [&](Value value, StringRef side, size_t index) {
+    auto [it, added] = operandOf.try_emplace(
+        value, static_cast<uint32_t>(view.operands.size()));
+    if (added) {
+      auto type = cast<MemRefType>(value.getType());
+      Type element = type.getElementType();
+      plan::DType dtype = element.isF32()    ? plan::DType::F32
+                          : element.isBF16() ? plan::DType::BF16
+                          : element.isF16()  ? plan::DType::F16
+                                             : plan::DType::I32;
+      view.operands.push_back(
+          {dtype,
+           std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
+           (side + " " + Twine(index)).str()});
+    }
+    return it->second;
+  };
+  for (auto [index, value] : llvm::enumerate(getInputs()))
+    view.inputs.push_back(operand(value, "input", index));
+  for (auto [index, value] : llvm::enumerate(getOutputs()))
+    view.outputs.push_back(operand(value, "output", index));
+  view.ints.assign(getInts().begin(), getInts().end());
+  view.floats.assign(getFloats().begin(), getFloats().end());
+  absl::Status status = plan::checkKernel(
+      view, kernelContextOf((*this)->getParentOfType<ProgramOp>()));
+  if (!status.ok())
+    return emitOpError("kernel '")
+           << stringifyOpCode(getOpcode()) << "': "
+           << StringRef(status.message().data(), status.message().size());
   return success();
 }
 

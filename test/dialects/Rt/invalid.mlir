@@ -397,3 +397,158 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   // expected-error@+1 {{'rt.step' op slot 1 of the call of @g is outside [0, 1)}}
   rt.step [@g] microbatches [0] slots [1]
 }
+
+// -----
+
+// The runtime's kernel contract (runtime/plan/KernelContract.h), which the
+// plan loader applies too: the number of operands and attributes.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xf32>
+  %b = rt.buffer 128 : memref<8x4xf32>
+  %c = rt.buffer 256 : memref<4x4xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': expects 2 inputs, 1 outputs, 2 ints and 0 floats; has 2, 1, 1 and 0}}
+    rt.kernel matmul(%a, %b) -> (%c) ints [0] : (memref<4x8xf32>, memref<8x4xf32>) -> memref<4x4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Element types: embedding ids are i32.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %ids = rt.buffer 0 : memref<2x4xf32>
+  %table = rt.buffer 64 : memref<16x8xf32>
+  %x = rt.buffer 1024 : memref<2x4x8xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'embedding': expects i32 ids and a [vocab, hidden] table}}
+    rt.kernel embedding(%ids, %table) -> (%x) : (memref<2x4xf32>, memref<16x8xf32>) -> memref<2x4x8xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Element types: a float operand, named by its place in the kernel.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %x = rt.buffer 0 : memref<4xi32>
+  %n = rt.buffer 64 : memref<f32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'sum_squares': input 0 must be a float tensor}}
+    rt.kernel sum_squares(%x) -> (%n) : (memref<4xi32>) -> memref<f32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Shapes: a scalar where the kernel reads one.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %x = rt.buffer 0 : memref<4xf32>
+  %s = rt.buffer 64 : memref<2xf32>
+  %y = rt.buffer 128 : memref<4xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'scale_by': input 1 must be an f32 scalar}}
+    rt.kernel scale_by(%x, %s) -> (%y) : (memref<4xf32>, memref<2xf32>) -> memref<4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Ranks: a matmul multiplies matrices.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<8xf32>
+  %b = rt.buffer 128 : memref<8x4xf32>
+  %c = rt.buffer 256 : memref<4xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': operands must be matrices (rhs of rank 2 or of lhs)}}
+    rt.kernel matmul(%a, %b) -> (%c) ints [0, 0] : (memref<8xf32>, memref<8x4xf32>) -> memref<4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Flags hold 0 or 1.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xf32>
+  %b = rt.buffer 128 : memref<8x4xf32>
+  %c = rt.buffer 256 : memref<4x4xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': flag transpose_a is 956301312; flags are 0 or 1}}
+    rt.kernel matmul(%a, %b) -> (%c) ints [956301312, 0] : (memref<4x8xf32>, memref<8x4xf32>) -> memref<4x4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Enums: an activation the runtime knows.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %x = rt.buffer 0 : memref<4xf32>
+  %y = rt.buffer 64 : memref<4xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'activation': unknown activation}}
+    rt.kernel activation(%x) -> (%y) ints [7] : (memref<4xf32>) -> memref<4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Enums: an attention mask the runtime knows.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %q = rt.buffer 0 : memref<2x4x8xf32>
+  %o = rt.buffer 512 : memref<2x4x8xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'attention': invalid heads, kv_heads or mask}}
+    rt.kernel attention(%q, %q, %q) -> (%o) ints [2, 2, 5, 0, 0] floats [0.5] : (memref<2x4x8xf32>, memref<2x4x8xf32>, memref<2x4x8xf32>) -> memref<2x4x8xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// Float attributes in their range.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %x = rt.buffer 0 : memref<2x8xf32>
+  %g = rt.buffer 64 : memref<8xf32>
+  %y = rt.buffer 128 : memref<2x8xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'rms_norm': epsilon must be positive}}
+    rt.kernel rms_norm(%x, %g) -> (%y) floats [0.0] : (memref<2x8xf32>, memref<8xf32>) -> memref<2x8xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// With the module's rt.plan, what depends on it: an embedding table holds
+// no more rows than the vocabulary.
+rt.plan mesh ["dp"] = [1] seq 4 vocab 16 batch 2 microbatches 1
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %ids = rt.buffer 0 : memref<2x4xi32>
+  %table = rt.buffer 64 : memref<32x8xf32>
+  %x = rt.buffer 1088 : memref<2x4x8xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'embedding': the table has more rows than the vocabulary}}
+    rt.kernel embedding(%ids, %table) -> (%x) : (memref<2x4xi32>, memref<32x8xf32>) -> memref<2x4x8xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// ... and a vocab-parallel piece names one of the plan's groups.
+rt.plan mesh ["dp", "tp"] = [1, 2] seq 4 vocab 16 batch 2 microbatches 1 groups [["tp"]]
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %ids = rt.buffer 0 : memref<2x4xi32>
+  %table = rt.buffer 64 : memref<8x8xf32>
+  %x = rt.buffer 1088 : memref<2x4x8xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'embedding': group 1 is not one of the 1 communicator groups}}
+    rt.kernel embedding(%ids, %table) -> (%x) ints [1] : (memref<2x4xi32>, memref<8x8xf32>) -> memref<2x4x8xf32>
+  }
+  rt.step [] microbatches []
+}

@@ -21,7 +21,7 @@
 // CHECK-NEXT: rt.kernel embedding(%[[T]], %[[W]]) -> (%[[X]]) : (memref<2x4xi32>, memref<16x8xf32>) -> memref<2x4x8xf32>
 // CHECK-NEXT: rt.kernel accumulate(%[[ACC]], %[[W]], %[[N]]) -> (%[[ACC]])
 // CHECK-NEXT: rt.kernel adamw(%[[W]], %[[ACC]], %[[ACC]], %[[ACC]], %[[N]], %[[N]], %[[N]]) -> (%[[W]], %[[ACC]], %[[ACC]]) floats [9.000000e-01, 9.500000e-01, 1.000000e-08, 1.000000e-01]
-// CHECK-NEXT: rt.kernel scale(%[[XV]]) -> (%[[X]]) floats [2.000000e+00]
+// CHECK-NEXT: rt.kernel copy(%[[XV]]) -> (%[[X]])
 // CHECK-NEXT: rt.kernel send(%[[X]]) -> () ints [1, 7] : (memref<2x4x8xf32>) -> ()
 // CHECK-NEXT: rt.kernel recv() -> (%[[X]]) ints [1, 8] : () -> memref<2x4x8xf32>
 // CHECK: rt.step [@begin_step, @microbatch_step, @microbatch_step] microbatches [0, 0, 0]
@@ -46,7 +46,7 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
     rt.kernel embedding(%t, %w) -> (%x) : (memref<2x4xi32>, memref<16x8xf32>) -> memref<2x4x8xf32>
     rt.kernel accumulate(%acc, %w, %n) -> (%acc) : (memref<16x8xf32>, memref<16x8xf32>, memref<f32>) -> memref<16x8xf32>
     rt.kernel adamw(%w, %acc, %acc, %acc, %n, %n, %n) -> (%w, %acc, %acc) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>)
-    rt.kernel scale(%xv) -> (%x) floats [2.0] : (memref<8x8xf32>) -> memref<2x4x8xf32>
+    rt.kernel copy(%xv) -> (%x) : (memref<8x8xf32>) -> memref<2x4x8xf32>
     rt.kernel send(%x) -> () ints [1, 7] : (memref<2x4x8xf32>) -> ()
     rt.kernel recv() -> (%x) ints [1, 8] : () -> memref<2x4x8xf32>
   }

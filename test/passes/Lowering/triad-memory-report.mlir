@@ -41,7 +41,7 @@ rt.program @rank0 pipeline_rank 0 arena 12544 {
     rt.kernel activation(%a) -> (%b) ints [3] : (memref<1024xf32>) -> memref<1024xf32>
     rt.kernel fill() -> (%c) floats [2.0] : () -> memref<1024xf32>
     rt.kernel activation(%c) -> (%d) ints [3] : (memref<1024xf32>) -> memref<1024xf32>
-    rt.kernel activation(%v) -> (%e) ints [3] : (memref<32x32xf32>) -> memref<1024xf32>
+    rt.kernel copy(%v) -> (%e) : (memref<32x32xf32>) -> memref<1024xf32>
   }
   rt.step [@microbatch_step] microbatches [0]
 }

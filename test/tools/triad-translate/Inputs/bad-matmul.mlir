@@ -1,4 +1,4 @@
-// A structurally valid rt program whose matmul operands do not fit.
+// An rt program whose matmul operands do not fit the kernel contract.
 rt.plan mesh ["dp", "pp", "tp"] = [1, 1, 1] seq 4 vocab 16 batch 2 microbatches 1
 rt.program @rank0 pipeline_rank 0 arena 4096 {
   %a = rt.buffer 0 : memref<4x8xf32>
