@@ -15,6 +15,7 @@
 #include "dialects/Triad/TriadOps.h"
 #include "passes/Pipeline/Passes.h"
 #include "passes/Sharding/LayoutRules.h"
+#include "runtime/plan/KernelCodes.h"
 #include "triad/Analysis/MemoryPlanner.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -106,32 +107,44 @@ struct KernelSpec {
   SmallVector<double> floats;
 };
 
+/// The plan's number for an activation (runtime/plan/KernelCodes.h).
 int64_t activationCode(ActivationKind kind) {
+  plan::ActivationCode code = plan::ActivationCode::Gelu;
   switch (kind) {
   case ActivationKind::gelu:
-    return 0;
+    code = plan::ActivationCode::Gelu;
+    break;
   case ActivationKind::gelu_tanh:
-    return 1;
+    code = plan::ActivationCode::GeluTanh;
+    break;
   case ActivationKind::fast_gelu:
-    return 2;
+    code = plan::ActivationCode::FastGelu;
+    break;
   case ActivationKind::relu:
-    return 3;
+    code = plan::ActivationCode::Relu;
+    break;
   case ActivationKind::silu:
-    return 4;
+    code = plan::ActivationCode::Silu;
+    break;
   }
-  return 0;
+  return static_cast<int64_t>(code);
 }
 
+/// The plan's number for an attention mask.
 int64_t maskCode(MaskKind mask) {
+  plan::MaskCode code = plan::MaskCode::Causal;
   switch (mask) {
   case MaskKind::causal:
-    return 0;
+    code = plan::MaskCode::Causal;
+    break;
   case MaskKind::prefix:
-    return 1;
+    code = plan::MaskCode::Prefix;
+    break;
   case MaskKind::none:
-    return 2;
+    code = plan::MaskCode::None;
+    break;
   }
-  return 0;
+  return static_cast<int64_t>(code);
 }
 
 template <typename AttentionLike>

@@ -228,10 +228,10 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   }
   case plan::OpCode::Rope: {
     Shape x = shape(in(0));
-    int64_t heads = intAt(0);
-    cpu::rope(f32(in(0)), f32(out(0)), x[0], x[1], heads, x[2] / heads,
-              intAt(1), static_cast<float>(floatAt(0)),
-              static_cast<float>(floatAt(1)));
+    plan::RopeAttrs rope = plan::ropeAttrs(*instr.ints(), *instr.floats());
+    cpu::rope(f32(in(0)), f32(out(0)), x[0], x[1], rope.heads,
+              x[2] / rope.heads, rope.rotaryDim, static_cast<float>(rope.base),
+              static_cast<float>(rope.direction));
     return absl::OkStatus();
   }
   case plan::OpCode::Copy:
@@ -363,10 +363,13 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
       f32(out(0))[i] = static_cast<float>(sums[i] * floatAt(0));
     return absl::OkStatus();
   }
-  case plan::OpCode::Dropout:
-    cpu::dropout(f32(in(0)), f32(out(0)), n(out(0)), floatAt(0), seed, step,
-                 static_cast<uint64_t>(intAt(0)), dropoutFirst(instr));
+  case plan::OpCode::Dropout: {
+    plan::DropoutAttrs dropout =
+        plan::dropoutAttrs(*instr.ints(), *instr.floats());
+    cpu::dropout(f32(in(0)), f32(out(0)), n(out(0)), dropout.probability, seed,
+                 step, dropout.stream, dropoutFirst(instr));
     return absl::OkStatus();
+  }
   case plan::OpCode::CrossEntropy:
   case plan::OpCode::CrossEntropyGrad: {
     bool grad = instr.op() == plan::OpCode::CrossEntropyGrad;
@@ -416,9 +419,12 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     return absl::OkStatus();
   }
   case plan::OpCode::LrSchedule: {
-    auto [peak, floor] = learningRatePeakAndFloor(floatAt(0), floatAt(1));
-    f32(out(0))[0] =
-        stepmath::learningRate(f32(in(0))[0], peak, floor, intAt(0), intAt(1));
+    plan::LrScheduleAttrs schedule =
+        plan::lrScheduleAttrs(*instr.ints(), *instr.floats());
+    auto [peak, floor] =
+        learningRatePeakAndFloor(schedule.peak, schedule.floor);
+    f32(out(0))[0] = stepmath::learningRate(
+        f32(in(0))[0], peak, floor, schedule.warmupSteps, schedule.decaySteps);
     return absl::OkStatus();
   }
   case plan::OpCode::AdamW: {
@@ -427,10 +433,12 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     for (size_t i : {0, 2, 3})
       if (in(i) != out(i == 0 ? 0 : i - 1))
         std::memmove(f32(out(i == 0 ? 0 : i - 1)), f32(in(i)), 4 * size);
+    plan::AdamWAttrs adamw = plan::adamWAttrs(*instr.floats());
     cpu::adamw(f32(out(0)), f32(in(1)), f32(out(1)), f32(out(2)), size,
                f32(in(4))[0], f32(in(5))[0], f32(in(6))[0],
-               static_cast<float>(floatAt(0)), static_cast<float>(floatAt(1)),
-               static_cast<float>(floatAt(2)), static_cast<float>(floatAt(3)));
+               static_cast<float>(adamw.beta1), static_cast<float>(adamw.beta2),
+               static_cast<float>(adamw.epsilon),
+               static_cast<float>(adamw.weightDecay));
     return absl::OkStatus();
   }
   case plan::OpCode::Select: {
@@ -440,9 +448,11 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     return absl::OkStatus();
   }
   case plan::OpCode::LossScaleUpdate: {
-    stepmath::LossScale next =
-        stepmath::lossScaleUpdate(f32(in(0))[0], f32(in(1))[0], f32(in(2))[0],
-                                  floatAt(0), floatAt(1), intAt(0));
+    plan::LossScaleAttrs scale =
+        plan::lossScaleAttrs(*instr.ints(), *instr.floats());
+    stepmath::LossScale next = stepmath::lossScaleUpdate(
+        f32(in(0))[0], f32(in(1))[0], f32(in(2))[0], scale.growth,
+        scale.backoff, scale.growthInterval);
     f32(out(0))[0] = next.skip;
     f32(out(1))[0] = next.scale;
     f32(out(2))[0] = next.goodSteps;

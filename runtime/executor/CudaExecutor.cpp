@@ -524,10 +524,11 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
   }
   case plan::OpCode::Rope: {
     Shape x = shape(in(0));
-    int64_t heads = intAt(0);
-    return cuda::rope(ctx, f32(in(0)), f32(out(0)), x[0], x[1], heads,
-                      x[2] / heads, intAt(1), static_cast<float>(floatAt(0)),
-                      static_cast<float>(floatAt(1)));
+    plan::RopeAttrs rope = plan::ropeAttrs(*instr.ints(), *instr.floats());
+    return cuda::rope(ctx, f32(in(0)), f32(out(0)), x[0], x[1], rope.heads,
+                      x[2] / rope.heads, rope.rotaryDim,
+                      static_cast<float>(rope.base),
+                      static_cast<float>(rope.direction));
   }
   case plan::OpCode::Copy:
     return copyValue(in(0), out(0), 4 * n(out(0)));
@@ -596,10 +597,13 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
   case plan::OpCode::Sum:
     return cuda::reduceSum(ctx, f32(in(0)), shape(in(0)), f32(out(0)),
                            shape(out(0)), floatAt(0));
-  case plan::OpCode::Dropout:
-    return cuda::dropout(ctx, f32(in(0)), f32(out(0)), n(out(0)), floatAt(0),
-                         seed, step, static_cast<uint64_t>(intAt(0)),
+  case plan::OpCode::Dropout: {
+    plan::DropoutAttrs dropout =
+        plan::dropoutAttrs(*instr.ints(), *instr.floats());
+    return cuda::dropout(ctx, f32(in(0)), f32(out(0)), n(out(0)),
+                         dropout.probability, seed, step, dropout.stream,
                          dropoutFirst(instr));
+  }
   case plan::OpCode::CrossEntropy:
   case plan::OpCode::CrossEntropyGrad: {
     bool grad = instr.op() == plan::OpCode::CrossEntropyGrad;
@@ -638,8 +642,12 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
     return cuda::clipCoefficient(ctx, f32(in(0)), floatAt(0), f32(out(0)),
                                  f32(out(1)));
   case plan::OpCode::LrSchedule: {
-    auto [peak, floor] = learningRatePeakAndFloor(floatAt(0), floatAt(1));
-    return cuda::learningRate(ctx, f32(in(0)), peak, floor, intAt(0), intAt(1),
+    plan::LrScheduleAttrs schedule =
+        plan::lrScheduleAttrs(*instr.ints(), *instr.floats());
+    auto [peak, floor] =
+        learningRatePeakAndFloor(schedule.peak, schedule.floor);
+    return cuda::learningRate(ctx, f32(in(0)), peak, floor,
+                              schedule.warmupSteps, schedule.decaySteps,
                               f32(out(0)));
   }
   case plan::OpCode::AdamW: {
@@ -649,9 +657,11 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
       if (absl::Status s = copyValue(in(i), out(i == 0 ? 0 : i - 1), 4 * size);
           !s.ok())
         return s;
-    cuda::AdamWHyper hyper{
-        static_cast<float>(floatAt(0)), static_cast<float>(floatAt(1)),
-        static_cast<float>(floatAt(2)), static_cast<float>(floatAt(3))};
+    plan::AdamWAttrs adamw = plan::adamWAttrs(*instr.floats());
+    cuda::AdamWHyper hyper{static_cast<float>(adamw.beta1),
+                           static_cast<float>(adamw.beta2),
+                           static_cast<float>(adamw.epsilon),
+                           static_cast<float>(adamw.weightDecay)};
     return cuda::adamw(
         ctx, {{f32(out(0)), f32(in(1)), f32(out(1)), f32(out(2)), size}},
         f32(in(4)), f32(in(5)), f32(in(6)), hyper);
@@ -659,10 +669,14 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
   case plan::OpCode::Select:
     return cuda::select(ctx, f32(in(0)), f32(in(1)), f32(in(2)), f32(out(0)),
                         n(out(0)));
-  case plan::OpCode::LossScaleUpdate:
+  case plan::OpCode::LossScaleUpdate: {
+    plan::LossScaleAttrs scale =
+        plan::lossScaleAttrs(*instr.ints(), *instr.floats());
     return cuda::lossScaleUpdate(ctx, f32(in(0)), f32(in(1)), f32(in(2)),
-                                 floatAt(0), floatAt(1), intAt(0), f32(out(0)),
-                                 f32(out(1)), f32(out(2)), f32(out(3)));
+                                 scale.growth, scale.backoff,
+                                 scale.growthInterval, f32(out(0)), f32(out(1)),
+                                 f32(out(2)), f32(out(3)));
+  }
   case plan::OpCode::CountValid:
     return cuda::countValid(ctx, i32(in(0)), n(in(0)),
                             static_cast<int32_t>(intAt(0)), f32(out(0)));

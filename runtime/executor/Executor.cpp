@@ -60,18 +60,19 @@ std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
 }
 
 cpu::Activation activationOf(int64_t kind) {
-  switch (kind) {
-  case 0:
+  switch (static_cast<plan::ActivationCode>(kind)) {
+  case plan::ActivationCode::Gelu:
     return cpu::Activation::Gelu;
-  case 1:
+  case plan::ActivationCode::GeluTanh:
     return cpu::Activation::GeluTanh;
-  case 2:
+  case plan::ActivationCode::FastGelu:
     return cpu::Activation::FastGelu;
-  case 3:
+  case plan::ActivationCode::Relu:
     return cpu::Activation::Relu;
-  default:
+  case plan::ActivationCode::Silu:
     return cpu::Activation::Silu;
   }
+  return cpu::Activation::Silu; // the contract admits no other kind
 }
 
 Executor::~Executor() = default;
@@ -598,25 +599,25 @@ Executor::embeddingRows(const plan::Instr &instr) const {
 
 Executor::AttentionCall
 Executor::attentionCall(const plan::Instr &instr) const {
-  const flatbuffers::Vector<int64_t> &ints = *instr.ints();
+  plan::AttentionAttrs attrs =
+      plan::attentionAttrs(*instr.ints(), *instr.floats());
   std::vector<int64_t> q = shapeOf(value(instr.inputs()->Get(0))),
                        k = shapeOf(value(instr.inputs()->Get(1)));
-  int64_t heads = ints.Get(0), mask = ints.Get(2);
   AttentionCall call;
   call.shape = {q[0],
                 q[1],
                 k[1],
-                heads,
-                ints.Get(1),
-                q[2] / heads,
-                mask == 0   ? cpu::Mask::Causal
-                : mask == 1 ? cpu::Mask::Prefix
-                            : cpu::Mask::None,
-                static_cast<float>(instr.floats()->Get(0))};
+                attrs.heads,
+                attrs.kvHeads,
+                q[2] / attrs.heads,
+                attrs.mask == plan::MaskCode::Causal   ? cpu::Mask::Causal
+                : attrs.mask == plan::MaskCode::Prefix ? cpu::Mask::Prefix
+                                                       : cpu::Mask::None,
+                static_cast<float>(attrs.scale)};
   uint32_t next = 3;
-  if (ints.Get(3) != 0)
+  if (attrs.hasPrefix)
     call.prefix = instr.inputs()->Get(next++);
-  if (ints.Get(4) != 0)
+  if (attrs.hasSlopes)
     call.slopes = instr.inputs()->Get(next++);
   if (instr.op() == plan::OpCode::AttentionGrad)
     call.dout = instr.inputs()->Get(next);
@@ -651,11 +652,11 @@ Executor::SliceView Executor::allSliceView(const plan::Instr &instr) const {
 }
 
 uint64_t Executor::dropoutFirst(const plan::Instr &instr) const {
-  const flatbuffers::Vector<int64_t> &ints = *instr.ints();
-  auto first = static_cast<uint64_t>(ints.Get(1));
-  if (ints.size() < 4)
+  plan::DropoutAttrs attrs = plan::dropoutAttrs(*instr.ints(), *instr.floats());
+  uint64_t first = attrs.firstIndex;
+  if (instr.ints()->size() < 4)
     return first;
-  int64_t group = ints.Get(2), microbatches = ints.Get(3);
+  int64_t group = attrs.group, microbatches = attrs.microbatches;
   int64_t member =
       group < 0 ? 0
                 : groupPosition(plan->root(), static_cast<uint32_t>(group),
@@ -673,10 +674,13 @@ std::optional<double> Executor::peakLearningRate() const {
       if (function->body())
         for (const plan::Instr *instr : *function->body())
           if (instr->op() == plan::OpCode::LrSchedule && instr->floats() &&
-              instr->floats()->size() > 1)
-            return learningRatePeakAndFloor(instr->floats()->Get(0),
-                                            instr->floats()->Get(1))
+              instr->floats()->size() > 1 && instr->ints() &&
+              instr->ints()->size() > 1) {
+            plan::LrScheduleAttrs schedule =
+                plan::lrScheduleAttrs(*instr->ints(), *instr->floats());
+            return learningRatePeakAndFloor(schedule.peak, schedule.floor)
                 .first;
+          }
   return std::nullopt;
 }
 

@@ -25,6 +25,7 @@
 #include "runtime/comm/Collectives.h"
 #include "runtime/comm/Comm.h"
 #include "runtime/kernels/cpu/CpuKernels.h"
+#include "runtime/plan/KernelContract.h"
 #include "runtime/plan/Mesh.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/support/Watchdog.h"

@@ -229,8 +229,9 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
   case OpCode::Gated: {
     size_t inputs = op == OpCode::Activation ? 1 : 2;
     CHECK_OK(elementwise(inputs, 1, 0));
-    if (ints[0] < 0 || ints[0] > 4)
-      return fail("unknown activation");
+    if (ints[0] < 0 || ints[0] > kLastActivationCode)
+      return fail(absl::StrCat("unknown activation ", ints[0], " (0 to ",
+                               kLastActivationCode, ")"));
     return absl::OkStatus();
   }
   case OpCode::LayerNorm:
@@ -259,16 +260,21 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
     if (ints.size() != 5)
       return fail("expects heads, kv_heads, mask, has_prefix, has_slopes");
     CHECK_OK(flags({"has_prefix", "has_slopes"}, 3));
-    int64_t heads = ints[0], kvHeads = ints[1], mask = ints[2];
-    bool prefix = ints[3] != 0, slopes = ints[4] != 0;
-    CHECK_OK(arity(3 + prefix + slopes + grad, grad ? 3 : 1, 5, 1));
-    if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0 || mask < 0 ||
-        mask > 2 || prefix != (mask == 1))
+    if (ints[2] < 0 || ints[2] > kLastMaskCode)
+      return fail(absl::StrCat("unknown mask ", ints[2], " (0 to ",
+                               kLastMaskCode, ")"));
+    CHECK_OK(
+        arity(3 + (ints[3] != 0) + (ints[4] != 0) + grad, grad ? 3 : 1, 5, 1));
+    AttentionAttrs attrs = attentionAttrs(ints, floats);
+    int64_t heads = attrs.heads, kvHeads = attrs.kvHeads;
+    bool prefix = attrs.hasPrefix, slopes = attrs.hasSlopes;
+    if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0 ||
+        prefix != (attrs.mask == MaskCode::Prefix))
       return fail("invalid heads, kv_heads or mask");
     Shape q = shape(in[0]), k = shape(in[1]), v = shape(in[2]);
     if (q.size() != 3 || k.size() != 3 || k != v || q[0] != k[0] ||
         q[2] % heads != 0 || k[2] != kvHeads * (q[2] / heads) ||
-        (mask != 2 && q[1] != k[1]))
+        (attrs.mask != MaskCode::None && q[1] != k[1]))
       return fail(absl::StrCat("q ", text(q), ", k ", text(k), " and v ",
                                text(v), " do not fit the heads"));
     size_t next = 3;
@@ -283,17 +289,18 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
     if (shape(out[0]) != q ||
         (grad && (shape(out[1]) != k || shape(out[2]) != k)))
       return fail("results must have the shapes of q, k and v");
-    if (!(floats[0] > 0.0))
+    if (!(attrs.scale > 0.0))
       return fail("scale must be positive");
     return floatValues({in[0], in[1], in[2], out[0]});
   }
   case OpCode::Rope: {
     CHECK_OK(elementwise(1, 2, 2));
     Shape x = shape(in[0]);
-    int64_t heads = ints[0], rotary = ints[1];
+    RopeAttrs attrs = ropeAttrs(ints, floats);
+    int64_t heads = attrs.heads, rotary = attrs.rotaryDim;
     if (x.size() != 3 || heads <= 0 || x[2] % heads != 0 || rotary <= 0 ||
-        rotary % 2 != 0 || rotary > x[2] / heads || !(floats[0] > 1.0) ||
-        std::abs(floats[1]) != 1.0)
+        rotary % 2 != 0 || rotary > x[2] / heads || !(attrs.base > 1.0) ||
+        std::abs(attrs.direction) != 1.0)
       return fail("invalid heads, rotary dims, base or direction");
     return absl::OkStatus();
   }
@@ -381,16 +388,20 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
   }
   case OpCode::Dropout: {
     CHECK_OK(elementwise(1, ints.size() == 4 ? 4 : 2, 1));
-    if (!(floats[0] >= 0.0 && floats[0] < 1.0) || ints[0] < 0 || ints[1] < 0)
+    if (ints[0] < 0 || ints[1] < 0)
+      return fail("invalid probability, stream or offset");
+    DropoutAttrs attrs = dropoutAttrs(ints, floats);
+    if (!(attrs.probability >= 0.0 && attrs.probability < 1.0))
       return fail("invalid probability, stream or offset");
     // A piece of the batch: its group (-1: none) and the step's
     // microbatches it is one of.
     if (ints.size() == 4) {
       int64_t pieces = 1;
-      if (ints[2] != -1)
-        CHECK_OK(vocabPieces(ints[2], &pieces));
-      if (context.known && ints[3] != 1 && ints[3] != context.microbatches)
-        return fail(absl::StrCat("a piece of one of ", ints[3],
+      if (attrs.group != -1)
+        CHECK_OK(vocabPieces(attrs.group, &pieces));
+      if (context.known && attrs.microbatches != 1 &&
+          attrs.microbatches != context.microbatches)
+        return fail(absl::StrCat("a piece of one of ", attrs.microbatches,
                                  " microbatches, but the step has ",
                                  context.microbatches));
       if (shape(out[0]).empty())
@@ -478,8 +489,9 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
     CHECK_OK(arity(1, 1, 2, 2));
     // decay 0: no decay; a decay step at or before the warmup's end goes
     // straight to the floor after warmup.
-    if (!(floats[0] > 0.0) || floats[1] < 0.0 || floats[1] > floats[0] ||
-        ints[0] < 0 || ints[1] < 0)
+    LrScheduleAttrs attrs = lrScheduleAttrs(ints, floats);
+    if (!(attrs.peak > 0.0) || attrs.floor < 0.0 || attrs.floor > attrs.peak ||
+        attrs.warmupSteps < 0 || attrs.decaySteps < 0)
       return fail("invalid schedule: needs 0 <= floor <= peak, peak > 0 and "
                   "non-negative warmup and decay steps");
     return scalarF32({in[0], out[0]});
@@ -491,9 +503,10 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
       if (dtype(index) != DType::F32)
         return fail("AdamW runs on f32 weights, gradients and moments");
     CHECK_OK(scalarF32({in[4], in[5], in[6]}));
-    if (!(floats[0] >= 0.0 && floats[0] < 1.0) ||
-        !(floats[1] >= 0.0 && floats[1] < 1.0) || !(floats[2] > 0.0) ||
-        floats[3] < 0.0)
+    AdamWAttrs attrs = adamWAttrs(floats);
+    if (!(attrs.beta1 >= 0.0 && attrs.beta1 < 1.0) ||
+        !(attrs.beta2 >= 0.0 && attrs.beta2 < 1.0) || !(attrs.epsilon > 0.0) ||
+        attrs.weightDecay < 0.0)
       return fail("invalid betas, epsilon or weight decay");
     return absl::OkStatus();
   }
@@ -507,8 +520,9 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
   }
   case OpCode::LossScaleUpdate: {
     CHECK_OK(arity(3, 4, 1, 2));
-    if (ints[0] <= 0 || floats[0] < 1.0 || !(floats[1] > 0.0) ||
-        floats[1] > 1.0)
+    LossScaleAttrs attrs = lossScaleAttrs(ints, floats);
+    if (attrs.growthInterval <= 0 || attrs.growth < 1.0 ||
+        !(attrs.backoff > 0.0) || attrs.backoff > 1.0)
       return fail("invalid growth interval, growth or backoff");
     return scalarF32({in[0], in[1], in[2], out[0], out[1], out[2], out[3]});
   }

@@ -19,6 +19,7 @@
 #ifndef TRIAD_RUNTIME_PLAN_KERNELCONTRACT_H
 #define TRIAD_RUNTIME_PLAN_KERNELCONTRACT_H
 
+#include "runtime/plan/KernelCodes.h"
 #include "runtime/plan/plan_generated.h"
 
 #include "absl/status/status.h"
@@ -65,6 +66,87 @@ struct KernelContext {
 /// OK when `view` keeps its kernel's contract; otherwise InvalidArgument
 /// saying what is wrong (without saying where: the caller knows).
 absl::Status checkKernel(const KernelView &view, const KernelContext &context);
+
+//===----------------------------------------------------------------------===//
+// The kernels' attributes by name
+//===----------------------------------------------------------------------===//
+//
+// What the positional `ints` and `floats` of a kernel mean, decoded in one
+// place for the contract's checks and both executors. Each decoder reads
+// an instruction the contract has accepted (its attributes are there).
+
+/// Activation, ActivationGrad and Gated: ints[0] (KernelCodes.h).
+/// Attention and AttentionGrad: ints heads, kv_heads, mask, has_prefix,
+/// has_slopes; floats scale.
+struct AttentionAttrs {
+  int64_t heads, kvHeads;
+  MaskCode mask;
+  bool hasPrefix, hasSlopes;
+  double scale;
+};
+/// Rope: ints heads, rotary_dim; floats base, direction (1 or -1).
+struct RopeAttrs {
+  int64_t heads, rotaryDim;
+  double base, direction;
+};
+/// Dropout: ints stream, first global index[, group (-1: none),
+/// microbatches]; floats probability.
+struct DropoutAttrs {
+  uint64_t stream, firstIndex;
+  int64_t group = -1, microbatches = 1;
+  double probability;
+};
+/// LrSchedule: ints warmup, decay (0: none); floats peak, floor.
+struct LrScheduleAttrs {
+  int64_t warmupSteps, decaySteps;
+  double peak, floor;
+};
+/// AdamW: floats beta1, beta2, epsilon, weight_decay.
+struct AdamWAttrs {
+  double beta1, beta2, epsilon, weightDecay;
+};
+/// LossScaleUpdate: ints growth_interval; floats growth, backoff.
+struct LossScaleAttrs {
+  int64_t growthInterval;
+  double growth, backoff;
+};
+
+/// The attributes of `ints` and `floats` (a plan's vectors or the
+/// contract's), by kernel.
+template <typename Ints> ActivationCode activationAttr(const Ints &ints) {
+  return static_cast<ActivationCode>(ints[0]);
+}
+template <typename Ints, typename Floats>
+AttentionAttrs attentionAttrs(const Ints &ints, const Floats &floats) {
+  return {ints[0],      ints[1],      static_cast<MaskCode>(ints[2]),
+          ints[3] != 0, ints[4] != 0, floats[0]};
+}
+template <typename Ints, typename Floats>
+RopeAttrs ropeAttrs(const Ints &ints, const Floats &floats) {
+  return {ints[0], ints[1], floats[0], floats[1]};
+}
+template <typename Ints, typename Floats>
+DropoutAttrs dropoutAttrs(const Ints &ints, const Floats &floats) {
+  DropoutAttrs attrs{static_cast<uint64_t>(ints[0]),
+                     static_cast<uint64_t>(ints[1])};
+  if (ints.size() == 4) {
+    attrs.group = ints[2];
+    attrs.microbatches = ints[3];
+  }
+  attrs.probability = floats[0];
+  return attrs;
+}
+template <typename Ints, typename Floats>
+LrScheduleAttrs lrScheduleAttrs(const Ints &ints, const Floats &floats) {
+  return {ints[0], ints[1], floats[0], floats[1]};
+}
+template <typename Floats> AdamWAttrs adamWAttrs(const Floats &floats) {
+  return {floats[0], floats[1], floats[2], floats[3]};
+}
+template <typename Ints, typename Floats>
+LossScaleAttrs lossScaleAttrs(const Ints &ints, const Floats &floats) {
+  return {ints[0], floats[0], floats[1]};
+}
 
 } // namespace triad::plan
 

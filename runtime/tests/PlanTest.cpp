@@ -939,6 +939,9 @@ TEST(Plan, AttentionFlagsAreZeroOrOne) {
             "instruction 0 (Attention): flag has_slopes is -3; flags are 0 or "
             "1");
   EXPECT_NE(loadError(attentionWith({2, 2, 3, 0, 0}))
+                .find("instruction 0 (Attention): unknown mask 3 (0 to 2)"),
+            std::string::npos);
+  EXPECT_NE(loadError(attentionWith({2, 2, 1, 0, 0}))
                 .find("invalid heads, kv_heads or mask"),
             std::string::npos);
 }

@@ -489,7 +489,7 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   %x = rt.buffer 0 : memref<4xf32>
   %y = rt.buffer 64 : memref<4xf32>
   rt.func @f args() kinds [] results() names [] {
-    // expected-error@+1 {{'rt.kernel' op kernel 'activation': unknown activation}}
+    // expected-error@+1 {{'rt.kernel' op kernel 'activation': unknown activation 7 (0 to 4)}}
     rt.kernel activation(%x) -> (%y) ints [7] : (memref<4xf32>) -> memref<4xf32>
   }
   rt.step [] microbatches []
@@ -502,7 +502,7 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   %q = rt.buffer 0 : memref<2x4x8xf32>
   %o = rt.buffer 512 : memref<2x4x8xf32>
   rt.func @f args() kinds [] results() names [] {
-    // expected-error@+1 {{'rt.kernel' op kernel 'attention': invalid heads, kv_heads or mask}}
+    // expected-error@+1 {{'rt.kernel' op kernel 'attention': unknown mask 5 (0 to 2)}}
     rt.kernel attention(%q, %q, %q) -> (%o) ints [2, 2, 5, 0, 0] floats [0.5] : (memref<2x4x8xf32>, memref<2x4x8xf32>, memref<2x4x8xf32>) -> memref<2x4x8xf32>
   }
   rt.step [] microbatches []

@@ -1,0 +1,37 @@
+//===- KernelCodes.h - the enums among the kernels' attributes ---*- C++
+//-*-===//
+//
+// The numbers a plan's kernels hold for their enum attributes, shared by
+// the compiler that writes them (passes/Lowering/LowerToRt.cpp), the kernel
+// contract that range-checks them (KernelContract.h) and the executors that
+// decode them. No dependencies, so that any side includes it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_RUNTIME_PLAN_KERNELCODES_H
+#define TRIAD_RUNTIME_PLAN_KERNELCODES_H
+
+#include <cstdint>
+
+namespace triad::plan {
+
+/// Activation, ActivationGrad and Gated: ints[0]. Gated with Silu is
+/// SwiGLU, with Gelu GeGLU.
+enum class ActivationCode : int64_t {
+  Gelu = 0,
+  GeluTanh = 1,
+  FastGelu = 2,
+  Relu = 3,
+  Silu = 4,
+};
+constexpr int64_t kLastActivationCode =
+    static_cast<int64_t>(ActivationCode::Silu);
+
+/// Attention and AttentionGrad: ints[2]. A prefix mask comes with the
+/// prefix lengths (has_prefix).
+enum class MaskCode : int64_t { Causal = 0, Prefix = 1, None = 2 };
+constexpr int64_t kLastMaskCode = static_cast<int64_t>(MaskCode::None);
+
+} // namespace triad::plan
+
+#endif // TRIAD_RUNTIME_PLAN_KERNELCODES_H

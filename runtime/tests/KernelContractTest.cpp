@@ -1,0 +1,158 @@
+//===- KernelContractTest.cpp - the kernel contract on its own ------------===//
+//
+// The contract's checks on views built by hand (the plan loader's and the
+// rt verifier's views are tested through PlanTest and the lit tests), the
+// checks that need the plan's header passing without one, and the
+// attribute decoders the executors read kernels through.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/plan/KernelContract.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace triad::plan {
+namespace {
+
+KernelOperand f32(std::vector<int64_t> shape, std::string name) {
+  return {DType::F32, std::move(shape), std::move(name)};
+}
+
+/// A matmul [4 x 8] . [8 x 4] -> [4 x 4] with the given flags.
+KernelView matmul(std::vector<int64_t> ints) {
+  KernelView view;
+  view.op = OpCode::Matmul;
+  view.operands = {f32({4, 8}, "a"), f32({8, 4}, "b"), f32({4, 4}, "c")};
+  view.inputs = {0, 1};
+  view.outputs = {2};
+  view.ints = std::move(ints);
+  return view;
+}
+
+std::string message(const absl::Status &status) {
+  return std::string(status.message());
+}
+
+TEST(KernelContract, AcceptsAWellFormedKernel) {
+  EXPECT_TRUE(checkKernel(matmul({0, 0}), {}).ok());
+}
+
+TEST(KernelContract, SaysWhatIsWrong) {
+  EXPECT_EQ(message(checkKernel(matmul({0}), {})),
+            "expects 2 inputs, 1 outputs, 2 ints and 0 floats; has 2, 1, 1 "
+            "and 0");
+  EXPECT_EQ(message(checkKernel(matmul({2, 0}), {})),
+            "flag transpose_a is 2; flags are 0 or 1");
+  EXPECT_EQ(message(checkKernel(matmul({1, 0}), {})),
+            "contracting sizes differ: 4 and 8");
+  KernelView badIndex = matmul({0, 0});
+  badIndex.inputs[1] = 7;
+  EXPECT_EQ(message(checkKernel(badIndex, {})), "input 7 is not an operand");
+  KernelView intOperand = matmul({0, 0});
+  intOperand.operands[1].dtype = DType::I32;
+  EXPECT_EQ(message(checkKernel(intOperand, {})), "b must be a float tensor");
+
+  KernelView activation;
+  activation.op = OpCode::Activation;
+  activation.operands = {f32({4}, "x"), f32({4}, "y")};
+  activation.inputs = {0};
+  activation.outputs = {1};
+  activation.ints = {kLastActivationCode + 1};
+  EXPECT_EQ(message(checkKernel(activation, {})),
+            "unknown activation 5 (0 to 4)");
+  activation.floats = {1.0};
+  activation.ints = {0};
+  EXPECT_EQ(message(checkKernel(activation, {})),
+            "expects 1 inputs, 1 outputs, 1 ints and 0 floats; has 1, 1, 1 "
+            "and 1");
+}
+
+/// An embedding of a [vocab x 8] table piece; ints [group] when given.
+KernelView embedding(int64_t rows, std::vector<int64_t> ints) {
+  KernelView view;
+  view.op = OpCode::Embedding;
+  view.operands = {{DType::I32, {2, 4}, "ids"},
+                   f32({rows, 8}, "table"),
+                   f32({2, 4, 8}, "out")};
+  view.inputs = {0, 1};
+  view.outputs = {2};
+  view.ints = std::move(ints);
+  return view;
+}
+
+TEST(KernelContract, ChecksWhatTheHeaderSaysOnlyWhenItIsKnown) {
+  KernelContext header;
+  header.known = true;
+  header.vocab = 16;
+  header.tp = 2;
+  header.groupSizes = {2};
+  EXPECT_TRUE(checkKernel(embedding(16, {}), header).ok());
+  EXPECT_TRUE(checkKernel(embedding(8, {0}), header).ok());
+  EXPECT_EQ(message(checkKernel(embedding(32, {}), header)),
+            "the table has more rows than the vocabulary");
+  EXPECT_EQ(message(checkKernel(embedding(16, {0}), header)),
+            "the table has more rows than the vocabulary");
+  EXPECT_EQ(message(checkKernel(embedding(8, {1}), header)),
+            "group 1 is not one of the 1 communicator groups");
+  // Without the header (an IR fragment), nothing of this is known.
+  EXPECT_TRUE(checkKernel(embedding(32, {}), {}).ok());
+  EXPECT_TRUE(checkKernel(embedding(8, {1}), {}).ok());
+}
+
+TEST(KernelContract, DecodesAttributesByName) {
+  std::vector<int64_t> attentionInts = {8, 2, 1, 1, 0};
+  std::vector<double> attentionFloats = {0.125};
+  AttentionAttrs attention = attentionAttrs(attentionInts, attentionFloats);
+  EXPECT_EQ(attention.heads, 8);
+  EXPECT_EQ(attention.kvHeads, 2);
+  EXPECT_EQ(attention.mask, MaskCode::Prefix);
+  EXPECT_TRUE(attention.hasPrefix);
+  EXPECT_FALSE(attention.hasSlopes);
+  EXPECT_EQ(attention.scale, 0.125);
+
+  RopeAttrs rope = ropeAttrs(std::vector<int64_t>{4, 16},
+                             std::vector<double>{10000.0, -1.0});
+  EXPECT_EQ(rope.heads, 4);
+  EXPECT_EQ(rope.rotaryDim, 16);
+  EXPECT_EQ(rope.base, 10000.0);
+  EXPECT_EQ(rope.direction, -1.0);
+
+  DropoutAttrs plain =
+      dropoutAttrs(std::vector<int64_t>{3, 100}, std::vector<double>{0.1});
+  EXPECT_EQ(plain.stream, 3u);
+  EXPECT_EQ(plain.firstIndex, 100u);
+  EXPECT_EQ(plain.group, -1);
+  EXPECT_EQ(plain.microbatches, 1);
+  EXPECT_EQ(plain.probability, 0.1);
+  DropoutAttrs piece = dropoutAttrs(std::vector<int64_t>{3, 100, 2, 4},
+                                    std::vector<double>{0.1});
+  EXPECT_EQ(piece.group, 2);
+  EXPECT_EQ(piece.microbatches, 4);
+
+  LrScheduleAttrs schedule = lrScheduleAttrs(std::vector<int64_t>{10, 100},
+                                             std::vector<double>{3e-4, 3e-5});
+  EXPECT_EQ(schedule.warmupSteps, 10);
+  EXPECT_EQ(schedule.decaySteps, 100);
+  EXPECT_EQ(schedule.peak, 3e-4);
+  EXPECT_EQ(schedule.floor, 3e-5);
+
+  AdamWAttrs adamw = adamWAttrs(std::vector<double>{0.9, 0.95, 1e-8, 0.1});
+  EXPECT_EQ(adamw.beta1, 0.9);
+  EXPECT_EQ(adamw.beta2, 0.95);
+  EXPECT_EQ(adamw.epsilon, 1e-8);
+  EXPECT_EQ(adamw.weightDecay, 0.1);
+
+  LossScaleAttrs scale =
+      lossScaleAttrs(std::vector<int64_t>{2000}, std::vector<double>{2.0, 0.5});
+  EXPECT_EQ(scale.growthInterval, 2000);
+  EXPECT_EQ(scale.growth, 2.0);
+  EXPECT_EQ(scale.backoff, 0.5);
+
+  EXPECT_EQ(activationAttr(std::vector<int64_t>{4}), ActivationCode::Silu);
+}
+
+} // namespace
+} // namespace triad::plan
