@@ -146,6 +146,11 @@ def Rt_PersistentOp : Rt_Op<"persistent", [HasParent<"ProgramOp">]> {
     global shape: elements outside the global shape are padding, zero at
     the start and never checkpointed.
 
+    Its initial elements are drawn from the generator stream of its name,
+    or of `stream`: an f32 master copy of a 16-bit parameter starts from
+    the parameter's own draw (its `stream` is the parameter's name), so the
+    two agree before the first step.
+
     Example:
 
     ```mlir
@@ -160,11 +165,13 @@ def Rt_PersistentOp : Rt_Op<"persistent", [HasParent<"ProgramOp">]> {
                        DenseI64ArrayAttr:$offsets,
                        DefaultValuedAttr<TypedArrayAttrBase<StrArrayAttr,
                            "split axes per dimension">, "{}">:$split,
-                       Triad_InitAttr:$init);
+                       Triad_InitAttr:$init,
+                       OptionalAttr<StrAttr>:$stream);
   let assemblyFormat = [{
     $name $role $buffer `global` $global_shape (`padded` $padded_shape^)?
     `offsets` $offsets
-    (`split` $split^)? `init` $init attr-dict `:` type($buffer)
+    (`split` $split^)? `init` $init (`stream` $stream^)? attr-dict `:`
+    type($buffer)
   }];
   let hasVerifier = 1;
 }

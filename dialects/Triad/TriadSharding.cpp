@@ -215,7 +215,20 @@ ShardingRule ReluOp::getShardingRule() { return elementwise(*this); }
 ShardingRule SiluOp::getShardingRule() { return elementwise(*this); }
 ShardingRule SwigluOp::getShardingRule() { return elementwise(*this); }
 ShardingRule GegluOp::getShardingRule() { return elementwise(*this); }
-ShardingRule CastOp::getShardingRule() { return elementwise(*this); }
+ShardingRule CastOp::getShardingRule() {
+  // A widening cast is exact, so a pending sum passes through it and is
+  // reduced in the wider type (16-bit gradients sum in f32); a narrowing
+  // one would round the pieces before their sum.
+  auto width = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getElementTypeBitWidth();
+  };
+  bool widening = getX().getType() != getType() &&
+                  isa<FloatType>(getElementTypeOrSelf(getX().getType())) &&
+                  isa<FloatType>(getElementTypeOrSelf(getType())) &&
+                  width(getX()) < width(getResult());
+  return widening ? elementwise(*this, Linearity::Each, {0})
+                  : elementwise(*this);
+}
 ShardingRule ActivationGradOp::getShardingRule() {
   return elementwise(*this, Linearity::Each, {1});
 }

@@ -131,7 +131,7 @@ fb::Offset<plan::Program> exportProgram(fb::FlatBufferBuilder &b,
       auto initOffset = plan::CreateInit(
           b, initKindOf(init.getKind()), constant ? 0.0 : stdOrValue,
           init.getLayers(), constant ? stdOrValue : 0.0,
-          b.CreateString(p.getName().str()));
+          b.CreateString(p.getStream().value_or(p.getName()).str()));
       std::vector<fb::Offset<plan::DimSplit>> split;
       for (Attribute dim : p.getSplit()) {
         std::vector<fb::Offset<fb::String>> axes;
@@ -348,12 +348,10 @@ OwningOpRef<ModuleOp> triad::importPlan(llvm::StringRef bytes,
       for (const plan::Persistent *p : *program->persistent()) {
         const plan::Init *init = p->init();
         bool constant = init->kind() == plan::InitKind::Constant;
-        if (init->stream() && init->stream()->str() != p->name()->str()) {
-          emitError(loc) << "persistent tensor '" << p->name()->str()
-                         << "' draws from stream '" << init->stream()->str()
-                         << "', which the rt dialect cannot express";
-          return {};
-        }
+        // The stream is the tensor's name unless it says another.
+        StringAttr stream;
+        if (init->stream() && init->stream()->str() != p->name()->str())
+          stream = b.getStringAttr(init->stream()->str());
         auto initAttr = triad::InitAttr::get(
             ctx, initKindOf(init->kind()),
             APFloat(constant ? init->value() : init->std()), init->layers());
@@ -372,7 +370,7 @@ OwningOpRef<ModuleOp> triad::importPlan(llvm::StringRef bytes,
             p->padded_shape() ? b.getDenseI64ArrayAttr(i64s(p->padded_shape()))
                               : DenseI64ArrayAttr(),
             b.getDenseI64ArrayAttr(i64s(p->offsets())), b.getArrayAttr(split),
-            initAttr);
+            initAttr, stream);
       }
     SmallVector<Attribute> functionNames;
     for (const plan::Function *function : *program->functions()) {

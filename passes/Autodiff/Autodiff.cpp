@@ -368,9 +368,13 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
   }
 
   OpBuilder b(context);
+  // Gradients arrive in f32 whatever the parameter's type (the microbatch
+  // step widens 16-bit ones: Megatron's main_grad), so that their sum over
+  // microbatches and data-parallel ranks rounds once, in f32.
   SmallVector<Type> gradTypes;
   for (ParamOp param : params)
-    gradTypes.push_back(param.getTensorType());
+    gradTypes.push_back(
+        RankedTensorType::get(param.getTensorType().getShape(), f32));
   b.setInsertionPointToEnd(module.getBody());
   auto apply = func::FuncOp::create(
       b, loc, name, b.getFunctionType(gradTypes, {scalar, scalar, scalar}));
@@ -448,8 +452,6 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
     Value m = read(state.m.getSymName(), wide);
     Value v = read(state.v.getSymName(), wide);
     Value wideGrad = grad;
-    if (type != wide)
-      wideGrad = CastOp::create(b, loc, wide, grad);
     double decay = type.getRank() >= 2 ? options.weightDecay : 0.0;
     auto update = AdamWUpdateOp::create(
         b, loc, wide, wide, wide, value, wideGrad, m, v, lr, step, coefficient,
@@ -624,6 +626,13 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
         unused = true;
         continue;
       }
+      // 16-bit gradients leave the step in f32, to be summed over
+      // microbatches and ranks in f32 (see buildApplyStep).
+      auto gradType = cast<RankedTensorType>(grad.getType());
+      if (!gradType.getElementType().isF32())
+        grad = CastOp::create(
+            b, ret.getLoc(),
+            RankedTensorType::get(gradType.getShape(), b.getF32Type()), grad);
       results.push_back(grad);
       names.push_back(param.getSymNameAttr());
     }

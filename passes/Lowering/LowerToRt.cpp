@@ -98,6 +98,8 @@ struct Persistent {
   /// The shape the pieces tile when the tensor is padded (a vocabulary
   /// padded to a multiple of tp), empty otherwise.
   SmallVector<int64_t> paddedShape;
+  /// The generator stream its init draws from, when not its own name.
+  std::string stream = {};
 };
 
 /// What a triad op becomes: a kernel with its attributes.
@@ -617,6 +619,12 @@ void ProgramLowering::declarePersistents(
         unpadded = param.getUnpaddedShape();
     addPersistent(state.getSymName(), rt::Role::State, state.getType(),
                   state.getInit(), layoutOf(state), unpadded);
+    // A random state of a parameter (its master copy) draws from the
+    // parameter's stream, so that it starts as the parameter does.
+    InitKind kind = state.getInit().getKind();
+    if (state.getOf() &&
+        (kind == InitKind::normal || kind == InitKind::scaled_normal))
+      persistents.back().stream = state.getOf()->str();
   }
   MLIRContext *ctx = module.getContext();
   InitAttr zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), 0);
@@ -1519,7 +1527,8 @@ void ProgramLowering::emitProgram(ArrayRef<Function> functions,
         p.paddedShape.empty() ? DenseI64ArrayAttr()
                               : b.getDenseI64ArrayAttr(p.paddedShape),
         b.getDenseI64ArrayAttr(SmallVector<int64_t>(p.globalShape.size(), 0)),
-        b.getArrayAttr(split), p.init);
+        b.getArrayAttr(split), p.init,
+        p.stream.empty() ? StringAttr() : b.getStringAttr(p.stream));
   }
   auto values = [&](ArrayRef<unsigned> list) {
     SmallVector<Value> result;
@@ -2144,20 +2153,21 @@ LogicalResult ProgramLowering::lower(int64_t microbatches) {
   return success();
 }
 
-/// The runtime holds static f32 tensors (i32 for token ids): anything else
-/// in the step's functions is an error at the value's op.
+/// The runtime holds static f32, bf16 and f16 tensors (i32 for token ids):
+/// anything else in the step's functions is an error at the value's op.
 LogicalResult checkRuntimeTypes(func::FuncOp func) {
   if (func.isExternal())
     return func.emitOpError("is only declared; lowering needs its body");
   auto check = [&](Value value, Operation *where) -> LogicalResult {
     auto type = dyn_cast<RankedTensorType>(value.getType());
     if (type && type.hasStaticShape() &&
-        (type.getElementType().isF32() || type.getElementType().isInteger(32)))
+        (type.getElementType().isF32() || type.getElementType().isBF16() ||
+         type.getElementType().isF16() || type.getElementType().isInteger(32)))
       return success();
     return where->emitOpError("has a value of type ")
            << value.getType()
-           << "; the runtime runs static f32 tensors (and i32 token ids) "
-              "only, so bf16 and f16 models do not lower yet";
+           << "; the runtime runs static f32, bf16 and f16 tensors (and i32 "
+              "token ids) only";
   };
   for (BlockArgument arg : func.getArguments())
     if (failed(check(arg, func)))

@@ -87,9 +87,20 @@ SmallVector<int64_t> balancedCut(ArrayRef<double> costs, int64_t stages) {
   return firsts;
 }
 
-/// The single-operand reductions (all_reduce, reduce_scatter) that carry
-/// `op`'s result, one after the other, to the function's return: empty when
-/// the result goes anywhere else.
+/// Whether `op` widens a float tensor (a 16-bit gradient to f32): exact,
+/// so a sum may be taken before or after it.
+bool isWideningCast(Operation *op) {
+  auto cast = dyn_cast<CastOp>(op);
+  if (!cast)
+    return false;
+  auto from = dyn_cast<FloatType>(getElementTypeOrSelf(cast.getX().getType()));
+  auto to = dyn_cast<FloatType>(getElementTypeOrSelf(cast.getType()));
+  return from && to && from.getWidth() < to.getWidth();
+}
+
+/// The single-operand linear ops (all_reduce, reduce_scatter, a widening
+/// cast) that carry `op`'s result, one after the other, to the function's
+/// return: empty when the result goes anywhere else.
 SmallVector<Operation *> collectiveChain(Operation *op, Operation *terminator) {
   SmallVector<Operation *> chain;
   Value value = op->getResult(0);
@@ -97,7 +108,8 @@ SmallVector<Operation *> collectiveChain(Operation *op, Operation *terminator) {
     Operation *user = *value.getUsers().begin();
     if (user == terminator)
       return chain;
-    if (!isa<dist::AllReduceOp, dist::ReduceScatterOp>(user) ||
+    if (!(isa<dist::AllReduceOp, dist::ReduceScatterOp>(user) ||
+          isWideningCast(user)) ||
         user->getNumOperands() != 1)
       break;
     chain.push_back(user);
@@ -350,9 +362,9 @@ void PipelineSplitPass::runOnOperation() {
     diag << "; only the sum of a tied parameter's gradient may";
     return signalPassFailure();
   }
-  // A collective of a tied sum is a sum of the collectives of its parts
-  // (they reduce linearly): each part's stage runs its own, and the tied
-  // sum adds their results.
+  // A collective (or widening cast) of a tied sum is a sum of the
+  // collectives of its parts (they are linear): each part's stage runs its
+  // own, and the tied sum adds their results (in f32 for 16-bit parts).
   for (auto &[sum, chain] : distribute) {
     OpBuilder b(terminator);
     SmallVector<Value> parts;

@@ -11,6 +11,7 @@
 
 #include "runtime/kernels/StepMath.h"
 #include "runtime/kernels/cpu/CpuKernels.h"
+#include "runtime/kernels/cpu/HalfFloat.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -32,7 +33,7 @@ absl::StatusOr<CpuExecutor> CpuExecutor::create(const LoadedPlan &plan,
                                                 uint64_t seed,
                                                 ExecutorOptions options) {
   absl::StatusOr<const plan::Program *> program =
-      findProgram(plan, pipelineRank, options, "CPU");
+      findProgram(plan, pipelineRank, options, "CPU", /*sixteenBit=*/true);
   if (!program.ok())
     return program.status();
   CpuExecutor executor(plan, **program, options);
@@ -47,15 +48,48 @@ absl::StatusOr<CpuExecutor> CpuExecutor::create(const LoadedPlan &plan,
   std::memset(executor.arena.get(), 0, bytes);
   executor.seed = seed;
   if ((*program)->persistent())
-    for (const plan::Persistent *p : *(*program)->persistent())
-      if (absl::Status status =
-              executor.initialValues(*p, executor.f32(p->value()));
+    for (const plan::Persistent *p : *(*program)->persistent()) {
+      uint32_t index = p->value();
+      if (!executor.isSixteenBit(index)) {
+        if (absl::Status status =
+                executor.initialValues(*p, executor.f32(index));
+            !status.ok())
+          return status;
+        continue;
+      }
+      std::vector<float> values(elementCount(shapeOf(executor.value(index))));
+      if (absl::Status status = executor.initialValues(*p, values.data());
           !status.ok())
         return status;
+      executor.narrowInto(index, values.data());
+    }
   return executor;
 }
 
+bool CpuExecutor::isSixteenBit(uint32_t index) const {
+  plan::DType dtype = value(index).dtype();
+  return dtype == plan::DType::BF16 || dtype == plan::DType::F16;
+}
+
+uint16_t *CpuExecutor::bits16(uint32_t index) {
+  return reinterpret_cast<uint16_t *>(arena.get() + offsetOf(index));
+}
+
+void CpuExecutor::widenFrom(uint32_t index, float *out) {
+  cpu::widen(value(index).dtype() == plan::DType::BF16, bits16(index), out,
+             elementCount(shapeOf(value(index))));
+}
+
+void CpuExecutor::narrowInto(uint32_t index, const float *in) {
+  cpu::narrow(value(index).dtype() == plan::DType::BF16, in, bits16(index),
+              elementCount(shapeOf(value(index))));
+}
+
 float *CpuExecutor::f32(uint32_t index) {
+  // A 16-bit value inside a kernel call: its f32 copy.
+  for (auto &[widenedIndex, values] : widened)
+    if (widenedIndex == index)
+      return values.data();
   return reinterpret_cast<float *>(arena.get() + offsetOf(index));
 }
 
@@ -66,33 +100,59 @@ int32_t *CpuExecutor::i32(uint32_t index) {
 absl::StatusOr<float *> CpuExecutor::persistent(const std::string &name) {
   if (program->persistent())
     for (const plan::Persistent *p : *program->persistent())
-      if (p->name()->str() == name)
+      if (p->name()->str() == name) {
+        if (isSixteenBit(p->value()))
+          return absl::FailedPreconditionError(
+              absl::StrCat("persistent tensor '", name,
+                           "' is 16-bit; read it with readPersistent"));
         return f32(p->value());
+      }
   return absl::NotFoundError(
       absl::StrCat("the program has no persistent tensor '", name, "'"));
 }
 
 absl::Status CpuExecutor::writeValue(uint32_t index, const HostTensor &arg) {
   int64_t n = elementCount(shapeOf(value(index)));
-  if (value(index).dtype() == plan::DType::F32)
-    std::copy_n(arg.floats.data(), n, f32(index));
-  else
+  if (value(index).dtype() == plan::DType::I32)
     std::copy_n(arg.ints.data(), n, i32(index));
+  else if (isSixteenBit(index))
+    narrowInto(index, arg.floats.data());
+  else
+    std::copy_n(arg.floats.data(), n, f32(index));
   return absl::OkStatus();
 }
 
 absl::Status CpuExecutor::readValue(uint32_t index, HostTensor &result) {
   int64_t n = elementCount(result.shape);
-  if (result.dtype == plan::DType::F32)
-    result.floats.assign(f32(index), f32(index) + n);
-  else
+  if (value(index).dtype() == plan::DType::I32) {
     result.ints.assign(i32(index), i32(index) + n);
+  } else if (isSixteenBit(index)) {
+    result.floats.resize(n);
+    widenFrom(index, result.floats.data());
+  } else {
+    result.floats.assign(f32(index), f32(index) + n);
+  }
   return absl::OkStatus();
 }
 
 absl::Status CpuExecutor::startCollective(const plan::Instr &instr,
                                           size_t index) {
   uint32_t x = instr.inputs()->Get(0), out = instr.outputs()->Get(0);
+  if (isSixteenBit(x)) {
+    // 16-bit values travel and sum in f32, and the result is rounded once.
+    // The collective completes here, on copies, so it does not overlap the
+    // instructions after it.
+    std::vector<float> wideX(elementCount(shapeOf(value(x)))),
+        wideOut(elementCount(shapeOf(value(out))));
+    widenFrom(x, wideX.data());
+    if (absl::Status status =
+            runCollective(*communicator, describeCollective(instr, wideX.data(),
+                                                            wideOut.data()));
+        !status.ok())
+      return status;
+    narrowInto(out, wideOut.data());
+    return absl::OkStatus();
+  }
   absl::StatusOr<PendingCollective> pending = triad::rt::startCollective(
       *communicator, describeCollective(instr, f32(x), f32(out)));
   if (!pending.ok())
@@ -103,9 +163,17 @@ absl::Status CpuExecutor::startCollective(const plan::Instr &instr,
 absl::Status CpuExecutor::startTransfer(const plan::Instr &instr,
                                         size_t index) {
   Transfer t = describeTransfer(instr);
+  // A transfer copies bits: 16-bit values travel as they are, two to a
+  // 4-byte word (the loader admits only even counts of them).
+  float *data = f32(t.data);
+  int64_t words = t.elements;
+  if (isSixteenBit(t.data)) {
+    data = reinterpret_cast<float *>(bits16(t.data));
+    words = t.elements / 2;
+  }
   absl::StatusOr<std::unique_ptr<CommRequest>> request =
-      t.send ? communicator->startSend(f32(t.data), t.elements, t.peer, t.tag)
-             : communicator->startRecv(f32(t.data), t.elements, t.peer, t.tag);
+      t.send ? communicator->startSend(data, words, t.peer, t.tag)
+             : communicator->startRecv(data, words, t.peer, t.tag);
   if (!request.ok())
     return request.status();
   return track(std::nullopt, std::move(*request), instr, index,
@@ -114,6 +182,33 @@ absl::Status CpuExecutor::startTransfer(const plan::Instr &instr,
 }
 
 absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
+  // 16-bit values: the kernel works on f32 copies (exact), and its 16-bit
+  // results are rounded back (to nearest even) once it is done.
+  std::vector<uint32_t> sixteen;
+  for (const auto *list : {instr.inputs(), instr.outputs()})
+    if (list)
+      for (uint32_t index : *list)
+        if (isSixteenBit(index) &&
+            std::find(sixteen.begin(), sixteen.end(), index) == sixteen.end())
+          sixteen.push_back(index);
+  if (sixteen.empty())
+    return executeF32(instr, step);
+  for (uint32_t index : sixteen) {
+    std::vector<float> values(elementCount(shapeOf(value(index))));
+    widenFrom(index, values.data());
+    widened.emplace_back(index, std::move(values));
+  }
+  absl::Status status = executeF32(instr, step);
+  if (status.ok() && instr.outputs())
+    for (auto &[index, values] : widened)
+      if (std::find(instr.outputs()->begin(), instr.outputs()->end(), index) !=
+          instr.outputs()->end())
+        narrowInto(index, values.data());
+  widened.clear();
+  return status;
+}
+
+absl::Status CpuExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
   auto in = [&](size_t i) { return instr.inputs()->Get(i); };
   auto out = [&](size_t i) { return instr.outputs()->Get(i); };
   auto intAt = [&](size_t i) { return instr.ints()->Get(i); };
@@ -128,7 +223,7 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   // each target coordinate (-1: zero), for f32 or i32 values alike.
   auto gather = [&](uint32_t source, uint32_t target,
                     auto sourceIndex /* (coords) -> int64_t */) {
-    bool floats = value(target).dtype() == plan::DType::F32;
+    bool floats = value(target).dtype() != plan::DType::I32;
     forEachIndex(shape(target), [&](int64_t linear, const Shape &coords) {
       int64_t from = sourceIndex(coords);
       if (floats)
@@ -239,12 +334,15 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
       std::memmove(f32(out(0)), f32(in(0)), 4 * n(out(0)));
     return absl::OkStatus();
   case plan::OpCode::Cast: {
-    plan::DType from = value(in(0)).dtype(), to = value(out(0)).dtype();
+    // Between float types it is a copy of the f32 values (a 16-bit result
+    // is rounded when the kernel is done).
+    bool fromInt = value(in(0)).dtype() == plan::DType::I32,
+         toInt = value(out(0)).dtype() == plan::DType::I32;
     int64_t size = n(out(0));
-    if (from == to) {
+    if (fromInt == toInt) {
       if (in(0) != out(0))
         std::memmove(f32(out(0)), f32(in(0)), 4 * size);
-    } else if (to == plan::DType::I32) {
+    } else if (toInt) {
       for (int64_t i = 0; i < size; ++i)
         i32(out(0))[i] = static_cast<int32_t>(std::trunc(f32(in(0))[i]));
     } else {
@@ -290,7 +388,7 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   case plan::OpCode::Concat: {
     int64_t dim = intAt(0), offset = 0;
     Shape result = shape(out(0)), outStrides = rowMajorStrides(result);
-    bool floats = value(out(0)).dtype() == plan::DType::F32;
+    bool floats = value(out(0)).dtype() != plan::DType::I32;
     for (size_t i = 0; i < instr.inputs()->size(); ++i) {
       uint32_t part = in(i);
       forEachIndex(shape(part), [&](int64_t linear, const Shape &coords) {

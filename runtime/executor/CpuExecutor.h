@@ -23,13 +23,16 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace triad::rt {
 
 class CpuExecutor : public Executor {
 public:
   /// Prepares the program of `pipelineRank`: checks that the CPU backend
-  /// can run it (f32 and i32 values only), allocates its arena and
+  /// can run it (f32, bf16, f16 and i32 values: 16-bit values are stored as
+  /// such, and every kernel computes in f32), allocates its arena and
   /// initializes its persistent tensors with `seed` (accumulators start
   /// from zeros, as their init says).
   static absl::StatusOr<CpuExecutor> create(const LoadedPlan &plan,
@@ -41,7 +44,7 @@ public:
 
   const char *backend() const override { return "cpu"; }
 
-  /// The f32 data of a persistent tensor, in place (for tests).
+  /// The f32 data of a persistent f32 tensor, in place (for tests).
   absl::StatusOr<float *> persistent(const std::string &name);
 
 private:
@@ -55,8 +58,22 @@ private:
   absl::Status startCollective(const plan::Instr &instr, size_t index) override;
   absl::Status startTransfer(const plan::Instr &instr, size_t index) override;
 
+  /// The kernel of one instruction, on f32 (and i32) data: `execute` runs
+  /// it on f32 copies of the instruction's 16-bit values.
+  absl::Status executeF32(const plan::Instr &instr, uint64_t step);
+
+  /// A value's f32 data: in the arena, or its f32 copy while a kernel on
+  /// a 16-bit value runs.
   float *f32(uint32_t value);
   int32_t *i32(uint32_t value);
+  bool isSixteenBit(uint32_t value) const;
+  uint16_t *bits16(uint32_t value);
+  /// A 16-bit value's elements widened into `out`, or rounded from `in`.
+  void widenFrom(uint32_t value, float *out);
+  void narrowInto(uint32_t value, const float *in);
+
+  /// The f32 copies of the 16-bit values of the instruction running.
+  std::vector<std::pair<uint32_t, std::vector<float>>> widened;
 
   /// Untyped, 64-byte aligned storage of every value of the program.
   struct ArenaDeleter {

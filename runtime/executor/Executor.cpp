@@ -79,7 +79,8 @@ Executor::~Executor() = default;
 
 absl::StatusOr<const plan::Program *>
 Executor::findProgram(const LoadedPlan &plan, uint32_t pipelineRank,
-                      const ExecutorOptions &options, const char *backend) {
+                      const ExecutorOptions &options, const char *backend,
+                      bool sixteenBit) {
   if (options.peakLearningRate && !(*options.peakLearningRate > 0.0 &&
                                     std::isfinite(*options.peakLearningRate)))
     return absl::InvalidArgumentError(
@@ -94,7 +95,7 @@ Executor::findProgram(const LoadedPlan &plan, uint32_t pipelineRank,
         "the plan has no program for pipeline rank ", pipelineRank));
   for (size_t i = 0; i < program->values()->size(); ++i) {
     plan::DType dtype = program->values()->Get(i)->dtype();
-    if (dtype != plan::DType::F32 && dtype != plan::DType::I32)
+    if (dtype != plan::DType::F32 && dtype != plan::DType::I32 && !sixteenBit)
       return absl::UnimplementedError(absl::StrCat(
           "the ", backend, " backend runs f32 plans; value ", i, " is ",
           plan::EnumNameDType(dtype), " (compile with dtype=f32)"));
@@ -177,9 +178,9 @@ absl::Status Executor::initialValues(const plan::Persistent &p,
                                      float *data) const {
   const plan::Init *init = p.init();
   std::vector<int64_t> local = shapeOf(value(p.value()));
-  if (value(p.value()).dtype() != plan::DType::F32)
-    return absl::InvalidArgumentError(
-        absl::StrCat("persistent tensor '", p.name()->str(), "' is not f32"));
+  if (value(p.value()).dtype() == plan::DType::I32)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "persistent tensor '", p.name()->str(), "' is not a float tensor"));
   std::vector<int64_t> global(p.global_shape()->begin(),
                               p.global_shape()->end());
   std::vector<int64_t> offsets = sliceOffsets(p);
@@ -317,9 +318,11 @@ Executor::run(const plan::Function &function,
     const plan::Value &slot = value(index);
     const HostTensor &arg = args[i];
     int64_t n = elementCount(shapeOf(slot));
-    bool f32Arg = slot.dtype() == plan::DType::F32;
+    // Float values (16-bit ones too) take floats, i32 ones ints.
+    bool floatArg = slot.dtype() != plan::DType::I32;
     if (arg.dtype != slot.dtype() || arg.shape != shapeOf(slot) ||
-        static_cast<int64_t>(f32Arg ? arg.floats.size() : arg.ints.size()) != n)
+        static_cast<int64_t>(floatArg ? arg.floats.size() : arg.ints.size()) !=
+            n)
       return absl::InvalidArgumentError(absl::StrCat(
           "argument ", i, " of '", name, "' does not match its value"));
     if (absl::Status status = writeValue(index, arg); !status.ok())

@@ -169,11 +169,12 @@ protected:
       : plan(&plan), program(&program), options(options) {}
 
   /// The program of `pipelineRank`, after checking the options and that
-  /// its values are f32 or i32, the types the `backend` ("CPU", "CUDA")
-  /// runs.
+  /// its values are of the types the `backend` ("CPU", "CUDA") runs: f32
+  /// and i32, and bf16 and f16 where it keeps `sixteenBit` storage.
   static absl::StatusOr<const plan::Program *>
   findProgram(const LoadedPlan &plan, uint32_t pipelineRank,
-              const ExecutorOptions &options, const char *backend);
+              const ExecutorOptions &options, const char *backend,
+              bool sixteenBit = false);
   /// Takes the communicator (or makes a world of one), places this rank on
   /// the mesh and checks every collective and transfer against it.
   absl::Status connect();

@@ -491,9 +491,12 @@ absl::Status ProgramChecker::checkCollective(plan::OpCode op,
   bool sliceOfIds = op == plan::OpCode::AllSlice &&
                     x->dtype() == plan::DType::I32 &&
                     result->dtype() == plan::DType::I32;
+  // Float values of one type (a backend with 16-bit storage reduces
+  // 16-bit ones in f32).
   if (!sliceOfIds &&
-      (x->dtype() != plan::DType::F32 || result->dtype() != plan::DType::F32))
-    return fail("collectives run on f32 values (all_slice also on i32 ids)");
+      (x->dtype() == plan::DType::I32 || result->dtype() != x->dtype()))
+    return fail("collectives run on float values of one element type "
+                "(all_slice also on i32 ids)");
   size_t groups = planRoot.groups() ? planRoot.groups()->size() : 0;
   if (ints[0] < 0 || static_cast<uint64_t>(ints[0]) >= groups)
     return fail(absl::StrCat("group ", ints[0], " is not one of the plan's ",
@@ -564,9 +567,16 @@ absl::Status ProgramChecker::checkTransfer(plan::OpCode op,
                                            const std::vector<uint32_t> &out,
                                            const std::vector<int64_t> &ints) {
   uint32_t data = op == plan::OpCode::Send ? in[0] : out[0];
-  if (value(data)->dtype() != plan::DType::F32)
-    return fail(absl::StrCat("transfers move f32 values; value ", data, " is ",
-                             plan::EnumNameDType(value(data)->dtype())));
+  plan::DType dtype = value(data)->dtype();
+  if (dtype == plan::DType::I32)
+    return fail(absl::StrCat("transfers move float values; value ", data,
+                             " is ", plan::EnumNameDType(dtype)));
+  // 16-bit values travel two to a 4-byte word.
+  if (dtype != plan::DType::F32 && elementCount(value(data)->shape()) % 2 != 0)
+    return fail(absl::StrCat("a 16-bit transfer moves an even number of "
+                             "elements; value ",
+                             data, " has ",
+                             elementCount(value(data)->shape())));
   int64_t peer = ints[0], tag = ints[1];
   if (meshAxisIndex(planRoot, "pp") < 0)
     return fail("transfers run between pipeline ranks, but the mesh has no "

@@ -1363,17 +1363,20 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
        [](PlanSpec &s) {
          collective(s, triad::plan::OpCode::AllReduce, 4, 4, {0});
        },
-       "instruction 0 (AllReduce): collectives run on f32 values"},
+       "instruction 0 (AllReduce): collectives run on float values of one "
+       "element type"},
       {"collective into integers",
        [](PlanSpec &s) {
          collective(s, triad::plan::OpCode::AllGather, 0, 4, {0, 0});
        },
-       "instruction 0 (AllGather): collectives run on f32 values"},
+       "instruction 0 (AllGather): collectives run on float values of one "
+       "element type"},
       {"slice of floats into integers",
        [](PlanSpec &s) {
          collective(s, triad::plan::OpCode::AllSlice, 0, 4, {0, 0});
        },
-       "instruction 0 (AllSlice): collectives run on f32 values (all_slice "
+       "instruction 0 (AllSlice): collectives run on float values of one "
+       "element type (all_slice "
        "also on i32 ids)"},
       {"collective of two inputs",
        [](PlanSpec &s) {
@@ -1539,7 +1542,7 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
        [](PlanSpec &s) {
          transfer(s, triad::plan::OpCode::Recv, 4, {1, 0});
        },
-       "instruction 0 (Recv): transfers move f32 values; value 4 is I32"},
+       "instruction 0 (Recv): transfers move float values; value 4 is I32"},
       {"transfer without a pipeline axis",
        [](PlanSpec &s) {
          transfer(s, triad::plan::OpCode::Send, 0, {1, 0});

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/kernels/cpu/CpuKernels.h"
+#include "runtime/kernels/cpu/HalfFloat.h"
 #include "runtime/kernels/cpu/VectorMath.h"
 #include "triad/Interpreter/Kernels.h"
 
@@ -595,3 +596,51 @@ TEST(CpuKernels, CountValidAndAccumulate) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// 16-bit storage
+//===----------------------------------------------------------------------===//
+
+TEST(HalfFloat, Bf16RoundsToNearestEven) {
+  // 1 + 2^-8 lies halfway between bf16's 1 and 1 + 2^-7: ties go to the
+  // even mantissa (1); 1 + 3 * 2^-8 goes up to 1 + 2^-6.
+  EXPECT_EQ(cpu::toBf16(1.0f + 0x1p-8f), 0x3f80);
+  EXPECT_EQ(cpu::toBf16(1.0f + 3 * 0x1p-8f), 0x3f82);
+  EXPECT_EQ(cpu::toBf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+  EXPECT_EQ(cpu::fromBf16(0x3f80), 1.0f);
+  EXPECT_EQ(cpu::fromBf16(cpu::toBf16(-2.5f)), -2.5f);
+  // The largest f32 rounds to infinity; infinities and NaNs stay.
+  EXPECT_EQ(cpu::toBf16(std::numeric_limits<float>::max()), 0x7f80);
+  EXPECT_EQ(cpu::toBf16(-std::numeric_limits<float>::infinity()), 0xff80);
+  EXPECT_TRUE(std::isnan(cpu::fromBf16(cpu::toBf16(std::nanf("")))));
+}
+
+TEST(HalfFloat, F16RoundsToNearestEvenWithSubnormals) {
+  EXPECT_EQ(cpu::toF16(1.0f), 0x3c00);
+  EXPECT_EQ(cpu::fromF16(0x3c00), 1.0f);
+  // Halfway between 1 and 1 + 2^-10 goes to 1; above it, up.
+  EXPECT_EQ(cpu::toF16(1.0f + 0x1p-11f), 0x3c00);
+  EXPECT_EQ(cpu::toF16(1.0f + 3 * 0x1p-11f), 0x3c02);
+  // The largest f16, 65504; from 65520 on, infinity.
+  EXPECT_EQ(cpu::toF16(65504.0f), 0x7bff);
+  EXPECT_EQ(cpu::toF16(65519.0f), 0x7bff);
+  EXPECT_EQ(cpu::toF16(65520.0f), 0x7c00);
+  EXPECT_EQ(cpu::toF16(-1e9f), 0xfc00);
+  // Subnormals: 2^-24 is the smallest; half of it ties to zero, and 1.5
+  // times it to 2^-23.
+  EXPECT_EQ(cpu::toF16(0x1p-24f), 0x0001);
+  EXPECT_EQ(cpu::toF16(0x1p-25f), 0x0000);
+  EXPECT_EQ(cpu::toF16(3 * 0x1p-25f), 0x0002);
+  EXPECT_EQ(cpu::fromF16(0x0001), 0x1p-24f);
+  EXPECT_EQ(cpu::fromF16(0x8001), -0x1p-24f);
+  EXPECT_EQ(cpu::toF16(0x1p-14f), 0x0400); // the smallest normal
+  EXPECT_TRUE(std::isnan(cpu::fromF16(cpu::toF16(std::nanf("")))));
+  EXPECT_TRUE(std::isinf(cpu::fromF16(0x7c00)));
+  // Every f16 survives the round trip.
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    auto half = static_cast<uint16_t>(bits);
+    float value = cpu::fromF16(half);
+    if (!std::isnan(value))
+      EXPECT_EQ(cpu::toF16(value), half) << bits;
+  }
+}

@@ -126,8 +126,10 @@ func.func @forward() -> tensor<f32> {
 
 // Mixed precision: f16 parameters get f32 master copies (starting from the
 // parameter's own init), the backward pass starts from the dynamic loss
-// scale, and the apply step unscales, skips overflowed steps and writes the
-// parameter back as a rounded copy of its master.
+// scale, its 16-bit gradients leave the microbatch step widened to f32 (to
+// be summed over microbatches and ranks in f32), and the apply step
+// unscales, skips overflowed steps and writes the parameter back as a
+// rounded copy of its master.
 triad.param @h : tensor<4x4xf16> init <normal, std = 0.02>
 
 // CHECK-LABEL: triad.state @loss_scale : tensor<f32> init <constant, value = 6.553600e+04>
@@ -135,14 +137,14 @@ triad.param @h : tensor<4x4xf16> init <normal, std = 0.02>
 // CHECK: triad.state @master.h : tensor<4x4xf32> init <normal, std = 2.000000e-02> of @h
 // CHECK-LABEL: func.func @microbatch_step
 // CHECK: %[[SEED:.*]] = triad.get_param @loss_scale : tensor<f32>
-// CHECK: triad.cast
-// CHECK-LABEL: func.func @apply_step(%arg0: tensor<4x4xf16> {triad.grad = @h})
-// CHECK: %[[TOTAL:.*]] = triad.sum_squares %arg0 : tensor<4x4xf16>
+// CHECK: %[[GRAD:.*]] = triad.cast %{{.*}} : tensor<4x4xf16> -> tensor<4x4xf32>
+// CHECK: return %{{.*}}, %[[GRAD]] : tensor<f32>, tensor<4x4xf32>
+// CHECK-LABEL: func.func @apply_step(%arg0: tensor<4x4xf32> {triad.grad = @h})
+// CHECK: %[[TOTAL:.*]] = triad.sum_squares %arg0 : tensor<4x4xf32>
 // CHECK: %[[SKIP:.*]], %[[SCALE:.*]], %[[GOOD:.*]], %[[INV:.*]] = triad.loss_scale_update %[[TOTAL]], %{{.*}}, %{{.*}} growth_interval = 1000 growth = 2.000000e+00 backoff = 5.000000e-01
 // CHECK: triad.assign @loss_scale, %[[SCALE]]
 // CHECK: %[[MASTER:.*]] = triad.get_param @master.h : tensor<4x4xf32>
-// CHECK: %[[WIDE:.*]] = triad.cast %arg0 : tensor<4x4xf16> -> tensor<4x4xf32>
-// CHECK: %[[NEW:.*]], %{{.*}}, %{{.*}} = triad.adamw_update %[[MASTER]], %[[WIDE]]
+// CHECK: %[[NEW:.*]], %{{.*}}, %{{.*}} = triad.adamw_update %[[MASTER]], %arg0
 // CHECK: %[[KEPT:.*]] = triad.select %[[SKIP]], %[[MASTER]], %[[NEW]] : tensor<4x4xf32>
 // CHECK: triad.assign @master.h, %[[KEPT]]
 // CHECK: %[[OLD:.*]] = triad.get_param @h : tensor<4x4xf16>
