@@ -87,8 +87,7 @@ cp "$repo/test/e2e/compare-losses.py" "$repo/bench/gpt_torch.py" \
 echo "== compiling plans with $compiler_bin"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# plan NAME PIPELINE-OPTIONS TRIAD-GEN-ARGS...: a plan, or a note of why not
-# (bf16 and f16 plans need the compiler's mixed-precision lowering).
+# plan NAME PIPELINE-OPTIONS TRIAD-GEN-ARGS...: a plan, or a note of why not.
 plan() {
   local name=$1 options=$2
   shift 2
@@ -117,6 +116,8 @@ plan law-bloom "" $law --hidden 32 --heads 4 --positions alibi --embedding-norm
 plan law-plain "microbatches=2" $law --hidden 32 --heads 2 --dropout 0.1
 plan law-mesh "dp=2 tp=2 pp=2 microbatches=2" $law --hidden 32 --heads 2 \
   --dropout 0.1
+# The GPT in bf16 (the GPU's bf16 kernels against the CPU's).
+plan law-gpt-bf16 "" $law --hidden 32 --heads 2 --dropout 0.1 --dtype bf16
 plan tiny-f32 "lr=3e-4" --preset tiny
 # GPT-2-medium class and 1.3B class (hidden 2048), f32 and bf16.
 plan gpt2-medium-f32 "lr=3e-4" --preset gpt2-medium --seq 1024 --batch 8

@@ -10,6 +10,7 @@
 
 #include "runtime/executor/CudaExecutor.h"
 
+#include "runtime/kernels/cpu/HalfFloat.h"
 #include "runtime/kernels/cuda/CudaAttention.h"
 #include "runtime/kernels/cuda/CudaCheck.h"
 #include "runtime/kernels/cuda/CudaKernels.h"
@@ -101,9 +102,17 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
                      uint64_t seed, ExecutorOptions options,
                      cuda::ContextOptions contextOptions, bool nccl) {
   absl::StatusOr<const plan::Program *> program =
-      findProgram(plan, pipelineRank, options, "CUDA");
+      findProgram(plan, pipelineRank, options, "CUDA", /*sixteenBit=*/true);
   if (!program.ok())
     return program.status();
+  if (nccl)
+    for (size_t i = 0; i < (*program)->values()->size(); ++i) {
+      plan::DType dtype = (*program)->values()->Get(i)->dtype();
+      if (dtype == plan::DType::BF16 || dtype == plan::DType::F16)
+        return absl::UnimplementedError(
+            absl::StrCat("NCCL runs f32 plans for now; value ", i, " is ",
+                         plan::EnumNameDType(dtype), " (use --comm=mpi)"));
+    }
   std::unique_ptr<CudaExecutor> executor(
       new CudaExecutor(plan, **program, options));
   if (absl::Status status = executor->connect(); !status.ok())
@@ -138,14 +147,15 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
   executor->seed = seed;
   if ((*program)->persistent())
     for (const plan::Persistent *p : *(*program)->persistent()) {
-      std::vector<float> initial(static_cast<size_t>(
-          elementCount(shapeOf(executor->value(p->value())))));
-      if (absl::Status status = executor->initialValues(*p, initial.data());
+      HostTensor initial;
+      initial.shape = shapeOf(executor->value(p->value()));
+      initial.floats.resize(static_cast<size_t>(elementCount(initial.shape)));
+      if (absl::Status status =
+              executor->initialValues(*p, initial.floats.data());
           !status.ok())
         return status;
-      if (absl::Status status = executor->gpu->copyToDevice(
-              executor->address(p->value()), initial.data(),
-              initial.size() * sizeof(float));
+      // (Rounded to 16 bits for a 16-bit tensor.)
+      if (absl::Status status = executor->writeValue(p->value(), initial);
           !status.ok())
         return status;
     }
@@ -195,29 +205,62 @@ absl::Status CudaExecutor::onCommStream(const plan::Instr &instr, size_t index,
                index, x, out);
 }
 
-void *CudaExecutor::address(uint32_t index) const {
+void *CudaExecutor::arenaAddress(uint32_t index) const {
   return arena.as<std::byte>() + offsetOf(index);
+}
+
+void *CudaExecutor::address(uint32_t index) const {
+  for (const auto &[widenedIndex, copy] : widened)
+    if (widenedIndex == index)
+      return copy;
+  return arenaAddress(index);
+}
+
+bool CudaExecutor::isSixteenBit(uint32_t index) const {
+  plan::DType dtype = value(index).dtype();
+  return dtype == plan::DType::BF16 || dtype == plan::DType::F16;
+}
+
+int64_t CudaExecutor::elementBytes(uint32_t index) const {
+  return isSixteenBit(index) ? 2 : 4;
 }
 
 absl::Status CudaExecutor::writeValue(uint32_t index, const HostTensor &arg) {
   int64_t n = elementCount(shapeOf(value(index)));
-  const void *source = value(index).dtype() == plan::DType::F32
-                           ? static_cast<const void *>(arg.floats.data())
-                           : static_cast<const void *>(arg.ints.data());
-  return gpu->copyToDevice(address(index), source, 4 * n);
+  if (isSixteenBit(index)) {
+    std::vector<uint16_t> bits(static_cast<size_t>(n));
+    cpu::narrow(value(index).dtype() == plan::DType::BF16, arg.floats.data(),
+                bits.data(), n);
+    return gpu->copyToDevice(arenaAddress(index), bits.data(), 2 * n);
+  }
+  const void *source = value(index).dtype() == plan::DType::I32
+                           ? static_cast<const void *>(arg.ints.data())
+                           : static_cast<const void *>(arg.floats.data());
+  return gpu->copyToDevice(arenaAddress(index), source, 4 * n);
 }
 
 absl::Status CudaExecutor::readValue(uint32_t index, HostTensor &result) {
   int64_t n = elementCount(result.shape);
+  if (isSixteenBit(index)) {
+    std::vector<uint16_t> bits(static_cast<size_t>(n));
+    if (absl::Status status =
+            gpu->copyToHost(bits.data(), arenaAddress(index), 2 * n);
+        !status.ok())
+      return status;
+    result.floats.resize(n);
+    cpu::widen(value(index).dtype() == plan::DType::BF16, bits.data(),
+               result.floats.data(), n);
+    return absl::OkStatus();
+  }
   void *target;
-  if (result.dtype == plan::DType::F32) {
+  if (value(index).dtype() != plan::DType::I32) {
     result.floats.resize(n);
     target = result.floats.data();
   } else {
     result.ints.resize(n);
     target = result.ints.data();
   }
-  return gpu->copyToHost(target, address(index), 4 * n);
+  return gpu->copyToHost(target, arenaAddress(index), 4 * n);
 }
 
 absl::Status CudaExecutor::settle(bool) { return gpu->synchronize(); }
@@ -367,21 +410,31 @@ absl::Status CudaExecutor::startCollective(const plan::Instr &instr,
   // Staged through the host: the MPI communicator moves host memory. The
   // collective completes here (the GPU cannot run ahead of data it has not
   // received), so it does not overlap the instructions after it.
+  // 16-bit values are widened on the host, reduced in f32 and rounded once.
   uint32_t x = instr.inputs()->Get(0), out = instr.outputs()->Get(0);
   int64_t xCount = elementCount(shapeOf(value(x))),
           outCount = elementCount(shapeOf(value(out)));
   stagedX.resize(std::max<int64_t>(xCount, 1));
   stagedOut.resize(std::max<int64_t>(outCount, 1));
+  bool sixteen = isSixteenBit(x), bf16 = value(x).dtype() == plan::DType::BF16;
+  std::vector<uint16_t> bits(sixteen ? std::max(xCount, outCount) : 0);
   if (absl::Status status =
-          gpu->copyToHost(stagedX.data(), address(x), 4 * xCount);
+          sixteen
+              ? gpu->copyToHost(bits.data(), arenaAddress(x), 2 * xCount)
+              : gpu->copyToHost(stagedX.data(), arenaAddress(x), 4 * xCount);
       !status.ok())
     return status;
+  if (sixteen)
+    cpu::widen(bf16, bits.data(), stagedX.data(), xCount);
   if (absl::Status status =
           runCollective(*communicator, describeCollective(instr, stagedX.data(),
                                                           stagedOut.data()));
       !status.ok())
     return status;
-  return gpu->copyToDevice(address(out), stagedOut.data(), 4 * outCount);
+  if (!sixteen)
+    return gpu->copyToDevice(arenaAddress(out), stagedOut.data(), 4 * outCount);
+  cpu::narrow(bf16, stagedOut.data(), bits.data(), outCount);
+  return gpu->copyToDevice(arenaAddress(out), bits.data(), 2 * outCount);
 }
 
 absl::Status CudaExecutor::startTransfer(const plan::Instr &instr,
@@ -400,27 +453,124 @@ absl::Status CudaExecutor::startTransfer(const plan::Instr &instr,
   // send here would deadlock two stages that send to each other at once (a
   // 1F1B step's activation one way and gradient the other, each above MPI's
   // eager limit), which 8 ranks on one H100 did.
+  // A transfer copies bits: 16-bit values travel two to a 4-byte word (the
+  // loader admits only even counts of them).
+  int64_t bytes = elementBytes(t.data) * t.elements, words = bytes / 4;
   auto host = std::make_unique<std::vector<float>>(
-      static_cast<size_t>(std::max<int64_t>(t.elements, 1)));
+      static_cast<size_t>(std::max<int64_t>(words, 1)));
   if (t.send)
     if (absl::Status status =
-            gpu->copyToHost(host->data(), address(t.data), 4 * t.elements);
+            gpu->copyToHost(host->data(), arenaAddress(t.data), bytes);
         !status.ok())
       return status;
   absl::StatusOr<std::unique_ptr<CommRequest>> request =
-      t.send ? communicator->startSend(host->data(), t.elements, t.peer, t.tag)
-             : communicator->startRecv(host->data(), t.elements, t.peer, t.tag);
+      t.send ? communicator->startSend(host->data(), words, t.peer, t.tag)
+             : communicator->startRecv(host->data(), words, t.peer, t.tag);
   if (!request.ok())
     return request.status();
-  void *target = t.send ? nullptr : address(t.data);
+  void *target = t.send ? nullptr : arenaAddress(t.data);
   auto staged = std::make_unique<StagedTransfer>(
-      std::move(host), std::move(*request), gpu.get(), target, 4 * t.elements);
+      std::move(host), std::move(*request), gpu.get(), target, bytes);
   return track(std::nullopt, std::move(staged), instr, index,
                t.send ? std::optional<uint32_t>(t.data) : std::nullopt,
                t.send ? std::nullopt : std::optional<uint32_t>(t.data));
 }
 
+namespace {
+
+cuda::DType cudaType(plan::DType dtype) {
+  switch (dtype) {
+  case plan::DType::BF16:
+    return cuda::DType::BF16;
+  case plan::DType::F16:
+    return cuda::DType::F16;
+  case plan::DType::I32:
+    return cuda::DType::I32;
+  default:
+    return cuda::DType::F32;
+  }
+}
+
+} // namespace
+
 absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
+  std::vector<uint32_t> sixteen;
+  for (const auto *list : {instr.inputs(), instr.outputs()})
+    if (list)
+      for (uint32_t index : *list)
+        if (isSixteenBit(index) &&
+            std::find(sixteen.begin(), sixteen.end(), index) == sixteen.end())
+          sixteen.push_back(index);
+  if (sixteen.empty())
+    return executeF32(instr, step);
+  // Casts convert on the device; products of two 16-bit operands of one
+  // type run on tensor cores with f32 sums (the result f32 or of their
+  // type). (The contract gives each of these an input and an output.)
+  bool direct = instr.op() == plan::OpCode::Cast ||
+                instr.op() == plan::OpCode::Copy ||
+                instr.op() == plan::OpCode::Matmul;
+  uint32_t x = direct ? instr.inputs()->Get(0) : 0,
+           out = direct ? instr.outputs()->Get(0) : 0;
+  plan::DType xType = value(x).dtype(), outType = value(out).dtype();
+  int64_t count = elementCount(shapeOf(value(out)));
+  if (instr.op() == plan::OpCode::Cast)
+    return cuda::cast(*gpu, arenaAddress(x), cudaType(xType), arenaAddress(out),
+                      cudaType(outType), count);
+  if (instr.op() == plan::OpCode::Copy) // of one element type
+    return copyValue(x, out, 2 * count);
+  if (instr.op() == plan::OpCode::Matmul) {
+    uint32_t b = instr.inputs()->Get(1);
+    if (value(b).dtype() == xType &&
+        (outType == xType || outType == plan::DType::F32)) {
+      MatmulDims d = matmulDims(instr);
+      cuda::MatmulOptions options;
+      options.inputType = cudaType(xType);
+      options.outputType = cudaType(outType);
+      return cuda::matmul(
+          *gpu, arenaAddress(x), arenaAddress(b), arenaAddress(out),
+          {d.batch, d.m, d.n, d.k, d.transposeA, d.transposeB, d.rhsBatched},
+          options);
+    }
+  }
+  // Any other kernel runs on f32 copies, and its 16-bit results are
+  // rounded back once it is done.
+  if (widePool.size() < sixteen.size())
+    widePool.resize(sixteen.size());
+  for (size_t i = 0; i < sixteen.size(); ++i) {
+    uint32_t index = sixteen[i];
+    int64_t n = elementCount(shapeOf(value(index)));
+    size_t bytes = static_cast<size_t>(std::max<int64_t>(n, 1)) * 4;
+    if (widePool[i].size() < bytes) {
+      // The stream may still read the old buffer.
+      if (absl::Status status = gpu->synchronize(); !status.ok())
+        return status;
+      absl::StatusOr<cuda::DeviceBuffer> grown =
+          cuda::DeviceBuffer::allocate(bytes);
+      if (!grown.ok())
+        return grown.status();
+      widePool[i] = std::move(*grown);
+    }
+    if (absl::Status status = cuda::cast(
+            *gpu, arenaAddress(index), cudaType(value(index).dtype()),
+            widePool[i].data(), cuda::DType::F32, n);
+        !status.ok())
+      return status;
+  }
+  for (size_t i = 0; i < sixteen.size(); ++i)
+    widened.emplace_back(sixteen[i], widePool[i].data());
+  absl::Status status = executeF32(instr, step);
+  for (const auto &[index, copy] : widened)
+    if (status.ok() &&
+        std::find(instr.outputs()->begin(), instr.outputs()->end(), index) !=
+            instr.outputs()->end())
+      status = cuda::cast(*gpu, copy, cuda::DType::F32, arenaAddress(index),
+                          cudaType(value(index).dtype()),
+                          elementCount(shapeOf(value(index))));
+  widened.clear();
+  return status;
+}
+
+absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
   cuda::CudaContext &ctx = *gpu;
   auto in = [&](size_t i) { return instr.inputs()->Get(i); };
   auto out = [&](size_t i) { return instr.outputs()->Get(i); };

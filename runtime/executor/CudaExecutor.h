@@ -75,8 +75,18 @@ private:
   absl::Status startTransfer(const plan::Instr &instr, size_t index) override;
   absl::Status settle(bool timed) override;
 
-  /// Device addresses of value `index` in the arena.
+  /// The device address of value `index`: in the arena, or its f32 copy
+  /// while a kernel on a 16-bit value runs.
   void *address(uint32_t index) const;
+  /// Its address in the arena.
+  void *arenaAddress(uint32_t index) const;
+  /// The kernel of one instruction on f32 (and i32) data; `execute` runs
+  /// it on f32 copies of 16-bit values, but for products and casts, which
+  /// read and write 16-bit values themselves.
+  absl::Status executeF32(const plan::Instr &instr, uint64_t step);
+  bool isSixteenBit(uint32_t index) const;
+  /// The bytes of one element of value `index`.
+  int64_t elementBytes(uint32_t index) const;
   float *f32(uint32_t index) const {
     return static_cast<float *>(address(index));
   }
@@ -118,6 +128,11 @@ private:
   cuda::DeviceBuffer stagedDevice[2];
   /// Host staging of collectives and transfers (grown as needed).
   std::vector<float> stagedX, stagedOut;
+  /// Device f32 copies of the 16-bit values of the instruction running
+  /// (one buffer per operand, reused from one instruction to the next in
+  /// stream order, grown as needed), and which value each holds.
+  std::vector<cuda::DeviceBuffer> widePool;
+  std::vector<std::pair<uint32_t, void *>> widened;
 };
 
 } // namespace triad::rt
