@@ -66,11 +66,6 @@ absl::StatusOr<CpuExecutor> CpuExecutor::create(const LoadedPlan &plan,
   return executor;
 }
 
-bool CpuExecutor::isSixteenBit(uint32_t index) const {
-  plan::DType dtype = value(index).dtype();
-  return dtype == plan::DType::BF16 || dtype == plan::DType::F16;
-}
-
 uint16_t *CpuExecutor::bits16(uint32_t index) {
   return reinterpret_cast<uint16_t *>(arena.get() + offsetOf(index));
 }
@@ -184,13 +179,7 @@ absl::Status CpuExecutor::startTransfer(const plan::Instr &instr,
 absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   // 16-bit values: the kernel works on f32 copies (exact), and its 16-bit
   // results are rounded back (to nearest even) once it is done.
-  std::vector<uint32_t> sixteen;
-  for (const auto *list : {instr.inputs(), instr.outputs()})
-    if (list)
-      for (uint32_t index : *list)
-        if (isSixteenBit(index) &&
-            std::find(sixteen.begin(), sixteen.end(), index) == sixteen.end())
-          sixteen.push_back(index);
+  std::vector<uint32_t> sixteen = sixteenBitOperands(instr);
   if (sixteen.empty())
     return executeF32(instr, step);
   for (uint32_t index : sixteen) {

@@ -66,7 +66,6 @@ private:
   /// a 16-bit value runs.
   float *f32(uint32_t value);
   int32_t *i32(uint32_t value);
-  bool isSixteenBit(uint32_t value) const;
   uint16_t *bits16(uint32_t value);
   /// A 16-bit value's elements widened into `out`, or rounded from `in`.
   void widenFrom(uint32_t value, float *out);

@@ -216,11 +216,6 @@ void *CudaExecutor::address(uint32_t index) const {
   return arenaAddress(index);
 }
 
-bool CudaExecutor::isSixteenBit(uint32_t index) const {
-  plan::DType dtype = value(index).dtype();
-  return dtype == plan::DType::BF16 || dtype == plan::DType::F16;
-}
-
 int64_t CudaExecutor::elementBytes(uint32_t index) const {
   return isSixteenBit(index) ? 2 : 4;
 }
@@ -275,20 +270,24 @@ absl::Status CudaExecutor::copyValue(uint32_t from, uint32_t to,
   return absl::OkStatus();
 }
 
-absl::StatusOr<float *> CudaExecutor::staging(int which, int64_t count) {
+absl::StatusOr<float *> CudaExecutor::grown(cuda::DeviceBuffer &buffer,
+                                            int64_t count) {
   size_t bytes = static_cast<size_t>(std::max<int64_t>(count, 1)) * 4;
-  cuda::DeviceBuffer &buffer = stagedDevice[which];
   if (buffer.size() < bytes) {
     // The stream may still read the old buffer.
     if (absl::Status status = gpu->synchronize(); !status.ok())
       return status;
-    absl::StatusOr<cuda::DeviceBuffer> grown =
+    absl::StatusOr<cuda::DeviceBuffer> larger =
         cuda::DeviceBuffer::allocate(bytes);
-    if (!grown.ok())
-      return grown.status();
-    buffer = std::move(*grown);
+    if (!larger.ok())
+      return larger.status();
+    buffer = std::move(*larger);
   }
   return buffer.as<float>();
+}
+
+absl::StatusOr<float *> CudaExecutor::staging(int which, int64_t count) {
+  return grown(stagedDevice[which], count);
 }
 
 absl::Status CudaExecutor::movePieces(const float *from, float *to,
@@ -494,13 +493,7 @@ cuda::DType cudaType(plan::DType dtype) {
 } // namespace
 
 absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
-  std::vector<uint32_t> sixteen;
-  for (const auto *list : {instr.inputs(), instr.outputs()})
-    if (list)
-      for (uint32_t index : *list)
-        if (isSixteenBit(index) &&
-            std::find(sixteen.begin(), sixteen.end(), index) == sixteen.end())
-          sixteen.push_back(index);
+  std::vector<uint32_t> sixteen = sixteenBitOperands(instr);
   if (sixteen.empty())
     return executeF32(instr, step);
   // Casts convert on the device; products of two 16-bit operands of one
@@ -539,20 +532,12 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
   for (size_t i = 0; i < sixteen.size(); ++i) {
     uint32_t index = sixteen[i];
     int64_t n = elementCount(shapeOf(value(index)));
-    size_t bytes = static_cast<size_t>(std::max<int64_t>(n, 1)) * 4;
-    if (widePool[i].size() < bytes) {
-      // The stream may still read the old buffer.
-      if (absl::Status status = gpu->synchronize(); !status.ok())
-        return status;
-      absl::StatusOr<cuda::DeviceBuffer> grown =
-          cuda::DeviceBuffer::allocate(bytes);
-      if (!grown.ok())
-        return grown.status();
-      widePool[i] = std::move(*grown);
-    }
-    if (absl::Status status = cuda::cast(
-            *gpu, arenaAddress(index), cudaType(value(index).dtype()),
-            widePool[i].data(), cuda::DType::F32, n);
+    absl::StatusOr<float *> copy = grown(widePool[i], n);
+    if (!copy.ok())
+      return copy.status();
+    if (absl::Status status = cuda::cast(*gpu, arenaAddress(index),
+                                         cudaType(value(index).dtype()), *copy,
+                                         cuda::DType::F32, n);
         !status.ok())
       return status;
   }

@@ -84,7 +84,6 @@ private:
   /// it on f32 copies of 16-bit values, but for products and casts, which
   /// read and write 16-bit values themselves.
   absl::Status executeF32(const plan::Instr &instr, uint64_t step);
-  bool isSixteenBit(uint32_t index) const;
   /// The bytes of one element of value `index`.
   int64_t elementBytes(uint32_t index) const;
   float *f32(uint32_t index) const {
@@ -108,6 +107,8 @@ private:
   absl::Status onCommStream(const plan::Instr &instr, size_t index,
                             std::optional<uint32_t> x,
                             std::optional<uint32_t> out, Work work);
+  /// `buffer`, grown to at least `count` floats where it is smaller.
+  absl::StatusOr<float *> grown(cuda::DeviceBuffer &buffer, int64_t count);
   /// Device staging of at least `count` floats (buffer 0 or 1), grown as
   /// needed.
   absl::StatusOr<float *> staging(int which, int64_t count);

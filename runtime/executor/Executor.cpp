@@ -561,6 +561,23 @@ Executor::MatmulDims Executor::matmulDims(const plan::Instr &instr) const {
           b.size() == r && r > 2};
 }
 
+bool Executor::isSixteenBit(uint32_t index) const {
+  plan::DType dtype = value(index).dtype();
+  return dtype == plan::DType::BF16 || dtype == plan::DType::F16;
+}
+
+std::vector<uint32_t>
+Executor::sixteenBitOperands(const plan::Instr &instr) const {
+  std::vector<uint32_t> sixteen;
+  for (const auto *list : {instr.inputs(), instr.outputs()})
+    if (list)
+      for (uint32_t index : *list)
+        if (isSixteenBit(index) &&
+            std::find(sixteen.begin(), sixteen.end(), index) == sixteen.end())
+          sixteen.push_back(index);
+  return sixteen;
+}
+
 std::string Executor::describe(const plan::Instr &instr) const {
   if (instr.op() == plan::OpCode::Matmul) {
     MatmulDims d = matmulDims(instr);

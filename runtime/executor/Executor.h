@@ -268,6 +268,10 @@ protected:
            (v.slots() ? (slot % v.slots()) * v.slot_stride() : 0);
   }
   const plan::Persistent *findPersistent(const std::string &name) const;
+  /// Whether value `index` is bf16 or f16.
+  bool isSixteenBit(uint32_t index) const;
+  /// The distinct 16-bit values `instr` reads or writes, in order.
+  std::vector<uint32_t> sixteenBitOperands(const plan::Instr &instr) const;
 
   // What a backend supplies.
 
