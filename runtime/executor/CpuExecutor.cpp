@@ -82,9 +82,9 @@ void CpuExecutor::narrowInto(uint32_t index, const float *in) {
 
 float *CpuExecutor::f32(uint32_t index) {
   // A 16-bit value inside a kernel call: its f32 copy.
-  for (auto &[widenedIndex, values] : widened)
+  for (auto &[widenedIndex, copy] : widened)
     if (widenedIndex == index)
-      return values.data();
+      return copy;
   return reinterpret_cast<float *>(arena.get() + offsetOf(index));
 }
 
@@ -182,17 +182,20 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   std::vector<uint32_t> sixteen = sixteenBitOperands(instr);
   if (sixteen.empty())
     return executeF32(instr, step);
-  for (uint32_t index : sixteen) {
-    std::vector<float> values(elementCount(shapeOf(value(index))));
-    widenFrom(index, values.data());
-    widened.emplace_back(index, std::move(values));
+  if (widePool.size() < sixteen.size())
+    widePool.resize(sixteen.size());
+  for (size_t i = 0; i < sixteen.size(); ++i) {
+    widePool[i].resize(elementCount(shapeOf(value(sixteen[i]))));
+    widenFrom(sixteen[i], widePool[i].data());
   }
+  for (size_t i = 0; i < sixteen.size(); ++i)
+    widened.emplace_back(sixteen[i], widePool[i].data());
   absl::Status status = executeF32(instr, step);
   if (status.ok() && instr.outputs())
-    for (auto &[index, values] : widened)
+    for (auto &[index, copy] : widened)
       if (std::find(instr.outputs()->begin(), instr.outputs()->end(), index) !=
           instr.outputs()->end())
-        narrowInto(index, values.data());
+        narrowInto(index, copy);
   widened.clear();
   return status;
 }

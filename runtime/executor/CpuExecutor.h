@@ -72,7 +72,9 @@ private:
   void narrowInto(uint32_t value, const float *in);
 
   /// The f32 copies of the 16-bit values of the instruction running.
-  std::vector<std::pair<uint32_t, std::vector<float>>> widened;
+  /// (One buffer per operand, kept from one instruction to the next.)
+  std::vector<std::vector<float>> widePool;
+  std::vector<std::pair<uint32_t, float *>> widened;
 
   /// Untyped, 64-byte aligned storage of every value of the program.
   struct ArenaDeleter {
