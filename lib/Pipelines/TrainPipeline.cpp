@@ -163,6 +163,7 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   autodiff.decaySteps = options.decaySteps;
   autodiff.weightDecay = options.weightDecay;
   autodiff.clipNorm = options.clipNorm;
+  autodiff.lossScale = options.lossScale;
   pm.addPass(createAutodiff(autodiff));
   SplitMicrobatchesOptions split;
   split.microbatches = options.microbatches;

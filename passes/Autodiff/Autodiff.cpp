@@ -499,10 +499,13 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
     for (auto [name, value] : {std::pair<const char *, double>{"lr", lr},
                                {"weight-decay", weightDecay},
                                {"clip-norm", clipNorm},
-                               {"epsilon", epsilon}})
+                               {"epsilon", epsilon},
+                               {"loss-scale", lossScale}})
       if (value > kF32Max)
         return fail() << name << " must be at most " << num(kF32Max)
                       << " (the largest f32), got " << num(value);
+    if (!(lossScale >= 1.0))
+      return fail() << "loss-scale must be at least 1, got " << num(lossScale);
     if (!(minLr >= 0.0 && minLr <= lr))
       return fail() << "min-lr must be in [0, lr], got " << num(minLr);
     if (warmup < 0 || decaySteps < 0)
@@ -581,7 +584,7 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
       StateDeclarer states(module);
       FailureOr<StateOp> scale = states.declare(
           "loss_scale", scalarF32,
-          constantInit(&getContext(), InitKind::constant, 65536.0));
+          constantInit(&getContext(), InitKind::constant, lossScale));
       FailureOr<StateOp> good =
           failed(scale)
               ? FailureOr<StateOp>(failure())

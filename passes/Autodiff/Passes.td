@@ -53,7 +53,8 @@ def Autodiff : Pass<"triad-autodiff", "::mlir::ModuleOp"> {
     Mixed precision: a bf16 or f16 parameter is updated through an f32
     master copy (`@master.*`, state of the parameter, starting from its
     values) and written back rounded. With f16 parameters the backward pass
-    starts from `@loss_scale` (initially 2^16) instead of 1; the apply step
+    starts from `@loss_scale` (initially `loss-scale`, 2^16 by default)
+    instead of 1; the apply step
     unscales the gradients, and when their scaled norm overflowed it skips
     the step (every value is kept) and halves the scale, which doubles again
     after 1000 good steps.
@@ -112,6 +113,8 @@ def Autodiff : Pass<"triad-autodiff", "::mlir::ModuleOp"> {
            "Decoupled weight decay of parameters of rank 2 or more">,
     Option<"clipNorm", "clip-norm", "double", "1.0",
            "Global gradient-norm clipping threshold (0: no clipping)">,
+    Option<"lossScale", "loss-scale", "double", "65536.0",
+           "f16 models: the dynamic loss scale's first value (at least 1)">,
   ];
   let dependentDialects = ["::triad::TriadDialect",
                            "::mlir::arith::ArithDialect",

@@ -81,6 +81,10 @@ struct TrainPipelineOptions
   Option<double> clipNorm{*this, "clip-norm",
                           llvm::cl::desc("Global gradient norm clip (0: off)"),
                           llvm::cl::init(1.0)};
+  Option<double> lossScale{
+      *this, "loss-scale",
+      llvm::cl::desc("f16 models: the dynamic loss scale's first value"),
+      llvm::cl::init(65536.0)};
 };
 
 /// Adds the passes of the training pipeline to `pm` (a module pass

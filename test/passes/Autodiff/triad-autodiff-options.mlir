@@ -31,6 +31,10 @@ func.func @forward() -> tensor<f32> {
 // WD: error: invalid --triad-autodiff option: weight-decay must not be negative, got -1
 // RUN: not triad-opt %s --triad-autodiff=clip-norm=-2 2>&1 | FileCheck %s --check-prefix=CLIP
 // CLIP: error: invalid --triad-autodiff option: clip-norm must not be negative (0 disables clipping), got -2
+// RUN: not triad-opt %s --triad-autodiff=loss-scale=0.5 2>&1 | FileCheck %s --check-prefix=SCALE
+// SCALE: error: invalid --triad-autodiff option: loss-scale must be at least 1, got 0.5
+// RUN: not triad-opt %s --triad-autodiff=loss-scale=1e39 2>&1 | FileCheck %s --check-prefix=SCALEF32
+// SCALEF32: error: invalid --triad-autodiff option: loss-scale must be at most 3.40282e+38 (the largest f32), got 1e+39
 // RUN: not triad-opt %s --triad-autodiff=warmup=-3 2>&1 | FileCheck %s --check-prefix=NEGWARMUP
 // NEGWARMUP: error: invalid --triad-autodiff option: warmup and decay-steps must not be negative
 // RUN: not triad-opt %s --triad-autodiff=lr=fast 2>&1 | FileCheck %s --check-prefix=NOTNUM
