@@ -6,7 +6,9 @@
 #include "runtime/plan/Mesh.h"
 #include "runtime/schedule/Schedule.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 #include <algorithm>
 #include <chrono>
@@ -27,6 +29,37 @@ int64_t nowNanos() {
 
 bool checkpointed(const plan::Persistent &p) {
   return p.role() == plan::Role::Parameter || p.role() == plan::Role::State;
+}
+
+/// The f32 master copy of a 16-bit parameter is checkpointed as
+/// "master.<parameter>".
+constexpr absl::string_view kMasterPrefix = "master.";
+
+/// f16's dynamic loss scale: a run in another precision neither needs nor
+/// provides it (an f16 plan starts it afresh from a checkpoint without).
+bool isLossScaleState(absl::string_view name) {
+  return name == "loss_scale" || name == "loss_scale.good_steps";
+}
+
+/// Which checkpoint tensor restores the plan's tensor `name`, across
+/// precisions: a parameter takes the f32 master copy where the checkpoint
+/// has one and the plan does not (an f32 run resuming a 16-bit one), and a
+/// master copy the parameter where the checkpoint has no master (a 16-bit
+/// run resuming an f32 one). Empty when nothing restores it.
+std::string sourceOf(const std::string &name,
+                     const std::set<std::string> &planTensors,
+                     const std::set<std::string> &saved) {
+  std::string master = absl::StrCat(kMasterPrefix, name);
+  if (!planTensors.count(master) && saved.count(master))
+    return master;
+  if (saved.count(name))
+    return name;
+  if (absl::StartsWith(name, kMasterPrefix)) {
+    std::string parameter(name.substr(kMasterPrefix.size()));
+    if (saved.count(parameter))
+      return parameter;
+  }
+  return {};
 }
 
 /// The part of a local slice (at `offsets`, of shape `local`) inside the
@@ -449,17 +482,24 @@ Trainer::read(const std::string &dir,
     return refuse(absl::StrCat("it was saved with seed ", reader->info().seed,
                                ", this run uses ", options.seed));
   // Every tensor the checkpoint holds must be one the plan has (on some
-  // pipeline rank), or the checkpoint is of another model.
+  // pipeline rank), or the checkpoint is of another model; a checkpoint of
+  // another precision may add master copies and f16's loss scale.
   std::set<std::string> known;
   for (const plan::Program *program : *plan->root().programs())
     if (program->persistent())
       for (const plan::Persistent *p : *program->persistent())
         if (checkpointed(*p))
           known.insert(p->name()->str());
-  for (const std::string &name : reader->tensorNames())
-    if (!known.count(name))
+  std::vector<std::string> names = reader->tensorNames();
+  std::set<std::string> saved(names.begin(), names.end());
+  for (const std::string &name : names) {
+    bool masterOfKnown =
+        absl::StartsWith(name, kMasterPrefix) &&
+        known.count(std::string(name.substr(kMasterPrefix.size())));
+    if (!known.count(name) && !masterOfKnown && !isLossScaleState(name))
       return refuse(absl::StrCat("it holds tensor '", name,
                                  "', which the plan does not have"));
+  }
   // Read everything before changing anything.
   const plan::Program &program = exec->programOf();
   if (program.persistent())
@@ -473,12 +513,17 @@ Trainer::read(const std::string &dir,
       // A padded tensor reads what lies inside its global shape; its
       // padding stays zero.
       std::vector<int64_t> sizes = sizesInside(*p, offsets, local);
+      std::string source = sourceOf(p->name()->str(), known, saved);
+      // An f16 run resuming another precision starts its loss scale anew.
+      if (source.empty() && isLossScaleState(p->name()->str()))
+        continue;
+      if (source.empty())
+        source = p->name()->str(); // (the read says it is missing)
       std::vector<float> values(static_cast<size_t>(elementCount(local)), 0.0f);
       std::vector<float> inside(static_cast<size_t>(elementCount(sizes)));
       if (elementCount(sizes) > 0)
-        if (absl::Status status =
-                reader->read(p->name()->str(), DType::F32, global, offsets,
-                             sizes, inside.data());
+        if (absl::Status status = reader->read(source, DType::F32, global,
+                                               offsets, sizes, inside.data());
             !status.ok())
           return status.code() == absl::StatusCode::kDataLoss
                      ? absl::DataLossError(absl::StrCat(
