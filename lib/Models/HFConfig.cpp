@@ -378,6 +378,27 @@ Expected<ModelConfig> triad::parseHFConfig(StringRef text) {
   }();
   if (!result)
     return result.takeError();
+  // The weights' type ("torch_dtype", "dtype" in newer configs): the
+  // model's parameters and activations (16-bit ones train through f32
+  // master weights); --dtype overrides it.
+  for (StringRef key : {"torch_dtype", "dtype"}) {
+    const json::Value *value = object->get(key);
+    if (!value || value->kind() == json::Value::Null)
+      continue;
+    std::optional<StringRef> name = value->getAsString();
+    if (name && (*name == "float32" || *name == "float"))
+      result->dtype = DType::F32;
+    else if (name && *name == "bfloat16")
+      result->dtype = DType::BF16;
+    else if (name && (*name == "float16" || *name == "half"))
+      result->dtype = DType::F16;
+    else
+      return hfError(llvm::formatv(
+          "'{0}' must be float32, bfloat16 or float16 (the weights' type), "
+          "not {1}",
+          key, name ? ("'" + *name + "'").str() : std::string("a non-string")));
+    break;
+  }
   if (const json::Value *name = object->get("_name_or_path"))
     if (std::optional<StringRef> text = name->getAsString())
       if (!text->empty())
