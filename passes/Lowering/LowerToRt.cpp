@@ -1681,10 +1681,12 @@ LogicalResult ProgramLowering::lowerApplyOps(Function &f,
     bool scalarAdd =
         isa<AddOp>(op) &&
         cast<RankedTensorType>(op.getResult(0).getType()).getRank() == 0;
-    if (auto clip = dyn_cast<ClipCoefficientOp>(op); clip && partial) {
-      // The global norm: this rank's sum of squares, summed over the
-      // pipeline ranks.
-      Value total = clip->getOperand(0);
+    if (isa<ClipCoefficientOp, LossScaleUpdateOp>(op) && partial &&
+        home[op.getOperand(0)].partial) {
+      // The global norm (clipping's, and f16's overflow check): this rank's
+      // sum of squares, summed over the pipeline ranks once, for every op
+      // that reads it.
+      Value total = op.getOperand(0);
       unsigned source = here.contains(total) ? slotOf.at(total) : fill(f, 0.0);
       unsigned summed = temporary(total.getType());
       emit(f, OpCode::AllReduce, {source}, {summed}, {ppGroup});
@@ -1692,12 +1694,37 @@ LogicalResult ProgramLowering::lowerApplyOps(Function &f,
       f.body.back().reason = "the gradient norm's sum of squares over the "
                              "parameters of every pipeline stage";
       slotOf[total] = summed;
+      home[total] = Home();
+      here.insert(total);
       if (failed(lowerOp(op, f)))
         return failure();
       for (Value result : op.getResults()) {
         home[result] = Home();
         here.insert(result);
       }
+      continue;
+    }
+    // A scalar partial over the stages times scalars every rank holds (f16's
+    // unscaling of the sum of squares) stays a partial sum.
+    bool scalarScale =
+        isa<MulOp>(op) && partial && !disjoint &&
+        cast<RankedTensorType>(op.getResult(0).getType()).getRank() == 0 &&
+        llvm::count_if(op.getOperands(), [&](Value operand) {
+          return home[operand].partial;
+        }) == 1;
+    if (scalarScale) {
+      Value part = *llvm::find_if(op.getOperands(), [&](Value operand) {
+        return home[operand].partial;
+      });
+      Home p;
+      p.everywhere = false;
+      p.partial = true;
+      home[op.getResult(0)] = p;
+      if (!here.contains(part))
+        continue;
+      here.insert(op.getResult(0));
+      if (failed(lowerOp(op, f)))
+        return failure();
       continue;
     }
     if (partial || disjoint) {

@@ -1,6 +1,19 @@
 // RUN: triad-opt %S/Inputs/two-params.mlir --triad-autodiff=clip-norm=0 --triad-lower-to-rt | FileCheck %s --check-prefix=MODEL
 // RUN: triad-opt %s -split-input-file --triad-lower-to-rt | FileCheck %s
 // RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 2 --seq 16 --batch 4 --dtype bf16 | triad-opt --triad-train-pipeline | FileCheck %s --check-prefix=BF16
+// RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 2 --seq 16 --batch 4 --dtype f16 | triad-opt '--triad-train-pipeline=pp=2 microbatches=2' | FileCheck %s --check-prefix=F16PP
+
+// An f16 pipeline: each pipeline rank's sum of squares is summed over the
+// stages once, and both the overflow check and the clipping (after
+// unscaling) read that sum.
+// F16PP-LABEL: rt.program @rank1
+// F16PP-LABEL: rt.func @apply_step
+// F16PP: rt.kernel all_reduce(%{{.*}}) -> ([[TOTAL:%[0-9]+]]) ints [{{[0-9]+}}] {reason = "the gradient norm's sum of squares over the parameters of every pipeline stage"}
+// F16PP-NEXT: rt.kernel loss_scale_update([[TOTAL]], %{{.*}}, %{{.*}}) -> (%{{.*}}, %{{.*}}, %{{.*}}, [[INVERSE:%[0-9]+]])
+// F16PP-NOT: every pipeline stage
+// F16PP: rt.kernel mul([[INVERSE]], [[INVERSE]]) -> ([[SQUARE:%[0-9]+]])
+// F16PP-NEXT: rt.kernel mul([[TOTAL]], [[SQUARE]]) -> ([[UNSCALED:%[0-9]+]])
+// F16PP-NEXT: rt.kernel clip_coefficient([[UNSCALED]])
 
 // A bf16 model: bf16 parameters and activations; an f32 master copy of each
 // parameter, drawn from the parameter's own generator stream so that the
