@@ -7,26 +7,29 @@ plan (running the runtime's own loader on it). The table gives the compile
 and export times, the peak memory of each tool, the plan's size, and the
 memory report's per-GPU bytes beside closed forms:
 
-  model state  the ZeRO paper's per-GPU formula for f32 training with Adam
-               (4 bytes of parameter, 4 of gradient, 8 of Adam moments per
-               parameter; ZeRO-1 divides the moments by dp, ZeRO-2 also the
-               gradients, ZeRO-3 everything), with psi the parameters a
+  model state  the ZeRO paper's per-GPU formula for training with Adam:
+               in f32, 4 bytes of parameter, 4 of gradient, 8 of Adam
+               moments per parameter; in bf16 or f16 (--dtype), 2 of
+               parameter, 4 of gradient (Triad sums gradients in f32) and
+               12 of optimizer state (the f32 master copy and the moments);
+               ZeRO-1 divides the optimizer state by dp, ZeRO-2 also the
+               gradients, ZeRO-3 everything; with psi the parameters a
                rank holds before ZeRO (read off its rt program: tensor
                parallelism's pieces, and whole what it replicates, such as
                norms and position tables; a tied embedding on both its
                pipeline stages); both numbers are means over pipeline ranks,
                and "diff" is Triad's over the closed form.
   activations  Korthikanti et al. 2022 (table 2) per layer and microbatch,
-               in f32 and without the two terms Triad does not store: the
-               attention scores (its attention is fused) and the dropout
-               masks (regenerated from the seed): s*b*h*(16 + 48/t) bytes
-               with tensor parallelism, s*b*h*64/t with sequence
-               parallelism. A pipeline's first stage keeps p microbatches of
+               in f32 (half of it in 16 bits) and without the two terms
+               Triad does not store: the attention scores (its attention is
+               fused) and the dropout masks (regenerated from the seed):
+               s*b*h*(16 + 48/t) bytes with tensor parallelism, s*b*h*64/t
+               with sequence parallelism. A pipeline's first stage keeps p microbatches of
                its L/p layers (1F1B), GPipe all m. Triad's number is the
                first pipeline rank's kept activations and temporaries.
 
 Usage: python3 bench/scale.py [--build build] [--only NAME] [--keep DIR]
-                              [--check]
+                              [--dtype f32|bf16|f16] [--check]
 
 With --check it also exits non-zero when a plan is over 20 MB (the tests
 run it so: every setup must compile, export and load).
@@ -132,8 +135,11 @@ def rank_parameters(rt_text):
     return counts
 
 
-def closed_model_state(psi, dp, zero):
-    params, grads, adam = 4 * psi, 4 * psi, 8 * psi
+def closed_model_state(psi, dp, zero, dtype="f32"):
+    if dtype == "f32":
+        params, grads, adam = 4 * psi, 4 * psi, 8 * psi
+    else:
+        params, grads, adam = 2 * psi, 4 * psi, 12 * psi
     if zero >= 1:
         adam /= dp
     if zero >= 2:
@@ -143,7 +149,7 @@ def closed_model_state(psi, dp, zero):
     return params + grads + adam
 
 
-def closed_activations(config, options, batch):
+def closed_activations(config, options, batch, dtype="f32"):
     dp = int(option(options, "dp", 1))
     tp = int(option(options, "tp", 1))
     pp = int(option(options, "pp", 1))
@@ -156,7 +162,7 @@ def closed_activations(config, options, batch):
     kept = micro if schedule == "gpipe" or pp == 1 else min(pp, micro)
     if pp == 1:
         kept = 1
-    return per_layer * (layers / pp) * kept
+    return per_layer * (layers / pp) * kept * (1.0 if dtype == "f32" else 0.5)
 
 
 def model_shape(model_text):
@@ -180,6 +186,10 @@ def main():
                         help="Triad's build folder (default: build)")
     parser.add_argument("--only", help="run the setups whose name has this")
     parser.add_argument("--keep", help="keep the models and plans here")
+    parser.add_argument("--dtype", choices=["f32", "bf16", "f16"],
+                        default="f32",
+                        help="the models' type (default f32; 16-bit ones "
+                             "train through f32 master weights)")
     parser.add_argument("--check", action="store_true",
                         help="fail when a plan is over %d MB" % MAX_PLAN_MB)
     args = parser.parse_args()
@@ -205,7 +215,8 @@ def main():
         stem = os.path.join(work, re.sub(r"\W+", "-", name.lower()))
         try:
             subprocess.run([tools["triad-gen"], "--preset", preset,
-                            *overrides, "--batch", str(batch), "-o",
+                            *overrides, "--batch", str(batch),
+                            "--dtype", args.dtype, "-o",
                             stem + ".mlir"], check=True,
                            stdout=subprocess.DEVNULL)
             opt_s, opt_kib, out = timed([
@@ -239,9 +250,9 @@ def main():
         # tables whole as Megatron keeps them).
         with open(stem + ".rt.mlir") as f:
             psi_rank = rank_parameters(f.read())
-        closed_state = sum(closed_model_state(p, dp, zero)
+        closed_state = sum(closed_model_state(p, dp, zero, args.dtype)
                            for p in psi_rank) / len(psi_rank)
-        closed_act = closed_activations(config, options, batch)
+        closed_act = closed_activations(config, options, batch, args.dtype)
         plan_mb = os.path.getsize(stem + ".plan") / 1e6
         if args.check and plan_mb > MAX_PLAN_MB:
             failures += 1

@@ -226,13 +226,23 @@ ShardingRule CastOp::getShardingRule() {
                   isa<FloatType>(getElementTypeOrSelf(getX().getType())) &&
                   isa<FloatType>(getElementTypeOrSelf(getType())) &&
                   width(getX()) < width(getResult());
-  return widening ? elementwise(*this, Linearity::Each, {0})
-                  : elementwise(*this);
+  ShardingRule rule = widening ? elementwise(*this, Linearity::Each, {0})
+                               : elementwise(*this);
+  // Zero casts to zero: ZeRO's padded pieces (an f32 master piece rounded
+  // to its 16-bit parameter) cast as they are.
+  rule.acceptsPadding = true;
+  return rule;
 }
 ShardingRule ActivationGradOp::getShardingRule() {
   return elementwise(*this, Linearity::Each, {1});
 }
-ShardingRule SelectOp::getShardingRule() { return elementwise(*this); }
+ShardingRule SelectOp::getShardingRule() {
+  // Choosing between zeros gives zeros: f16's skip-or-update of ZeRO's
+  // padded pieces selects as it is.
+  ShardingRule rule = elementwise(*this);
+  rule.acceptsPadding = true;
+  return rule;
+}
 ShardingRule AdamWUpdateOp::getShardingRule() {
   // Zero parameter, gradient and moments stay zero: padded pieces update.
   ShardingRule rule = elementwise(*this);
