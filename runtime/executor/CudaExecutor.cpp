@@ -499,19 +499,17 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
   // Casts convert on the device; products of two 16-bit operands of one
   // type run on tensor cores with f32 sums (the result f32 or of their
   // type). (The contract gives each of these an input and an output.)
-  bool direct = instr.op() == plan::OpCode::Cast ||
-                instr.op() == plan::OpCode::Copy ||
-                instr.op() == plan::OpCode::Matmul;
-  uint32_t x = direct ? instr.inputs()->Get(0) : 0,
-           out = direct ? instr.outputs()->Get(0) : 0;
-  plan::DType xType = value(x).dtype(), outType = value(out).dtype();
-  int64_t count = elementCount(shapeOf(value(out)));
-  if (instr.op() == plan::OpCode::Cast)
-    return cuda::cast(*gpu, arenaAddress(x), cudaType(xType), arenaAddress(out),
-                      cudaType(outType), count);
-  if (instr.op() == plan::OpCode::Copy) // of one element type
-    return copyValue(x, out, 2 * count);
-  if (instr.op() == plan::OpCode::Matmul) {
+  plan::OpCode op = instr.op();
+  if (op == plan::OpCode::Cast || op == plan::OpCode::Copy ||
+      op == plan::OpCode::Matmul) {
+    uint32_t x = instr.inputs()->Get(0), out = instr.outputs()->Get(0);
+    plan::DType xType = value(x).dtype(), outType = value(out).dtype();
+    int64_t count = elementCount(shapeOf(value(out)));
+    if (op == plan::OpCode::Cast)
+      return cuda::cast(*gpu, arenaAddress(x), cudaType(xType),
+                        arenaAddress(out), cudaType(outType), count);
+    if (op == plan::OpCode::Copy) // of one element type
+      return copyValue(x, out, 2 * count);
     uint32_t b = instr.inputs()->Get(1);
     if (value(b).dtype() == xType &&
         (outType == xType || outType == plan::DType::F32)) {
