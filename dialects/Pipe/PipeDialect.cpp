@@ -55,6 +55,20 @@ LogicalResult PipeDialect::verifyOperationAttribute(Operation *op,
              << "' marks the one result summing a tied parameter's gradient";
     return success();
   }
+  if (attr.getName() == kWorkAttrName) {
+    auto work = dyn_cast<StringAttr>(attr.getValue());
+    if (!work || !symbolizeStageWork(work.getValue()))
+      return op->emitOpError()
+             << "'" << kWorkAttrName
+             << "' must name a stage function's work (forward, backward, "
+                "backward_input, backward_weight, send_activation, "
+                "recv_activation, send_gradient or recv_gradient)";
+    if (!op->hasAttr(kStageAttrName))
+      return op->emitOpError()
+             << "has '" << kWorkAttrName << "' but no '" << kStageAttrName
+             << "': a stage function names its stage";
+    return success();
+  }
   return op->emitOpError() << "has unknown pipe attribute '"
                            << attr.getName().getValue() << "'";
 }
@@ -82,6 +96,141 @@ LogicalResult TransferOp::verify() {
            << "; values cross one stage boundary at a time (activations to "
               "the next stage, gradients to the previous one)";
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Stage functions
+//===----------------------------------------------------------------------===//
+
+std::optional<StageWork> pipe::stageWorkOf(const schedule::Action &action) {
+  using schedule::ActionKind;
+  bool gradient = action.direction == schedule::Direction::Gradient;
+  switch (action.kind) {
+  case ActionKind::Forward:
+    return StageWork::forward;
+  case ActionKind::Backward:
+    return StageWork::backward;
+  case ActionKind::BackwardInput:
+    return StageWork::backward_input;
+  case ActionKind::BackwardWeight:
+    return StageWork::backward_weight;
+  case ActionKind::Send:
+    return gradient ? StageWork::send_gradient : StageWork::send_activation;
+  case ActionKind::Recv:
+    return gradient ? StageWork::recv_gradient : StageWork::recv_activation;
+  case ActionKind::ReduceGradients:
+  case ActionKind::Optimizer:
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::string pipe::stageFunctionName(StageWork work, int64_t stage) {
+  // Transfers go by short names, as traces and hang reports print them.
+  StringRef name = stringifyStageWork(work);
+  switch (work) {
+  case StageWork::send_activation:
+    name = "send_act";
+    break;
+  case StageWork::recv_activation:
+    name = "recv_act";
+    break;
+  case StageWork::send_gradient:
+    name = "send_grad";
+    break;
+  case StageWork::recv_gradient:
+    name = "recv_grad";
+    break;
+  default:
+    break;
+  }
+  return (name + "_s" + Twine(stage)).str();
+}
+
+std::optional<std::pair<int64_t, StageWork>>
+pipe::stageFunctionOf(Operation *function) {
+  if (!function)
+    return std::nullopt;
+  auto stage =
+      function->getAttrOfType<IntegerAttr>(PipeDialect::kStageAttrName);
+  auto work = function->getAttrOfType<StringAttr>(PipeDialect::kWorkAttrName);
+  if (!stage || !work)
+    return std::nullopt;
+  std::optional<StageWork> kind = symbolizeStageWork(work.getValue());
+  if (!kind)
+    return std::nullopt;
+  return std::make_pair(stage.getInt(), *kind);
+}
+
+/// The stage and work of the stage function around `op`, or an error
+/// saying where the op belongs.
+static FailureOr<std::pair<int64_t, StageWork>> enclosingStage(Operation *op) {
+  std::optional<std::pair<int64_t, StageWork>> where =
+      stageFunctionOf(op->getParentOp());
+  if (!where)
+    return op->emitOpError("belongs in a stage function (a function with '")
+           << PipeDialect::kStageAttrName << "' and '"
+           << PipeDialect::kWorkAttrName << "')";
+  return *where;
+}
+
+LogicalResult StashOp::verify() {
+  FailureOr<std::pair<int64_t, StageWork>> where = enclosingStage(*this);
+  if (failed(where))
+    return failure();
+  StageWork work = where->second;
+  if (work == StageWork::send_activation || work == StageWork::send_gradient)
+    return emitOpError("in a ")
+           << stringifyStageWork(work)
+           << " function: a send function only reads kept values";
+  return success();
+}
+
+LogicalResult UnstashOp::verify() {
+  FailureOr<std::pair<int64_t, StageWork>> where = enclosingStage(*this);
+  if (failed(where))
+    return failure();
+  StageWork work = where->second;
+  if (work == StageWork::recv_activation || work == StageWork::recv_gradient)
+    return emitOpError("in a ")
+           << stringifyStageWork(work)
+           << " function: a receive function only keeps what it receives";
+  return success();
+}
+
+/// A transfer op of stage function `where` with stage `peer`: the function
+/// must be a send (or receive) in the direction of `peer`.
+static LogicalResult verifyTransfer(Operation *op, bool send, int64_t peer) {
+  FailureOr<std::pair<int64_t, StageWork>> where = enclosingStage(op);
+  if (failed(where))
+    return failure();
+  auto [stage, work] = *where;
+  StageWork activation =
+      send ? StageWork::send_activation : StageWork::recv_activation;
+  StageWork gradient =
+      send ? StageWork::send_gradient : StageWork::recv_gradient;
+  if (work != activation && work != gradient)
+    return op->emitOpError("in a ")
+           << stringifyStageWork(work) << " function; it belongs in a "
+           << stringifyStageWork(activation) << " or "
+           << stringifyStageWork(gradient) << " function";
+  // Activations go to the next stage, gradients to the previous one.
+  int64_t expected = (work == activation) == send ? stage + 1 : stage - 1;
+  if (peer != expected)
+    return op->emitOpError("of stage ")
+           << stage << "'s " << stringifyStageWork(work) << " function "
+           << (send ? "sends to" : "receives from") << " stage " << peer
+           << "; it " << (send ? "sends to" : "receives from") << " stage "
+           << expected;
+  return success();
+}
+
+LogicalResult SendTensorOp::verify() {
+  return verifyTransfer(*this, /*send=*/true, getStage());
+}
+
+LogicalResult RecvTensorOp::verify() {
+  return verifyTransfer(*this, /*send=*/false, getStage());
 }
 
 //===----------------------------------------------------------------------===//

@@ -36,6 +36,19 @@ schedule::Action transferAction(bool send, Direction direction, int stage,
 mlir::Operation *buildAction(mlir::OpBuilder &builder, mlir::Location loc,
                              const schedule::Action &action);
 
+/// The stage function that runs `action` (none: the action is no stage's
+/// work, as the gradient reduction and the optimizer are).
+std::optional<StageWork> stageWorkOf(const schedule::Action &action);
+
+/// The name of stage `stage`'s function for `work`: "forward_s0",
+/// "backward_input_s2", "send_act_s3", "recv_grad_s1", ...
+std::string stageFunctionName(StageWork work, int64_t stage);
+
+/// The stage and work of a stage function (its `pipe.stage` and
+/// `pipe.work`), or none.
+std::optional<std::pair<int64_t, StageWork>>
+stageFunctionOf(mlir::Operation *function);
+
 /// The module's pipe.schedule, read back and verified; an error at the
 /// module when it has none or several.
 mlir::FailureOr<schedule::Schedule> readSchedule(mlir::ModuleOp module);

@@ -27,6 +27,10 @@ def Pipe_Dialect : Dialect {
     crosses from one stage to an adjacent one. `--triad-pipeline-schedule`
     adds the `pipe.schedule`: one `pipe.rank` per pipeline rank with its
     actions in order. The schedule's verifier is the static deadlock check.
+    `--triad-pipeline-materialize` then cuts the step into stage functions
+    (`pipe.stage` and `pipe.work` on a `func.func`), each called once per
+    microbatch, whose kept values (`pipe.stash`, `pipe.unstash`) and
+    transfers (`pipe.send_tensor`, `pipe.recv_tensor`) are explicit.
   }];
   let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
@@ -35,6 +39,10 @@ def Pipe_Dialect : Dialect {
     /// On the sum of a tied parameter's gradient parts: the stages that
     /// compute the parts (ascending i64 array).
     static constexpr ::llvm::StringLiteral kTiedAttrName = "pipe.tied";
+    /// On a stage function (--triad-pipeline-materialize): the work it does
+    /// for one microbatch (a StageWork name); the function also carries
+    /// `pipe.stage`.
+    static constexpr ::llvm::StringLiteral kWorkAttrName = "pipe.work";
   }];
 }
 
@@ -44,6 +52,20 @@ class Pipe_Op<string mnemonic, list<Trait> traits = []>
 def Pipe_Direction : I32EnumAttr<"Direction", "what a transfer moves", [
   I32EnumAttrCase<"activation", 0>,
   I32EnumAttrCase<"gradient", 1>
+]> {
+  let cppNamespace = "::triad::pipe";
+}
+
+def Pipe_StageWork : I32EnumAttr<"StageWork",
+    "the work of a stage function for one microbatch", [
+  I32EnumAttrCase<"forward", 0>,
+  I32EnumAttrCase<"backward", 1>,
+  I32EnumAttrCase<"backward_input", 2>,
+  I32EnumAttrCase<"backward_weight", 3>,
+  I32EnumAttrCase<"send_activation", 4>,
+  I32EnumAttrCase<"recv_activation", 5>,
+  I32EnumAttrCase<"send_gradient", 6>,
+  I32EnumAttrCase<"recv_gradient", 7>
 ]> {
   let cppNamespace = "::triad::pipe";
 }
@@ -99,8 +121,9 @@ def Pipe_TransferOp : Pipe_Op<"transfer", [
   let description = [{
     The value `input`, computed on stage `from`, as stage `to` reads it: an
     activation moving forward (`to` = `from` + 1) or a gradient moving back
-    (`to` = `from` - 1). The lowering turns it into a send on `from`'s rank
-    and a receive on `to`'s, at the schedule's transfer actions.
+    (`to` = `from` - 1). `--triad-pipeline-materialize` turns it into a
+    send in `from`'s send function and a receive in `to`'s receive
+    function, which the schedule's transfer actions call.
 
     Example:
 
@@ -114,6 +137,82 @@ def Pipe_TransferOp : Pipe_Op<"transfer", [
   let assemblyFormat = [{
     $input `from` $from `to` $to attr-dict `:` type($result)
   }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Stage functions (--triad-pipeline-materialize)
+//===----------------------------------------------------------------------===//
+
+def Pipe_StashOp : Pipe_Op<"stash"> {
+  let summary = "Keeps a value for a later function of the same stage";
+  let description = [{
+    In a stage function (a `func.func` with `pipe.stage` and `pipe.work`):
+    keeps `value` under `index` for the stage's later functions of the same
+    microbatch (its forward keeps the activations its backward reads, a
+    receive keeps what it received, a pass keeps what a send sends). The
+    lowering gives each kept value one copy per microbatch the stage holds
+    in flight at once, not one per microbatch.
+
+    Example:
+    ```mlir
+    pipe.stash %5 as 0 : tensor<4x8x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$value, Pipe_NonNegative:$index);
+  let assemblyFormat = "$value `as` $index attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+def Pipe_UnstashOp : Pipe_Op<"unstash"> {
+  let summary = "Reads a value an earlier function of the stage kept";
+  let description = [{
+    In a stage function: the value an earlier function of the same stage
+    and microbatch kept under `index` (`pipe.stash`).
+
+    Example:
+    ```mlir
+    %0 = pipe.unstash 0 : tensor<4x8x32xf32>
+    ```
+  }];
+  let arguments = (ins Pipe_NonNegative:$index);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$index attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Pipe_SendTensorOp : Pipe_Op<"send_tensor"> {
+  let summary = "Sends a value to an adjacent stage";
+  let description = [{
+    In a send function of stage s: sends `value` to stage `stage` (s + 1
+    for an activation, s - 1 for a gradient), on the rank that runs it. The
+    receiving stage's receive function lists the same values in the same
+    order (`pipe.recv_tensor`).
+
+    Example:
+    ```mlir
+    pipe.send_tensor %0 to stage 1 : tensor<4x8x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$value, Pipe_NonNegative:$stage);
+  let assemblyFormat = "$value `to` `stage` $stage attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+def Pipe_RecvTensorOp : Pipe_Op<"recv_tensor"> {
+  let summary = "Receives a value from an adjacent stage";
+  let description = [{
+    In a receive function of stage s: the next value stage `stage` sends it
+    (s - 1 for an activation, s + 1 for a gradient).
+
+    Example:
+    ```mlir
+    %0 = pipe.recv_tensor from stage 0 : tensor<4x8x32xf32>
+    ```
+  }];
+  let arguments = (ins Pipe_NonNegative:$stage);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "`from` `stage` $stage attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 

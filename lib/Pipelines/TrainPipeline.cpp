@@ -185,6 +185,7 @@ void triad::buildTrainPipeline(OpPassManager &pm,
     PipelineScheduleOptions schedule;
     schedule.schedule = options.schedule;
     pm.addPass(createPipelineSchedule(schedule));
+    pm.addPass(createPipelineMaterialize());
   }
   auto lower = meshOptions<LowerToRtOptions>(options);
   lower.dtype = options.dtype;

@@ -1,11 +1,14 @@
 //===- LowerToRt.cpp - the training step as per-rank rt programs ----------===//
 //
-// Lowers @microbatch_step and @apply_step to an rt.program: every tensor
-// value becomes a buffer (a view of a storage: reshapes share their input's
-// storage), every op a kernel call (layers flattened), and the storages
-// get arena offsets from their lifetimes (lib/Analysis/MemoryPlanner).
-// Persistent storages (parameters, state, accumulators) sit at fixed
-// offsets first; each function's temporaries share the bytes above them.
+// Lowers @microbatch_step (or, under a pipeline, the stage functions of
+// --triad-pipeline-materialize) and @apply_step to rt.programs: every
+// tensor value becomes a buffer (a view of a storage: reshapes share their
+// input's storage), every op a kernel call (layers flattened), and the
+// storages get arena offsets from their lifetimes
+// (lib/Analysis/MemoryPlanner). Persistent storages (parameters, state,
+// accumulators) sit at fixed offsets first; a stage's kept values above
+// them, one copy per microbatch in flight; each function's temporaries
+// share the bytes above those.
 //
 //===----------------------------------------------------------------------===//
 
@@ -326,61 +329,20 @@ SmallVector<unsigned> inPlaceOperands(Operation *op, unsigned result) {
   return {};
 }
 
-/// The microbatch step cut into pipeline stages (--triad-pipeline-split's
-/// `pipe.stage`), as every pipeline rank's lowering reads it: analysed once.
+/// The stage functions of --triad-pipeline-materialize, indexed once for
+/// every pipeline rank's lowering.
 struct StagedStep {
-  /// A leaf is an op other than a layer or a terminator, in program order,
-  /// with its stage and phase.
-  struct Leaf {
-    Operation *op;
-    int64_t stage;
-    bool backward;
-  };
-  /// A returned gradient (or, for a tied parameter, one of its parts).
-  struct GradPart {
-    std::string param;
-    Value value;
-  };
+  static FailureOr<StagedStep> build(ModuleOp module, int64_t numStages);
 
-  static FailureOr<StagedStep> build(func::FuncOp microbatch,
-                                     int64_t numStages);
-
-  /// The value a layer argument or result stands for.
-  Value resolve(Value value) const {
-    for (auto it = alias.find(value); it != alias.end(); it = alias.find(value))
-      value = it->second;
-    return value;
-  }
-  /// The leaf computing `value`, or null (a function argument).
-  const Leaf *producer(Value value) const {
-    Operation *def = resolve(value).getDefiningOp();
-    auto it = def ? leafIndex.find(def) : leafIndex.end();
-    return it == leafIndex.end() ? nullptr : &leaves[it->second];
-  }
-  /// The leaves of a stage's forward or backward, constants left out (each
-  /// context makes the constants it reads).
-  ArrayRef<const Leaf *> phase(int64_t stage, bool backward) const {
-    auto it = phases.find({stage, backward});
-    return it == phases.end() ? ArrayRef<const Leaf *>() : it->second;
-  }
-  /// The values stage `to` reads from stage `from`, in the order of their
-  /// pipe.transfer ops.
-  ArrayRef<Value> transfer(int64_t from, int64_t to) const {
-    auto it = transfers.find({from, to});
-    return it == transfers.end() ? ArrayRef<Value>() : it->second;
+  /// Stage `stage`'s function for `work`, or null (nothing to do).
+  func::FuncOp lookup(int64_t stage, pipe::StageWork work) const {
+    auto it = functions.find({stage, work});
+    return it == functions.end() ? func::FuncOp() : it->second;
   }
 
-  std::vector<Leaf> leaves;
-  DenseMap<Operation *, size_t> leafIndex;
-  DenseMap<Value, Value> alias;
-  std::map<std::pair<int64_t, bool>, SmallVector<const Leaf *>> phases;
-  std::map<std::pair<int64_t, int64_t>, SmallVector<Value>> transfers;
-  /// Per stage, the backward leaves the gradient it sends back needs
-  /// (zero-bubble's B); the rest are its weight gradient (W).
-  std::map<int64_t, llvm::DenseSet<Operation *>> inputGradient;
-  SmallVector<GradPart> gradParts;
-  Value lossValue;
-  int64_t lossStage = 0;
+  std::map<std::pair<int64_t, pipe::StageWork>, func::FuncOp> functions;
+  /// Every stage function, in module order.
+  SmallVector<func::FuncOp> all;
   /// The stages that read each parameter.
   llvm::StringMap<std::set<int64_t>> paramStages;
   /// Parameters whose gradient several stages compute parts of (the tied
@@ -390,11 +352,13 @@ struct StagedStep {
 
 class ProgramLowering {
 public:
+  /// Lowers `microbatch` (without a pipeline) or the stage functions
+  /// `stepFunctions` (with one), and `apply`.
   ProgramLowering(ModuleOp module, dist::MeshOp mesh, func::FuncOp microbatch,
-                  func::FuncOp apply,
+                  ArrayRef<func::FuncOp> stepFunctions, func::FuncOp apply,
                   std::vector<std::vector<std::string>> &groups)
       : module(module), symbols(module), mesh(mesh), groups(groups),
-        microbatch(microbatch), apply(apply) {}
+        microbatch(microbatch), stepFunctions(stepFunctions), apply(apply) {}
 
   LogicalResult lower(int64_t microbatches);
   /// The program of pipeline rank `rank` under `schedule`, whose stages
@@ -568,7 +532,16 @@ private:
   /// Communicator groups, in order of first use (shared by the programs of
   /// every pipeline rank).
   std::vector<std::vector<std::string>> &groups;
-  func::FuncOp microbatch, apply;
+  /// The microbatch step (null under a pipeline), the functions computing
+  /// it (itself, or the stage functions) and the apply step.
+  func::FuncOp microbatch;
+  SmallVector<func::FuncOp> stepFunctions;
+  func::FuncOp apply;
+  /// Where errors about the step as a whole point.
+  Operation *anchor() {
+    return microbatch ? microbatch.getOperation()
+                      : stepFunctions.front().getOperation();
+  }
   /// The calls of @microbatch_step that make one step (readDataShape).
   int64_t microbatchCount = 1;
   std::vector<Storage> storages;
@@ -628,14 +601,18 @@ void ProgramLowering::declarePersistents(
   }
   MLIRContext *ctx = module.getContext();
   InitAttr zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), 0);
-  for (auto [index, type] : llvm::enumerate(microbatch.getResultTypes())) {
-    auto param =
-        microbatch.getResultAttrOfType<FlatSymbolRefAttr>(index, "triad.grad");
-    if (param && keep(param.getValue()))
-      gradAccumulator[param.getValue()] =
-          addPersistent(("grad." + param.getValue()).str(),
-                        rt::Role::Accumulator, type, zeros);
-  }
+  // One accumulator per gradient (a tied one's parts from several stage
+  // functions add into it).
+  for (func::FuncOp function : stepFunctions)
+    for (auto [index, type] : llvm::enumerate(function.getResultTypes())) {
+      auto param =
+          function.getResultAttrOfType<FlatSymbolRefAttr>(index, "triad.grad");
+      if (param && keep(param.getValue()) &&
+          !gradAccumulator.count(param.getValue()))
+        gradAccumulator[param.getValue()] =
+            addPersistent(("grad." + param.getValue()).str(),
+                          rt::Role::Accumulator, type, zeros);
+    }
   lossSum =
       addPersistent("loss.sum", rt::Role::Accumulator, scalarType(), zeros);
   tokenCount =
@@ -933,74 +910,81 @@ LogicalResult ProgramLowering::lowerCollectiveKernels(Operation &op,
 
 LogicalResult ProgramLowering::readDataShape(int64_t microbatches) {
   microbatchCount = microbatches;
-  for (BlockArgument arg : microbatch.getArguments()) {
-    auto kind = microbatch.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+  // The data arguments of the step's functions: their kinds and shapes.
+  dist::LayoutAttr dataLayout;
+  for (func::FuncOp function : stepFunctions)
+    for (BlockArgument arg : function.getArguments()) {
+      auto kind = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                         "triad.input");
-    auto type = cast<RankedTensorType>(arg.getType());
-    if (kind && kind.getValue() == "prefix_lengths") {
-      // Checked against the batch once the tokens have given it.
-      if (type.getRank() != 1 || !type.getElementType().isInteger(32))
-        return microbatch.emitOpError("argument ")
-               << arg.getArgNumber() << " (prefix_lengths) must be i32 "
-               << "[batch], got " << type;
-      prefixLengthsArg = arg;
-      continue;
+      auto type = cast<RankedTensorType>(arg.getType());
+      if (kind && kind.getValue() == "prefix_lengths") {
+        // Checked against the batch once the tokens have given it.
+        if (type.getRank() != 1 || !type.getElementType().isInteger(32))
+          return function.emitOpError("argument ")
+                 << arg.getArgNumber() << " (prefix_lengths) must be i32 "
+                 << "[batch], got " << type;
+        prefixLengthsArg = arg;
+        continue;
+      }
+      if (!kind || (kind.getValue() != "tokens" && kind.getValue() != "labels"))
+        return function.emitOpError("argument ")
+               << arg.getArgNumber()
+               << " is neither tokens, labels nor prefix_lengths "
+                  "(triad.input); the runtime feeds only those";
+      if (type.getRank() != 2 || !type.getElementType().isInteger(32))
+        return function.emitOpError("argument ")
+               << arg.getArgNumber() << " must be i32 [batch, seq], got "
+               << type;
+      if (batch && (type.getDimSize(0) != batch || type.getDimSize(1) != seq))
+        return function.emitOpError("tokens and labels differ in shape");
+      batch = type.getDimSize(0);
+      seq = type.getDimSize(1);
+      if (!dataLayout)
+        dataLayout = function.getArgAttrOfType<dist::LayoutAttr>(
+            arg.getArgNumber(), dist::DistDialect::kLayoutAttrName);
+      if (kind.getValue() == "labels")
+        labelsArg = arg;
     }
-    if (!kind || (kind.getValue() != "tokens" && kind.getValue() != "labels"))
-      return microbatch.emitOpError("argument ")
-             << arg.getArgNumber()
-             << " is neither tokens, labels nor prefix_lengths (triad.input); "
-                "the runtime feeds only those";
-    if (type.getRank() != 2 || !type.getElementType().isInteger(32))
-      return microbatch.emitOpError("argument ")
-             << arg.getArgNumber() << " must be i32 [batch, seq], got " << type;
-    if (batch && (type.getDimSize(0) != batch || type.getDimSize(1) != seq))
-      return microbatch.emitOpError("tokens and labels differ in shape");
-    batch = type.getDimSize(0);
-    seq = type.getDimSize(1);
-    if (kind.getValue() == "labels")
-      labelsArg = arg;
-  }
   if (!labelsArg)
-    return microbatch.emitOpError("takes no labels argument");
+    return anchor()->emitOpError("takes no labels argument");
   if (prefixLengthsArg &&
       cast<RankedTensorType>(prefixLengthsArg.getType()).getDimSize(0) != batch)
-    return microbatch.emitOpError("prefix_lengths hold ")
+    return anchor()->emitOpError("prefix_lengths hold ")
            << cast<RankedTensorType>(prefixLengthsArg.getType()).getDimSize(0)
            << " samples but the tokens " << batch;
   // The arguments hold one call's samples: the step's batch is that times
   // the ranks splitting it and the microbatches.
-  auto layout = microbatch.getArgAttrOfType<dist::LayoutAttr>(
-      0, dist::DistDialect::kLayoutAttrName);
-  int64_t splitting = layout && layout.getRank() > 0
-                          ? mesh.getGroupSize(layout.getSplitAxes(0))
+  int64_t splitting = dataLayout && dataLayout.getRank() > 0
+                          ? mesh.getGroupSize(dataLayout.getSplitAxes(0))
                           : 1;
   globalBatch = batch * splitting * microbatches;
 
   // The loss: one cross entropy, whose ignore index the count uses.
-  WalkResult walk = microbatch.walk([&](CrossEntropyOp loss) {
-    if (ignoreIndex &&
-        *ignoreIndex != static_cast<int64_t>(loss.getIgnoreIndex())) {
-      loss.emitOpError("has another ignore_index than the step's other "
-                       "cross entropy");
-      return WalkResult::interrupt();
-    }
-    ignoreIndex = loss.getIgnoreIndex();
-    // A vocab-parallel loss holds one piece of the vocabulary; a padded
-    // one knows its classes.
-    vocab =
-        cast<RankedTensorType>(loss.getLogits().getType()).getShape().back();
-    if (std::optional<ArrayAttr> axes = loss.getVocabAxes())
-      vocab *= mesh.getGroupSize(
-          SmallVector<StringRef>(axes->getAsValueRange<StringAttr>()));
-    if (std::optional<int64_t> classes = loss.getClasses())
-      vocab = *classes;
-    return WalkResult::advance();
-  });
-  if (walk.wasInterrupted())
-    return failure();
+  for (func::FuncOp function : stepFunctions) {
+    WalkResult walk = function.walk([&](CrossEntropyOp loss) {
+      if (ignoreIndex &&
+          *ignoreIndex != static_cast<int64_t>(loss.getIgnoreIndex())) {
+        loss.emitOpError("has another ignore_index than the step's other "
+                         "cross entropy");
+        return WalkResult::interrupt();
+      }
+      ignoreIndex = loss.getIgnoreIndex();
+      // A vocab-parallel loss holds one piece of the vocabulary; a padded
+      // one knows its classes.
+      vocab =
+          cast<RankedTensorType>(loss.getLogits().getType()).getShape().back();
+      if (std::optional<ArrayAttr> axes = loss.getVocabAxes())
+        vocab *= mesh.getGroupSize(
+            SmallVector<StringRef>(axes->getAsValueRange<StringAttr>()));
+      if (std::optional<int64_t> classes = loss.getClasses())
+        vocab = *classes;
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+  }
   if (!ignoreIndex)
-    return microbatch.emitOpError("computes no triad.cross_entropy loss");
+    return anchor()->emitOpError("computes no triad.cross_entropy loss");
   return success();
 }
 
@@ -1102,24 +1086,26 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f,
   // The loss and token count are partial where the batch is split: reduced
   // first, so that every rank divides by the step's whole count (the
   // gradients, reduced in the body, are linear in the division).
-  for (unsigned index = 0; index < microbatch.getNumResults(); ++index) {
-    auto name =
-        microbatch.getResultAttrOfType<StringAttr>(index, "triad.output");
-    auto layout = microbatch.getResultAttrOfType<dist::LayoutAttr>(
-        index, dist::DistDialect::kLayoutAttrName);
-    if (!name || name.getValue() != "loss" || !layout ||
-        mesh.getGroupSize(layout.getPartialAxes()) <= 1)
-      continue;
-    int64_t group = groupIndex(layout.getPartialAxes());
-    std::string reason = "the step's loss sum and token count, partial over " +
-                         llvm::join(layout.getPartialAxes(), ",");
-    emit(f, OpCode::AllReduce, {lossSum}, {lossSum}, {group});
-    f.body.back().bucket = buckets;
-    f.body.back().reason = reason;
-    emit(f, OpCode::AllReduce, {tokenCount}, {tokenCount}, {group});
-    f.body.back().bucket = buckets++;
-    f.body.back().reason = reason;
-  }
+  for (func::FuncOp function : stepFunctions)
+    for (unsigned index = 0; index < function.getNumResults(); ++index) {
+      auto name =
+          function.getResultAttrOfType<StringAttr>(index, "triad.output");
+      auto layout = function.getResultAttrOfType<dist::LayoutAttr>(
+          index, dist::DistDialect::kLayoutAttrName);
+      if (!name || name.getValue() != "loss" || !layout ||
+          mesh.getGroupSize(layout.getPartialAxes()) <= 1)
+        continue;
+      int64_t group = groupIndex(layout.getPartialAxes());
+      std::string reason =
+          "the step's loss sum and token count, partial over " +
+          llvm::join(layout.getPartialAxes(), ",");
+      emit(f, OpCode::AllReduce, {lossSum}, {lossSum}, {group});
+      f.body.back().bucket = buckets;
+      f.body.back().reason = reason;
+      emit(f, OpCode::AllReduce, {tokenCount}, {tokenCount}, {group});
+      f.body.back().bucket = buckets++;
+      f.body.back().reason = reason;
+    }
   if (placement) {
     // The loss is summed on the last stage only; every pipeline rank
     // counted the same tokens.
@@ -1349,7 +1335,7 @@ ProgramLowering::planMemoryWithSlots(ArrayRef<Function> functions,
         continue;
       int64_t stage = functions[it->second].stage;
       if (stage < 0 || stage != functions[index].stage)
-        return microbatch.emitOpError("lowers to functions @")
+        return anchor()->emitOpError("lowers to functions @")
                << functions[it->second].name << " and @"
                << functions[index].name
                << " that share a temporary across pipeline stages";
@@ -1409,7 +1395,7 @@ ProgramLowering::planMemoryWithSlots(ArrayRef<Function> functions,
   for (auto &[stage, storageList] : stash) {
     int64_t stageSlots = std::max<int64_t>(busy[stage].size(), 1);
     if (stageSlots > rt::kMaxBufferSlots)
-      return microbatch.emitOpError("pipeline stage ")
+      return anchor()->emitOpError("pipeline stage ")
              << stage << " keeps " << stageSlots
              << " microbatches in flight; the runtime holds at most "
              << rt::kMaxBufferSlots;
@@ -1772,152 +1758,42 @@ LogicalResult ProgramLowering::lowerApplyOps(Function &f,
   return success();
 }
 
-FailureOr<StagedStep> StagedStep::build(func::FuncOp microbatch,
-                                        int64_t numStages) {
-  // The leaves (ops other than layers and terminators) in program order,
-  // each with its stage and phase; layer arguments and results are aliases
-  // of the values they bind.
+FailureOr<StagedStep> StagedStep::build(ModuleOp module, int64_t numStages) {
   StagedStep step;
-  std::vector<Leaf> &leaves = step.leaves;
-  Block &stepBlock = microbatch.getBody().front();
-  Operation *terminator = stepBlock.getTerminator();
-  auto resolve = [&](Value value) { return step.resolve(value); };
-  auto producer = [&](Value value) { return step.producer(value); };
-  auto addLeaf = [&](Operation *op, int64_t stage, bool backward) {
-    step.leafIndex[op] = leaves.size();
-    leaves.push_back({op, stage, backward});
-  };
-  // The values each stage reads from another (pipe.transfer: activations
-  // from the stage before, gradients from the stage after), in the order
-  // of the transfers.
-  llvm::DenseSet<std::pair<Value, int64_t>> received;
-  for (Operation &op : stepBlock) {
-    if (&op == terminator || op.hasAttr(pipe::PipeDialect::kTiedAttrName))
+  // The stages returning each parameter's gradient, in order of first
+  // appearance (every rank's lowering sees the same order: the tags of the
+  // tied exchanges follow it).
+  llvm::MapVector<StringRef, std::set<int64_t>> gradStages;
+  for (auto function : module.getOps<func::FuncOp>()) {
+    std::optional<std::pair<int64_t, pipe::StageWork>> where =
+        pipe::stageFunctionOf(function);
+    if (!where)
       continue;
-    if (auto transfer = dyn_cast<pipe::TransferOp>(op)) {
-      Value value = resolve(transfer.getInput());
-      const Leaf *from = producer(value);
-      int64_t fromStage = transfer.getFrom(), toStage = transfer.getTo();
-      if (!from || from->stage != fromStage)
-        return transfer.emitOpError("moves a value from stage ")
-               << fromStage << ", which "
-               << (from ? "stage " + std::to_string(from->stage)
-                        : std::string("no stage"))
-               << " computes";
-      if (toStage != fromStage + (from->backward ? -1 : 1))
-        return transfer.emitOpError("moves a ")
-               << (from->backward ? "gradient" : "forward value")
-               << " from stage " << fromStage << " to stage " << toStage
-               << "; activations go to the next stage, gradients to the "
-                  "previous one";
-      if (toStage >= numStages)
-        return transfer.emitOpError("moves a value to stage ")
-               << toStage << " of " << numStages;
-      step.alias[transfer.getResult()] = transfer.getInput();
-      if (received.insert({value, toStage}).second)
-        step.transfers[{fromStage, toStage}].push_back(value);
-      continue;
-    }
-    auto stage =
-        op.getAttrOfType<IntegerAttr>(pipe::PipeDialect::kStageAttrName);
-    if (!stage || stage.getInt() < 0 || stage.getInt() >= numStages)
-      return op.emitOpError("has no pipeline stage below ")
-             << numStages << " (" << pipe::PipeDialect::kStageAttrName
-             << "); run --triad-pipeline-split for the schedule's stages";
-    if (auto layer = dyn_cast<LayerOp>(op)) {
-      Block &body = layer.getBody().front();
-      for (auto [arg, operand] :
-           llvm::zip(body.getArguments(), layer.getOperands()))
-        step.alias[arg] = operand;
-      for (auto [result, value] :
-           llvm::zip(layer.getResults(), body.getTerminator()->getOperands()))
-        step.alias[result] = value;
-      for (Operation &inner : body)
-        if (!isa<YieldOp>(inner))
-          addLeaf(&inner, stage.getInt(), layer.getBackward());
-      continue;
-    }
-    bool backward = llvm::any_of(op.getOperands(), [&](Value operand) {
-      const Leaf *from = producer(operand);
-      return from && from->backward;
+    auto [stage, work] = *where;
+    if (stage >= numStages)
+      return function.emitOpError("is a function of pipeline stage ")
+             << stage << ", but the schedule runs " << numStages << " stages";
+    if (!step.functions.try_emplace({stage, work}, function).second)
+      return function.emitOpError("repeats the ")
+             << pipe::stringifyStageWork(work) << " function of pipeline stage "
+             << stage;
+    step.all.push_back(function);
+    function.walk([&, stage = stage](GetParamOp get) {
+      step.paramStages[get.getName()].insert(stage);
     });
-    addLeaf(&op, stage.getInt(), backward);
+    for (unsigned index = 0; index < function.getNumResults(); ++index)
+      if (auto param = function.getResultAttrOfType<FlatSymbolRefAttr>(
+              index, "triad.grad"))
+        gradStages[param.getValue()].insert(stage);
   }
-  for (const Leaf &leaf : leaves)
-    if (auto get = dyn_cast<GetParamOp>(leaf.op))
-      step.paramStages[get.getName()].insert(leaf.stage);
-
-  // Every value read across stages came through a transfer.
-  for (const Leaf &leaf : leaves)
-    for (Value operand : leaf.op->getOperands()) {
-      Value value = resolve(operand);
-      const Leaf *from = producer(value);
-      if (!from || from->stage == leaf.stage ||
-          isa<arith::ConstantOp>(from->op))
-        continue;
-      if (!received.contains({value, leaf.stage}))
-        return leaf.op->emitOpError("on pipeline stage ")
-               << leaf.stage << " reads a value of stage " << from->stage
-               << " that no pipe.transfer brings to it";
-    }
-
-  // What the step returns: the loss, and each gradient (or, for a tied
-  // parameter, its parts) with the stage that computes it.
-  for (auto [index, value] : llvm::enumerate(terminator->getOperands())) {
-    auto param =
-        microbatch.getResultAttrOfType<FlatSymbolRefAttr>(index, "triad.grad");
-    Operation *def = value.getDefiningOp();
-    if (param && def && def->hasAttr(pipe::PipeDialect::kTiedAttrName)) {
-      std::set<int64_t> stages;
-      for (Value part : def->getOperands()) {
-        const Leaf *from = producer(part);
-        if (!from)
-          return def->emitOpError("sums a gradient part no stage computes");
-        step.gradParts.push_back({param.getValue().str(), resolve(part)});
-        stages.insert(from->stage);
-      }
-      step.tied.push_back({param.getValue().str(), stages});
-      continue;
-    }
-    const Leaf *from = producer(value);
-    if (param) {
-      if (!from)
-        return microbatch.emitOpError("returns the gradient of ")
-               << param << ", which no pipeline stage computes";
-      step.gradParts.push_back({param.getValue().str(), resolve(value)});
-      continue;
-    }
-    auto name =
-        microbatch.getResultAttrOfType<StringAttr>(index, "triad.output");
-    if (name && name.getValue() == "loss") {
-      if (!from)
-        return microbatch.emitOpError("returns a loss no stage computes");
-      step.lossValue = resolve(value);
-      step.lossStage = from->stage;
-    }
-  }
-  if (!step.lossValue)
-    return microbatch.emitOpError("returns no result marked triad.output = "
-                                  "\"loss\"");
-
-  // Each stage's phases, and the input-gradient part of its backward.
-  for (const Leaf &leaf : leaves)
-    if (!isa<arith::ConstantOp>(leaf.op))
-      step.phases[{leaf.stage, leaf.backward}].push_back(&leaf);
-  for (int64_t stage = 1; stage < numStages; ++stage) {
-    llvm::DenseSet<Operation *> &needed = step.inputGradient[stage];
-    SmallVector<Value> work(step.transfer(stage, stage - 1));
-    while (!work.empty()) {
-      const Leaf *from = producer(work.pop_back_val());
-      if (!from || from->stage != stage || !from->backward ||
-          !needed.insert(from->op).second)
-        continue;
-      for (Value operand : from->op->getOperands())
-        work.push_back(resolve(operand));
-    }
-  }
-  // Moved, not copied: `phases` points into `leaves`.
-  return std::move(step);
+  if (step.all.empty())
+    return emitError(module.getLoc(),
+                     "has no stage functions; run --triad-pipeline-materialize "
+                     "after --triad-pipeline-schedule");
+  for (auto &[param, stages] : gradStages)
+    if (stages.size() > 1)
+      step.tied.push_back({param.str(), stages});
+  return step;
 }
 
 LogicalResult ProgramLowering::lowerPipelineRank(
@@ -1925,89 +1801,154 @@ LogicalResult ProgramLowering::lowerPipelineRank(
   pipelineRank = rank;
   int64_t numStages = schedule.stages(), microbatches = schedule.microbatches;
   if (2 * numStages > kTiedTagBase)
-    return microbatch.emitOpError("has too many pipeline stages (")
+    return anchor()->emitOpError("has too many pipeline stages (")
            << numStages << ") for the point-to-point tags";
   Placement placement{rank, schedule.ranks, &step};
   if (failed(readDataShape(microbatches)))
     return failure();
-  using Leaf = StagedStep::Leaf;
-  Block &stepBlock = microbatch.getBody().front();
-  for (const StagedStep::GradPart &part : step.gradParts)
-    if (auto scatter = part.value.getDefiningOp<dist::ReduceScatterOp>())
-      weightedCollectives.insert(scatter);
+  // A gradient a reduce_scatter completes is weighted before it.
+  for (func::FuncOp function : stepFunctions) {
+    Operation *terminator = function.getBody().front().getTerminator();
+    for (auto [index, value] : llvm::enumerate(terminator->getOperands()))
+      if (function.getResultAttr(index, "triad.grad"))
+        if (auto scatter = value.getDefiningOp<dist::ReduceScatterOp>())
+          weightedCollectives.insert(scatter);
+  }
 
   declarePersistents([&](StringRef param) { return placement.owns(param); });
-  if (failed(findInPlaceUpdates(microbatch)))
-    return failure();
+  for (func::FuncOp function : stepFunctions)
+    if (failed(findInPlaceUpdates(function)))
+      return failure();
 
-  // Per stage: the slots of its values, its microbatch's token count
-  // (every microbatch's calls of the stage share them, each in its own
-  // copy where they pass from one call to another).
+  // Per stage: the slots of the values its functions keep for later ones
+  // (every microbatch's calls of the stage share them, each in its own copy
+  // where they pass from one call to another), its microbatch's token
+  // count.
   struct Context {
-    DenseMap<Value, unsigned> slots;
+    DenseMap<int64_t, unsigned> stash;
     unsigned count = 0;
   };
   std::map<int64_t, Context> contexts;
-  auto tag = [&](bool gradient, int64_t fromStage) {
-    return (gradient ? numStages : 0) + fromStage;
+  // The first stage of this rank counts the step's tokens.
+  int64_t firstLocal = rank;
+  // One tag per direction and sending stage.
+  auto tag = [&](int64_t from, int64_t to) {
+    return (to < from ? numStages : 0) + from;
   };
-  // Lowers `ops` into `f` with the context's slots; constants are made
-  // where they are read, data arguments become arguments of `f`.
-  auto lowerLeaves = [&](Context &context, ArrayRef<const Leaf *> ops,
-                         Function &f) -> LogicalResult {
-    std::swap(slotOf, context.slots);
-    microbatchTokens = context.count;
-    LogicalResult result = success();
-    for (const Leaf *leaf : ops) {
-      for (Value operand : leaf->op->getOperands()) {
-        Value value = step.resolve(operand);
-        if (!slotOf.count(value)) {
-          auto arg = dyn_cast<BlockArgument>(value);
-          if (auto constant = value.getDefiningOp<arith::ConstantOp>()) {
-            if (failed(lowerOp(*constant, f)))
-              result = failure();
-          } else if (arg && arg.getOwner() == &stepBlock) {
-            unsigned slot = temporary(arg.getType());
-            slotOf[arg] = slot;
-            f.args.push_back(slot);
-            f.argKinds.push_back(microbatch
-                                     .getArgAttrOfType<StringAttr>(
-                                         arg.getArgNumber(), "triad.input")
-                                     .str());
-          } else {
-            result = leaf->op->emitOpError(
-                "reads a value its pipeline stage neither computes nor "
-                "receives");
-          }
-          if (failed(result))
-            break;
-        }
-        slotOf[operand] = slotOf.at(value);
-      }
-      if (failed(result) || failed(result = lowerOp(*leaf->op, f)))
-        break;
+  // Lowers stage function `function` (stage `s`) into `f`: its kept values
+  // through the context, its transfers with pipeline rank `peer`, and each
+  // gradient and loss it returns into its accumulator.
+  auto lowerStageFunction = [&](func::FuncOp function, int64_t s,
+                                pipe::StageWork work, int64_t peer,
+                                Function &f) -> LogicalResult {
+    Context &context = contexts[s];
+    Block &block = function.getBody().front();
+    for (BlockArgument arg : block.getArguments()) {
+      auto kind = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                        "triad.input");
+      unsigned slot = temporary(arg.getType());
+      slotOf[arg] = slot;
+      f.args.push_back(slot);
+      f.argKinds.push_back(kind ? kind.str() : std::string());
     }
-    std::swap(slotOf, context.slots);
-    return result;
-  };
-  // Accumulates the gradients `ops` complete.
-  auto accumulate = [&](Context &context, ArrayRef<const Leaf *> ops,
-                        Function &f, size_t bodyStart, unsigned one) {
-    llvm::DenseSet<Operation *> lowered;
-    for (const Leaf *leaf : ops)
-      lowered.insert(leaf->op);
+    // The forward counts its microbatch's tokens, which weigh its loss and
+    // gradients (and those of the stage's later functions).
+    if (work == pipe::StageWork::forward) {
+      auto labels = llvm::find_if(block.getArguments(), [&](BlockArgument a) {
+        auto kind = function.getArgAttrOfType<StringAttr>(a.getArgNumber(),
+                                                          "triad.input");
+        return kind && kind.getValue() == "labels";
+      });
+      if (labels == block.getArguments().end())
+        return function.emitOpError("takes no labels argument; a forward "
+                                    "counts its microbatch's tokens");
+      context.count = temporary(scalarType());
+      emit(f, OpCode::CountValid, {slotOf.at(*labels)}, {context.count},
+           {*ignoreIndex});
+    }
+    bool transfer = work != pipe::StageWork::forward &&
+                    work != pipe::StageWork::backward &&
+                    work != pipe::StageWork::backward_input &&
+                    work != pipe::StageWork::backward_weight;
+    // (The schedule's verifier puts a stage's forward before its other
+    // passes over a microbatch: the count exists when they run.)
+    microbatchTokens = context.count;
+    if (transfer && function.getNumResults() != 0)
+      return function.emitOpError("returns values; a ")
+             << pipe::stringifyStageWork(work) << " function returns none";
+    unsigned one = transfer ? 0 : fill(f, 1.0);
+    size_t bodyStart = f.body.size();
+    for (Operation &op : block) {
+      LogicalResult result =
+          TypeSwitch<Operation *, LogicalResult>(&op)
+              .Case([&](pipe::UnstashOp unstash) -> LogicalResult {
+                auto it = context.stash.find(unstash.getIndex());
+                if (it == context.stash.end())
+                  return unstash.emitOpError("reads kept value ")
+                         << unstash.getIndex()
+                         << ", which no earlier function of pipeline stage "
+                         << s << " keeps";
+                if (slots[it->second].type != memrefOf(unstash.getType()))
+                  return unstash.emitOpError("reads kept value ")
+                         << unstash.getIndex() << " as " << unstash.getType()
+                         << ", but pipeline stage " << s << " keeps a "
+                         << slots[it->second].type << " there";
+                slotOf[unstash.getResult()] = it->second;
+                return success();
+              })
+              .Case([&](pipe::StashOp stash) -> LogicalResult {
+                if (!context.stash
+                         .try_emplace(stash.getIndex(),
+                                      slotOf.at(stash.getValue()))
+                         .second)
+                  return stash.emitOpError("keeps value ")
+                         << stash.getIndex() << ", which pipeline stage " << s
+                         << " keeps already";
+                return success();
+              })
+              .Case([&](pipe::SendTensorOp send) {
+                emit(f, OpCode::Send, {slotOf.at(send.getValue())}, {},
+                     {peer, tag(s, send.getStage())});
+                return success();
+              })
+              .Case([&](pipe::RecvTensorOp recv) {
+                unsigned slot = temporary(recv.getType());
+                emit(f, OpCode::Recv, {}, {slot},
+                     {peer, tag(recv.getStage(), s)});
+                slotOf[recv.getResult()] = slot;
+                return success();
+              })
+              .Default([&](Operation *other) { return lowerOp(*other, f); });
+      if (failed(result))
+        return failure();
+    }
+    // Each gradient is accumulated right after the kernel that completes
+    // it, the loss at the end.
     SmallVector<Update> updates;
-    for (const StagedStep::GradPart &part : step.gradParts) {
-      Operation *def = part.value.getDefiningOp();
-      if (!def || !lowered.contains(def))
+    for (auto [index, value] :
+         llvm::enumerate(block.getTerminator()->getOperands())) {
+      unsigned slot = slotOf.at(value);
+      if (auto param = function.getResultAttrOfType<FlatSymbolRefAttr>(
+              index, "triad.grad")) {
+        bool weighted = weightedCollectives.contains(value.getDefiningOp());
+        updates.push_back({gradAccumulator.lookup(param.getValue()), slot,
+                           weighted ? one : context.count});
         continue;
-      bool weighted = weightedCollectives.contains(def);
-      updates.push_back({gradAccumulator.lookup(part.param),
-                         context.slots.at(part.value),
-                         weighted ? one : context.count});
+      }
+      auto name =
+          function.getResultAttrOfType<StringAttr>(index, "triad.output");
+      if (!name || name.getValue() != "loss")
+        return function.emitOpError("result ")
+               << index << " is neither a gradient nor the loss";
+      updates.push_back({lossSum, slot, context.count});
     }
     accumulateAfterLastWrite(f, bodyStart, updates);
+    if (work == pipe::StageWork::forward && s == firstLocal)
+      emit(f, OpCode::Accumulate, {tokenCount, context.count, one},
+           {tokenCount});
+    return success();
   };
+
   std::vector<Function> functions;
   SmallVector<Call> calls;
   scheduleInfo = {schedule.name, schedule.virtualStages};
@@ -2026,25 +1967,34 @@ LogicalResult ProgramLowering::lowerPipelineRank(
     if (p.role == rt::Role::Accumulator)
       emit(begin, OpCode::Fill, {}, {p.slot}, {}, {0.0});
   add(std::move(begin), 0);
-  int64_t firstLocal = rank;
-  // Each stage's work of one kind (and direction) is one function, lowered
-  // at its first action and called for every microbatch (nullopt: it has
-  // nothing to do).
-  std::map<std::tuple<int64_t, int, int>, std::optional<unsigned>> lowered;
+  // Each stage function is lowered at its first action and called for
+  // every microbatch (nullopt: the stage has no such work).
+  std::map<std::pair<int64_t, pipe::StageWork>, std::optional<unsigned>>
+      lowered;
   // The last microbatch each stage sent or received in each direction:
   // one tag carries them in order.
-  std::map<std::tuple<int64_t, int, int>, int64_t> lastTransferred;
+  std::map<std::pair<int64_t, pipe::StageWork>, int64_t> lastTransferred;
   for (const schedule::Action &action : schedule.actions[rank]) {
     using schedule::ActionKind;
     actionIndex = actionTokens.size();
     actionTokens.push_back(schedule::format(action));
     int64_t s = action.stage, i = action.microbatch;
-    auto key = std::make_tuple(s, static_cast<int>(action.kind),
-                               static_cast<int>(action.direction));
+    if (action.kind == ActionKind::ReduceGradients)
+      continue;
+    if (action.kind == ActionKind::Optimizer) {
+      Function f;
+      f.name = "apply_step";
+      if (failed(lowerApplyStep(f, &placement)))
+        return failure();
+      add(std::move(f), 0);
+      continue;
+    }
+    pipe::StageWork work = *pipe::stageWorkOf(action);
+    std::pair<int64_t, pipe::StageWork> key = {s, work};
     if (action.kind == ActionKind::Send || action.kind == ActionKind::Recv) {
       auto [last, inserted] = lastTransferred.try_emplace(key, i);
       if (!inserted && last->second >= i)
-        return microbatch.emitOpError("schedule ")
+        return anchor()->emitOpError("schedule ")
                << schedule.name << " moves microbatch " << i
                << " of pipeline stage " << s << " after microbatch "
                << last->second << " in the same direction; transfers of one "
@@ -2057,98 +2007,16 @@ LogicalResult ProgramLowering::lowerPipelineRank(
       continue;
     }
     std::optional<unsigned> &loweredIndex = lowered[key];
-    Context &context = contexts[s];
-    Function f;
-    f.stage = s;
-    std::string where = "_s" + std::to_string(s);
-    switch (action.kind) {
-    case ActionKind::Forward: {
-      f.name = "forward" + where;
-      // The microbatch's token count weighs its loss and gradients.
-      unsigned labels = temporary(labelsArg.getType());
-      context.slots[labelsArg] = labels;
-      f.args.push_back(labels);
-      f.argKinds.push_back("labels");
-      context.count = temporary(scalarType());
-      emit(f, OpCode::CountValid, {labels}, {context.count}, {*ignoreIndex});
-      unsigned one = fill(f, 1.0);
-      size_t bodyStart = f.body.size();
-      ArrayRef<const Leaf *> ops = step.phase(s, false);
-      if (failed(lowerLeaves(context, ops, f)))
-        return failure();
-      accumulate(context, ops, f, bodyStart, one);
-      if (s == step.lossStage)
-        emit(f, OpCode::Accumulate,
-             {lossSum, context.slots.at(step.lossValue), context.count},
-             {lossSum});
-      if (s == firstLocal)
-        emit(f, OpCode::Accumulate, {tokenCount, context.count, one},
-             {tokenCount});
-      break;
-    }
-    case ActionKind::Backward:
-    case ActionKind::BackwardInput:
-    case ActionKind::BackwardWeight: {
-      SmallVector<const Leaf *> ops(step.phase(s, true));
-      if (action.kind != ActionKind::Backward) {
-        auto it = step.inputGradient.find(s);
-        llvm::DenseSet<Operation *> none;
-        const llvm::DenseSet<Operation *> &input =
-            it == step.inputGradient.end() ? none : it->second;
-        bool wantInput = action.kind == ActionKind::BackwardInput;
-        llvm::erase_if(ops, [&](const Leaf *leaf) {
-          return input.contains(leaf->op) != wantInput;
-        });
-        // The first stage sends nothing back: its backward is all weight
-        // gradient.
-        if (ops.empty())
-          continue;
-      }
-      f.name =
-          (action.kind == ActionKind::Backward        ? "backward"
-           : action.kind == ActionKind::BackwardInput ? "backward_input"
-                                                      : "backward_weight") +
-          where;
-      unsigned one = fill(f, 1.0);
-      size_t bodyStart = f.body.size();
-      if (failed(lowerLeaves(context, ops, f)))
-        return failure();
-      accumulate(context, ops, f, bodyStart, one);
-      break;
-    }
-    case ActionKind::Send:
-    case ActionKind::Recv: {
-      bool gradient = action.direction == schedule::Direction::Gradient;
-      bool send = action.kind == ActionKind::Send;
-      int64_t from = send ? s : action.peerStage,
-              to = send ? action.peerStage : s;
-      f.name = std::string(send ? "send" : "recv") +
-               (gradient ? "_grad" : "_act") + where;
-      for (Value value : step.transfer(from, to)) {
-        if (send) {
-          emit(f, OpCode::Send, {context.slots.at(value)}, {},
-               {action.peer, tag(gradient, from)});
-        } else {
-          unsigned slot = temporary(value.getType());
-          emit(f, OpCode::Recv, {}, {slot}, {action.peer, tag(gradient, from)});
-          context.slots[value] = slot;
-        }
-      }
-      break;
-    }
-    case ActionKind::ReduceGradients:
+    func::FuncOp function = step.lookup(s, work);
+    if (!function)
       continue;
-    case ActionKind::Optimizer:
-      f.name = "apply_step";
-      f.stage = -1;
-      if (failed(lowerApplyStep(f, &placement)))
-        return failure();
-      break;
-    }
-    if (!f.body.empty() || !f.results.empty()) {
-      loweredIndex = functions.size();
-      add(std::move(f), std::max<int64_t>(i, 0));
-    }
+    Function f;
+    f.name = function.getSymName().str();
+    f.stage = s;
+    if (failed(lowerStageFunction(function, s, work, action.peer, f)))
+      return failure();
+    loweredIndex = functions.size();
+    add(std::move(f), i);
   }
   if (failed(planMemoryWithSlots(functions, calls)))
     return failure();
@@ -2232,15 +2100,15 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
         sharding::getOrCreateMesh(module, dp, tp, pp, order);
     if (failed(mesh))
       return signalPassFailure();
-    auto microbatchStep = module.lookupSymbol<func::FuncOp>("microbatch_step");
     auto applyStep = module.lookupSymbol<func::FuncOp>("apply_step");
-    if (!microbatchStep || !applyStep) {
+    auto microbatchStep = module.lookupSymbol<func::FuncOp>("microbatch_step");
+    int64_t ranks = mesh->getAxisSize("pp").value_or(1);
+    if (!applyStep || (!microbatchStep && ranks == 1)) {
       emitError(module.getLoc(), "needs @microbatch_step and @apply_step; run "
                                  "--triad-autodiff first");
       return signalPassFailure();
     }
-    if (failed(checkRuntimeTypes(microbatchStep)) ||
-        failed(checkRuntimeTypes(applyStep)))
+    if (failed(checkRuntimeTypes(applyStep)))
       return signalPassFailure();
     if (!dtype.empty()) {
       for (auto param : module.getOps<ParamOp>()) {
@@ -2257,20 +2125,21 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
       }
     }
 
-    // --triad-split-microbatches records how many calls make the step.
-    int64_t microbatches = 1;
-    if (auto count =
-            microbatchStep->getAttrOfType<IntegerAttr>("triad.microbatches"))
-      microbatches = count.getInt();
-    if (microbatches < 1) {
-      microbatchStep.emitOpError("triad.microbatches must be at least 1");
-      return signalPassFailure();
-    }
     std::vector<std::vector<std::string>> groups;
-    int64_t ranks = mesh->getAxisSize("pp").value_or(1);
     if (ranks == 1) {
-      ProgramLowering lowering(module, *mesh, microbatchStep, applyStep,
-                               groups);
+      if (failed(checkRuntimeTypes(microbatchStep)))
+        return signalPassFailure();
+      // --triad-split-microbatches records how many calls make the step.
+      int64_t microbatches = 1;
+      if (auto count =
+              microbatchStep->getAttrOfType<IntegerAttr>("triad.microbatches"))
+        microbatches = count.getInt();
+      if (microbatches < 1) {
+        microbatchStep.emitOpError("triad.microbatches must be at least 1");
+        return signalPassFailure();
+      }
+      ProgramLowering lowering(module, *mesh, microbatchStep, {microbatchStep},
+                               applyStep, groups);
       if (failed(lowering.lower(microbatches)))
         return signalPassFailure();
       lowering.emitPlan(microbatches);
@@ -2279,25 +2148,33 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
       FailureOr<schedule::Schedule> schedule = pipe::readSchedule(module);
       if (failed(schedule))
         return signalPassFailure();
-      if (schedule->ranks != ranks || schedule->microbatches != microbatches) {
+      if (schedule->ranks != ranks) {
         emitError(module.getLoc(), "the pipeline schedule is for ")
-            << schedule->ranks << " ranks and " << schedule->microbatches
-            << " microbatches, but the mesh has pp=" << ranks
-            << " and the step " << microbatches << " microbatches";
+            << schedule->ranks << " ranks, but the mesh has pp=" << ranks;
+        return signalPassFailure();
+      }
+      if (microbatchStep) {
+        microbatchStep.emitOpError(
+            "is still whole; run --triad-pipeline-materialize to cut it into "
+            "the schedule's stage functions");
         return signalPassFailure();
       }
       FailureOr<StagedStep> step =
-          StagedStep::build(microbatchStep, schedule->stages());
+          StagedStep::build(module, schedule->stages());
       if (failed(step))
         return signalPassFailure();
+      for (func::FuncOp function : step->all)
+        if (failed(checkRuntimeTypes(function)))
+          return signalPassFailure();
       std::optional<ProgramLowering> last;
       for (int64_t rank = 0; rank < ranks; ++rank) {
-        last.emplace(module, *mesh, microbatchStep, applyStep, groups);
+        last.emplace(module, *mesh, func::FuncOp(), step->all, applyStep,
+                     groups);
         if (failed(last->lowerPipelineRank(rank, *schedule, *step)))
           return signalPassFailure();
         record(*last);
       }
-      last->emitPlan(microbatches);
+      last->emitPlan(schedule->microbatches);
     }
 
     // The rt program replaces the training step.

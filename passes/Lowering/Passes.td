@@ -65,8 +65,21 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
     accumulator runs in place. Where the batch is split, the step's loss
     sum and token count are all-reduced before the division. The number of
     microbatch calls per step is `@microbatch_step`'s `triad.microbatches`
-    (from `--triad-split-microbatches`). Only data parallelism splits the
-    step so far: a mesh with tp or pp above 1 is an error that says so.
+    (from `--triad-split-microbatches`).
+
+    Under a pipeline (pp > 1) the step comes as the stage functions of
+    `--triad-pipeline-materialize`, and each pipeline rank's program lowers
+    them as they are: each is one `rt.func`, lowered at its first action
+    and called by `rt.step` at every action of the rank's schedule, with
+    the microbatch and the slot it works on. `pipe.stash` and
+    `pipe.unstash` name one buffer, which gets as many copies (`slots N
+    stride S`) as microbatches live in it at once; `pipe.send_tensor` and
+    `pipe.recv_tensor` become point-to-point kernels (one tag per sending
+    stage and direction); a forward counts its microbatch's labels, and
+    every loss and gradient a stage function returns is weighed into its
+    accumulator. The apply step exchanges a tied gradient's parts between
+    the stages that hold them and reduces the loss and the gradient norm
+    over `pp`.
   }];
   let options = [
     Option<"dp", "dp", "int64_t", "1", "Data-parallel replicas">,

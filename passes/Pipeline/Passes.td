@@ -118,4 +118,56 @@ def PipelineSchedule : Pass<"triad-pipeline-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::triad::pipe::PipeDialect"];
 }
 
+def PipelineMaterialize
+    : Pass<"triad-pipeline-materialize", "::mlir::ModuleOp"> {
+  let summary = "Cuts the microbatch step into one function per stage and "
+                "work";
+  let description = [{
+    Replaces `@microbatch_step`, whose ops `--triad-pipeline-split` gave
+    stages, by the functions `--triad-pipeline-schedule`'s actions call,
+    each once per microbatch: per stage s, `@forward_s<s>`,
+    `@backward_s<s>` (or zero-bubble's `@backward_input_s<s>` and
+    `@backward_weight_s<s>`), `@send_act_s<s>`, `@recv_act_s<s>`,
+    `@send_grad_s<s>` and `@recv_grad_s<s>`, where the stage has such
+    work. Each carries `pipe.stage` and `pipe.work`; layers are flattened
+    into their ops.
+
+    - A forward takes the data arguments its stage reads (always the
+      labels, whose count weighs the microbatch), with their attributes.
+    - A function returns the loss and the gradients (or a tied gradient's
+      parts) it completes, with the step's result attributes; the lowering
+      accumulates them.
+    - A value one function makes and a later one of the same stage reads
+      (an activation the backward needs, a received value, a value to
+      send) is kept with `pipe.stash %v as N` and read back with
+      `pipe.unstash N`; the lowering gives each kept value one copy per
+      microbatch the stage holds in flight, so the plan does not grow with
+      the number of microbatches.
+    - Sends and receives list the `pipe.transfer` values in order
+      (`pipe.send_tensor`, `pipe.recv_tensor`).
+
+    Example (stage 1 of 2, 1F1B):
+
+    ```mlir
+    func.func @recv_act_s1() attributes {pipe.stage = 1 : i64,
+        pipe.work = "recv_activation"} {
+      %0 = pipe.recv_tensor from stage 0 : tensor<4x8x32xf32>
+      pipe.stash %0 as 0 : tensor<4x8x32xf32>
+      return
+    }
+    func.func @forward_s1(%labels: tensor<4x8xi32> {triad.input = "labels"})
+        -> (tensor<f32> {triad.output = "loss"}) attributes {...} {
+      %0 = pipe.unstash 0 : tensor<4x8x32xf32>
+      ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numFunctions", "functions", "Stage functions made">,
+    Statistic<"numStashed", "stashed", "Values kept from one function of a "
+              "stage for a later one">,
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::triad::pipe::PipeDialect"];
+}
+
 #endif // TRIAD_PASSES_PIPELINE_PASSES_TD

@@ -1,5 +1,6 @@
 // Every diagnostic of the pipe dialect: the stage and tied attributes, the
-// stage and transfer ops, and the schedule's structure and its static check
+// stage and transfer ops, the stage functions' work attribute and ops, and
+// the schedule's structure and its static check
 // (out of order, missing inputs, unmatched transfers, deadlock).
 // RUN: triad-opt %s -split-input-file -verify-diagnostics
 
@@ -174,4 +175,82 @@ pipe.schedule "1f1b" microbatches 1 virtual_stages 1 {
 pipe.schedule "1f1b" microbatches 4294967297 virtual_stages 1 {
   pipe.rank 0 {
   }
+}
+
+// -----
+
+// expected-error @+1 {{'pipe.work' must name a stage function's work (forward, backward, backward_input, backward_weight, send_activation, recv_activation, send_gradient or recv_gradient)}}
+func.func @f() attributes {pipe.stage = 0 : i64, pipe.work = "sideways"} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{has 'pipe.work' but no 'pipe.stage': a stage function names its stage}}
+func.func @f() attributes {pipe.work = "forward"} {
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2xf32>) {
+  // expected-error @+1 {{'pipe.stash' op belongs in a stage function (a function with 'pipe.stage' and 'pipe.work')}}
+  pipe.stash %x as 0 : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f() -> tensor<2xf32> attributes {pipe.stage = 0 : i64} {
+  // expected-error @+1 {{'pipe.unstash' op belongs in a stage function (a function with 'pipe.stage' and 'pipe.work')}}
+  %x = pipe.unstash 0 : tensor<2xf32>
+  return %x : tensor<2xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<2xf32>) attributes {pipe.stage = 0 : i64, pipe.work = "send_activation"} {
+  // expected-error @+1 {{'pipe.stash' op in a send_activation function: a send function only reads kept values}}
+  pipe.stash %x as 0 : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f() attributes {pipe.stage = 1 : i64, pipe.work = "recv_gradient"} {
+  // expected-error @+1 {{'pipe.unstash' op in a recv_gradient function: a receive function only keeps what it receives}}
+  %x = pipe.unstash 0 : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2xf32>) attributes {pipe.stage = 0 : i64, pipe.work = "forward"} {
+  // expected-error @+1 {{'pipe.send_tensor' op in a forward function; it belongs in a send_activation or send_gradient function}}
+  pipe.send_tensor %x to stage 1 : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2xf32>) attributes {pipe.stage = 2 : i64, pipe.work = "send_gradient"} {
+  // expected-error @+1 {{'pipe.send_tensor' op of stage 2's send_gradient function sends to stage 3; it sends to stage 1}}
+  pipe.send_tensor %x to stage 3 : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f() attributes {pipe.stage = 1 : i64, pipe.work = "backward"} {
+  // expected-error @+1 {{'pipe.recv_tensor' op in a backward function; it belongs in a recv_activation or recv_gradient function}}
+  %x = pipe.recv_tensor from stage 0 : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f() attributes {pipe.stage = 1 : i64, pipe.work = "recv_activation"} {
+  // expected-error @+1 {{'pipe.recv_tensor' op of stage 1's recv_activation function receives from stage 2; it receives from stage 0}}
+  %x = pipe.recv_tensor from stage 2 : tensor<2xf32>
+  return
 }

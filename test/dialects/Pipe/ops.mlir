@@ -1,6 +1,7 @@
 // Round trip of the pipe dialect, in the custom and in the generic form:
-// stages, a transfer each way, the stage and tied attributes, and a
-// schedule using every action.
+// stages, a transfer each way, the stage and tied attributes, stage
+// functions with their kept values and transfers, and a schedule using every
+// action.
 // RUN: triad-opt %s | triad-opt | FileCheck %s
 // RUN: triad-opt %s --mlir-print-op-generic | triad-opt | FileCheck %s
 
@@ -58,4 +59,42 @@ pipe.schedule "zb-h1" microbatches 1 virtual_stages 1 {
     pipe.reduce_gradients
     pipe.optimizer
   }
+}
+
+// CHECK-LABEL: func.func @forward_s0
+// CHECK-SAME: attributes {pipe.stage = 0 : i64, pipe.work = "forward"}
+// CHECK: pipe.stash %arg0 as 0 : tensor<2x4xf32>
+func.func @forward_s0(%x: tensor<2x4xf32>) attributes {pipe.stage = 0 : i64, pipe.work = "forward"} {
+  pipe.stash %x as 0 : tensor<2x4xf32>
+  return
+}
+// CHECK-LABEL: func.func @send_act_s0
+// CHECK: %[[K:.*]] = pipe.unstash 0 : tensor<2x4xf32>
+// CHECK: pipe.send_tensor %[[K]] to stage 1 : tensor<2x4xf32>
+func.func @send_act_s0() attributes {pipe.stage = 0 : i64, pipe.work = "send_activation"} {
+  %x = pipe.unstash 0 : tensor<2x4xf32>
+  pipe.send_tensor %x to stage 1 : tensor<2x4xf32>
+  return
+}
+// CHECK-LABEL: func.func @recv_grad_s0
+// CHECK: %[[R:.*]] = pipe.recv_tensor from stage 1 : tensor<2x4xf32>
+// CHECK: pipe.stash %[[R]] as 1 : tensor<2x4xf32>
+func.func @recv_grad_s0() attributes {pipe.stage = 0 : i64, pipe.work = "recv_gradient"} {
+  %g = pipe.recv_tensor from stage 1 : tensor<2x4xf32>
+  pipe.stash %g as 1 : tensor<2x4xf32>
+  return
+}
+// CHECK-LABEL: func.func @recv_act_s1
+// CHECK: pipe.recv_tensor from stage 0 : tensor<2x4xf32>
+func.func @recv_act_s1() attributes {pipe.stage = 1 : i64, pipe.work = "recv_activation"} {
+  %a = pipe.recv_tensor from stage 0 : tensor<2x4xf32>
+  pipe.stash %a as 0 : tensor<2x4xf32>
+  return
+}
+// CHECK-LABEL: func.func @send_grad_s1
+// CHECK: pipe.send_tensor %{{.*}} to stage 0 : tensor<2x4xf32>
+func.func @send_grad_s1() attributes {pipe.stage = 1 : i64, pipe.work = "send_gradient"} {
+  %g = pipe.unstash 1 : tensor<2x4xf32>
+  pipe.send_tensor %g to stage 0 : tensor<2x4xf32>
+  return
 }

@@ -4,24 +4,35 @@
 // RUN: not triad-opt %S/Inputs/two-params.mlir --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=NOSTEP
 // RUN: triad-opt %s -split-input-file -verify-diagnostics --triad-lower-to-rt
 
-// Pipelined steps whose stage transfers do not fit their stages (edited
-// output of split and schedule on a 2-layer model at pp=2).
+// Pipelined steps: the stage functions of --triad-pipeline-materialize
+// (edited output on a 2-layer model at pp=2), or a step never cut into them.
 // RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 2 --seq 8 --batch 4 --vocab 64 | triad-opt --triad-autodiff --triad-pipeline-split=pp=2 --triad-pipeline-schedule -o %t.pipe.mlir
-// RUN: sed 's/%2 = pipe.transfer %1#0 from 0 to 1/%2 = pipe.transfer %1#0 from 1 to 0/' %t.pipe.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=FROM
-// RUN: sed 's/%7 = pipe.transfer %6#0 from 1 to 0/%7 = pipe.transfer %6#0 from 1 to 2/' %t.pipe.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=DIRECTION
-// RUN: sed '/%2 = pipe.transfer/d; s/(%2)/(%1#0)/; s/(%2, /(%1#0, /' %t.pipe.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=UNSENT
-// RUN: sed 's/triad.layer transformer 0 (%0) {pipe.stage = 0 : i64}/triad.layer transformer 0 (%0) {pipe.stage = 1 : i64}/; s/%2 = pipe.transfer %1#0 from 0 to 1/%2 = pipe.transfer %1#0 from 1 to 2/' %t.pipe.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=BEYOND
-// RUN: sed 's/{pipe.stage = 1 : i64}/{pipe.stage = 5 : i64}/' %t.pipe.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=STAGE
+// RUN: triad-opt %t.pipe.mlir --triad-pipeline-materialize -o %t.stages.mlir
+// RUN: not triad-opt %t.pipe.mlir --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=WHOLE
+// RUN: sed 's/@microbatch_step(/@unused_step(/' %t.pipe.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=NO-STAGES
+// RUN: sed '/@send_act_s0/,/return/ s/pipe.unstash 0 :/pipe.unstash 40 :/' %t.stages.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=UNKEPT
+// RUN: sed '/@send_act_s0/,/return/ s/tensor<4x8x32xf32>/tensor<4x8x16xf32>/g' %t.stages.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=KEPT-TYPE
+// RUN: sed '/@forward_s0/,/return/ s/ as 2 :/ as 0 :/' %t.stages.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=KEPT-TWICE
+// RUN: sed 's/@forward_s1(%arg0: tensor<4x8xi32> {triad.input = "labels"}/@forward_s1(%arg0: tensor<4x8xi32> {triad.input = "tokens"}/' %t.stages.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=NO-LABELS
+// RUN: sed 's/{triad.output = "loss"}) attributes {pipe.stage = 1/{triad.output = "lost"}) attributes {pipe.stage = 1/' %t.stages.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=RESULT
+// RUN: sed '/@send_act_s0/,/return/ { s/@send_act_s0() attributes/@send_act_s0() -> tensor<4x8x32xf32> attributes/; s/return$/return %0 : tensor<4x8x32xf32>/; }' %t.stages.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=SEND-RESULT
+// RUN: sed 's/attributes {pipe.stage = 1 : i64, pipe.work = "forward"}/attributes {pipe.stage = 7 : i64, pipe.work = "forward"}/' %t.stages.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=STAGE
+// RUN: sed '/func.func @backward_s1/ s/pipe.work = "backward"/pipe.work = "forward"/' %t.stages.mlir | not triad-opt --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=REPEAT
 
 // MESH: error: has no pipe.schedule; run --triad-pipeline-schedule first
 // ORDER: error: order 'dp,dp,tp' must list dp, tp and pp once each
 // DTYPE: error: 'triad.param' op is f32 but the pipeline asks for dtype=bf16; generate the model with that dtype
 // NOSTEP: error: needs @microbatch_step and @apply_step; run --triad-autodiff first
-// FROM: error: 'pipe.transfer' op moves a value from stage 1, which stage 0 computes
-// DIRECTION: error: 'pipe.transfer' op moves a gradient from stage 1 to stage 2; activations go to the next stage, gradients to the previous one
-// UNSENT: error: 'triad.layer_norm' op on pipeline stage 1 reads a value of stage 0 that no pipe.transfer brings to it
-// BEYOND: error: 'pipe.transfer' op moves a value to stage 2 of 2
-// STAGE: error: 'triad.layer' op has no pipeline stage below 2 (pipe.stage); run --triad-pipeline-split for the schedule's stages
+// WHOLE: error: 'func.func' op is still whole; run --triad-pipeline-materialize to cut it into the schedule's stage functions
+// NO-STAGES: error: has no stage functions; run --triad-pipeline-materialize after --triad-pipeline-schedule
+// UNKEPT: error: 'pipe.unstash' op reads kept value 40, which no earlier function of pipeline stage 0 keeps
+// KEPT-TYPE: error: 'pipe.unstash' op reads kept value 0 as 'tensor<4x8x16xf32>', but pipeline stage 0 keeps a 'memref<4x8x32xf32>' there
+// KEPT-TWICE: error: 'pipe.stash' op keeps value 0, which pipeline stage 0 keeps already
+// NO-LABELS: error: 'func.func' op takes no labels argument; a forward counts its microbatch's tokens
+// RESULT: error: 'func.func' op result 0 is neither a gradient nor the loss
+// SEND-RESULT: error: 'func.func' op returns values; a send_activation function returns none
+// STAGE: error: 'func.func' op is a function of pipeline stage 7, but the schedule runs 2 stages
+// REPEAT: error: 'func.func' op repeats the forward function of pipeline stage 1
 
 // Only f32 constants become fill or values kernels.
 triad.param @w : tensor<2xf32> init <zeros>
