@@ -39,6 +39,10 @@ if shutil.which("mpirun"):
                         ("OPENBLAS_NUM_THREADS", "1")]:
         config.environment[name] = value
 
+# The demo's corpus: the fortune texts scripts/setup.sh installs.
+if os.path.isdir("/usr/share/games/fortunes"):
+    config.available_features.add("fortunes")
+
 # GPU tests (REQUIRES: cuda) run where the CUDA backend was built and
 # nvidia-smi lists a GPU; elsewhere lit reports them unsupported.
 # TRIAD_LIT_CUDA=0 or 1 overrides the detection.

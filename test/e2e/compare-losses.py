@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Checks the law of DESIGN.md section 6 on two triad-run metrics files:
 the same steps, with losses (and gradient norms) equal within a relative
-tolerance. Prints the largest relative difference; exits 1 on a mismatch."""
+tolerance. Prints the largest relative difference; exits 1 on a mismatch.
+With --mean-of-last N it compares, per key, the mean over the last N steps
+(a smoothed curve) instead of every step."""
 
 import argparse
 import json
@@ -32,10 +34,25 @@ def main():
     parser.add_argument("candidate")
     parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--keys", default="loss,grad_norm")
+    parser.add_argument("--mean-of-last", type=int, default=0, metavar="N")
     args = parser.parse_args()
     reference, candidate = read(args.reference), read(args.candidate)
     if sorted(reference) != sorted(candidate):
         sys.exit(f"steps differ: {sorted(reference)} vs {sorted(candidate)}")
+    if args.mean_of_last > 0:
+        last = sorted(reference)[-args.mean_of_last:]
+        if len(last) < args.mean_of_last:
+            sys.exit(f"--mean-of-last {args.mean_of_last}: only {len(last)} "
+                     "steps")
+
+        def mean(steps):
+            record = {}
+            for key in args.keys.split(","):
+                values = [steps[step].get(key) for step in last]
+                if None not in values:
+                    record[key] = sum(values) / len(values)
+            return {f"{last[0]}-{last[-1]} (mean)": record}
+        reference, candidate = mean(reference), mean(candidate)
     worst, failures = 0.0, []
     for step in sorted(reference):
         for key in args.keys.split(","):
