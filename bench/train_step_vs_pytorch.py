@@ -18,7 +18,13 @@ For each model configuration this script
      the batch triad-run sampled (--no-check skips this);
   4. prints the median step time of both after warm-up steps, and their ratio.
 
-Both sides run fp32 on the CPU with the same number of threads (OpenMP and
+With --dtypes f32,bf16 it also trains the bf16 model (triad-gen --dtype
+bf16: 16-bit parameters, activations and gradients, f32 master weights and
+moments) against PyTorch under CPU autocast to bf16 (f32 parameters, bf16
+products), and prints each side's bf16 time over its f32 time. The step
+check (3) runs in f32 only.
+
+Both sides run on the CPU with the same number of threads (OpenMP and
 OpenBLAS for Triad; torch.set_num_threads plus the same environment for
 PyTorch) and, by default, the same OpenBLAS build (see --torch-blas). Run it with Debian's Python, the one that can import torch:
 
@@ -81,6 +87,9 @@ def parse_args():
                         help="Token file (u16) to train on; default: the "
                              "fortunes under " + FORTUNES + " through "
                              "triad-data")
+    parser.add_argument("--dtypes", default="f32",
+                        help="Comma-separated precisions to run: f32, bf16 "
+                             "(default: f32)")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--weight-decay", type=float, default=0.1)
@@ -115,6 +124,9 @@ def parse_args():
         if name not in CONFIGS:
             parser.error(f"unknown configuration '{name}' (known: "
                          f"{', '.join(CONFIGS)})")
+    for dtype in args.dtypes.split(","):
+        if dtype not in ("f32", "bf16"):
+            parser.error(f"unknown dtype '{dtype}' (known: f32, bf16)")
     if args.threads < 1 or args.warmup < 0 or args.rounds < 1:
         parser.error("--threads and --rounds must be at least 1, --warmup "
                      "at least 0")
@@ -295,9 +307,10 @@ class Triad:
         run([self.tool("triad-data"), "--output", path] + files)
         return path
 
-    def compile(self, name, config):
+    def compile(self, name, config, dtype="f32"):
+        name = name if dtype == "f32" else f"{name}.{dtype}"
         mlir = os.path.join(self.workdir, f"{name}.mlir")
-        flags = ["--preset", "tiny"]
+        flags = ["--preset", "tiny", "--dtype", dtype]
         for key in ("layers", "hidden", "heads", "ffn", "seq", "batch",
                     "vocab"):
             flags += [f"--{key}", str(config[key])]
@@ -310,7 +323,7 @@ class Triad:
         params = {}
         with open(mlir) as f:
             for m in re.finditer(r"triad\.param @([\w.]+) : tensor<([\dx]+)x"
-                                 r"f32>", f.read()):
+                                 r"(?:f32|bf16)>", f.read()):
                 params[m.group(1)] = tuple(int(d) for d in
                                            m.group(2).split("x"))
         rt = os.path.join(self.workdir, f"{name}.rt.mlir")
@@ -501,7 +514,18 @@ def make_optimizer(model):
     return gpt_torch.make_optimizer(model, ARGS.lr, ARGS.weight_decay)
 
 
-def train_step(model, optimizer, tokens, labels):
+def train_step(model, optimizer, tokens, labels, dtype="f32"):
+    if dtype == "bf16":
+        # Mixed precision as PyTorch users run it on a CPU: f32 parameters
+        # and optimizer, products and activations in bf16.
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(tokens, labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                              ARGS.clip_norm)
+        optimizer.step()
+        return loss.item(), norm.item()
     loss, norm = gpt_torch.train_step(model, optimizer, tokens, labels,
                                       ARGS.clip_norm)
     return loss.item(), norm.item()
@@ -574,7 +598,7 @@ class Corpus:
         return sample
 
 
-def torch_train(c, corpus, steps):
+def torch_train(c, corpus, steps, dtype="f32"):
     torch.manual_seed(ARGS.seed)
     model = Gpt(c, ATTENTIONS[ARGS.torch_attention])
     optimizer = make_optimizer(model)
@@ -583,7 +607,7 @@ def torch_train(c, corpus, steps):
     for _ in range(steps):
         begin = time.perf_counter()
         tokens, labels = sample()
-        loss, _ = train_step(model, optimizer, tokens, labels)
+        loss, _ = train_step(model, optimizer, tokens, labels, dtype)
         seconds.append(time.perf_counter() - begin)
         losses.append(loss)
     return model, seconds, losses
@@ -600,7 +624,7 @@ def main():
     print(f"threads: {ARGS.threads} (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS; "
           f"torch.set_num_threads -> {torch.get_num_threads()})")
     print(f"torch {torch.__version__}, python {platform.python_version()}; "
-          f"fp32, CPU; torch attention: {ARGS.torch_attention}, torch BLAS: "
+          f"{ARGS.dtypes}, CPU; torch attention: {ARGS.torch_attention}, torch BLAS: "
           f"{TORCH_BLAS} (--torch-blas {ARGS.torch_blas})")
     print(f"optimizer: AdamW lr {ARGS.lr:g} betas (0.9, 0.95) eps 1e-8, weight "
           f"decay {ARGS.weight_decay:g} on matrices, clip-norm "
@@ -646,39 +670,55 @@ def main():
                 if problems:
                     fail("PyTorch's training step differs from Triad's: "
                          + "; ".join(problems))
-            best_triad = best_torch = None
-            for r in range(ARGS.rounds):
-                load_before = load_text()
-                t_sec, t_loss = triad.train(name, plan, corpus_path, total, r)
-                _, p_sec, p_loss = torch_train(c, corpus, total)
-                t_med = statistics.median(t_sec[ARGS.warmup:])
-                p_med = statistics.median(p_sec[ARGS.warmup:])
-                print(f"  round {r + 1}: Triad median {t_med * 1e3:.1f} ms "
-                      f"(min {min(t_sec[ARGS.warmup:]) * 1e3:.1f}, max "
-                      f"{max(t_sec[ARGS.warmup:]) * 1e3:.1f}), PyTorch median "
-                      f"{p_med * 1e3:.1f} ms (min "
-                      f"{min(p_sec[ARGS.warmup:]) * 1e3:.1f}, max "
-                      f"{max(p_sec[ARGS.warmup:]) * 1e3:.1f}); loss step 1 -> "
-                      f"{total}: Triad {t_loss[0]:.4f} -> {t_loss[-1]:.4f}, "
-                      f"PyTorch {p_loss[0]:.4f} -> {p_loss[-1]:.4f}; load "
-                      f"{load_before} -> {load_text()}")
-                best_triad = t_med if best_triad is None else min(best_triad,
-                                                                  t_med)
-                best_torch = p_med if best_torch is None else min(best_torch,
-                                                                  p_med)
-            rows.append((name, triad_count, steps, best_triad, best_torch))
+            plans = {"f32": plan}
+            for dtype in ARGS.dtypes.split(","):
+                if dtype not in plans:
+                    plans[dtype], _, _ = triad.compile(name, c, dtype)
+                best_triad = best_torch = None
+                for r in range(ARGS.rounds):
+                    load_before = load_text()
+                    t_sec, t_loss = triad.train(f"{name}.{dtype}",
+                                                plans[dtype], corpus_path,
+                                                total, r)
+                    _, p_sec, p_loss = torch_train(c, corpus, total, dtype)
+                    t_med = statistics.median(t_sec[ARGS.warmup:])
+                    p_med = statistics.median(p_sec[ARGS.warmup:])
+                    print(f"  {dtype} round {r + 1}: Triad median "
+                          f"{t_med * 1e3:.1f} ms (min "
+                          f"{min(t_sec[ARGS.warmup:]) * 1e3:.1f}, max "
+                          f"{max(t_sec[ARGS.warmup:]) * 1e3:.1f}), PyTorch "
+                          f"median {p_med * 1e3:.1f} ms (min "
+                          f"{min(p_sec[ARGS.warmup:]) * 1e3:.1f}, max "
+                          f"{max(p_sec[ARGS.warmup:]) * 1e3:.1f}); loss step "
+                          f"1 -> {total}: Triad {t_loss[0]:.4f} -> "
+                          f"{t_loss[-1]:.4f}, PyTorch {p_loss[0]:.4f} -> "
+                          f"{p_loss[-1]:.4f}; load {load_before} -> "
+                          f"{load_text()}")
+                    best_triad = (t_med if best_triad is None
+                                  else min(best_triad, t_med))
+                    best_torch = (p_med if best_torch is None
+                                  else min(best_torch, p_med))
+                rows.append((name, dtype, triad_count, steps, best_triad,
+                             best_torch))
 
         print(f"\nthreads {ARGS.threads}, nproc {cores}, {cpu_model()}; "
               f"median of the timed steps after {ARGS.warmup} warm-up"
               + (f", best of {ARGS.rounds} rounds" if ARGS.rounds > 1 else ""))
-        header = (f"{'config':<8} {'parameters':>12} {'steps':>5} "
-                  f"{'Triad ms/step':>14} {'PyTorch ms/step':>16} "
-                  f"{'Triad/PyTorch':>14}")
+        header = (f"{'config':<8} {'dtype':<5} {'parameters':>12} "
+                  f"{'steps':>5} {'Triad ms/step':>14} "
+                  f"{'PyTorch ms/step':>16} {'Triad/PyTorch':>14}")
         print(header)
         print("-" * len(header))
-        for name, count, steps, t, p in rows:
-            print(f"{name:<8} {count:>12,} {steps:>5} {t * 1e3:>14.1f} "
-                  f"{p * 1e3:>16.1f} {t / p:>14.2f}")
+        for name, dtype, count, steps, t, p in rows:
+            print(f"{name:<8} {dtype:<5} {count:>12,} {steps:>5} "
+                  f"{t * 1e3:>14.1f} {p * 1e3:>16.1f} {t / p:>14.2f}")
+        # Each side's 16-bit step against its own f32 step.
+        times = {(name, dtype): (t, p) for name, dtype, _, _, t, p in rows}
+        for name, dtype, _, _, t, p in rows:
+            if dtype != "f32" and (name, "f32") in times:
+                t32, p32 = times[(name, "f32")]
+                print(f"{name} {dtype} over f32: Triad {t / t32:.2f}, "
+                      f"PyTorch {p / p32:.2f}")
         print(f"load average at end: {load_text()}")
     finally:
         if ARGS.keep_temp:
