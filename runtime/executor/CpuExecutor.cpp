@@ -184,9 +184,17 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
     return executeF32(instr, step);
   if (widePool.size() < sixteen.size())
     widePool.resize(sixteen.size());
+  // An operand that is only an output needs no widening: the kernel writes
+  // all of it.
+  auto isInput = [&](uint32_t index) {
+    return instr.inputs() &&
+           std::find(instr.inputs()->begin(), instr.inputs()->end(), index) !=
+               instr.inputs()->end();
+  };
   for (size_t i = 0; i < sixteen.size(); ++i) {
     widePool[i].resize(elementCount(shapeOf(value(sixteen[i]))));
-    widenFrom(sixteen[i], widePool[i].data());
+    if (isInput(sixteen[i]))
+      widenFrom(sixteen[i], widePool[i].data());
   }
   for (size_t i = 0; i < sixteen.size(); ++i)
     widened.emplace_back(sixteen[i], widePool[i].data());

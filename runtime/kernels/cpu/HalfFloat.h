@@ -81,16 +81,13 @@ inline float fromF16(uint16_t half) {
 }
 
 /// `count` 16-bit values (bf16 when `bf16`, else f16) widened into `out`.
-inline void widen(bool bf16, const uint16_t *in, float *out, int64_t count) {
-  for (int64_t i = 0; i < count; ++i)
-    out[i] = bf16 ? fromBf16(in[i]) : fromF16(in[i]);
-}
+/// Widens `count` 16-bit values (bf16 or f16) to f32, exactly; in parallel
+/// and vectorized over large arrays (HalfFloat.cpp).
+void widen(bool bf16, const uint16_t *in, float *out, int64_t count);
 
-/// `count` f32 values rounded into 16-bit `out`.
-inline void narrow(bool bf16, const float *in, uint16_t *out, int64_t count) {
-  for (int64_t i = 0; i < count; ++i)
-    out[i] = bf16 ? toBf16(in[i]) : toF16(in[i]);
-}
+/// Rounds `count` f32 values to bf16 or f16, to nearest even, as toBf16 and
+/// toF16 do one value.
+void narrow(bool bf16, const float *in, uint16_t *out, int64_t count);
 
 } // namespace triad::rt::cpu
 
