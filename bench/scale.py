@@ -10,7 +10,8 @@ memory report's per-GPU bytes beside closed forms:
   model state  the ZeRO paper's per-GPU formula for training with Adam:
                in f32, 4 bytes of parameter, 4 of gradient, 8 of Adam
                moments per parameter; in bf16 or f16 (--dtype), 2 of
-               parameter, 4 of gradient (Triad sums gradients in f32) and
+               parameter, 4 of gradient (Triad sums gradients in f32; 2
+               with --grad-accumulation param, which sums them in 16 bits) and
                12 of optimizer state (the f32 master copy and the moments);
                ZeRO-1 divides the optimizer state by dp, ZeRO-2 also the
                gradients, ZeRO-3 everything; with psi the parameters a
@@ -29,7 +30,8 @@ memory report's per-GPU bytes beside closed forms:
                first pipeline rank's kept activations and temporaries.
 
 Usage: python3 bench/scale.py [--build build] [--only NAME] [--keep DIR]
-                              [--dtype f32|bf16|f16] [--check]
+                              [--dtype f32|bf16|f16]
+                              [--grad-accumulation f32|param] [--check]
 
 With --check it also exits non-zero when a plan is over 20 MB (the tests
 run it so: every setup must compile, export and load).
@@ -135,9 +137,11 @@ def rank_parameters(rt_text):
     return counts
 
 
-def closed_model_state(psi, dp, zero, dtype="f32"):
+def closed_model_state(psi, dp, zero, dtype="f32", grads_in="f32"):
     if dtype == "f32":
         params, grads, adam = 4 * psi, 4 * psi, 8 * psi
+    elif grads_in == "param":
+        params, grads, adam = 2 * psi, 2 * psi, 12 * psi
     else:
         params, grads, adam = 2 * psi, 4 * psi, 12 * psi
     if zero >= 1:
@@ -190,6 +194,10 @@ def main():
                         default="f32",
                         help="the models' type (default f32; 16-bit ones "
                              "train through f32 master weights)")
+    parser.add_argument("--grad-accumulation", choices=["f32", "param"],
+                        default="f32",
+                        help="16-bit models: sum gradients in f32 (default) "
+                             "or in the parameters' type")
     parser.add_argument("--check", action="store_true",
                         help="fail when a plan is over %d MB" % MAX_PLAN_MB)
     args = parser.parse_args()
@@ -221,7 +229,8 @@ def main():
                            stdout=subprocess.DEVNULL)
             opt_s, opt_kib, out = timed([
                 tools["triad-opt"], stem + ".mlir",
-                f"--triad-train-pipeline={options}",
+                f"--triad-train-pipeline={options} "
+                f"grad-accumulation={args.grad_accumulation}",
                 "--triad-memory-report=file=" + stem + ".memory.txt",
                 "-o", stem + ".rt.mlir"])
             exp_s, exp_kib, _ = timed([
@@ -250,7 +259,8 @@ def main():
         # tables whole as Megatron keeps them).
         with open(stem + ".rt.mlir") as f:
             psi_rank = rank_parameters(f.read())
-        closed_state = sum(closed_model_state(p, dp, zero, args.dtype)
+        closed_state = sum(closed_model_state(p, dp, zero, args.dtype,
+                                              args.grad_accumulation)
                            for p in psi_rank) / len(psi_rank)
         closed_act = closed_activations(config, options, batch, args.dtype)
         plan_mb = os.path.getsize(stem + ".plan") / 1e6

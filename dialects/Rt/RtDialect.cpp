@@ -258,11 +258,14 @@ LogicalResult PersistentOp::verify() {
              << offsets[d] + type.getDimSize(d) << ")) is outside the "
              << (getPaddedShape() ? "padded" : "global") << " size "
              << extent[d];
+  // A gradient sum: a float tensor (16-bit with grad-accumulation=param)
+  // that begin_step zeroes.
   if (getRole() == Role::Accumulator &&
-      (!type.getElementType().isF32() ||
+      (!isa<FloatType>(type.getElementType()) ||
        getInit().getKind() != triad::InitKind::zeros))
     return emitOpError("accumulator '")
-           << getName() << "' must be f32 and start at zeros";
+           << getName()
+           << "' must be a float tensor (f32, bf16 or f16) and start at zeros";
   return success();
 }
 

@@ -164,6 +164,7 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   autodiff.weightDecay = options.weightDecay;
   autodiff.clipNorm = options.clipNorm;
   autodiff.lossScale = options.lossScale;
+  autodiff.gradAccumulation = options.gradAccumulation;
   pm.addPass(createAutodiff(autodiff));
   SplitMicrobatchesOptions split;
   split.microbatches = options.microbatches;

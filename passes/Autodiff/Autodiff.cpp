@@ -279,6 +279,9 @@ LogicalResult Differentiator::backpropLayer(LayerOp forward,
 struct AdamWOptions {
   double lr, minLr, beta1, beta2, epsilon, weightDecay, clipNorm;
   int64_t warmup, decaySteps;
+  /// 16-bit parameters' gradients arrive in their own type (the
+  /// grad-accumulation=param option) rather than in f32.
+  bool sixteenBitGrads = false;
 };
 
 /// Declares `triad.state` symbols after the module's last declaration,
@@ -370,11 +373,15 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
   OpBuilder b(context);
   // Gradients arrive in f32 whatever the parameter's type (the microbatch
   // step widens 16-bit ones: Megatron's main_grad), so that their sum over
-  // microbatches and data-parallel ranks rounds once, in f32.
+  // microbatches and data-parallel ranks rounds once, in f32; with
+  // grad-accumulation=param a 16-bit parameter's arrive in its type, summed
+  // and rounded in it, and are widened here.
   SmallVector<Type> gradTypes;
   for (ParamOp param : params)
     gradTypes.push_back(
-        RankedTensorType::get(param.getTensorType().getShape(), f32));
+        options.sixteenBitGrads
+            ? param.getTensorType()
+            : RankedTensorType::get(param.getTensorType().getShape(), f32));
   b.setInsertionPointToEnd(module.getBody());
   auto apply = func::FuncOp::create(
       b, loc, name, b.getFunctionType(gradTypes, {scalar, scalar, scalar}));
@@ -399,6 +406,18 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
     return MulOp::create(b, loc, x.getType(), x, y);
   };
 
+  // The gradients in f32.
+  SmallVector<Value> grads;
+  for (Value grad : body->getArguments()) {
+    auto type = cast<RankedTensorType>(grad.getType());
+    grads.push_back(
+        type.getElementType().isF32()
+            ? grad
+            : CastOp::create(b, loc,
+                             RankedTensorType::get(type.getShape(), f32), grad)
+                  .getResult());
+  }
+
   Value oldStep = read(stepState->getSymName(), scalar);
   Value step = AddOp::create(b, loc, scalar, oldStep, constant(1.0));
   Value lr = LrScheduleOp::create(
@@ -406,7 +425,7 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
       b.getF64FloatAttr(options.minLr), b.getI64IntegerAttr(options.warmup),
       b.getI64IntegerAttr(options.decaySteps));
   Value total;
-  for (Value grad : body->getArguments()) {
+  for (Value grad : grads) {
     Value squares = SumSquaresOp::create(b, loc, scalar, grad);
     total = total ? AddOp::create(b, loc, scalar, total, squares).getResult()
                   : squares;
@@ -443,7 +462,7 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
   AssignOp::create(b, loc, stepState->getSymName(),
                    keepUnlessSkipped(oldStep, step));
 
-  for (auto [state, grad] : llvm::zip(paramStates, body->getArguments())) {
+  for (auto [state, grad] : llvm::zip(paramStates, grads)) {
     RankedTensorType type = state.param.getTensorType();
     RankedTensorType wide = state.m.getTensorType();
     StringRef weights =
@@ -506,6 +525,9 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
                       << " (the largest f32), got " << num(value);
     if (!(lossScale >= 1.0))
       return fail() << "loss-scale must be at least 1, got " << num(lossScale);
+    if (gradAccumulation != "f32" && gradAccumulation != "param")
+      return fail() << "grad-accumulation must be f32 or param, got '"
+                    << gradAccumulation << "'";
     if (!(minLr >= 0.0 && minLr <= lr))
       return fail() << "min-lr must be in [0, lr], got " << num(minLr);
     if (warmup < 0 || decaySteps < 0)
@@ -630,9 +652,10 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
         continue;
       }
       // 16-bit gradients leave the step in f32, to be summed over
-      // microbatches and ranks in f32 (see buildApplyStep).
+      // microbatches and ranks in f32 (see buildApplyStep), unless
+      // grad-accumulation=param keeps them in their type.
       auto gradType = cast<RankedTensorType>(grad.getType());
-      if (!gradType.getElementType().isF32())
+      if (!gradType.getElementType().isF32() && gradAccumulation == "f32")
         grad = CastOp::create(
             b, ret.getLoc(),
             RankedTensorType::get(gradType.getShape(), b.getF32Type()), grad);
@@ -654,8 +677,9 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
     for (auto [i, name] : llvm::enumerate(names))
       step.setResultAttr(i + 1, "triad.grad", FlatSymbolRefAttr::get(name));
 
-    AdamWOptions options{lr,          minLr,    beta1,  beta2,     epsilon,
-                         weightDecay, clipNorm, warmup, decaySteps};
+    AdamWOptions options{
+        lr,          minLr,    beta1,  beta2,      epsilon,
+        weightDecay, clipNorm, warmup, decaySteps, gradAccumulation == "param"};
     if (failed(buildApplyStep(module, applyName,
                               llvm::to_vector(module.getOps<ParamOp>()),
                               options, lossScaling)))

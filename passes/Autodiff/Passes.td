@@ -115,6 +115,12 @@ def Autodiff : Pass<"triad-autodiff", "::mlir::ModuleOp"> {
            "Global gradient-norm clipping threshold (0: no clipping)">,
     Option<"lossScale", "loss-scale", "double", "65536.0",
            "f16 models: the dynamic loss scale's first value (at least 1)">,
+    Option<"gradAccumulation", "grad-accumulation", "std::string",
+           "\"f32\"",
+           "16-bit models: the type gradients are summed in over "
+           "microbatches and data-parallel ranks: f32 (default, Megatron's "
+           "main_grad) or param (the parameter's own type: 2 bytes less "
+           "per parameter, rounded at every sum)">,
   ];
   let dependentDialects = ["::triad::TriadDialect",
                            "::mlir::arith::ArithDialect",

@@ -539,9 +539,11 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
     if (out[0] != in[0])
       return fail("the result must be the accumulator (input 0) itself");
     CHECK_OK(sameShapes({in[0], in[1]}));
-    if (dtype(in[0]) != DType::F32)
-      return fail("the accumulator must be f32");
-    CHECK_OK(floatValues({in[1]}));
+    // An accumulator sums in f32, or in the type of what it adds (16-bit
+    // gradients with grad-accumulation=param).
+    if (dtype(in[0]) != DType::F32 && dtype(in[0]) != dtype(in[1]))
+      return fail("the accumulator must be f32 or of the added value's type");
+    CHECK_OK(floatValues({in[0], in[1]}));
     return scalarF32({in[2]});
   }
   case OpCode::Reciprocal: {

@@ -350,10 +350,11 @@ absl::Status ProgramChecker::checkPersistent() {
       return fail(
           absl::StrCat("persistent tensor '", name, "' has an unknown role"));
     if (p->role() == plan::Role::Accumulator &&
-        (value(p->value())->dtype() != plan::DType::F32 ||
+        (value(p->value())->dtype() == plan::DType::I32 ||
          p->init()->kind() != plan::InitKind::Zeros))
       return fail(absl::StrCat("accumulator '", name,
-                               "' must be f32 and start from zeros"));
+                               "' must be a float tensor (f32, bf16 or f16) "
+                               "and start from zeros"));
     Shape local = shapeOf(value(p->value()));
     if (!p->global_shape() || !p->offsets() ||
         p->global_shape()->size() != local.size() ||

@@ -1028,14 +1028,16 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
        "persistent tensor 'w' has an unknown role"},
       {"accumulator init",
        [](PlanSpec &s) { s.role = triad::plan::Role::Accumulator; },
-       "accumulator 'w' must be f32 and start from zeros"},
+       "accumulator 'w' must be a float tensor (f32, bf16 or f16) and start "
+       "from zeros"},
       {"accumulator dtype",
        [](PlanSpec &s) {
          s.role = triad::plan::Role::Accumulator;
          s.initKind = triad::plan::InitKind::Zeros;
          s.values[1].dtype = triad::plan::DType::I32;
        },
-       "accumulator 'w' must be f32 and start from zeros"},
+       "accumulator 'w' must be a float tensor (f32, bf16 or f16) and start "
+       "from zeros"},
       // Argument kinds.
       {"kinds count",
        [](PlanSpec &s) {
@@ -1253,7 +1255,8 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
          s.outputs = {4};
          s.ints = {};
        },
-       "instruction 0 (Accumulate): the accumulator must be f32"},
+       "instruction 0 (Accumulate): the accumulator must be f32 or of the "
+       "added value's type"},
       {"accumulate integers",
        [](PlanSpec &s) {
          s.op = triad::plan::OpCode::Accumulate;

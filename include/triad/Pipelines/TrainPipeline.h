@@ -85,6 +85,11 @@ struct TrainPipelineOptions
       *this, "loss-scale",
       llvm::cl::desc("f16 models: the dynamic loss scale's first value"),
       llvm::cl::init(65536.0)};
+  Option<std::string> gradAccumulation{
+      *this, "grad-accumulation",
+      llvm::cl::desc("16-bit models: sum gradients in f32 (default) or in "
+                     "the parameter's type (param)"),
+      llvm::cl::init("f32")};
 };
 
 /// Adds the passes of the training pipeline to `pm` (a module pass

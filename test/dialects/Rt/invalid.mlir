@@ -135,10 +135,10 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
 
 // -----
 
-// Accumulators are f32 zeros.
+// Accumulators are float zeros.
 rt.program @rank0 pipeline_rank 0 arena 4096 {
   %a = rt.buffer 0 : memref<4xf32>
-  // expected-error@+1 {{'rt.persistent' op accumulator 'g' must be f32 and start at zeros}}
+  // expected-error@+1 {{'rt.persistent' op accumulator 'g' must be a float tensor (f32, bf16 or f16) and start at zeros}}
   rt.persistent "g" accumulator %a global [4] offsets [0] init <ones> : memref<4xf32>
   rt.step [] microbatches []
 }

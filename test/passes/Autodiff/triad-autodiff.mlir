@@ -1,6 +1,7 @@
 // RUN: triad-opt %s -split-input-file --triad-autodiff | FileCheck %s
 // RUN: triad-opt %s -split-input-file --triad-autodiff=recompute=full | FileCheck %s --check-prefix=FULL
 // RUN: triad-opt %s -split-input-file --triad-autodiff=recompute=selective | FileCheck %s --check-prefix=SELECTIVE
+// RUN: triad-opt %s -split-input-file --triad-autodiff=grad-accumulation=param | FileCheck %s --check-prefix=PARAMGRAD
 
 // A two-layer model: each layer gets a backward twin; the forward layers
 // return what their twins read; the tied table's gradients from both layers
@@ -152,6 +153,14 @@ triad.param @h : tensor<4x4xf16> init <normal, std = 0.02>
 // CHECK: %[[PARAM:.*]] = triad.select %[[SKIP]], %[[OLD]], %[[NARROW]] : tensor<4x4xf16>
 // CHECK: triad.assign @h, %[[PARAM]] : tensor<4x4xf16>
 // CHECK: return %{{.*}}, %{{.*}}, %[[SKIP]]
+// With grad-accumulation=param the gradient stays f16 (summed and rounded
+// in f16) and the apply step widens it first.
+// PARAMGRAD-LABEL: func.func @microbatch_step
+// PARAMGRAD: return %{{.*}}, %{{.*}} : tensor<f32>, tensor<4x4xf16>
+// PARAMGRAD-LABEL: func.func @apply_step(%arg0: tensor<4x4xf16> {triad.grad = @h})
+// PARAMGRAD-NEXT: %[[WIDE:.*]] = triad.cast %arg0 : tensor<4x4xf16> -> tensor<4x4xf32>
+// PARAMGRAD: triad.sum_squares %[[WIDE]] : tensor<4x4xf32>
+// PARAMGRAD: triad.adamw_update %{{.*}}, %[[WIDE]]
 func.func @forward() -> tensor<f32> {
   %h = triad.get_param @h : tensor<4x4xf16>
   %w = triad.cast %h : tensor<4x4xf16> -> tensor<4x4xf32>
