@@ -585,4 +585,32 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
   return fail(absl::StrCat("unknown op code ", static_cast<int>(op)));
 }
 
+double kernelFlops(const KernelView &view) {
+  auto shape = [&](uint32_t operand) -> const Shape & {
+    return view.operands[view.inputs[operand]].shape;
+  };
+  switch (view.op) {
+  case OpCode::Matmul: {
+    const Shape &a = shape(0), &b = shape(1);
+    size_t r = a.size(), rb = b.size();
+    bool ta = view.ints[0] != 0, tb = view.ints[1] != 0;
+    double m = ta ? a[r - 1] : a[r - 2], k = ta ? a[r - 2] : a[r - 1];
+    double n = tb ? b[rb - 2] : b[rb - 1], batch = 1;
+    for (size_t d = 0; d + 2 < r; ++d)
+      batch *= static_cast<double>(a[d]);
+    return 2.0 * batch * m * n * k;
+  }
+  case OpCode::Attention:
+  case OpCode::AttentionGrad: {
+    const Shape &q = shape(0), &k = shape(1);
+    double heads = static_cast<double>(view.ints[0]);
+    double width = static_cast<double>(q[2]) / heads;
+    double forward = 4.0 * q[0] * heads * q[1] * k[1] * width;
+    return view.op == OpCode::Attention ? forward : 2.0 * forward;
+  }
+  default:
+    return 0.0;
+  }
+}
+
 } // namespace triad::plan

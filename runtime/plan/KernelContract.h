@@ -67,6 +67,12 @@ struct KernelContext {
 /// saying what is wrong (without saying where: the caller knows).
 absl::Status checkKernel(const KernelView &view, const KernelContext &context);
 
+/// The floating-point operations of a kernel the contract accepted, counted
+/// as model FLOPs are: 2 per multiply-add of its products (Matmul: 2 m n k
+/// per batch; Attention: 4 b h sq sk d for QK^T and PV, AttentionGrad twice
+/// that), 0 for the element-wise kernels, whose share is small.
+double kernelFlops(const KernelView &view);
+
 //===----------------------------------------------------------------------===//
 // The kernels' attributes by name
 //===----------------------------------------------------------------------===//

@@ -118,6 +118,36 @@ bool mayOverlap(const plan::Value &a, const plan::Value &b) {
   return aBegin < bEnd && bBegin < aEnd;
 }
 
+/// An instruction as the kernel contract sees it: one operand per distinct
+/// value, named by its index in the program (its operands are values).
+plan::KernelView kernelViewOf(const plan::Program &program,
+                              const plan::Instr &instr) {
+  plan::KernelView view;
+  view.op = instr.op();
+  std::map<uint32_t, uint32_t> operandOf;
+  auto operand = [&](uint32_t index) {
+    auto [it, added] = operandOf.try_emplace(
+        index, static_cast<uint32_t>(view.operands.size()));
+    if (added) {
+      const plan::Value *value = program.values()->Get(index);
+      view.operands.push_back(
+          {value->dtype(), shapeOf(value), absl::StrCat("value ", index)});
+    }
+    return it->second;
+  };
+  if (instr.inputs())
+    for (uint32_t index : *instr.inputs())
+      view.inputs.push_back(operand(index));
+  if (instr.outputs())
+    for (uint32_t index : *instr.outputs())
+      view.outputs.push_back(operand(index));
+  if (instr.ints())
+    view.ints.assign(instr.ints()->begin(), instr.ints()->end());
+  if (instr.floats())
+    view.floats.assign(instr.floats()->begin(), instr.floats()->end());
+  return view;
+}
+
 /// Checks one program; errors carry the location prefix.
 class ProgramChecker {
 public:
@@ -443,27 +473,7 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
   for (uint32_t index : out)
     if (index >= program.values()->size())
       return fail(absl::StrCat("output ", index, " is not a value"));
-  // The instruction as the kernel contract sees it: one operand per
-  // distinct value, named by its index in the program.
-  plan::KernelView view;
-  view.op = instr.op();
-  std::map<uint32_t, uint32_t> operandOf;
-  auto operand = [&](uint32_t index) {
-    auto [it, added] = operandOf.try_emplace(
-        index, static_cast<uint32_t>(view.operands.size()));
-    if (added)
-      view.operands.push_back({value(index)->dtype(), shapeOf(value(index)),
-                               absl::StrCat("value ", index)});
-    return it->second;
-  };
-  for (uint32_t index : in)
-    view.inputs.push_back(operand(index));
-  for (uint32_t index : out)
-    view.outputs.push_back(operand(index));
-  if (instr.ints())
-    view.ints.assign(instr.ints()->begin(), instr.ints()->end());
-  if (instr.floats())
-    view.floats.assign(instr.floats()->begin(), instr.floats()->end());
+  plan::KernelView view = kernelViewOf(program, instr);
   if (absl::Status status = plan::checkKernel(view, kernelContext);
       !status.ok())
     return fail(std::string(status.message()));
@@ -1000,6 +1010,28 @@ absl::StatusOr<LoadedPlan> loadPlan(const std::string &path) {
   if (!bytes.ok())
     return bytes.status();
   return loadPlanFromBytes(std::move(*bytes), path);
+}
+
+double stepFlops(const plan::Plan &plan) {
+  double total = 0;
+  int64_t pipeline = 0;
+  for (const plan::Program *program : *plan.programs()) {
+    ++pipeline;
+    std::vector<double> functionFlops;
+    for (const plan::Function *function : *program->functions()) {
+      double flops = 0;
+      if (function->body())
+        for (const plan::Instr *instr : *function->body())
+          flops += plan::kernelFlops(kernelViewOf(*program, *instr));
+      functionFlops.push_back(flops);
+    }
+    if (program->step())
+      for (const plan::Call *call : *program->step())
+        total += functionFlops[call->function()];
+  }
+  // Every pipeline rank's program runs on meshSize / pp ranks.
+  return pipeline ? total * static_cast<double>(meshSize(plan)) / pipeline
+                  : 0.0;
 }
 
 } // namespace triad::rt

@@ -83,6 +83,12 @@ int64_t dtypeSize(plan::DType dtype);
 /// The ranks a run of `plan` needs: the product of its mesh axis sizes.
 int64_t meshSize(const plan::Plan &plan);
 
+/// The floating-point operations of one optimizer step over all ranks of a
+/// checked plan: every call of every program's step, each program counted
+/// once per rank that runs it (plan::kernelFlops counts products and
+/// attention).
+double stepFlops(const plan::Plan &plan);
+
 /// The size of mesh axis `name`, 1 when the mesh has no such axis.
 int64_t meshAxisSize(const plan::Plan &plan, const std::string &name);
 

@@ -70,6 +70,40 @@ TEST(KernelContract, SaysWhatIsWrong) {
             "and 1");
 }
 
+TEST(KernelContract, CountsTheFlopsOfProductsAndAttention) {
+  // [4 x 8] . [8 x 4]: 2 m n k.
+  EXPECT_EQ(kernelFlops(matmul({0, 0})), 2.0 * 4 * 4 * 8);
+  // A batch of 3 [5 x 6]^T . [5 x 7]: m = 6, k = 5, n = 7.
+  KernelView batched;
+  batched.op = OpCode::Matmul;
+  batched.operands = {f32({3, 5, 6}, "a"), f32({3, 5, 7}, "b"),
+                      f32({3, 6, 7}, "c")};
+  batched.inputs = {0, 1};
+  batched.outputs = {2};
+  batched.ints = {1, 0};
+  ASSERT_TRUE(checkKernel(batched, {}).ok());
+  EXPECT_EQ(kernelFlops(batched), 2.0 * 3 * 6 * 7 * 5);
+  // Attention of batch 2, 4 heads of width 8, 16 queries and keys:
+  // 4 b h sq sk d forward, twice that backward.
+  KernelView attention;
+  attention.op = OpCode::Attention;
+  attention.operands = {f32({2, 16, 32}, "q"), f32({2, 16, 32}, "k"),
+                        f32({2, 16, 32}, "v"), f32({2, 16, 32}, "out")};
+  attention.inputs = {0, 1, 2};
+  attention.outputs = {3};
+  attention.ints = {4, 4, static_cast<int64_t>(MaskCode::Causal), 0, 0};
+  attention.floats = {0.125};
+  ASSERT_TRUE(checkKernel(attention, {}).ok())
+      << message(checkKernel(attention, {}));
+  EXPECT_EQ(kernelFlops(attention), 4.0 * 2 * 4 * 16 * 16 * 8);
+  attention.op = OpCode::AttentionGrad;
+  EXPECT_EQ(kernelFlops(attention), 8.0 * 2 * 4 * 16 * 16 * 8);
+  // Element-wise kernels count nothing.
+  KernelView add = matmul({0, 0});
+  add.op = OpCode::Add;
+  EXPECT_EQ(kernelFlops(add), 0.0);
+}
+
 /// An embedding of a [vocab x 8] table piece; ints [group] when given.
 KernelView embedding(int64_t rows, std::vector<int64_t> ints) {
   KernelView view;

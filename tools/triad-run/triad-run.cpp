@@ -129,6 +129,10 @@ ABSL_FLAG(std::string, matmul_precision, "f32",
           "rounded to TF32 or bf16, f32 sums; faster, no longer within 1e-5 "
           "of the CPU). Tensors stay f32 either way");
 ABSL_FLAG(bool, tf32, false, "Short for --matmul-precision=tf32");
+ABSL_FLAG(double, peak_tflops, 0,
+          "The device's peak TFLOP/s (for example 989 for an H100's dense "
+          "bf16): the progress line and metrics then show the model FLOPs "
+          "utilization (MFU) beside the achieved TFLOP/s per rank");
 
 using namespace triad::rt;
 namespace plan = triad::plan;
@@ -423,12 +427,19 @@ int main(int argc, char **argv) {
       "  triad-run tiny.plan --data corpus.bin --steps 200\n"
       "  mpirun -np 8 triad-run tiny.plan --data corpus.bin --steps 200\n\n"
       "Progress, one line per logged step:\n"
-      "  step    5/200 | loss 4.8123 | lr 1.00e-03 | grad norm 0.9123 | "
-      "12345 tok/s | mem 3.2 MiB | rss 45.1 MiB\n"
-      "(mem: the plan's arena on this rank; rss: the process's peak resident "
-      "memory). --metrics records per logged step: step, loss, lr, "
-      "grad_norm, tokens_per_s, step_seconds, skipped. Flags may be spelled "
-      "with - or _ (--log-every, --log_every).\n\n"
+      "  step    5/200 | loss 4.8123 | avg 4.9410 | lr 1.00e-03 | grad norm "
+      "0.9123 | 12,345 tok/s | 0.81 TFLOP/s | 10,240 tokens | 4.1 s | mem "
+      "3.2 MiB | rss 45.1 MiB\n"
+      "(loss: the step's; avg: the mean loss of the steps since the last "
+      "line; tok/s and TFLOP/s: over those steps, TFLOP/s per rank from the "
+      "plan's products and attention; tokens: seen since step 1; then the "
+      "wall time of the run; mem: the plan's arena on this rank; rss: the "
+      "process's peak resident memory; with --peak-tflops also MFU). "
+      "--metrics records per logged step: step, loss, loss_mean, lr, "
+      "grad_norm, tokens_per_s (the step's), interval_tokens_per_s, tflops, "
+      "mfu (with --peak-tflops), tokens_seen, elapsed_s, time (Unix "
+      "seconds), memory_bytes, rss_bytes, step_seconds, skipped. Flags may "
+      "be spelled with - or _ (--log-every, --log_every).\n\n"
       "Under mpirun the job has the plan's mesh size in ranks and only rank "
       "0 prints. --metrics FILE: rank 0 writes the job's records to FILE "
       "and every rank R its own (rank, coordinates, step, step_seconds, "
@@ -759,6 +770,17 @@ int main(int argc, char **argv) {
 
   double arenaBytes =
       static_cast<double>(trainer->executor().programOf().arena_bytes());
+  double peakTflops = absl::GetFlag(FLAGS_peak_tflops);
+  if (!(peakTflops >= 0) || !std::isfinite(peakTflops))
+    tool.fail(absl::StrCat("--peak-tflops must be 0 (no MFU) or positive, got ",
+                           peakTflops));
+  // The FLOPs of one step on one rank (the job's over its ranks).
+  double rankStepFlops =
+      stepFlops(plan) /
+      static_cast<double>(std::max<int64_t>(1, meshSize(plan)));
+  // What the steps since the last logged line add up to.
+  double intervalSeconds = 0, intervalLoss = 0;
+  int64_t intervalTokens = 0, intervalSteps = 0, intervalLosses = 0;
   int stepWidth = std::max<int>(4, std::to_string(steps).size());
   double trainedSeconds = 0, lastLoss = StepResult::kMissing;
   int64_t trainedTokens = 0;
@@ -795,25 +817,66 @@ int main(int argc, char **argv) {
     double tokensPerSecond =
         result->seconds > 0 ? result->tokens / result->seconds : 0.0;
     tool.abortIf(trace.write(result->events), "--trace: ");
+    intervalSeconds += result->seconds;
+    intervalTokens += result->tokens;
+    ++intervalSteps;
+    if (std::isfinite(result->loss)) {
+      intervalLoss += result->loss;
+      ++intervalLosses;
+    }
     if (step % static_cast<uint64_t>(logEvery) == 0 || step == firstStep ||
         step == static_cast<uint64_t>(steps)) {
+      double meanLoss =
+          intervalLosses ? intervalLoss / intervalLosses : StepResult::kMissing;
+      double intervalTokensPerSecond =
+          intervalSeconds > 0 ? intervalTokens / intervalSeconds : 0.0;
+      double tflops = intervalSeconds > 0 ? rankStepFlops * intervalSteps /
+                                                intervalSeconds / 1e12
+                                          : 0.0;
+      double elapsedSeconds = std::chrono::duration<double>(
+                                  std::chrono::steady_clock::now() - started)
+                                  .count();
+      int64_t tokensSeen = static_cast<int64_t>(step) * result->tokens;
+      double residentBytes = peakResidentBytes();
       tool.say(absl::StrFormat(
-          "step %*d/%d | loss %.4f | lr %.2e | grad norm %.4f | %s tok/s | "
-          "mem %s | rss %s%s",
-          stepWidth, step, steps, result->loss, result->lr, result->gradNorm,
-          grouped(std::llround(tokensPerSecond)), mebibytes(arenaBytes),
-          mebibytes(peakResidentBytes()),
+          "step %*d/%d | loss %.4f | avg %.4f | lr %.2e | grad norm %.4f | "
+          "%s tok/s | %.3g TFLOP/s%s | %s tokens | %.1f s | mem %s | rss "
+          "%s%s",
+          stepWidth, step, steps, result->loss, meanLoss, result->lr,
+          result->gradNorm, grouped(std::llround(intervalTokensPerSecond)),
+          tflops,
+          peakTflops > 0
+              ? absl::StrFormat(" | MFU %.1f%%", 100.0 * tflops / peakTflops)
+              : std::string(),
+          grouped(tokensSeen), elapsedSeconds, mebibytes(arenaBytes),
+          mebibytes(residentBytes),
           result->skipped ? " | skipped (overflow)" : ""));
       if (metrics) {
-        Json record = {{"step", step},
-                       {"loss", number(result->loss)},
-                       {"lr", number(result->lr)},
-                       {"grad_norm", number(result->gradNorm)},
-                       {"tokens_per_s", number(tokensPerSecond)},
-                       {"step_seconds", number(result->seconds)},
-                       {"skipped", result->skipped}};
+        Json record = {
+            {"step", step},
+            {"loss", number(result->loss)},
+            {"loss_mean", number(meanLoss)},
+            {"lr", number(result->lr)},
+            {"grad_norm", number(result->gradNorm)},
+            {"tokens_per_s", number(tokensPerSecond)},
+            {"interval_tokens_per_s", number(intervalTokensPerSecond)},
+            {"tflops", number(tflops)},
+            {"tokens_seen", tokensSeen},
+            {"elapsed_s", number(elapsedSeconds)},
+            {"time",
+             number(std::chrono::duration<double>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count())},
+            {"memory_bytes", number(arenaBytes)},
+            {"rss_bytes", number(residentBytes)},
+            {"step_seconds", number(result->seconds)},
+            {"skipped", result->skipped}};
+        if (peakTflops > 0)
+          record["mfu"] = number(tflops / peakTflops);
         tool.abortIf(metrics.write(json(record) + "\n"), "--metrics: ");
       }
+      intervalSeconds = intervalLoss = 0;
+      intervalTokens = intervalSteps = intervalLosses = 0;
       if (rankMetrics) {
         Json results = Json::object();
         for (const auto &[name, value] : result->results)
