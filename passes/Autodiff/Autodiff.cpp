@@ -383,14 +383,18 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
             ? param.getTensorType()
             : RankedTensorType::get(param.getTensorType().getShape(), f32));
   b.setInsertionPointToEnd(module.getBody());
-  auto apply = func::FuncOp::create(
-      b, loc, name, b.getFunctionType(gradTypes, {scalar, scalar, scalar}));
+  // f16's dynamic loss scale is a fourth result, for the log.
+  SmallVector<Type> resultTypes(lossScaling ? 4 : 3, scalar);
+  auto apply = func::FuncOp::create(b, loc, name,
+                                    b.getFunctionType(gradTypes, resultTypes));
   for (auto [i, param] : llvm::enumerate(params))
     apply.setArgAttr(i, "triad.grad",
                      FlatSymbolRefAttr::get(ParamOp(param).getSymNameAttr()));
   apply.setResultAttr(0, "triad.output", b.getStringAttr("grad_norm"));
   apply.setResultAttr(1, "triad.output", b.getStringAttr("lr"));
   apply.setResultAttr(2, "triad.output", b.getStringAttr("skipped"));
+  if (lossScaling)
+    apply.setResultAttr(3, "triad.output", b.getStringAttr("loss_scale"));
   Block *body = apply.addEntryBlock();
   b.setInsertionPointToStart(body);
 
@@ -433,7 +437,7 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
 
   // Loss scaling: unscale the norm and the gradients by 1 / scale, and skip
   // the step when they overflowed.
-  Value skip = constant(0.0), unscale;
+  Value skip = constant(0.0), unscale, newScale;
   if (lossScaling) {
     auto update = LossScaleUpdateOp::create(
         b, loc, scalar, scalar, scalar, scalar, total,
@@ -443,6 +447,7 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
         b.getF64FloatAttr(0.5));
     AssignOp::create(b, loc, lossScaling->scale.getSymName(),
                      update.getNewScale());
+    newScale = update.getNewScale();
     AssignOp::create(b, loc, lossScaling->goodSteps.getSymName(),
                      update.getNewGoodSteps());
     skip = update.getSkip();
@@ -490,7 +495,10 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
                        keepUnlessSkipped(old, rounded));
     }
   }
-  func::ReturnOp::create(b, loc, ValueRange{clip.getNorm(), lr, skip});
+  SmallVector<Value> results = {clip.getNorm(), lr, skip};
+  if (newScale)
+    results.push_back(newScale);
+  func::ReturnOp::create(b, loc, results);
   return success();
 }
 

@@ -437,7 +437,8 @@ int main(int argc, char **argv) {
       "process's peak resident memory; with --peak-tflops also MFU). "
       "--metrics records per logged step: step, loss, loss_mean, lr, "
       "grad_norm, tokens_per_s (the step's), interval_tokens_per_s, tflops, "
-      "mfu (with --peak-tflops), tokens_seen, elapsed_s, time (Unix "
+      "mfu (with --peak-tflops), loss_scale (f16 plans: the dynamic loss "
+      "scale, also on the progress line), tokens_seen, elapsed_s, time (Unix "
       "seconds), memory_bytes, rss_bytes, step_seconds, skipped. Flags may "
       "be spelled with - or _ (--log-every, --log_every).\n\n"
       "Under mpirun the job has the plan's mesh size in ranks and only rank "
@@ -838,9 +839,12 @@ int main(int argc, char **argv) {
                                   .count();
       int64_t tokensSeen = static_cast<int64_t>(step) * result->tokens;
       double residentBytes = peakResidentBytes();
+      // f16 plans return their dynamic loss scale.
+      auto scale = result->results.find("loss_scale");
+      bool scaled = scale != result->results.end();
       tool.say(absl::StrFormat(
           "step %*d/%d | loss %.4f | avg %.4f | lr %.2e | grad norm %.4f | "
-          "%s tok/s | %.3g TFLOP/s%s | %s tokens | %.1f s | mem %s | rss "
+          "%s tok/s | %.3g TFLOP/s%s | %s tokens | %.1f s%s | mem %s | rss "
           "%s%s",
           stepWidth, step, steps, result->loss, meanLoss, result->lr,
           result->gradNorm, grouped(std::llround(intervalTokensPerSecond)),
@@ -848,8 +852,10 @@ int main(int argc, char **argv) {
           peakTflops > 0
               ? absl::StrFormat(" | MFU %.1f%%", 100.0 * tflops / peakTflops)
               : std::string(),
-          grouped(tokensSeen), elapsedSeconds, mebibytes(arenaBytes),
-          mebibytes(residentBytes),
+          grouped(tokensSeen), elapsedSeconds,
+          scaled ? absl::StrFormat(" | loss scale %.0f", scale->second)
+                 : std::string(),
+          mebibytes(arenaBytes), mebibytes(residentBytes),
           result->skipped ? " | skipped (overflow)" : ""));
       if (metrics) {
         Json record = {
@@ -873,6 +879,8 @@ int main(int argc, char **argv) {
             {"skipped", result->skipped}};
         if (peakTflops > 0)
           record["mfu"] = number(tflops / peakTflops);
+        if (scaled)
+          record["loss_scale"] = number(scale->second);
         tool.abortIf(metrics.write(json(record) + "\n"), "--metrics: ");
       }
       intervalSeconds = intervalLoss = 0;

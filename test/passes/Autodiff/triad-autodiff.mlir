@@ -141,6 +141,7 @@ triad.param @h : tensor<4x4xf16> init <normal, std = 0.02>
 // CHECK: %[[GRAD:.*]] = triad.cast %{{.*}} : tensor<4x4xf16> -> tensor<4x4xf32>
 // CHECK: return %{{.*}}, %[[GRAD]] : tensor<f32>, tensor<4x4xf32>
 // CHECK-LABEL: func.func @apply_step(%arg0: tensor<4x4xf32> {triad.grad = @h})
+// CHECK-SAME: (tensor<f32> {triad.output = "grad_norm"}, tensor<f32> {triad.output = "lr"}, tensor<f32> {triad.output = "skipped"}, tensor<f32> {triad.output = "loss_scale"})
 // CHECK: %[[TOTAL:.*]] = triad.sum_squares %arg0 : tensor<4x4xf32>
 // CHECK: %[[SKIP:.*]], %[[SCALE:.*]], %[[GOOD:.*]], %[[INV:.*]] = triad.loss_scale_update %[[TOTAL]], %{{.*}}, %{{.*}} growth_interval = 1000 growth = 2.000000e+00 backoff = 5.000000e-01
 // CHECK: triad.assign @loss_scale, %[[SCALE]]
