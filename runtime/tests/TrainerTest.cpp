@@ -268,7 +268,7 @@ TEST(Trainer, RecordsTraceEvents) {
   TrainerOptions options;
   options.seed = 7;
   options.trace = true;
-  options.traceInstructionSteps = 1;
+  options.traceLastStep = 1;
   auto trainer = Trainer::create(run->plan, *run->data, options);
   ASSERT_TRUE(trainer.ok()) << trainer.status();
   auto first = trainer->step();
@@ -309,9 +309,32 @@ TEST(Trainer, RecordsTraceEvents) {
       EXPECT_EQ(event.detail, "") << event.name;
     }
   EXPECT_TRUE(sawMatmul);
+  // Outside the window (steps 1 to 1) a step records nothing.
   auto second = trainer->step();
   ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ(second->events.size(), 5u);
+  EXPECT_TRUE(second->events.empty());
+}
+
+TEST(Trainer, TracesTheStepsOfItsWindowOnly) {
+  auto run = Run::create({});
+  TrainerOptions options;
+  options.trace = true;
+  options.traceFirstStep = options.traceLastStep = 2;
+  auto trainer = Trainer::create(run->plan, *run->data, options);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  std::vector<size_t> counts;
+  for (int step = 1; step <= 3; ++step) {
+    auto result = trainer->step();
+    ASSERT_TRUE(result.ok()) << result.status();
+    counts.push_back(result->events.size());
+    if (step == 2) {
+      ASSERT_FALSE(result->events.empty());
+      EXPECT_EQ(result->events[0].name, "step 2");
+    }
+  }
+  EXPECT_EQ(counts[0], 0u);
+  EXPECT_GT(counts[1], 5u);
+  EXPECT_EQ(counts[2], 0u);
 }
 
 TEST(Trainer, RefusesPlansWithoutAStepAndShortCorpora) {

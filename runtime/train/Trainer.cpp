@@ -246,8 +246,9 @@ absl::StatusOr<StepResult> Trainer::step() {
   result.tokens = root.batch() * root.seq();
   int64_t samples = microbatchSamples(root), seq = root.seq();
   int64_t replicaFirst = dpRank * (root.batch() / dpSize);
-  bool traceInstructions =
-      options.trace && result.step <= options.traceInstructionSteps;
+  // Whether this step is in the trace's window.
+  bool traced = options.trace && result.step >= options.traceFirstStep &&
+                result.step <= options.traceLastStep;
   auto micros = [&](int64_t nanos) { return (nanos - epochNanos) / 1000.0; };
 
   HostTensor tokens, labels, prefixLengths;
@@ -268,7 +269,7 @@ absl::StatusOr<StepResult> Trainer::step() {
     if (!idleBegin)
       return;
     result.idleSeconds += (idleEnd - *idleBegin) / 1e9;
-    if (options.trace)
+    if (traced)
       result.events.push_back({absl::StrCat("idle (", idleWhat, ")"), "idle",
                                micros(*idleBegin),
                                (idleEnd - *idleBegin) / 1000.0});
@@ -298,9 +299,9 @@ absl::StatusOr<StepResult> Trainer::step() {
     if (options.progress)
       options.progress->beginCall(function.name()->c_str(), call->microbatch());
     int64_t callBegin = nowNanos();
-    absl::StatusOr<std::vector<HostTensor>> outputs = exec->run(
-        call->function(), args, result.step,
-        traceInstructions ? &times : nullptr, call->microbatch(), call->slot());
+    absl::StatusOr<std::vector<HostTensor>> outputs =
+        exec->run(call->function(), args, result.step,
+                  traced ? &times : nullptr, call->microbatch(), call->slot());
     if (!outputs.ok())
       return absl::Status(
           outputs.status().code(),
@@ -320,7 +321,7 @@ absl::StatusOr<StepResult> Trainer::step() {
     } else {
       endIdle();
     }
-    if (options.trace) {
+    if (traced) {
       std::string name = function.name()->str();
       if (!token.empty())
         name = absl::StrCat(token, " ", name);
@@ -340,7 +341,7 @@ absl::StatusOr<StepResult> Trainer::step() {
   endIdle();
   int64_t stepEnd = nowNanos();
   result.seconds = (stepEnd - stepBegin) / 1e9;
-  if (options.trace)
+  if (traced)
     result.events.insert(result.events.begin(),
                          {absl::StrCat("step ", result.step), "step",
                           micros(stepBegin), (stepEnd - stepBegin) / 1000.0});

@@ -63,11 +63,12 @@ struct TrainerOptions {
   uint64_t seed = 1234;
   /// Replaces the plan's peak learning rate (see ExecutorOptions).
   std::optional<double> learningRate;
-  /// Record trace events (StepResult::events).
+  /// Record trace events (StepResult::events) for the steps from
+  /// traceFirstStep to traceLastStep: the step, its calls, each
+  /// instruction and the idle time. Other steps record none, so that a
+  /// trace of a long run stays bounded.
   bool trace = false;
-  /// With `trace`, also one event per instruction for the steps up to this
-  /// one (instruction events are many).
-  uint64_t traceInstructionSteps = 3;
+  uint64_t traceFirstStep = 1, traceLastStep = 3;
   /// The job's ranks (not owned; it must outlive the trainer), or none for
   /// a world of one rank. See ExecutorOptions::communicator.
   Communicator *communicator = nullptr;

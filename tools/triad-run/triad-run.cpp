@@ -56,9 +56,11 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 #include <nlohmann/json.hpp>
 
@@ -94,8 +96,13 @@ ABSL_FLAG(int64_t, log_every, 1,
 ABSL_FLAG(std::string, metrics, "",
           "Write one JSON object per logged step to FILE (JSON lines)");
 ABSL_FLAG(std::string, trace, "",
-          "Write a Chrome trace (chrome://tracing, Perfetto) to FILE: every "
-          "step and call, and the instructions of the first 3 steps");
+          "Write a Chrome trace (chrome://tracing, Perfetto) to FILE: the "
+          "steps of --trace-steps, with their calls, instructions and idle "
+          "time");
+ABSL_FLAG(std::string, trace_steps, "1:3",
+          "With --trace: the steps A:B (or one step A) the trace records; "
+          "other steps record nothing, so that a long run's trace stays "
+          "bounded");
 ABSL_FLAG(std::string, save, "",
           "Save checkpoints into folder DIR: at the end, and every "
           "--save-every steps");
@@ -627,6 +634,22 @@ int main(int argc, char **argv) {
   options.seed = seed;
   options.learningRate = lr;
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
+  {
+    // A:B, or A alone.
+    std::string window = absl::GetFlag(FLAGS_trace_steps);
+    std::vector<std::string> ends = absl::StrSplit(window, ':');
+    uint64_t first = 0, last = 0;
+    bool valid = (ends.size() == 1 || ends.size() == 2) &&
+                 absl::SimpleAtoi(ends.front(), &first) &&
+                 absl::SimpleAtoi(ends.back(), &last) && first >= 1 &&
+                 last >= first;
+    if (!valid)
+      tool.fail(absl::StrCat("--trace-steps must be A:B with 1 <= A <= B, or "
+                             "one step A; got '",
+                             window, "'"));
+    options.traceFirstStep = first;
+    options.traceLastStep = last;
+  }
   options.communicator = tool.comm.get();
   options.device.backend = *backend;
   options.device.cudaDevice = cudaDevice.value_or(-1);
