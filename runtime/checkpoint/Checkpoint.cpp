@@ -291,6 +291,8 @@ absl::Status commitCheckpoint(const std::string &dir,
     index["mesh"] = info.mesh;
   if (info.peakLearningRate)
     index["peak_lr"] = *info.peakLearningRate;
+  if (!info.hyperparameters.empty())
+    index["hyperparameters"] = info.hyperparameters;
   if (absl::Status status =
           writeFileAtomically(stepDir + "/index.json", index.dump(1));
       !status.ok())
@@ -360,6 +362,17 @@ CheckpointReader::open(const std::string &dir,
     if (!index["peak_lr"].is_number() || !(index["peak_lr"].get<double>() > 0))
       return invalid("'peak_lr' is not a positive number");
     reader.checkpointInfo.peakLearningRate = index["peak_lr"].get<double>();
+  }
+  if (index.contains("hyperparameters")) {
+    const nlohmann::json &given = index["hyperparameters"];
+    if (!given.is_object())
+      return invalid("'hyperparameters' is not an object");
+    for (const auto &[name, value] : given.items()) {
+      if (!value.is_number() || !std::isfinite(value.get<double>()))
+        return invalid(
+            absl::StrCat("hyper-parameter '", name, "' is not a number"));
+      reader.checkpointInfo.hyperparameters[name] = value.get<double>();
+    }
   }
   if (reader.checkpointInfo.worldSize < 1)
     return invalid("'world_size' is not a count of ranks");

@@ -64,6 +64,10 @@ struct CheckpointInfo {
   std::vector<std::pair<std::string, int64_t>> mesh = {};
   /// The peak learning rate the run trained with; none when unknown.
   std::optional<double> peakLearningRate = std::nullopt;
+  /// The plan's other training hyper-parameters (Executor::hyperparameters:
+  /// warmup, decay_steps, min_lr, beta1, beta2, epsilon, weight_decay,
+  /// clip_norm), for a resumed run to compare; empty when unknown.
+  std::map<std::string, double> hyperparameters = {};
 };
 
 /// Copies the box of shape `extent` at `fromLow` in the row-major array

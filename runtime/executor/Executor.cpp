@@ -704,6 +704,44 @@ std::optional<double> Executor::peakLearningRate() const {
   return std::nullopt;
 }
 
+std::map<std::string, double> Executor::hyperparameters() const {
+  std::map<std::string, double> found;
+  if (!program->functions())
+    return found;
+  for (const plan::Function *function : *program->functions()) {
+    if (!function->body())
+      continue;
+    for (const plan::Instr *instr : *function->body()) {
+      switch (instr->op()) {
+      case plan::OpCode::LrSchedule: {
+        plan::LrScheduleAttrs schedule =
+            plan::lrScheduleAttrs(*instr->ints(), *instr->floats());
+        found["warmup"] = static_cast<double>(schedule.warmupSteps);
+        found["decay_steps"] = static_cast<double>(schedule.decaySteps);
+        found["min_lr"] =
+            learningRatePeakAndFloor(schedule.peak, schedule.floor).second;
+        break;
+      }
+      case plan::OpCode::AdamW: {
+        plan::AdamWAttrs adam = plan::adamWAttrs(*instr->floats());
+        found["beta1"] = adam.beta1;
+        found["beta2"] = adam.beta2;
+        found["epsilon"] = adam.epsilon;
+        double &decay = found["weight_decay"];
+        decay = std::max(decay, adam.weightDecay);
+        break;
+      }
+      case plan::OpCode::ClipCoefficient:
+        found["clip_norm"] = instr->floats()->Get(0);
+        break;
+      default:
+        break;
+      }
+    }
+  }
+  return found;
+}
+
 std::pair<double, double>
 Executor::learningRatePeakAndFloor(double peak, double floor) const {
   if (!options.peakLearningRate)

@@ -151,6 +151,11 @@ public:
   /// The peak learning rate the steps run with (the plan's, or the one
   /// that replaces it); none when the plan has no schedule.
   std::optional<double> peakLearningRate() const;
+  /// The plan's other training hyper-parameters, by name: warmup,
+  /// decay_steps and min_lr (its learning-rate schedule), beta1, beta2,
+  /// epsilon and weight_decay (AdamW; the largest decay of any tensor),
+  /// clip_norm; those the plan has.
+  std::map<std::string, double> hyperparameters() const;
   /// Where the slice of persistent `p` that this rank holds starts in the
   /// global tensor.
   std::vector<int64_t> sliceOffsets(const plan::Persistent &p) const;

@@ -316,6 +316,19 @@ TEST(Checkpoint, CorruptIndexesAreRefused) {
   EXPECT_EQ(
       withIndex(edited([](nlohmann::json &index) { index["peak_lr"] = 3e-4; })),
       "");
+  // The hyper-parameters: an object of numbers.
+  EXPECT_NE(withIndex(edited([](nlohmann::json &index) {
+              index["hyperparameters"] = 3;
+            })).find("'hyperparameters' is not an object"),
+            std::string::npos);
+  EXPECT_NE(withIndex(edited([](nlohmann::json &index) {
+              index["hyperparameters"] = {{"warmup", "ten"}};
+            })).find("hyper-parameter 'warmup' is not a number"),
+            std::string::npos);
+  EXPECT_EQ(withIndex(edited([](nlohmann::json &index) {
+              index["hyperparameters"] = {{"warmup", 10}, {"beta1", 0.9}};
+            })),
+            "");
   // The mesh and the world size disagree.
   EXPECT_NE(withIndex(edited([](nlohmann::json &index) {
               index["mesh"] =

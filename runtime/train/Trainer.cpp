@@ -438,6 +438,7 @@ absl::Status Trainer::save(const std::string &dir) {
   for (const plan::MeshAxis *axis : *plan->root().mesh())
     info.mesh.emplace_back(axis->name()->str(), axis->size());
   info.peakLearningRate = exec->peakLearningRate();
+  info.hyperparameters = exec->hyperparameters();
   // Every shard is on disk (or every rank knows one is not) before rank 0
   // checks them all and moves `latest`.
   if (absl::Status status = communicator->agree(

@@ -606,6 +606,7 @@ int main(int argc, char **argv) {
   // Resuming: the checkpoint's step and seed.
   uint64_t seed = seedFlag.value_or(1234), firstStep = 1;
   std::optional<double> checkpointLr;
+  std::map<std::string, double> checkpointHyperparameters;
   if (!loadDir.empty()) {
     absl::StatusOr<CheckpointReader> checkpoint =
         CheckpointReader::open(loadDir, loadStep);
@@ -617,6 +618,7 @@ int main(int argc, char **argv) {
                              "' (leave --seed out to resume with it)"));
     seed = info.seed;
     checkpointLr = info.peakLearningRate;
+    checkpointHyperparameters = info.hyperparameters;
     if (info.step >= static_cast<uint64_t>(steps))
       tool.fail(absl::StrCat("checkpoint '", loadDir, "' is at step ",
                              info.step, ": --steps ", steps,
@@ -693,6 +695,26 @@ int main(int argc, char **argv) {
         "triad-run: warning: resuming with peak lr %g, but checkpoint '%s' "
         "was trained with %g (--lr %g keeps it)",
         *peak, loadDir, *checkpointLr, *checkpointLr));
+  // And under other hyper-parameters: the plan's win (recompile with the
+  // checkpoint's to keep them).
+  {
+    std::vector<std::string> changed;
+    std::map<std::string, double> mine = trainer->executor().hyperparameters();
+    for (const auto &[name, before] : checkpointHyperparameters) {
+      auto it = mine.find(name);
+      if (it != mine.end() &&
+          std::abs(it->second - before) > 1e-9 * std::abs(before))
+        changed.push_back(absl::StrFormat("%s %g (checkpoint: %g)", name,
+                                          it->second, before));
+    }
+    if (!changed.empty())
+      tool.say(absl::StrCat(
+          "triad-run: warning: resuming with other hyper-parameters than "
+          "checkpoint '",
+          loadDir, "' was trained with: ", absl::StrJoin(changed, ", "),
+          " (the plan's apply; compile it with the checkpoint's to keep "
+          "them)"));
+  }
   absl::Status folder;
   if (!saveDir.empty() && mkdir(saveDir.c_str(), 0755) != 0 && errno != EEXIST)
     folder = absl::PermissionDeniedError(
