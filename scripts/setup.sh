@@ -27,7 +27,27 @@ PACKAGES=(
   # Tests: text to turn into token corpora (fortune files), and PyTorch as
   # a reference (/usr/bin/python3 imports it; the pyenv python3 does not).
   fortunes python3-torch
+  # The virtual environment for the Python test helpers from PyPI (below).
+  python3-venv
 )
+
+# Python test helpers that Debian does not package, from PyPI, in the
+# project's own virtual environment (.venv, or TRIAD_VENV): TensorBoard,
+# whose reader checks triad-run's event files.
+venv() {
+  local root dir
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  dir=${TRIAD_VENV:-$root/.venv}
+  if [ ! -x "$dir/bin/python" ]; then
+    echo "setup: creating the Python environment $dir"
+    /usr/bin/python3 -m venv "$dir"
+  fi
+  if ! "$dir/bin/python" -c "import tensorboard" 2>/dev/null; then
+    echo "setup: installing tensorboard into $dir"
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check \
+      "tensorboard==2.21.0"
+  fi
+}
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
@@ -38,6 +58,7 @@ done
 
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} packages already installed"
+  venv
   exit 0
 fi
 
@@ -49,4 +70,5 @@ fi
 echo "setup: installing ${missing[*]}"
 $SUDO apt-get update
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+venv
 echo "setup: done"

@@ -39,6 +39,19 @@ if shutil.which("mpirun"):
                         ("OPENBLAS_NUM_THREADS", "1")]:
         config.environment[name] = value
 
+import subprocess
+
+# The Python test helpers from PyPI, in the virtual environment
+# scripts/setup.sh makes (.venv, or TRIAD_VENV): %venv_python runs it.
+venv_python = os.path.join(
+    os.environ.get("TRIAD_VENV", os.path.join(config.triad_src_root, ".venv")),
+    "bin", "python")
+config.substitutions.append(("%venv_python", venv_python))
+if os.path.exists(venv_python) and subprocess.run(
+        [venv_python, "-c", "import tensorboard"],
+        capture_output=True).returncode == 0:
+    config.available_features.add("tensorboard")
+
 # The demo's corpus: the fortune texts scripts/setup.sh installs.
 if os.path.isdir("/usr/share/games/fortunes"):
     config.available_features.add("fortunes")
@@ -46,8 +59,6 @@ if os.path.isdir("/usr/share/games/fortunes"):
 # GPU tests (REQUIRES: cuda) run where the CUDA backend was built and
 # nvidia-smi lists a GPU; elsewhere lit reports them unsupported.
 # TRIAD_LIT_CUDA=0 or 1 overrides the detection.
-import subprocess
-
 
 def triad_has_gpu():
     if not getattr(config, "triad_cuda_built", False):

@@ -49,6 +49,7 @@
 #include "runtime/plan/Mesh.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/support/Files.h"
+#include "runtime/support/TensorBoard.h"
 #include "runtime/support/Watchdog.h"
 #include "runtime/train/Trainer.h"
 
@@ -103,6 +104,10 @@ ABSL_FLAG(std::string, trace_steps, "1:3",
           "With --trace: the steps A:B (or one step A) the trace records; "
           "other steps record nothing, so that a long run's trace stays "
           "bounded");
+ABSL_FLAG(std::string, tensorboard, "",
+          "Write TensorBoard event files into folder DIR (rank 0): per "
+          "logged step the loss, its interval mean, lr, gradient norm, "
+          "tokens/s, TFLOP/s (and MFU, the loss scale where there are)");
 ABSL_FLAG(std::string, save, "",
           "Save checkpoints into folder DIR: at the end, and every "
           "--save-every steps");
@@ -783,6 +788,15 @@ int main(int argc, char **argv) {
     opened = file.status();
   }
   tool.failIfAny(opened, "--metrics: ");
+  std::optional<TensorBoardWriter> tensorboard;
+  if (std::string dir = absl::GetFlag(FLAGS_tensorboard);
+      !dir.empty() && tool.rank() == 0) {
+    absl::StatusOr<TensorBoardWriter> writer = TensorBoardWriter::open(dir);
+    opened = writer.status();
+    if (writer.ok())
+      tensorboard = std::move(*writer);
+  }
+  tool.failIfAny(opened, "--tensorboard: ");
   TraceWriter trace;
   if (options.trace)
     tool.failIfAny(
@@ -927,6 +941,21 @@ int main(int argc, char **argv) {
         if (scaled)
           record["loss_scale"] = number(scale->second);
         tool.abortIf(metrics.write(json(record) + "\n"), "--metrics: ");
+      }
+      if (tensorboard) {
+        std::vector<std::pair<std::string, double>> scalars = {
+            {"loss", result->loss},
+            {"loss_mean", meanLoss},
+            {"lr", result->lr},
+            {"grad_norm", result->gradNorm},
+            {"tokens_per_s", intervalTokensPerSecond},
+            {"tflops", tflops}};
+        if (peakTflops > 0)
+          scalars.push_back({"mfu", tflops / peakTflops});
+        if (scaled)
+          scalars.push_back({"loss_scale", scale->second});
+        tool.abortIf(tensorboard->write(static_cast<int64_t>(step), scalars),
+                     "--tensorboard: ");
       }
       intervalSeconds = intervalLoss = 0;
       intervalTokens = intervalSteps = intervalLosses = 0;
