@@ -27,6 +27,8 @@ PACKAGES=(
   # Tests: text to turn into token corpora (fortune files), and PyTorch as
   # a reference (/usr/bin/python3 imports it; the pyenv python3 does not).
   fortunes python3-torch
+  # scripts/plot-metrics.py draws the metrics (and its test runs it).
+  python3-matplotlib
   # The virtual environment for the Python test helpers from PyPI (below).
   python3-venv
 )

@@ -52,6 +52,11 @@ if os.path.exists(venv_python) and subprocess.run(
         capture_output=True).returncode == 0:
     config.available_features.add("tensorboard")
 
+# Debian's matplotlib (python3-matplotlib), for scripts/plot-metrics.py.
+if subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"],
+                  capture_output=True).returncode == 0:
+    config.available_features.add("matplotlib")
+
 # The demo's corpus: the fortune texts scripts/setup.sh installs.
 if os.path.isdir("/usr/share/games/fortunes"):
     config.available_features.add("fortunes")
