@@ -10,6 +10,7 @@
 #include "runtime/support/JsonDepth.h"
 #include "triad/Models/ModelConfig.h"
 
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
@@ -82,6 +83,42 @@ public:
     return hfError(llvm::formatv("model_type '{0}': field '{1}': {2}",
                                  modelType, key, what.str()));
   }
+
+  /// A field Triad reads but cannot honor, said rather than dropped.
+  void warn(StringRef key, const llvm::Twine &what) {
+    warnings.push_back(llvm::formatv("model_type '{0}': field '{1}': {2}",
+                                     modelType, key, what.str()));
+  }
+
+  /// The dropout probability of field `key` (`fallback`, Hugging Face's
+  /// default, when absent), checked to be in [0, 1).
+  Expected<double> probability(StringRef key, double fallback) {
+    Expected<double> p = number(key, fallback);
+    if (p && !(*p >= 0.0 && *p < 1.0))
+      return unsupported(key, llvm::formatv("a dropout probability must be in "
+                                            "[0, 1), got {0}",
+                                            gText(*p)));
+    return p;
+  }
+
+  static std::string gText(double value) {
+    return llvm::formatv("{0}", llvm::format("%g", value)).str();
+  }
+
+  /// Dropout Triad does not model (on attention probabilities, inside the
+  /// MLP): a warning naming the field when its probability is not 0.
+  llvm::Error unmodelledDropout(StringRef key, double fallback,
+                                StringRef where) {
+    Expected<double> p = probability(key, fallback);
+    if (!p)
+      return p.takeError();
+    if (*p != 0.0)
+      warn(key, llvm::formatv("{0} is ignored: Triad has no dropout {1}",
+                              gText(*p), where));
+    return llvm::Error::success();
+  }
+
+  std::vector<std::string> warnings;
 
 private:
   llvm::Error missing(StringRef key) const {
@@ -193,6 +230,21 @@ Expected<ModelConfig> fromGpt2(Fields &f, ModelConfig c) {
                              "per-layer attention scaling is not supported"));
   TRIAD_CHECK(requireBoolean(f, "reorder_and_upcast_attn", false, false,
                              "reordered attention upcasting is not supported"));
+  // Triad's one dropout probability acts where GPT-2's resid_pdrop and
+  // embd_pdrop do (the residual branches and the embedding); absent fields
+  // take Hugging Face's defaults (0.1), as transformers would train.
+  double resid, embd;
+  TRIAD_ASSIGN(resid, f.probability("resid_pdrop", 0.1));
+  TRIAD_ASSIGN(embd, f.probability("embd_pdrop", 0.1));
+  if (resid != embd)
+    return f.unsupported(
+        "embd_pdrop", llvm::formatv("{0} differs from resid_pdrop {1}; "
+                                    "Triad applies one dropout "
+                                    "probability to both",
+                                    Fields::gText(embd), Fields::gText(resid)));
+  c.dropout = resid;
+  TRIAD_CHECK(
+      f.unmodelledDropout("attn_pdrop", 0.1, "on attention probabilities"));
   return c;
 }
 
@@ -223,6 +275,11 @@ Expected<ModelConfig> fromGptNeox(const json::Object &object, Fields &f,
   if (f.has("rope_scaling"))
     return f.unsupported("rope_scaling", "scaled RoPE is not supported");
   TRIAD_CHECK(readRopeParameters(object, f, c));
+  // Dropout on the residual branches (hidden_dropout); none on attention
+  // probabilities in Triad.
+  TRIAD_ASSIGN(c.dropout, f.probability("hidden_dropout", 0.0));
+  TRIAD_CHECK(f.unmodelledDropout("attention_dropout", 0.0,
+                                  "on attention probabilities"));
   return c;
 }
 
@@ -255,6 +312,12 @@ Expected<ModelConfig> fromOpt(Fields &f, ModelConfig c) {
                              "layer norms without weights are not supported"));
   TRIAD_ASSIGN(c.tieEmbeddings, f.boolean("tie_word_embeddings", true));
   TRIAD_ASSIGN(c.initStd, f.number("init_std", 0.02));
+  // OPT's dropout acts on the embedding and the residual branches, as
+  // Triad's does; its attention and activation dropouts Triad lacks.
+  TRIAD_ASSIGN(c.dropout, f.probability("dropout", 0.1));
+  TRIAD_CHECK(f.unmodelledDropout("attention_dropout", 0.0,
+                                  "on attention probabilities"));
+  TRIAD_CHECK(f.unmodelledDropout("activation_dropout", 0.0, "inside the MLP"));
   return c;
 }
 
@@ -285,6 +348,9 @@ Expected<ModelConfig> fromBloom(Fields &f, ModelConfig c) {
   TRIAD_ASSIGN(c.normEpsilon, f.number("layer_norm_epsilon", 1e-5));
   TRIAD_ASSIGN(c.tieEmbeddings, f.boolean("tie_word_embeddings", true));
   TRIAD_ASSIGN(c.initStd, f.number("initializer_range", 0.02));
+  TRIAD_ASSIGN(c.dropout, f.probability("hidden_dropout", 0.0));
+  TRIAD_CHECK(f.unmodelledDropout("attention_dropout", 0.0,
+                                  "on attention probabilities"));
   return c;
 }
 
@@ -329,6 +395,8 @@ Expected<ModelConfig> fromLlama(const json::Object &object, Fields &f,
                                      "the reverse) are not supported");
   c.bias = attentionBias;
   TRIAD_ASSIGN(c.initStd, f.number("initializer_range", 0.02));
+  TRIAD_CHECK(f.unmodelledDropout("attention_dropout", 0.0,
+                                  "on attention probabilities"));
   return c;
 }
 
@@ -337,7 +405,8 @@ Expected<ModelConfig> fromLlama(const json::Object &object, Fields &f,
 
 } // namespace
 
-Expected<ModelConfig> triad::parseHFConfig(StringRef text) {
+Expected<ModelConfig> triad::parseHFConfig(StringRef text,
+                                           std::vector<std::string> *warnings) {
   // The parser recurses per level: deep input is an error, not a crash.
   if (size_t depth = jsonDepth(std::string_view(text.data(), text.size()));
       depth > kMaxJsonDepth)
@@ -378,6 +447,8 @@ Expected<ModelConfig> triad::parseHFConfig(StringRef text) {
   }();
   if (!result)
     return result.takeError();
+  if (warnings)
+    llvm::append_range(*warnings, fields.warnings);
   // The weights' type ("torch_dtype", "dtype" in newer configs): the
   // model's parameters and activations (16-bit ones train through f32
   // master weights); --dtype overrides it.

@@ -157,9 +157,14 @@ ModelConfig baseConfig() {
     if (!buffer)
       fail(llvm::formatv("cannot read '{0}': {1}", hfConfigPath.getValue(),
                          buffer.getError().message()));
-    llvm::Expected<ModelConfig> config = parseHFConfig((*buffer)->getBuffer());
+    std::vector<std::string> warnings;
+    llvm::Expected<ModelConfig> config =
+        parseHFConfig((*buffer)->getBuffer(), &warnings);
     if (!config)
       fail(hfConfigPath + ": " + llvm::toString(config.takeError()));
+    for (const std::string &warning : warnings)
+      llvm::errs() << "triad-gen: warning: " << hfConfigPath << ": " << warning
+                   << "\n";
     return *config;
   }
   if (!presetName.getNumOccurrences())

@@ -139,8 +139,13 @@ llvm::Expected<ModelConfig> getPreset(llvm::StringRef name);
 
 /// Reads a Hugging Face config.json (model types gpt2, gpt_neox, opt, bloom,
 /// llama). `batch` and `seq` come from the file where it has them
-/// (max_position_embeddings / n_positions), else keep the defaults.
-llvm::Expected<ModelConfig> parseHFConfig(llvm::StringRef json);
+/// (max_position_embeddings / n_positions), else keep the defaults. The
+/// dropout of the embedding and the residual branches is read (Hugging
+/// Face's default where absent); a field Triad reads but cannot honor (a
+/// dropout it has not) adds a sentence to `warnings`.
+llvm::Expected<ModelConfig>
+parseHFConfig(llvm::StringRef json,
+              std::vector<std::string> *warnings = nullptr);
 
 } // namespace triad
 
