@@ -29,6 +29,9 @@ PACKAGES=(
   fortunes python3-torch
   # scripts/plot-metrics.py draws the metrics (and its test runs it).
   python3-matplotlib
+  # Tokenizers: SentencePiece for triad-data (the library) and for the tests
+  # (its Python module trains small models).
+  libsentencepiece-dev python3-sentencepiece
   # The virtual environment for the Python test helpers from PyPI (below).
   python3-venv
 )

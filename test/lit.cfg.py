@@ -57,6 +57,12 @@ if subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"],
                   capture_output=True).returncode == 0:
     config.available_features.add("matplotlib")
 
+# SentencePiece: triad-data built with it, and Debian's Python module to
+# train models and check the ids.
+if subprocess.run(["/usr/bin/python3", "-c", "import sentencepiece"],
+                  capture_output=True).returncode == 0:
+    config.available_features.add("sentencepiece")
+
 # The demo's corpus: the fortune texts scripts/setup.sh installs.
 if os.path.isdir("/usr/share/games/fortunes"):
     config.available_features.add("fortunes")

@@ -1,24 +1,34 @@
-//===- triad-data.cpp - turns text into a byte-level token corpus ---------===//
+//===- triad-data.cpp - turns text into a token corpus --------------------===//
 //
-// triad-data --output FILE [--width u16|u32] TEXT...
+// triad-data --output FILE [--sentencepiece MODEL] [--eod auto|none|ID]
+//            [--width auto|u16|u32] [--validation F --validation-output V]
+//            TEXT...
 //
-// Concatenates the given text files and writes one token per byte (ids
-// 0..255, a vocabulary of 256) as little-endian uint16 (or uint32), the flat
-// layout triad-run reads. The output is written atomically (a temporary file
-// in the same folder, fsync, rename). Bad input is one line on stderr and exit
-// status 1.
+// Each text file is a document: encoded byte-level (ids 0..255, a
+// vocabulary of 256) or with a SentencePiece model, followed by the
+// end-of-document id where there is one, and the documents concatenated as
+// little-endian uint16 (or uint32, which a vocabulary over 65,536 needs):
+// the flat layout triad-run reads. --validation holds out the last
+// documents (at least that fraction of the tokens) in a second file. Files
+// are written atomically (a temporary file in the same folder, fsync,
+// rename). Bad input is one line on stderr and exit status 1.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/support/CommandLine.h"
 #include "runtime/support/Files.h"
+#include "tools/triad-data/Tokenizer.h"
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -26,7 +36,21 @@
 #include <vector>
 
 ABSL_FLAG(std::string, output, "", "Token file to write (required)");
-ABSL_FLAG(std::string, width, "u16", "Token width: u16 or u32");
+ABSL_FLAG(std::string, width, "auto",
+          "Token width: u16, u32, or auto (u16 when the vocabulary fits, "
+          "else u32)");
+ABSL_FLAG(std::string, sentencepiece, "",
+          "Encode with this SentencePiece model (a .model file) instead of "
+          "byte-level tokens");
+ABSL_FLAG(std::string, eod, "auto",
+          "The end-of-document id appended after each file: auto (the "
+          "tokenizer's end-of-sequence id; byte-level tokens have none), "
+          "none, or a number below the vocabulary");
+ABSL_FLAG(double, validation, 0.0,
+          "Hold out at least this fraction of the tokens (the last whole "
+          "documents, or the end of a single one) for validation");
+ABSL_FLAG(std::string, validation_output, "",
+          "With --validation: the held-out token file to write");
 
 namespace {
 
@@ -35,8 +59,8 @@ namespace {
   std::exit(1);
 }
 
-/// Appends the bytes of the regular file `path` to `text`.
-absl::Status appendFile(const std::string &path, std::string &text) {
+/// The bytes of the regular file `path`.
+absl::StatusOr<std::string> readText(const std::string &path) {
   struct stat info;
   if (stat(path.c_str(), &info) != 0)
     return absl::NotFoundError(
@@ -44,49 +68,148 @@ absl::Status appendFile(const std::string &path, std::string &text) {
   if (!S_ISREG(info.st_mode))
     return absl::InvalidArgumentError(
         absl::StrCat("'", path, "' is not a regular file"));
-  absl::StatusOr<std::string> content = triad::rt::readFile(path);
-  if (!content.ok())
-    return content.status();
-  text += *content;
-  return absl::OkStatus();
+  return triad::rt::readFile(path);
+}
+
+/// Ids as little-endian uint16 or uint32.
+std::string pack(const std::vector<uint32_t> &ids, size_t begin, size_t end,
+                 int tokenBytes) {
+  std::string bytes;
+  bytes.reserve((end - begin) * tokenBytes);
+  for (size_t i = begin; i < end; ++i)
+    for (int b = 0; b < tokenBytes; ++b)
+      bytes.push_back(static_cast<char>((ids[i] >> (8 * b)) & 0xff));
+  return bytes;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
   absl::SetProgramUsageMessage(
-      "turns text files into a byte-level token corpus (vocabulary 256)\n\n"
-      "  triad-data --output corpus.bin notes.txt more.txt\n");
+      "turns text files (one document each) into a token corpus: byte-level "
+      "(vocabulary 256) or with a SentencePiece model\n\n"
+      "  triad-data --output corpus.bin notes.txt more.txt\n"
+      "  triad-data --sentencepiece m.model --validation 0.05 "
+      "--validation-output valid.bin --output train.bin *.txt\n");
+  triad::rt::underscoreFlagNames(argc, argv);
   std::vector<char *> positional = absl::ParseCommandLine(argc, argv);
   std::string output = absl::GetFlag(FLAGS_output);
   std::string width = absl::GetFlag(FLAGS_width);
+  std::string eodFlag = absl::GetFlag(FLAGS_eod);
+  double validation = absl::GetFlag(FLAGS_validation);
+  std::string validationOutput = absl::GetFlag(FLAGS_validation_output);
   if (output.empty())
     fail("give --output FILE");
-  if (width != "u16" && width != "u32")
-    fail(absl::StrCat("unknown --width '", width, "' (expected u16 or u32)"));
+  if (width != "auto" && width != "u16" && width != "u32")
+    fail(absl::StrCat("unknown --width '", width,
+                      "' (expected auto, u16 or u32)"));
+  if (!(validation >= 0.0 && validation < 1.0))
+    fail(absl::StrCat("--validation must be a fraction in [0, 1), got ",
+                      validation));
+  if ((validation > 0.0) != !validationOutput.empty())
+    fail("give --validation and --validation-output together");
   if (positional.size() < 2)
     fail("give at least one text file to read");
 
-  std::string text;
-  for (size_t i = 1; i < positional.size(); ++i)
-    if (absl::Status status = appendFile(positional[i], text); !status.ok())
-      fail(std::string(status.message()));
-  if (text.empty())
+  std::unique_ptr<triad::data::Tokenizer> tokenizer;
+  if (std::string model = absl::GetFlag(FLAGS_sentencepiece); !model.empty()) {
+    std::string error;
+    tokenizer = triad::data::sentencePieceTokenizer(model, error);
+    if (!tokenizer)
+      fail(absl::StrCat("--sentencepiece '", model, "': ", error));
+  } else {
+    tokenizer = triad::data::byteLevelTokenizer();
+  }
+  int64_t vocabulary = tokenizer->vocabulary();
+  int64_t eod = -1;
+  if (eodFlag == "auto") {
+    eod = tokenizer->endOfDocument();
+  } else if (eodFlag != "none") {
+    if (!absl::SimpleAtoi(eodFlag, &eod) || eod < 0 || eod >= vocabulary)
+      fail(absl::StrCat("--eod must be auto, none or an id below the "
+                        "vocabulary (",
+                        vocabulary, "), got '", eodFlag, "'"));
+  }
+  if (width == "auto")
+    width = vocabulary <= 65536 ? "u16" : "u32";
+  if (width == "u16" && vocabulary > 65536)
+    fail(absl::StrCat("the vocabulary has ", vocabulary,
+                      " ids, more than u16 holds; use --width u32"));
+  int tokenBytes = width == "u16" ? 2 : 4;
+
+  // Every document, encoded, with the id where each one ends.
+  std::vector<uint32_t> ids;
+  std::vector<size_t> documentEnds;
+  size_t textBytes = 0;
+  auto started = std::chrono::steady_clock::now();
+  for (size_t i = 1; i < positional.size(); ++i) {
+    absl::StatusOr<std::string> text = readText(positional[i]);
+    if (!text.ok())
+      fail(std::string(text.status().message()));
+    textBytes += text->size();
+    tokenizer->encode(*text, ids);
+    if (eod >= 0 && !text->empty())
+      ids.push_back(static_cast<uint32_t>(eod));
+    documentEnds.push_back(ids.size());
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+  if (ids.empty())
     fail("the input files are empty");
 
-  int tokenBytes = width == "u16" ? 2 : 4;
-  std::string bytes;
-  bytes.reserve(text.size() * tokenBytes);
-  for (char c : text) {
-    bytes.push_back(c);
-    bytes.append(tokenBytes - 1, '\0');
+  // The held-out part: the last whole documents that make the fraction, or
+  // the end of the stream when the first document alone would have to go.
+  size_t split = ids.size();
+  size_t heldDocuments = 0;
+  if (validation > 0.0) {
+    size_t wanted = static_cast<size_t>(validation * ids.size() + 0.5);
+    if (wanted == 0)
+      wanted = 1;
+    for (size_t d = documentEnds.size(); d-- > 1;) {
+      split = documentEnds[d - 1];
+      ++heldDocuments;
+      if (ids.size() - split >= wanted)
+        break;
+    }
+    if (ids.size() - split < wanted) {
+      split = ids.size() - wanted;
+      heldDocuments = 0;
+    }
+    if (split == 0)
+      fail("--validation leaves no tokens to train on");
   }
-  if (absl::Status status = triad::rt::writeFileAtomically(output, bytes);
+
+  if (absl::Status status = triad::rt::writeFileAtomically(
+          output, pack(ids, 0, split, tokenBytes));
       !status.ok())
     fail(std::string(status.message()));
-  std::printf("triad-data: wrote %zu byte-level tokens (vocabulary 256, %s) "
-              "from %zu file(s) to %s\n",
-              text.size(), width.c_str(), positional.size() - 1,
-              output.c_str());
+  if (validation > 0.0)
+    if (absl::Status status = triad::rt::writeFileAtomically(
+            validationOutput, pack(ids, split, ids.size(), tokenBytes));
+        !status.ok())
+      fail(std::string(status.message()));
+
+  std::string what = tokenizer->describe() == "byte-level"
+                         ? std::string("byte-level tokens")
+                         : absl::StrCat("tokens of ", tokenizer->describe());
+  std::printf("triad-data: wrote %zu %s (vocabulary %lld, %s%s) from %zu "
+              "file(s) to %s\n",
+              split, what.c_str(), static_cast<long long>(vocabulary),
+              width.c_str(),
+              eod >= 0 ? absl::StrCat(", end of document ", eod).c_str() : "",
+              positional.size() - 1, output.c_str());
+  if (validation > 0.0)
+    std::printf(
+        "triad-data: held out %zu tokens (%s) for validation in %s\n",
+        ids.size() - split,
+        heldDocuments > 0
+            ? absl::StrCat("the last ", heldDocuments, " document(s)").c_str()
+            : "the end of the token stream: whole documents could not "
+              "give them without leaving none to train on",
+        validationOutput.c_str());
+  std::printf("triad-data: encoded %.2f MB of text in %.3f s (%.1f MB/s)\n",
+              textBytes / 1e6, seconds,
+              seconds > 0 ? textBytes / 1e6 / seconds : 0.0);
   return 0;
 }

@@ -49,6 +49,7 @@
 #include "runtime/plan/Mesh.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/support/Files.h"
+#include "runtime/support/CommandLine.h"
 #include "runtime/support/TensorBoard.h"
 #include "runtime/support/Watchdog.h"
 #include "runtime/train/Trainer.h"
@@ -374,21 +375,6 @@ absl::Status mergeTraces(const std::vector<std::string> &parts,
   }
   absl::StrAppend(&text, "\n]}\n");
   return writeFileAtomically(path, text);
-}
-
-/// Lets flags be spelled with dashes, as the usage says (--log-every):
-/// Abseil's names have underscores.
-void underscoreFlagNames(int argc, char **argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--")
-      break;
-    if (arg.size() < 3 || arg.substr(0, 2) != "--")
-      continue;
-    for (char *c = argv[i] + 2; *c && *c != '='; ++c)
-      if (*c == '-')
-        *c = '_';
-  }
 }
 
 /// One line about the plan: mesh, parameters, batch, arena.

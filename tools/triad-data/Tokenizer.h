@@ -1,0 +1,42 @@
+//===- Tokenizer.h - the tokenizers triad-data encodes with ------*- C++
+//-*-===//
+//
+// A text-to-ids encoder behind a small interface: byte-level (ids 0..255)
+// or a SentencePiece model (the library itself). Kept apart from Abseil's
+// headers: SentencePiece's header declares its own absl::string_view.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TRIAD_TOOLS_TRIAD_DATA_TOKENIZER_H
+#define TRIAD_TOOLS_TRIAD_DATA_TOKENIZER_H
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace triad::data {
+
+class Tokenizer {
+public:
+  virtual ~Tokenizer() = default;
+  /// The ids of `text`, appended to `ids`.
+  virtual void encode(const std::string &text,
+                      std::vector<uint32_t> &ids) const = 0;
+  /// The number of ids (the largest id plus one).
+  virtual int64_t vocabulary() const = 0;
+  /// The end-of-document id, or -1 when the tokenizer has none.
+  virtual int64_t endOfDocument() const = 0;
+  /// For messages: "byte-level", "SentencePiece model.model".
+  virtual std::string describe() const = 0;
+};
+
+std::unique_ptr<Tokenizer> byteLevelTokenizer();
+
+/// The SentencePiece model at `path`, or null with `error` set.
+std::unique_ptr<Tokenizer> sentencePieceTokenizer(const std::string &path,
+                                                  std::string &error);
+
+} // namespace triad::data
+
+#endif // TRIAD_TOOLS_TRIAD_DATA_TOKENIZER_H
