@@ -36,9 +36,10 @@ PACKAGES=(
   python3-venv
 )
 
-# Python test helpers that Debian does not package, from PyPI, in the
-# project's own virtual environment (.venv, or TRIAD_VENV): TensorBoard,
-# whose reader checks triad-run's event files.
+# Python tools and test helpers that Debian does not package, from PyPI,
+# in the project's own virtual environment (.venv, or TRIAD_VENV):
+# TensorBoard, whose reader checks triad-run's event files, and Hugging
+# Face's tokenizers, which triad-data --tokenizer encodes with.
 venv() {
   local root dir
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -47,10 +48,10 @@ venv() {
     echo "setup: creating the Python environment $dir"
     /usr/bin/python3 -m venv "$dir"
   fi
-  if ! "$dir/bin/python" -c "import tensorboard" 2>/dev/null; then
-    echo "setup: installing tensorboard into $dir"
+  if ! "$dir/bin/python" -c "import tensorboard, tokenizers" 2>/dev/null; then
+    echo "setup: installing tensorboard and tokenizers into $dir"
     "$dir/bin/python" -m pip install --quiet --disable-pip-version-check \
-      "tensorboard==2.21.0"
+      "tensorboard==2.21.0" "tokenizers==0.22.1"
   fi
 }
 

@@ -47,10 +47,11 @@ venv_python = os.path.join(
     os.environ.get("TRIAD_VENV", os.path.join(config.triad_src_root, ".venv")),
     "bin", "python")
 config.substitutions.append(("%venv_python", venv_python))
-if os.path.exists(venv_python) and subprocess.run(
-        [venv_python, "-c", "import tensorboard"],
-        capture_output=True).returncode == 0:
-    config.available_features.add("tensorboard")
+for module in ("tensorboard", "tokenizers"):
+    if os.path.exists(venv_python) and subprocess.run(
+            [venv_python, "-c", "import " + module],
+            capture_output=True).returncode == 0:
+        config.available_features.add(module)
 
 # Debian's matplotlib (python3-matplotlib), for scripts/plot-metrics.py.
 if subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"],

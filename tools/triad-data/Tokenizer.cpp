@@ -6,6 +6,13 @@
 #include <sentencepiece_processor.h>
 #endif
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 namespace triad::data {
 
 namespace {
@@ -69,6 +76,120 @@ std::unique_ptr<Tokenizer> sentencePieceTokenizer(const std::string &path,
           "libsentencepiece-dev, as scripts/setup.sh does, and rebuild)";
   return nullptr;
 #endif
+}
+
+namespace {
+
+/// Reads all of `fd` into `out`.
+void readAll(int fd, std::string &out) {
+  char buffer[1 << 16];
+  for (;;) {
+    ssize_t got = read(fd, buffer, sizeof(buffer));
+    if (got > 0)
+      out.append(buffer, static_cast<size_t>(got));
+    else if (got == 0 || errno != EINTR)
+      return;
+  }
+}
+
+/// The last non-empty line of `text`, for an error message.
+std::string lastLine(const std::string &text) {
+  size_t end = text.find_last_not_of("\n");
+  if (end == std::string::npos)
+    return "";
+  size_t begin = text.rfind('\n', end);
+  return text.substr(begin == std::string::npos ? 0 : begin + 1,
+                     end - (begin == std::string::npos ? 0 : begin + 1) + 1);
+}
+
+std::string pythonPath() {
+  if (const char *python = std::getenv("TRIAD_PYTHON"); python && *python)
+    return python;
+  if (const char *venv = std::getenv("TRIAD_VENV"); venv && *venv)
+    return std::string(venv) + "/bin/python";
+  return std::string(TRIAD_SOURCE_DIR) + "/.venv/bin/python";
+}
+
+} // namespace
+
+bool encodeWithHuggingFace(const std::string &path,
+                           const std::vector<std::string> &files,
+                           Encoded &encoded, std::string &error) {
+  std::string python = pythonPath();
+  std::string helper =
+      std::string(TRIAD_SOURCE_DIR) + "/tools/triad-data/hf_tokenize.py";
+  if (access(python.c_str(), X_OK) != 0) {
+    error = "no Python environment at '" + python +
+            "' (scripts/setup.sh makes it, with Hugging Face's tokenizers; "
+            "TRIAD_PYTHON names another)";
+    return false;
+  }
+  int out[2], err[2];
+  if (pipe(out) != 0 || pipe(err) != 0) {
+    error = std::string("cannot make a pipe: ") + std::strerror(errno);
+    return false;
+  }
+  std::vector<std::string> args = {python, helper, path};
+  args.insert(args.end(), files.begin(), files.end());
+  std::vector<char *> argv;
+  for (std::string &arg : args)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  pid_t child = fork();
+  if (child < 0) {
+    error = std::string("cannot start Python: ") + std::strerror(errno);
+    return false;
+  }
+  if (child == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    dup2(err[1], STDERR_FILENO);
+    close(out[0]);
+    close(err[0]);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  std::string data, messages;
+  readAll(out[0], data);
+  readAll(err[0], messages);
+  close(out[0]);
+  close(err[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::string why = lastLine(messages);
+    error = why.empty() ? "the tokenizers helper failed" : why;
+    return false;
+  }
+  // "vocab V eod E\n", then per file "N\n" and N uint32 ids.
+  size_t at = data.find('\n');
+  long long vocabulary = 0, eod = -1;
+  if (at == std::string::npos ||
+      std::sscanf(data.substr(0, at).c_str(), "vocab %lld eod %lld",
+                  &vocabulary, &eod) != 2 ||
+      vocabulary <= 0) {
+    error = "the tokenizers helper answered something unexpected";
+    return false;
+  }
+  encoded.vocabulary = vocabulary;
+  encoded.endOfDocument = eod;
+  ++at;
+  for (size_t f = 0; f < files.size(); ++f) {
+    size_t end = data.find('\n', at);
+    long long count = -1;
+    if (end == std::string::npos ||
+        std::sscanf(data.substr(at, end - at).c_str(), "%lld", &count) != 1 ||
+        count < 0 || data.size() - (end + 1) < static_cast<size_t>(count) * 4) {
+      error = "the tokenizers helper's answer is cut short";
+      return false;
+    }
+    std::vector<uint32_t> ids(static_cast<size_t>(count));
+    std::memcpy(ids.data(), data.data() + end + 1, ids.size() * 4);
+    encoded.documents.push_back(std::move(ids));
+    at = end + 1 + static_cast<size_t>(count) * 4;
+  }
+  return true;
 }
 
 } // namespace triad::data

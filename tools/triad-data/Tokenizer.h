@@ -37,6 +37,25 @@ std::unique_ptr<Tokenizer> byteLevelTokenizer();
 std::unique_ptr<Tokenizer> sentencePieceTokenizer(const std::string &path,
                                                   std::string &error);
 
+/// What a Hugging Face tokenizer made of some documents.
+struct Encoded {
+  /// Each document's ids (no end-of-document ids added).
+  std::vector<std::vector<uint32_t>> documents;
+  int64_t vocabulary = 0;
+  /// The tokenizer's end-of-text id (<|endoftext|>, </s>, <eos> or
+  /// <|end_of_text|>, the first it has), or -1.
+  int64_t endOfDocument = -1;
+};
+
+/// Encodes `files` with the Hugging Face tokenizer.json at `path`, through
+/// Hugging Face's own library in the project's Python environment
+/// (TRIAD_PYTHON, else TRIAD_VENV/bin/python, else the checkout's
+/// .venv/bin/python, which scripts/setup.sh makes); false with `error` set
+/// when that fails.
+bool encodeWithHuggingFace(const std::string &path,
+                           const std::vector<std::string> &files,
+                           Encoded &encoded, std::string &error);
+
 } // namespace triad::data
 
 #endif // TRIAD_TOOLS_TRIAD_DATA_TOKENIZER_H

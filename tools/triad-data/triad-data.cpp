@@ -42,6 +42,10 @@ ABSL_FLAG(std::string, width, "auto",
 ABSL_FLAG(std::string, sentencepiece, "",
           "Encode with this SentencePiece model (a .model file) instead of "
           "byte-level tokens");
+ABSL_FLAG(std::string, tokenizer, "",
+          "Encode with this Hugging Face tokenizer.json, through Hugging "
+          "Face's tokenizers library in the project's Python environment "
+          "(.venv, which scripts/setup.sh makes)");
 ABSL_FLAG(std::string, eod, "auto",
           "The end-of-document id appended after each file: auto (the "
           "tokenizer's end-of-sequence id; byte-level tokens have none), "
@@ -111,19 +115,62 @@ int main(int argc, char **argv) {
   if (positional.size() < 2)
     fail("give at least one text file to read");
 
-  std::unique_ptr<triad::data::Tokenizer> tokenizer;
-  if (std::string model = absl::GetFlag(FLAGS_sentencepiece); !model.empty()) {
+  // Every document's ids, the vocabulary and the tokenizer's end id.
+  std::vector<std::vector<uint32_t>> documents;
+  int64_t vocabulary = 0, tokenizerEnd = -1;
+  std::string described;
+  size_t textBytes = 0;
+  std::vector<std::string> files(positional.begin() + 1, positional.end());
+  std::string sentencePiece = absl::GetFlag(FLAGS_sentencepiece);
+  std::string huggingFace = absl::GetFlag(FLAGS_tokenizer);
+  if (!sentencePiece.empty() && !huggingFace.empty())
+    fail("give --sentencepiece or --tokenizer, not both");
+  auto started = std::chrono::steady_clock::now();
+  if (!huggingFace.empty()) {
+    for (const std::string &file : files) {
+      absl::StatusOr<std::string> text = readText(file);
+      if (!text.ok())
+        fail(std::string(text.status().message()));
+      textBytes += text->size();
+    }
+    triad::data::Encoded encoded;
     std::string error;
-    tokenizer = triad::data::sentencePieceTokenizer(model, error);
-    if (!tokenizer)
-      fail(absl::StrCat("--sentencepiece '", model, "': ", error));
+    if (!triad::data::encodeWithHuggingFace(huggingFace, files, encoded, error))
+      fail(absl::StrCat("--tokenizer '", huggingFace, "': ", error));
+    documents = std::move(encoded.documents);
+    vocabulary = encoded.vocabulary;
+    tokenizerEnd = encoded.endOfDocument;
+    described =
+        absl::StrCat("tokens of the Hugging Face tokenizer ", huggingFace);
   } else {
-    tokenizer = triad::data::byteLevelTokenizer();
+    std::unique_ptr<triad::data::Tokenizer> tokenizer;
+    if (!sentencePiece.empty()) {
+      std::string error;
+      tokenizer = triad::data::sentencePieceTokenizer(sentencePiece, error);
+      if (!tokenizer)
+        fail(absl::StrCat("--sentencepiece '", sentencePiece, "': ", error));
+      described = absl::StrCat("tokens of ", tokenizer->describe());
+    } else {
+      tokenizer = triad::data::byteLevelTokenizer();
+      described = "byte-level tokens";
+    }
+    for (const std::string &file : files) {
+      absl::StatusOr<std::string> text = readText(file);
+      if (!text.ok())
+        fail(std::string(text.status().message()));
+      textBytes += text->size();
+      tokenizer->encode(*text, documents.emplace_back());
+    }
+    vocabulary = tokenizer->vocabulary();
+    tokenizerEnd = tokenizer->endOfDocument();
   }
-  int64_t vocabulary = tokenizer->vocabulary();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+
   int64_t eod = -1;
   if (eodFlag == "auto") {
-    eod = tokenizer->endOfDocument();
+    eod = tokenizerEnd;
   } else if (eodFlag != "none") {
     if (!absl::SimpleAtoi(eodFlag, &eod) || eod < 0 || eod >= vocabulary)
       fail(absl::StrCat("--eod must be auto, none or an id below the "
@@ -137,24 +184,15 @@ int main(int argc, char **argv) {
                       " ids, more than u16 holds; use --width u32"));
   int tokenBytes = width == "u16" ? 2 : 4;
 
-  // Every document, encoded, with the id where each one ends.
+  // The documents one after the other, each followed by the end id.
   std::vector<uint32_t> ids;
   std::vector<size_t> documentEnds;
-  size_t textBytes = 0;
-  auto started = std::chrono::steady_clock::now();
-  for (size_t i = 1; i < positional.size(); ++i) {
-    absl::StatusOr<std::string> text = readText(positional[i]);
-    if (!text.ok())
-      fail(std::string(text.status().message()));
-    textBytes += text->size();
-    tokenizer->encode(*text, ids);
-    if (eod >= 0 && !text->empty())
+  for (const std::vector<uint32_t> &document : documents) {
+    ids.insert(ids.end(), document.begin(), document.end());
+    if (eod >= 0 && !document.empty())
       ids.push_back(static_cast<uint32_t>(eod));
     documentEnds.push_back(ids.size());
   }
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
-          .count();
   if (ids.empty())
     fail("the input files are empty");
 
@@ -190,9 +228,7 @@ int main(int argc, char **argv) {
         !status.ok())
       fail(std::string(status.message()));
 
-  std::string what = tokenizer->describe() == "byte-level"
-                         ? std::string("byte-level tokens")
-                         : absl::StrCat("tokens of ", tokenizer->describe());
+  const std::string &what = described;
   std::printf("triad-data: wrote %zu %s (vocabulary %lld, %s%s) from %zu "
               "file(s) to %s\n",
               split, what.c_str(), static_cast<long long>(vocabulary),

@@ -1,0 +1,47 @@
+"""triad-data's bridge to Hugging Face's tokenizers library (run in the
+project's Python environment): encodes documents with a tokenizer.json.
+
+  python hf_tokenize.py TOKENIZER_JSON FILE...
+
+Writes to standard output one header line, "vocab V eod E" (E: the id of
+the first of <|endoftext|>, </s>, <eos>, <|end_of_text|> the vocabulary
+has, -1 for none), then for each file a line "N" followed by N
+little-endian uint32 ids. Errors go to standard error with exit status 1.
+"""
+
+import struct
+import sys
+
+END_TOKENS = ("<|endoftext|>", "</s>", "<eos>", "<|end_of_text|>")
+
+
+def main():
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        sys.exit("Hugging Face's tokenizers is not installed in this Python "
+                 "environment (scripts/setup.sh installs it into .venv)")
+    path, files = sys.argv[1], sys.argv[2:]
+    try:
+        tokenizer = Tokenizer.from_file(path)
+    except Exception as error:  # the library raises its own types
+        sys.exit(f"cannot load '{path}': {error}")
+    vocabulary = tokenizer.get_vocab_size(with_added_tokens=True)
+    eod = next((tokenizer.token_to_id(t) for t in END_TOKENS
+                if tokenizer.token_to_id(t) is not None), -1)
+    out = sys.stdout.buffer
+    out.write(f"vocab {vocabulary} eod {eod}\n".encode())
+    for name in files:
+        try:
+            with open(name, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError as error:
+            sys.exit(f"cannot read '{name}': {error.strerror}")
+        ids = tokenizer.encode(text, add_special_tokens=False).ids
+        out.write(f"{len(ids)}\n".encode())
+        out.write(struct.pack(f"<{len(ids)}I", *ids))
+    out.flush()
+
+
+if __name__ == "__main__":
+    main()
