@@ -48,13 +48,14 @@ def main():
     print(f"corpus: {len(files)} fortune files, {megabytes:.2f} MB; BPE model "
           f"of {args.vocab} pieces trained in {time.perf_counter() - started:.1f} s")
 
-    def triad(extra):
+    def triad(extra, threads):
         best = None
         for _ in range(args.rounds):
             out = subprocess.run([tool, "--output", os.path.join(work, "t.bin"),
-                                  *extra, *files], capture_output=True,
-                                 text=True, check=True).stdout
-            rate = float(re.search(r"\(([0-9.]+) MB/s\)", out).group(1))
+                                  "--threads", str(threads), *extra, *files],
+                                 capture_output=True, text=True,
+                                 check=True).stdout
+            rate = float(re.search(r"\(([0-9.]+) MB/s", out).group(1))
             best = rate if best is None else max(best, rate)
         return best
 
@@ -71,14 +72,18 @@ def main():
             best = rate if best is None else max(best, rate)
         return best
 
-    byte_level = triad([])
-    spm_triad = triad(["--sentencepiece", model + ".model"])
+    cores = len(os.sched_getaffinity(0))
+    byte_level = triad([], 1)
+    spm_triad = triad(["--sentencepiece", model + ".model"], 1)
+    spm_parallel = triad(["--sentencepiece", model + ".model"], cores)
     spm_python = python_rate()
-    print(f"best of {args.rounds} rounds, MB of text per second (one thread):")
-    print(f"  triad-data byte-level       {byte_level:8.1f}")
-    print(f"  triad-data SentencePiece    {spm_triad:8.1f}")
-    print(f"  sentencepiece (Python)      {spm_python:8.1f}")
-    print(f"  triad-data / Python module  {spm_triad / spm_python:8.2f}")
+    print(f"best of {args.rounds} rounds, MB of text per second:")
+    print(f"  triad-data byte-level, 1 thread           {byte_level:8.1f}")
+    print(f"  triad-data SentencePiece, 1 thread        {spm_triad:8.1f}")
+    print(f"  triad-data SentencePiece, {cores} threads       {spm_parallel:8.1f}")
+    print(f"  sentencepiece (Python), 1 thread          {spm_python:8.1f}")
+    print(f"  triad-data / Python module, 1 thread      {spm_triad / spm_python:8.2f}")
+    print(f"  triad-data {cores} threads / Python module    {spm_parallel / spm_python:8.2f}")
 
 
 if __name__ == "__main__":

@@ -31,13 +31,16 @@ def main():
                 if tokenizer.token_to_id(t) is not None), -1)
     out = sys.stdout.buffer
     out.write(f"vocab {vocabulary} eod {eod}\n".encode())
+    texts = []
     for name in files:
         try:
             with open(name, encoding="utf-8", errors="replace") as f:
-                text = f.read()
+                texts.append(f.read())
         except OSError as error:
             sys.exit(f"cannot read '{name}': {error.strerror}")
-        ids = tokenizer.encode(text, add_special_tokens=False).ids
+    # The library encodes the batch on its own threads.
+    for encoding in tokenizer.encode_batch(texts, add_special_tokens=False):
+        ids = encoding.ids
         out.write(f"{len(ids)}\n".encode())
         out.write(struct.pack(f"<{len(ids)}I", *ids))
     out.flush()

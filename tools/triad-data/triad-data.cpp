@@ -27,12 +27,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <sys/stat.h>
+#include <thread>
 #include <vector>
 
 ABSL_FLAG(std::string, output, "", "Token file to write (required)");
@@ -50,6 +53,8 @@ ABSL_FLAG(std::string, eod, "auto",
           "The end-of-document id appended after each file: auto (the "
           "tokenizer's end-of-sequence id; byte-level tokens have none), "
           "none, or a number below the vocabulary");
+ABSL_FLAG(int, threads, 0,
+          "Threads encoding documents in parallel (0: one per core)");
 ABSL_FLAG(double, validation, 0.0,
           "Hold out at least this fraction of the tokens (the last whole "
           "documents, or the end of a single one) for validation");
@@ -114,6 +119,12 @@ int main(int argc, char **argv) {
     fail("give --validation and --validation-output together");
   if (positional.size() < 2)
     fail("give at least one text file to read");
+  int threads = absl::GetFlag(FLAGS_threads);
+  if (threads < 0)
+    fail(absl::StrCat("--threads must be 0 (one per core) or more, got ",
+                      threads));
+  if (threads == 0)
+    threads = std::max(1u, std::thread::hardware_concurrency());
 
   // Every document's ids, the vocabulary and the tokenizer's end id.
   std::vector<std::vector<uint32_t>> documents;
@@ -154,13 +165,28 @@ int main(int argc, char **argv) {
       tokenizer = triad::data::byteLevelTokenizer();
       described = "byte-level tokens";
     }
+    std::vector<std::string> texts;
     for (const std::string &file : files) {
       absl::StatusOr<std::string> text = readText(file);
       if (!text.ok())
         fail(std::string(text.status().message()));
       textBytes += text->size();
-      tokenizer->encode(*text, documents.emplace_back());
+      texts.push_back(std::move(*text));
     }
+    // The documents are encoded on --threads threads (the tokenizers'
+    // encoding is const and thread-safe), each taking the next.
+    documents.resize(texts.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t d = next++; d < texts.size(); d = next++)
+        tokenizer->encode(texts[d], documents[d]);
+    };
+    std::vector<std::thread> workers;
+    for (int t = 1; t < threads; ++t)
+      workers.emplace_back(work);
+    work();
+    for (std::thread &worker : workers)
+      worker.join();
     vocabulary = tokenizer->vocabulary();
     tokenizerEnd = tokenizer->endOfDocument();
   }
@@ -244,8 +270,12 @@ int main(int argc, char **argv) {
             : "the end of the token stream: whole documents could not "
               "give them without leaving none to train on",
         validationOutput.c_str());
-  std::printf("triad-data: encoded %.2f MB of text in %.3f s (%.1f MB/s)\n",
+  std::printf("triad-data: encoded %.2f MB of text in %.3f s (%.1f MB/s%s)\n",
               textBytes / 1e6, seconds,
-              seconds > 0 ? textBytes / 1e6 / seconds : 0.0);
+              seconds > 0 ? textBytes / 1e6 / seconds : 0.0,
+              huggingFace.empty() ? absl::StrCat(", ", threads, " thread",
+                                                 threads > 1 ? "s" : "")
+                                        .c_str()
+                                  : "");
   return 0;
 }
