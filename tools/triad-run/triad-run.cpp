@@ -48,8 +48,8 @@
 #include "runtime/data/TokenFile.h"
 #include "runtime/plan/Mesh.h"
 #include "runtime/plan/Plan.h"
-#include "runtime/support/Files.h"
 #include "runtime/support/CommandLine.h"
+#include "runtime/support/Files.h"
 #include "runtime/support/TensorBoard.h"
 #include "runtime/support/Watchdog.h"
 #include "runtime/train/Trainer.h"
@@ -534,6 +534,18 @@ int main(int argc, char **argv) {
                            "' (expected u16 or u32)"));
   if (lr && !(*lr > 0.0 && std::isfinite(*lr)))
     tool.fail(absl::StrCat("--lr must be a positive number, got ", *lr));
+
+  // torchrun (or another launcher of its kind) starts processes that find
+  // each other over TCP, not MPI: each would run alone. Say what works.
+  if (const char *size = std::getenv("WORLD_SIZE");
+      size && !mpi::launchedByLauncher() && std::string(size) != "1" &&
+      (std::getenv("RANK") || std::getenv("LOCAL_RANK") ||
+       std::getenv("TORCHELASTIC_RUN_ID")))
+    tool.fail(absl::StrCat(
+        "started with WORLD_SIZE=", size,
+        " by torchrun or a launcher like it, but Triad's ranks talk over MPI: "
+        "start the job with mpirun -np ",
+        size, " triad-run ... (or srun under Slurm)"));
 
   // The job: MPI under a launcher, else one rank.
   absl::StatusOr<mpi::World> world = mpi::World::initialize(&argc, &argv);
