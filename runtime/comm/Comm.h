@@ -98,6 +98,8 @@ public:
   virtual absl::Status agree(const absl::Status &local) = 0;
   /// Every rank calls it; every rank gets the smallest of their `local`s.
   virtual absl::StatusOr<int64_t> worldMinimum(int64_t local) = 0;
+  /// Every rank calls it; every rank gets the sum of their `local`s.
+  virtual absl::StatusOr<double> worldSum(double local) = 0;
 
   // The same collectives started in the background: until the request's
   // wait() returns, `out` must be neither read nor written and `in` not
@@ -165,6 +167,7 @@ public:
   absl::Status barrier() override { return absl::OkStatus(); }
   absl::Status agree(const absl::Status &local) override { return local; }
   absl::StatusOr<int64_t> worldMinimum(int64_t local) override { return local; }
+  absl::StatusOr<double> worldSum(double local) override { return local; }
 
 private:
   absl::Status copy(uint32_t group, const float *in, float *out,

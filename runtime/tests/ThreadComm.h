@@ -41,8 +41,8 @@ namespace triad::rt::tests {
 class ThreadWorld {
 public:
   explicit ThreadWorld(int64_t size)
-      : size(size), inputs(size, nullptr), failed(size, false),
-        values(size, 0) {}
+      : size(size), inputs(size, nullptr), failed(size, false), values(size, 0),
+        sums(size, 0.0) {}
 
   /// Blocks until every rank has arrived.
   void arrive() {
@@ -84,6 +84,7 @@ public:
   std::vector<const float *> inputs;
   std::vector<bool> failed;
   std::vector<int64_t> values;
+  std::vector<double> sums;
 
 private:
   std::mutex mutex;
@@ -222,6 +223,16 @@ public:
       smallest = std::min(smallest, value);
     world.arrive();
     return smallest;
+  }
+
+  absl::StatusOr<double> worldSum(double local) override {
+    world.sums[rank] = local;
+    world.arrive();
+    double sum = 0;
+    for (double value : world.sums)
+      sum += value;
+    world.arrive();
+    return sum;
   }
 
   /// With `deferred`, a started collective runs only when it is waited for

@@ -359,6 +359,101 @@ absl::StatusOr<StepResult> Trainer::step() {
   return result;
 }
 
+absl::StatusOr<Trainer::Evaluation> Trainer::evaluate(const TokenFile &data,
+                                                      int64_t batches) {
+  const plan::Plan &root = plan->root();
+  const plan::Program &program = exec->programOf();
+  if (batches < 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat("evaluation needs at least one batch, got ", batches));
+  absl::StatusOr<Sampler> evalSampler =
+      Sampler::create(data, root.seq(), options.seed);
+  if (!evalSampler.ok())
+    return evalSampler.status();
+  int64_t samples = microbatchSamples(root), seq = root.seq();
+  int64_t replicaFirst = dpRank * (root.batch() / dpSize);
+  HostTensor tokens, labels, prefixLengths;
+  tokens.dtype = labels.dtype = prefixLengths.dtype = plan::DType::I32;
+  tokens.shape = labels.shape = {samples, seq};
+  tokens.ints.resize(samples * seq);
+  labels.ints.resize(samples * seq);
+  prefixLengths.shape = {samples};
+  prefixLengths.ints.resize(samples);
+  int64_t begin = nowNanos();
+  double lossSum = 0, tokenCount = 0;
+  for (int64_t b = 0; b < batches; ++b) {
+    uint64_t step = static_cast<uint64_t>(b) + 1;
+    for (const plan::Call *call : *program.step()) {
+      const plan::Function &function =
+          *program.functions()->Get(call->function());
+      // The update (and what it exchanges) is all the apply step does.
+      if (function.name()->string_view() == "apply_step")
+        continue;
+      std::vector<HostTensor> args;
+      if (function.arg_kinds() && function.arg_kinds()->size() > 0) {
+        uint64_t first = static_cast<uint64_t>(
+            replicaFirst + static_cast<int64_t>(call->microbatch()) * samples);
+        evalSampler->fill(step, first, samples, tokens.ints.data(),
+                          labels.ints.data());
+        if (prefixIgnoreIndex)
+          evalSampler->fillPrefixes(step, first, samples,
+                                    prefixLengths.ints.data(),
+                                    labels.ints.data(), *prefixIgnoreIndex);
+        for (plan::ArgKind kind : *function.arg_kinds())
+          args.push_back(kind == plan::ArgKind::Tokens   ? tokens
+                         : kind == plan::ArgKind::Labels ? labels
+                                                         : prefixLengths);
+      }
+      if (options.progress)
+        options.progress->beginCall(function.name()->c_str(),
+                                    call->microbatch());
+      absl::StatusOr<std::vector<HostTensor>> outputs =
+          exec->run(call->function(), args, completed + 1, nullptr,
+                    call->microbatch(), call->slot());
+      if (!outputs.ok())
+        return absl::Status(outputs.status().code(),
+                            absl::StrCat("evaluation batch ", b + 1, ": ",
+                                         outputs.status().message()));
+    }
+    // This rank's sums over its microbatches. The loss sum is replicated
+    // over the ranks splitting a layer (counted on the first of them) and
+    // kept by the last pipeline stage only (the others hold 0); every
+    // pipeline rank counts the same tokens (counted on the first).
+    absl::StatusOr<std::vector<float>> sum = exec->readPersistent("loss.sum");
+    absl::StatusOr<std::vector<float>> count =
+        exec->readPersistent("loss.tokens");
+    if (!sum.ok())
+      return sum.status();
+    if (!count.ok())
+      return count.status();
+    bool firstOfLayer = true, firstStage = true;
+    for (size_t axis = 0; axis < root.mesh()->size(); ++axis) {
+      std::string_view name = root.mesh()->Get(axis)->name()->string_view();
+      if (name == "tp" && exec->coordinates()[axis] != 0)
+        firstOfLayer = false;
+      if (name == "pp" && exec->coordinates()[axis] != 0)
+        firstStage = false;
+    }
+    if (firstOfLayer) {
+      lossSum += sum->at(0);
+      if (firstStage)
+        tokenCount += count->at(0);
+    }
+  }
+  absl::StatusOr<double> totalLoss = communicator->worldSum(lossSum);
+  if (!totalLoss.ok())
+    return totalLoss.status();
+  absl::StatusOr<double> totalTokens = communicator->worldSum(tokenCount);
+  if (!totalTokens.ok())
+    return totalTokens.status();
+  Evaluation evaluation;
+  evaluation.tokens = static_cast<int64_t>(*totalTokens);
+  evaluation.loss =
+      *totalTokens > 0 ? *totalLoss / *totalTokens : StepResult::kMissing;
+  evaluation.seconds = (nowNanos() - begin) / 1e9;
+  return evaluation;
+}
+
 namespace {
 bool allFinite(const std::vector<float> &values) {
   return std::all_of(values.begin(), values.end(),

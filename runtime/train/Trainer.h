@@ -135,6 +135,20 @@ public:
   /// Runs optimizer step completedSteps() + 1.
   absl::StatusOr<StepResult> step();
 
+  /// The model's loss on held-out data: the mean over the non-ignored
+  /// tokens of `batches` global batches of `data` (batch b draws the
+  /// windows the training sampler would draw for step b + 1 of `data`, so
+  /// the same on every mesh). It runs every call of the step but the apply
+  /// step's (the plan has no forward-only function yet, so the backward
+  /// runs too), leaves the parameters and the optimizer's state as they
+  /// are, and reduces the loss over the ranks. Every rank calls it.
+  struct Evaluation {
+    double loss = StepResult::kMissing;
+    int64_t tokens = 0;
+    double seconds = 0;
+  };
+  absl::StatusOr<Evaluation> evaluate(const TokenFile &data, int64_t batches);
+
   /// Steps run so far (or restored by load).
   uint64_t completedSteps() const { return completed; }
   /// Samples of the corpus consumed so far (the data position).

@@ -109,6 +109,15 @@ ABSL_FLAG(std::string, tensorboard, "",
           "Write TensorBoard event files into folder DIR (rank 0): per "
           "logged step the loss, its interval mean, lr, gradient norm, "
           "tokens/s, TFLOP/s (and MFU, the loss scale where there are)");
+ABSL_FLAG(std::string, eval_data, "",
+          "A held-out token file (triad-data --validation-output): its loss "
+          "is measured every --eval-every steps and after the last one, the "
+          "same on every mesh");
+ABSL_FLAG(int64_t, eval_every, 0,
+          "With --eval-data: evaluate every K steps (0: after the last step "
+          "only)");
+ABSL_FLAG(int64_t, eval_batches, 1,
+          "With --eval-data: global batches per evaluation");
 ABSL_FLAG(std::string, save, "",
           "Save checkpoints into folder DIR: at the end, and every "
           "--save-every steps");
@@ -579,6 +588,21 @@ int main(int argc, char **argv) {
       dataPath, width == "u16" ? TokenWidth::U16 : TokenWidth::U32,
       plan.vocab());
   tool.failIfAny(data.status());
+  std::string evalPath = absl::GetFlag(FLAGS_eval_data);
+  int64_t evalEvery = absl::GetFlag(FLAGS_eval_every),
+          evalBatches = absl::GetFlag(FLAGS_eval_batches);
+  if (evalEvery < 0 || evalBatches < 1)
+    tool.fail(absl::StrCat("--eval-every must be 0 or more and --eval-batches "
+                           "at least 1, got ",
+                           evalEvery, " and ", evalBatches));
+  std::optional<TokenFile> evalData;
+  if (!evalPath.empty()) {
+    absl::StatusOr<TokenFile> opened = TokenFile::open(
+        evalPath, width == "u16" ? TokenWidth::U16 : TokenWidth::U32,
+        plan.vocab());
+    tool.failIfAny(opened.status(), "--eval-data: ");
+    evalData = std::move(*opened);
+  }
 
   // --load auto: the newest checkpoint of the --save folder that every
   // rank finds intact (the oldest of the ranks' choices), or none.
@@ -882,8 +906,20 @@ int main(int argc, char **argv) {
       intervalLoss += result->loss;
       ++intervalLosses;
     }
+    // Evaluation (every rank): its steps are logged.
+    bool evaluating =
+        evalData &&
+        ((evalEvery > 0 && step % static_cast<uint64_t>(evalEvery) == 0) ||
+         step == static_cast<uint64_t>(steps));
+    std::optional<Trainer::Evaluation> evaluation;
+    if (evaluating) {
+      absl::StatusOr<Trainer::Evaluation> measured =
+          trainer->evaluate(*evalData, evalBatches);
+      tool.abortIf(measured.status(), "--eval-data: ");
+      evaluation = *measured;
+    }
     if (step % static_cast<uint64_t>(logEvery) == 0 || step == firstStep ||
-        step == static_cast<uint64_t>(steps)) {
+        step == static_cast<uint64_t>(steps) || evaluating) {
       double meanLoss =
           intervalLosses ? intervalLoss / intervalLosses : StepResult::kMissing;
       double intervalTokensPerSecond =
@@ -901,7 +937,7 @@ int main(int argc, char **argv) {
       bool scaled = scale != result->results.end();
       tool.say(absl::StrFormat(
           "step %*d/%d | loss %.4f | avg %.4f | lr %.2e | grad norm %.4f | "
-          "%s tok/s | %.3g TFLOP/s%s | %s tokens | %.1f s%s | mem %s | rss "
+          "%s tok/s | %.3g TFLOP/s%s | %s tokens | %.1f s%s%s | mem %s | rss "
           "%s%s",
           stepWidth, step, steps, result->loss, meanLoss, result->lr,
           result->gradNorm, grouped(std::llround(intervalTokensPerSecond)),
@@ -912,6 +948,8 @@ int main(int argc, char **argv) {
           grouped(tokensSeen), elapsedSeconds,
           scaled ? absl::StrFormat(" | loss scale %.0f", scale->second)
                  : std::string(),
+          evaluation ? absl::StrFormat(" | eval loss %.4f", evaluation->loss)
+                     : std::string(),
           mebibytes(arenaBytes), mebibytes(residentBytes),
           result->skipped ? " | skipped (overflow)" : ""));
       if (metrics) {
@@ -938,6 +976,11 @@ int main(int argc, char **argv) {
           record["mfu"] = number(tflops / peakTflops);
         if (scaled)
           record["loss_scale"] = number(scale->second);
+        if (evaluation) {
+          record["eval_loss"] = number(evaluation->loss);
+          record["eval_tokens"] = evaluation->tokens;
+          record["eval_seconds"] = number(evaluation->seconds);
+        }
         tool.abortIf(metrics.write(json(record) + "\n"), "--metrics: ");
       }
       if (tensorboard) {
@@ -952,6 +995,8 @@ int main(int argc, char **argv) {
           scalars.push_back({"mfu", tflops / peakTflops});
         if (scaled)
           scalars.push_back({"loss_scale", scale->second});
+        if (evaluation)
+          scalars.push_back({"eval_loss", evaluation->loss});
         tool.abortIf(tensorboard->write(static_cast<int64_t>(step), scalars),
                      "--tensorboard: ");
       }

@@ -267,6 +267,16 @@ public:
     return smallest;
   }
 
+  absl::StatusOr<double> worldSum(double local) override {
+    double sum = local;
+    if (absl::Status status = mpiStatus(
+            MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+            "MPI_Allreduce");
+        !status.ok())
+      return status;
+    return sum;
+  }
+
 private:
   absl::Status check(uint32_t group, int64_t count) const {
     if (group >= comms.size())
