@@ -236,6 +236,39 @@ bool Trainer::savesSlice(const plan::Persistent &p) const {
   return true;
 }
 
+std::vector<HostTensor> Trainer::callArguments(const Sampler &from,
+                                               uint64_t step,
+                                               const plan::Call &call) {
+  const plan::Plan &root = plan->root();
+  const plan::Function &function =
+      *exec->programOf().functions()->Get(call.function());
+  std::vector<HostTensor> args;
+  if (!function.arg_kinds() || function.arg_kinds()->size() == 0)
+    return args;
+  int64_t samples = microbatchSamples(root), seq = root.seq();
+  HostTensor tokens, labels, prefixLengths;
+  tokens.dtype = labels.dtype = prefixLengths.dtype = plan::DType::I32;
+  tokens.shape = labels.shape = {samples, seq};
+  tokens.ints.resize(samples * seq);
+  labels.ints.resize(samples * seq);
+  prefixLengths.shape = {samples};
+  prefixLengths.ints.resize(samples);
+  // This data-parallel replica's share of the global batch, and the
+  // call's microbatch of it.
+  uint64_t first =
+      static_cast<uint64_t>(dpRank * (root.batch() / dpSize) +
+                            static_cast<int64_t>(call.microbatch()) * samples);
+  from.fill(step, first, samples, tokens.ints.data(), labels.ints.data());
+  if (prefixIgnoreIndex)
+    from.fillPrefixes(step, first, samples, prefixLengths.ints.data(),
+                      labels.ints.data(), *prefixIgnoreIndex);
+  for (plan::ArgKind kind : *function.arg_kinds())
+    args.push_back(kind == plan::ArgKind::Tokens   ? tokens
+                   : kind == plan::ArgKind::Labels ? labels
+                                                   : prefixLengths);
+  return args;
+}
+
 absl::StatusOr<StepResult> Trainer::step() {
   const plan::Plan &root = plan->root();
   const plan::Program &program = exec->programOf();
@@ -244,20 +277,11 @@ absl::StatusOr<StepResult> Trainer::step() {
   if (options.progress)
     options.progress->beginStep(result.step);
   result.tokens = root.batch() * root.seq();
-  int64_t samples = microbatchSamples(root), seq = root.seq();
-  int64_t replicaFirst = dpRank * (root.batch() / dpSize);
   // Whether this step is in the trace's window.
   bool traced = options.trace && result.step >= options.traceFirstStep &&
                 result.step <= options.traceLastStep;
   auto micros = [&](int64_t nanos) { return (nanos - epochNanos) / 1000.0; };
 
-  HostTensor tokens, labels, prefixLengths;
-  tokens.dtype = labels.dtype = prefixLengths.dtype = plan::DType::I32;
-  tokens.shape = labels.shape = {samples, seq};
-  tokens.ints.resize(samples * seq);
-  labels.ints.resize(samples * seq);
-  prefixLengths.shape = {samples};
-  prefixLengths.ints.resize(samples);
   std::vector<InstructionTime> times;
   int64_t stepBegin = nowNanos();
   // Under a pipeline: the span of the transfer calls since the last
@@ -280,21 +304,7 @@ absl::StatusOr<StepResult> Trainer::step() {
     const plan::Call *call = program.step()->Get(callIndex);
     const plan::Function &function =
         *program.functions()->Get(call->function());
-    std::vector<HostTensor> args;
-    if (function.arg_kinds() && function.arg_kinds()->size() > 0) {
-      uint64_t first = static_cast<uint64_t>(
-          replicaFirst + static_cast<int64_t>(call->microbatch()) * samples);
-      sampler.fill(result.step, first, samples, tokens.ints.data(),
-                   labels.ints.data());
-      if (prefixIgnoreIndex)
-        sampler.fillPrefixes(result.step, first, samples,
-                             prefixLengths.ints.data(), labels.ints.data(),
-                             *prefixIgnoreIndex);
-      for (plan::ArgKind kind : *function.arg_kinds())
-        args.push_back(kind == plan::ArgKind::Tokens   ? tokens
-                       : kind == plan::ArgKind::Labels ? labels
-                                                       : prefixLengths);
-    }
+    std::vector<HostTensor> args = callArguments(sampler, result.step, *call);
     times.clear();
     if (options.progress)
       options.progress->beginCall(function.name()->c_str(), call->microbatch());
@@ -370,15 +380,6 @@ absl::StatusOr<Trainer::Evaluation> Trainer::evaluate(const TokenFile &data,
       Sampler::create(data, root.seq(), options.seed);
   if (!evalSampler.ok())
     return evalSampler.status();
-  int64_t samples = microbatchSamples(root), seq = root.seq();
-  int64_t replicaFirst = dpRank * (root.batch() / dpSize);
-  HostTensor tokens, labels, prefixLengths;
-  tokens.dtype = labels.dtype = prefixLengths.dtype = plan::DType::I32;
-  tokens.shape = labels.shape = {samples, seq};
-  tokens.ints.resize(samples * seq);
-  labels.ints.resize(samples * seq);
-  prefixLengths.shape = {samples};
-  prefixLengths.ints.resize(samples);
   int64_t begin = nowNanos();
   double lossSum = 0, tokenCount = 0;
   for (int64_t b = 0; b < batches; ++b) {
@@ -389,21 +390,7 @@ absl::StatusOr<Trainer::Evaluation> Trainer::evaluate(const TokenFile &data,
       // The update (and what it exchanges) is all the apply step does.
       if (function.name()->string_view() == "apply_step")
         continue;
-      std::vector<HostTensor> args;
-      if (function.arg_kinds() && function.arg_kinds()->size() > 0) {
-        uint64_t first = static_cast<uint64_t>(
-            replicaFirst + static_cast<int64_t>(call->microbatch()) * samples);
-        evalSampler->fill(step, first, samples, tokens.ints.data(),
-                          labels.ints.data());
-        if (prefixIgnoreIndex)
-          evalSampler->fillPrefixes(step, first, samples,
-                                    prefixLengths.ints.data(),
-                                    labels.ints.data(), *prefixIgnoreIndex);
-        for (plan::ArgKind kind : *function.arg_kinds())
-          args.push_back(kind == plan::ArgKind::Tokens   ? tokens
-                         : kind == plan::ArgKind::Labels ? labels
-                                                         : prefixLengths);
-      }
+      std::vector<HostTensor> args = callArguments(*evalSampler, step, *call);
       if (options.progress)
         options.progress->beginCall(function.name()->c_str(),
                                     call->microbatch());

@@ -207,6 +207,11 @@ private:
 
   const LoadedPlan *plan;
   Sampler sampler;
+  /// The data arguments of `call` (tokens, labels, prefix lengths, as its
+  /// function takes them) for `step`, drawn by `from` for this replica's
+  /// share of the global batch.
+  std::vector<HostTensor> callArguments(const Sampler &from, uint64_t step,
+                                        const plan::Call &call);
   std::unique_ptr<Executor> exec;
   /// options.communicator, or a world of one rank.
   std::unique_ptr<Communicator> ownCommunicator;

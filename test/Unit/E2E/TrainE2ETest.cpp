@@ -2,11 +2,13 @@
 //
 // The whole path on the 1x1x1 mesh: the tiny preset through
 // --triad-train-pipeline, exported as a plan file, loaded and trained by
-// the runtime's trainer (what triad-run does) on byte tokens of this
-// repository's README, against the reference interpreter running the
-// autodiff functions on the very same samples from the same initial
-// weights: the losses agree to 1e-5 relative over 10 steps. A run resumed
-// from a checkpoint continues with exactly the uninterrupted losses.
+// the runtime's trainer (what triad-run does) on byte tokens of the test
+// corpus (test/e2e/Inputs/corpus.md, a copy of the README frozen so that
+// README edits do not move these numbers), against the reference
+// interpreter running the autodiff functions on the very same samples from
+// the same initial weights: the losses agree to 1e-5 relative over 10 steps. A
+// run resumed from a checkpoint continues with exactly the uninterrupted
+// losses.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,9 +62,11 @@ protected:
     return *tiny;
   }
 
-  /// The README as one uint16 token per byte.
+  /// The test corpus (test/e2e/Inputs/corpus.md) as one uint16 token per
+  /// byte.
   std::string writeCorpus() {
-    auto buffer = llvm::MemoryBuffer::getFile(TRIAD_SOURCE_DIR "/README.md");
+    auto buffer = llvm::MemoryBuffer::getFile(TRIAD_SOURCE_DIR
+                                              "/test/e2e/Inputs/corpus.md");
     EXPECT_TRUE(static_cast<bool>(buffer));
     std::string bytes;
     for (unsigned char c : (*buffer)->getBuffer()) {
@@ -145,8 +149,8 @@ TEST_F(TrainE2E, RuntimeLossesEqualTheInterpreters) {
     EXPECT_NEAR(result->gradNorm, expectedNorm, 1e-4 * expectedNorm)
         << "step " << step;
   }
-  // Training starts near the uniform ln(256) (how near depends on the text
-  // the README holds today) and the loss falls.
+  // Training starts near the uniform ln(256) (how near depends on the
+  // corpus's text) and the loss falls.
   EXPECT_NEAR(losses.front(), std::log(256.0), 0.5);
   EXPECT_LT(losses.back(), losses.front() - 0.1);
   EXPECT_EQ(trainer->completedSteps(), static_cast<uint64_t>(kSteps));

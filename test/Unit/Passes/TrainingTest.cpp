@@ -1,10 +1,10 @@
 //===- TrainingTest.cpp - the training step in the reference interpreter --===//
 //
 // The two functions built by --triad-autodiff, run by the interpreter:
-// AdamW steps on real text (this repository's README as byte-level tokens)
-// lower the loss, and a step over four microbatches, each weighted by its
-// share of the non-ignored tokens, equals the step over the whole batch, as
-// does the data-parallel partition run on a simulated mesh.
+// AdamW steps on real text (the test corpus, test/e2e/Inputs/corpus.md, as
+// byte-level tokens) lower the loss, and a step over four microbatches, each
+// weighted by its share of the non-ignored tokens, equals the step over the
+// whole batch, as does the data-parallel partition run on a simulated mesh.
 //
 //===----------------------------------------------------------------------===//
 
@@ -85,10 +85,11 @@ ModelConfig tinyConfig(int64_t batch, int64_t seq) {
   return *config;
 }
 
-/// Byte-level sequences of this repository's README: tokens and the labels
-/// one byte later, from deterministic offsets.
+/// Byte-level sequences of the test corpus (test/e2e/Inputs/corpus.md): tokens
+/// and the labels one byte later, from deterministic offsets.
 std::vector<Tensor> textBatch(int64_t batch, int64_t seq, int64_t firstSample) {
-  auto buffer = llvm::MemoryBuffer::getFile(TRIAD_SOURCE_DIR "/README.md");
+  auto buffer = llvm::MemoryBuffer::getFile(TRIAD_SOURCE_DIR
+                                            "/test/e2e/Inputs/corpus.md");
   EXPECT_TRUE(static_cast<bool>(buffer));
   llvm::StringRef text = (*buffer)->getBuffer();
   int64_t span = static_cast<int64_t>(text.size()) - seq - 1;
