@@ -474,6 +474,17 @@ private:
   void accumulateAfterLastWrite(Function &f, size_t bodyStart,
                                 ArrayRef<Update> updates);
   LogicalResult findInPlaceUpdates(func::FuncOp func);
+  /// Notes the reduce_scatters that complete a gradient the step's
+  /// functions return (weightedCollectives).
+  void noteWeightedCollectives() {
+    for (func::FuncOp function : stepFunctions) {
+      Operation *terminator = function.getBody().front().getTerminator();
+      for (auto [index, value] : llvm::enumerate(terminator->getOperands()))
+        if (function.getResultAttr(index, "triad.grad"))
+          if (auto scatter = value.getDefiningOp<dist::ReduceScatterOp>())
+            weightedCollectives.insert(scatter);
+    }
+  }
   LogicalResult lowerBlock(Block &block, Function &f);
   LogicalResult lowerOp(Operation &op, Function &f);
   LogicalResult lowerMicrobatchStep(Function &f, int64_t microbatches);
@@ -1042,10 +1053,7 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
   unsigned one = fill(f, 1.0);
   microbatchTokens = count;
   auto returned = microbatch.getBody().front().getTerminator()->getOperands();
-  for (auto [index, value] : llvm::enumerate(returned))
-    if (microbatch.getResultAttr(index, "triad.grad"))
-      if (auto scatter = value.getDefiningOp<dist::ReduceScatterOp>())
-        weightedCollectives.insert(scatter);
+  noteWeightedCollectives();
   size_t bodyStart = f.body.size();
   if (failed(findInPlaceUpdates(microbatch)) ||
       failed(lowerBlock(microbatch.getBody().front(), f)))
@@ -1806,14 +1814,7 @@ LogicalResult ProgramLowering::lowerPipelineRank(
   Placement placement{rank, schedule.ranks, &step};
   if (failed(readDataShape(microbatches)))
     return failure();
-  // A gradient a reduce_scatter completes is weighted before it.
-  for (func::FuncOp function : stepFunctions) {
-    Operation *terminator = function.getBody().front().getTerminator();
-    for (auto [index, value] : llvm::enumerate(terminator->getOperands()))
-      if (function.getResultAttr(index, "triad.grad"))
-        if (auto scatter = value.getDefiningOp<dist::ReduceScatterOp>())
-          weightedCollectives.insert(scatter);
-  }
+  noteWeightedCollectives();
 
   declarePersistents([&](StringRef param) { return placement.owns(param); });
   for (func::FuncOp function : stepFunctions)
