@@ -324,26 +324,39 @@ public:
       return opened.status();
     file = std::move(*opened);
     pid = rank;
-    return file.write(absl::StrCat(
-        "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n",
-        json({{"name", "process_name"},
-              {"ph", "M"},
-              {"pid", pid},
-              {"tid", 0},
-              {"args", {{"name", absl::StrCat("rank ", rank)}}}})));
+    // Two tracks per rank: the compute (steps, calls, kernels) and the
+    // communication (collectives and transfers, and the waits for them), so
+    // that their overlap shows.
+    auto track = [&](int tid, const char *name) {
+      return json({{"name", "thread_name"},
+                   {"ph", "M"},
+                   {"pid", pid},
+                   {"tid", tid},
+                   {"args", {{"name", name}}}});
+    };
+    return file.write(
+        absl::StrCat("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n",
+                     json({{"name", "process_name"},
+                           {"ph", "M"},
+                           {"pid", pid},
+                           {"tid", 0},
+                           {"args", {{"name", absl::StrCat("rank ", rank)}}}}),
+                     ",\n", track(kComputeTrack, "compute"), ",\n",
+                     track(kCommunicationTrack, "communication")));
   }
   absl::Status write(const std::vector<TraceEvent> &events) {
     if (!file)
       return absl::OkStatus();
     std::string text;
     for (const TraceEvent &event : events) {
-      Json record = {{"name", event.name},
-                     {"cat", event.category},
-                     {"ph", "X"},
-                     {"ts", event.beginMicros},
-                     {"dur", event.durationMicros},
-                     {"pid", pid},
-                     {"tid", 0}};
+      Json record = {
+          {"name", event.name},
+          {"cat", event.category},
+          {"ph", "X"},
+          {"ts", event.beginMicros},
+          {"dur", event.durationMicros},
+          {"pid", pid},
+          {"tid", communicates(event) ? kCommunicationTrack : kComputeTrack}};
       if (!event.detail.empty())
         record["args"] = {{"operands", event.detail}};
       absl::StrAppend(&text, ",\n", json(record));
@@ -359,6 +372,21 @@ public:
   }
 
 private:
+  static constexpr int kComputeTrack = 0, kCommunicationTrack = 1;
+  /// An instruction that moves data between ranks, or the wait for one.
+  static bool communicates(const TraceEvent &event) {
+    if (event.category != "instruction")
+      return false;
+    std::string_view name = event.name;
+    if (name.substr(0, 5) == "wait ")
+      return true;
+    for (std::string_view op : {"AllReduce", "AllGather", "ReduceScatter",
+                                "AllToAll", "AllSlice", "Send", "Recv"})
+      if (name == op)
+        return true;
+    return false;
+  }
+
   OutputFile file;
   int pid = 0;
 };
