@@ -272,8 +272,14 @@ private:
     return isSend(work) ? step.transfer(stage, peer(work))
                         : step.transfer(peer(work), stage);
   }
-  /// The leaves `work` computes.
-  SmallVector<const StagedStep::Leaf *> leaves(StageWork work) const;
+  /// The leaves `work` computes (worked out once, in run()).
+  ArrayRef<const StagedStep::Leaf *> leaves(StageWork work) const {
+    auto it = leafLists.find(work);
+    return it == leafLists.end()
+               ? ArrayRef<const StagedStep::Leaf *>()
+               : ArrayRef<const StagedStep::Leaf *>(it->second);
+  }
+  SmallVector<const StagedStep::Leaf *> selectLeaves(StageWork work) const;
   bool isStepArgument(Value value) const {
     auto arg = dyn_cast<BlockArgument>(value);
     return arg && arg.getOwner() == &microbatch.getBody().front();
@@ -299,10 +305,11 @@ private:
   DenseMap<Value, StageWork> owner;
   /// The values kept for a later function, with their stash index.
   llvm::MapVector<Value, int64_t> stash;
+  std::map<StageWork, SmallVector<const StagedStep::Leaf *>> leafLists;
 };
 
 SmallVector<const StagedStep::Leaf *>
-StageMaterializer::leaves(StageWork work) const {
+StageMaterializer::selectLeaves(StageWork work) const {
   if (work == StageWork::forward)
     return SmallVector<const StagedStep::Leaf *>(step.phase(stage, false));
   if (work != StageWork::backward && work != StageWork::backward_input &&
@@ -352,7 +359,7 @@ StageMaterializer::outsideReads(StageWork work) const {
 func::FuncOp StageMaterializer::build(OpBuilder &b, StageWork work,
                                       const llvm::SetVector<Value> &reads) {
   Location loc = microbatch.getLoc();
-  SmallVector<const StagedStep::Leaf *> ops = leaves(work);
+  ArrayRef<const StagedStep::Leaf *> ops = leaves(work);
   Block &stepBlock = microbatch.getBody().front();
 
   // The forward takes the data arguments it reads, and always the labels
@@ -446,6 +453,8 @@ StageMaterializer::run(SmallVectorImpl<func::FuncOp> &functions) {
   // forward for the data arguments. (The schedule's verifier has checked
   // that every stage runs its forward and backward for every microbatch,
   // so every leaf lands in a function.)
+  for (StageWork work : works)
+    leafLists[work] = selectLeaves(work);
   for (StageWork work : works) {
     for (const StagedStep::Leaf *leaf : leaves(work))
       for (Value result : leaf->op->getResults())
