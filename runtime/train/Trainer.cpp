@@ -550,10 +550,24 @@ absl::Status Trainer::load(const std::string &dir,
   return absl::OkStatus();
 }
 
+absl::Status Trainer::initFrom(const std::string &dir) {
+  if (options.progress)
+    options.progress->phase("loading a checkpoint's weights");
+  std::vector<std::pair<std::string, std::vector<float>>> restored;
+  absl::StatusOr<CheckpointInfo> info =
+      read(dir, restored, std::nullopt, /*weightsOnly=*/true);
+  if (absl::Status status = communicator->agree(info.status()); !status.ok())
+    return status;
+  for (auto &[name, values] : restored)
+    if (absl::Status status = exec->writePersistent(name, values); !status.ok())
+      return status;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CheckpointInfo>
 Trainer::read(const std::string &dir,
               std::vector<std::pair<std::string, std::vector<float>>> &restored,
-              std::optional<uint64_t> step) {
+              std::optional<uint64_t> step, bool weightsOnly) {
   absl::StatusOr<CheckpointReader> reader = CheckpointReader::open(dir, step);
   if (!reader.ok())
     return reader.status();
@@ -562,7 +576,7 @@ Trainer::read(const std::string &dir,
         absl::StrCat("checkpoint '", dir, "' (step ", reader->info().step,
                      ") does not fit this plan: ", what));
   };
-  if (reader->info().seed != options.seed)
+  if (!weightsOnly && reader->info().seed != options.seed)
     return refuse(absl::StrCat("it was saved with seed ", reader->info().seed,
                                ", this run uses ", options.seed));
   // Every tensor the checkpoint holds must be one the plan has (on some
@@ -589,6 +603,9 @@ Trainer::read(const std::string &dir,
   if (program.persistent())
     for (const plan::Persistent *p : *program.persistent()) {
       if (!checkpointed(*p))
+        continue;
+      if (weightsOnly && p->role() != plan::Role::Parameter &&
+          !absl::StartsWith(p->name()->str(), kMasterPrefix))
         continue;
       std::vector<int64_t> global(p->global_shape()->begin(),
                                   p->global_shape()->end());

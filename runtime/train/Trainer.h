@@ -175,6 +175,13 @@ public:
   absl::Status load(const std::string &dir,
                     std::optional<uint64_t> step = std::nullopt);
 
+  /// Starts from the weights of the latest checkpoint of `dir` (fine-tuning):
+  /// its parameters and their f32 master copies only. The optimizer's state,
+  /// the step, the data position and the loss scale start anew, and the
+  /// checkpoint's seed need not be this run's. Refuses as load() does
+  /// otherwise. Every rank calls it.
+  absl::Status initFrom(const std::string &dir);
+
   Executor &executor() { return *exec; }
   /// This rank's data-parallel index and the replica count.
   int64_t dataParallelRank() const { return dpRank; }
@@ -200,10 +207,13 @@ private:
   bool savesSlice(const plan::Persistent &p) const;
   /// Reads this rank's slices from the latest checkpoint of `dir` into
   /// `restored` (tensor name, values), checking that it fits the plan.
+  /// Reads this rank's slices of a checkpoint into `restored`: every
+  /// checkpointed tensor, or with `weightsOnly` the parameters and their
+  /// master copies (and then whatever seed it was saved with).
   absl::StatusOr<CheckpointInfo>
   read(const std::string &dir,
        std::vector<std::pair<std::string, std::vector<float>>> &restored,
-       std::optional<uint64_t> step);
+       std::optional<uint64_t> step, bool weightsOnly = false);
 
   const LoadedPlan *plan;
   Sampler sampler;

@@ -125,6 +125,10 @@ ABSL_FLAG(int64_t, save_every, 0, "With --save: save every K steps");
 ABSL_FLAG(bool, overwrite, false,
           "With --save: allow saving steps at or before the folder's latest "
           "checkpoint, moving 'latest' back to them");
+ABSL_FLAG(std::string, init_from, "",
+          "Start from the weights of checkpoint folder DIR's latest step "
+          "(fine-tuning): its parameters only, with a new optimizer state, "
+          "schedule and data position, from step 1; any mesh, any seed");
 ABSL_FLAG(std::string, load, "",
           "Resume from the latest checkpoint in folder DIR; auto: from the "
           "newest intact checkpoint of the --save folder (skipping damaged "
@@ -501,6 +505,10 @@ int main(int argc, char **argv) {
   int64_t timeout = absl::GetFlag(FLAGS_timeout);
   std::string saveDir = absl::GetFlag(FLAGS_save);
   std::string loadDir = absl::GetFlag(FLAGS_load);
+  std::string initFromDir = absl::GetFlag(FLAGS_init_from);
+  if (!initFromDir.empty() && !loadDir.empty())
+    tool.fail("give --load (resume) or --init-from (new run from the "
+              "weights), not both");
   std::string width = absl::GetFlag(FLAGS_token_width);
   std::optional<double> lr = absl::GetFlag(FLAGS_lr);
   std::optional<uint64_t> seedFlag = absl::GetFlag(FLAGS_seed);
@@ -741,6 +749,11 @@ int main(int argc, char **argv) {
   if (!loadDir.empty())
     tool.failIf(trainer->load(loadDir, loadStep),
                 "--load: "); // fails on every rank
+  if (!initFromDir.empty()) {
+    tool.failIf(trainer->initFrom(initFromDir), "--init-from: ");
+    tool.say(absl::StrCat("triad-run: starting from the weights of '",
+                          initFromDir, "' (new optimizer state, from step 1)"));
+  }
   // A resumed run under another peak learning rate than its checkpoint's
   // says so (the plan's rate, or --lr, wins).
   if (std::optional<double> peak = trainer->executor().peakLearningRate();
