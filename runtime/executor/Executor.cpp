@@ -688,24 +688,32 @@ uint64_t Executor::dropoutFirst(const plan::Instr &instr) const {
                          elementCount(shapeOf(value(instr.outputs()->Get(0)))));
 }
 
-std::optional<double> Executor::peakLearningRate() const {
+std::optional<plan::LrScheduleAttrs> Executor::lrSchedule() const {
   if (program->functions())
     for (const plan::Function *function : *program->functions())
       if (function->body())
         for (const plan::Instr *instr : *function->body())
           if (instr->op() == plan::OpCode::LrSchedule && instr->floats() &&
               instr->floats()->size() > 1 && instr->ints() &&
-              instr->ints()->size() > 1) {
-            plan::LrScheduleAttrs schedule =
-                plan::lrScheduleAttrs(*instr->ints(), *instr->floats());
-            return learningRatePeakAndFloor(schedule.peak, schedule.floor)
-                .first;
-          }
+              instr->ints()->size() > 1)
+            return plan::lrScheduleAttrs(*instr->ints(), *instr->floats());
+  return std::nullopt;
+}
+
+std::optional<double> Executor::peakLearningRate() const {
+  if (std::optional<plan::LrScheduleAttrs> schedule = lrSchedule())
+    return learningRatePeakAndFloor(schedule->peak, schedule->floor).first;
   return std::nullopt;
 }
 
 std::map<std::string, double> Executor::hyperparameters() const {
   std::map<std::string, double> found;
+  if (std::optional<plan::LrScheduleAttrs> schedule = lrSchedule()) {
+    found["warmup"] = static_cast<double>(schedule->warmupSteps);
+    found["decay_steps"] = static_cast<double>(schedule->decaySteps);
+    found["min_lr"] =
+        learningRatePeakAndFloor(schedule->peak, schedule->floor).second;
+  }
   if (!program->functions())
     return found;
   for (const plan::Function *function : *program->functions()) {
@@ -713,15 +721,6 @@ std::map<std::string, double> Executor::hyperparameters() const {
       continue;
     for (const plan::Instr *instr : *function->body()) {
       switch (instr->op()) {
-      case plan::OpCode::LrSchedule: {
-        plan::LrScheduleAttrs schedule =
-            plan::lrScheduleAttrs(*instr->ints(), *instr->floats());
-        found["warmup"] = static_cast<double>(schedule.warmupSteps);
-        found["decay_steps"] = static_cast<double>(schedule.decaySteps);
-        found["min_lr"] =
-            learningRatePeakAndFloor(schedule.peak, schedule.floor).second;
-        break;
-      }
       case plan::OpCode::AdamW: {
         plan::AdamWAttrs adam = plan::adamWAttrs(*instr->floats());
         found["beta1"] = adam.beta1;

@@ -240,6 +240,8 @@ protected:
   /// microbatches, plus the microbatch being run).
   uint64_t dropoutFirst(const plan::Instr &instr) const;
   /// The LrSchedule's peak and floor, after the options' override.
+  /// The plan's learning-rate schedule, or none.
+  std::optional<plan::LrScheduleAttrs> lrSchedule() const;
   std::pair<double, double> learningRatePeakAndFloor(double peak,
                                                      double floor) const;
   /// The collective of instruction `instr` (AllReduce, AllGather,

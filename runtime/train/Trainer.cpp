@@ -380,6 +380,10 @@ absl::StatusOr<Trainer::Evaluation> Trainer::evaluate(const TokenFile &data,
       Sampler::create(data, root.seq(), options.seed);
   if (!evalSampler.ok())
     return evalSampler.status();
+  // Whether this rank is the first of the ranks splitting a layer, and of
+  // the pipeline ranks (see the sums below).
+  bool firstOfLayer = coordinateOn(root, exec->coordinates(), "tp") == 0,
+       firstStage = coordinateOn(root, exec->coordinates(), "pp") == 0;
   int64_t begin = nowNanos();
   double lossSum = 0, tokenCount = 0;
   for (int64_t b = 0; b < batches; ++b) {
@@ -413,14 +417,6 @@ absl::StatusOr<Trainer::Evaluation> Trainer::evaluate(const TokenFile &data,
       return sum.status();
     if (!count.ok())
       return count.status();
-    bool firstOfLayer = true, firstStage = true;
-    for (size_t axis = 0; axis < root.mesh()->size(); ++axis) {
-      std::string_view name = root.mesh()->Get(axis)->name()->string_view();
-      if (name == "tp" && exec->coordinates()[axis] != 0)
-        firstOfLayer = false;
-      if (name == "pp" && exec->coordinates()[axis] != 0)
-        firstStage = false;
-    }
     if (firstOfLayer) {
       lossSum += sum->at(0);
       if (firstStage)

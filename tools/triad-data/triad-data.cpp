@@ -68,8 +68,8 @@ namespace {
   std::exit(1);
 }
 
-/// The bytes of the regular file `path`.
-absl::StatusOr<std::string> readText(const std::string &path) {
+/// The size of the regular file `path`, or why it is not one.
+absl::StatusOr<size_t> regularFileSize(const std::string &path) {
   struct stat info;
   if (stat(path.c_str(), &info) != 0)
     return absl::NotFoundError(
@@ -77,6 +77,13 @@ absl::StatusOr<std::string> readText(const std::string &path) {
   if (!S_ISREG(info.st_mode))
     return absl::InvalidArgumentError(
         absl::StrCat("'", path, "' is not a regular file"));
+  return static_cast<size_t>(info.st_size);
+}
+
+/// The bytes of the regular file `path`.
+absl::StatusOr<std::string> readText(const std::string &path) {
+  if (absl::StatusOr<size_t> size = regularFileSize(path); !size.ok())
+    return size.status();
   return triad::rt::readFile(path);
 }
 
@@ -138,11 +145,12 @@ int main(int argc, char **argv) {
     fail("give --sentencepiece or --tokenizer, not both");
   auto started = std::chrono::steady_clock::now();
   if (!huggingFace.empty()) {
+    // The library reads the files itself; here only their checks and sizes.
     for (const std::string &file : files) {
-      absl::StatusOr<std::string> text = readText(file);
-      if (!text.ok())
-        fail(std::string(text.status().message()));
-      textBytes += text->size();
+      absl::StatusOr<size_t> size = regularFileSize(file);
+      if (!size.ok())
+        fail(std::string(size.status().message()));
+      textBytes += *size;
     }
     triad::data::Encoded encoded;
     std::string error;
