@@ -33,8 +33,9 @@ Usage: python3 bench/scale.py [--build build] [--only NAME] [--keep DIR]
                               [--dtype f32|bf16|f16]
                               [--grad-accumulation f32|param] [--check]
 
-With --check it also exits non-zero when a plan is over 20 MB (the tests
-run it so: every setup must compile, export and load).
+With --check it also exits non-zero when a plan is over 20 MB or when the
+memory report's model state is more than 1% from the closed form (the
+tests run it so: every setup must compile, export, load and match).
 """
 
 import argparse
@@ -72,6 +73,9 @@ SETUPS = [
 
 # The largest plan the setups may make (issue target: plans under 20 MB).
 MAX_PLAN_MB = 20
+# The largest relative gap --check allows between the memory report's model
+# state and the ZeRO paper's closed form.
+MAX_STATE_DIFF = 0.01
 
 
 def timed(command):
@@ -199,7 +203,9 @@ def main():
                         help="16-bit models: sum gradients in f32 (default) "
                              "or in the parameters' type")
     parser.add_argument("--check", action="store_true",
-                        help="fail when a plan is over %d MB" % MAX_PLAN_MB)
+                        help="fail when a plan is over %d MB or the model "
+                             "state is more than %g%% from the closed form"
+                             % (MAX_PLAN_MB, MAX_STATE_DIFF * 100))
     args = parser.parse_args()
     tools = {tool: os.path.join(args.build, "bin", tool)
              for tool in ("triad-gen", "triad-opt", "triad-translate")}
@@ -264,13 +270,18 @@ def main():
                            for p in psi_rank) / len(psi_rank)
         closed_act = closed_activations(config, options, batch, args.dtype)
         plan_mb = os.path.getsize(stem + ".plan") / 1e6
+        state_diff = state / closed_state - 1
         if args.check and plan_mb > MAX_PLAN_MB:
             failures += 1
             note = f"plan over {MAX_PLAN_MB} MB"
+        if args.check and abs(state_diff) > MAX_STATE_DIFF:
+            failures += 1
+            note = (f"model state {state_diff * 100:+.2f}% from the closed "
+                    f"form, over {MAX_STATE_DIFF * 100:g}%")
         print(f"{name:<20} {options:<42} {opt_s:6.2f} {opt_kib / 1024:8.0f} "
               f"{exp_s:6.2f} {exp_kib / 1024:8.0f} {plan_mb:8.1f} "
               f"{gib(state):>9} {gib(closed_state):>7} "
-              f"{(state / closed_state - 1) * 100:+5.1f}% "
+              f"{state_diff * 100:+5.1f}% "
               f"{gib(activations):>8} {gib(closed_act):>7}"
               + (f"  ({note})" if note else ""))
     if not args.keep:

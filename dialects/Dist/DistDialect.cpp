@@ -199,13 +199,19 @@ LogicalResult triad::dist::verifyLayout(
     if (globalType.isDynamicDim(dim))
       return emitError() << "dimension " << dim << " of " << globalType
                          << " is dynamic";
+    // A padded split pads at its innermost axis only: the axes before it
+    // divide the dimension.
     if (globalType.getDimSize(dim) % parts == 0 ||
-        (allowPadded && axes.size() == 1))
+        (allowPadded && !axes.empty() &&
+         globalType.getDimSize(dim) %
+                 mesh.getGroupSize(ArrayRef<StringRef>(axes).drop_back()) ==
+             0))
       continue;
     return emitError() << "dimension " << dim << " of " << globalType
                        << " is not divisible by the " << parts
                        << " ranks of its split axes"
-                       << (allowPadded ? " (only a split over one axis may pad)"
+                       << (allowPadded ? " (only the innermost axis of a split "
+                                         "may pad)"
                                        : "");
   }
   return success();

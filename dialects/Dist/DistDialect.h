@@ -31,8 +31,9 @@ namespace triad::dist {
 /// Checks `layout` against `mesh` and, when `globalType` is given, against
 /// the global tensor type it lays out: as many dimensions, axes of the
 /// mesh, no axis twice, every split dimension divisible by its axes. With
-/// `allowPadded`, a dimension split over one axis need not divide (a padded
-/// split: ZeRO's pieces). Reports through `emitError`.
+/// `allowPadded`, the innermost axis of a dimension's split need not divide
+/// the pieces of the axes before it (a padded split: ZeRO's pieces), which
+/// must divide the dimension. Reports through `emitError`.
 mlir::LogicalResult
 verifyLayout(LayoutAttr layout, MeshOp mesh, mlir::RankedTensorType globalType,
              llvm::function_ref<mlir::InFlightDiagnostic()> emitError,
@@ -40,7 +41,9 @@ verifyLayout(LayoutAttr layout, MeshOp mesh, mlir::RankedTensorType globalType,
 
 /// The size of each of `parts` pieces of a dimension of `size`: the pieces
 /// of a padded split have ceil(size / parts) elements, the last ones
-/// zero-padded past `size`.
+/// zero-padded past `size`. The same for a split over several axes whose
+/// innermost pads the pieces of the others: ceil(ceil(size / a) / b) is
+/// ceil(size / (a b)).
 int64_t pieceSize(int64_t size, int64_t parts);
 
 /// The local type of a rank's piece of `globalType` under `layout` (a

@@ -144,7 +144,10 @@ def Rt_PersistentOp : Rt_Op<"persistent", [HasParent<"ProgramOp">]> {
     A tensor padded for tensor parallelism (a vocabulary padded to a
     multiple of tp) has a `padded` shape, which its pieces tile, beyond its
     global shape: elements outside the global shape are padding, zero at
-    the start and never checkpointed.
+    the start and never checkpointed. ZeRO's padded pieces (dp divides no
+    dimension) are padding too: a dimension split over several axes is
+    split by each in turn, the innermost taking pieces of ceil(piece / its
+    size) of the piece the others leave, padded past its end.
 
     Its initial elements are drawn from the generator stream of its name,
     or of `stream`: an f32 master copy of a 16-bit parameter starts from

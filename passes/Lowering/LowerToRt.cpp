@@ -421,11 +421,16 @@ private:
       p.globalShape.assign(unpadded.begin(), unpadded.end());
     }
     // A padded split (ZeRO's pieces of a dimension dp does not divide): the
-    // pieces tile the dimension padded to a whole number of them.
+    // pieces of its outermost axis tile the dimension padded to a whole
+    // number of them (an inner axis pads each of those pieces: see
+    // rt.persistent).
     if (layout)
       for (int64_t dim = 0; dim < layout.getRank(); ++dim) {
-        int64_t tiled =
-            type.getDimSize(dim) * mesh.getGroupSize(layout.getSplitAxes(dim));
+        SmallVector<StringRef> axes = layout.getSplitAxes(dim);
+        if (axes.empty())
+          continue;
+        int64_t outer = mesh.getGroupSize(axes.front());
+        int64_t tiled = outer * dist::pieceSize(global.getDimSize(dim), outer);
         if (tiled > global.getDimSize(dim)) {
           if (p.paddedShape.empty())
             p.paddedShape = SmallVector<int64_t>(global.getShape());

@@ -46,8 +46,7 @@ LayoutAttr zeroShardedLayout(LayoutAttr layout, RankedTensorType type,
   }
   // No dimension divides: a padded split of the largest dimension no other
   // axis splits (its pieces of ceil(size / dp), the last ones zero past the
-  // end), so that ZeRO shards every tensor as a flat buffer would. A tensor
-  // whose every dimension another axis splits stays whole.
+  // end), so that ZeRO shards every tensor as a flat buffer would.
   std::optional<int64_t> padded;
   for (int64_t dim = 0; dim < layout.getRank(); ++dim)
     if (!type.isDynamicDim(dim) && layout.getSplitAxes(dim).empty() &&
@@ -56,7 +55,25 @@ LayoutAttr zeroShardedLayout(LayoutAttr layout, RankedTensorType type,
       padded = dim;
   if (padded)
     return layout.withSplit(*padded, {"dp"});
-  return layout;
+  // Every dimension another axis splits (a column-parallel bias over tp):
+  // dp splits the largest of those pieces further, padded (each piece of
+  // the other axes into pieces of ceil(piece / dp)).
+  int64_t largest = 1;
+  for (int64_t dim = 0; dim < layout.getRank(); ++dim) {
+    SmallVector<StringRef> axes = layout.getSplitAxes(dim);
+    int64_t parts = mesh.getGroupSize(axes);
+    if (type.isDynamicDim(dim) || type.getDimSize(dim) % parts != 0)
+      continue;
+    if (int64_t piece = type.getDimSize(dim) / parts; piece > largest) {
+      largest = piece;
+      padded = dim;
+    }
+  }
+  if (!padded)
+    return layout; // nothing left to split: pieces of one element
+  SmallVector<StringRef> axes = layout.getSplitAxes(*padded);
+  axes.push_back("dp");
+  return layout.withSplit(*padded, axes);
 }
 
 LayoutAttr withoutZeroSplit(LayoutAttr layout) {
@@ -93,10 +110,12 @@ LayoutDecision decideLayouts(const ShardingRule &rule,
     return llvm::none_of(axes, [&](StringRef a) { return used.contains(a); });
   };
   // A factor may be split over `axes` when they divide it, or, for an op
-  // that computes on zero-padded pieces, when one axis pads it.
+  // that computes on zero-padded pieces, when their innermost axis pads the
+  // pieces of the others, which divide it.
   auto divides = [&](int64_t factor, ArrayRef<StringRef> axes) {
     return rule.sizes[factor] % mesh.getGroupSize(axes) == 0 ||
-           (rule.acceptsPadding && axes.size() == 1);
+           (rule.acceptsPadding && !axes.empty() &&
+            rule.sizes[factor] % mesh.getGroupSize(axes.drop_back()) == 0);
   };
   auto inOperand = [&](int64_t factor) {
     return llvm::any_of(rule.operands, [&](ArrayRef<int64_t> dims) {

@@ -76,8 +76,10 @@ bool isDistributed(dist::LayoutAttr layout, dist::MeshOp mesh);
 /// to the first dimension whose size divides by the ranks of its axes with
 /// `dp` appended (ZeRO's split of optimizer state, gradients and
 /// parameters); where none divides, a padded split over `dp` of the largest
-/// dimension no other axis splits. Unchanged when `dp` already splits a
-/// dimension or has one rank, or when other axes split every dimension.
+/// dimension no other axis splits, or, when other axes split every
+/// dimension, of the largest of their pieces (`dp` innermost). Unchanged
+/// when `dp` already splits a dimension or has one rank, or when every
+/// piece has one element.
 dist::LayoutAttr zeroShardedLayout(dist::LayoutAttr layout,
                                    mlir::RankedTensorType type,
                                    dist::MeshOp mesh);

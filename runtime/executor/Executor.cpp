@@ -170,8 +170,8 @@ absl::Status Executor::checkCollectives() const {
   return absl::OkStatus();
 }
 
-std::vector<int64_t> Executor::sliceOffsets(const plan::Persistent &p) const {
-  return triad::rt::sliceOffsets(plan->root(), *program, p, meshPosition);
+SliceBox Executor::sliceBox(const plan::Persistent &p) const {
+  return triad::rt::sliceBox(plan->root(), *program, p, meshPosition);
 }
 
 absl::Status Executor::initialValues(const plan::Persistent &p,
@@ -183,7 +183,8 @@ absl::Status Executor::initialValues(const plan::Persistent &p,
         "persistent tensor '", p.name()->str(), "' is not a float tensor"));
   std::vector<int64_t> global(p.global_shape()->begin(),
                               p.global_shape()->end());
-  std::vector<int64_t> offsets = sliceOffsets(p);
+  SliceBox box = sliceBox(p);
+  const std::vector<int64_t> &offsets = box.offsets;
   switch (init->kind()) {
   case plan::InitKind::Zeros:
   case plan::InitKind::Ones:
@@ -223,12 +224,12 @@ absl::Status Executor::initialValues(const plan::Persistent &p,
     break;
   }
   }
-  // The padding of a padded tensor (beyond its global shape) is zero,
+  // The padding of a padded piece (what lies outside the tensor) is zero,
   // whatever the init.
-  if (p.padded_shape())
+  if (box.sizes != local)
     forEachIndex(local, [&](int64_t linear, const std::vector<int64_t> &c) {
       for (size_t d = 0; d < c.size(); ++d)
-        if (c[d] + offsets[d] >= global[d]) {
+        if (c[d] >= box.sizes[d]) {
           data[linear] = 0.0f;
           return;
         }

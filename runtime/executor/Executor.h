@@ -156,9 +156,9 @@ public:
   /// epsilon and weight_decay (AdamW; the largest decay of any tensor),
   /// clip_norm; those the plan has.
   std::map<std::string, double> hyperparameters() const;
-  /// Where the slice of persistent `p` that this rank holds starts in the
-  /// global tensor.
-  std::vector<int64_t> sliceOffsets(const plan::Persistent &p) const;
+  /// Where the slice of persistent `p` that this rank holds lies in the
+  /// global tensor, and how much of it is inside (not padding).
+  SliceBox sliceBox(const plan::Persistent &p) const;
 
   /// A copy of the f32 data of persistent tensor `name` (this rank's
   /// slice, padding included), for checkpoints and tests.

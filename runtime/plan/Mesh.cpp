@@ -2,6 +2,9 @@
 
 #include "runtime/plan/Mesh.h"
 
+#include "runtime/comm/Collectives.h"
+
+#include <algorithm>
 #include <tuple>
 #include <utility>
 
@@ -96,21 +99,40 @@ int64_t groupSize(const plan::Plan &plan, uint32_t group) {
   return groupPosition(plan, group, origin).size;
 }
 
-std::vector<int64_t> sliceOffsets(const plan::Plan &plan,
-                                  const plan::Program &program,
-                                  const plan::Persistent &persistent,
-                                  const MeshCoordinates &coordinates) {
-  std::vector<int64_t> offsets(persistent.offsets()->begin(),
-                               persistent.offsets()->end());
-  if (!persistent.split() || persistent.split()->size() == 0)
-    return offsets;
+SliceBox sliceBox(const plan::Plan &plan, const plan::Program &program,
+                  const plan::Persistent &persistent,
+                  const MeshCoordinates &coordinates) {
   const plan::Value *value = program.values()->Get(persistent.value());
-  for (size_t d = 0; d < offsets.size(); ++d) {
-    int64_t piece =
-        pieceOver(plan, persistent.split()->Get(d)->axes(), coordinates).first;
-    offsets[d] += piece * value->shape()->Get(d);
+  const auto *padded = persistent.padded_shape();
+  bool split = persistent.split() && persistent.split()->size() != 0;
+  SliceBox box;
+  for (size_t d = 0; d < value->shape()->size(); ++d) {
+    int64_t local = value->shape()->Get(d);
+    int64_t global = persistent.global_shape()->Get(d);
+    int64_t start = persistent.offsets()->Get(d);
+    int64_t end = global;
+    int64_t piece = (padded ? padded->Get(d) : global) - start;
+    const auto *axes = split ? persistent.split()->Get(d)->axes() : nullptr;
+    std::vector<std::pair<int64_t, int64_t>> levels; // (index, pieces)
+    if (axes)
+      for (const flatbuffers::String *name : *axes) {
+        int64_t axis = meshAxisIndex(plan, name->string_view());
+        if (axis >= 0)
+          levels.emplace_back(coordinates[axis],
+                              plan.mesh()->Get(axis)->size());
+      }
+    for (size_t i = 0; i < levels.size(); ++i) {
+      auto [index, pieces] = levels[i];
+      piece = i + 1 == levels.size() ? local : paddedPiece(piece, pieces);
+      start += index * piece;
+      end = std::min(end, start + piece);
+    }
+    if (levels.empty())
+      end = std::min(end, start + local);
+    box.offsets.push_back(start);
+    box.sizes.push_back(std::clamp<int64_t>(end - start, 0, local));
   }
-  return offsets;
+  return box;
 }
 
 } // namespace triad::rt

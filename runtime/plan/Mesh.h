@@ -69,12 +69,23 @@ GroupPosition groupPosition(const plan::Plan &plan, uint32_t group,
 /// The number of members of Plan.groups[group].
 int64_t groupSize(const plan::Plan &plan, uint32_t group);
 
-/// The offsets in its global tensor of the slice of `persistent` that the
-/// rank at `coordinates` holds (see DimSplit in plan.fbs).
-std::vector<int64_t> sliceOffsets(const plan::Plan &plan,
-                                  const plan::Program &program,
-                                  const plan::Persistent &persistent,
-                                  const MeshCoordinates &coordinates);
+/// Where the slice of a persistent tensor that one rank holds lies in its
+/// global tensor: the offsets of its first element and, per dimension, how
+/// many of its elements lie inside the global tensor (the rest, at the end
+/// of each dimension, is padding).
+struct SliceBox {
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> sizes;
+};
+
+/// The slice of `persistent` that the rank at `coordinates` holds (see
+/// Persistent in plan.fbs): in each dimension, the axes that split it take
+/// nested pieces of what the axes before them left, the innermost one the
+/// value's own size and the others ceil(piece / axis size) each, starting
+/// from the dimension's padded (or global) extent past `offsets`.
+SliceBox sliceBox(const plan::Plan &plan, const plan::Program &program,
+                  const plan::Persistent &persistent,
+                  const MeshCoordinates &coordinates);
 
 } // namespace triad::rt
 

@@ -434,7 +434,7 @@ absl::Status ProgramChecker::checkSplit(const plan::Persistent &p,
                              "shape of rank ", padded->size(), ", not ", dims));
   std::set<std::string> used;
   for (size_t d = 0; d < dims; ++d) {
-    int64_t pieces = 1;
+    std::vector<int64_t> levels; // the sizes of the axes, outermost first
     if (p.split() && p.split()->size() == dims && p.split()->Get(d)->axes())
       for (const flatbuffers::String *axis : *p.split()->Get(d)->axes()) {
         if (meshAxisIndex(planRoot, axis->string_view()) < 0 ||
@@ -443,20 +443,43 @@ absl::Status ProgramChecker::checkSplit(const plan::Persistent &p,
                                    "' is split over '", axis->str(),
                                    "', which is no mesh axis or is named "
                                    "twice"));
-        pieces *= meshAxisSize(planRoot, axis->str());
+        levels.push_back(meshAxisSize(planRoot, axis->str()));
       }
-    // The slice of the last piece must lie inside the global shape too
-    // (the padded shape, which the pieces tile, when there is one).
     int64_t offset = p.offsets()->Get(d), global = p.global_shape()->Get(d);
     int64_t extent = padded ? padded->Get(d) : global;
     if (padded && (global < 1 || extent < global))
       return fail(absl::StrCat("persistent tensor '", name, "': padded ",
                                "dimension ", d, " (", extent, ") is smaller ",
                                "than its global size ", global));
-    if (offset < 0 || global < 0 || local[d] > (extent - offset) / pieces)
+    auto outside = [&] {
       return fail(absl::StrCat("persistent tensor '", name,
                                "': its slice lies outside its ",
                                padded ? "padded" : "global", " shape"));
+    };
+    if (offset < 0 || global < 0 || offset > extent)
+      return outside();
+    // The outermost axis's pieces tile the (padded) extent; each inner axis
+    // splits the piece of the axes before it into pieces of ceil(piece /
+    // its size), the innermost into pieces of the local size at most (the
+    // last ones padded past the piece they split).
+    int64_t piece = extent - offset;
+    if (levels.empty()) {
+      if (local[d] > piece)
+        return outside();
+      continue;
+    }
+    int64_t outer =
+        levels.size() == 1 ? local[d] : paddedPiece(piece, levels.front());
+    if (outer > piece / levels.front())
+      return outside();
+    piece = outer;
+    for (size_t i = 1; i + 1 < levels.size(); ++i)
+      piece = paddedPiece(piece, levels[i]);
+    if (levels.size() > 1 && local[d] > paddedPiece(piece, levels.back()))
+      return fail(absl::StrCat("persistent tensor '", name, "': dimension ", d,
+                               " holds ", local[d], " elements, more than ",
+                               "a piece of ", piece, " split ", levels.back(),
+                               " ways"));
   }
   return absl::OkStatus();
 }

@@ -719,7 +719,7 @@ TEST(Plan, SplitPersistentsHaveOffsetsPerRank) {
   std::vector<std::vector<int64_t>> offsets;
   for (int64_t rank = 0; rank < 4; ++rank)
     offsets.push_back(
-        sliceOffsets(root, program, w, meshCoordinates(root, rank)));
+        sliceBox(root, program, w, meshCoordinates(root, rank)).offsets);
   EXPECT_EQ(offsets, (std::vector<std::vector<int64_t>>{
                          {0, 0}, {0, 4}, {0, 0}, {0, 4}}));
   // Over [dp, tp] (dp slowest) the columns of [3, 16] go to ranks in order.
@@ -728,9 +728,50 @@ TEST(Plan, SplitPersistentsHaveOffsetsPerRank) {
   plan = loadPlanFromBytes(spec.build(), "test.plan");
   ASSERT_TRUE(plan.ok()) << plan.status();
   const triad::plan::Program &program2 = *plan->root().programs()->Get(0);
-  EXPECT_EQ(sliceOffsets(plan->root(), program2, *program2.persistent()->Get(0),
-                         meshCoordinates(plan->root(), 2)),
+  EXPECT_EQ(sliceBox(plan->root(), program2, *program2.persistent()->Get(0),
+                     meshCoordinates(plan->root(), 2))
+                .offsets,
             (std::vector<int64_t>{0, 8}));
+}
+
+TEST(Plan, NestedPaddedSplitsTakePiecesOfPieces) {
+  // ZeRO's piece of a tensor-parallel bias that dp does not divide: the 22
+  // columns split over tp (pieces of 11), each tp piece over dp = 3 in
+  // pieces of ceil(11 / 3) = 4, the last of each holding 3 columns and one
+  // of padding.
+  PlanSpec spec;
+  spec.mesh = {{"dp", 3}, {"tp", 2}, {"pp", 1}};
+  spec.batch = 6;
+  spec.globalShape = {3, 22};
+  spec.split = {{}, {"tp", "dp"}};
+  auto plan = loadPlanFromBytes(spec.build(), "test.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const triad::plan::Plan &root = plan->root();
+  const triad::plan::Program &program = *root.programs()->Get(0);
+  std::vector<std::vector<int64_t>> offsets, sizes;
+  for (int64_t rank = 0; rank < 6; ++rank) {
+    SliceBox box = sliceBox(root, program, *program.persistent()->Get(0),
+                            meshCoordinates(root, rank));
+    offsets.push_back(box.offsets);
+    sizes.push_back(box.sizes);
+  }
+  // Ranks in mesh order (dp slowest): (dp 0, tp 0), (dp 0, tp 1), ...
+  EXPECT_EQ(offsets, (std::vector<std::vector<int64_t>>{
+                         {0, 0}, {0, 11}, {0, 4}, {0, 15}, {0, 8}, {0, 19}}));
+  EXPECT_EQ(sizes, (std::vector<std::vector<int64_t>>{
+                       {3, 4}, {3, 4}, {3, 4}, {3, 4}, {3, 3}, {3, 3}}));
+  // A single padded axis clips at the global shape: 10 columns over dp = 3
+  // in pieces of 4 (the padded shape, 12, is what they tile).
+  spec.globalShape = {3, 10};
+  spec.paddedShape = {3, 12};
+  spec.split = {{}, {"dp"}};
+  plan = loadPlanFromBytes(spec.build(), "test.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const triad::plan::Program &single = *plan->root().programs()->Get(0);
+  SliceBox last = sliceBox(plan->root(), single, *single.persistent()->Get(0),
+                           meshCoordinates(plan->root(), 4));
+  EXPECT_EQ(last.offsets, (std::vector<int64_t>{0, 8}));
+  EXPECT_EQ(last.sizes, (std::vector<int64_t>{3, 2}));
 }
 
 TEST(Plan, ValidPlanLoads) {
@@ -1354,6 +1395,23 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
          s.paddedShape = {3, 7};
        },
        "persistent tensor 'w': its slice lies outside its padded shape"},
+      // A split over several axes: the outer ones tile the dimension, the
+      // innermost pads their pieces.
+      {"nested split whose outer pieces do not tile",
+       [](PlanSpec &s) {
+         s.mesh = {{"dp", 2}, {"tp", 2}, {"pp", 1}};
+         s.split = {{}, {"tp", "dp"}};
+         s.globalShape = {3, 9};
+       },
+       "persistent tensor 'w': its slice lies outside its global shape"},
+      {"nested split with a piece too large",
+       [](PlanSpec &s) {
+         s.mesh = {{"dp", 2}, {"tp", 2}, {"pp", 1}};
+         s.split = {{}, {"tp", "dp"}};
+         s.globalShape = {3, 10};
+       },
+       "persistent tensor 'w': dimension 1 holds 4 elements, more than a "
+       "piece of 5 split 2 ways"},
       {"padded shape smaller than the global",
        [](PlanSpec &s) { s.paddedShape = {3, 3}; },
        "persistent tensor 'w': padded dimension 1 (3) is smaller than its "

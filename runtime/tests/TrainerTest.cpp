@@ -604,7 +604,7 @@ std::string slicedPlan(std::vector<std::pair<std::string, uint32_t>> mesh,
 std::vector<float> expectedSlice(Run &run) {
   const triad::plan::Program &program = run.trainer->executor().programOf();
   const triad::plan::Persistent &w = *program.persistent()->Get(0);
-  std::vector<int64_t> offsets = run.trainer->executor().sliceOffsets(w);
+  std::vector<int64_t> offsets = run.trainer->executor().sliceBox(w).offsets;
   const auto *shape = program.values()->Get(w.value())->shape();
   std::vector<float> values;
   for (int64_t r = 0; r < shape->Get(0); ++r)

@@ -65,16 +65,6 @@ std::string sourceOf(const std::string &name,
 /// The part of a local slice (at `offsets`, of shape `local`) inside the
 /// global shape: a padded tensor's slice may reach into its padding, which
 /// checkpoints never hold. A size of 0 when the slice is all padding.
-std::vector<int64_t> sizesInside(const plan::Persistent &p,
-                                 const std::vector<int64_t> &offsets,
-                                 const std::vector<int64_t> &local) {
-  std::vector<int64_t> sizes = local;
-  for (size_t d = 0; d < sizes.size(); ++d)
-    sizes[d] =
-        std::clamp<int64_t>(p.global_shape()->Get(d) - offsets[d], 0, local[d]);
-  return sizes;
-}
-
 const plan::Program *programOfRank(const plan::Plan &plan, uint32_t rank) {
   for (const plan::Program *program : *plan.programs())
     if (program->pipeline_rank() == rank)
@@ -488,9 +478,10 @@ absl::Status Trainer::save(const std::string &dir) {
       slice.dtype = DType::F32;
       slice.globalShape.assign(p->global_shape()->begin(),
                                p->global_shape()->end());
-      slice.offsets = exec->sliceOffsets(*p);
+      SliceBox box = exec->sliceBox(*p);
+      slice.offsets = std::move(box.offsets);
+      slice.sizes = std::move(box.sizes);
       std::vector<int64_t> local = shapeOf(*program.values()->Get(p->value()));
-      slice.sizes = sizesInside(*p, slice.offsets, local);
       slice.data = values->data();
       if (elementCount(slice.sizes) == 0)
         continue; // all padding
@@ -605,11 +596,10 @@ Trainer::read(const std::string &dir,
         continue;
       std::vector<int64_t> global(p->global_shape()->begin(),
                                   p->global_shape()->end());
-      std::vector<int64_t> offsets = exec->sliceOffsets(*p);
+      // A padded piece reads what lies inside the tensor; its padding stays
+      // zero.
+      auto [offsets, sizes] = exec->sliceBox(*p);
       std::vector<int64_t> local = shapeOf(*program.values()->Get(p->value()));
-      // A padded tensor reads what lies inside its global shape; its
-      // padding stays zero.
-      std::vector<int64_t> sizes = sizesInside(*p, offsets, local);
       std::string source = sourceOf(p->name()->str(), known, saved);
       // An f16 run resuming another precision starts its loss scale anew.
       if (source.empty() && isLossScaleState(p->name()->str()))

@@ -140,11 +140,12 @@ triad.param @w : tensor<3xf32> init <zeros> {dist.layout = #dist.layout<{dp}>}
 
 // -----
 
-// What ZeRO splits (dist.zero) may pad a dimension, but only one split over
-// a single axis: pieces of several axes would not nest.
+// What ZeRO splits (dist.zero) may pad a dimension, but only at the
+// innermost axis of its split: the axes before it divide the dimension (the
+// 9 rows do not split into 2 tp pieces).
 dist.mesh @mesh axes ["dp", "tp"] = [3, 2]
-// expected-error @+1 {{'triad.state' op layout: dimension 0 of 'tensor<8x6xf32>' is not divisible by the 6 ranks of its split axes (only a split over one axis may pad)}}
-triad.state @m : tensor<8x6xf32> init <zeros> {dist.layout = #dist.layout<{tp, dp}, {}>, dist.zero}
+// expected-error @+1 {{'triad.state' op layout: dimension 0 of 'tensor<9x6xf32>' is not divisible by the 6 ranks of its split axes (only the innermost axis of a split may pad)}}
+triad.state @m : tensor<9x6xf32> init <zeros> {dist.layout = #dist.layout<{tp, dp}, {}>, dist.zero}
 
 // -----
 

@@ -95,3 +95,20 @@ func.func @padded(%x: tensor<32x5xf32>) -> (tensor<11x5xf32>, tensor<32x5xf32>, 
   %s = dist.reduce_scatter %x dim 1 over ["dp"] : tensor<32x5xf32> -> tensor<32x2xf32>
   return %k, %g, %s : tensor<11x5xf32>, tensor<32x5xf32>, tensor<32x2xf32>
 }
+
+// -----
+
+// A padded split after another axis: tp's pieces of 16 are split over dp
+// into pieces of ceil(16 / 3) = 6 (a column-parallel bias's ZeRO state).
+// CHECK: dist.mesh @mesh axes ["dp", "pp", "tp"] = [3, 1, 2]
+dist.mesh @mesh axes ["dp", "pp", "tp"] = [3, 1, 2]
+// CHECK: triad.state @b : tensor<32xf32> init <zeros> {dist.layout = #dist.layout<{tp, dp}>, dist.zero}
+triad.state @b : tensor<32xf32> init <zeros> {dist.layout = #dist.layout<{tp, dp}>, dist.zero}
+// CHECK-LABEL: func.func @nested
+func.func @nested(%x: tensor<16xf32>) -> tensor<16xf32> {
+  // CHECK: dist.all_slice %{{.*}} dim 0 over ["dp"] : tensor<16xf32> -> tensor<6xf32>
+  %k = dist.all_slice %x dim 0 over ["dp"] : tensor<16xf32> -> tensor<6xf32>
+  // CHECK: dist.all_gather %{{.*}} dim 0 over ["dp"] : tensor<6xf32> -> tensor<16xf32>
+  %g = dist.all_gather %k dim 0 over ["dp"] : tensor<6xf32> -> tensor<16xf32>
+  return %g : tensor<16xf32>
+}

@@ -19,6 +19,16 @@
 // PADDED: dist.all_slice %{{.*}} dim 0 over ["dp"] {{.*}} : tensor<5xf32> -> tensor<2xf32>
 // PADDED: triad.adamw_update {{.*}} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
 // PADDED: triad.assign @b, %{{.*}} : tensor<2xf32>
+// RUN: triad-opt %S/Inputs/zero-padded-tp.mlir '--triad-shard-propagate=dp=3 tp=2' --triad-partition | FileCheck %s --check-prefix=PADTP
+
+// A padded split after tp (Inputs/zero-padded-tp.mlir): the rank's tp piece
+// of 16 is sliced over dp into pieces of 6 for the update, and the updated
+// piece gathered back to the tp piece of 16, not to the whole 32.
+// PADTP: triad.get_param @bm {{.*}} : tensor<6xf32>
+// PADTP: dist.all_slice %{{.*}} dim 0 over ["dp"] {{.*}} : tensor<16xf32> -> tensor<6xf32>
+// PADTP: triad.adamw_update {{.*}} : tensor<6xf32>, tensor<6xf32>, tensor<6xf32>
+// PADTP: dist.all_gather %{{.*}} dim 0 over ["dp"] {{.*}} : tensor<6xf32> -> tensor<16xf32>
+// PADTP: triad.assign @b, %{{.*}} : tensor<16xf32>
 // RUN: triad-opt %S/Inputs/step.mlir --triad-autodiff '--triad-zero=zero=1 dp=2' --triad-shard-propagate=dp=2 --triad-partition | FileCheck %s --check-prefix=ZERO1
 
 // ZeRO-1: a gradient whose optimizer state is split over dp is

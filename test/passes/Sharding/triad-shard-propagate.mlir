@@ -17,6 +17,12 @@
 // PADDED: triad.adamw_update {{.*}} {dist.layouts = [#dist.layout<{dp}, {}>, #dist.layout<{dp}, {}>, #dist.layout<{dp}, {}>]} : tensor<32x8xf32>
 // PADDED: triad.adamw_update {{.*}} {dist.layouts = [#dist.layout<{dp}>, #dist.layout<{dp}>, #dist.layout<{dp}>]} : tensor<5xf32>
 // PADDED: triad.sum_squares {{.*}} {dist.layouts = [#dist.layout<partial = {dp}>]} : tensor<5xf32>
+// RUN: triad-opt %S/Inputs/zero-padded-tp.mlir '--triad-shard-propagate=dp=3 tp=2' | FileCheck %s --check-prefix=PADTP
+
+// ZeRO over a bias tp already splits (Inputs/zero-padded-tp.mlir): dp=3
+// splits each tp piece further, padded, and the update takes that layout.
+// PADTP: triad.state @bm : tensor<32xf32> init <zeros> of @b {dist.layout = #dist.layout<{tp, dp}>, dist.zero}
+// PADTP: triad.adamw_update {{.*}} {dist.layouts = [#dist.layout<{tp, dp}>, #dist.layout<{tp, dp}>, #dist.layout<{tp, dp}>]} : tensor<32xf32>
 
 // The pass declares the mesh when the module has none, in the order asked
 // for; the data arguments (triad.input) split their batch over dp, scalars
