@@ -352,7 +352,7 @@ Executor::run(const plan::Function &function,
       if (isCollective(instr->op()) || isTransfer(instr->op())) {
         // Starting one may block too (a blocking collective, a staged
         // copy): the watchdog sees it as a wait.
-        const std::string *peers = options.progress ? peersOf(*instr) : nullptr;
+        const WaitPeers *peers = options.progress ? peersOf(*instr) : nullptr;
         status = waitRecorded(instr->op(), i, peers, [&] {
           return isCollective(instr->op()) ? startCollective(*instr, i)
                                            : startTransfer(*instr, i);
@@ -429,7 +429,7 @@ absl::Status Executor::track(std::optional<PendingCollective> collective,
                              const plan::Instr &instr, size_t index,
                              std::optional<uint32_t> x,
                              std::optional<uint32_t> out) {
-  const std::string *peers = options.progress ? peersOf(instr) : nullptr;
+  const WaitPeers *peers = options.progress ? peersOf(instr) : nullptr;
   if (!options.overlapCollectives)
     return waitRecorded(instr.op(), index, peers, [&] {
       return collective ? collective->wait() : transfer->wait();
@@ -448,7 +448,7 @@ absl::Status Executor::track(std::optional<PendingCollective> collective,
 
 template <typename Wait>
 absl::Status Executor::waitRecorded(plan::OpCode op, size_t index,
-                                    const std::string *peers, Wait wait) {
+                                    const WaitPeers *peers, Wait wait) {
   if (!options.progress)
     return wait();
   options.progress->beginWait(
@@ -459,14 +459,14 @@ absl::Status Executor::waitRecorded(plan::OpCode op, size_t index,
   return status;
 }
 
-const std::string *Executor::peersOf(const plan::Instr &instr) {
+const WaitPeers *Executor::peersOf(const plan::Instr &instr) {
   bool transfer = isTransfer(instr.op());
   int64_t key = transfer ? describeTransfer(instr).peer : instr.ints()->Get(0);
   auto [it, inserted] = peerNames.try_emplace({transfer, key});
   if (!inserted)
     return &it->second;
   if (transfer) {
-    it->second = absl::StrCat("rank ", key);
+    it->second = {absl::StrCat("rank ", key), {key}};
     return &it->second;
   }
   // The world ranks of this rank's instance of the group: those with its
@@ -478,8 +478,9 @@ const std::string *Executor::peersOf(const plan::Instr &instr) {
   for (int64_t r = 0, world = meshSize(root); r < world; ++r)
     if (groupPosition(root, group, meshCoordinates(root, r)).color == color)
       ranks.push_back(r);
-  it->second = absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
-                            absl::StrJoin(ranks, ", "));
+  it->second.text = absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
+                                 absl::StrJoin(ranks, ", "));
+  it->second.ranks = std::move(ranks);
   return &it->second;
 }
 

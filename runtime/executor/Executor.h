@@ -325,12 +325,12 @@ private:
   /// recorded in options.progress.
   template <typename Wait>
   absl::Status waitRecorded(plan::OpCode op, size_t index,
-                            const std::string *peers, Wait wait);
+                            const WaitPeers *peers, Wait wait);
   /// For the watchdog's report: the world ranks a collective or transfer
   /// `instr` exchanges with ("ranks 0, 1, 2, 3" of this rank's instance of
   /// its group, "rank 5" for a transfer's peer), computed once each.
-  const std::string *peersOf(const plan::Instr &instr);
-  std::map<std::pair<bool, int64_t>, std::string> peerNames;
+  const WaitPeers *peersOf(const plan::Instr &instr);
+  std::map<std::pair<bool, int64_t>, WaitPeers> peerNames;
 
   /// A collective or transfer started and not yet completed (one of
   /// `collective` and `transfer`): the byte ranges of its input and output
@@ -342,7 +342,7 @@ private:
     size_t instruction;
     uint64_t xBegin, xEnd, outBegin, outEnd;
     /// Whom it waits for (peersOf).
-    const std::string *peers;
+    const WaitPeers *peers;
 
     absl::Status wait() {
       return collective ? collective->wait() : transfer->wait();

@@ -22,12 +22,23 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace triad::rt {
+
+/// The world ranks a wait involves: the members of a collective's group
+/// (this rank among them), or a transfer's peer.
+struct WaitPeers {
+  /// "ranks 0, 2" or "rank 3".
+  std::string text;
+  std::vector<int64_t> ranks;
+};
 
 /// What a rank blocks on: a collective or a transfer started by an earlier
 /// instruction of the running call.
@@ -37,9 +48,24 @@ struct Wait {
   /// The instruction that started it, and its opcode.
   size_t instruction = 0;
   const char *opcode = "";
-  /// The world ranks it waits for ("ranks 0, 2" of its group, or "rank 3"
-  /// for a transfer's peer); "" when unknown.
-  const std::string *peers = nullptr;
+  /// Whom it waits for; null when unknown.
+  const WaitPeers *peers = nullptr;
+};
+
+/// Where a rank waits, as its peers can compare it with their own: the
+/// step, the call (function and microbatch) and the instruction that
+/// started the collective or transfer.
+struct WaitPoint {
+  uint64_t step = 0;
+  std::string function;
+  uint32_t microbatch = 0;
+  size_t instruction = 0;
+  bool transfer = false;
+  std::vector<int64_t> peers;
+
+  /// "12/microbatch_step/2/41": equal for two ranks waiting in the same
+  /// collective.
+  std::string key() const;
 };
 
 class Progress {
@@ -64,6 +90,11 @@ public:
   /// (AllReduce), waiting for the collective of instruction 41 (AllReduce:
   /// ranks 0, 1)".
   std::string describe() const;
+  /// Where the rank waits, when it waits inside a call.
+  std::optional<WaitPoint> waitPoint() const;
+  /// What this rank tells a peer that asks where it is (PeerAnswer's
+  /// text form).
+  std::string answer() const;
 
 private:
   void advance() { last = Clock::now(); }
@@ -80,6 +111,42 @@ private:
   bool waiting = false;
   Wait wait;
 };
+
+/// A rank's answer to a peer asking where it is: its wait point's key and
+/// the ranks it waits for (none when it waits for nothing), and describe().
+/// As text (what travels): "key<TAB>ranks<TAB>description", ranks joined by
+/// commas, "-" for an empty key.
+struct PeerAnswer {
+  std::string key;
+  std::vector<int64_t> waitsFor;
+  std::string where;
+
+  std::string text() const;
+  /// The answer a text holds; a text of another form is all `where`.
+  static PeerAnswer parse(const std::string &text);
+};
+
+/// Who answered, by world rank (nullopt: no answer in time).
+using PeerAnswers = std::map<int64_t, std::optional<std::string>>;
+
+/// Asks `here`'s peers where they are with `ask` (world ranks, a time
+/// limit), then, within the same `within` in all, the ranks those that
+/// answered wait for in turn, and so on: the chain from a waiting rank to
+/// the one that holds everybody up. Returns every answer (this rank's own
+/// excluded).
+PeerAnswers
+askAround(const WaitPoint &here, int64_t self,
+          const std::function<PeerAnswers(const std::vector<int64_t> &,
+                                          std::chrono::milliseconds)> &ask,
+          std::chrono::milliseconds within);
+
+/// The sentence a hang report adds from `answers` (askAround's): the peers
+/// of the wait that are elsewhere ("not arrived: rank 3 is at step 5, ...",
+/// "rank 1 did not answer within 2 s (stopped, hung or dead)"), the ranks
+/// further along the chain, and which peers wait at `here` too.
+std::string describePeers(const WaitPoint &here, int64_t self,
+                          const PeerAnswers &answers,
+                          std::chrono::milliseconds within);
 
 /// A thread that watches `progress` and calls `onHang(report)` once, from
 /// the thread, when it has not advanced for `timeout` (the report is

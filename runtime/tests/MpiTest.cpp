@@ -11,6 +11,7 @@
 
 #include "runtime/comm/mpi/Mpi.h"
 #include "runtime/comm/mpi/MpiCommunicator.h"
+#include "runtime/comm/mpi/PeerQuery.h"
 #include "runtime/executor/CpuExecutor.h"
 #include "runtime/tests/CollectiveChecks.h"
 #include "runtime/tests/PlanBuilder.h"
@@ -18,11 +19,15 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace triad::rt;
@@ -180,6 +185,39 @@ TEST(MpiCommunicator, EveryCollectiveOnA2x2Mesh) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().message(),
             "the plan's mesh has 2 ranks but the MPI world has 4");
+}
+
+TEST(PeerQuery, SaysWhereEachPeerIsAndWhoDoesNotAnswer) {
+  if (launched(3))
+    return;
+  auto world = mpi::World::initialize(nullptr, nullptr);
+  ASSERT_TRUE(world.ok()) << world.status();
+  ASSERT_TRUE(world->threadsMayCallMpi());
+  int rank = world->rank();
+  // Rank 2's answering thread hangs for 3 s on its first question: to rank
+  // 0, asking with a deadline of 1 s, it does not answer.
+  std::atomic<int> questions{0};
+  auto query = mpi::PeerQuery::start(*world, [&] {
+    if (rank == 2 && questions++ == 0)
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+    return "rank " + std::to_string(rank) + " here";
+  });
+  ASSERT_TRUE(query.ok()) << query.status();
+  ASSERT_TRUE(world->barrier().ok());
+  if (rank == 0) {
+    // The main threads of the others are busy elsewhere (here: in a
+    // barrier); their answering threads answer.
+    auto answers = (*query)->ask({0, 1, 2, 1}, std::chrono::milliseconds(1000));
+    std::map<int64_t, std::optional<std::string>> expected = {
+        {1, "rank 1 here"}, {2, std::nullopt}};
+    EXPECT_EQ(answers, expected);
+    // A late answer still counts for the next question.
+    answers = (*query)->ask({2}, std::chrono::milliseconds(5000));
+    expected = {{2, "rank 2 here"}};
+    EXPECT_EQ(answers, expected);
+  }
+  ASSERT_TRUE(world->barrier().ok());
+  query->reset();
 }
 
 /// Runs the transfer plan on `mesh` over MPI, blocking and overlapped;

@@ -31,8 +31,10 @@
 //
 // A rank that makes no progress for --timeout seconds (600 by default: no
 // instruction starts, no collective or transfer completes; a peer stopped
-// or hung) prints where it is and what it waits for and exits with status
-// 3, which ends the job under mpirun.
+// or hung) prints where it is and what it waits for, asks the ranks it
+// waits for where they are (a thread of each answers: PeerQuery) and names
+// those that never arrived, and exits with status 3, which ends the job
+// under mpirun.
 //
 // Every input is checked before use: bad input is one line on stderr,
 // `triad-run: error: ...`, and exit status 1, on every rank (a rank that
@@ -45,6 +47,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/comm/mpi/Mpi.h"
 #include "runtime/comm/mpi/MpiCommunicator.h"
+#include "runtime/comm/mpi/PeerQuery.h"
 #include "runtime/data/TokenFile.h"
 #include "runtime/plan/Mesh.h"
 #include "runtime/plan/Plan.h"
@@ -148,7 +151,9 @@ ABSL_FLAG(int64_t, timeout, 600,
           "End the job when this rank makes no progress for SECONDS (no "
           "instruction starts and no collective or transfer completes): it "
           "prints its step, call, instruction and the collective or "
-          "transfer it waits for, and exits with status 3; 0: never");
+          "transfer it waits for, asks the ranks it waits for where they "
+          "are and names those that never arrived, and exits with status "
+          "3; 0: never");
 ABSL_FLAG(std::string, matmul_precision, "f32",
           "With --device=cuda: how f32 matrix products compute: f32 (exact, "
           "within 1e-5 of the CPU), or tf32 or bf16 (tensor cores, operands "
@@ -196,6 +201,7 @@ public:
   [[noreturn]] void fail(const std::string &message) {
     std::fprintf(stderr, "triad-run: error: %s\n", message.c_str());
     std::fflush(stderr);
+    peers.reset();
     comm.reset();
     world.reset(); // finalizes MPI
     std::exit(1);
@@ -241,6 +247,9 @@ public:
   std::unique_ptr<mpi::World> world;
   /// The plan's collectives over MPI (under a launcher).
   std::unique_ptr<Communicator> comm;
+  /// The watchdog's side channel to the other ranks (under a launcher,
+  /// with a --timeout); ends before MPI does.
+  std::unique_ptr<mpi::PeerQuery> peers;
 };
 
 /// `path` with ".rankR" before its extension: metrics.jsonl ->
@@ -723,6 +732,15 @@ int main(int argc, char **argv) {
   absl::StatusOr<Trainer> trainer = Trainer::create(*loaded, *data, options);
   tool.failIfAny(trainer.status());
   std::unique_ptr<Watchdog> watchdog;
+  // Every rank starts the side channel at this point, or none does.
+  if (timeout > 0 && tool.size() > 1 && tool.world->threadsMayCallMpi()) {
+    absl::StatusOr<std::unique_ptr<mpi::PeerQuery>> peers =
+        mpi::PeerQuery::start(*tool.world,
+                              [&progress] { return progress.answer(); });
+    tool.failIfAny(peers.status(),
+                   "cannot start the watchdog's side channel: ");
+    tool.peers = std::move(*peers);
+  }
   if (timeout > 0) {
     std::string where = absl::StrCat("rank ", tool.rank());
     const MeshCoordinates &at = trainer->executor().coordinates();
@@ -731,15 +749,33 @@ int main(int argc, char **argv) {
       axes.push_back(
           absl::StrCat(plan.mesh()->Get(i)->name()->str(), " ", at[i]));
     absl::StrAppend(&where, " (", absl::StrJoin(axes, ", "), ")");
+    // The ranks a waiting rank waits for are asked where they are: at most
+    // 2 s (less with a short --timeout), so that the report comes soon.
+    auto within = std::chrono::milliseconds(
+        std::min<int64_t>(2000, std::max<int64_t>(timeout * 250, 250)));
     watchdog = std::make_unique<Watchdog>(
         progress, std::chrono::seconds(timeout),
-        [where, timeout](const std::string &report) {
-          // From the watchdog's thread, while the main thread is blocked:
-          // no MPI here. The launcher ends the job when a rank exits.
+        [where, timeout, within, &progress, peers = tool.peers.get(),
+         rank = tool.rank()](const std::string &report) {
+          // From the watchdog's thread, while the main thread is blocked;
+          // MPI here only through the side channel, which MPI_THREAD_MULTIPLE
+          // allows. The launcher ends the job when a rank exits.
+          std::string text = report;
+          if (std::optional<WaitPoint> point = progress.waitPoint();
+              peers && point && !point->peers.empty()) {
+            auto ask = [peers](const std::vector<int64_t> &ranks,
+                               std::chrono::milliseconds limit) {
+              return peers->ask(ranks, limit);
+            };
+            std::string said = describePeers(
+                *point, rank, askAround(*point, rank, ask, within), within);
+            if (!said.empty())
+              absl::StrAppend(&text, "; ", said);
+          }
           std::fprintf(stderr,
                        "triad-run: error: %s: %s; ending the job (--timeout "
                        "%lld)\n",
-                       where.c_str(), report.c_str(),
+                       where.c_str(), text.c_str(),
                        static_cast<long long>(timeout));
           std::fflush(stderr);
           std::fflush(stdout);
@@ -1094,8 +1130,10 @@ int main(int argc, char **argv) {
   }
   if (!saveDir.empty() && lastSaved != trainer->completedSteps())
     save();
-  watchdog
-      .reset(); // what follows (closing files, merging traces) is not watched
+  // What follows (closing files, merging traces) is not watched; the side
+  // channel (which reads `progress`) ends with the watchdog.
+  watchdog.reset();
+  tool.peers.reset();
   absl::Status closed = trace.close();
   if (closed.ok())
     closed = metrics.close();

@@ -36,10 +36,17 @@ absl::StatusOr<World> World::initialize(int *argc, char ***argv) {
     return status;
   if (initialized)
     return absl::FailedPreconditionError("MPI is already initialized");
-  if (absl::Status status = check(MPI_Init(argc, argv), "MPI_Init");
+  // Threads may call MPI where the library allows it: the watchdog's
+  // side channel (PeerQuery) asks the peers where they are while the main
+  // thread waits in a collective.
+  int provided = MPI_THREAD_SINGLE;
+  if (absl::Status status =
+          check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided),
+                "MPI_Init_thread");
       !status.ok())
     return status;
   world.started = true;
+  world.threadMultiple = provided >= MPI_THREAD_MULTIPLE;
   if (absl::Status status =
           check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
                 "MPI_Comm_set_errhandler");
@@ -65,6 +72,7 @@ World &World::operator=(World &&other) noexcept {
     worldRank = other.worldRank;
     worldSize = other.worldSize;
     started = other.started;
+    threadMultiple = other.threadMultiple;
     other.started = false;
   }
   return *this;

@@ -40,6 +40,8 @@ public:
   int rank() const { return worldRank; }
   int size() const { return worldSize; }
   bool usesMpi() const { return started; }
+  /// Whether any thread may call MPI at any time (MPI_THREAD_MULTIPLE).
+  bool threadsMayCallMpi() const { return started && threadMultiple; }
 
   /// Waits for every rank (nothing without MPI).
   absl::Status barrier() const;
@@ -52,7 +54,7 @@ public:
 private:
   World() = default;
   int worldRank = 0, worldSize = 1;
-  bool started = false;
+  bool started = false, threadMultiple = false;
 };
 
 } // namespace triad::rt::mpi
