@@ -31,11 +31,16 @@ namespace {
 /// scattered, the message sent or received.
 int64_t movedBytes(rt::KernelOp kernel) {
   rt::OpCode opcode = kernel.getOpcode();
-  Value tensor = opcode == rt::OpCode::AllGather || opcode == rt::OpCode::Recv
-                     ? kernel.getOutputs().front()
-                     : kernel.getInputs().front();
-  auto type = cast<MemRefType>(tensor.getType());
-  return type.getNumElements() * rt::elementBytes(type.getElementType());
+  // A bucket moves all its tensors.
+  int64_t bytes = 0;
+  for (Value tensor :
+       opcode == rt::OpCode::AllGather || opcode == rt::OpCode::Recv
+           ? kernel.getOutputs()
+           : kernel.getInputs()) {
+    auto type = cast<MemRefType>(tensor.getType());
+    bytes += type.getNumElements() * rt::elementBytes(type.getElementType());
+  }
+  return bytes;
 }
 
 /// The bytes each member of a group of `ranks` sends for a collective over

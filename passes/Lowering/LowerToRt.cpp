@@ -371,6 +371,9 @@ public:
   void emitPlan(int64_t microbatches);
 
   int64_t kernels = 0, inPlace = 0, copies = 0, arenaBytes = 0;
+  /// The most bytes of tensors one bucketed all_gather or reduce_scatter
+  /// moves (bucketCollectives).
+  int64_t bucketBytes = 25 * 1024 * 1024;
 
 private:
   /// Under a pipeline: the rank's schedule actions (tokens), the action
@@ -526,6 +529,16 @@ private:
   void planMemory(ArrayRef<Function> functions);
   void emitProgram(ArrayRef<Function> functions, ArrayRef<Call> calls);
   void mergeBuckets(Function &f);
+  /// Buckets of all_gathers and of reduce_scatters: each all_gather sinks
+  /// to the next one over its group (past kernels that neither read nor
+  /// write its buffers and are not communication), and runs of them over
+  /// one group, of one element type and at most bucketBytes together,
+  /// become one kernel with an input and an output per tensor (the
+  /// runtime moves a bucket in one collective). ZeRO's reduce-scatters of
+  /// the gradients entering the apply step, and its all-gathers of the
+  /// updated parameters, become a few collectives instead of one per
+  /// tensor.
+  void bucketCollectives(Function &f);
   LogicalResult lowerCollective(Operation &op, Function &f);
   /// One operand of a dist.all_reduce over `group`, in the current bucket.
   void lowerAllReducePart(Function &f, Value input, Value result,
@@ -1200,6 +1213,123 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f,
     f.resultNames.push_back(name.getValue().str());
   }
   return success();
+}
+
+void ProgramLowering::bucketCollectives(Function &f) {
+  auto single = [](const Kernel &k, OpCode opcode) {
+    return k.opcode == opcode && k.inputs.size() == 1 && k.outputs.size() == 1;
+  };
+  auto typeOf = [&](const Kernel &k) {
+    return slots[k.inputs[0]].type.getElementType();
+  };
+  // The tensor a bucket counts: what is gathered, or what is scattered.
+  auto bytesOf = [&](const Kernel &k) {
+    MemRefType type =
+        slots[k.opcode == OpCode::AllGather ? k.outputs[0] : k.inputs[0]].type;
+    return type.getNumElements() * rt::elementBytes(type.getElementType());
+  };
+  auto sameBucket = [&](const Kernel &a, const Kernel &b) {
+    return single(b, a.opcode) && b.ints[0] == a.ints[0] &&
+           typeOf(b) == typeOf(a);
+  };
+  auto touches = [&](ArrayRef<unsigned> a, ArrayRef<unsigned> b) {
+    return llvm::any_of(a, [&](unsigned x) {
+      return llvm::any_of(
+          b, [&](unsigned y) { return slots[x].storage == slots[y].storage; });
+    });
+  };
+  auto communicates = [](OpCode opcode) {
+    return opcode == OpCode::AllReduce || opcode == OpCode::AllGather ||
+           opcode == OpCode::ReduceScatter || opcode == OpCode::AllToAll ||
+           opcode == OpCode::Send || opcode == OpCode::Recv;
+  };
+  std::vector<Kernel> &body = f.body;
+  // An all_gather whose result is only copied into a persistent tensor
+  // (ZeRO's updated parameter assigned back) gathers into it directly: the
+  // copy and the temporary go, and nothing reads the result before the
+  // buckets form.
+  auto usedElsewhere = [&](unsigned slot, size_t except) {
+    for (size_t k = 0; k < body.size(); ++k)
+      if (k != except && k + 1 != except &&
+          (touches(body[k].inputs, slot) || touches(body[k].outputs, slot)))
+        return true;
+    return touches(f.results, slot) || touches(f.args, slot);
+  };
+  for (size_t i = 1; i < body.size(); ++i) {
+    Kernel &copy = body[i], &gather = body[i - 1];
+    if (copy.opcode != OpCode::Copy || copy.inputs.size() != 1 ||
+        !single(gather, OpCode::AllGather) ||
+        gather.outputs[0] != copy.inputs[0])
+      continue;
+    unsigned result = gather.outputs[0], target = copy.outputs[0];
+    const Storage &into = storages[slots[target].storage];
+    if (!into.persistent || slots[target].type != slots[result].type ||
+        storages[slots[result].storage].persistent ||
+        touches(gather.inputs, target) || usedElsewhere(result, i))
+      continue;
+    gather.outputs[0] = target;
+    body.erase(body.begin() + i);
+    --i;
+  }
+  // From the end, so that each all_gather joins the cluster already built
+  // after it while that stays within a bucket.
+  for (size_t i = body.size(); i-- > 0;) {
+    const Kernel &gather = body[i];
+    if (!single(gather, OpCode::AllGather))
+      continue;
+    size_t next = i + 1;
+    for (; next < body.size() && !sameBucket(gather, body[next]); ++next) {
+      const Kernel &k = body[next];
+      if (communicates(k.opcode) || touches(k.inputs, gather.outputs) ||
+          touches(k.outputs, gather.outputs) ||
+          touches(k.outputs, gather.inputs))
+        break;
+    }
+    if (next == body.size() || next == i + 1 || !sameBucket(gather, body[next]))
+      continue;
+    int64_t bytes = bytesOf(gather);
+    for (size_t r = next; r < body.size() && sameBucket(gather, body[r]); ++r)
+      bytes += bytesOf(body[r]);
+    if (bytes > bucketBytes)
+      continue;
+    std::rotate(body.begin() + i, body.begin() + i + 1, body.begin() + next);
+  }
+  std::vector<Kernel> merged;
+  for (size_t i = 0; i < body.size();) {
+    Kernel first = body[i];
+    if (!single(first, OpCode::AllGather) &&
+        !single(first, OpCode::ReduceScatter)) {
+      merged.push_back(std::move(body[i++]));
+      continue;
+    }
+    SmallVector<unsigned> inputs = first.inputs, outputs = first.outputs;
+    SmallVector<int64_t> ints = first.ints;
+    int64_t bytes = bytesOf(first);
+    size_t end = i + 1;
+    // A bucket's tensors are independent: none reads what another writes.
+    for (; end < body.size() && sameBucket(first, body[end]) &&
+           bytes + bytesOf(body[end]) <= bucketBytes &&
+           !touches(body[end].inputs, outputs) &&
+           !touches(body[end].outputs, inputs) &&
+           !touches(body[end].outputs, outputs);
+         ++end) {
+      bytes += bytesOf(body[end]);
+      inputs.push_back(body[end].inputs[0]);
+      outputs.push_back(body[end].outputs[0]);
+      ints.push_back(body[end].ints[1]);
+    }
+    if (end > i + 1) {
+      first.inputs = std::move(inputs);
+      first.outputs = std::move(outputs);
+      first.ints = std::move(ints);
+      first.reason = (Twine(end - i) +
+                      " tensors in one bucket, the first: " + first.reason)
+                         .str();
+    }
+    merged.push_back(std::move(first));
+    i = end;
+  }
+  body = std::move(merged);
 }
 
 /// One all_reduce kernel per bucket where the bucket's tensors are whole
@@ -2024,6 +2154,8 @@ LogicalResult ProgramLowering::lowerPipelineRank(
     loweredIndex = functions.size();
     add(std::move(f), i);
   }
+  for (Function &f : functions)
+    bucketCollectives(f);
   if (failed(planMemoryWithSlots(functions, calls)))
     return failure();
   for (Function &f : functions)
@@ -2043,6 +2175,8 @@ LogicalResult ProgramLowering::lower(int64_t microbatches) {
       failed(lowerApplyStep(applyStep)))
     return failure();
   std::vector<Function> functions = {begin, step, applyStep};
+  for (Function &f : functions)
+    bucketCollectives(f);
   planMemory(functions);
   for (Function &f : functions)
     mergeBuckets(f);
@@ -2099,6 +2233,11 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
       emitError(module.getLoc(), "the module already holds rt programs");
       return signalPassFailure();
     }
+    if (bucketBytes < 1) {
+      emitError(module.getLoc(), "bucket-bytes must be at least 1, not ")
+          << bucketBytes.getValue();
+      return signalPassFailure();
+    }
 
     // The mesh the sharding passes partitioned for (or one from the
     // options when they did not run).
@@ -2146,6 +2285,7 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
       }
       ProgramLowering lowering(module, *mesh, microbatchStep, {microbatchStep},
                                applyStep, groups);
+      lowering.bucketBytes = bucketBytes;
       if (failed(lowering.lower(microbatches)))
         return signalPassFailure();
       lowering.emitPlan(microbatches);
@@ -2176,6 +2316,7 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
       for (int64_t rank = 0; rank < ranks; ++rank) {
         last.emplace(module, *mesh, func::FuncOp(), step->all, applyStep,
                      groups);
+        last->bucketBytes = bucketBytes;
         if (failed(last->lowerPipelineRank(rank, *schedule, *step)))
           return signalPassFailure();
         record(*last);

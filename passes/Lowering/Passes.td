@@ -80,6 +80,12 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
     accumulator. The apply step exchanges a tied gradient's parts between
     the stages that hold them and reduces the loss and the gradient norm
     over `pp`.
+
+    All-gathers and reduce-scatters over one group go in buckets of at most
+    `bucket-bytes` (ZeRO's: the reduce-scatters of the gradients entering
+    the apply step, the all-gathers of the updated parameters, which sink
+    past the updates that follow them): one kernel with an input and an
+    output per tensor, which the runtime moves as one collective.
   }];
   let options = [
     Option<"dp", "dp", "int64_t", "1", "Data-parallel replicas">,
@@ -89,6 +95,9 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
            "Mesh axes from slowest to fastest varying across ranks">,
     Option<"dtype", "dtype", "std::string", "\"\"",
            "Expected parameter element type (f32, bf16, f16); empty: the model's">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "25 * 1024 * 1024",
+           "Most bytes of tensors one bucketed all_gather or reduce_scatter "
+           "moves">,
   ];
   let statistics = [
     Statistic<"numKernels", "kernels", "Kernel calls emitted">,

@@ -237,4 +237,116 @@ absl::Status runCollective(Communicator &comm, const TensorCollective &c) {
   return pending->wait();
 }
 
+absl::Status runBucket(Communicator &comm,
+                       const std::vector<TensorCollective> &bucket) {
+  if (bucket.empty())
+    return absl::OkStatus();
+  if (bucket.size() == 1)
+    return runCollective(comm, bucket.front());
+  const TensorCollective &first = bucket.front();
+  if (first.kind != CollectiveKind::AllGather &&
+      first.kind != CollectiveKind::ReduceScatter)
+    return absl::InvalidArgumentError(
+        "only all-gathers and reduce-scatters run in buckets");
+  if (first.group >= comm.groupCount())
+    return absl::InvalidArgumentError(absl::StrCat("group ", first.group,
+                                                   " is not one of the "
+                                                   "communicator's ",
+                                                   comm.groupCount(),
+                                                   " groups"));
+  int64_t members = comm.groupSize(first.group);
+  bool gather = first.kind == CollectiveKind::AllGather;
+  // Each tensor's piece, and where it starts in a member's block.
+  std::vector<int64_t> piece, offset;
+  int64_t block = 0;
+  for (const TensorCollective &c : bucket) {
+    if (c.kind != first.kind || c.group != first.group)
+      return absl::InvalidArgumentError(
+          "a bucket's collectives are of one kind over one group");
+    if (absl::StatusOr<TensorShape> shape = resultShape(c, members);
+        !shape.ok())
+      return shape.status();
+    offset.push_back(block);
+    piece.push_back(volume(gather ? c.xShape : c.outShape));
+    block += piece.back();
+  }
+  // The shape whose `members` pieces along c.dim tile it: x padded to a
+  // whole number of pieces.
+  auto tiled = [&](const TensorCollective &c) {
+    TensorShape shape = gather ? c.outShape : c.xShape;
+    shape[c.dim] = (gather ? c.xShape : c.outShape)[c.dim] * members;
+    return shape;
+  };
+  // Along the leading dimension (no sizes before it) a piece is one run of
+  // the tensor: it moves straight between the tensor and the blocks, the
+  // padding past the tensor's end zero.
+  auto leading = [](const TensorCollective &c) {
+    return outerElements(c.xShape, c.dim) <= 1;
+  };
+  std::vector<float> packed, whole;
+  if (!gather) {
+    // Member m's block: piece m of every tensor, in order.
+    std::vector<float> sent(static_cast<size_t>(block * members)), mine(block);
+    for (size_t t = 0; t < bucket.size(); ++t) {
+      const TensorCollective &c = bucket[t];
+      if (leading(c)) {
+        int64_t size = volume(c.xShape);
+        for (int64_t m = 0; m < members; ++m) {
+          int64_t from = std::min(m * piece[t], size);
+          int64_t valid = std::min(piece[t], size - from);
+          float *to = sent.data() + m * block + offset[t];
+          std::copy_n(c.x + from, valid, to);
+          std::fill(to + valid, to + piece[t], 0.0f);
+        }
+        continue;
+      }
+      TensorShape shape = tiled(c);
+      whole.resize(static_cast<size_t>(volume(shape)));
+      packed.resize(whole.size());
+      resizeDim(c.x, c.xShape, c.dim, shape[c.dim], whole.data());
+      packPieces(whole.data(), shape, c.dim, members, packed.data());
+      for (int64_t m = 0; m < members; ++m)
+        std::copy_n(packed.data() + m * piece[t], piece[t],
+                    sent.data() + m * block + offset[t]);
+    }
+    if (absl::Status status =
+            comm.reduceScatter(first.group, sent.data(), mine.data(), block);
+        !status.ok())
+      return status;
+    for (size_t t = 0; t < bucket.size(); ++t)
+      std::copy_n(mine.data() + offset[t], piece[t], bucket[t].out);
+    return absl::OkStatus();
+  }
+  std::vector<float> mine(static_cast<size_t>(block)),
+      received(static_cast<size_t>(block * members));
+  for (size_t t = 0; t < bucket.size(); ++t)
+    std::copy_n(bucket[t].x, piece[t], mine.data() + offset[t]);
+  if (absl::Status status =
+          comm.allGather(first.group, mine.data(), received.data(), block);
+      !status.ok())
+    return status;
+  for (size_t t = 0; t < bucket.size(); ++t) {
+    const TensorCollective &c = bucket[t];
+    if (leading(c)) {
+      int64_t size = volume(c.outShape);
+      for (int64_t m = 0; m < members; ++m) {
+        int64_t from = std::min(m * piece[t], size);
+        std::copy_n(received.data() + m * block + offset[t],
+                    std::min(piece[t], size - from), c.out + from);
+      }
+      continue;
+    }
+    TensorShape shape = tiled(c);
+    packed.resize(static_cast<size_t>(volume(shape)));
+    whole.resize(packed.size());
+    for (int64_t m = 0; m < members; ++m)
+      std::copy_n(received.data() + m * block + offset[t], piece[t],
+                  packed.data() + m * piece[t]);
+    unpackPieces(packed.data(), shape, c.dim, members, whole.data());
+    // Padded pieces: the padding is cut off.
+    resizeDim(whole.data(), shape, c.dim, c.outShape[c.dim], c.out);
+  }
+  return absl::OkStatus();
+}
+
 } // namespace triad::rt

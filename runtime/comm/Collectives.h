@@ -122,6 +122,17 @@ startCollective(Communicator &comm, const TensorCollective &collective);
 absl::Status runCollective(Communicator &comm,
                            const TensorCollective &collective);
 
+/// A bucket: all-gathers, or reduce-scatters, of several tensors over one
+/// group, moved by one collective of the backend. Each member's block holds
+/// its piece of every tensor, tensor after tensor (the rank-major packing
+/// of Megatron's and DeepSpeed's buckets), so a bucket costs one call
+/// whatever the number of tensors; each tensor's pieces are those of
+/// startCollective (padded where the group does not divide its dimension).
+/// Blocking. InvalidArgument when the collectives differ in kind or group
+/// or a shape does not fit.
+absl::Status runBucket(Communicator &comm,
+                       const std::vector<TensorCollective> &bucket);
+
 } // namespace triad::rt
 
 #endif // TRIAD_RUNTIME_COMM_COLLECTIVES_H

@@ -132,6 +132,8 @@ absl::Status CpuExecutor::readValue(uint32_t index, HostTensor &result) {
 
 absl::Status CpuExecutor::startCollective(const plan::Instr &instr,
                                           size_t index) {
+  if (instr.inputs()->size() > 1)
+    return runBucket(instr);
   uint32_t x = instr.inputs()->Get(0), out = instr.outputs()->Get(0);
   if (isSixteenBit(x)) {
     // 16-bit values travel and sum in f32, and the result is rounded once.
@@ -153,6 +155,34 @@ absl::Status CpuExecutor::startCollective(const plan::Instr &instr,
   if (!pending.ok())
     return pending.status();
   return track(std::move(*pending), nullptr, instr, index, x, out);
+}
+
+absl::Status CpuExecutor::runBucket(const plan::Instr &instr) {
+  // A bucket completes here (it does not overlap the instructions after
+  // it): 16-bit tensors travel widened, and are rounded once after.
+  size_t tensors = instr.inputs()->size();
+  std::vector<std::vector<float>> wide(2 * tensors);
+  std::vector<TensorCollective> bucket;
+  for (size_t i = 0; i < tensors; ++i) {
+    uint32_t x = instr.inputs()->Get(i), out = instr.outputs()->Get(i);
+    const float *xData = f32(x);
+    float *outData = f32(out);
+    if (isSixteenBit(x)) {
+      wide[2 * i].resize(elementCount(shapeOf(value(x))));
+      wide[2 * i + 1].resize(elementCount(shapeOf(value(out))));
+      widenFrom(x, wide[2 * i].data());
+      xData = wide[2 * i].data();
+      outData = wide[2 * i + 1].data();
+    }
+    bucket.push_back(describeCollective(instr, xData, outData, i));
+  }
+  if (absl::Status status = triad::rt::runBucket(*communicator, bucket);
+      !status.ok())
+    return status;
+  for (size_t i = 0; i < tensors; ++i)
+    if (isSixteenBit(instr.outputs()->Get(i)))
+      narrowInto(instr.outputs()->Get(i), wide[2 * i + 1].data());
+  return absl::OkStatus();
 }
 
 absl::Status CpuExecutor::startTransfer(const plan::Instr &instr,

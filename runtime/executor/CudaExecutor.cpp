@@ -308,9 +308,9 @@ absl::Status CudaExecutor::movePieces(const float *from, float *to,
 }
 
 absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
-                                          size_t index) {
-  uint32_t x = instr.inputs()->Get(0), out = instr.outputs()->Get(0);
-  TensorCollective c = describeCollective(instr, f32(x), f32(out));
+                                          size_t index, size_t pair) {
+  uint32_t x = instr.inputs()->Get(pair), out = instr.outputs()->Get(pair);
+  TensorCollective c = describeCollective(instr, f32(x), f32(out), pair);
   if (c.group >= ncclComm->groupCount())
     return absl::InvalidArgumentError(
         absl::StrCat("group ", c.group, " is not one of the ",
@@ -404,36 +404,82 @@ absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
 
 absl::Status CudaExecutor::startCollective(const plan::Instr &instr,
                                            size_t index) {
-  if (ncclComm)
-    return ncclCollective(instr, index);
+  size_t tensors = instr.inputs()->size();
+  if (ncclComm) {
+    // A bucket's tensors go one NCCL collective each, back to back (not
+    // yet one packed call as over MPI; not yet run on a GPU).
+    for (size_t pair = 0; pair < tensors; ++pair)
+      if (absl::Status status = ncclCollective(instr, index, pair);
+          !status.ok())
+        return status;
+    return absl::OkStatus();
+  }
   // Staged through the host: the MPI communicator moves host memory. The
   // collective completes here (the GPU cannot run ahead of data it has not
   // received), so it does not overlap the instructions after it.
   // 16-bit values are widened on the host, reduced in f32 and rounded once.
-  uint32_t x = instr.inputs()->Get(0), out = instr.outputs()->Get(0);
-  int64_t xCount = elementCount(shapeOf(value(x))),
-          outCount = elementCount(shapeOf(value(out)));
-  stagedX.resize(std::max<int64_t>(xCount, 1));
-  stagedOut.resize(std::max<int64_t>(outCount, 1));
-  bool sixteen = isSixteenBit(x), bf16 = value(x).dtype() == plan::DType::BF16;
-  std::vector<uint16_t> bits(sixteen ? std::max(xCount, outCount) : 0);
-  if (absl::Status status =
-          sixteen
-              ? gpu->copyToHost(bits.data(), arenaAddress(x), 2 * xCount)
-              : gpu->copyToHost(stagedX.data(), arenaAddress(x), 4 * xCount);
+  // A bucket's tensors are staged one after the other and move as one
+  // collective (runBucket).
+  std::vector<int64_t> xCounts, outCounts;
+  int64_t xTotal = 0, outTotal = 0;
+  for (size_t pair = 0; pair < tensors; ++pair) {
+    xCounts.push_back(elementCount(shapeOf(value(instr.inputs()->Get(pair)))));
+    outCounts.push_back(
+        elementCount(shapeOf(value(instr.outputs()->Get(pair)))));
+    xTotal += xCounts.back();
+    outTotal += outCounts.back();
+  }
+  stagedX.resize(std::max<int64_t>(xTotal, 1));
+  stagedOut.resize(std::max<int64_t>(outTotal, 1));
+  std::vector<uint16_t> bits;
+  std::vector<TensorCollective> bucket;
+  for (size_t pair = 0, xAt = 0, outAt = 0; pair < tensors; ++pair) {
+    uint32_t x = instr.inputs()->Get(pair);
+    bool sixteen = isSixteenBit(x),
+         bf16 = value(x).dtype() == plan::DType::BF16;
+    float *host = stagedX.data() + xAt;
+    if (sixteen) {
+      bits.resize(std::max<int64_t>(xCounts[pair], 1));
+      if (absl::Status status =
+              gpu->copyToHost(bits.data(), arenaAddress(x), 2 * xCounts[pair]);
+          !status.ok())
+        return status;
+      cpu::widen(bf16, bits.data(), host, xCounts[pair]);
+    } else if (absl::Status status =
+                   gpu->copyToHost(host, arenaAddress(x), 4 * xCounts[pair]);
+               !status.ok()) {
+      return status;
+    }
+    bucket.push_back(
+        describeCollective(instr, host, stagedOut.data() + outAt, pair));
+    xAt += xCounts[pair];
+    outAt += outCounts[pair];
+  }
+  if (absl::Status status = tensors == 1
+                                ? runCollective(*communicator, bucket.front())
+                                : runBucket(*communicator, bucket);
       !status.ok())
     return status;
-  if (sixteen)
-    cpu::widen(bf16, bits.data(), stagedX.data(), xCount);
-  if (absl::Status status =
-          runCollective(*communicator, describeCollective(instr, stagedX.data(),
-                                                          stagedOut.data()));
-      !status.ok())
-    return status;
-  if (!sixteen)
-    return gpu->copyToDevice(arenaAddress(out), stagedOut.data(), 4 * outCount);
-  cpu::narrow(bf16, stagedOut.data(), bits.data(), outCount);
-  return gpu->copyToDevice(arenaAddress(out), bits.data(), 2 * outCount);
+  for (size_t pair = 0, outAt = 0; pair < tensors; ++pair) {
+    uint32_t out = instr.outputs()->Get(pair);
+    float *host = stagedOut.data() + outAt;
+    outAt += outCounts[pair];
+    if (!isSixteenBit(out)) {
+      if (absl::Status status =
+              gpu->copyToDevice(arenaAddress(out), host, 4 * outCounts[pair]);
+          !status.ok())
+        return status;
+      continue;
+    }
+    bits.resize(std::max<int64_t>(outCounts[pair], 1));
+    cpu::narrow(value(out).dtype() == plan::DType::BF16, host, bits.data(),
+                outCounts[pair]);
+    if (absl::Status status = gpu->copyToDevice(arenaAddress(out), bits.data(),
+                                                2 * outCounts[pair]);
+        !status.ok())
+      return status;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaExecutor::startTransfer(const plan::Instr &instr,

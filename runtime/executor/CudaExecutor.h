@@ -95,10 +95,12 @@ private:
   /// Copies value `from` to value `to` on the device (nothing when they
   /// are the same value).
   absl::Status copyValue(uint32_t from, uint32_t to, int64_t bytes);
-  /// The collective `instr` through NCCL on device buffers: pieces along
-  /// a dimension with leading sizes are packed into (and joined from)
-  /// blocks in the executor's staging buffers.
-  absl::Status ncclCollective(const plan::Instr &instr, size_t index);
+  /// The collective `instr` (of a bucket, its input and output `pair`)
+  /// through NCCL on device buffers: pieces along a dimension with leading
+  /// sizes are packed into (and joined from) blocks in the executor's
+  /// staging buffers.
+  absl::Status ncclCollective(const plan::Instr &instr, size_t index,
+                              size_t pair = 0);
   /// Enqueues `work` (NCCL calls) on the communication stream after what
   /// the compute stream has enqueued so far, and tracks it as instruction
   /// `index` in flight: the compute stream waits for it (an event, not the

@@ -387,22 +387,22 @@ Executor::run(const plan::Function &function,
 }
 
 TensorCollective Executor::describeCollective(const plan::Instr &instr,
-                                              const float *x,
-                                              float *out) const {
+                                              const float *x, float *out,
+                                              size_t pair) const {
   TensorCollective collective;
   collective.group = static_cast<uint32_t>(instr.ints()->Get(0));
   collective.x = x;
-  collective.xShape = shapeOf(value(instr.inputs()->Get(0)));
+  collective.xShape = shapeOf(value(instr.inputs()->Get(pair)));
   collective.out = out;
-  collective.outShape = shapeOf(value(instr.outputs()->Get(0)));
+  collective.outShape = shapeOf(value(instr.outputs()->Get(pair)));
   switch (instr.op()) {
   case plan::OpCode::AllGather:
     collective.kind = CollectiveKind::AllGather;
-    collective.dim = instr.ints()->Get(1);
+    collective.dim = instr.ints()->Get(1 + pair);
     break;
   case plan::OpCode::ReduceScatter:
     collective.kind = CollectiveKind::ReduceScatter;
-    collective.dim = instr.ints()->Get(1);
+    collective.dim = instr.ints()->Get(1 + pair);
     break;
   case plan::OpCode::AllToAll:
     collective.kind = CollectiveKind::AllToAll;

@@ -245,9 +245,10 @@ protected:
   std::pair<double, double> learningRatePeakAndFloor(double peak,
                                                      double floor) const;
   /// The collective of instruction `instr` (AllReduce, AllGather,
-  /// ReduceScatter, AllToAll) on the buffers `x` and `out`.
+  /// ReduceScatter, AllToAll) on the buffers `x` and `out`; of a bucket
+  /// (several inputs), that of input and output `pair`.
   TensorCollective describeCollective(const plan::Instr &instr, const float *x,
-                                      float *out) const;
+                                      float *out, size_t pair = 0) const;
   /// The world rank a Send or Recv talks to, its tag and its element count.
   struct Transfer {
     bool send;

@@ -557,9 +557,18 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
       return fail("the result must have the type of x");
     return floatValues({in[0]});
   }
-  case OpCode::AllReduce:
   case OpCode::AllGather:
-  case OpCode::ReduceScatter:
+  case OpCode::ReduceScatter: {
+    // One tensor, or a bucket of them moving in one collective: input i
+    // becomes output i along dimension ints[1 + i].
+    if (in.empty() || in.size() != out.size() || ints.size() != in.size() + 1)
+      return fail(absl::StrCat(
+          "expects N inputs, N outputs (N >= 1) and N + 1 ints (group, then "
+          "one dimension per input); has ",
+          in.size(), ", ", out.size(), " and ", ints.size()));
+    return absl::OkStatus();
+  }
+  case OpCode::AllReduce:
   case OpCode::AllToAll:
   case OpCode::AllSlice: {
     // The group and dimensions are checked against the mesh by the

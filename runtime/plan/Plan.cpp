@@ -519,7 +519,30 @@ absl::Status ProgramChecker::checkCollective(plan::OpCode op,
                                              const std::vector<uint32_t> &in,
                                              const std::vector<uint32_t> &out,
                                              const std::vector<int64_t> &ints) {
-  // The operand and attribute counts are the kernel contract's.
+  // The operand and attribute counts are the kernel contract's. A bucket
+  // (several inputs) is checked pair by pair, then as a whole: one element
+  // type, and no output overlapping another pair's input or output.
+  if (in.size() > 1) {
+    std::string instruction = where;
+    for (size_t i = 0; i < in.size(); ++i) {
+      where = absl::StrCat(instruction, ", tensor ", i, " of its bucket");
+      absl::Status status =
+          checkCollective(op, {in[i]}, {out[i]}, {ints[0], ints[1 + i]});
+      where = instruction;
+      if (!status.ok())
+        return status;
+    }
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (value(in[i])->dtype() != value(in[0])->dtype())
+        return fail("a bucket's tensors have one element type");
+      for (size_t j = 0; j < in.size(); ++j)
+        if (i != j && (mayOverlap(*value(out[i]), *value(in[j])) ||
+                       mayOverlap(*value(out[i]), *value(out[j]))))
+          return fail(absl::StrCat("output ", i, " of the bucket overlaps ",
+                                   "the input or output of tensor ", j));
+    }
+    return absl::OkStatus();
+  }
   const plan::Value *x = value(in[0]), *result = value(out[0]);
   // Slicing moves no data between ranks and takes token ids too.
   bool sliceOfIds = op == plan::OpCode::AllSlice &&

@@ -276,6 +276,124 @@ TEST(ThreadCommunicator, PaddedPiecesGatherCutAndScatterPadded) {
   });
 }
 
+/// Forwards to another communicator, counting the collectives it starts.
+class CountingCommunicator : public Communicator {
+public:
+  explicit CountingCommunicator(Communicator &inner) : inner(inner) {}
+  int64_t worldRank() const override { return inner.worldRank(); }
+  int64_t worldSize() const override { return inner.worldSize(); }
+  uint32_t groupCount() const override { return inner.groupCount(); }
+  int64_t groupSize(uint32_t g) const override { return inner.groupSize(g); }
+  int64_t groupMember(uint32_t g) const override {
+    return inner.groupMember(g);
+  }
+  absl::Status allReduceSum(uint32_t g, const float *in, float *out,
+                            int64_t count) override {
+    ++calls;
+    return inner.allReduceSum(g, in, out, count);
+  }
+  absl::Status allGather(uint32_t g, const float *in, float *out,
+                         int64_t count) override {
+    ++calls;
+    return inner.allGather(g, in, out, count);
+  }
+  absl::Status reduceScatter(uint32_t g, const float *in, float *out,
+                             int64_t count) override {
+    ++calls;
+    return inner.reduceScatter(g, in, out, count);
+  }
+  absl::Status allToAll(uint32_t g, const float *in, float *out,
+                        int64_t count) override {
+    ++calls;
+    return inner.allToAll(g, in, out, count);
+  }
+  absl::Status send(const float *data, int64_t count, int64_t peer,
+                    int64_t tag) override {
+    return inner.send(data, count, peer, tag);
+  }
+  absl::Status recv(float *data, int64_t count, int64_t peer,
+                    int64_t tag) override {
+    return inner.recv(data, count, peer, tag);
+  }
+  absl::Status barrier() override { return inner.barrier(); }
+  absl::Status agree(const absl::Status &local) override {
+    return inner.agree(local);
+  }
+  absl::StatusOr<int64_t> worldMinimum(int64_t local) override {
+    return inner.worldMinimum(local);
+  }
+  absl::StatusOr<double> worldSum(double local) override {
+    return inner.worldSum(local);
+  }
+  int calls = 0;
+
+private:
+  Communicator &inner;
+};
+
+TEST(ThreadCommunicator, ABucketMovesInOneCollective) {
+  // Three tensors of a group of 2, along different dimensions, one of them
+  // padded: the bucket gives what each collective gives alone, in one call
+  // of the backend.
+  auto plan = loadPlanFromBytes(tests::buildCollectivesPlan(), "c.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  tests::runRanks(
+      plan->root(), [&](int64_t rank, tests::ThreadCommunicator &comm) {
+        uint32_t group = 0;
+        ASSERT_EQ(comm.groupSize(group), 2);
+        float base = 100.0f * static_cast<float>(comm.groupMember(group) + 1);
+        auto iota = [&](int64_t n) {
+          std::vector<float> v(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i)
+            v[i] = base + static_cast<float>(i);
+          return v;
+        };
+        // x shapes [4, 3] along 0, [2, 5] along 1 (padded to 6), [3] along 0
+        // (padded to 4).
+        std::vector<TensorShape> xs = {{4, 3}, {2, 5}, {3}};
+        std::vector<int64_t> dims = {0, 1, 0};
+        std::vector<TensorShape> pieces = {{2, 3}, {2, 3}, {2}};
+        std::vector<std::vector<float>> x, alone, bucketed;
+        for (const TensorShape &shape : xs)
+          x.push_back(iota(shape.size() == 1 ? shape[0] : shape[0] * shape[1]));
+        CountingCommunicator counting(comm);
+        auto collectives = [&](CollectiveKind kind,
+                               std::vector<std::vector<float>> &out) {
+          std::vector<TensorCollective> bucket;
+          out.clear();
+          for (size_t t = 0; t < xs.size(); ++t) {
+            bool scatter = kind == CollectiveKind::ReduceScatter;
+            TensorShape from = scatter ? xs[t] : pieces[t];
+            TensorShape to = scatter ? pieces[t] : xs[t];
+            int64_t n = 1;
+            for (int64_t size : to)
+              n *= size;
+            out.emplace_back(static_cast<size_t>(n), -1.0f);
+            const float *input = scatter ? x[t].data() : x[t].data();
+            bucket.push_back(
+                {kind, group, input, from, out.back().data(), to, dims[t], 0});
+          }
+          return bucket;
+        };
+        for (CollectiveKind kind :
+             {CollectiveKind::ReduceScatter, CollectiveKind::AllGather}) {
+          std::vector<TensorCollective> one = collectives(kind, alone);
+          for (const TensorCollective &c : one)
+            ASSERT_TRUE(runCollective(comm, c).ok()) << "rank " << rank;
+          std::vector<TensorCollective> many = collectives(kind, bucketed);
+          counting.calls = 0;
+          ASSERT_TRUE(runBucket(counting, many).ok()) << "rank " << rank;
+          EXPECT_EQ(counting.calls, 1) << "rank " << rank;
+          EXPECT_EQ(bucketed, alone) << "rank " << rank;
+        }
+        // Collectives of different kinds are no bucket.
+        std::vector<TensorCollective> mixed =
+            collectives(CollectiveKind::AllGather, bucketed);
+        mixed[1].kind = CollectiveKind::ReduceScatter;
+        EXPECT_FALSE(runBucket(counting, mixed).ok());
+      });
+}
+
 TEST(ThreadCommunicator, RankZeroGathersStringsAndFindsSharedDevices) {
   auto plan = loadPlanFromBytes(tests::buildCollectivesPlan(), "c.plan");
   ASSERT_TRUE(plan.ok()) << plan.status();

@@ -177,6 +177,12 @@ TEST(Plan, CollectivesLoad) {
     spec.groups = {{"tp"}, {"dp", "tp"}, {"pp"}};
     EXPECT_EQ(loadError(spec), "") << triad::plan::EnumNameOpCode(c.op);
   }
+  // A bucket: two all-gathers of one piece, along dimensions 0 and 1.
+  PlanSpec bucket;
+  collective(bucket, OpCode::AllGather, 0, 6, {0, 0, 1});
+  bucket.inputs = {0, 0};
+  bucket.outputs = {6, 7};
+  EXPECT_EQ(loadError(bucket), "");
   // Slicing moves no data and also takes token ids (sequence parallelism
   // slices them along the sequence).
   PlanSpec ids;
@@ -1451,14 +1457,31 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
          collective(s, triad::plan::OpCode::ReduceScatter, 6, 0, {0, 0});
          s.outputs = {0, 8};
        },
-       "instruction 0 (ReduceScatter): expects 1 input, 1 output and 2 ints "
-       "(group, dim); has 1, 2 and 2"},
+       "instruction 0 (ReduceScatter): expects N inputs, N outputs (N >= 1) "
+       "and N + 1 ints (group, then one dimension per input); has 1, 2 and "
+       "2"},
+      {"bucket whose outputs overlap",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllGather, 0, 6, {0, 0, 0});
+         s.inputs = {0, 0};
+         s.outputs = {6, 6};
+       },
+       "instruction 0 (AllGather): output 0 of the bucket overlaps the input "
+       "or output of tensor 1"},
+      {"bucket with a tensor of the wrong shape",
+       [](PlanSpec &s) {
+         collective(s, triad::plan::OpCode::AllGather, 0, 6, {0, 0, 0});
+         s.inputs = {0, 0};
+         s.outputs = {6, 7};
+       },
+       "instruction 0 (AllGather), tensor 1 of its bucket: the result must "
+       "have shape [4, 3] (x [2, 3] over 2 members), not [2, 6]"},
       {"gather without a dimension",
        [](PlanSpec &s) {
          collective(s, triad::plan::OpCode::AllGather, 0, 6, {0});
        },
-       "instruction 0 (AllGather): expects 1 input, 1 output and 2 ints "
-       "(group, dim); has 1, 1 and 1"},
+       "instruction 0 (AllGather): expects N inputs, N outputs (N >= 1) and "
+       "N + 1 ints (group, then one dimension per input); has 1, 1 and 1"},
       {"all-to-all without a concat dimension",
        [](PlanSpec &s) {
          collective(s, triad::plan::OpCode::AllToAll, 6, 7, {0, 0});

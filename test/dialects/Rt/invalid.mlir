@@ -415,6 +415,20 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
 
 // -----
 
+// A bucket of all-gathers has an output and a dimension per input.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xf32>
+  %b = rt.buffer 128 : memref<8x4xf32>
+  %c = rt.buffer 256 : memref<8x8xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'all_gather': expects N inputs, N outputs (N >= 1) and N + 1 ints (group, then one dimension per input); has 2, 1 and 2}}
+    rt.kernel all_gather(%a, %b) -> (%c) ints [0, 0] : (memref<4x8xf32>, memref<8x4xf32>) -> memref<8x8xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
 // Element types: embedding ids are i32.
 rt.program @rank0 pipeline_rank 0 arena 4096 {
   %ids = rt.buffer 0 : memref<2x4xf32>

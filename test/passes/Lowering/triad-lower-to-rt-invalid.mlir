@@ -2,6 +2,7 @@
 // RUN: not triad-opt %S/Inputs/two-params.mlir --triad-autodiff '--triad-lower-to-rt=order=dp,dp,tp' 2>&1 | FileCheck %s --check-prefix=ORDER
 // RUN: not triad-opt %S/Inputs/two-params.mlir --triad-autodiff --triad-lower-to-rt=dtype=bf16 2>&1 | FileCheck %s --check-prefix=DTYPE
 // RUN: not triad-opt %S/Inputs/two-params.mlir --triad-lower-to-rt 2>&1 | FileCheck %s --check-prefix=NOSTEP
+// RUN: not triad-opt %S/Inputs/two-params.mlir --triad-autodiff --triad-lower-to-rt=bucket-bytes=0 2>&1 | FileCheck %s --check-prefix=BUCKET
 // RUN: triad-opt %s -split-input-file -verify-diagnostics --triad-lower-to-rt
 
 // Pipelined steps: the stage functions of --triad-pipeline-materialize
@@ -22,6 +23,8 @@
 // MESH: error: has no pipe.schedule; run --triad-pipeline-schedule first
 // ORDER: error: order 'dp,dp,tp' must list dp, tp and pp once each
 // DTYPE: error: 'triad.param' op is f32 but the pipeline asks for dtype=bf16; generate the model with that dtype
+// A bucket holds at least a byte.
+// BUCKET: error: bucket-bytes must be at least 1, not 0
 // NOSTEP: error: needs @microbatch_step and @apply_step; run --triad-autodiff first
 // WHOLE: error: 'func.func' op is still whole; run --triad-pipeline-materialize to cut it into the schedule's stage functions
 // NO-STAGES: error: has no stage functions; run --triad-pipeline-materialize after --triad-pipeline-schedule

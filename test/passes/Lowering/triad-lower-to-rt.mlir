@@ -2,6 +2,34 @@
 // RUN: triad-opt %s -split-input-file --triad-lower-to-rt | FileCheck %s
 // RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 2 --seq 16 --batch 4 --dtype bf16 | triad-opt --triad-train-pipeline | FileCheck %s --check-prefix=BF16
 // RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 2 --seq 16 --batch 4 --dtype f16 | triad-opt '--triad-train-pipeline=pp=2 microbatches=2' | FileCheck %s --check-prefix=F16PP
+// RUN: triad-opt %S/Inputs/two-params.mlir --triad-autodiff=clip-norm=0 '--triad-zero=zero=1 dp=2' --triad-shard-propagate=dp=2 --triad-partition --triad-lower-to-rt=dp=2 | FileCheck %s --check-prefix=BUCKET
+// RUN: triad-opt %S/Inputs/two-params.mlir --triad-autodiff=clip-norm=0 '--triad-zero=zero=1 dp=2' --triad-shard-propagate=dp=2 --triad-partition '--triad-lower-to-rt=dp=2 bucket-bytes=256' | FileCheck %s --check-prefix=SMALL
+
+// ZeRO-1 at dp=2 (Inputs/two-params.mlir): the gradients entering the apply
+// step reduce-scatter in one bucket (an input, an output and a dimension
+// per tensor), and the updated pieces all-gather in one bucket straight
+// into the parameters (the all_gather of the first sank past the second's
+// update; no copy is left).
+// BUCKET: rt.persistent "wte" parameter %[[WTE:[0-9a-z]+]]
+// BUCKET: rt.persistent "g" parameter %[[G:[0-9a-z]+]]
+// BUCKET: rt.persistent "grad.wte" accumulator %[[GWTE:[0-9a-z]+]]
+// BUCKET: rt.persistent "grad.g" accumulator %[[GG:[0-9a-z]+]]
+// BUCKET-LABEL: rt.func @apply_step
+// BUCKET: rt.kernel reduce_scatter(%[[GWTE]], %[[GG]]) -> (%{{.*}}, %{{.*}}) ints [0, 0, 0] {reason = "2 tensors in one bucket, the first: {{.*}}"} : (memref<16x8xf32>, memref<8xf32>) -> (memref<8x8xf32>, memref<4xf32>)
+// BUCKET-NOT: reduce_scatter
+// BUCKET: rt.kernel adamw
+// BUCKET: rt.kernel adamw
+// BUCKET-NEXT: rt.kernel all_gather(%{{.*}}, %{{.*}}) -> (%[[WTE]], %[[G]]) ints [0, 0, 0] {reason = "2 tensors in one bucket, the first: {{.*}}"} : (memref<8x8xf32>, memref<4xf32>) -> (memref<16x8xf32>, memref<8xf32>)
+// BUCKET-NOT: all_gather
+// BUCKET-NOT: rt.kernel copy({{.*}}) -> (%[[WTE]])
+// BUCKET: rt.step
+// Buckets of at most 256 bytes: the 512 bytes of wte's gradient go alone,
+// and so does everything after them.
+// SMALL-LABEL: rt.func @apply_step
+// SMALL: rt.kernel reduce_scatter(%{{[0-9]+}}) -> (%{{[0-9]+}}) ints [0, 0] {reason = "#dist.layout
+// SMALL: rt.kernel reduce_scatter(%{{[0-9]+}}) -> (%{{[0-9]+}}) ints [0, 0] {reason = "#dist.layout
+// SMALL: rt.kernel all_gather(%{{[0-9]+}}) -> (%{{[0-9]+}}) ints [0, 0] {reason = "#dist.layout
+// SMALL: rt.kernel all_gather(%{{[0-9]+}}) -> (%{{[0-9]+}}) ints [0, 0] {reason = "#dist.layout
 
 // An f16 pipeline: each pipeline rank's sum of squares is summed over the
 // stages once, and both the overflow check and the clipping (after
