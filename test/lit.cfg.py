@@ -24,7 +24,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.triad_tools_dir, config.llvm_tools_dir]
 tools = ["triad-opt", "triad-gen", "triad-interp", "triad-data", "triad-translate",
-         "triad-run"]
+         "triad-convert", "triad-run"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # Multi-rank tests need Open MPI's launcher. It refuses root unless told, and
@@ -57,6 +57,12 @@ for module in ("tensorboard", "tokenizers"):
 if subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"],
                   capture_output=True).returncode == 0:
     config.available_features.add("matplotlib")
+
+# Debian's PyTorch (python3-torch): the independent reference of
+# triad-convert's tests.
+if subprocess.run(["/usr/bin/python3", "-c", "import torch"],
+                  capture_output=True).returncode == 0:
+    config.available_features.add("torch")
 
 # SentencePiece: triad-data built with it, and Debian's Python module to
 # train models and check the ids.
