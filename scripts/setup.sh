@@ -53,6 +53,21 @@ venv() {
     "$dir/bin/python" -m pip install --quiet --disable-pip-version-check \
       "tensorboard==2.21.0" "tokenizers==0.22.1"
   fi
+  # Hugging Face's transformers, which triad-convert's tests check against,
+  # in an environment of its own (.venv-transformers, or
+  # TRIAD_TRANSFORMERS_VENV) that sees Debian's PyTorch (python3-torch):
+  # 4.31 (the first release with LLaMA's grouped-query attention) runs on
+  # Debian's PyTorch 1.13, and wants an older tokenizers than .venv's.
+  dir=${TRIAD_TRANSFORMERS_VENV:-$root/.venv-transformers}
+  if [ ! -x "$dir/bin/python" ]; then
+    echo "setup: creating the Python environment $dir"
+    /usr/bin/python3 -m venv --system-site-packages "$dir"
+  fi
+  if ! "$dir/bin/python" -c "import transformers, torch" 2>/dev/null; then
+    echo "setup: installing transformers into $dir"
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check \
+      "transformers==4.31.0"
+  fi
 }
 
 missing=()

@@ -58,6 +58,18 @@ if subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"],
                   capture_output=True).returncode == 0:
     config.available_features.add("matplotlib")
 
+# Hugging Face's transformers, in the environment scripts/setup.sh makes
+# for it (.venv-transformers, or TRIAD_TRANSFORMERS_VENV): %hf_python.
+hf_python = os.path.join(
+    os.environ.get("TRIAD_TRANSFORMERS_VENV",
+                   os.path.join(config.triad_src_root, ".venv-transformers")),
+    "bin", "python")
+config.substitutions.append(("%hf_python", hf_python))
+if os.path.exists(hf_python) and subprocess.run(
+        [hf_python, "-c", "import transformers, torch"],
+        capture_output=True).returncode == 0:
+    config.available_features.add("transformers")
+
 # Debian's PyTorch (python3-torch): the independent reference of
 # triad-convert's tests.
 if subprocess.run(["/usr/bin/python3", "-c", "import torch"],
