@@ -197,8 +197,17 @@ absl::StatusOr<Trainer> Trainer::create(const LoadedPlan &plan,
       return ignore.status();
     prefixIgnoreIndex = *ignore;
   }
-  return Trainer(plan, *sampler, std::move(*exec), std::move(own), options,
-                 prefixIgnoreIndex);
+  Trainer trainer(plan, *sampler, std::move(*exec), std::move(own), options,
+                  prefixIgnoreIndex);
+  // The trace's time 0 is the end of a barrier of every rank, so that the
+  // ranks' events line up in one timeline (to the barrier's skew, a few
+  // microseconds on one machine), whatever each rank's clock reads.
+  if (options.trace) {
+    if (absl::Status status = trainer.communicator->barrier(); !status.ok())
+      return status;
+    trainer.epochNanos = nowNanos();
+  }
+  return trainer;
 }
 
 bool Trainer::savesSlice(const plan::Persistent &p) const {
