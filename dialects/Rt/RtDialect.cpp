@@ -307,6 +307,23 @@ LogicalResult FuncOp::verify() {
     if (text.empty() || !names.insert(text).second)
       return emitOpError("result names must be non-empty and distinct");
   }
+  if (getLayerNames().has_value() != getLayerSpans().has_value())
+    return emitOpError("layers need both their names and their spans");
+  if (std::optional<ArrayRef<int64_t>> spans = getLayerSpans()) {
+    if (spans->size() != 2 * getLayerNames()->size())
+      return emitOpError("has ")
+             << getLayerNames()->size() << " layers but " << spans->size()
+             << " span bounds (two per layer)";
+    int64_t kernels = llvm::range_size(getBody().getOps<KernelOp>());
+    for (size_t i = 0, end = 0; i < spans->size(); i += 2) {
+      int64_t first = (*spans)[i], last = (*spans)[i + 1];
+      if (first < static_cast<int64_t>(end) || first >= last || last > kernels)
+        return emitOpError("layer span [")
+               << first << ", " << last << ") must follow the one before it "
+               << "and lie in the body's " << kernels << " kernels";
+      end = static_cast<size_t>(last);
+    }
+  }
   return success();
 }
 

@@ -189,21 +189,28 @@ def Rt_FuncOp : Rt_Op<"func", [
     `prefix_lengths` of its samples, i32 [samples]); then the body's kernels
     run in order; then the results are read, each under its name.
 
+    `layers` names the model layers the kernels come from, for traces and
+    profiles: layer i spans the kernels [at[2i], at[2i + 1]) of the body,
+    the spans in order and apart; kernels of no span belong to no layer.
+
     Example:
 
     ```mlir
-    rt.func @microbatch_step args(%t, %l : memref<8x64xi32>, memref<8x64xi32>) kinds ["tokens", "labels"] results() names [] {
+    rt.func @microbatch_step args(%t, %l : memref<8x64xi32>, memref<8x64xi32>) kinds ["tokens", "labels"] results() names [] layers ["head 0"] at [0, 1] {
       rt.kernel count_valid(%l) -> (%n) ints [-100] : (memref<8x64xi32>) -> (memref<f32>)
     }
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Variadic<Rt_Buffer>:$args,
                        StrArrayAttr:$arg_kinds, Variadic<Rt_Buffer>:$results,
-                       StrArrayAttr:$result_names);
+                       StrArrayAttr:$result_names,
+                       OptionalAttr<StrArrayAttr>:$layer_names,
+                       OptionalAttr<DenseI64ArrayAttr>:$layer_spans);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $sym_name `args` `(` ($args^ `:` type($args))? `)` `kinds` $arg_kinds
     `results` `(` ($results^ `:` type($results))? `)` `names` $result_names
+    (`layers` $layer_names^ `at` $layer_spans)?
     attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;

@@ -146,6 +146,12 @@ LogicalResult AssignOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 // LayerOp
 //===----------------------------------------------------------------------===//
 
+std::string triad::layerName(LayerOp layer) {
+  return (stringifyLayerKind(layer.getKind()) + " " + Twine(layer.getIndex()) +
+          (layer.getBackward() ? " backward" : ""))
+      .str();
+}
+
 LogicalResult LayerOp::verify() {
   // Each part of the model appears once in its function.
   for (Operation *op = getOperation()->getPrevNode(); op;

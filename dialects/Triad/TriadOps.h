@@ -61,6 +61,14 @@ mlir::FailureOr<mlir::RankedTensorType>
 inferSliceType(mlir::RankedTensorType x, llvm::ArrayRef<int64_t> offsets,
                llvm::ArrayRef<int64_t> sizes, ShapeErrorFn emitError);
 
+/// A layer's name in traces and profiles: its kind and index, and
+/// "backward" for the gradient's ("transformer 3", "head 0 backward").
+std::string layerName(LayerOp layer);
+
+/// The discardable attribute (a string) that keeps that name on an op
+/// taken out of its layer (--triad-pipeline-materialize's stage functions).
+inline constexpr llvm::StringLiteral kLayerNameAttr = "triad.layer_name";
+
 } // namespace triad
 
 #endif // TRIAD_DIALECTS_TRIAD_TRIADOPS_H

@@ -166,10 +166,18 @@ fb::Offset<plan::Program> exportProgram(fb::FlatBufferBuilder &b,
                 .Case("prefix_lengths", plan::ArgKind::PrefixLengths)
                 .Default(plan::ArgKind::Labels));
       functionIndex[func.getSymName()] = functions.size();
+      fb::Offset<fb::Vector<fb::Offset<fb::String>>> layerNames = 0;
+      fb::Offset<fb::Vector<uint32_t>> layerSpans = 0;
+      if (std::optional<ArrayRef<int64_t>> spans = func.getLayerSpans()) {
+        layerNames = strings(b, *func.getLayerNames());
+        std::vector<uint32_t> bounds(spans->begin(), spans->end());
+        layerSpans = b.CreateVector(bounds);
+      }
       functions.push_back(plan::CreateFunction(
           b, b.CreateString(func.getSymName().str()), indices(func.getArgs()),
           b.CreateVector(kinds), indices(func.getResults()),
-          strings(b, func.getResultNames()), b.CreateVector(body)));
+          strings(b, func.getResultNames()), b.CreateVector(body), layerNames,
+          layerSpans));
     } else if (auto calls = dyn_cast<rtir::StepOp>(op)) {
       std::optional<ArrayRef<int64_t>> slots = calls.getSlots();
       for (auto [i, callee] : llvm::enumerate(calls.getCallees()))
@@ -383,10 +391,21 @@ OwningOpRef<ModuleOp> triad::importPlan(llvm::StringRef bytes,
       if (function->result_names())
         for (const fb::String *n : *function->result_names())
           names.push_back(n->string_view());
+      ArrayAttr layerNames;
+      DenseI64ArrayAttr layerSpans;
+      if (function->layer_names() && function->layer_spans()) {
+        SmallVector<StringRef> layers;
+        for (const fb::String *n : *function->layer_names())
+          layers.push_back(n->string_view());
+        layerNames = b.getStrArrayAttr(layers);
+        SmallVector<int64_t> bounds(function->layer_spans()->begin(),
+                                    function->layer_spans()->end());
+        layerSpans = b.getDenseI64ArrayAttr(bounds);
+      }
       auto func = rtir::FuncOp::create(
           b, loc, function->name()->str(), valueList(function->args()),
           b.getStrArrayAttr(kinds), valueList(function->results()),
-          b.getStrArrayAttr(names));
+          b.getStrArrayAttr(names), layerNames, layerSpans);
       functionNames.push_back(
           FlatSymbolRefAttr::get(ctx, function->name()->string_view()));
       OpBuilder::InsertionGuard bodyGuard(b);

@@ -76,6 +76,8 @@ struct Kernel {
   int64_t bucket = -1;
   /// Why a collective runs (the comm report prints it).
   std::string reason;
+  /// The model layer it comes from ("transformer 3"); empty: none.
+  std::string layer = {};
 };
 
 struct Function {
@@ -455,7 +457,11 @@ private:
             SmallVector<double> floats = {}) {
     f.body.push_back({opcode, std::move(inputs), std::move(outputs),
                       std::move(ints), std::move(floats)});
+    f.body.back().layer = currentLayer;
   }
+  /// The model layer whose ops are being lowered ("transformer 3"), which
+  /// the kernels they emit carry; empty outside layers.
+  std::string currentLayer;
   unsigned fill(Function &f, double value) {
     unsigned slot = temporary(scalarType());
     emit(f, OpCode::Fill, {}, {slot}, {}, {value});
@@ -739,6 +745,16 @@ LogicalResult ProgramLowering::lowerBlock(Block &block, Function &f) {
 LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
   if (isa<YieldOp, func::ReturnOp>(op))
     return success();
+  // An op a stage function took out of its layer keeps the layer's name.
+  if (auto name = op.getAttrOfType<StringAttr>(kLayerNameAttr);
+      name && name.getValue() != currentLayer) {
+    std::string outer = std::exchange(currentLayer, name.getValue().str());
+    op.removeAttr(kLayerNameAttr);
+    LogicalResult lowered = lowerOp(op, f);
+    op.setAttr(kLayerNameAttr, name);
+    currentLayer = std::move(outer);
+    return lowered;
+  }
   if (auto get = dyn_cast<GetParamOp>(op)) {
     auto it = persistentSlot.find(get.getName());
     if (it == persistentSlot.end())
@@ -758,7 +774,11 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
     for (auto [arg, operand] :
          llvm::zip(body.getArguments(), layer.getOperands()))
       slotOf[arg] = slotOf.at(operand);
-    if (failed(lowerBlock(body, f)))
+    std::string outer = std::move(currentLayer);
+    currentLayer = layerName(layer);
+    LogicalResult lowered = lowerBlock(body, f);
+    currentLayer = std::move(outer);
+    if (failed(lowered))
       return failure();
     for (auto [result, value] :
          llvm::zip(layer.getResults(), body.getTerminator()->getOperands()))
@@ -856,6 +876,7 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
     kernel.outputs[0] = addSlot(slots[result].storage,
                                 MemRefType::get(kept, x.getElementType()));
   }
+  kernel.layer = currentLayer;
   f.body.push_back(std::move(kernel));
   return success();
 }
@@ -1673,8 +1694,25 @@ void ProgramLowering::emitProgram(ArrayRef<Function> functions,
   SmallVector<int64_t> callMicrobatches, callSlots;
   for (const Function &f : functions) {
     SmallVector<Value> args = values(f.args), results = values(f.results);
-    auto func = rt::FuncOp::create(b, loc, f.name, args, strings(f.argKinds),
-                                   results, strings(f.resultNames));
+    // The model layers the kernels come from, as spans of the body.
+    SmallVector<StringRef> layerNames;
+    SmallVector<int64_t> layerSpans;
+    for (size_t k = 0; k < f.body.size();) {
+      size_t end = k + 1;
+      while (end < f.body.size() && f.body[end].layer == f.body[k].layer)
+        ++end;
+      if (!f.body[k].layer.empty()) {
+        layerNames.push_back(f.body[k].layer);
+        layerSpans.append({static_cast<int64_t>(k), static_cast<int64_t>(end)});
+      }
+      k = end;
+    }
+    auto func = rt::FuncOp::create(
+        b, loc, f.name, args, strings(f.argKinds), results,
+        strings(f.resultNames),
+        layerNames.empty() ? ArrayAttr() : b.getStrArrayAttr(layerNames),
+        layerNames.empty() ? DenseI64ArrayAttr()
+                           : b.getDenseI64ArrayAttr(layerSpans));
     Block *funcBody = b.createBlock(&func.getBody());
     {
       OpBuilder::InsertionGuard guard(b);

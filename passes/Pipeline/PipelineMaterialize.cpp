@@ -425,7 +425,12 @@ func::FuncOp StageMaterializer::build(OpBuilder &b, StageWork work,
         map.map(value, body.clone(*value.getDefiningOp())->getResult(0));
       map.map(operand, map.lookup(value));
     }
-    body.clone(*leaf->op, map)->removeAttr(pipe::PipeDialect::kStageAttrName);
+    Operation *clone = body.clone(*leaf->op, map);
+    clone->removeAttr(pipe::PipeDialect::kStageAttrName);
+    // An op of a layer keeps the layer's name, for the lowering's traces.
+    if (auto layer = dyn_cast<LayerOp>(leaf->op->getParentOp()))
+      clone->setAttr(kLayerNameAttr,
+                     OpBuilder(clone).getStringAttr(layerName(layer)));
   }
   if (isSend(work))
     for (Value value : transferred(work))

@@ -48,13 +48,6 @@ LayerCost layerCost(LayerOp layer, double flopsPerByte) {
   return total;
 }
 
-/// A layer's name for the record and for messages: "transformer 3".
-std::string layerName(LayerOp layer) {
-  return (stringifyLayerKind(layer.getKind()) + " " +
-          std::to_string(layer.getIndex()))
-      .str();
-}
-
 /// The contiguous cut of `costs` into `stages` non-empty pieces whose
 /// largest sum is smallest (the first such cut, scanning cut points from
 /// the left): the first layer index of every stage.

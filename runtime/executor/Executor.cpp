@@ -365,7 +365,7 @@ Executor::run(const plan::Function &function,
       if (!status.ok())
         return failed(i, *instr, status);
       if (times)
-        times->push_back({instr->op(), begin, nowNanos(), false, instr});
+        times->push_back({instr->op(), begin, nowNanos(), false, instr, i});
     }
   absl::Status status = waitFor(nullptr, times);
   if (absl::Status settled = settle(false); status.ok())
@@ -515,7 +515,8 @@ absl::Status Executor::waitFor(const plan::Instr *instr,
         waitRecorded(inFlight[i].op, inFlight[i].instruction, inFlight[i].peers,
                      [&] { return inFlight[i].wait(); });
     if (times)
-      times->push_back({inFlight[i].op, begin, nowNanos(), /*wait=*/true});
+      times->push_back({inFlight[i].op, begin, nowNanos(), /*wait=*/true,
+                        nullptr, inFlight[i].instruction});
     if (!status.ok() && result.ok())
       result = absl::Status(status.code(),
                             absl::StrCat(isTransfer(inFlight[i].op)

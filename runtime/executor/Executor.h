@@ -84,6 +84,9 @@ struct InstructionTime {
   bool wait = false;
   /// The instruction (in the executor's plan), or null for a wait.
   const plan::Instr *instr = nullptr;
+  /// Its index in the function's body (of the instruction waited for, for
+  /// a wait).
+  size_t index = 0;
 };
 
 /// The values of a program's arena seen as shapes (shared by the backends).

@@ -167,6 +167,7 @@ private:
   absl::Status checkPersistent();
   absl::Status checkSplit(const plan::Persistent &p, const Shape &local);
   absl::Status checkSignature(const plan::Function &function);
+  absl::Status checkLayers(const plan::Function &function);
   absl::Status checkStep();
   absl::Status checkInstr(const plan::Instr &instr);
   absl::Status checkCollective(plan::OpCode op, const std::vector<uint32_t> &in,
@@ -204,6 +205,8 @@ absl::Status ProgramChecker::check() {
     std::string outer = where;
     where = absl::StrCat(outer, ", function '", name, "'");
     if (absl::Status status = checkSignature(*function); !status.ok())
+      return status;
+    if (absl::Status status = checkLayers(*function); !status.ok())
       return status;
     if (function->body()) {
       for (size_t i = 0; i < function->body()->size(); ++i) {
@@ -480,6 +483,29 @@ absl::Status ProgramChecker::checkSplit(const plan::Persistent &p,
                                " holds ", local[d], " elements, more than ",
                                "a piece of ", piece, " split ", levels.back(),
                                " ways"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramChecker::checkLayers(const plan::Function &function) {
+  const auto *names = function.layer_names();
+  const auto *spans = function.layer_spans();
+  if (!names && !spans)
+    return absl::OkStatus();
+  size_t count = names ? names->size() : 0;
+  if (!names || !spans || spans->size() != 2 * count)
+    return fail(absl::StrCat("has ", count, " layer names but ",
+                             spans ? spans->size() : 0,
+                             " layer span bounds (two per layer)"));
+  uint64_t kernels = function.body() ? function.body()->size() : 0, end = 0;
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t first = spans->Get(2 * i), last = spans->Get(2 * i + 1);
+    if (first < end || first >= last || last > kernels)
+      return fail(absl::StrCat("layer '", names->Get(i)->str(), "' spans [",
+                               first, ", ", last, "), which does not follow ",
+                               "the layer before it inside the body's ",
+                               kernels, " instructions"));
+    end = last;
   }
   return absl::OkStatus();
 }

@@ -66,6 +66,9 @@ struct PlanSpec {
   std::vector<std::vector<std::string>> split;
   /// The padded shape of 'w' (none when empty).
   std::vector<int64_t> paddedShape;
+  /// The functions' layer names and spans (none when unset).
+  std::optional<std::vector<std::string>> layerNames;
+  std::optional<std::vector<uint32_t>> layerSpans;
 
   std::string build() const {
     fb::FlatBufferBuilder b;
@@ -97,7 +100,9 @@ struct PlanSpec {
           b, b.CreateString("forward"), b.CreateVector(args),
           b.CreateVector(argKinds), b.CreateVector(results),
           b.CreateVector(names),
-          b.CreateVector(std::vector<fb::Offset<triad::plan::Instr>>{instr})));
+          b.CreateVector(std::vector<fb::Offset<triad::plan::Instr>>{instr}),
+          layerNames ? b.CreateVectorOfStrings(*layerNames) : 0,
+          layerSpans ? b.CreateVector(*layerSpans) : 0));
     std::vector<triad::plan::Call> step;
     for (const Call &call : calls)
       step.emplace_back(call.function, call.microbatch, call.slot);
@@ -177,6 +182,11 @@ TEST(Plan, CollectivesLoad) {
     spec.groups = {{"tp"}, {"dp", "tp"}, {"pp"}};
     EXPECT_EQ(loadError(spec), "") << triad::plan::EnumNameOpCode(c.op);
   }
+  // A function's instructions may name their layer.
+  PlanSpec layers;
+  layers.layerNames = {{"transformer 0"}};
+  layers.layerSpans = {{0, 1}};
+  EXPECT_EQ(loadError(layers), "");
   // A bucket: two all-gathers of one piece, along dimensions 0 and 1.
   PlanSpec bucket;
   collective(bucket, OpCode::AllGather, 0, 6, {0, 0, 1});
@@ -1418,6 +1428,18 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
        },
        "persistent tensor 'w': dimension 1 holds 4 elements, more than a "
        "piece of 5 split 2 ways"},
+      // Layer spans (for traces) lie in order inside the body.
+      {"layer names without spans",
+       [](PlanSpec &s) { s.layerNames = {{"transformer 0"}}; },
+       "function 'forward': has 1 layer names but 0 layer span bounds (two "
+       "per layer)"},
+      {"layer span past the body",
+       [](PlanSpec &s) {
+         s.layerNames = {{"transformer 0"}};
+         s.layerSpans = {{0, 2}};
+       },
+       "function 'forward': layer 'transformer 0' spans [0, 2), which does "
+       "not follow the layer before it inside the body's 1 instructions"},
       {"padded shape smaller than the global",
        [](PlanSpec &s) { s.paddedShape = {3, 3}; },
        "persistent tensor 'w': padded dimension 1 (3) is smaller than its "

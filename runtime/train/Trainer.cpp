@@ -338,13 +338,25 @@ absl::StatusOr<StepResult> Trainer::step() {
         absl::StrAppend(&name, " mb ", call->microbatch());
       result.events.push_back(
           {name, category, micros(callBegin), (callEnd - callBegin) / 1000.0});
+      // The layer of instruction `index`, from the function's spans.
+      auto layerOf = [&](size_t index) -> std::string {
+        const auto *names = function.layer_names();
+        const auto *spans = function.layer_spans();
+        if (!names || !spans)
+          return {};
+        for (size_t l = 0; l < names->size(); ++l)
+          if (index >= spans->Get(2 * l) && index < spans->Get(2 * l + 1))
+            return names->Get(l)->str();
+        return {};
+      };
       for (const InstructionTime &time : times)
         result.events.push_back(
             {time.wait ? absl::StrCat("wait ", plan::EnumNameOpCode(time.op))
                        : std::string(plan::EnumNameOpCode(time.op)),
              "instruction", micros(time.beginNanos),
              (time.endNanos - time.beginNanos) / 1000.0,
-             time.instr ? exec->describe(*time.instr) : std::string()});
+             time.instr ? exec->describe(*time.instr) : std::string(),
+             layerOf(time.index)});
     }
   }
   endIdle();

@@ -97,6 +97,9 @@ struct TraceEvent {
   double beginMicros = 0, durationMicros = 0;
   /// An instruction's operands (Executor::describe); empty otherwise.
   std::string detail = {};
+  /// The model layer an instruction comes from ("transformer 3"), when the
+  /// plan names it; empty otherwise.
+  std::string layer = {};
 };
 
 struct StepResult {

@@ -371,7 +371,9 @@ public:
           {"pid", pid},
           {"tid", communicates(event) ? kCommunicationTrack : kComputeTrack}};
       if (!event.detail.empty())
-        record["args"] = {{"operands", event.detail}};
+        record["args"]["operands"] = event.detail;
+      if (!event.layer.empty())
+        record["args"]["layer"] = event.layer;
       absl::StrAppend(&text, ",\n", json(record));
     }
     return file.write(text);

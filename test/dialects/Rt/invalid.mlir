@@ -566,3 +566,38 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   }
   rt.step [] microbatches []
 }
+
+// -----
+
+// Layer spans: two bounds per name, in order, apart, inside the body.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %x = rt.buffer 0 : memref<4xf32>
+  // expected-error@+1 {{'rt.func' op has 2 layers but 2 span bounds (two per layer)}}
+  rt.func @f args() kinds [] results() names [] layers ["a", "b"] at [0, 1] {
+    rt.kernel fill() -> (%x) floats [0.0] : () -> memref<4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %x = rt.buffer 0 : memref<4xf32>
+  // expected-error@+1 {{'rt.func' op layer span [1, 3) must follow the one before it and lie in the body's 2 kernels}}
+  rt.func @f args() kinds [] results() names [] layers ["a", "b"] at [0, 2, 1, 3] {
+    rt.kernel fill() -> (%x) floats [0.0] : () -> memref<4xf32>
+    rt.kernel fill() -> (%x) floats [1.0] : () -> memref<4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %x = rt.buffer 0 : memref<4xf32>
+  // expected-error@+1 {{'rt.func' op layer span [1, 1) must follow the one before it and lie in the body's 1 kernels}}
+  rt.func @f args() kinds [] results() names [] layers ["a"] at [1, 1] {
+    rt.kernel fill() -> (%x) floats [0.0] : () -> memref<4xf32>
+  }
+  rt.step [] microbatches []
+}

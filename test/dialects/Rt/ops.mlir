@@ -16,7 +16,7 @@
 // CHECK: rt.persistent "p" parameter %{{.*}} global [15, 8] padded [16, 8] offsets [0, 0] init <zeros> : memref<16x8xf32>
 // CHECK: rt.func @begin_step args() kinds [] results() names [] {
 // CHECK-NEXT: rt.kernel fill() -> (%[[ACC]]) floats [0.000000e+00] : () -> memref<16x8xf32>
-// CHECK: rt.func @microbatch_step args(%[[T]], %[[L]] : memref<2x4xi32>, memref<2x4xi32>) kinds ["tokens", "labels"] results(%[[N]] : memref<f32>) names ["tokens"] {
+// CHECK: rt.func @microbatch_step args(%[[T]], %[[L]] : memref<2x4xi32>, memref<2x4xi32>) kinds ["tokens", "labels"] results(%[[N]] : memref<f32>) names ["tokens"] layers ["embedding 0", "head 0 backward"] at [1, 2, 2, 4] {
 // CHECK-NEXT: rt.kernel count_valid(%[[L]]) -> (%[[N]]) ints [-100] : (memref<2x4xi32>) -> memref<f32>
 // CHECK-NEXT: rt.kernel embedding(%[[T]], %[[W]]) -> (%[[X]]) : (memref<2x4xi32>, memref<16x8xf32>) -> memref<2x4x8xf32>
 // CHECK-NEXT: rt.kernel accumulate(%[[ACC]], %[[W]], %[[N]]) -> (%[[ACC]])
@@ -41,7 +41,7 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   rt.func @begin_step args() kinds [] results() names [] {
     rt.kernel fill() -> (%acc) floats [0.0] : () -> memref<16x8xf32>
   }
-  rt.func @microbatch_step args(%t, %l : memref<2x4xi32>, memref<2x4xi32>) kinds ["tokens", "labels"] results(%n : memref<f32>) names ["tokens"] {
+  rt.func @microbatch_step args(%t, %l : memref<2x4xi32>, memref<2x4xi32>) kinds ["tokens", "labels"] results(%n : memref<f32>) names ["tokens"] layers ["embedding 0", "head 0 backward"] at [1, 2, 2, 4] {
     rt.kernel count_valid(%l) -> (%n) ints [-100] : (memref<2x4xi32>) -> memref<f32>
     rt.kernel embedding(%t, %w) -> (%x) : (memref<2x4xi32>, memref<16x8xf32>) -> memref<2x4x8xf32>
     rt.kernel accumulate(%acc, %w, %n) -> (%acc) : (memref<16x8xf32>, memref<16x8xf32>, memref<f32>) -> memref<16x8xf32>

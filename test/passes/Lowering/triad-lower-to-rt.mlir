@@ -85,8 +85,11 @@
 // MODEL-NEXT: rt.kernel fill() -> (%[[LOSS]]) floats [0.000000e+00]
 // MODEL-NEXT: rt.kernel fill() -> (%[[COUNT]]) floats [0.000000e+00]
 
+// The kernels of each layer are named by spans of the body (the embedding
+// is kernel 2, the head's forward 3 to 5, ...), for traces.
 // MODEL-LABEL: rt.func @microbatch_step
 // MODEL-SAME: args(%[[X:[0-9a-z]+]], %[[Y:[0-9a-z]+]] : memref<2x4xi32>, memref<2x4xi32>) kinds ["tokens", "labels"] results() names []
+// MODEL-SAME: layers ["embedding 0", "head 0", "head 0 backward", "embedding 0 backward"] at [2, 3, 3, 6, 7, 11, 12, 13] {
 // MODEL-NEXT: rt.kernel count_valid(%[[Y]]) -> (%[[N:[0-9a-z]+]]) ints [-100]
 // MODEL-NEXT: rt.kernel fill() -> (%[[ONE:[0-9a-z]+]]) floats [1.000000e+00]
 // MODEL-NEXT: rt.kernel embedding(%[[X]], %[[WTE]]) -> (%[[H:[0-9a-z]+]]) :
