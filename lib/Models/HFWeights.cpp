@@ -139,19 +139,25 @@ void llama(Rules &r) {
   r.norm("head.norm", "model.norm");
 }
 
-void gptNeox(Rules &r) {
+/// The layers of GPT-NeoX and BLOOM, alike but for their names: `layers`
+/// before each index, `attention` the attention module's name.
+void fusedQkvLayers(Rules &r, StringRef layers, StringRef attention) {
   const ModelConfig &c = r.c;
   int64_t h = c.hidden;
-  r.same("embed.wte", "gpt_neox.embed_in.weight", {c.vocab, h});
   for (int64_t i = 0; i < c.layers; ++i) {
-    std::string t = layerName(i), hf = ("gpt_neox.layers." + Twine(i)).str();
+    std::string t = layerName(i), hf = (layers + Twine(i)).str();
     r.norm(t + ".attn_norm", hf + ".input_layernorm");
-    r.fusedPerHead(t, hf + ".attention.query_key_value");
-    r.linearLayer(t + ".attn.wo", hf + ".attention.dense", h, h);
+    r.fusedPerHead(t, hf + "." + attention + ".query_key_value");
+    r.linearLayer(t + ".attn.wo", hf + "." + attention + ".dense", h, h);
     r.norm(t + ".mlp_norm", hf + ".post_attention_layernorm");
     r.linearLayer(t + ".mlp.fc1", hf + ".mlp.dense_h_to_4h", h, c.ffn);
     r.linearLayer(t + ".mlp.fc2", hf + ".mlp.dense_4h_to_h", c.ffn, h);
   }
+}
+
+void gptNeox(Rules &r) {
+  r.same("embed.wte", "gpt_neox.embed_in.weight", {r.c.vocab, r.c.hidden});
+  fusedQkvLayers(r, "gpt_neox.layers.", "attention");
   r.norm("head.norm", "gpt_neox.final_layer_norm");
 }
 
@@ -178,19 +184,10 @@ void opt(Rules &r) {
 }
 
 void bloom(Rules &r) {
-  const ModelConfig &c = r.c;
-  int64_t h = c.hidden;
-  r.same("embed.wte", "transformer.word_embeddings.weight", {c.vocab, h});
+  r.same("embed.wte", "transformer.word_embeddings.weight",
+         {r.c.vocab, r.c.hidden});
   r.norm("embed.norm", "transformer.word_embeddings_layernorm");
-  for (int64_t i = 0; i < c.layers; ++i) {
-    std::string t = layerName(i), hf = ("transformer.h." + Twine(i)).str();
-    r.norm(t + ".attn_norm", hf + ".input_layernorm");
-    r.fusedPerHead(t, hf + ".self_attention.query_key_value");
-    r.linearLayer(t + ".attn.wo", hf + ".self_attention.dense", h, h);
-    r.norm(t + ".mlp_norm", hf + ".post_attention_layernorm");
-    r.linearLayer(t + ".mlp.fc1", hf + ".mlp.dense_h_to_4h", h, c.ffn);
-    r.linearLayer(t + ".mlp.fc2", hf + ".mlp.dense_4h_to_h", c.ffn, h);
-  }
+  fusedQkvLayers(r, "transformer.h.", "self_attention");
   r.norm("head.norm", "transformer.ln_f");
 }
 
