@@ -8,9 +8,10 @@ an embedding norm, a causal or prefix mask, CodeGeeX's top-query layer, tied or 
 vocabulary tensor parallelism may have to pad) and a random
 parallel configuration of at most --max-ranks ranks (dp, tp, pp, ZeRO 0 to
 3, sequence parallelism, pipeline schedules with virtual stages,
-microbatches, recomputation), compiles it, trains it for --steps steps
-under mpirun and compares it with the same model on one rank (within 1e-5
-relative, compare-losses.py). A configuration the compiler refuses with an
+microbatches, recomputation) and an element type (f32, or bf16 with f32
+master weights), compiles it, trains it for --steps steps under
+mpirun and compares it with the same model on one rank (within 1e-5
+relative in f32, 1e-2 in 16 bits; compare-losses.py). A configuration the compiler refuses with an
 error is reported as refused, not as a failure; a crash, a runtime error or
 different losses fail the run. Every case prints the seed and index that
 reproduce it alone:
@@ -101,6 +102,14 @@ def draw(rng, max_ranks):
     options["recompute"] = rng.choice(["none", "selective", "full"])
     batch = dp * microbatches * rng.choice([1, 2])
     model += ["--batch", batch]
+    # A third of the models in bf16 (f32 master weights), drawn last so
+    # that the other choices of a seed stay what they were. Not f16 yet: a
+    # mesh's per-rank, per-microbatch gradients overflow the loss scale
+    # where one rank's do not (seed 2026, case 0 drawn in f16: dp2 x tp4
+    # ZeRO-3 with 2 microbatches skips step 1, one rank does not), so the
+    # runs part from the first step.
+    if rng.random() < 1 / 3:
+        model += ["--dtype", "bf16"]
     return [str(a) for a in model], options, world
 
 
@@ -199,9 +208,14 @@ def main():
             step(["mpirun", "-np", str(world), tools["triad-run"],
                   stem + ".plan", *common, "--metrics", stem + ".jsonl"],
                  f"mpirun -np {world} triad-run")
+            # 16-bit runs round before some sums that a mesh splits
+            # differently: the law holds to the tolerance
+            # mixed-precision.test measures and uses, 1e-2.
+            sixteen = "--dtype" in model
             compared = run([sys.executable,
                             os.path.join(HERE, "compare-losses.py"),
-                            stem + ".one.jsonl", stem + ".jsonl"])
+                            stem + ".one.jsonl", stem + ".jsonl",
+                            "--rtol", "1e-2" if sixteen else "1e-5"])
             if compared.returncode != 0:
                 raise RuntimeError("MISMATCH: " +
                                    " ".join(compared.stdout.split()[:40]))
