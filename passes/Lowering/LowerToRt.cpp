@@ -1292,6 +1292,48 @@ void ProgramLowering::bucketCollectives(Function &f) {
     body.erase(body.begin() + i);
     --i;
   }
+  // Whether `moved`, sinking past `k`, would change what either computes:
+  // `k` reads or writes what `moved` writes, or writes what it reads.
+  auto blocks = [&](const Kernel &moved, const Kernel &k) {
+    return touches(k.inputs, moved.outputs) ||
+           touches(k.outputs, moved.outputs) ||
+           touches(k.outputs, moved.inputs);
+  };
+  // ZeRO-2's reduce-scatters in the backward, each followed by the
+  // accumulate that adds its piece: the reduce-scatter sinks to the run of
+  // reduce-scatters after it (past no communication), its accumulate to
+  // just after that run, while the run stays within a bucket. From the
+  // end, as below.
+  for (size_t i = body.size(); i-- > 0;) {
+    if (!single(body[i], OpCode::ReduceScatter) || i + 1 >= body.size() ||
+        body[i + 1].opcode != OpCode::Accumulate ||
+        !touches(body[i + 1].inputs, body[i].outputs))
+      continue;
+    const Kernel &scatter = body[i], &accumulate = body[i + 1];
+    size_t next = i + 2;
+    bool blocked = false;
+    for (; next < body.size() && !sameBucket(scatter, body[next]); ++next)
+      if (communicates(body[next].opcode) || blocks(scatter, body[next]) ||
+          blocks(accumulate, body[next])) {
+        blocked = true;
+        break;
+      }
+    if (blocked || next == body.size())
+      continue;
+    size_t end = next;
+    int64_t bytes = bytesOf(scatter);
+    for (; end < body.size() && sameBucket(scatter, body[end]); ++end) {
+      bytes += bytesOf(body[end]);
+      blocked |= blocks(accumulate, body[end]);
+    }
+    if (blocked || bytes > bucketBytes)
+      continue;
+    Kernel movedScatter = std::move(body[i]),
+           movedAccumulate = std::move(body[i + 1]);
+    body.erase(body.begin() + i, body.begin() + i + 2);
+    body.insert(body.begin() + (end - 2), std::move(movedAccumulate));
+    body.insert(body.begin() + (next - 2), std::move(movedScatter));
+  }
   // From the end, so that each all_gather joins the cluster already built
   // after it while that stays within a bucket.
   for (size_t i = body.size(); i-- > 0;) {

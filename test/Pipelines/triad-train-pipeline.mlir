@@ -44,11 +44,14 @@
 // ZeRO-2: each rank weights its gradient by its own token count before the
 // reduce_scatter sums the ranks' pieces (the ranks may count different
 // tokens), then adds its piece to its half-size accumulator unweighted.
+// Both gradients reduce-scatter in one bucket (the norm's sank past the
+// backward that followed it), and the pieces are added after it.
 // ZERO2: rt.func @microbatch_step
 // ZERO2: rt.kernel count_valid(%{{.*}}) -> (%[[COUNT:[0-9a-z_]+]])
 // ZERO2: rt.kernel fill() -> (%[[ONE:[0-9a-z_]+]]) floats [1.000000e+00]
 // ZERO2: rt.kernel scale_by(%{{.*}}, %[[COUNT]]) -> (%[[WEIGHTED:[0-9a-z_]+]]) : (memref<16x8xf32>, memref<f32>) -> memref<16x8xf32>
-// ZERO2-NEXT: rt.kernel reduce_scatter(%[[WEIGHTED]]) -> (%[[PIECE:[0-9a-z_]+]]) ints [0, 0] {{.*}} : (memref<16x8xf32>) -> memref<8x8xf32>
+// ZERO2-NEXT: rt.kernel reduce_scatter(%{{[0-9a-z_]+}}, %[[WEIGHTED]]) -> (%{{[0-9a-z_]+}}, %[[PIECE:[0-9a-z_]+]]) ints [0, 0, 0] {{.*}} : (memref<8xf32>, memref<16x8xf32>) -> (memref<4xf32>, memref<8x8xf32>)
+// ZERO2-NEXT: rt.kernel accumulate(%{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %[[ONE]])
 // ZERO2-NEXT: rt.kernel accumulate(%[[ACC:[0-9a-z_]+]], %[[PIECE]], %[[ONE]]) -> (%[[ACC]])
 // ZERO2: rt.func @apply_step
 // ZERO2-NOT: reduce_scatter
