@@ -1341,13 +1341,9 @@ void ProgramLowering::bucketCollectives(Function &f) {
     if (!single(gather, OpCode::AllGather))
       continue;
     size_t next = i + 1;
-    for (; next < body.size() && !sameBucket(gather, body[next]); ++next) {
-      const Kernel &k = body[next];
-      if (communicates(k.opcode) || touches(k.inputs, gather.outputs) ||
-          touches(k.outputs, gather.outputs) ||
-          touches(k.outputs, gather.inputs))
+    for (; next < body.size() && !sameBucket(gather, body[next]); ++next)
+      if (communicates(body[next].opcode) || blocks(gather, body[next]))
         break;
-    }
     if (next == body.size() || next == i + 1 || !sameBucket(gather, body[next]))
       continue;
     int64_t bytes = bytesOf(gather);

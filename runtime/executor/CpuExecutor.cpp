@@ -132,24 +132,9 @@ absl::Status CpuExecutor::readValue(uint32_t index, HostTensor &result) {
 
 absl::Status CpuExecutor::startCollective(const plan::Instr &instr,
                                           size_t index) {
-  if (instr.inputs()->size() > 1)
-    return runBucket(instr);
   uint32_t x = instr.inputs()->Get(0), out = instr.outputs()->Get(0);
-  if (isSixteenBit(x)) {
-    // 16-bit values travel and sum in f32, and the result is rounded once.
-    // The collective completes here, on copies, so it does not overlap the
-    // instructions after it.
-    std::vector<float> wideX(elementCount(shapeOf(value(x)))),
-        wideOut(elementCount(shapeOf(value(out))));
-    widenFrom(x, wideX.data());
-    if (absl::Status status =
-            runCollective(*communicator, describeCollective(instr, wideX.data(),
-                                                            wideOut.data()));
-        !status.ok())
-      return status;
-    narrowInto(out, wideOut.data());
-    return absl::OkStatus();
-  }
+  if (instr.inputs()->size() > 1 || isSixteenBit(x))
+    return runHere(instr);
   absl::StatusOr<PendingCollective> pending = triad::rt::startCollective(
       *communicator, describeCollective(instr, f32(x), f32(out)));
   if (!pending.ok())
@@ -157,9 +142,10 @@ absl::Status CpuExecutor::startCollective(const plan::Instr &instr,
   return track(std::move(*pending), nullptr, instr, index, x, out);
 }
 
-absl::Status CpuExecutor::runBucket(const plan::Instr &instr) {
-  // A bucket completes here (it does not overlap the instructions after
-  // it): 16-bit tensors travel widened, and are rounded once after.
+absl::Status CpuExecutor::runHere(const plan::Instr &instr) {
+  // It completes here, on copies where they are 16-bit, so it does not
+  // overlap the instructions after it: 16-bit tensors travel and sum in
+  // f32, and each result is rounded once.
   size_t tensors = instr.inputs()->size();
   std::vector<std::vector<float>> wide(2 * tensors);
   std::vector<TensorCollective> bucket;

@@ -57,9 +57,10 @@ private:
   absl::Status execute(const plan::Instr &instr, uint64_t step) override;
   absl::Status startCollective(const plan::Instr &instr, size_t index) override;
   absl::Status startTransfer(const plan::Instr &instr, size_t index) override;
-  /// A bucket of all-gathers or reduce-scatters (an instruction with
-  /// several inputs), as one collective; completes before it returns.
-  absl::Status runBucket(const plan::Instr &instr);
+  /// A collective that completes before it returns: a bucket of
+  /// all-gathers or reduce-scatters (an instruction with several inputs,
+  /// moved as one collective), or one on 16-bit values.
+  absl::Status runHere(const plan::Instr &instr);
 
   /// The kernel of one instruction, on f32 (and i32) data: `execute` runs
   /// it on f32 copies of the instruction's 16-bit values.
