@@ -821,6 +821,14 @@ LogicalResult LrScheduleOp::verify() {
   return success();
 }
 
+LogicalResult SumSquaresOp::verify() {
+  if (FloatAttr limit = getLimitAttr();
+      limit && !(limit.getValueAsDouble() > 0.0))
+    return emitOpError("limit must be positive, got ")
+           << limit.getValueAsDouble();
+  return success();
+}
+
 LogicalResult ClipCoefficientOp::verify() {
   double maxNorm = getMaxNorm().convertToDouble();
   if (!(maxNorm >= 0.0) || !std::isfinite(maxNorm))

@@ -1232,15 +1232,22 @@ def Triad_SumSquaresOp : Triad_Op<"sum_squares", [Triad_Sharded, Pure]> {
     all gradients it gives the squared global norm; each shard of a
     sharded gradient contributes its part, to be reduced across shards.
 
+    With `limit`, an element of magnitude above it makes the result +inf:
+    f16's loss scaling uses it so that a step whose summed scaled gradient
+    would not fit f16 overflows on every mesh, as it does where one
+    microbatch's f16 gradient is the whole step's.
+
     Example:
 
     ```mlir
     %s = triad.sum_squares %g : tensor<64x256xf32>
+    %t = triad.sum_squares %g limit = 1.637600e+04 : tensor<64x256xf32>
     ```
   }];
-  let arguments = (ins Triad_FloatTensor:$x);
+  let arguments = (ins Triad_FloatTensor:$x, OptionalAttr<F64Attr>:$limit);
   let results = (outs Triad_ScalarF32Tensor:$result);
-  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let assemblyFormat = "$x (`limit` `=` $limit^)? attr-dict `:` type($x)";
+  let hasVerifier = 1;
 }
 
 def Triad_ClipCoefficientOp : Triad_Op<"clip_coefficient", [Triad_Sharded, Pure]> {

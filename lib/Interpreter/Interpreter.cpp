@@ -512,8 +512,12 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
             in[0]->data[0], l.getPeak().convertToDouble(),
             l.getFloor().convertToDouble(), l.getWarmup(), l.getDecay())));
       })
-      .Case(
-          [&](SumSquaresOp) { return one(Tensor::scalar(sumSquares(*in[0]))); })
+      .Case([&](SumSquaresOp op) {
+        FloatAttr limit = op.getLimitAttr();
+        return one(Tensor::scalar(sumSquares(
+            *in[0], limit ? limit.getValueAsDouble()
+                          : std::numeric_limits<double>::infinity())));
+      })
       .Case([&](ClipCoefficientOp c) -> Result {
         Clip clip =
             clipCoefficient(in[0]->data[0], c.getMaxNorm().convertToDouble());

@@ -765,10 +765,13 @@ double learningRate(double step, double peak, double floor, int64_t warmup,
   return floor + 0.5 * (peak - floor) * (1.0 + std::cos(M_PI * progress));
 }
 
-double sumSquares(const Tensor &x) {
+double sumSquares(const Tensor &x, double limit) {
   double sum = 0.0;
-  for (double value : x.data)
+  for (double value : x.data) {
+    if (std::fabs(value) > limit)
+      return std::numeric_limits<double>::infinity();
     sum += value * value;
+  }
   return sum;
 }
 

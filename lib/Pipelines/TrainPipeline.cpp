@@ -164,6 +164,9 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   autodiff.weightDecay = options.weightDecay;
   autodiff.clipNorm = options.clipNorm;
   autodiff.lossScale = options.lossScale;
+  // f16: each microbatch of each data-parallel rank backpropagates its share
+  // of the step's loss, as one rank's single microbatch would.
+  autodiff.lossPieces = options.microbatches * options.dp;
   autodiff.gradAccumulation = options.gradAccumulation;
   pm.addPass(createAutodiff(autodiff));
   SplitMicrobatchesOptions split;

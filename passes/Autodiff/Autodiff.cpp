@@ -317,9 +317,12 @@ InitAttr constantInit(MLIRContext *context, InitKind kind, double value = 0) {
   return InitAttr::get(context, kind, APFloat(value), /*layers=*/0);
 }
 
-/// The loss-scaling state of f16 training.
+/// The loss-scaling state of f16 training, and the number of microbatch
+/// losses the step's loss is the mean of (each backward starts from
+/// scale / pieces).
 struct LossScaling {
   StateOp scale, goodSteps;
+  int64_t pieces = 1;
 };
 
 /// Builds `@<name>(grads...) -> (grad_norm, lr, skipped)`: one AdamW step
@@ -428,9 +431,17 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
       b, loc, scalar, step, b.getF64FloatAttr(options.lr),
       b.getF64FloatAttr(options.minLr), b.getI64IntegerAttr(options.warmup),
       b.getI64IntegerAttr(options.decaySteps));
+  // With loss scaling, a gradient element above f16's range (65504) once
+  // the pieces are added (each piece starts from scale / pieces) makes the
+  // sum infinite: the step overflows on every mesh where one rank's single
+  // f16 gradient of the whole step would.
+  FloatAttr limit;
+  if (lossScaling)
+    limit =
+        b.getF64FloatAttr(65504.0 / static_cast<double>(lossScaling->pieces));
   Value total;
   for (Value grad : grads) {
-    Value squares = SumSquaresOp::create(b, loc, scalar, grad);
+    Value squares = SumSquaresOp::create(b, loc, scalar, grad, limit);
     total = total ? AddOp::create(b, loc, scalar, total, squares).getResult()
                   : squares;
   }
@@ -452,6 +463,9 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
                      update.getNewGoodSteps());
     skip = update.getSkip();
     unscale = update.getInverse();
+    if (lossScaling->pieces != 1)
+      unscale =
+          mul(unscale, constant(static_cast<double>(lossScaling->pieces)));
     total = mul(total, mul(unscale, unscale));
   }
   auto clip = ClipCoefficientOp::create(b, loc, scalar, scalar, total,
@@ -533,6 +547,9 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
                       << " (the largest f32), got " << num(value);
     if (!(lossScale >= 1.0))
       return fail() << "loss-scale must be at least 1, got " << num(lossScale);
+    if (lossPieces < 1)
+      return fail() << "loss-pieces must be at least 1, got "
+                    << lossPieces.getValue();
     if (gradAccumulation != "f32" && gradAccumulation != "param")
       return fail() << "grad-accumulation must be f32 or param, got '"
                     << gradAccumulation << "'";
@@ -624,19 +641,23 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
         step.erase();
         return signalPassFailure();
       }
-      lossScaling = LossScaling{*scale, *good};
+      lossScaling = LossScaling{*scale, *good, lossPieces};
     }
 
     OpBuilder b(ret);
-    Value seed =
-        lossScaling
-            ? GetParamOp::create(b, ret.getLoc(), scalarF32,
-                                 lossScaling->scale.getSymName())
-                  .getResult()
-            : arith::ConstantOp::create(
-                  b, ret.getLoc(), scalarF32,
-                  DenseElementsAttr::get(scalarF32, b.getF32FloatAttr(1.0)))
-                  .getResult();
+    Value seed;
+    if (lossScaling) {
+      seed = GetParamOp::create(b, ret.getLoc(), scalarF32,
+                                lossScaling->scale.getSymName());
+      if (lossPieces != 1)
+        seed = ScaleOp::create(
+            b, ret.getLoc(), seed,
+            b.getF64FloatAttr(1.0 / static_cast<double>(lossPieces)));
+    } else {
+      seed = arith::ConstantOp::create(
+          b, ret.getLoc(), scalarF32,
+          DenseElementsAttr::get(scalarF32, b.getF32FloatAttr(1.0)));
+    }
     DenseMap<Value, Value> grads{{loss, seed}};
     ParamGrads paramGrads;
     if (failed(

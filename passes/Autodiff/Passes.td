@@ -57,7 +57,16 @@ def Autodiff : Pass<"triad-autodiff", "::mlir::ModuleOp"> {
     instead of 1; the apply step
     unscales the gradients, and when their scaled norm overflowed it skips
     the step (every value is kept) and halves the scale, which doubles again
-    after 1000 good steps.
+    after 1000 good steps. Where the step's loss is the mean of
+    `loss-pieces` microbatch losses (microbatches times data-parallel
+    ranks, as the train pipeline sets it), each backward starts from
+    `@loss_scale / loss-pieces`: a piece's scaled gradients are then its
+    share of the step's, as large per token as on one rank with one
+    microbatch, so a mesh overflows where one rank does and not before; the
+    apply step unscales by `loss-pieces / @loss_scale`. The summed scaled
+    gradients' norm is taken with `limit = 65504 / loss-pieces`: an element
+    that would not fit f16 in one rank's gradient of the whole step
+    overflows the step on every mesh too.
 
     A parameter the loss does not depend on, a function without a scalar
     loss, an op without a gradient rule or an invalid optimizer option is an
@@ -115,6 +124,10 @@ def Autodiff : Pass<"triad-autodiff", "::mlir::ModuleOp"> {
            "Global gradient-norm clipping threshold (0: no clipping)">,
     Option<"lossScale", "loss-scale", "double", "65536.0",
            "f16 models: the dynamic loss scale's first value (at least 1)">,
+    Option<"lossPieces", "loss-pieces", "int64_t", "1",
+           "f16 models: how many microbatch losses (microbatches times "
+           "data-parallel ranks) the step's loss is the token-weighted mean "
+           "of; each backward starts from loss-scale / loss-pieces">,
     Option<"gradAccumulation", "grad-accumulation", "std::string",
            "\"f32\"",
            "16-bit models: the type gradients are summed in over "

@@ -286,7 +286,11 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
                           {}};
       })
       .Case([&](LogSumExpOp) { return plain(OpCode::LogSumExp); })
-      .Case([&](SumSquaresOp) { return plain(OpCode::SumSquares); })
+      .Case([&](SumSquaresOp s) -> R {
+        if (FloatAttr limit = s.getLimitAttr())
+          return KernelSpec{OpCode::SumSquares, {}, {limit.getValueAsDouble()}};
+        return plain(OpCode::SumSquares);
+      })
       .Case([&](ClipCoefficientOp c) -> R {
         return KernelSpec{
             OpCode::ClipCoefficient, {}, {c.getMaxNorm().convertToDouble()}};

@@ -524,7 +524,8 @@ absl::Status CpuExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     std::fill_n(f32(out(0)), n(out(0)), static_cast<float>(floatAt(0)));
     return absl::OkStatus();
   case plan::OpCode::SumSquares:
-    f32(out(0))[0] = static_cast<float>(cpu::sumSquares(f32(in(0)), n(in(0))));
+    f32(out(0))[0] = static_cast<float>(
+        cpu::sumSquares(f32(in(0)), n(in(0)), plan::sumSquaresLimit(instr)));
     return absl::OkStatus();
   case plan::OpCode::ClipCoefficient: {
     stepmath::Clip clip = stepmath::clipCoefficient(f32(in(0))[0], floatAt(0));

@@ -816,7 +816,8 @@ absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     return cuda::fill(ctx, f32(out(0)), static_cast<float>(floatAt(0)),
                       n(out(0)));
   case plan::OpCode::SumSquares:
-    return cuda::sumSquares(ctx, {{f32(in(0)), n(in(0))}}, f32(out(0)));
+    return cuda::sumSquares(ctx, {{f32(in(0)), n(in(0))}}, f32(out(0)),
+                            plan::sumSquaresLimit(instr));
   case plan::OpCode::ClipCoefficient:
     return cuda::clipCoefficient(ctx, f32(in(0)), floatAt(0), f32(out(0)),
                                  f32(out(1)));

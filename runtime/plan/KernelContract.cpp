@@ -475,7 +475,13 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
     return absl::OkStatus();
   }
   case OpCode::SumSquares: {
-    CHECK_OK(arity(1, 1, 0, 0));
+    if (floats.size() == 1) {
+      CHECK_OK(arity(1, 1, 0, 1));
+      if (!(floats[0] > 0.0))
+        return fail(absl::StrCat("limit must be positive, got ", floats[0]));
+    } else {
+      CHECK_OK(arity(1, 1, 0, 0));
+    }
     CHECK_OK(floatValues({in[0]}));
     return scalarF32({out[0]});
   }

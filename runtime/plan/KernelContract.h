@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -148,6 +149,13 @@ LrScheduleAttrs lrScheduleAttrs(const Ints &ints, const Floats &floats) {
 }
 template <typename Floats> AdamWAttrs adamWAttrs(const Floats &floats) {
   return {floats[0], floats[1], floats[2], floats[3]};
+}
+/// SumSquares: floats none, or limit (+inf without one).
+inline double sumSquaresLimit(const Instr &instr) {
+  const auto *floats = instr.floats();
+  return floats && floats->size() == 1
+             ? floats->Get(0)
+             : std::numeric_limits<double>::infinity();
 }
 template <typename Ints, typename Floats>
 LossScaleAttrs lossScaleAttrs(const Ints &ints, const Floats &floats) {

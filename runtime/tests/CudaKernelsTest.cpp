@@ -931,6 +931,23 @@ TEST_F(CudaKernels, SumSquaresOverTensorsMatchesCpu) {
   expectNearF32(download(out, 1),
                 {static_cast<float>(cpu::sumSquares(tensors[2].data(), 40000))},
                 "sumSquares of one tensor");
+
+  // With a limit: +inf once an element's magnitude is above it, as on the
+  // CPU.
+  tensors[1][9000] = -70000.0f;
+  DeviceBuffer large = upload(tensors[1]);
+  out = poisoned(1);
+  ASSERT_OK(sumSquares(*context, {{large.as<float>(), 16384}}, out.as<float>(),
+                       65504.0));
+  std::vector<float> got = download(out, 1);
+  EXPECT_TRUE(std::isinf(got[0]) && got[0] > 0) << got[0];
+  EXPECT_TRUE(std::isinf(cpu::sumSquares(tensors[1].data(), 16384, 65504.0)));
+  out = poisoned(1);
+  ASSERT_OK(sumSquares(*context, {{large.as<float>(), 16384}}, out.as<float>(),
+                       70000.0));
+  expectNearF32(download(out, 1),
+                {static_cast<float>(cpu::sumSquares(tensors[1].data(), 16384))},
+                "sumSquares under its limit");
 }
 
 TEST_F(CudaKernels, AdamWOverTensorsMatchesCpu) {

@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 using namespace triad::rt;
 using tests::PlanBuilder;
 using triad::plan::DType;
@@ -95,6 +97,28 @@ TEST(CpuExecutorSteps, AccumulationOps) {
             floats({2, 2}, {1, 1, 1, 1})});
   ASSERT_TRUE(results.ok()) << results.status();
   EXPECT_EQ((*results)[4].floats, (std::vector<float>{5, 9, 13, 17}));
+}
+
+TEST(CpuExecutorSteps, SumSquaresWithALimit) {
+  // Without a limit the plain sum; with one, +inf when an element's
+  // magnitude is above it (f16 loss scaling's overflow check).
+  PlanBuilder b;
+  uint32_t x = b.value(DType::F32, {3});
+  uint32_t plain = b.value(DType::F32, {});
+  uint32_t limited = b.value(DType::F32, {});
+  uint32_t tight = b.value(DType::F32, {});
+  b.function("f", {x});
+  b.instr(OpCode::SumSquares, {x}, {plain});
+  b.instr(OpCode::SumSquares, {x}, {limited}, {}, {4.0});
+  b.instr(OpCode::SumSquares, {x}, {tight}, {}, {3.5});
+  b.results({plain, limited, tight}, {});
+  Loaded loaded = load(b.build());
+  auto results = loaded.executor->run("f", {floats({3}, {1, -4, 2})});
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ((*results)[0].floats, std::vector<float>{21.0f});
+  EXPECT_EQ((*results)[1].floats, std::vector<float>{21.0f}); // 4 is not above
+  EXPECT_EQ((*results)[2].floats,
+            std::vector<float>{std::numeric_limits<float>::infinity()});
 }
 
 TEST(CpuExecutorSteps, LearningRateOverride) {

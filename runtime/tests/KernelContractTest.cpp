@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,25 @@ TEST(KernelContract, SaysWhatIsWrong) {
   EXPECT_EQ(message(checkKernel(activation, {})),
             "expects 1 inputs, 1 outputs, 1 ints and 0 floats; has 1, 1, 1 "
             "and 1");
+
+  // SumSquares takes no float, or a positive limit.
+  KernelView squares;
+  squares.op = OpCode::SumSquares;
+  squares.operands = {f32({4}, "x"), f32({}, "sum")};
+  squares.inputs = {0};
+  squares.outputs = {1};
+  EXPECT_TRUE(checkKernel(squares, {}).ok());
+  squares.floats = {16376.0};
+  EXPECT_TRUE(checkKernel(squares, {}).ok());
+  squares.floats = {0.0};
+  EXPECT_EQ(message(checkKernel(squares, {})), "limit must be positive, got 0");
+  squares.floats = {std::nan("")};
+  EXPECT_EQ(message(checkKernel(squares, {})),
+            "a float attribute is not finite");
+  squares.floats = {1.0, 2.0};
+  EXPECT_EQ(message(checkKernel(squares, {})),
+            "expects 1 inputs, 1 outputs, 0 ints and 0 floats; has 1, 1, 0 "
+            "and 2");
 }
 
 TEST(KernelContract, CountsTheFlopsOfProductsAndAttention) {

@@ -14,6 +14,7 @@
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dtype=f64 2>&1 | FileCheck %s --check-prefix=DTYPE
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=microbatches=0 2>&1 | FileCheck %s --check-prefix=MICRO
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=sp=true 2>&1 | FileCheck %s --check-prefix=SP
+// RUN: triad-gen --preset tiny --layers 1 --dtype f16 --batch 4 | triad-opt '--triad-train-pipeline=dp=2 microbatches=2' | FileCheck %s --check-prefix=F16PIECES
 // RUN: triad-gen --preset tiny --layers 1 --heads 4 | not triad-opt --triad-train-pipeline=tp=3 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: triad-gen --preset tiny --layers 1 --heads 4 --kv-heads 2 | not triad-opt --triad-train-pipeline=tp=4 2>&1 | FileCheck %s --check-prefix=KVHEADS
 
@@ -96,3 +97,15 @@
 // fails to split.
 // HEADS: error: --triad-train-pipeline: tp=3 does not divide the model's 4 attention heads (tensor parallelism splits attention by heads); choose a tp that divides 4
 // KVHEADS: error: --triad-train-pipeline: tp=4 does not divide the model's 2 kv heads (tensor parallelism splits attention by heads); choose a tp that divides 2
+// f16 at dp=2 with 2 microbatches: the step's loss is the mean of 4
+// microbatch losses, so each backward starts from a quarter of the loss
+// scale (its gradients are its share of the step's, as large per token as
+// on one rank) and the apply step unscales by 4 / scale; an element of the
+// summed gradients above 65504 / 4 overflows the step, as it would in one
+// rank's f16 gradient of the whole step.
+// F16PIECES: rt.func @microbatch_step
+// F16PIECES: rt.kernel scale(%{{.*}}) -> (%{{.*}}) floats [2.500000e-01] : (memref<f32>) -> memref<f32>
+// F16PIECES: rt.func @apply_step
+// F16PIECES: rt.kernel sum_squares(%{{.*}}) -> (%{{.*}}) floats [1.637600e+04]
+// F16PIECES: rt.kernel loss_scale_update
+// F16PIECES: rt.kernel fill() -> (%{{.*}}) floats [4.000000e+00] : () -> memref<f32>

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks the law of DESIGN.md section 6 on two triad-run metrics files:
 the same steps, with losses (and gradient norms) equal within a relative
-tolerance. Prints the largest relative difference; exits 1 on a mismatch.
+tolerance, and (with the gradient norms) the same f16 steps skipped for
+overflow. Prints the largest relative difference; exits 1 on a mismatch.
 With --mean-of-last N it compares, per key, the mean over the last N steps
 (a smoothed curve) instead of every step."""
 
@@ -55,8 +56,20 @@ def main():
         reference, candidate = mean(reference), mean(candidate)
     worst, failures = 0.0, []
     for step in sorted(reference):
+        # An f16 step skipped for overflow has no gradient norm: where the
+        # norms are compared, the law asks that both runs skip it, or
+        # neither (--keys loss compares the losses alone).
+        skipped = (reference[step].get("skipped") is True,
+                   candidate[step].get("skipped") is True)
+        if skipped[0] != skipped[1] and "grad_norm" in args.keys.split(","):
+            failures.append(f"step {step}: skipped (overflow) in the "
+                            f"{'reference' if skipped[0] else 'candidate'} "
+                            "only")
+            continue
         for key in args.keys.split(","):
             a, b = reference[step].get(key), candidate[step].get(key)
+            if a is None and b is None and all(skipped):
+                continue
             if a is None or b is None:
                 failures.append(f"step {step}: {key} missing")
                 continue

@@ -8,8 +8,8 @@ an embedding norm, a causal or prefix mask, CodeGeeX's top-query layer, tied or 
 vocabulary tensor parallelism may have to pad) and a random
 parallel configuration of at most --max-ranks ranks (dp, tp, pp, ZeRO 0 to
 3, sequence parallelism, pipeline schedules with virtual stages,
-microbatches, recomputation) and an element type (f32, or bf16 with f32
-master weights), compiles it, trains it for --steps steps under
+microbatches, recomputation) and an element type (f32, or bf16 or f16 with
+f32 master weights), compiles it, trains it for --steps steps under
 mpirun and compares it with the same model on one rank (within 1e-5
 relative in f32, 1e-2 in 16 bits; compare-losses.py). A configuration the compiler refuses with an
 error is reported as refused, not as a failure; a crash, a runtime error or
@@ -37,7 +37,7 @@ def divisors(n):
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def draw(rng, max_ranks):
+def draw(rng, max_ranks, dtype=None):
     """A model (triad-gen arguments) and a mesh (pipeline options)."""
     hidden = rng.choice([16, 24, 32, 48])
     heads = rng.choice([h for h in (2, 4) if hidden % h == 0])
@@ -102,14 +102,14 @@ def draw(rng, max_ranks):
     options["recompute"] = rng.choice(["none", "selective", "full"])
     batch = dp * microbatches * rng.choice([1, 2])
     model += ["--batch", batch]
-    # A third of the models in bf16 (f32 master weights), drawn last so
-    # that the other choices of a seed stay what they were. Not f16 yet: a
-    # mesh's per-rank, per-microbatch gradients overflow the loss scale
-    # where one rank's do not (seed 2026, case 0 drawn in f16: dp2 x tp4
-    # ZeRO-3 with 2 microbatches skips step 1, one rank does not), so the
-    # runs part from the first step.
-    if rng.random() < 1 / 3:
-        model += ["--dtype", "bf16"]
+    # A third of the models in bf16 and a sixth in f16 (f32 master weights;
+    # f16 with dynamic loss scaling), drawn last so that the other choices
+    # of a seed stay what they were.
+    kind = rng.random()
+    if dtype is None:
+        dtype = "bf16" if kind < 1 / 3 else "f16" if kind < 1 / 2 else "f32"
+    if dtype != "f32":
+        model += ["--dtype", dtype]
     return [str(a) for a in model], options, world
 
 
@@ -138,6 +138,9 @@ def main():
                         help="run case ONLY of --seed alone")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--max-ranks", type=int, default=8)
+    parser.add_argument("--dtype", choices=["f32", "bf16", "f16"],
+                        help="every case in this element type (default: "
+                        "drawn, a third bf16, a sixth f16)")
     parser.add_argument("--work", default=None,
                         help="keep the models, plans and logs here")
     args = parser.parse_args()
@@ -171,7 +174,7 @@ def main():
     same = refused = failed = 0
     for index in cases:
         rng = random.Random(args.seed * 1000003 + index)
-        model, options, world = draw(rng, args.max_ranks)
+        model, options, world = draw(rng, args.max_ranks, args.dtype)
         text = " ".join(f"{k}={v}" for k, v in options.items())
         name = f"case {index} (--seed {args.seed} --only {index})"
         stem = os.path.join(work, f"case{index}")
@@ -196,7 +199,18 @@ def main():
                 print(f"{name}: refused: {' '.join(model)} | {text}: "
                       f"{first_error(compiled.stderr)}")
                 continue
-            step([tools["triad-opt"], stem + ".mlir", "--triad-train-pipeline",
+            # The one-rank run takes the whole batch in one backward pass,
+            # except in f16: there it takes as many as the mesh's
+            # microbatches times dp. An f16 backward's sums over tokens
+            # (a weight's gradient, and the parts of a tied one before they
+            # are added) overflow by how many tokens one pass sums, so the
+            # loss scale's skips are the same only for the same pieces (as
+            # in any framework's gradient accumulation).
+            one = "--triad-train-pipeline"
+            if "f16" in model:
+                pieces = options["dp"] * options["microbatches"]
+                one += f"=microbatches={pieces}"
+            step([tools["triad-opt"], stem + ".mlir", one,
                   "-o", stem + ".one.rt.mlir"], "triad-opt (one rank)")
             for suffix in ("", ".one"):
                 step([tools["triad-translate"], "--export-plan",

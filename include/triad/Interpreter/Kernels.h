@@ -15,6 +15,7 @@
 #include "triad/Interpreter/Tensor.h"
 
 #include "llvm/Support/Error.h"
+#include <limits>
 #include <optional>
 
 namespace triad::interp {
@@ -160,7 +161,10 @@ llvm::Expected<Tensor> crossEntropyGrad(const Tensor &logits,
 /// `floor` at step `decay`; steps count from 1.
 double learningRate(double step, double peak, double floor, int64_t warmup,
                     int64_t decay);
-double sumSquares(const Tensor &x);
+/// The sum of the squares of `x`'s elements; +inf if one's magnitude is above
+/// `limit`.
+double sumSquares(const Tensor &x,
+                  double limit = std::numeric_limits<double>::infinity());
 struct Clip {
   double coefficient, norm;
 };

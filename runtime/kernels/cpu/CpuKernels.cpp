@@ -650,7 +650,7 @@ void dropout(const float *x, float *out, int64_t count, double probability,
   }
 }
 
-double sumSquares(const float *x, int64_t count) {
+double sumSquares(const float *x, int64_t count, double limit) {
   // Fixed blocks added in order, as in crossEntropy.
   constexpr int64_t kBlock = 4096;
   int64_t blocks = (count + kBlock - 1) / kBlock;
@@ -658,10 +658,14 @@ double sumSquares(const float *x, int64_t count) {
 #pragma omp parallel for
   for (int64_t block = 0; block < blocks; ++block) {
     double sum = 0.0;
+    bool over = false;
     for (int64_t i = block * kBlock; i < std::min(count, (block + 1) * kBlock);
-         ++i)
-      sum += static_cast<double>(x[i]) * x[i];
-    partial[block] = sum;
+         ++i) {
+      double value = x[i];
+      over |= std::fabs(value) > limit;
+      sum += value * value;
+    }
+    partial[block] = over ? std::numeric_limits<double>::infinity() : sum;
   }
   double sum = 0.0;
   for (double part : partial)

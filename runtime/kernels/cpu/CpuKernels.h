@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 namespace triad::rt::cpu {
 
@@ -141,8 +142,9 @@ void dropout(const float *x, float *out, int64_t count, double probability,
              uint64_t seed, uint64_t step, uint64_t stream, uint64_t first = 0);
 
 /// Sum of squares accumulated in double, in an order that does not depend
-/// on the thread count.
-double sumSquares(const float *x, int64_t count);
+/// on the thread count; +inf if an element's magnitude is above `limit`.
+double sumSquares(const float *x, int64_t count,
+                  double limit = std::numeric_limits<double>::infinity());
 
 /// The labels that are not `ignoreIndex`.
 int64_t countValid(const int32_t *labels, int64_t count, int32_t ignoreIndex);

@@ -682,12 +682,16 @@ struct Chunk {
 };
 
 __global__ void sumSquaresChunkKernel(const ConstSpan *spans,
-                                      const Chunk *chunks, double *partial) {
+                                      const Chunk *chunks, double limit,
+                                      double *partial) {
   Chunk chunk = chunks[blockIdx.x];
   const float *x = spans[chunk.tensor].data;
   double sum = 0.0;
-  for (int64_t i = chunk.begin + threadIdx.x; i < chunk.end; i += blockDim.x)
-    sum += static_cast<double>(x[i]) * x[i];
+  for (int64_t i = chunk.begin + threadIdx.x; i < chunk.end; i += blockDim.x) {
+    double value = x[i];
+    // An element above the limit makes the sum +inf (f16 overflow).
+    sum += fabs(value) > limit ? static_cast<double>(INFINITY) : value * value;
+  }
   sum = blockSum(sum);
   if (threadIdx.x == 0)
     partial[blockIdx.x] = sum;
@@ -1111,7 +1115,8 @@ absl::Status countValid(CudaContext &context, const int32_t *labels,
 //===----------------------------------------------------------------------===//
 
 absl::Status sumSquares(CudaContext &context,
-                        const std::vector<ConstSpan> &spans, float *out) {
+                        const std::vector<ConstSpan> &spans, float *out,
+                        double limit) {
   std::vector<int64_t> counts;
   for (const ConstSpan &span : spans)
     counts.push_back(span.count);
@@ -1127,7 +1132,7 @@ absl::Status sumSquares(CudaContext &context,
   if (!chunks.empty()) {
     sumSquaresChunkKernel<<<static_cast<unsigned>(chunks.size()), kThreads, 0,
                             context.stream()>>>(device->tensors, device->chunks,
-                                                partial);
+                                                limit, partial);
     TRIAD_CUDA_CHECK_LAUNCH("sumSquaresChunkKernel");
   }
   sumPartialsKernel<<<1, 1, 0, context.stream()>>>(

@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace triad::rt::cuda {
@@ -277,7 +278,8 @@ struct ConstSpan {
 /// in double in a fixed order (the global gradient norm's square; one span
 /// is the plan's SumSquares).
 absl::Status sumSquares(CudaContext &context,
-                        const std::vector<ConstSpan> &spans, float *out);
+                        const std::vector<ConstSpan> &spans, float *out,
+                        double limit = std::numeric_limits<double>::infinity());
 
 struct AdamWTensor {
   float *param;

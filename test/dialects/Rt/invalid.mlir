@@ -456,6 +456,31 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
 
 // -----
 
+// A sum of squares' limit is positive, and it is the only float.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %x = rt.buffer 0 : memref<4xf32>
+  %n = rt.buffer 64 : memref<f32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'sum_squares': limit must be positive, got -1}}
+    rt.kernel sum_squares(%x) -> (%n) floats [-1.0] : (memref<4xf32>) -> memref<f32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %x = rt.buffer 0 : memref<4xf32>
+  %n = rt.buffer 64 : memref<f32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'sum_squares': expects 1 inputs, 1 outputs, 0 ints and 0 floats; has 1, 1, 0 and 2}}
+    rt.kernel sum_squares(%x) -> (%n) floats [1.0, 2.0] : (memref<4xf32>) -> memref<f32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
 // Shapes: a scalar where the kernel reads one.
 rt.program @rank0 pipeline_rank 0 arena 4096 {
   %x = rt.buffer 0 : memref<4xf32>

@@ -1146,6 +1146,15 @@ func.func @f(%s: tensor<f32>) {
 
 // -----
 
+// A sum of squares' limit is positive.
+func.func @f(%g: tensor<4xf32>) {
+  // expected-error @+1 {{'triad.sum_squares' op limit must be positive, got 0}}
+  %0 = triad.sum_squares %g limit = 0.0 : tensor<4xf32>
+  return
+}
+
+// -----
+
 // The clipping threshold is not negative.
 func.func @f(%s: tensor<f32>) {
   // expected-error @+1 {{'triad.clip_coefficient' op max_norm must be finite and not negative, got -1}}

@@ -200,6 +200,8 @@ func.func @optimizer(%g: tensor<64x64xf32>) {
   %lr = triad.lr_schedule %step peak = 1.0e-3 floor = 1.0e-4 warmup = 10 decay = 100 : tensor<f32>
   // CHECK: triad.sum_squares %{{.*}} : tensor<64x64xf32>
   %ss = triad.sum_squares %g : tensor<64x64xf32>
+  // CHECK: triad.sum_squares %{{.*}} limit = 1.637600e+04 : tensor<64x64xf32>
+  %sl = triad.sum_squares %g limit = 16376.0 : tensor<64x64xf32>
   // CHECK: triad.clip_coefficient %{{.*}} max_norm = 1.000000e+00
   %coef, %norm = triad.clip_coefficient %ss max_norm = 1.0
   %p = triad.get_param @wo : tensor<64x64xf32>

@@ -35,6 +35,8 @@ func.func @forward() -> tensor<f32> {
 // SCALE: error: invalid --triad-autodiff option: loss-scale must be at least 1, got 0.5
 // RUN: not triad-opt %s --triad-autodiff=loss-scale=1e39 2>&1 | FileCheck %s --check-prefix=SCALEF32
 // SCALEF32: error: invalid --triad-autodiff option: loss-scale must be at most 3.40282e+38 (the largest f32), got 1e+39
+// RUN: not triad-opt %s --triad-autodiff=loss-pieces=0 2>&1 | FileCheck %s --check-prefix=PIECES
+// PIECES: error: invalid --triad-autodiff option: loss-pieces must be at least 1, got 0
 // RUN: not triad-opt %s --triad-autodiff=grad-accumulation=bf16 2>&1 | FileCheck %s --check-prefix=ACCUMULATION
 // ACCUMULATION: error: invalid --triad-autodiff option: grad-accumulation must be f32 or param, got 'bf16'
 // RUN: not triad-opt %s --triad-autodiff=warmup=-3 2>&1 | FileCheck %s --check-prefix=NEGWARMUP

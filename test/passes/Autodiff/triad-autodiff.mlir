@@ -2,6 +2,7 @@
 // RUN: triad-opt %s -split-input-file --triad-autodiff=recompute=full | FileCheck %s --check-prefix=FULL
 // RUN: triad-opt %s -split-input-file --triad-autodiff=recompute=selective | FileCheck %s --check-prefix=SELECTIVE
 // RUN: triad-opt %s -split-input-file --triad-autodiff=grad-accumulation=param | FileCheck %s --check-prefix=PARAMGRAD
+// RUN: triad-opt %s -split-input-file --triad-autodiff=loss-pieces=4 | FileCheck %s --check-prefix=PIECES
 
 // A two-layer model: each layer gets a backward twin; the forward layers
 // return what their twins read; the tied table's gradients from both layers
@@ -129,8 +130,9 @@ func.func @forward() -> tensor<f32> {
 // parameter's own init), the backward pass starts from the dynamic loss
 // scale, its 16-bit gradients leave the microbatch step widened to f32 (to
 // be summed over microbatches and ranks in f32), and the apply step
-// unscales, skips overflowed steps and writes the parameter back as a
-// rounded copy of its master.
+// unscales, skips overflowed steps (a gradient element above f16's range
+// overflows the step too) and writes the parameter back as a rounded copy
+// of its master.
 triad.param @h : tensor<4x4xf16> init <normal, std = 0.02>
 
 // CHECK-LABEL: triad.state @loss_scale : tensor<f32> init <constant, value = 6.553600e+04>
@@ -142,7 +144,7 @@ triad.param @h : tensor<4x4xf16> init <normal, std = 0.02>
 // CHECK: return %{{.*}}, %[[GRAD]] : tensor<f32>, tensor<4x4xf32>
 // CHECK-LABEL: func.func @apply_step(%arg0: tensor<4x4xf32> {triad.grad = @h})
 // CHECK-SAME: (tensor<f32> {triad.output = "grad_norm"}, tensor<f32> {triad.output = "lr"}, tensor<f32> {triad.output = "skipped"}, tensor<f32> {triad.output = "loss_scale"})
-// CHECK: %[[TOTAL:.*]] = triad.sum_squares %arg0 : tensor<4x4xf32>
+// CHECK: %[[TOTAL:.*]] = triad.sum_squares %arg0 limit = 6.550400e+04 : tensor<4x4xf32>
 // CHECK: %[[SKIP:.*]], %[[SCALE:.*]], %[[GOOD:.*]], %[[INV:.*]] = triad.loss_scale_update %[[TOTAL]], %{{.*}}, %{{.*}} growth_interval = 1000 growth = 2.000000e+00 backoff = 5.000000e-01
 // CHECK: triad.assign @loss_scale, %[[SCALE]]
 // CHECK: %[[MASTER:.*]] = triad.get_param @master.h : tensor<4x4xf32>
@@ -160,8 +162,21 @@ triad.param @h : tensor<4x4xf16> init <normal, std = 0.02>
 // PARAMGRAD: return %{{.*}}, %{{.*}} : tensor<f32>, tensor<4x4xf16>
 // PARAMGRAD-LABEL: func.func @apply_step(%arg0: tensor<4x4xf16> {triad.grad = @h})
 // PARAMGRAD-NEXT: %[[WIDE:.*]] = triad.cast %arg0 : tensor<4x4xf16> -> tensor<4x4xf32>
-// PARAMGRAD: triad.sum_squares %[[WIDE]] : tensor<4x4xf32>
+// PARAMGRAD: triad.sum_squares %[[WIDE]] limit = 6.550400e+04 : tensor<4x4xf32>
 // PARAMGRAD: triad.adamw_update %{{.*}}, %[[WIDE]]
+// With the step's loss the mean of 4 microbatch losses, each backward
+// starts from a quarter of the loss scale and the apply step unscales by
+// 4 / scale; models without loss scaling (the f32 ones above) still start
+// from 1.
+// PIECES: triad.state @loss_scale :
+// PIECES: func.func @microbatch_step
+// PIECES: %[[SCALE:.*]] = triad.get_param @loss_scale : tensor<f32>
+// PIECES-NEXT: %[[SEED:.*]] = triad.scale %[[SCALE]] by 2.500000e-01 : tensor<f32>
+// PIECES: func.func @apply_step
+// PIECES: %{{.*}}, %{{.*}}, %{{.*}}, %[[INV:.*]] = triad.loss_scale_update
+// PIECES: %[[COUNT:.*]] = arith.constant dense<4.000000e+00> : tensor<f32>
+// PIECES-NEXT: %[[UNSCALE:.*]] = triad.mul %[[INV]], %[[COUNT]] : tensor<f32>
+// PIECES: triad.mul %{{.*}}, %[[UNSCALE]]
 func.func @forward() -> tensor<f32> {
   %h = triad.get_param @h : tensor<4x4xf16>
   %w = triad.cast %h : tensor<4x4xf16> -> tensor<4x4xf32>

@@ -33,13 +33,16 @@
 
 // An f16 pipeline: each pipeline rank's sum of squares is summed over the
 // stages once, and both the overflow check and the clipping (after
-// unscaling) read that sum.
+// unscaling by 2 / scale: the step's loss is the mean of 2 microbatches')
+// read that sum.
 // F16PP-LABEL: rt.program @rank1
 // F16PP-LABEL: rt.func @apply_step
 // F16PP: rt.kernel all_reduce(%{{.*}}) -> ([[TOTAL:%[0-9]+]]) ints [{{[0-9]+}}] {reason = "the gradient norm's sum of squares over the parameters of every pipeline stage"}
 // F16PP-NEXT: rt.kernel loss_scale_update([[TOTAL]], %{{.*}}, %{{.*}}) -> (%{{.*}}, %{{.*}}, %{{.*}}, [[INVERSE:%[0-9]+]])
 // F16PP-NOT: every pipeline stage
-// F16PP: rt.kernel mul([[INVERSE]], [[INVERSE]]) -> ([[SQUARE:%[0-9]+]])
+// F16PP: rt.kernel fill() -> ([[PIECES:%[0-9]+]]) floats [2.000000e+00]
+// F16PP-NEXT: rt.kernel mul([[INVERSE]], [[PIECES]]) -> ([[UNSCALE:%[0-9]+]])
+// F16PP-NEXT: rt.kernel mul([[UNSCALE]], [[UNSCALE]]) -> ([[SQUARE:%[0-9]+]])
 // F16PP-NEXT: rt.kernel mul([[TOTAL]], [[SQUARE]]) -> ([[UNSCALED:%[0-9]+]])
 // F16PP-NEXT: rt.kernel clip_coefficient([[UNSCALED]])
 
