@@ -32,6 +32,9 @@ PACKAGES=(
   # Tokenizers: SentencePiece for triad-data (the library) and for the tests
   # (its Python module trains small models).
   libsentencepiece-dev python3-sentencepiece
+  # Launch under Slurm: test/e2e/slurm.test starts a one-node cluster of
+  # this machine (test/e2e/slurm-cluster.py) and runs a job with srun.
+  slurmctld slurmd slurm-client munge
   # The virtual environment for the Python test helpers from PyPI (below).
   python3-venv
 )

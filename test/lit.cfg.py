@@ -41,6 +41,15 @@ if shutil.which("mpirun"):
 
 import subprocess
 
+# A one-node Slurm for the srun test (test/e2e/slurm-cluster.py): Debian's
+# slurmctld, slurmd, slurm-client and munge (scripts/setup.sh installs them);
+# the daemons run as root.
+if all(shutil.which(tool) for tool in ("munged", "mungekey", "slurmctld",
+                                       "slurmd", "srun", "sinfo",
+                                       "scontrol")) and os.geteuid() == 0:
+    config.available_features.add("slurm")
+
+
 # The Python test helpers from PyPI, in the virtual environment
 # scripts/setup.sh makes (.venv, or TRIAD_VENV): %venv_python runs it.
 venv_python = os.path.join(

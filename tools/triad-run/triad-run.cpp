@@ -603,6 +603,14 @@ int main(int argc, char **argv) {
         "start the job with mpirun -np ",
         size, " triad-run ... (or srun under Slurm)"));
 
+  // srun without PMIx: Open MPI's own message would advise rebuilding it.
+  if (mpi::startedBySrunWithoutPmix())
+    tool.fail(
+        "started by srun without PMIx (srun --mpi=none or pmi2, or a "
+        "cluster whose MpiDefault is one of them), through which Open MPI "
+        "cannot start: run srun --mpi=pmix ... triad-run ... (or set "
+        "MpiDefault=pmix in slurm.conf), or mpirun inside the allocation");
+
   // The job: MPI under a launcher, else one rank.
   absl::StatusOr<mpi::World> world = mpi::World::initialize(&argc, &argv);
   tool.failIf(world.status(), "cannot start MPI: ");

@@ -25,6 +25,14 @@ bool launchedByLauncher() {
   return false;
 }
 
+bool startedBySrunWithoutPmix() {
+  // srun sets SLURM_STEP_ID in the tasks it starts (a batch script has
+  // SLURM_PROCID but no step); its PMIx plugin sets PMIX_RANK, and mpirun
+  // inside an allocation OMPI_COMM_WORLD_SIZE.
+  return std::getenv("SLURM_STEP_ID") && std::getenv("SLURM_PROCID") &&
+         !std::getenv("PMIX_RANK") && !std::getenv("OMPI_COMM_WORLD_SIZE");
+}
+
 absl::StatusOr<World> World::initialize(int *argc, char ***argv) {
   World world;
   if (!launchedByLauncher())

@@ -23,6 +23,11 @@ namespace triad::rt::mpi {
 /// MPI, PMI, PMIx or Slurm set is in the environment.
 bool launchedByLauncher();
 
+/// Whether srun started this process without a PMIx plugin (`--mpi=none`,
+/// `pmi2`, or a cluster whose MpiDefault is one of them): Open MPI's
+/// MPI_Init would then abort, advising to rebuild it.
+bool startedBySrunWithoutPmix();
+
 /// This process's place among the ranks of the job.
 class World {
 public:
