@@ -28,14 +28,25 @@ memory report's per-GPU bytes beside closed forms:
                with sequence parallelism. A pipeline's first stage keeps p microbatches of
                its L/p layers (1F1B), GPipe all m. Triad's number is the
                first pipeline rank's kept activations and temporaries.
+  dp traffic   the comm report's bytes of data-parallel collectives per
+               step (each collective's tensor bytes, mean over pipeline
+               ranks) beside the least ZeRO's design moves, with psi as
+               above, m microbatches, p and g the bytes of a parameter and
+               of a summed gradient: dp alone all-reduces the gradients
+               once (psi*g); ZeRO-1 reduce-scatters them and all-gathers
+               the parameters (psi*(g+p)); ZeRO-2 reduce-scatters each
+               microbatch's gradients (m*psi*g + psi*p); ZeRO-3 also
+               all-gathers the parameters for each microbatch's forward and
+               backward (m*psi*(2p+g)).
 
 Usage: python3 bench/scale.py [--build build] [--only NAME] [--keep DIR]
                               [--dtype f32|bf16|f16]
                               [--grad-accumulation f32|param] [--check]
 
 With --check it also exits non-zero when a plan is over 20 MB or when the
-memory report's model state is more than 1% from the closed form (the
-tests run it so: every setup must compile, export, load and match).
+memory report's model state or the data-parallel traffic is more than 1%
+from its closed form (the tests run it so: every setup must compile,
+export, load and match).
 """
 
 import argparse
@@ -157,6 +168,27 @@ def closed_model_state(psi, dp, zero, dtype="f32", grads_in="f32"):
     return params + grads + adam
 
 
+def closed_dp_bytes(psi, dp, zero, microbatches, dtype="f32",
+                    grads_in="f32"):
+    if dp == 1:
+        return 0.0
+    p = 4 if dtype == "f32" else 2
+    g = 2 if dtype != "f32" and grads_in == "param" else 4
+    if zero == 0:
+        return psi * g
+    if zero == 1:
+        return psi * (g + p)
+    if zero == 2:
+        return microbatches * psi * g + psi * p
+    return microbatches * psi * (2 * p + g)
+
+
+def dp_traffic(text):
+    """Per program: the comm report's bytes over dp per step."""
+    return [int(m.group(1).replace(",", "")) for m in
+            re.finditer(r"total over dp\s+([\d,]+) B per step", text)]
+
+
 def closed_activations(config, options, batch, dtype="f32"):
     dp = int(option(options, "dp", 1))
     tp = int(option(options, "tp", 1))
@@ -219,7 +251,7 @@ def main():
     header = (f"{'setup':<20} {'mesh':<42} {'opt s':>6} {'opt MiB':>8} "
               f"{'exp s':>6} {'exp MiB':>8} {'plan MB':>8} "
               f"{'state GiB':>9} {'closed':>7} {'diff':>6} {'act GiB':>8} "
-              f"{'closed':>7}")
+              f"{'closed':>7} {'dp GiB':>7} {'closed':>7} {'diff':>6}")
     print(header)
     print("-" * len(header))
     failures = 0
@@ -238,6 +270,7 @@ def main():
                 f"--triad-train-pipeline={options} "
                 f"grad-accumulation={args.grad_accumulation}",
                 "--triad-memory-report=file=" + stem + ".memory.txt",
+                "--triad-comm-report=file=" + stem + ".comm.txt",
                 "-o", stem + ".rt.mlir"])
             exp_s, exp_kib, _ = timed([
                 tools["triad-translate"], "--export-plan", stem + ".rt.mlir",
@@ -269,6 +302,15 @@ def main():
                                               args.grad_accumulation)
                            for p in psi_rank) / len(psi_rank)
         closed_act = closed_activations(config, options, batch, args.dtype)
+        micro = int(option(options, "microbatches", 1))
+        closed_dp = sum(closed_dp_bytes(p, dp, zero, micro, args.dtype,
+                                        args.grad_accumulation)
+                        for p in psi_rank) / len(psi_rank)
+        with open(stem + ".comm.txt") as f:
+            traffic = dp_traffic(f.read())
+        # A program without data-parallel collectives has no total line.
+        dp_bytes = sum(traffic) / len(psi_rank)
+        dp_diff = dp_bytes / closed_dp - 1 if closed_dp else 0.0
         plan_mb = os.path.getsize(stem + ".plan") / 1e6
         state_diff = state / closed_state - 1
         if args.check and plan_mb > MAX_PLAN_MB:
@@ -278,11 +320,17 @@ def main():
             failures += 1
             note = (f"model state {state_diff * 100:+.2f}% from the closed "
                     f"form, over {MAX_STATE_DIFF * 100:g}%")
+        if args.check and abs(dp_diff) > MAX_STATE_DIFF:
+            failures += 1
+            note = (f"data-parallel bytes {dp_diff * 100:+.2f}% from the "
+                    f"closed form, over {MAX_STATE_DIFF * 100:g}%")
         print(f"{name:<20} {options:<42} {opt_s:6.2f} {opt_kib / 1024:8.0f} "
               f"{exp_s:6.2f} {exp_kib / 1024:8.0f} {plan_mb:8.1f} "
               f"{gib(state):>9} {gib(closed_state):>7} "
               f"{state_diff * 100:+5.1f}% "
-              f"{gib(activations):>8} {gib(closed_act):>7}"
+              f"{gib(activations):>8} {gib(closed_act):>7} "
+              f"{gib(dp_bytes):>7} {gib(closed_dp):>7} "
+              f"{dp_diff * 100:+5.1f}%"
               + (f"  ({note})" if note else ""))
     if not args.keep:
         subprocess.run(["rm", "-rf", work])
