@@ -109,7 +109,10 @@ plan() {
 # (ALiBi, an embedding norm), and a GPT with dropout on one rank and on
 # dp2 x tp2 x pp2.
 law="--preset tiny --layers 2 --seq 16 --batch 8"
-plan law-gpt "" $law --hidden 32 --heads 2 --dropout 0.1
+# law-gpt holds its learning rate after the warmup (decay-steps=0): its
+# checkpoint of a 5-step run is resumed to step 10 and compared with a
+# 10-step run, and the default schedule decays over each run.
+plan law-gpt "decay-steps=0" $law --hidden 32 --heads 2 --dropout 0.1
 plan law-llama "" $law --hidden 64 --heads 4 --kv-heads 2 --positions rope \
   --norm rmsnorm --activation swiglu
 plan law-bloom "" $law --hidden 32 --heads 4 --positions alibi --embedding-norm

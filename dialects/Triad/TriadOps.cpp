@@ -814,9 +814,14 @@ LogicalResult LrScheduleOp::verify() {
     return emitOpError("peak must be positive and finite, got ") << peak;
   if (!(floor >= 0.0 && floor <= peak))
     return emitOpError("floor must be in [0, peak], got ") << floor;
-  if (getDecay() != 0 && getDecay() < getWarmup())
+  int64_t decay = getDecayAttr().getInt();
+  if (decay < -1)
+    return emitOpError("decay must be -1 (the run's length), 0 (no decay) "
+                       "or a step, got ")
+           << decay;
+  if (decay > 0 && decay < static_cast<int64_t>(getWarmup()))
     return emitOpError("decay (")
-           << getDecay() << ") must be 0 (no decay) or end no earlier than "
+           << decay << ") must be 0 (no decay) or end no earlier than "
            << "the warmup (" << getWarmup() << ")";
   return success();
 }

@@ -1203,7 +1203,8 @@ def Triad_LrScheduleOp : Triad_Op<"lr_schedule", [Triad_Sharded, Pure]> {
     `peak * step / warmup` during the first `warmup` steps, then a cosine
     from `peak` down to `floor` over the steps up to `decay` (measured from
     the start), and `floor` after that. `decay = 0` means no decay: `peak`
-    after the warmup.
+    after the warmup; `decay = -1` decays over the run, whose last step the
+    runtime knows (triad-run's `--steps`).
 
     Example:
 
@@ -1216,7 +1217,7 @@ def Triad_LrScheduleOp : Triad_Op<"lr_schedule", [Triad_Sharded, Pure]> {
     F64Attr:$peak,
     F64Attr:$floor,
     ConfinedAttr<I64Attr, [IntNonNegative]>:$warmup,
-    ConfinedAttr<I64Attr, [IntNonNegative]>:$decay
+    I64Attr:$decay
   );
   let results = (outs Triad_ScalarF32Tensor:$lr);
   let assemblyFormat = [{

@@ -507,10 +507,19 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
         it->second = *in[0];
         return std::vector<Tensor>{};
       })
-      .Case([&](LrScheduleOp l) {
+      .Case([&](LrScheduleOp l) -> FailureOr<std::vector<Tensor>> {
+        int64_t decay = l.getDecayAttr().getInt();
+        if (decay == -1) {
+          if (!options.runSteps) {
+            l.emitError("the schedule decays over the run (decay = -1): "
+                        "give the run's last step (--run-steps)");
+            return failure();
+          }
+          decay = *options.runSteps;
+        }
         return one(Tensor::scalar(learningRate(
             in[0]->data[0], l.getPeak().convertToDouble(),
-            l.getFloor().convertToDouble(), l.getWarmup(), l.getDecay())));
+            l.getFloor().convertToDouble(), l.getWarmup(), decay)));
       })
       .Case([&](SumSquaresOp op) {
         FloatAttr limit = op.getLimitAttr();

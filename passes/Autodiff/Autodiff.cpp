@@ -555,8 +555,12 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
                     << gradAccumulation << "'";
     if (!(minLr >= 0.0 && minLr <= lr))
       return fail() << "min-lr must be in [0, lr], got " << num(minLr);
-    if (warmup < 0 || decaySteps < 0)
-      return fail() << "warmup and decay-steps must not be negative";
+    if (warmup < 0)
+      return fail() << "warmup must not be negative, got " << warmup.getValue();
+    if (decaySteps < -1)
+      return fail() << "decay-steps must be -1 (the run's length), 0 (no "
+                       "decay) or a step, got "
+                    << decaySteps.getValue();
     if (decaySteps > 0 && decaySteps < warmup)
       return fail() << "decay-steps (" << decaySteps.getValue()
                     << ") must be 0 (no decay) or end no earlier than the "

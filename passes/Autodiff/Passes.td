@@ -113,8 +113,9 @@ def Autodiff : Pass<"triad-autodiff", "::mlir::ModuleOp"> {
            "Learning rate at the end of the cosine decay">,
     Option<"warmup", "warmup", "int64_t", "0",
            "Steps of linear learning-rate warmup">,
-    Option<"decaySteps", "decay-steps", "int64_t", "0",
-           "Step at which the cosine decay reaches min-lr (0: no decay)">,
+    Option<"decaySteps", "decay-steps", "int64_t", "-1",
+           "Step at which the cosine decay reaches min-lr: -1 (default) the "
+           "run's last step (triad-run's --steps), 0 no decay">,
     Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
     Option<"beta2", "beta2", "double", "0.95", "AdamW beta2">,
     Option<"epsilon", "epsilon", "double", "1.0e-8", "AdamW epsilon">,

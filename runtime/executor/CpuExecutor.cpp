@@ -534,12 +534,10 @@ absl::Status CpuExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     return absl::OkStatus();
   }
   case plan::OpCode::LrSchedule: {
-    plan::LrScheduleAttrs schedule =
-        plan::lrScheduleAttrs(*instr.ints(), *instr.floats());
-    auto [peak, floor] =
-        learningRatePeakAndFloor(schedule.peak, schedule.floor);
-    f32(out(0))[0] = stepmath::learningRate(
-        f32(in(0))[0], peak, floor, schedule.warmupSteps, schedule.decaySteps);
+    plan::LrScheduleAttrs attrs = schedule(instr);
+    f32(out(0))[0] =
+        stepmath::learningRate(f32(in(0))[0], attrs.peak, attrs.floor,
+                               attrs.warmupSteps, attrs.decaySteps);
     return absl::OkStatus();
   }
   case plan::OpCode::AdamW: {

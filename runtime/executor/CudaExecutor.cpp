@@ -822,13 +822,9 @@ absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     return cuda::clipCoefficient(ctx, f32(in(0)), floatAt(0), f32(out(0)),
                                  f32(out(1)));
   case plan::OpCode::LrSchedule: {
-    plan::LrScheduleAttrs schedule =
-        plan::lrScheduleAttrs(*instr.ints(), *instr.floats());
-    auto [peak, floor] =
-        learningRatePeakAndFloor(schedule.peak, schedule.floor);
-    return cuda::learningRate(ctx, f32(in(0)), peak, floor,
-                              schedule.warmupSteps, schedule.decaySteps,
-                              f32(out(0)));
+    plan::LrScheduleAttrs attrs = schedule(instr);
+    return cuda::learningRate(ctx, f32(in(0)), attrs.peak, attrs.floor,
+                              attrs.warmupSteps, attrs.decaySteps, f32(out(0)));
   }
   case plan::OpCode::AdamW: {
     int64_t size = n(in(0));

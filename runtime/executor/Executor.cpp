@@ -75,6 +75,19 @@ cpu::Activation activationOf(int64_t kind) {
   return cpu::Activation::Silu; // the contract admits no other kind
 }
 
+/// The first LrSchedule of `program`, or null.
+static const plan::Instr *firstSchedule(const plan::Program &program) {
+  if (program.functions())
+    for (const plan::Function *function : *program.functions())
+      if (function->body())
+        for (const plan::Instr *instr : *function->body())
+          if (instr->op() == plan::OpCode::LrSchedule && instr->floats() &&
+              instr->floats()->size() > 1 && instr->ints() &&
+              instr->ints()->size() > 1)
+            return instr;
+  return nullptr;
+}
+
 Executor::~Executor() = default;
 
 absl::StatusOr<const plan::Program *>
@@ -93,6 +106,15 @@ Executor::findProgram(const LoadedPlan &plan, uint32_t pipelineRank,
   if (!program)
     return absl::NotFoundError(absl::StrCat(
         "the plan has no program for pipeline rank ", pipelineRank));
+  if (options.runSteps && *options.runSteps < 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the run's last step must be positive, got ", *options.runSteps));
+  if (const plan::Instr *instr = firstSchedule(*program);
+      instr && instr->ints()->Get(1) == plan::kDecayOverRun &&
+      !options.runSteps)
+    return absl::InvalidArgumentError(
+        "the plan's learning rate decays over the run (decay-steps=-1, the "
+        "default), but the run's last step was not given");
   for (size_t i = 0; i < program->values()->size(); ++i) {
     plan::DType dtype = program->values()->Get(i)->dtype();
     if (dtype != plan::DType::F32 && dtype != plan::DType::I32 && !sixteenBit)
@@ -691,21 +713,28 @@ uint64_t Executor::dropoutFirst(const plan::Instr &instr) const {
                          elementCount(shapeOf(value(instr.outputs()->Get(0)))));
 }
 
+plan::LrScheduleAttrs Executor::schedule(const plan::Instr &instr) const {
+  plan::LrScheduleAttrs attrs =
+      plan::lrScheduleAttrs(*instr.ints(), *instr.floats());
+  if (options.peakLearningRate) {
+    attrs.floor = attrs.floor * *options.peakLearningRate / attrs.peak;
+    attrs.peak = *options.peakLearningRate;
+  }
+  // findProgram refused a decay over the run without the run's steps.
+  if (attrs.decaySteps == plan::kDecayOverRun)
+    attrs.decaySteps = options.runSteps.value_or(0);
+  return attrs;
+}
+
 std::optional<plan::LrScheduleAttrs> Executor::lrSchedule() const {
-  if (program->functions())
-    for (const plan::Function *function : *program->functions())
-      if (function->body())
-        for (const plan::Instr *instr : *function->body())
-          if (instr->op() == plan::OpCode::LrSchedule && instr->floats() &&
-              instr->floats()->size() > 1 && instr->ints() &&
-              instr->ints()->size() > 1)
-            return plan::lrScheduleAttrs(*instr->ints(), *instr->floats());
+  if (const plan::Instr *instr = firstSchedule(*program))
+    return schedule(*instr);
   return std::nullopt;
 }
 
 std::optional<double> Executor::peakLearningRate() const {
-  if (std::optional<plan::LrScheduleAttrs> schedule = lrSchedule())
-    return learningRatePeakAndFloor(schedule->peak, schedule->floor).first;
+  if (std::optional<plan::LrScheduleAttrs> attrs = lrSchedule())
+    return attrs->peak;
   return std::nullopt;
 }
 
@@ -714,8 +743,7 @@ std::map<std::string, double> Executor::hyperparameters() const {
   if (std::optional<plan::LrScheduleAttrs> schedule = lrSchedule()) {
     found["warmup"] = static_cast<double>(schedule->warmupSteps);
     found["decay_steps"] = static_cast<double>(schedule->decaySteps);
-    found["min_lr"] =
-        learningRatePeakAndFloor(schedule->peak, schedule->floor).second;
+    found["min_lr"] = schedule->floor;
   }
   if (!program->functions())
     return found;
@@ -742,13 +770,6 @@ std::map<std::string, double> Executor::hyperparameters() const {
     }
   }
   return found;
-}
-
-std::pair<double, double>
-Executor::learningRatePeakAndFloor(double peak, double floor) const {
-  if (!options.peakLearningRate)
-    return {peak, floor};
-  return {*options.peakLearningRate, floor * *options.peakLearningRate / peak};
 }
 
 } // namespace triad::rt

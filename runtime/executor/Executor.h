@@ -56,6 +56,10 @@ struct ExecutorOptions {
   /// Replaces the peak learning rate of every LrSchedule; its floor scales
   /// by the same ratio (so the schedule keeps its shape).
   std::optional<double> peakLearningRate;
+  /// The run's last optimizer step (triad-run's --steps): where a
+  /// learning-rate schedule that decays over the run (the plan's default,
+  /// decay -1) reaches its floor. Such a plan needs it.
+  std::optional<int64_t> runSteps;
   /// The job's ranks (not owned; it must outlive the executor): the
   /// executor is its world rank, holds that rank's slices of the persistent
   /// tensors and runs the plan's collectives and transfers through it.
@@ -242,11 +246,12 @@ protected:
   /// samples before the piece (its index in its group, times the step's
   /// microbatches, plus the microbatch being run).
   uint64_t dropoutFirst(const plan::Instr &instr) const;
-  /// The LrSchedule's peak and floor, after the options' override.
-  /// The plan's learning-rate schedule, or none.
+  /// The plan's learning-rate schedule as this run applies it (the first
+  /// LrSchedule's), or none.
   std::optional<plan::LrScheduleAttrs> lrSchedule() const;
-  std::pair<double, double> learningRatePeakAndFloor(double peak,
-                                                     double floor) const;
+  /// LrSchedule `instr` as this run applies it: the options' peak (the floor
+  /// scaled alike) and, for a decay over the run, the run's last step.
+  plan::LrScheduleAttrs schedule(const plan::Instr &instr) const;
   /// The collective of instruction `instr` (AllReduce, AllGather,
   /// ReduceScatter, AllToAll) on the buffers `x` and `out`; of a bucket
   /// (several inputs), that of input and output `pair`.

@@ -493,13 +493,14 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
   }
   case OpCode::LrSchedule: {
     CHECK_OK(arity(1, 1, 2, 2));
-    // decay 0: no decay; a decay step at or before the warmup's end goes
-    // straight to the floor after warmup.
+    // decay 0: no decay; -1: over the run; a decay step at or before the
+    // warmup's end goes straight to the floor after warmup.
     LrScheduleAttrs attrs = lrScheduleAttrs(ints, floats);
     if (!(attrs.peak > 0.0) || attrs.floor < 0.0 || attrs.floor > attrs.peak ||
-        attrs.warmupSteps < 0 || attrs.decaySteps < 0)
-      return fail("invalid schedule: needs 0 <= floor <= peak, peak > 0 and "
-                  "non-negative warmup and decay steps");
+        attrs.warmupSteps < 0 || attrs.decaySteps < kDecayOverRun)
+      return fail("invalid schedule: needs 0 <= floor <= peak, peak > 0, a "
+                  "non-negative warmup and a decay of -1 (the run's length), "
+                  "0 (none) or a step");
     return scalarF32({in[0], out[0]});
   }
   case OpCode::AdamW: {

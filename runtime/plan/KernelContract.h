@@ -103,7 +103,9 @@ struct DropoutAttrs {
   int64_t group = -1, microbatches = 1;
   double probability;
 };
-/// LrSchedule: ints warmup, decay (0: none); floats peak, floor.
+/// LrSchedule: ints warmup, decay (0: none; kDecayOverRun: the run's last
+/// step, which the runtime supplies); floats peak, floor.
+constexpr int64_t kDecayOverRun = -1;
 struct LrScheduleAttrs {
   int64_t warmupSteps, decaySteps;
   double peak, floor;

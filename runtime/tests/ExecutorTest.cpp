@@ -154,6 +154,40 @@ TEST(CpuExecutorSteps, LearningRateOverride) {
   }
 }
 
+TEST(CpuExecutorSteps, ScheduleOverTheRun) {
+  // decay -1: the cosine ends at the run's last step, which the options
+  // give; a plan with such a schedule is refused without it.
+  PlanBuilder b;
+  uint32_t step = b.value(DType::F32, {});
+  uint32_t lr = b.value(DType::F32, {});
+  b.function("f", {step});
+  b.instr(OpCode::LrSchedule, {step}, {lr}, {0, -1}, {0.1, 0.0});
+  b.results({lr}, {"lr"});
+  std::string bytes = b.build();
+  auto plan = loadPlanFromBytes(bytes, "test.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto refused = CpuExecutor::create(*plan, 0, 1, {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "decays over the run (decay-steps=-1, the default), but the "
+                "run's last step was not given"),
+            std::string::npos)
+      << refused.status();
+  ExecutorOptions options;
+  options.runSteps = 0;
+  EXPECT_FALSE(CpuExecutor::create(*plan, 0, 1, options).ok());
+  options.runSteps = 10;
+  Loaded loaded = load(bytes, options);
+  auto lrAt = [&](float at) {
+    auto results = loaded.executor->run("f", {floats({}, {at})});
+    EXPECT_TRUE(results.ok()) << results.status();
+    return results.ok() ? (*results)[0].floats[0] : -1.0f;
+  };
+  EXPECT_FLOAT_EQ(lrAt(5), 0.05f); // half way
+  EXPECT_FLOAT_EQ(lrAt(10), 0.0f);
+  EXPECT_EQ(loaded.executor->hyperparameters().at("decay_steps"), 10.0);
+}
+
 TEST(CpuExecutorSteps, RunsFunctionsByIndexAndTimesInstructions) {
   PlanBuilder b;
   uint32_t x = b.value(DType::F32, {3});

@@ -70,6 +70,21 @@ TEST(KernelContract, SaysWhatIsWrong) {
             "expects 1 inputs, 1 outputs, 1 ints and 0 floats; has 1, 1, 1 "
             "and 1");
 
+  // LrSchedule's decay is -1 (over the run), 0 (none) or a step.
+  KernelView schedule;
+  schedule.op = OpCode::LrSchedule;
+  schedule.operands = {f32({}, "step"), f32({}, "lr")};
+  schedule.inputs = {0};
+  schedule.outputs = {1};
+  schedule.floats = {1e-3, 0.0};
+  schedule.ints = {0, kDecayOverRun};
+  EXPECT_TRUE(checkKernel(schedule, {}).ok());
+  schedule.ints = {0, -2};
+  EXPECT_EQ(message(checkKernel(schedule, {})),
+            "invalid schedule: needs 0 <= floor <= peak, peak > 0, a "
+            "non-negative warmup and a decay of -1 (the run's length), 0 "
+            "(none) or a step");
+
   // SumSquares takes no float, or a positive limit.
   KernelView squares;
   squares.op = OpCode::SumSquares;

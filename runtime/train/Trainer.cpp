@@ -183,6 +183,7 @@ absl::StatusOr<Trainer> Trainer::create(const LoadedPlan &plan,
   }
   ExecutorOptions executorOptions;
   executorOptions.peakLearningRate = options.learningRate;
+  executorOptions.runSteps = options.runSteps;
   executorOptions.communicator = options.communicator;
   executorOptions.overlapCollectives = options.overlapCollectives;
   executorOptions.progress = options.progress;

@@ -63,6 +63,9 @@ struct TrainerOptions {
   uint64_t seed = 1234;
   /// Replaces the plan's peak learning rate (see ExecutorOptions).
   std::optional<double> learningRate;
+  /// The run's last optimizer step, where a schedule that decays over the
+  /// run ends (see ExecutorOptions); a plan with such a schedule needs it.
+  std::optional<int64_t> runSteps;
   /// Record trace events (StepResult::events) for the steps from
   /// traceFirstStep to traceLastStep: the step, its calls, each
   /// instruction and the idle time. Other steps record none, so that a

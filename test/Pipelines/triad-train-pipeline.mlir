@@ -24,7 +24,9 @@
 // CHECK: rt.plan mesh ["dp", "pp", "tp"] = [1, 1, 1] seq 4 vocab 16 batch 2 microbatches 1
 // CHECK: rt.program @rank0 pipeline_rank 0
 // CHECK: rt.func @microbatch_step
-// CHECK: rt.kernel lr_schedule({{.*}}) -> ({{.*}}) ints [0, 0] floats [3.000000e-04, 0.000000e+00]
+// The schedule decays over the run by default (decay -1: the runtime's
+// last step).
+// CHECK: rt.kernel lr_schedule({{.*}}) -> ({{.*}}) ints [0, -1] floats [3.000000e-04, 0.000000e+00]
 // CHECK: rt.kernel clip_coefficient({{.*}}) -> ({{.*}}) floats [1.000000e+00]
 // CHECK: rt.step [@begin_step, @microbatch_step, @apply_step] microbatches [0, 0, 0]
 
@@ -33,7 +35,7 @@
 // OPTS: rt.plan mesh ["pp", "dp", "tp"] = [1, 1, 1]
 // OPTS: rt.func @microbatch_step
 // OPTS-COUNT-2: rt.kernel rms_norm(
-// OPTS: rt.kernel lr_schedule({{.*}}) -> ({{.*}}) ints [5, 0] floats [1.000000e-02, 0.000000e+00]
+// OPTS: rt.kernel lr_schedule({{.*}}) -> ({{.*}}) ints [5, -1] floats [1.000000e-02, 0.000000e+00]
 // OPTS: rt.kernel clip_coefficient({{.*}}) -> ({{.*}}) floats [5.000000e-01]
 
 // REPORT: triad memory report: program @rank0 (pipeline rank 0)

@@ -46,6 +46,11 @@ cl::opt<std::string> functionName("function",
                                   cl::init("forward"), cl::cat(category));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of parameter init and dropout"),
                        cl::init(0), cl::cat(category));
+cl::opt<int64_t> runSteps(
+    "run-steps",
+    cl::desc("The run's last optimizer step: where a learning-rate schedule "
+             "that decays over the run (decay = -1) ends"),
+    cl::init(0));
 cl::opt<uint64_t> step("step", cl::desc("Training step (for dropout)"),
                        cl::init(0), cl::cat(category));
 cl::opt<bool> nativePrecision(
@@ -238,6 +243,9 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registerAllDialects(registry);
   mlir::MLIRContext context(registry);
+  // Diagnostics point at the source line; the op in generic form would
+  // only repeat it less readably.
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   std::string error;
@@ -267,6 +275,8 @@ int main(int argc, char **argv) {
   InterpreterOptions options;
   options.seed = seed;
   options.step = step;
+  if (runSteps > 0)
+    options.runSteps = runSteps;
   options.nativePrecision = nativePrecision;
   Interpreter interpreter(*module, options);
   interpreter.initializeParameters();

@@ -717,6 +717,10 @@ int main(int argc, char **argv) {
   options.progress = &progress;
   options.seed = seed;
   options.learningRate = lr;
+  // A schedule that decays over the run (the compiler's default) ends at
+  // --steps, which counts a resumed checkpoint's steps too: a run resumed
+  // with the --steps it started with follows the same schedule.
+  options.runSteps = steps;
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
   {
     // A:B, or A alone.

@@ -19,6 +19,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <functional>
+#include <optional>
 
 namespace triad::interp {
 
@@ -38,6 +39,10 @@ struct InterpreterOptions {
   std::function<mlir::FailureOr<std::vector<Tensor>>(
       mlir::Operation *, llvm::ArrayRef<const Tensor *>)>
       collectives;
+  /// The run's last optimizer step: the decay of a learning-rate schedule
+  /// that decays over the run (decay -1); without it such a schedule is an
+  /// error.
+  std::optional<int64_t> runSteps;
   /// The microbatch a function split by --triad-split-microbatches runs
   /// (its dropout masks continue the batch's from that microbatch on).
   int64_t microbatch = 0;

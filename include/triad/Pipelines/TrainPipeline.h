@@ -73,8 +73,10 @@ struct TrainPipelineOptions
                          llvm::cl::init(0)};
   Option<int64_t> decaySteps{
       *this, "decay-steps",
-      llvm::cl::desc("Step at which cosine decay reaches min-lr (0: none)"),
-      llvm::cl::init(0)};
+      llvm::cl::desc("Step at which cosine decay reaches min-lr: -1 "
+                     "(default) the run's last step (triad-run's --steps), "
+                     "0 no decay"),
+      llvm::cl::init(-1)};
   Option<double> weightDecay{*this, "weight-decay",
                              llvm::cl::desc("AdamW weight decay"),
                              llvm::cl::init(0.1)};

@@ -28,6 +28,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -104,8 +105,11 @@ TEST_F(TrainE2E, RuntimeLossesEqualTheInterpreters) {
   absl::StatusOr<rt::LoadedPlan> plan =
       rt::loadPlanFromBytes(compilePlan(*compiled), "tiny");
   ASSERT_TRUE(plan.ok()) << plan.status();
+  // The plan's schedule decays over the run (the default decay-steps):
+  // to its floor at the run's last step, kSteps, in both.
   rt::TrainerOptions options;
   options.seed = kSeed;
+  options.runSteps = kSteps;
   absl::StatusOr<rt::Trainer> trainer =
       rt::Trainer::create(*plan, *corpus, options);
   ASSERT_TRUE(trainer.ok()) << trainer.status();
@@ -116,13 +120,15 @@ TEST_F(TrainE2E, RuntimeLossesEqualTheInterpreters) {
   mlir::PassManager pm(&context);
   pm.addPass(createAutodiff());
   ASSERT_TRUE(mlir::succeeded(pm.run(*reference)));
-  interp::Interpreter interpreter(*reference, {kSeed, 0, false});
+  interp::InterpreterOptions referenceOptions{kSeed, 0, false};
+  referenceOptions.runSteps = kSteps;
+  interp::Interpreter interpreter(*reference, referenceOptions);
   interpreter.initializeParameters();
   absl::StatusOr<rt::Sampler> sampler =
       rt::Sampler::create(*corpus, model.seq, kSeed);
   ASSERT_TRUE(sampler.ok());
 
-  std::vector<double> losses;
+  std::vector<double> losses, lrs;
   for (int step = 1; step <= kSteps; ++step) {
     absl::StatusOr<rt::StepResult> result = trainer->step();
     ASSERT_TRUE(result.ok()) << result.status();
@@ -148,7 +154,14 @@ TEST_F(TrainE2E, RuntimeLossesEqualTheInterpreters) {
     double expectedNorm = (*applied)[0].data[0];
     EXPECT_NEAR(result->gradNorm, expectedNorm, 1e-4 * expectedNorm)
         << "step " << step;
+    EXPECT_NEAR(result->lr, (*applied)[1].data[0], 1e-9) << "step " << step;
+    lrs.push_back(result->lr);
   }
+  // The cosine decays from the peak to the floor (0) at the run's last
+  // step.
+  EXPECT_NEAR(lrs.front(), 1.5e-4 * (1 + std::cos(M_PI / kSteps)), 1e-9);
+  EXPECT_EQ(lrs.back(), 0.0);
+  EXPECT_TRUE(std::is_sorted(lrs.rbegin(), lrs.rend()));
   // Training starts near the uniform ln(256) (how near depends on the
   // corpus's text) and the loss falls.
   EXPECT_NEAR(losses.front(), std::log(256.0), 0.5);
@@ -166,8 +179,11 @@ TEST_F(TrainE2E, ResumingFromACheckpointGivesTheUninterruptedLosses) {
   absl::StatusOr<rt::LoadedPlan> plan =
       rt::loadPlanFromBytes(compilePlan(*module), "tiny");
   ASSERT_TRUE(plan.ok());
+  // Both runs end at step 6: the resumed one follows the same schedule,
+  // which decays over the run.
   rt::TrainerOptions options;
   options.seed = kSeed;
+  options.runSteps = 6;
 
   std::vector<double> uninterrupted;
   {

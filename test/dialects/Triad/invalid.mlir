@@ -1155,6 +1155,15 @@ func.func @f(%g: tensor<4xf32>) {
 
 // -----
 
+// A decay is -1 (the run's length), 0 (none) or a step.
+func.func @f(%s: tensor<f32>) {
+  // expected-error @+1 {{'triad.lr_schedule' op decay must be -1 (the run's length), 0 (no decay) or a step, got -2}}
+  %0 = triad.lr_schedule %s peak = 1.0 floor = 0.0 warmup = 0 decay = -2 : tensor<f32>
+  return
+}
+
+// -----
+
 // The clipping threshold is not negative.
 func.func @f(%s: tensor<f32>) {
   // expected-error @+1 {{'triad.clip_coefficient' op max_norm must be finite and not negative, got -1}}

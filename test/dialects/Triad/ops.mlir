@@ -198,6 +198,8 @@ func.func @optimizer(%g: tensor<64x64xf32>) {
   %step = triad.get_param @opt.step : tensor<f32>
   // CHECK: triad.lr_schedule %[[STEP]] peak = 1.000000e-03 floor = 1.000000e-04 warmup = 10 decay = 100 : tensor<f32>
   %lr = triad.lr_schedule %step peak = 1.0e-3 floor = 1.0e-4 warmup = 10 decay = 100 : tensor<f32>
+  // CHECK: triad.lr_schedule %[[STEP]] peak = 1.000000e-03 floor = 0.000000e+00 warmup = 10 decay = -1 : tensor<f32>
+  %lr_run = triad.lr_schedule %step peak = 1.0e-3 floor = 0.0 warmup = 10 decay = -1 : tensor<f32>
   // CHECK: triad.sum_squares %{{.*}} : tensor<64x64xf32>
   %ss = triad.sum_squares %g : tensor<64x64xf32>
   // CHECK: triad.sum_squares %{{.*}} limit = 1.637600e+04 : tensor<64x64xf32>

@@ -40,6 +40,8 @@ func.func @forward() -> tensor<f32> {
 // RUN: not triad-opt %s --triad-autodiff=grad-accumulation=bf16 2>&1 | FileCheck %s --check-prefix=ACCUMULATION
 // ACCUMULATION: error: invalid --triad-autodiff option: grad-accumulation must be f32 or param, got 'bf16'
 // RUN: not triad-opt %s --triad-autodiff=warmup=-3 2>&1 | FileCheck %s --check-prefix=NEGWARMUP
-// NEGWARMUP: error: invalid --triad-autodiff option: warmup and decay-steps must not be negative
+// NEGWARMUP: error: invalid --triad-autodiff option: warmup must not be negative, got -3
+// RUN: not triad-opt %s --triad-autodiff=decay-steps=-2 2>&1 | FileCheck %s --check-prefix=NEGDECAY
+// NEGDECAY: error: invalid --triad-autodiff option: decay-steps must be -1 (the run's length), 0 (no decay) or a step, got -2
 // RUN: not triad-opt %s --triad-autodiff=lr=fast 2>&1 | FileCheck %s --check-prefix=NOTNUM
 // NOTNUM: for the --lr option: 'fast' value invalid for floating point argument

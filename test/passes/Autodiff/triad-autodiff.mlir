@@ -104,7 +104,7 @@ triad.param @b : tensor<4xf32> init <zeros>
 // CHECK-SAME: -> (tensor<f32> {triad.output = "grad_norm"}, tensor<f32> {triad.output = "lr"}, tensor<f32> {triad.output = "skipped"})
 // CHECK: %[[OLD:.*]] = triad.get_param @optimizer.step
 // CHECK: %[[STEP:.*]] = triad.add %[[OLD]]
-// CHECK: %[[LR:.*]] = triad.lr_schedule %[[STEP]] peak = 3.000000e-04 floor = 0.000000e+00 warmup = 0 decay = 0
+// CHECK: %[[LR:.*]] = triad.lr_schedule %[[STEP]] peak = 3.000000e-04 floor = 0.000000e+00 warmup = 0 decay = -1
 // CHECK: %[[SW:.*]] = triad.sum_squares %arg0
 // CHECK: %[[SB:.*]] = triad.sum_squares %[[GB]]
 // CHECK: %[[TOTAL:.*]] = triad.add %[[SW]], %[[SB]]
