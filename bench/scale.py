@@ -119,7 +119,10 @@ def report(text):
             programs.append({})
             continue
         match = re.match(r"\s+(.+?)\s{2,}([\d,]+) B", line)
-        if match and programs:
+        # Evaluation's and sampling's forward passes run between steps, not
+        # in one.
+        if (match and programs and "(eval_step)" not in line and
+                "(logits_step)" not in line):
             key = re.sub(r" \(.*", "", match.group(1))
             programs[-1][key] = int(match.group(2).replace(",", ""))
     return programs

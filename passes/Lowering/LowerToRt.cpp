@@ -506,6 +506,23 @@ private:
   LogicalResult lowerBlock(Block &block, Function &f);
   LogicalResult lowerOp(Operation &op, Function &f);
   LogicalResult lowerMicrobatchStep(Function &f, int64_t microbatches);
+  /// `eval_step`: the kernels of the lowered microbatch step `step` that
+  /// its loss sum and token count depend on (the forward pass, without the
+  /// backward or the gradient sums), on temporaries of its own, with each
+  /// dropout a copy (evaluation does not drop).
+  Function forwardOnly(const Function &step);
+  /// `logits_step`, for sampling: the kernels of `step` its cross
+  /// entropy's logits depend on, returning them ("logits"); none where the
+  /// logits are a piece of the vocabulary (tensor parallelism) or the step
+  /// has no cross entropy.
+  std::optional<Function> logitsOnly(const Function &step);
+  /// The kernels of `step` that write what `needed` (storages) holds at
+  /// its end, on temporaries of their own (a storage two functions touch
+  /// would be kept between their calls), each dropout a copy; `remap`
+  /// names a copied slot's own.
+  Function slice(const Function &step, StringRef name,
+                 llvm::DenseSet<unsigned> needed, size_t end,
+                 DenseMap<unsigned, unsigned> &remap);
   /// Where the parameters of a pipeline rank's stages live (null: no
   /// pipeline; the program holds everything).
   struct Placement {
@@ -1129,6 +1146,86 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
   emit(f, OpCode::Accumulate, {lossSum, *loss, count}, {lossSum});
   emit(f, OpCode::Accumulate, {tokenCount, count, one}, {tokenCount});
   return success();
+}
+
+Function ProgramLowering::slice(const Function &step, StringRef name,
+                                llvm::DenseSet<unsigned> needed, size_t end,
+                                DenseMap<unsigned, unsigned> &remap) {
+  // The kernels before `end` that write a storage a later needed kernel
+  // reads; storages, not slots, since a reshape is another slot of the same
+  // storage.
+  std::vector<bool> keep(end, false);
+  for (size_t i = end; i-- > 0;) {
+    const Kernel &kernel = step.body[i];
+    bool writesNeeded = llvm::any_of(kernel.outputs, [&](unsigned slot) {
+      return needed.contains(slots[slot].storage);
+    });
+    if (!writesNeeded)
+      continue;
+    keep[i] = true;
+    for (unsigned slot : kernel.inputs)
+      needed.insert(slots[slot].storage);
+  }
+  DenseMap<unsigned, unsigned> storageCopy;
+  auto own = [&](unsigned slot) -> unsigned {
+    unsigned storage = slots[slot].storage;
+    if (storages[storage].persistent)
+      return slot;
+    auto [it, inserted] = remap.try_emplace(slot, 0);
+    if (inserted) {
+      auto [copy, fresh] = storageCopy.try_emplace(storage, 0);
+      if (fresh)
+        copy->second = addStorage(slots[slot].type, false);
+      it->second = addSlot(copy->second, slots[slot].type);
+    }
+    return it->second;
+  };
+  Function sliced;
+  sliced.name = name.str();
+  for (unsigned arg : step.args)
+    sliced.args.push_back(own(arg));
+  sliced.argKinds = step.argKinds;
+  for (size_t i = 0; i < end; ++i) {
+    if (!keep[i])
+      continue;
+    Kernel copy = step.body[i];
+    if (copy.opcode == OpCode::Dropout) {
+      copy.opcode = OpCode::Copy;
+      copy.ints.clear();
+      copy.floats.clear();
+    }
+    for (unsigned &slot : copy.inputs)
+      slot = own(slot);
+    for (unsigned &slot : copy.outputs)
+      slot = own(slot);
+    sliced.body.push_back(std::move(copy));
+  }
+  return sliced;
+}
+
+Function ProgramLowering::forwardOnly(const Function &step) {
+  DenseMap<unsigned, unsigned> remap;
+  return slice(step, "eval_step",
+               {slots[lossSum].storage, slots[tokenCount].storage},
+               step.body.size(), remap);
+}
+
+std::optional<Function> ProgramLowering::logitsOnly(const Function &step) {
+  // The first cross entropy over the whole vocabulary (ints: the ignore
+  // index alone; a vocabulary piece adds its group).
+  auto entropy = llvm::find_if(step.body, [](const Kernel &kernel) {
+    return kernel.opcode == OpCode::CrossEntropy && kernel.ints.size() == 1;
+  });
+  if (entropy == step.body.end())
+    return std::nullopt;
+  unsigned logits = entropy->inputs[0];
+  DenseMap<unsigned, unsigned> remap;
+  Function sliced =
+      slice(step, "logits_step", {slots[logits].storage},
+            static_cast<size_t>(entropy - step.body.begin()), remap);
+  sliced.results.push_back(remap.lookup(logits));
+  sliced.resultNames.push_back("logits");
+  return sliced;
 }
 
 LogicalResult ProgramLowering::lowerApplyStep(Function &f,
@@ -2254,7 +2351,13 @@ LogicalResult ProgramLowering::lower(int64_t microbatches) {
   if (failed(lowerMicrobatchStep(step, microbatches)) ||
       failed(lowerApplyStep(applyStep)))
     return failure();
-  std::vector<Function> functions = {begin, step, applyStep};
+  // Evaluation's forward pass, called by the runtime in place of the
+  // microbatch step (not by the step's calls).
+  Function evalStep = forwardOnly(step);
+  std::vector<Function> functions = {begin, step, applyStep, evalStep};
+  // Sampling's forward pass to the logits (where they are whole).
+  if (std::optional<Function> logitsStep = logitsOnly(step))
+    functions.push_back(std::move(*logitsStep));
   for (Function &f : functions)
     bucketCollectives(f);
   planMemory(functions);

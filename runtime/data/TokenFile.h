@@ -85,7 +85,16 @@ public:
 
   int64_t seq() const { return sequence; }
 
+  /// A sampler without a corpus, for a trainer that only evaluates or
+  /// samples: offset, fill and fillPrefixes must not be called.
+  static Sampler withoutData(int64_t seq, uint64_t seed) {
+    return Sampler(nullptr, seq, seed);
+  }
+  bool hasData() const { return file != nullptr; }
+
 private:
+  Sampler(const TokenFile *file, int64_t seq, uint64_t seed)
+      : file(file), sequence(seq), seed(seed) {}
   Sampler(const TokenFile &file, int64_t seq, uint64_t seed)
       : file(&file), sequence(seq), seed(seed) {}
   const TokenFile *file;

@@ -480,8 +480,9 @@ absl::Status CpuExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
   case plan::OpCode::Dropout: {
     plan::DropoutAttrs dropout =
         plan::dropoutAttrs(*instr.ints(), *instr.floats());
-    cpu::dropout(f32(in(0)), f32(out(0)), n(out(0)), dropout.probability, seed,
-                 step, dropout.stream, dropoutFirst(instr));
+    cpu::dropout(f32(in(0)), f32(out(0)), n(out(0)),
+                 dropoutProbability(dropout), seed, step, dropout.stream,
+                 dropoutFirst(instr));
     return absl::OkStatus();
   }
   case plan::OpCode::CrossEntropy:

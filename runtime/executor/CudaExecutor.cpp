@@ -780,8 +780,8 @@ absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     plan::DropoutAttrs dropout =
         plan::dropoutAttrs(*instr.ints(), *instr.floats());
     return cuda::dropout(ctx, f32(in(0)), f32(out(0)), n(out(0)),
-                         dropout.probability, seed, step, dropout.stream,
-                         dropoutFirst(instr));
+                         dropoutProbability(dropout), seed, step,
+                         dropout.stream, dropoutFirst(instr));
   }
   case plan::OpCode::CrossEntropy:
   case plan::OpCode::CrossEntropyGrad: {

@@ -152,6 +152,9 @@ public:
   std::string describe(const plan::Instr &instr) const;
 
   const plan::Program &programOf() const { return *program; }
+  /// While true, every Dropout keeps all of its input (evaluation, as
+  /// inference runs: the forward pass of any function without dropping).
+  void setEvaluating(bool on) { evaluating = on; }
   /// The world rank this executor runs, and its mesh coordinates.
   int64_t worldRank() const { return rank; }
   const MeshCoordinates &coordinates() const { return meshPosition; }
@@ -249,6 +252,11 @@ protected:
   /// The plan's learning-rate schedule as this run applies it (the first
   /// LrSchedule's), or none.
   std::optional<plan::LrScheduleAttrs> lrSchedule() const;
+  /// A Dropout's probability as this call applies it (0 while evaluating).
+  double dropoutProbability(const plan::DropoutAttrs &attrs) const {
+    return evaluating ? 0.0 : attrs.probability;
+  }
+  bool evaluating = false;
   /// LrSchedule `instr` as this run applies it: the options' peak (the floor
   /// scaled alike) and, for a decay over the run, the run's last step.
   plan::LrScheduleAttrs schedule(const plan::Instr &instr) const;

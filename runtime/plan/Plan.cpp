@@ -272,6 +272,13 @@ absl::Status ProgramChecker::checkSignature(const plan::Function &function) {
         return fail(absl::StrCat("result ", i, " is unnamed or its name '",
                                  name, "' appears twice"));
       const plan::Value *result = value(function.results()->Get(i));
+      // The logits sampling reads: [samples, seq, vocabulary] of floats.
+      if (name == "logits") {
+        if (result->dtype() == plan::DType::I32 || shapeOf(result).size() != 3)
+          return fail("result 'logits' must be a float tensor [samples, seq, "
+                      "vocabulary]");
+        continue;
+      }
       if (result->dtype() != plan::DType::F32 || !shapeOf(result).empty())
         return fail(absl::StrCat("result '", name,
                                  "' must be an f32 scalar (the runtime logs "

@@ -6,6 +6,7 @@
 #include "runtime/plan/Mesh.h"
 #include "runtime/schedule/Schedule.h"
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -156,6 +157,17 @@ absl::StatusOr<int32_t> ignoreIndexOf(const plan::Program &program) {
 absl::StatusOr<Trainer> Trainer::create(const LoadedPlan &plan,
                                         const TokenFile &data,
                                         const TrainerOptions &options) {
+  return createWith(plan, &data, options);
+}
+
+absl::StatusOr<Trainer> Trainer::create(const LoadedPlan &plan,
+                                        const TrainerOptions &options) {
+  return createWith(plan, nullptr, options);
+}
+
+absl::StatusOr<Trainer> Trainer::createWith(const LoadedPlan &plan,
+                                            const TokenFile *data,
+                                            const TrainerOptions &options) {
   int64_t worldRank =
       options.communicator ? options.communicator->worldRank() : 0;
   if (worldRank < 0 || worldRank >= meshSize(plan.root()))
@@ -173,7 +185,8 @@ absl::StatusOr<Trainer> Trainer::create(const LoadedPlan &plan,
         "the plan's program has no step (Program.step) to train with; "
         "recompile it with a compiler that emits one");
   absl::StatusOr<Sampler> sampler =
-      Sampler::create(data, plan.root().seq(), options.seed);
+      data ? Sampler::create(*data, plan.root().seq(), options.seed)
+           : Sampler::withoutData(plan.root().seq(), options.seed);
   if (!sampler.ok())
     return sampler.status();
   std::unique_ptr<Communicator> own;
@@ -270,6 +283,10 @@ std::vector<HostTensor> Trainer::callArguments(const Sampler &from,
 }
 
 absl::StatusOr<StepResult> Trainer::step() {
+  if (!sampler.hasData())
+    return absl::FailedPreconditionError(
+        "this trainer was made without training data; it evaluates and "
+        "samples only");
   const plan::Plan &root = plan->root();
   const plan::Program &program = exec->programOf();
   StepResult result;
@@ -396,23 +413,56 @@ absl::StatusOr<Trainer::Evaluation> Trainer::evaluate(const TokenFile &data,
   // the pipeline ranks (see the sums below).
   bool firstOfLayer = coordinateOn(root, exec->coordinates(), "tp") == 0,
        firstStage = coordinateOn(root, exec->coordinates(), "pp") == 0;
+  // The forward pass alone: without a pipeline the plan's eval_step in
+  // place of each microbatch step (the microbatch step's forward, dropout
+  // off); under one, the schedule's forward and activation-transfer calls
+  // (the others' backward and gradient transfers skipped alike on every
+  // rank keep the transfers paired, in their order).
+  std::optional<uint32_t> evalStep;
+  for (uint32_t f = 0; f < program.functions()->size(); ++f)
+    if (program.functions()->Get(f)->name()->string_view() == "eval_step")
+      evalStep = f;
+  auto forwardCall = [&](size_t index, const plan::Function &function) {
+    const CallLabel &label = callLabels[index];
+    if (label.token.empty())
+      return function.name()->string_view() != "apply_step";
+    absl::StatusOr<schedule::Action> action =
+        schedule::parseAction(label.token);
+    switch (action->kind) {
+    case schedule::ActionKind::Forward:
+      return true;
+    case schedule::ActionKind::Send:
+    case schedule::ActionKind::Recv:
+      return action->direction == schedule::Direction::Activation;
+    default:
+      return false;
+    }
+  };
+  // Dropout keeps everything, under a pipeline's forward stage functions
+  // too.
+  exec->setEvaluating(true);
+  absl::Cleanup training = [&] { exec->setEvaluating(false); };
   int64_t begin = nowNanos();
   double lossSum = 0, tokenCount = 0;
   for (int64_t b = 0; b < batches; ++b) {
     uint64_t step = static_cast<uint64_t>(b) + 1;
-    for (const plan::Call *call : *program.step()) {
-      const plan::Function &function =
-          *program.functions()->Get(call->function());
-      // The update (and what it exchanges) is all the apply step does.
-      if (function.name()->string_view() == "apply_step")
+    for (size_t index = 0; index < program.step()->size(); ++index) {
+      const plan::Call *call = program.step()->Get(index);
+      uint32_t called = call->function();
+      const plan::Function *function = program.functions()->Get(called);
+      if (!forwardCall(index, *function))
         continue;
+      if (evalStep && function->name()->string_view() == "microbatch_step") {
+        called = *evalStep;
+        function = program.functions()->Get(called);
+      }
       std::vector<HostTensor> args = callArguments(*evalSampler, step, *call);
       if (options.progress)
-        options.progress->beginCall(function.name()->c_str(),
+        options.progress->beginCall(function->name()->c_str(),
                                     call->microbatch());
       absl::StatusOr<std::vector<HostTensor>> outputs =
-          exec->run(call->function(), args, completed + 1, nullptr,
-                    call->microbatch(), call->slot());
+          exec->run(called, args, completed + 1, nullptr, call->microbatch(),
+                    call->slot());
       if (!outputs.ok())
         return absl::Status(outputs.status().code(),
                             absl::StrCat("evaluation batch ", b + 1, ": ",
@@ -447,6 +497,60 @@ absl::StatusOr<Trainer::Evaluation> Trainer::evaluate(const TokenFile &data,
       *totalTokens > 0 ? *totalLoss / *totalTokens : StepResult::kMissing;
   evaluation.seconds = (nowNanos() - begin) / 1e9;
   return evaluation;
+}
+
+absl::StatusOr<std::vector<float>>
+Trainer::nextTokenLogits(const std::vector<int32_t> &context) {
+  const plan::Plan &root = plan->root();
+  const plan::Program &program = exec->programOf();
+  std::optional<uint32_t> index;
+  for (uint32_t f = 0; f < program.functions()->size(); ++f)
+    if (program.functions()->Get(f)->name()->string_view() == "logits_step")
+      index = f;
+  if (!index)
+    return absl::FailedPreconditionError(
+        "the plan has no logits_step to sample with: sampling needs a plan "
+        "without a pipeline or tensor parallelism (compile the model for one "
+        "rank; a checkpoint of any mesh loads there)");
+  if (context.empty())
+    return absl::InvalidArgumentError("sampling needs at least one token");
+  int64_t samples = microbatchSamples(root), seq = root.seq(),
+          vocab = root.vocab();
+  for (int32_t id : context)
+    if (id < 0 || id >= vocab)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token id ", id, " is outside the vocabulary [0, ", vocab, ")"));
+  // The last seq tokens of the context, in the first sample's row.
+  int64_t length = std::min<int64_t>(seq, context.size());
+  const plan::Function &function = *program.functions()->Get(*index);
+  std::vector<HostTensor> args;
+  for (size_t a = 0; a < function.arg_kinds()->size(); ++a) {
+    HostTensor arg;
+    arg.dtype = plan::DType::I32;
+    if (function.arg_kinds()->Get(a) == plan::ArgKind::PrefixLengths) {
+      arg.shape = {samples};
+      arg.ints.assign(samples, 0); // causal
+    } else {
+      arg.shape = {samples, seq};
+      arg.ints.assign(samples * seq, 0);
+      if (function.arg_kinds()->Get(a) == plan::ArgKind::Tokens)
+        std::copy(context.end() - length, context.end(), arg.ints.begin());
+    }
+    args.push_back(std::move(arg));
+  }
+  exec->setEvaluating(true);
+  absl::Cleanup training = [&] { exec->setEvaluating(false); };
+  absl::StatusOr<std::vector<HostTensor>> outputs =
+      exec->run(*index, args, completed + 1, nullptr, 0, 0);
+  if (!outputs.ok())
+    return outputs.status();
+  const HostTensor &logits = outputs->at(0);
+  int64_t columns = logits.shape.back();
+  if (logits.shape.size() != 3 || columns < vocab ||
+      static_cast<int64_t>(logits.floats.size()) != samples * seq * columns)
+    return absl::InternalError("logits_step returned logits of another shape");
+  auto first = logits.floats.begin() + (length - 1) * columns;
+  return std::vector<float>(first, first + vocab);
 }
 
 namespace {

@@ -137,6 +137,18 @@ public:
   static absl::StatusOr<Trainer> create(const LoadedPlan &plan,
                                         const TokenFile &data,
                                         const TrainerOptions &options);
+  /// A trainer without training data, to evaluate or sample: step() fails.
+  static absl::StatusOr<Trainer> create(const LoadedPlan &plan,
+                                        const TrainerOptions &options);
+
+  /// The next-token logits after `context` (token ids, the last seq of
+  /// them used): the plan's logits_step on a batch whose first sample is
+  /// the context (right-padded; a causal model's last position sees only
+  /// what precedes it), dropout off; one value per token of the plan's
+  /// vocabulary. Fails on a plan without logits_step (a pipeline, or the
+  /// vocabulary split over tensor parallelism). Every rank calls it.
+  absl::StatusOr<std::vector<float>>
+  nextTokenLogits(const std::vector<int32_t> &context);
 
   /// Runs optimizer step completedSteps() + 1.
   absl::StatusOr<StepResult> step();
@@ -144,10 +156,11 @@ public:
   /// The model's loss on held-out data: the mean over the non-ignored
   /// tokens of `batches` global batches of `data` (batch b draws the
   /// windows the training sampler would draw for step b + 1 of `data`, so
-  /// the same on every mesh). It runs every call of the step but the apply
-  /// step's (the plan has no forward-only function yet, so the backward
-  /// runs too), leaves the parameters and the optimizer's state as they
-  /// are, and reduces the loss over the ranks. Every rank calls it.
+  /// the same on every mesh). It runs the forward pass alone, dropout off:
+  /// the plan's eval_step for each microbatch step, or under a pipeline the
+  /// schedule's forward and activation-transfer calls. It leaves the
+  /// parameters and the optimizer's state as they are, and reduces the loss
+  /// over the ranks. Every rank calls it.
   struct Evaluation {
     double loss = StepResult::kMissing;
     int64_t tokens = 0;
@@ -203,6 +216,9 @@ private:
   };
   static std::vector<CallLabel> labelCalls(const plan::Program &program);
 
+  static absl::StatusOr<Trainer> createWith(const LoadedPlan &plan,
+                                            const TokenFile *data,
+                                            const TrainerOptions &options);
   Trainer(const LoadedPlan &plan, Sampler sampler,
           std::unique_ptr<Executor> exec,
           std::unique_ptr<Communicator> ownCommunicator,

@@ -15,6 +15,7 @@
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=microbatches=0 2>&1 | FileCheck %s --check-prefix=MICRO
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=sp=true 2>&1 | FileCheck %s --check-prefix=SP
 // RUN: triad-gen --preset tiny --layers 1 --dtype f16 --batch 4 | triad-opt '--triad-train-pipeline=dp=2 microbatches=2' | FileCheck %s --check-prefix=F16PIECES
+// RUN: triad-gen --preset tiny --layers 1 --dropout 0.1 | triad-opt --triad-train-pipeline | FileCheck %s --check-prefix=EVALDROP
 // RUN: triad-gen --preset tiny --layers 1 --heads 4 | not triad-opt --triad-train-pipeline=tp=3 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: triad-gen --preset tiny --layers 1 --heads 4 --kv-heads 2 | not triad-opt --triad-train-pipeline=tp=4 2>&1 | FileCheck %s --check-prefix=KVHEADS
 
@@ -28,6 +29,18 @@
 // last step).
 // CHECK: rt.kernel lr_schedule({{.*}}) -> ({{.*}}) ints [0, -1] floats [3.000000e-04, 0.000000e+00]
 // CHECK: rt.kernel clip_coefficient({{.*}}) -> ({{.*}}) floats [1.000000e+00]
+// Evaluation's forward pass: the microbatch step's kernels its loss sum and
+// token count depend on, on temporaries of its own, outside the step.
+// CHECK: rt.func @eval_step args(%[[TOKENS:[0-9]+]], %[[LABELS:[0-9]+]] : memref<2x4xi32>, memref<2x4xi32>) kinds ["tokens", "labels"] results() names [] layers ["embedding 0", "head 0"] at [2, 3, 3, 6] {
+// CHECK-NEXT: rt.kernel count_valid(%[[LABELS]])
+// CHECK-NEXT: rt.kernel fill()
+// CHECK-NEXT: rt.kernel embedding(%[[TOKENS]], %0)
+// CHECK-NEXT: rt.kernel rms_norm
+// CHECK-NEXT: rt.kernel matmul
+// CHECK-NEXT: rt.kernel cross_entropy(
+// CHECK-NEXT: rt.kernel accumulate
+// CHECK-NEXT: rt.kernel accumulate
+// CHECK-NEXT: }
 // CHECK: rt.step [@begin_step, @microbatch_step, @apply_step] microbatches [0, 0, 0]
 
 // Options reach the passes: the mesh order, the optimizer's settings, and
@@ -111,3 +124,12 @@
 // F16PIECES: rt.kernel sum_squares(%{{.*}}) -> (%{{.*}}) floats [1.637600e+04]
 // F16PIECES: rt.kernel loss_scale_update
 // F16PIECES: rt.kernel fill() -> (%{{.*}}) floats [4.000000e+00] : () -> memref<f32>
+// Evaluation does not drop: the microbatch step's dropouts are copies in
+// eval_step.
+// EVALDROP: rt.func @microbatch_step
+// EVALDROP: rt.kernel dropout(
+// EVALDROP: rt.func @eval_step
+// EVALDROP-NOT: rt.kernel dropout(
+// EVALDROP: rt.kernel copy(
+// EVALDROP-NOT: rt.kernel dropout(
+// EVALDROP: rt.step

@@ -5,7 +5,9 @@
 // The two-parameter model: 16x8 + 8 f32 parameters; AdamW's two moments
 // per parameter and the step counter; one accumulator per parameter plus
 // the loss sum and token count. The activation peak is at the weight
-// gradient of the output projection (hand-checked: 1,836 live bytes).
+// gradient of the output projection (hand-checked: 1,836 live bytes);
+// evaluation's forward pass and sampling's (to the logits) peak lower, so
+// the arena is the same.
 // MODEL: triad memory report: program @rank0 (pipeline rank 0)
 // MODEL-NEXT: parameters 544 B {{.*}} 2 tensors
 // MODEL-NEXT: optimizer state 1,092 B {{.*}} 5 tensors
@@ -13,6 +15,8 @@
 // MODEL-NEXT: temporaries at peak (begin_step) 0 B
 // MODEL-NEXT: activations at peak (microbatch_step) 1,836 B
 // MODEL-NEXT: temporaries at peak (apply_step) 28 B
+// MODEL-NEXT: temporaries at peak (eval_step) 808 B
+// MODEL-NEXT: temporaries at peak (logits_step) 768 B
 // MODEL-NEXT: kernel workspace 0 B
 // MODEL-NEXT: arena 4,928 B
 
