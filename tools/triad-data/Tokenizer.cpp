@@ -24,6 +24,13 @@ public:
     for (unsigned char c : text)
       ids.push_back(c);
   }
+  std::string decode(const std::vector<uint32_t> &ids) const override {
+    std::string text;
+    for (uint32_t id : ids)
+      if (id < 256)
+        text.push_back(static_cast<char>(id));
+    return text;
+  }
   int64_t vocabulary() const override { return 256; }
   int64_t endOfDocument() const override { return -1; }
   std::string describe() const override { return "byte-level"; }
@@ -46,6 +53,13 @@ public:
               std::vector<uint32_t> &ids) const override {
     for (int id : processor.EncodeAsIds(text))
       ids.push_back(static_cast<uint32_t>(id));
+  }
+  std::string decode(const std::vector<uint32_t> &ids) const override {
+    std::vector<int> pieces;
+    for (uint32_t id : ids)
+      if (static_cast<int64_t>(id) < vocabulary())
+        pieces.push_back(static_cast<int>(id));
+    return processor.DecodeIds(pieces);
   }
   int64_t vocabulary() const override { return processor.GetPieceSize(); }
   int64_t endOfDocument() const override { return processor.eos_id(); }
@@ -112,9 +126,13 @@ std::string pythonPath() {
 
 } // namespace
 
-bool encodeWithHuggingFace(const std::string &path,
-                           const std::vector<std::string> &files,
-                           Encoded &encoded, std::string &error) {
+namespace {
+
+/// Runs hf_tokenize.py with `helperArgs` in the project's Python
+/// environment, `input` on its standard input; its standard output in
+/// `data`.
+bool runHelper(std::vector<std::string> helperArgs, const std::string &input,
+               std::string &data, std::string &error) {
   std::string python = pythonPath();
   std::string helper =
       std::string(TRIAD_SOURCE_DIR) + "/tools/triad-data/hf_tokenize.py";
@@ -124,13 +142,13 @@ bool encodeWithHuggingFace(const std::string &path,
             "TRIAD_PYTHON names another)";
     return false;
   }
-  int out[2], err[2];
-  if (pipe(out) != 0 || pipe(err) != 0) {
+  int in[2], out[2], err[2];
+  if (pipe(in) != 0 || pipe(out) != 0 || pipe(err) != 0) {
     error = std::string("cannot make a pipe: ") + std::strerror(errno);
     return false;
   }
-  std::vector<std::string> args = {python, helper, path};
-  args.insert(args.end(), files.begin(), files.end());
+  std::vector<std::string> args = {python, helper};
+  args.insert(args.end(), helperArgs.begin(), helperArgs.end());
   std::vector<char *> argv;
   for (std::string &arg : args)
     argv.push_back(arg.data());
@@ -141,16 +159,29 @@ bool encodeWithHuggingFace(const std::string &path,
     return false;
   }
   if (child == 0) {
+    dup2(in[0], STDIN_FILENO);
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
+    close(in[1]);
     close(out[0]);
     close(err[0]);
     execv(argv[0], argv.data());
     _exit(127);
   }
+  close(in[0]);
   close(out[1]);
   close(err[1]);
-  std::string data, messages;
+  // The input is a prompt or a sample's ids: small enough for the pipe.
+  for (size_t at = 0; at < input.size();) {
+    ssize_t wrote = write(in[1], input.data() + at, input.size() - at);
+    if (wrote < 0 && errno == EINTR)
+      continue;
+    if (wrote <= 0)
+      break;
+    at += static_cast<size_t>(wrote);
+  }
+  close(in[1]);
+  std::string messages;
   readAll(out[0], data);
   readAll(err[0], messages);
   close(out[0]);
@@ -162,6 +193,13 @@ bool encodeWithHuggingFace(const std::string &path,
     error = why.empty() ? "the tokenizers helper failed" : why;
     return false;
   }
+  return true;
+}
+
+/// Reads the helper's "vocab V eod E" line, then `documents` times "N" and
+/// N uint32 ids, into `encoded`.
+bool parseEncoded(const std::string &data, size_t documents, Encoded &encoded,
+                  std::string &error) {
   // "vocab V eod E\n", then per file "N\n" and N uint32 ids.
   size_t at = data.find('\n');
   long long vocabulary = 0, eod = -1;
@@ -175,7 +213,7 @@ bool encodeWithHuggingFace(const std::string &path,
   encoded.vocabulary = vocabulary;
   encoded.endOfDocument = eod;
   ++at;
-  for (size_t f = 0; f < files.size(); ++f) {
+  for (size_t f = 0; f < documents; ++f) {
     size_t end = data.find('\n', at);
     long long count = -1;
     if (end == std::string::npos ||
@@ -190,6 +228,40 @@ bool encodeWithHuggingFace(const std::string &path,
     at = end + 1 + static_cast<size_t>(count) * 4;
   }
   return true;
+}
+
+} // namespace
+
+bool encodeWithHuggingFace(const std::string &path,
+                           const std::vector<std::string> &files,
+                           Encoded &encoded, std::string &error) {
+  std::vector<std::string> args = {path};
+  args.insert(args.end(), files.begin(), files.end());
+  std::string data;
+  return runHelper(args, "", data, error) &&
+         parseEncoded(data, files.size(), encoded, error);
+}
+
+bool encodeTextWithHuggingFace(const std::string &path, const std::string &text,
+                               std::vector<uint32_t> &ids, Encoded &encoded,
+                               std::string &error) {
+  std::string data;
+  if (!runHelper({"--encode-stdin", path}, text, data, error) ||
+      !parseEncoded(data, 1, encoded, error))
+    return false;
+  ids = std::move(encoded.documents.front());
+  encoded.documents.clear();
+  return true;
+}
+
+bool decodeWithHuggingFace(const std::string &path,
+                           const std::vector<uint32_t> &ids, std::string &text,
+                           std::string &error) {
+  std::string input(ids.size() * 4, '\0');
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int b = 0; b < 4; ++b)
+      input[4 * i + b] = static_cast<char>((ids[i] >> (8 * b)) & 0xff);
+  return runHelper({"--decode", path}, input, text, error);
 }
 
 } // namespace triad::data

@@ -23,6 +23,8 @@ public:
   /// The ids of `text`, appended to `ids`.
   virtual void encode(const std::string &text,
                       std::vector<uint32_t> &ids) const = 0;
+  /// The text of `ids` (an id the tokenizer lacks is left out).
+  virtual std::string decode(const std::vector<uint32_t> &ids) const = 0;
   /// The number of ids (the largest id plus one).
   virtual int64_t vocabulary() const = 0;
   /// The end-of-document id, or -1 when the tokenizer has none.
@@ -55,6 +57,18 @@ struct Encoded {
 bool encodeWithHuggingFace(const std::string &path,
                            const std::vector<std::string> &files,
                            Encoded &encoded, std::string &error);
+
+/// Encodes `text` with the Hugging Face tokenizer.json at `path` (through
+/// the same helper), setting `ids`, and the tokenizer's vocabulary and
+/// end-of-text id in `encoded` (its documents left empty).
+bool encodeTextWithHuggingFace(const std::string &path, const std::string &text,
+                               std::vector<uint32_t> &ids, Encoded &encoded,
+                               std::string &error);
+
+/// The text of `ids` under the Hugging Face tokenizer.json at `path`.
+bool decodeWithHuggingFace(const std::string &path,
+                           const std::vector<uint32_t> &ids, std::string &text,
+                           std::string &error);
 
 } // namespace triad::data
 

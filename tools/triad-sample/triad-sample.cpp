@@ -2,9 +2,11 @@
 //
 // triad-sample PLAN --checkpoint DIR --prompt TEXT [--tokens N]
 //              [--temperature T] [--top-k K] [--seed S]
+//              [--sentencepiece MODEL | --tokenizer TOKENIZER_JSON]
 //
 // Loads the weights of checkpoint DIR (saved on any mesh) into a one-rank
-// plan, encodes the prompt byte-level, and appends tokens one at a time:
+// plan, encodes the prompt (byte-level, or with the tokenizer the corpus
+// was encoded with: triad-data's), and appends tokens one at a time:
 // each from the plan's logits_step (the forward pass to the next-token
 // logits, the whole prefix recomputed each time, the last seq tokens of it
 // seen), divided by the temperature, cut to the top k and drawn with the
@@ -15,6 +17,7 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/support/CommandLine.h"
 #include "runtime/train/Trainer.h"
+#include "tools/triad-data/Tokenizer.h"
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -43,6 +46,14 @@ ABSL_FLAG(double, temperature, 1.0,
 ABSL_FLAG(int64_t, top_k, 0,
           "Draw among the K most likely tokens only (0: among all)");
 ABSL_FLAG(uint64_t, seed, 1234, "Seed of the draws");
+ABSL_FLAG(std::string, sentencepiece, "",
+          "Encode the prompt and decode the text with this SentencePiece "
+          "model (the one triad-data --sentencepiece encoded the corpus "
+          "with)");
+ABSL_FLAG(std::string, tokenizer, "",
+          "Encode and decode with this Hugging Face tokenizer.json (through "
+          "Hugging Face's tokenizers in the project's Python environment, "
+          "as triad-data --tokenizer does)");
 
 namespace {
 
@@ -93,10 +104,64 @@ int32_t choose(const std::vector<float> &logits, double temperature,
   return order.back();
 }
 
-/// A byte-level id as text: the byte itself, or <id> beyond 255.
-std::string decode(int32_t id) {
-  return id < 256 ? std::string(1, static_cast<char>(id))
-                  : absl::StrCat("<", id, ">");
+/// Text to ids and back: byte-level, a SentencePiece model or a Hugging
+/// Face tokenizer.json.
+struct Codec {
+  std::unique_ptr<triad::data::Tokenizer> local;
+  std::string huggingFace;
+  int64_t vocabulary = 256;
+
+  std::vector<int32_t> encode(const std::string &text) const {
+    std::vector<uint32_t> ids;
+    if (local) {
+      local->encode(text, ids);
+    } else {
+      std::string error;
+      triad::data::Encoded info;
+      if (!triad::data::encodeTextWithHuggingFace(huggingFace, text, ids, info,
+                                                  error))
+        fail(absl::StrCat("--tokenizer '", huggingFace, "': ", error));
+    }
+    return std::vector<int32_t>(ids.begin(), ids.end());
+  }
+  std::string decode(const std::vector<int32_t> &ids) const {
+    std::vector<uint32_t> unsignedIds(ids.begin(), ids.end());
+    if (local)
+      return local->decode(unsignedIds);
+    std::string text, error;
+    if (!triad::data::decodeWithHuggingFace(huggingFace, unsignedIds, text,
+                                            error))
+      fail(absl::StrCat("--tokenizer '", huggingFace, "': ", error));
+    return text;
+  }
+  /// Whether the text of a sample can be printed as it grows (decoding is
+  /// local and cheap).
+  bool streams() const { return local != nullptr; }
+};
+
+Codec makeCodec(const std::string &sentencePiece,
+                const std::string &huggingFace) {
+  Codec codec;
+  std::string error;
+  if (!sentencePiece.empty() && !huggingFace.empty())
+    fail("give --sentencepiece or --tokenizer, not both");
+  if (!sentencePiece.empty()) {
+    codec.local = triad::data::sentencePieceTokenizer(sentencePiece, error);
+    if (!codec.local)
+      fail(absl::StrCat("--sentencepiece '", sentencePiece, "': ", error));
+    codec.vocabulary = codec.local->vocabulary();
+  } else if (!huggingFace.empty()) {
+    codec.huggingFace = huggingFace;
+    triad::data::Encoded info;
+    std::vector<uint32_t> ids;
+    if (!triad::data::encodeTextWithHuggingFace(huggingFace, "", ids, info,
+                                                error))
+      fail(absl::StrCat("--tokenizer '", huggingFace, "': ", error));
+    codec.vocabulary = info.vocabulary;
+  } else {
+    codec.local = triad::data::byteLevelTokenizer();
+  }
+  return codec;
 }
 
 } // namespace
@@ -109,7 +174,8 @@ int main(int argc, char **argv) {
       "The plan is the model compiled for one rank (triad-opt "
       "--triad-train-pipeline, without dp, tp or pp); the checkpoint may "
       "come from any mesh. Prompts are byte-level (triad-data's default "
-      "tokens): the plan's vocabulary must hold the 256 bytes.\n");
+      "tokens), or encoded with --sentencepiece or --tokenizer as the "
+      "corpus was.\n");
   underscoreFlagNames(argc, argv);
   std::vector<char *> positional = absl::ParseCommandLine(argc, argv);
   std::string checkpoint = absl::GetFlag(FLAGS_checkpoint),
@@ -138,10 +204,14 @@ int main(int argc, char **argv) {
                       " ranks; sampling runs on one: compile the model for one "
                       "rank (triad-opt --triad-train-pipeline); a checkpoint "
                       "of any mesh loads there"));
-  if (plan->root().vocab() < 256)
-    fail(absl::StrCat("prompts are byte-level, but the plan's vocabulary "
-                      "has ",
-                      plan->root().vocab(), " tokens, fewer than 256"));
+  Codec codec = makeCodec(absl::GetFlag(FLAGS_sentencepiece),
+                          absl::GetFlag(FLAGS_tokenizer));
+  if (plan->root().vocab() < codec.vocabulary)
+    fail(absl::StrCat("the tokenizer has ", codec.vocabulary,
+                      " tokens, but the plan's vocabulary only ",
+                      plan->root().vocab(),
+                      " (byte-level prompts need 256; with another "
+                      "tokenizer, give --sentencepiece or --tokenizer)"));
 
   TrainerOptions options;
   options.seed = absl::GetFlag(FLAGS_seed);
@@ -151,21 +221,34 @@ int main(int argc, char **argv) {
   failIf(trainer.status());
   failIf(trainer->initFrom(checkpoint), "--checkpoint: ");
 
-  std::vector<int32_t> context;
-  for (unsigned char byte : prompt)
-    context.push_back(byte);
+  std::vector<int32_t> context = codec.encode(prompt);
+  if (context.empty())
+    fail("the prompt encodes to no tokens");
+  // The prompt as typed, then what each new token adds to the decoded
+  // whole (decoded together, so that a piece's leading space survives; a
+  // local tokenizer streams, Hugging Face's, a Python process away, decodes
+  // once at the end).
   std::fputs(prompt.c_str(), stdout);
   std::fflush(stdout);
+  std::string printed = codec.decode(context);
+  auto show = [&] {
+    std::string text = codec.decode(context);
+    if (text.compare(0, printed.size(), printed) == 0) {
+      std::fputs(text.c_str() + printed.size(), stdout);
+      printed = text;
+    }
+    std::fflush(stdout);
+  };
   std::mt19937_64 generator(options.seed);
   for (int64_t t = 0; t < tokens; ++t) {
     absl::StatusOr<std::vector<float>> logits =
         trainer->nextTokenLogits(context);
     failIf(logits.status());
-    int32_t next = choose(*logits, temperature, topK, generator);
-    context.push_back(next);
-    std::fputs(decode(next).c_str(), stdout);
-    std::fflush(stdout);
+    context.push_back(choose(*logits, temperature, topK, generator));
+    if (codec.streams())
+      show();
   }
+  show();
   std::fputc('\n', stdout);
   return 0;
 }
