@@ -112,6 +112,31 @@ int64_t outerElements(const TensorShape &shape, int64_t dim) {
   return outer;
 }
 
+PackedStaging packedStaging(const TensorCollective &collective,
+                            int64_t members) {
+  int64_t count = 1;
+  for (int64_t size : collective.xShape)
+    count *= size;
+  PackedStaging staging;
+  switch (collective.kind) {
+  case CollectiveKind::AllReduce:
+    break;
+  case CollectiveKind::AllGather:
+    if (outerElements(collective.outShape, collective.dim) > 1)
+      staging.first = count * members;
+    break;
+  case CollectiveKind::ReduceScatter:
+  case CollectiveKind::AllToAll:
+    if (outerElements(collective.xShape, collective.dim) > 1)
+      staging.first = count;
+    if (collective.kind == CollectiveKind::AllToAll &&
+        outerElements(collective.outShape, collective.concatDim) > 1)
+      staging.second = count;
+    break;
+  }
+  return staging;
+}
+
 void packPieces(const float *tensor, const TensorShape &shape, int64_t dim,
                 int64_t pieces, float *packed) {
   int64_t outer = outerElements(shape, dim);

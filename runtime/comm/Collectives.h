@@ -64,6 +64,18 @@ struct TensorCollective {
   int64_t concatDim = 0;
 };
 
+/// What a collective moving device blocks (NCCL) stages beside its tensors,
+/// in floats: buffer 0 holds the pieces packed before sending (a
+/// reduce-scatter's or all-to-all's) or the blocks gathered before joining
+/// (an all-gather's); buffer 1 an all-to-all's received blocks before
+/// joining. Both are 0 where the pieces already are the blocks (along the
+/// leading dimension, or one whose leading sizes are all 1).
+struct PackedStaging {
+  int64_t first = 0, second = 0;
+};
+PackedStaging packedStaging(const TensorCollective &collective,
+                            int64_t members);
+
 /// The piece of a dimension of `size` split `members` ways where the split
 /// may pad (ZeRO's pieces): ceil(size / members), the last pieces
 /// zero-padded past the end. All-gathers of such pieces cut the padding

@@ -132,6 +132,15 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
     executor->ncclComm = std::move(*comm);
     TRIAD_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(
         &executor->commStream, cudaStreamNonBlocking));
+    // The staging buffers at their largest now: growing one later would
+    // free the old one, which waits for the whole device (NCCL kernels
+    // waiting on peers included).
+    PackedStaging most = executor->largestPackedStaging();
+    for (auto [which, count] : {std::pair{0, most.first}, {1, most.second}})
+      if (count > 0)
+        if (absl::StatusOr<float *> buffer = executor->staging(which, count);
+            !buffer.ok())
+          return buffer.status();
   }
   size_t bytes = std::max<uint64_t>((*program)->arena_bytes(), 256);
   absl::StatusOr<cuda::DeviceBuffer> arena =
@@ -142,6 +151,10 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
         absl::StrCat("cannot allocate the program's arena of ", bytes,
                      " bytes on the GPU: ", arena.status().message()));
   executor->arena = std::move(*arena);
+  // The f32 copies of 16-bit operands at their largest now, for the same
+  // reason as the staging buffers.
+  if (absl::Status status = executor->sizeWidePool(); !status.ok())
+    return status;
   TRIAD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(executor->arena.data(), 0, bytes,
                                              executor->gpu->stream()));
   executor->seed = seed;
@@ -286,6 +299,51 @@ absl::StatusOr<float *> CudaExecutor::grown(cuda::DeviceBuffer &buffer,
   return buffer.as<float>();
 }
 
+absl::Status CudaExecutor::sizeWidePool() {
+  std::vector<int64_t> most;
+  for (const plan::Function *function : *program->functions()) {
+    if (!function->body())
+      continue;
+    for (const plan::Instr *instr : *function->body()) {
+      std::vector<uint32_t> sixteen = sixteenBitOperands(*instr);
+      if (sixteen.empty() || runsIn16Bit(*instr))
+        continue;
+      if (most.size() < sixteen.size())
+        most.resize(sixteen.size(), 0);
+      for (size_t i = 0; i < sixteen.size(); ++i)
+        most[i] = std::max(most[i], elementCount(shapeOf(value(sixteen[i]))));
+    }
+  }
+  widePool.resize(most.size());
+  for (size_t i = 0; i < most.size(); ++i)
+    if (absl::StatusOr<float *> copy = grown(widePool[i], most[i]); !copy.ok())
+      return copy.status();
+  return absl::OkStatus();
+}
+
+PackedStaging CudaExecutor::largestPackedStaging() const {
+  PackedStaging most;
+  for (const plan::Function *function : *program->functions()) {
+    if (!function->body())
+      continue;
+    for (const plan::Instr *instr : *function->body()) {
+      plan::OpCode op = instr->op();
+      if (op != plan::OpCode::AllGather && op != plan::OpCode::ReduceScatter &&
+          op != plan::OpCode::AllToAll)
+        continue;
+      for (size_t pair = 0; pair < instr->inputs()->size(); ++pair) {
+        TensorCollective c = describeCollective(*instr, nullptr, nullptr, pair);
+        if (c.group >= ncclComm->groupCount())
+          continue; // refused when it runs
+        PackedStaging need = packedStaging(c, ncclComm->groupSize(c.group));
+        most.first = std::max(most.first, need.first);
+        most.second = std::max(most.second, need.second);
+      }
+    }
+  }
+  return most;
+}
+
 absl::StatusOr<float *> CudaExecutor::staging(int which, int64_t count) {
   return grown(stagedDevice[which], count);
 }
@@ -334,11 +392,8 @@ absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
   // dimension) move on the communication stream, overlapping the
   // instructions after them; packed pieces go on the compute stream
   // through the staging buffers.
-  bool blocks = c.kind == CollectiveKind::AllReduce ||
-                (c.kind == CollectiveKind::AllGather &&
-                 outerElements(c.outShape, c.dim) <= 1) ||
-                (c.kind == CollectiveKind::ReduceScatter &&
-                 outerElements(c.xShape, c.dim) <= 1);
+  PackedStaging need = packedStaging(c, members);
+  bool blocks = c.kind != CollectiveKind::AllToAll && need.first == 0;
   if (blocks)
     return onCommStream(instr, index, x, out, [&](cudaStream_t comm) {
       switch (c.kind) {
@@ -355,7 +410,7 @@ absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
   case CollectiveKind::AllReduce:
     return ncclComm->allReduceSum(c.group, c.x, c.out, count, stream);
   case CollectiveKind::AllGather: {
-    absl::StatusOr<float *> gathered = staging(0, count * members);
+    absl::StatusOr<float *> gathered = staging(0, need.first);
     if (!gathered.ok())
       return gathered.status();
     if (absl::Status s =
@@ -368,8 +423,8 @@ absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
   case CollectiveKind::ReduceScatter:
   case CollectiveKind::AllToAll: {
     const float *source = c.x;
-    if (outerElements(c.xShape, c.dim) > 1) {
-      absl::StatusOr<float *> packed = staging(0, count);
+    if (need.first > 0) {
+      absl::StatusOr<float *> packed = staging(0, need.first);
       if (!packed.ok())
         return packed.status();
       if (absl::Status s = movePieces(c.x, *packed, c.xShape, c.dim, members,
@@ -381,10 +436,10 @@ absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
     if (c.kind == CollectiveKind::ReduceScatter)
       return ncclComm->reduceScatter(c.group, source, c.out, count / members,
                                      stream);
-    bool join = outerElements(c.outShape, c.concatDim) > 1;
+    bool join = need.second > 0;
     float *target = c.out;
     if (join) {
-      absl::StatusOr<float *> received = staging(1, count);
+      absl::StatusOr<float *> received = staging(1, need.second);
       if (!received.ok())
         return received.status();
       target = *received;
@@ -538,16 +593,27 @@ cuda::DType cudaType(plan::DType dtype) {
 
 } // namespace
 
-absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
-  std::vector<uint32_t> sixteen = sixteenBitOperands(instr);
-  if (sixteen.empty())
-    return executeF32(instr, step);
+bool CudaExecutor::runsIn16Bit(const plan::Instr &instr) const {
   // Casts convert on the device; products of two 16-bit operands of one
   // type run on tensor cores with f32 sums (the result f32 or of their
   // type). (The contract gives each of these an input and an output.)
   plan::OpCode op = instr.op();
-  if (op == plan::OpCode::Cast || op == plan::OpCode::Copy ||
-      op == plan::OpCode::Matmul) {
+  if (op == plan::OpCode::Cast || op == plan::OpCode::Copy)
+    return true;
+  if (op != plan::OpCode::Matmul)
+    return false;
+  plan::DType xType = value(instr.inputs()->Get(0)).dtype(),
+              bType = value(instr.inputs()->Get(1)).dtype(),
+              outType = value(instr.outputs()->Get(0)).dtype();
+  return bType == xType && (outType == xType || outType == plan::DType::F32);
+}
+
+absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
+  std::vector<uint32_t> sixteen = sixteenBitOperands(instr);
+  if (sixteen.empty())
+    return executeF32(instr, step);
+  if (runsIn16Bit(instr)) {
+    plan::OpCode op = instr.op();
     uint32_t x = instr.inputs()->Get(0), out = instr.outputs()->Get(0);
     plan::DType xType = value(x).dtype(), outType = value(out).dtype();
     int64_t count = elementCount(shapeOf(value(out)));
@@ -556,18 +622,15 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
                         arenaAddress(out), cudaType(outType), count);
     if (op == plan::OpCode::Copy) // of one element type
       return copyValue(x, out, 2 * count);
-    uint32_t b = instr.inputs()->Get(1);
-    if (value(b).dtype() == xType &&
-        (outType == xType || outType == plan::DType::F32)) {
-      MatmulDims d = matmulDims(instr);
-      cuda::MatmulOptions options;
-      options.inputType = cudaType(xType);
-      options.outputType = cudaType(outType);
-      return cuda::matmul(
-          *gpu, arenaAddress(x), arenaAddress(b), arenaAddress(out),
-          {d.batch, d.m, d.n, d.k, d.transposeA, d.transposeB, d.rhsBatched},
-          options);
-    }
+    MatmulDims d = matmulDims(instr);
+    cuda::MatmulOptions options;
+    options.inputType = cudaType(xType);
+    options.outputType = cudaType(outType);
+    return cuda::matmul(
+        *gpu, arenaAddress(x), arenaAddress(instr.inputs()->Get(1)),
+        arenaAddress(out),
+        {d.batch, d.m, d.n, d.k, d.transposeA, d.transposeB, d.rhsBatched},
+        options);
   }
   // Any other kernel runs on f32 copies, and its 16-bit results are
   // rounded back once it is done.

@@ -112,8 +112,17 @@ private:
   /// `buffer`, grown to at least `count` floats where it is smaller.
   absl::StatusOr<float *> grown(cuda::DeviceBuffer &buffer, int64_t count);
   /// Device staging of at least `count` floats (buffer 0 or 1), grown as
-  /// needed.
+  /// needed (create sizes both for the program's largest collective).
   absl::StatusOr<float *> staging(int which, int64_t count);
+  /// The most staging any collective of the program needs over NCCL.
+  PackedStaging largestPackedStaging() const;
+  /// Whether `instr`, with 16-bit operands, runs on them as they are (a
+  /// cast, a copy, a product of one 16-bit type) rather than on f32 copies.
+  bool runsIn16Bit(const plan::Instr &instr) const;
+  /// Allocates the f32 copies of 16-bit operands (widePool) at the largest
+  /// any instruction of the program widens, so that none grows (and frees,
+  /// which waits for the whole device) while a function runs.
+  absl::Status sizeWidePool();
   /// Writes the `pieces` pieces of `tensor` (of `shape`) along `dim` one
   /// after the other (packPieces on the device), or joins them back
   /// (`join`: unpackPieces).

@@ -66,6 +66,43 @@ TEST(Packing, PiecesAlongEveryDimension) {
   EXPECT_EQ(outerElements({1, 1, 3}, 2), 1);
 }
 
+TEST(Packing, StagingOverDeviceBlocks) {
+  // What NCCL's collectives stage beside their tensors (the CUDA executor
+  // sizes its staging buffers from it once, at creation).
+  auto staging = [](CollectiveKind kind, TensorShape x, TensorShape out,
+                    int64_t dim, int64_t concatDim = 0) {
+    TensorCollective c;
+    c.kind = kind;
+    c.xShape = std::move(x);
+    c.outShape = std::move(out);
+    c.dim = dim;
+    c.concatDim = concatDim;
+    PackedStaging need = packedStaging(c, 4);
+    return std::pair(need.first, need.second);
+  };
+  using Need = std::pair<int64_t, int64_t>;
+  // An all-reduce and pieces along the leading dimension stage nothing.
+  EXPECT_EQ(staging(CollectiveKind::AllReduce, {8, 6}, {8, 6}, 0), Need(0, 0));
+  EXPECT_EQ(staging(CollectiveKind::AllGather, {2, 6}, {8, 6}, 0), Need(0, 0));
+  EXPECT_EQ(staging(CollectiveKind::ReduceScatter, {8, 6}, {2, 6}, 0),
+            Need(0, 0));
+  EXPECT_EQ(staging(CollectiveKind::AllGather, {1, 2, 6}, {1, 8, 6}, 1),
+            Need(0, 0));
+  // Along an inner dimension: the gathered blocks (every member's piece),
+  // the packed pieces.
+  EXPECT_EQ(staging(CollectiveKind::AllGather, {3, 2}, {3, 8}, 1), Need(24, 0));
+  EXPECT_EQ(staging(CollectiveKind::ReduceScatter, {3, 8}, {3, 2}, 1),
+            Need(24, 0));
+  // An all-to-all packs what it sends and joins what it receives, each only
+  // where the pieces are not already blocks.
+  EXPECT_EQ(staging(CollectiveKind::AllToAll, {2, 8}, {8, 2}, 1, 0),
+            Need(16, 0));
+  EXPECT_EQ(staging(CollectiveKind::AllToAll, {8, 2}, {2, 8}, 0, 1),
+            Need(0, 16));
+  EXPECT_EQ(staging(CollectiveKind::AllToAll, {3, 8, 2}, {3, 2, 8}, 1, 2),
+            Need(48, 48));
+}
+
 TEST(LocalCommunicator, EveryCollectiveIsACopy) {
   LocalCommunicator comm(2);
   EXPECT_EQ(comm.worldSize(), 1);
