@@ -119,6 +119,10 @@ struct CommReportPass : triad::impl::CommReportBase<CommReportPass> {
       std::map<int64_t, std::pair<int64_t, int64_t>> sends, receives;
       for (auto func : program.getBody().getOps<rt::FuncOp>()) {
         int64_t n = calls.lookup(func.getSymName());
+        // Functions the step does not call (evaluation's and sampling's
+        // forward passes) move nothing in it.
+        if (n == 0)
+          continue;
         for (auto kernel : func.getBody().getOps<rt::KernelOp>()) {
           rt::OpCode opcode = kernel.getOpcode();
           if (opcode == rt::OpCode::Send || opcode == rt::OpCode::Recv) {

@@ -2,6 +2,15 @@
 // RUN: triad-opt %S/Inputs/two-params.mlir --triad-train-pipeline=microbatches=2 --triad-comm-report -o /dev/null | FileCheck %s --check-prefix=SINGLE
 // RUN: not triad-opt %S/Inputs/two-params.mlir --triad-comm-report 2>&1 | FileCheck %s --check-prefix=NOPLAN
 // RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --seq 16 --batch 8 | triad-opt '--triad-train-pipeline=dp=4 zero=2' --triad-comm-report -o /dev/null | FileCheck %s --check-prefix=WIRE
+// RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --seq 16 --batch 8 | triad-opt '--triad-train-pipeline=dp=2 tp=2' --triad-comm-report -o /dev/null | FileCheck %s --check-prefix=STEPONLY
+
+// Only what one step calls: evaluation's forward pass (eval_step), which
+// has the tensor-parallel all-reduces of the forward too, is not in it.
+// STEPONLY: function calls collective
+// STEPONLY-NOT: eval_step
+// STEPONLY: microbatch_step 1 all_reduce tp
+// STEPONLY-NOT: eval_step
+// STEPONLY: collectives per step
 
 // Data parallel: one step reduces the loss sum and token count (two
 // adjacent floats, 68 bytes with the alignment gap) and one bucket with both
