@@ -549,7 +549,7 @@ private:
   LogicalResult planMemoryWithSlots(ArrayRef<Function> functions,
                                     MutableArrayRef<Call> calls);
   /// Persistent storages at fixed offsets from 0; returns their end.
-  int64_t placePersistents();
+  int64_t placePersistents(ArrayRef<Function> functions);
   /// Places the temporaries of `calls` (run in order, as one timeline)
   /// from `base` by their lifetimes; returns the bytes they span.
   int64_t placeTemporaries(ArrayRef<const Function *> calls, int64_t base);
@@ -1546,13 +1546,29 @@ void ProgramLowering::mergeBuckets(Function &f) {
   f.body = std::move(body);
 }
 
-int64_t ProgramLowering::placePersistents() {
+int64_t ProgramLowering::placePersistents(ArrayRef<Function> functions) {
+  // The tensors the functions' bucketed all-reduces sum in place first, in
+  // the order those kernels run, so that a run of one bucket's all-reduces
+  // covers adjacent bytes and mergeBuckets makes it one collective; then
+  // every other persistent tensor, in the order it was declared.
+  std::vector<unsigned> order;
+  llvm::DenseSet<unsigned> placed;
+  for (const Function &f : functions)
+    for (const Kernel &k : f.body)
+      if (k.opcode == OpCode::AllReduce && k.bucket >= 0 &&
+          k.inputs.size() == 1 && k.inputs[0] == k.outputs[0]) {
+        unsigned storage = slots[k.inputs[0]].storage;
+        if (storages[storage].persistent && placed.insert(storage).second)
+          order.push_back(storage);
+      }
+  for (unsigned storage = 0; storage < storages.size(); ++storage)
+    if (storages[storage].persistent && !placed.contains(storage))
+      order.push_back(storage);
   int64_t top = 0;
-  for (Storage &storage : storages)
-    if (storage.persistent) {
-      storage.offset = top;
-      top += llvm::alignTo(storage.bytes, rt::kBufferAlignment);
-    }
+  for (unsigned storage : order) {
+    storages[storage].offset = top;
+    top += llvm::alignTo(storages[storage].bytes, rt::kBufferAlignment);
+  }
   return top;
 }
 
@@ -1602,7 +1618,7 @@ int64_t ProgramLowering::placeTemporaries(ArrayRef<const Function *> calls,
 void ProgramLowering::planMemory(ArrayRef<Function> functions) {
   // Each function's temporaries live within its call: they share the
   // bytes above the persistent tensors.
-  int64_t top = placePersistents(), temporaries = 0;
+  int64_t top = placePersistents(functions), temporaries = 0;
   for (const Function &f : functions)
     temporaries = std::max(temporaries, placeTemporaries({&f}, top));
   arenaBytes = top + temporaries;
@@ -1694,7 +1710,7 @@ ProgramLowering::planMemoryWithSlots(ArrayRef<Function> functions,
       it->second.last = index;
       it->second.slot = call.slot;
     }
-  int64_t top = placePersistents();
+  int64_t top = placePersistents(functions);
   for (auto &[stage, storageList] : stash) {
     int64_t stageSlots = std::max<int64_t>(busy[stage].size(), 1);
     if (stageSlots > rt::kMaxBufferSlots)

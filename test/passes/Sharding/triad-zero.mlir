@@ -136,9 +136,13 @@ triad.state @m.b : tensor<8xf32> init <zeros> of @b {dist.layout = #dist.layout<
 // gathered for the update. The norms' gradients, pending over tp and dp,
 // are all-reduced over tp in buckets, then reduce-scattered over dp like
 // every other gradient (all 20 in one bucket, and their updated pieces
-// gathered in one); the gradient norm reduces the pieces' sums.
+// gathered in one); the gradient norm reduces the pieces' sums. The six
+// tensors the tp all-reduce sums lie side by side in the arena (placed
+// first, in the order the all-reduces run), so they go in one collective
+// of 1,536 bytes, not three of 512.
 // TPCOMM-NOT: for triad.adamw_update
-// TPCOMM: apply_step 1 all_reduce tp 2 512 gradients entering @apply_step, partial over tp: 6 tensors in one bucket
+// TPCOMM: apply_step 1 all_reduce tp 2 1,536 gradients entering @apply_step, partial over tp: 6 tensors in one bucket
+// TPCOMM-NOT: partial over tp:
 // TPCOMM-NOT: partial over dp:
 // TPCOMM: apply_step 1 reduce_scatter dp 2 150,400 20 tensors in one bucket, the first: #dist.layout<{tp}, {}, partial = {dp}> to #dist.layout<{tp, dp}, {}> for the ZeRO piece of @embed.wte entering @apply_step
 // TPCOMM: apply_step 1 all_reduce tp 2 4 #dist.layout<partial = {tp, dp}> to #dist.layout<partial = {dp}> for triad.add
@@ -146,4 +150,4 @@ triad.state @m.b : tensor<8xf32> init <zeros> of @b {dist.layout = #dist.layout<
 // TPCOMM: apply_step 1 all_gather dp 2 150,400 20 tensors in one bucket, the first: #dist.layout<{tp, dp}, {}> to #dist.layout<{tp}, {}> for triad.assign to embed.wte
 // TPCOMM-NOT: for triad.adamw_update
 // TPCOMM: total over dp 300,872 B per step, 150,472 B sent by each rank (ring algorithms)
-// TPCOMM: collectives per step: 17
+// TPCOMM: collectives per step: 15
