@@ -302,11 +302,17 @@ absl::StatusOr<std::vector<HostTensor>>
 Executor::run(const std::string &name, const std::vector<HostTensor> &args,
               uint64_t step, std::vector<InstructionTime> *times,
               uint32_t microbatchIndex, uint32_t slotIndex) {
-  for (const plan::Function *candidate : *program->functions())
-    if (candidate->name()->str() == name)
-      return run(*candidate, args, step, times, microbatchIndex, slotIndex);
+  if (std::optional<uint32_t> index = functionIndex(name))
+    return run(*index, args, step, times, microbatchIndex, slotIndex);
   return absl::NotFoundError(
       absl::StrCat("the program has no function '", name, "'"));
+}
+
+std::optional<uint32_t> Executor::functionIndex(std::string_view name) const {
+  for (uint32_t index = 0; index < program->functions()->size(); ++index)
+    if (program->functions()->Get(index)->name()->string_view() == name)
+      return index;
+  return std::nullopt;
 }
 
 absl::StatusOr<std::vector<HostTensor>>

@@ -39,6 +39,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace triad::rt {
@@ -135,6 +136,9 @@ public:
   run(const std::string &name, const std::vector<HostTensor> &args,
       uint64_t step = 0, std::vector<InstructionTime> *times = nullptr,
       uint32_t microbatch = 0, uint32_t slot = 0);
+
+  /// The index of function `name` in the program, or none.
+  std::optional<uint32_t> functionIndex(std::string_view name) const;
 
   /// The same for the function at `index` in the program.
   absl::StatusOr<std::vector<HostTensor>>

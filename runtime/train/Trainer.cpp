@@ -418,10 +418,7 @@ absl::StatusOr<Trainer::Evaluation> Trainer::evaluate(const TokenFile &data,
   // off); under one, the schedule's forward and activation-transfer calls
   // (the others' backward and gradient transfers skipped alike on every
   // rank keep the transfers paired, in their order).
-  std::optional<uint32_t> evalStep;
-  for (uint32_t f = 0; f < program.functions()->size(); ++f)
-    if (program.functions()->Get(f)->name()->string_view() == "eval_step")
-      evalStep = f;
+  std::optional<uint32_t> evalStep = exec->functionIndex("eval_step");
   auto forwardCall = [&](size_t index, const plan::Function &function) {
     const CallLabel &label = callLabels[index];
     if (label.token.empty())
@@ -503,10 +500,7 @@ absl::StatusOr<std::vector<float>>
 Trainer::nextTokenLogits(const std::vector<int32_t> &context) {
   const plan::Plan &root = plan->root();
   const plan::Program &program = exec->programOf();
-  std::optional<uint32_t> index;
-  for (uint32_t f = 0; f < program.functions()->size(); ++f)
-    if (program.functions()->Get(f)->name()->string_view() == "logits_step")
-      index = f;
+  std::optional<uint32_t> index = exec->functionIndex("logits_step");
   if (!index)
     return absl::FailedPreconditionError(
         "the plan has no logits_step to sample with: sampling needs a plan "
