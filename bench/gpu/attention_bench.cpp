@@ -1,17 +1,20 @@
 //===- attention_bench.cpp - Triad's CUDA attention, timed ----------------===//
 //
-// Times the CUDA backend's attention forward and forward + backward (f32,
-// causal) on one shape with CUDA events: the median of --repeats runs
+// Times the CUDA backend's attention forward and forward + backward
+// (causal, f32 tensors; --products f32 on the CUDA cores, or bf16 or f16 on
+// tensor cores) on one shape with CUDA events: the median of --repeats runs
 // after --warmup, printed as one JSON line for bench/gpu/run.sh, which
 // times PyTorch's scaled_dot_product_attention on the same shape beside it
 // (attention_peer.py). A benchmark, not a test.
 //
-//   attention_bench --batch 4 --heads 16 --seq 2048 --head-dim 64
+//   attention_bench --batch 4 --heads 16 --seq 2048 --head-dim 64 \
+//                   [--products bf16]
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/kernels/cuda/CudaAttention.h"
 #include "runtime/kernels/cuda/CudaContext.h"
+#include "runtime/kernels/cuda/CudaKernels.h"
 
 #include <cuda_runtime_api.h>
 
@@ -74,15 +77,30 @@ double medianMillis(cuda::CudaContext &context, int warmup, int repeats,
 int main(int argc, char **argv) {
   int64_t batch = 4, heads = 16, seq = 2048, headDim = 64;
   int warmup = 3, repeats = 10;
+  cuda::DType products = cuda::DType::F32;
+  std::string productsName = "f32";
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     if (flag == "--help") {
       std::printf("attention_bench [--batch B] [--heads H] [--seq S] "
-                  "[--head-dim D] [--warmup N] [--repeats N]\n");
+                  "[--head-dim D] [--warmup N] [--repeats N] "
+                  "[--products f32|bf16|f16]\n");
       return 0;
     }
     if (i + 1 >= argc)
       fail("flag " + flag + " needs a value");
+    if (flag == "--products") {
+      productsName = argv[++i];
+      if (productsName == "f32")
+        products = cuda::DType::F32;
+      else if (productsName == "bf16")
+        products = cuda::DType::BF16;
+      else if (productsName == "f16")
+        products = cuda::DType::F16;
+      else
+        fail("--products is f32, bf16 or f16, not '" + productsName + "'");
+      continue;
+    }
     long long value = std::atoll(argv[++i]);
     if (value < 1)
       fail("flag " + flag + " needs a positive value");
@@ -134,22 +152,22 @@ int main(int argc, char **argv) {
                             cpu::Mask::Causal,
                             static_cast<float>(1.0 / std::sqrt(headDim))};
   auto forward = [&] {
-    check(cuda::attention(ctx, q, k, v, nullptr, nullptr, out, shape),
+    check(cuda::attention(ctx, q, k, v, nullptr, nullptr, out, shape, products),
           "attention");
   };
   auto both = [&] {
     forward();
     check(cuda::attentionGrad(ctx, q, k, v, nullptr, nullptr, dout, dq, dk, dv,
-                              shape),
+                              shape, products),
           "attentionGrad");
   };
   double forwardMs = medianMillis(ctx, warmup, repeats, forward);
   double bothMs = medianMillis(ctx, warmup, repeats, both);
-  std::printf("{\"impl\": \"triad\", \"dtype\": \"f32\", \"batch\": %lld, "
+  std::printf("{\"impl\": \"triad\", \"dtype\": \"%s\", \"batch\": %lld, "
               "\"heads\": %lld, \"seq\": %lld, \"head_dim\": %lld, "
               "\"forward_ms\": %.4f, \"forward_backward_ms\": %.4f}\n",
-              static_cast<long long>(batch), static_cast<long long>(heads),
-              static_cast<long long>(seq), static_cast<long long>(headDim),
-              forwardMs, bothMs);
+              productsName.c_str(), static_cast<long long>(batch),
+              static_cast<long long>(heads), static_cast<long long>(seq),
+              static_cast<long long>(headDim), forwardMs, bothMs);
   return 0;
 }

@@ -121,6 +121,14 @@ plan law-mesh "dp=2 tp=2 pp=2 microbatches=2" $law --hidden 32 --heads 2 \
   --dropout 0.1
 # The GPT in bf16 (the GPU's bf16 kernels against the CPU's).
 plan law-gpt-bf16 "" $law --hidden 32 --heads 2 --dropout 0.1 --dtype bf16
+# The GPT in f16 with dynamic loss scaling: from a scale of 1024 no step
+# overflows; from 2^24 the CPU skips steps 1-7 and 9 (test/e2e/
+# mixed-precision.test), and the GPU must skip the same ones (the norm's
+# limit, inf and NaN checks, the scale's halving).
+plan law-gpt-f16 "loss-scale=1024 decay-steps=0" $law --hidden 32 --heads 2 \
+  --dropout 0.1 --dtype f16
+plan law-gpt-f16-skips "loss-scale=16777216 decay-steps=0" $law --hidden 32 \
+  --heads 2 --dropout 0.1 --dtype f16
 plan tiny-f32 "lr=3e-4" --preset tiny
 # GPT-2-medium class and 1.3B class (hidden 2048), f32 and bf16.
 plan gpt2-medium-f32 "lr=3e-4" --preset gpt2-medium --seq 1024 --batch 8

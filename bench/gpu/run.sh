@@ -218,21 +218,25 @@ step_law() {
       failed "$model" "$results/$model.cuda.txt"
     fi
   done
-  # A bf16 plan: the GPU rounds each kernel's result to bf16 as the CPU
-  # does, but its f32 sums run in another order, so a result near a bf16
+  # 16-bit plans: the GPU rounds each kernel's result to 16 bits as the CPU
+  # does, but its f32 sums run in another order, so a result near a
   # rounding boundary may round the other way: within 1e-2 (as meshes in
-  # bf16, test/e2e/mixed-precision.test).
-  plan=$here/plans/law-gpt-bf16.plan
-  if [[ ! -e $plan ]]; then
-    note "   law-gpt-bf16: FAILED (no plan)"
-    status=1
-  elif cpu_train law-gpt-bf16 "$plan"; then
-    if train law-gpt-bf16.cuda "$plan" "$results/law-gpt-bf16.cuda.jsonl" --device cuda; then
-      compare law-gpt-bf16 "$results/law-gpt-bf16.cpu.jsonl" "$results/law-gpt-bf16.cuda.jsonl" 1e-2
-    else
-      failed law-gpt-bf16 "$results/law-gpt-bf16.cuda.txt"
+  # 16 bits, test/e2e/mixed-precision.test). f16 steps skipped for
+  # overflow must be the same ones (compare-losses.py checks).
+  local dtype_plan
+  for dtype_plan in law-gpt-bf16 law-gpt-f16 law-gpt-f16-skips; do
+    plan=$here/plans/$dtype_plan.plan
+    if [[ ! -e $plan ]]; then
+      note "   $dtype_plan: FAILED (no plan)"
+      status=1
+    elif cpu_train "$dtype_plan" "$plan"; then
+      if train "$dtype_plan.cuda" "$plan" "$results/$dtype_plan.cuda.jsonl" --device cuda; then
+        compare "$dtype_plan" "$results/$dtype_plan.cpu.jsonl" "$results/$dtype_plan.cuda.jsonl" 1e-2
+      else
+        failed "$dtype_plan" "$results/$dtype_plan.cuda.txt"
+      fi
     fi
-  fi
+  done
   # Tensor-core products (--matmul-precision): no longer within 1e-4, but
   # the same training within the rounding of their operands.
   local precision
@@ -321,13 +325,19 @@ step_mesh() {
 # Attention forward and forward + backward, causal f32, against PyTorch's
 # scaled_dot_product_attention on the same shapes (bf16 for reference).
 step_attention() {
-  note "== attention against PyTorch's scaled_dot_product_attention (median of 10)"
-  local shape b h s d name sizes
-  for shape in "4 16 2048 64" "8 16 1024 128"; do
+  note "== attention against PyTorch's scaled_dot_product_attention (causal, median of 10)"
+  local shape b h s d name sizes products ok
+  for shape in "4 16 2048 64" "8 16 1024 128" "4 16 2048 128"; do
     read -r b h s d <<< "$shape"
     sizes=(--batch "$b" --heads "$h" --seq "$s" --head-dim "$d")
     name=attention-$b-$h-$s-$d
-    if ! boxed 60 "$here/bin/TriadAttentionBench" "${sizes[@]}" > "$results/$name.jsonl" 2> "$results/$name.txt"; then
+    : > "$results/$name.jsonl"
+    ok=1
+    for products in f32 bf16; do
+      boxed 60 "$here/bin/TriadAttentionBench" "${sizes[@]}" --products "$products" \
+        >> "$results/$name.jsonl" 2>> "$results/$name.txt" || ok=0
+    done
+    if [[ $ok == 0 ]]; then
       failed "$name" "$results/$name.txt"
       continue
     fi
@@ -340,12 +350,21 @@ step_attention() {
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 t = rows[0]
-print(f"   b{t['batch']} h{t['heads']} s{t['seq']} d{t['head_dim']}: Triad f32 "
-      f"{t['forward_ms']:.2f} ms forward, {t['forward_backward_ms']:.2f} ms both")
-for p in rows[1:]:
-    print(f"     {p['impl']} {p['dtype']}: {p['forward_ms']:.2f} / "
-          f"{p['forward_backward_ms']:.2f} ms; Triad f32 takes "
-          f"{t['forward_backward_ms'] / p['forward_backward_ms']:.2f}x its time")
+# Causal: half the scores; the backward's products are 2.5 times the
+# forward's (dV, dP, dQ, dK against S, P . V).
+forward_flops = 2 * 2 * t["batch"] * t["heads"] * t["seq"] ** 2 * t["head_dim"] / 2
+both_flops = 3.5 * forward_flops
+print(f"   b{t['batch']} h{t['heads']} s{t['seq']} d{t['head_dim']} "
+      f"(forward / forward + backward, ms, and TFLOP/s of both):")
+triad = {r["dtype"]: r for r in rows if r["impl"] == "triad"}
+for r in rows:
+    line = (f"     {r['impl']:<24} {r['dtype']:<5} {r['forward_ms']:8.3f} / "
+            f"{r['forward_backward_ms']:8.3f} ms  "
+            f"{both_flops / r['forward_backward_ms'] / 1e9:7.1f} TFLOP/s")
+    if r["impl"] != "triad" and r["dtype"] in triad:
+        line += (f"; Triad {r['dtype']} takes "
+                 f"{triad[r['dtype']]['forward_backward_ms'] / r['forward_backward_ms']:.2f}x its time")
+    print(line)
 PY
   done
 }

@@ -591,6 +591,18 @@ cuda::DType cudaType(plan::DType dtype) {
   }
 }
 
+/// The arithmetic of attention's products for queries of type `queries`:
+/// bf16 or f16 tensor cores for 16-bit plans, bf16 for f32 plans under
+/// --matmul-precision bf16, else f32.
+cuda::DType attentionProducts(plan::DType queries, MatmulPrecision precision) {
+  if (queries == plan::DType::BF16)
+    return cuda::DType::BF16;
+  if (queries == plan::DType::F16)
+    return cuda::DType::F16;
+  return precision == MatmulPrecision::Bf16 ? cuda::DType::BF16
+                                            : cuda::DType::F32;
+}
+
 } // namespace
 
 bool CudaExecutor::runsIn16Bit(const plan::Instr &instr) const {
@@ -757,12 +769,18 @@ absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
         return s;
     }
     const float *slopes = call.slopes ? f32(*call.slopes) : nullptr;
+    // The products of a 16-bit plan's attention run on tensor cores in its
+    // type (the operands are 16-bit values; the probabilities and score
+    // gradients round to it too), as do an f32 plan's under
+    // --matmul-precision bf16. Otherwise they are exact f32.
+    cuda::DType products =
+        attentionProducts(value(in(0)).dtype(), ctx.options().matmulPrecision);
     if (instr.op() == plan::OpCode::Attention)
       return cuda::attention(ctx, f32(in(0)), f32(in(1)), f32(in(2)), prefix,
-                             slopes, f32(out(0)), call.shape);
+                             slopes, f32(out(0)), call.shape, products);
     return cuda::attentionGrad(ctx, f32(in(0)), f32(in(1)), f32(in(2)), prefix,
                                slopes, f32(call.dout), f32(out(0)), f32(out(1)),
-                               f32(out(2)), call.shape);
+                               f32(out(2)), call.shape, products);
   }
   case plan::OpCode::Rope: {
     Shape x = shape(in(0));

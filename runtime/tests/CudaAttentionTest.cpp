@@ -16,10 +16,13 @@
 
 #include "runtime/kernels/cuda/CudaAttention.h"
 #include "runtime/kernels/cpu/CpuKernels.h"
+#include "runtime/kernels/cpu/HalfFloat.h"
 #include "runtime/tests/CudaTestSupport.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -60,8 +63,9 @@ std::string nameOf(const AttentionCase &c) {
 }
 
 /// Sequences of 37 and 100 end inside a tile; 256 spans several tiles of
-/// every kernel. Head dimensions cover each class of the kernels (up to
-/// 32, 64, 128, 256), non-powers of two, and 10 (padded to 12); kv heads
+/// every kernel. Head dimensions cover each class of the f32 kernels (up
+/// to 32, 64, 128, 256) and of the tensor-core ones (multiples of 16 up to
+/// 32, 64, 128), non-powers of two, and 10 (padded to 12); kv heads
 /// 4, 2 and 1 of 4 query heads. Prefix lengths include 0 (causal) and the
 /// whole sequence (none).
 std::vector<AttentionCase> attentionCases() {
@@ -72,6 +76,7 @@ std::vector<AttentionCase> attentionCases() {
       {2, 256, 256, 4, 1, 64, Mask::Causal, true, {}},
       {2, 100, 100, 4, 2, 128, Mask::Causal, false, {}},
       {2, 256, 256, 2, 2, 32, Mask::Causal, false, {}},
+      {2, 100, 100, 4, 2, 16, Mask::Causal, true, {}},
       {2, 37, 37, 4, 2, 10, Mask::Causal, false, {}},
       {1, 100, 100, 2, 1, 200, Mask::Causal, true, {}},
       {2, 37, 37, 4, 4, 64, Mask::Prefix, false, {0, 37}},
@@ -211,6 +216,192 @@ TEST_F(CudaAttentionKernels, AttentionGradIsDeterministic) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Attention on tensor cores (16-bit products)
+//===----------------------------------------------------------------------===//
+
+/// `values` rounded to bf16 or f16 (to nearest even) and widened back.
+std::vector<float> roundedTo(DType type, const std::vector<float> &values) {
+  std::vector<uint16_t> bits(values.size());
+  std::vector<float> result(values.size());
+  const bool bf16 = type == DType::BF16;
+  cpu::narrow(bf16, values.data(), bits.data(),
+              static_cast<int64_t>(values.size()));
+  cpu::widen(bf16, bits.data(), result.data(),
+             static_cast<int64_t>(result.size()));
+  return result;
+}
+
+const char *nameOf(DType type) { return type == DType::BF16 ? "bf16" : "f16"; }
+
+/// Tensor-core results against the CPU's on inputs already in the 16-bit
+/// type (as a 16-bit plan's are): what differs is the rounding of the
+/// probabilities (and, backward, of the score gradients) to that type
+/// before their products, 2^-9 relative for bf16 and 2^-11 for f16 on each
+/// term of a sum of random signs. The tolerance, 2e-2 (bf16) or 5e-3 (f16)
+/// of the tensor's largest element plus as much of the element itself, is
+/// about ten times that rounding and far below any masking or indexing
+/// error (those are of the size of the elements). Returns the largest
+/// difference as a fraction of the largest element, which the tests print.
+double expectTensorCoresNear(DType type, const std::vector<float> &got,
+                             const std::vector<float> &want,
+                             const std::string &what) {
+  const double tolerance = type == DType::BF16 ? 2e-2 : 5e-3,
+               largest = maxAbs(want);
+  expectNear(got, want, tolerance, tolerance * largest, what);
+  double worst = 0.0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
+  return largest > 0.0 ? worst / largest : worst;
+}
+
+/// Whether the tensor-core kernels take the case (else the f32 ones run).
+bool onTensorCores(const AttentionCase &c) {
+  return c.headDim % 16 == 0 && c.headDim <= 128;
+}
+
+TEST_F(CudaAttentionKernels, TensorCoreAttentionMatchesCpu) {
+  for (DType type : {DType::BF16, DType::F16}) {
+    double worst = 0.0;
+    for (const AttentionCase &c : attentionCases()) {
+      if (!onTensorCores(c))
+        continue;
+      const std::string name = std::string(nameOf(type)) + " " + nameOf(c);
+      SCOPED_TRACE(name);
+      AttentionInputs in(c);
+      in.q = roundedTo(type, in.q);
+      in.k = roundedTo(type, in.k);
+      in.v = roundedTo(type, in.v);
+      cpu::AttentionShape shape = shapeOf(c);
+      std::vector<float> want(in.q.size());
+      cpu::attention(in.q.data(), in.k.data(), in.v.data(),
+                     c.prefix.empty() ? nullptr : c.prefix.data(),
+                     c.alibi ? in.slopes.data() : nullptr, want.data(), shape);
+      DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
+      DeviceBuffer prefix =
+          c.prefix.empty() ? DeviceBuffer() : upload(c.prefix);
+      DeviceBuffer slopes = c.alibi ? upload(in.slopes) : DeviceBuffer();
+      DeviceBuffer out = poisoned(in.q.size());
+      ASSERT_OK(attention(*context, q.as<float>(), k.as<float>(), v.as<float>(),
+                          prefix.as<int32_t>(), slopes.as<float>(),
+                          out.as<float>(), shape, type));
+      worst = std::max(worst,
+                       expectTensorCoresNear(type, download(out, in.q.size()),
+                                             want, name + ": out"));
+    }
+    std::printf("%s products: largest difference %.3g of the output's "
+                "largest element\n",
+                nameOf(type), worst);
+  }
+}
+
+TEST_F(CudaAttentionKernels, TensorCoreAttentionGradMatchesCpu) {
+  for (DType type : {DType::BF16, DType::F16}) {
+    double worst = 0.0;
+    for (const AttentionCase &c : attentionCases()) {
+      if (!onTensorCores(c))
+        continue;
+      const std::string name = std::string(nameOf(type)) + " " + nameOf(c);
+      SCOPED_TRACE(name);
+      AttentionInputs in(c);
+      in.q = roundedTo(type, in.q);
+      in.k = roundedTo(type, in.k);
+      in.v = roundedTo(type, in.v);
+      in.dout = roundedTo(type, in.dout);
+      cpu::AttentionShape shape = shapeOf(c);
+      std::vector<float> wantDq(in.q.size()), wantDk(in.k.size()),
+          wantDv(in.v.size());
+      cpu::attentionGrad(in.q.data(), in.k.data(), in.v.data(),
+                         c.prefix.empty() ? nullptr : c.prefix.data(),
+                         c.alibi ? in.slopes.data() : nullptr, in.dout.data(),
+                         wantDq.data(), wantDk.data(), wantDv.data(), shape);
+      DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
+      DeviceBuffer dout = upload(in.dout);
+      DeviceBuffer prefix =
+          c.prefix.empty() ? DeviceBuffer() : upload(c.prefix);
+      DeviceBuffer slopes = c.alibi ? upload(in.slopes) : DeviceBuffer();
+      DeviceBuffer dq = poisoned(in.q.size()), dk = poisoned(in.k.size()),
+                   dv = poisoned(in.v.size());
+      ASSERT_OK(attentionGrad(
+          *context, q.as<float>(), k.as<float>(), v.as<float>(),
+          prefix.as<int32_t>(), slopes.as<float>(), dout.as<float>(),
+          dq.as<float>(), dk.as<float>(), dv.as<float>(), shape, type));
+      for (double difference :
+           {expectTensorCoresNear(type, download(dq, in.q.size()), wantDq,
+                                  name + ": dq"),
+            expectTensorCoresNear(type, download(dk, in.k.size()), wantDk,
+                                  name + ": dk"),
+            expectTensorCoresNear(type, download(dv, in.v.size()), wantDv,
+                                  name + ": dv")})
+        worst = std::max(worst, difference);
+    }
+    std::printf("%s products: largest difference %.3g of the gradient's "
+                "largest element\n",
+                nameOf(type), worst);
+  }
+}
+
+/// bf16 products round what they multiply: on f32 inputs the result moves
+/// from the exact kernel's (by far less than the tolerance), so the tensor
+/// cores did run; a head dimension they do not take (24) gives the f32
+/// kernel's bits.
+TEST_F(CudaAttentionKernels, TensorCoreProductsRoundTheOperands) {
+  for (int64_t headDim : {64, 24}) {
+    AttentionCase c{2, 100, 100, 4, 2, headDim, Mask::Causal, true, {}};
+    SCOPED_TRACE(nameOf(c));
+    AttentionInputs in(c);
+    DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
+    DeviceBuffer slopes = upload(in.slopes);
+    DeviceBuffer exact = poisoned(in.q.size()), fast = poisoned(in.q.size());
+    ASSERT_OK(attention(*context, q.as<float>(), k.as<float>(), v.as<float>(),
+                        nullptr, slopes.as<float>(), exact.as<float>(),
+                        shapeOf(c)));
+    ASSERT_OK(attention(*context, q.as<float>(), k.as<float>(), v.as<float>(),
+                        nullptr, slopes.as<float>(), fast.as<float>(),
+                        shapeOf(c), DType::BF16));
+    std::vector<float> want = download(exact, in.q.size()),
+                       got = download(fast, in.q.size());
+    double largest = 0.0;
+    for (size_t i = 0; i < got.size(); ++i)
+      largest = std::max(largest, std::fabs(static_cast<double>(got[i]) -
+                                            static_cast<double>(want[i])));
+    if (onTensorCores(c)) {
+      EXPECT_GT(largest, 1e-4 * maxAbs(want)) << "no operand was rounded";
+      expectTensorCoresNear(DType::BF16, got, want, "bf16 against f32");
+    } else {
+      EXPECT_EQ(largest, 0.0) << "the f32 kernel did not run";
+    }
+  }
+}
+
+TEST_F(CudaAttentionKernels, TensorCoreAttentionGradIsDeterministic) {
+  AttentionCase c{2, 256, 256, 4, 1, 64, Mask::Causal, true, {}};
+  AttentionInputs in(c);
+  DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
+  DeviceBuffer dout = upload(in.dout), slopes = upload(in.slopes);
+  std::vector<float> first[3];
+  for (int run = 0; run < 2; ++run) {
+    DeviceBuffer dq = poisoned(in.q.size()), dk = poisoned(in.k.size()),
+                 dv = poisoned(in.v.size());
+    ASSERT_OK(attentionGrad(*context, q.as<float>(), k.as<float>(),
+                            v.as<float>(), nullptr, slopes.as<float>(),
+                            dout.as<float>(), dq.as<float>(), dk.as<float>(),
+                            dv.as<float>(), shapeOf(c), DType::BF16));
+    std::vector<float> got[3] = {download(dq, in.q.size()),
+                                 download(dk, in.k.size()),
+                                 download(dv, in.v.size())};
+    for (int i = 0; i < 3; ++i) {
+      if (run == 0)
+        first[i] = got[i];
+      else
+        EXPECT_EQ(std::memcmp(first[i].data(), got[i].data(),
+                              got[i].size() * sizeof(float)),
+                  0)
+            << "gradient " << i << " differs between runs";
+    }
+  }
+}
+
 TEST_F(CudaAttentionKernels, AttentionRejectsUnsupportedShapes) {
   DeviceBuffer buffer = poisoned(1024);
   float *p = buffer.as<float>();
@@ -237,6 +428,10 @@ TEST_F(CudaAttentionKernels, AttentionRejectsUnsupportedShapes) {
   s = good;
   s.mask = Mask::Prefix;
   expectInvalid(s, "prefix mask without prefix lengths");
+  EXPECT_EQ(attention(*context, p, p, p, nullptr, nullptr, p, good, DType::I32)
+                .code(),
+            absl::StatusCode::kInvalidArgument)
+      << "i32 products";
 }
 
 //===----------------------------------------------------------------------===//

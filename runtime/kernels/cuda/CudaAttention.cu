@@ -40,6 +40,7 @@
 
 #include "runtime/kernels/cuda/CudaAttention.h"
 
+#include "runtime/kernels/cuda/CudaAttentionCommon.cuh"
 #include "runtime/kernels/cuda/CudaCheck.h"
 
 #include <cuda_runtime.h>
@@ -52,10 +53,8 @@ namespace triad::rt::cuda {
 
 namespace {
 
-using cpu::Mask;
+using namespace attention_detail;
 
-constexpr int kWarps = 4;
-constexpr int kThreads = 32 * kWarps;
 /// Grid-stride elementwise kernels (rope, dropout).
 constexpr int kElementThreads = 256;
 constexpr int64_t kMaxBlocks = int64_t{1} << 16;
@@ -64,76 +63,6 @@ unsigned elementBlocks(int64_t count) {
   return static_cast<unsigned>(std::max<int64_t>(
       1,
       std::min(kMaxBlocks, (count + kElementThreads - 1) / kElementThreads)));
-}
-
-__host__ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
-  return a < b ? a : b;
-}
-
-//===----------------------------------------------------------------------===//
-// Attention: shared device code
-//===----------------------------------------------------------------------===//
-
-/// What every attention kernel reads.
-struct AttentionParams {
-  const float *q, *k, *v;
-  const int32_t *prefixLengths;
-  const float *alibiSlopes;
-  int64_t querySeq, keySeq;
-  int heads, kvHeads, headDim;
-  Mask mask;
-  float scale;
-  /// Tiles load as float4s: headDim is a multiple of 4 and the tensors
-  /// (dout too, in the backward) are 16-byte aligned.
-  bool vector;
-};
-
-/// Per (sample, head, query row), at index (b * heads + h) * querySeq + i:
-/// the row's maximum score, 1 / its softmax sum, and dout . out.
-struct RowStats {
-  float *max, *inverse, *delta;
-};
-
-/// The mask of one sample.
-struct Visibility {
-  Mask mask;
-  int64_t prefix, keySeq;
-
-  /// Whether query row i sees key j (as the CPU's attentionWeights).
-  __device__ bool sees(int64_t i, int64_t j) const {
-    return j < keySeq && (mask == Mask::None || j <= i ||
-                          (mask == Mask::Prefix && j < prefix));
-  }
-  /// Keys [0, result) hold every key rows before `rowEnd` see (the CPU's
-  /// visibleKeys): the causal mask stops at the diagonal.
-  __device__ int64_t keyEnd(int64_t rowEnd) const {
-    if (mask == Mask::None)
-      return keySeq;
-    int64_t end = mask == Mask::Prefix && prefix > rowEnd ? prefix : rowEnd;
-    return min64(end, keySeq);
-  }
-  /// Rows before the result see no key at or after `keyBegin`.
-  __device__ int64_t firstRow(int64_t keyBegin) const {
-    if (mask == Mask::None || (mask == Mask::Prefix && keyBegin < prefix))
-      return 0;
-    return keyBegin;
-  }
-};
-
-__device__ Visibility visibility(const AttentionParams &p, int64_t b) {
-  return {p.mask,
-          p.mask == Mask::Prefix ? static_cast<int64_t>(p.prefixLengths[b]) : 0,
-          p.keySeq};
-}
-
-/// The score of row i and key j from their dot product, as the CPU forms
-/// it: scale * (q . k), minus slope * (i - j) with ALiBi.
-__device__ __forceinline__ float score(float dot, float scale, bool alibi,
-                                       float slope, int64_t i, int64_t j) {
-  float s = dot * scale;
-  if (alibi)
-    s -= slope * static_cast<float>(i - j);
-  return s;
 }
 
 /// The maximum and the sum over the 8 lanes of an aligned group (lanes
@@ -230,21 +159,6 @@ loadTile(float *dst, int stride, const float *src, int64_t srcStride,
       }
     }
   }
-}
-
-/// Where the rows of one (sample, head) start in a packed tensor and how
-/// far apart they are.
-struct HeadRows {
-  const float *base;
-  int64_t stride;
-};
-
-__device__ __forceinline__ HeadRows headRows(const float *tensor, int64_t b,
-                                             int64_t seq, int headCount,
-                                             int head, int headDim) {
-  int64_t stride = static_cast<int64_t>(headCount) * headDim;
-  return {tensor + b * seq * stride + static_cast<int64_t>(head) * headDim,
-          stride};
 }
 
 //===----------------------------------------------------------------------===//
@@ -775,44 +689,17 @@ __global__ void __launch_bounds__(kThreads)
 // Attention: launches
 //===----------------------------------------------------------------------===//
 
-/// Launches `kernel` with `sharedBytes` of dynamic shared memory (raising
-/// the kernel's limit past the default 48 KiB where needed).
-template <typename... Params, typename... Args>
-absl::Status launch(CudaContext &context, void (*kernel)(Params...),
-                    const char *name, dim3 grid, size_t sharedBytes,
-                    Args... args) {
-  int limit = 0;
-  TRIAD_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                             context.options().device));
-  if (sharedBytes > static_cast<size_t>(limit))
-    return absl::UnimplementedError(
-        std::string(name) + " needs " + std::to_string(sharedBytes / 1024) +
-        " KiB of shared memory a block for this head dimension; this GPU "
-        "offers " +
-        std::to_string(limit / 1024) + " KiB");
-  if (sharedBytes > 48 * 1024)
-    TRIAD_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        static_cast<int>(sharedBytes)));
-  kernel<<<grid, kThreads, sharedBytes, context.stream()>>>(args...);
-  TRIAD_CUDA_CHECK_LAUNCH(name);
-  return absl::OkStatus();
-}
-
-bool aligned16(const void *pointer) {
-  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
-}
-
 /// Checks the shape and pointers; the parameters of the kernels.
 absl::Status attentionParams(const char *what, const float *q, const float *k,
                              const float *v, const int32_t *prefixLengths,
                              const float *alibiSlopes,
-                             const cpu::AttentionShape &s,
+                             const cpu::AttentionShape &s, DType products,
                              AttentionParams &params) {
   auto invalid = [&](const std::string &why) {
     return absl::InvalidArgumentError(std::string(what) + ": " + why);
   };
+  if (products == DType::I32)
+    return invalid("products are f32, bf16 or f16, not i32");
   if (s.batch < 0 || s.querySeq < 0 || s.keySeq < 0)
     return invalid("negative sizes");
   if (s.heads < 1 || s.kvHeads < 1 || s.heads % s.kvHeads != 0)
@@ -843,10 +730,6 @@ absl::Status attentionParams(const char *what, const float *q, const float *k,
             s.scale,
             s.headDim % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v)};
   return absl::OkStatus();
-}
-
-unsigned tiles(int64_t count, int tile) {
-  return static_cast<unsigned>((count + tile - 1) / tile);
 }
 
 /// The forward (or, with `stats`, the backward's row statistics) for
@@ -1007,14 +890,17 @@ __global__ void dropoutKernel(const float *x, float *out, int64_t count,
 absl::Status attention(CudaContext &context, const float *q, const float *k,
                        const float *v, const int32_t *prefixLengths,
                        const float *alibiSlopes, float *out,
-                       const cpu::AttentionShape &shape) {
+                       const cpu::AttentionShape &shape, DType products) {
   AttentionParams params;
   if (absl::Status s = attentionParams("attention", q, k, v, prefixLengths,
-                                       alibiSlopes, shape, params);
+                                       alibiSlopes, shape, products, params);
       !s.ok())
     return s;
   if (shape.batch == 0 || shape.querySeq == 0)
     return absl::OkStatus();
+  if (tensorCoresTake(shape, products))
+    return tensorCoreForward(context, params, shape.batch, products, out,
+                             nullptr, nullptr);
   if (shape.headDim <= 32)
     return forward<32>(context, params, shape.batch, out, nullptr, nullptr);
   if (shape.headDim <= 64)
@@ -1028,10 +914,10 @@ absl::Status attentionGrad(CudaContext &context, const float *q, const float *k,
                            const float *v, const int32_t *prefixLengths,
                            const float *alibiSlopes, const float *dout,
                            float *dq, float *dk, float *dv,
-                           const cpu::AttentionShape &shape) {
+                           const cpu::AttentionShape &shape, DType products) {
   AttentionParams params;
   if (absl::Status s = attentionParams("attentionGrad", q, k, v, prefixLengths,
-                                       alibiSlopes, shape, params);
+                                       alibiSlopes, shape, products, params);
       !s.ok())
     return s;
   params.vector = params.vector && aligned16(dout);
@@ -1054,6 +940,9 @@ absl::Status attentionGrad(CudaContext &context, const float *q, const float *k,
   RowStats stats{reinterpret_cast<float *>(base),
                  reinterpret_cast<float *>(base + piece),
                  reinterpret_cast<float *>(base + 2 * piece)};
+  if (tensorCoresTake(shape, products))
+    return tensorCoreBackward(context, params, shape.batch, products, dout,
+                              stats, dq, dk, dv);
   if (shape.headDim <= 32)
     return backward<32>(context, params, shape.batch, dout, stats, dq, dk, dv);
   if (shape.headDim <= 64)

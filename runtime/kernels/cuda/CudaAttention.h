@@ -25,6 +25,7 @@
 
 #include "runtime/kernels/cpu/CpuKernels.h"
 #include "runtime/kernels/cuda/CudaContext.h"
+#include "runtime/kernels/cuda/CudaKernels.h"
 
 #include "absl/status/status.h"
 
@@ -45,10 +46,20 @@ constexpr int64_t kMaxAttentionHeadDim = 256;
 /// otherwise. Supports 1 <= headDim <= kMaxAttentionHeadDim and heads a
 /// multiple of kvHeads; other shapes are InvalidArgument errors. `out` must
 /// not overlap the inputs.
+///
+/// `products` is the arithmetic of the products. F32 (the default) forms
+/// every product in f32 on the CUDA cores, within 1e-5 of the CPU kernel.
+/// BF16 or F16 runs them on tensor cores with f32 sums, where the GPU has
+/// them (compute capability 8.0) and headDim is a multiple of 16 up to 128:
+/// q, k and v are rounded to that type, and so are the softmax
+/// probabilities before their product with v (FlashAttention's
+/// arithmetic); other shapes take the f32 kernels. I32 is an
+/// InvalidArgument error.
 absl::Status attention(CudaContext &context, const float *q, const float *k,
                        const float *v, const int32_t *prefixLengths,
                        const float *alibiSlopes, float *out,
-                       const cpu::AttentionShape &shape);
+                       const cpu::AttentionShape &shape,
+                       DType products = DType::F32);
 
 /// The gradients of attention from dout (shaped like out), as
 /// cpu::attentionGrad: dq, dk and dv (shaped like q, k and v) are
@@ -56,12 +67,14 @@ absl::Status attention(CudaContext &context, const float *q, const float *k,
 /// output is not needed); dk and dv sum over the query heads that share a
 /// kv head in head order. Uses context scratch for three floats per
 /// (sample, head, query row). The outputs must not overlap the inputs or
-/// each other.
+/// each other. `products` as for attention: on tensor cores, dout and the
+/// score gradients are rounded too.
 absl::Status attentionGrad(CudaContext &context, const float *q, const float *k,
                            const float *v, const int32_t *prefixLengths,
                            const float *alibiSlopes, const float *dout,
                            float *dq, float *dk, float *dv,
-                           const cpu::AttentionShape &shape);
+                           const cpu::AttentionShape &shape,
+                           DType products = DType::F32);
 
 /// Rotary embedding of [batch * seq, heads * headDim] rows, as cpu::rope:
 /// in each head, element i < rotaryDim / 2 and element i + rotaryDim / 2
