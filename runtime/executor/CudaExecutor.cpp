@@ -603,14 +603,96 @@ cuda::DType attentionProducts(plan::DType queries, MatmulPrecision precision) {
                                             : cuda::DType::F32;
 }
 
+/// Whether values `a` and `b` may share bytes within one call (as the
+/// plan checker's mayOverlap): a call picks the same slot of both, so
+/// slotted values with one stride keep their distance; otherwise each
+/// copy's bytes count.
+bool mayShareBytes(const plan::Value &a, const plan::Value &b) {
+  auto span = [](const plan::Value &v, bool allSlots) {
+    uint64_t begin = v.region()->offset(), end = begin + v.region()->bytes();
+    if (allSlots && v.slots() > 1)
+      end += (v.slots() - 1) * v.slot_stride();
+    return std::make_pair(begin, end);
+  };
+  if (a.region()->bytes() == 0 || b.region()->bytes() == 0)
+    return false;
+  bool sameCopies =
+      a.slots() == b.slots() && a.slot_stride() == b.slot_stride();
+  auto [aBegin, aEnd] = span(a, !sameCopies);
+  auto [bBegin, bEnd] = span(b, !sameCopies);
+  return aBegin < bEnd && bBegin < aEnd;
+}
+
 } // namespace
+
+bool CudaExecutor::runsTyped(const plan::Instr &instr) const {
+  switch (instr.op()) {
+  case plan::OpCode::Add:
+  case plan::OpCode::Mul:
+  case plan::OpCode::Scale:
+  case plan::OpCode::Activation:
+  case plan::OpCode::ActivationGrad:
+  case plan::OpCode::Gated:
+    break;
+  default:
+    return false;
+  }
+  // The memory planner never places a result on an operand's bytes; a
+  // hand-made plan might, and element i of a 16-bit result written over
+  // an f32 operand would land on elements another thread has yet to read.
+  // (A result that is an operand itself is read and written element for
+  // element, in one type.)
+  for (uint32_t out : *instr.outputs())
+    for (uint32_t in : *instr.inputs())
+      if (out != in && mayShareBytes(value(out), value(in)))
+        return false;
+  return true;
+}
+
+absl::Status CudaExecutor::executeTyped(const plan::Instr &instr) {
+  cuda::CudaContext &ctx = *gpu;
+  auto operand = [&](size_t i) {
+    uint32_t index = instr.inputs()->Get(i);
+    return cuda::Operand{arenaAddress(index), cudaType(value(index).dtype())};
+  };
+  uint32_t out = instr.outputs()->Get(0);
+  cuda::Result result{arenaAddress(out), cudaType(value(out).dtype())};
+  int64_t count = elementCount(shapeOf(value(out)));
+  switch (instr.op()) {
+  case plan::OpCode::Add:
+    return cuda::addBroadcast(
+        ctx, operand(0), operand(1), result, count,
+        elementCount(shapeOf(value(instr.inputs()->Get(1)))));
+  case plan::OpCode::Mul:
+    return cuda::mul(ctx, operand(0), operand(1), result, count);
+  case plan::OpCode::Scale:
+    return cuda::scale(ctx, operand(0),
+                       static_cast<float>(instr.floats()->Get(0)), result,
+                       count);
+  case plan::OpCode::Activation:
+    return cuda::activation(ctx, activationOf(instr.ints()->Get(0)), operand(0),
+                            result, count);
+  case plan::OpCode::ActivationGrad:
+    return cuda::activationGrad(ctx, activationOf(instr.ints()->Get(0)),
+                                operand(0), operand(1), result, count);
+  case plan::OpCode::Gated:
+    return cuda::gated(ctx, activationOf(instr.ints()->Get(0)), operand(0),
+                       operand(1), result, count);
+  default:
+    return absl::InternalError("not an instruction of the typed kernels");
+  }
+}
 
 bool CudaExecutor::runsIn16Bit(const plan::Instr &instr) const {
   // Casts convert on the device; products of two 16-bit operands of one
   // type run on tensor cores with f32 sums (the result f32 or of their
-  // type). (The contract gives each of these an input and an output.)
+  // type); the element-wise kernels of runsTyped widen and round as they
+  // read and write. (The contract gives each of these an input and an
+  // output.)
   plan::OpCode op = instr.op();
   if (op == plan::OpCode::Cast || op == plan::OpCode::Copy)
+    return true;
+  if (runsTyped(instr))
     return true;
   if (op != plan::OpCode::Matmul)
     return false;
@@ -624,6 +706,8 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
   std::vector<uint32_t> sixteen = sixteenBitOperands(instr);
   if (sixteen.empty())
     return executeF32(instr, step);
+  if (runsTyped(instr))
+    return executeTyped(instr);
   if (runsIn16Bit(instr)) {
     plan::OpCode op = instr.op();
     uint32_t x = instr.inputs()->Get(0), out = instr.outputs()->Get(0);

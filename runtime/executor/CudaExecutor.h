@@ -117,11 +117,23 @@ private:
   /// The most staging any collective of the program needs over NCCL.
   PackedStaging largestPackedStaging() const;
   /// Whether `instr`, with 16-bit operands, runs on them as they are (a
-  /// cast, a copy, a product of one 16-bit type) rather than on f32 copies.
+  /// cast, a copy, a product of one 16-bit type, or an element-wise kernel
+  /// of runsTyped) rather than on f32 copies.
   bool runsIn16Bit(const plan::Instr &instr) const;
+  /// Whether `instr` is an element-wise kernel that reads and writes each
+  /// value in its own type (Add, Mul, Scale, Activation, ActivationGrad,
+  /// Gated: cuda's typed kernels, which give the bits of the f32 kernel on
+  /// f32 copies). Not when its result shares bytes with an operand other
+  /// than itself, which a typed kernel would read after writing; the f32
+  /// copies keep such a plan working.
+  bool runsTyped(const plan::Instr &instr) const;
+  /// The typed kernel of a `runsTyped` instruction, on its values in the
+  /// arena.
+  absl::Status executeTyped(const plan::Instr &instr);
   /// Allocates the f32 copies of 16-bit operands (widePool) at the largest
-  /// any instruction of the program widens, so that none grows (and frees,
-  /// which waits for the whole device) while a function runs.
+  /// any instruction of the program widens (not those that run in 16 bits),
+  /// so that none grows (and frees, which waits for the whole device) while
+  /// a function runs.
   absl::Status sizeWidePool();
   /// Writes the `pieces` pieces of `tensor` (of `shape`) along `dim` one
   /// after the other (packPieces on the device), or joins them back

@@ -17,6 +17,7 @@
 #include "runtime/executor/CudaExecutor.h"
 #include "runtime/executor/CpuExecutor.h"
 #include "runtime/init/Philox.h"
+#include "runtime/plan/KernelCodes.h"
 #include "runtime/support/Files.h"
 #include "runtime/tests/PlanBuilder.h"
 #include "runtime/train/Trainer.h"
@@ -164,6 +165,70 @@ TEST(CudaExecutor, LayoutOpsMatchTheCpuExactly) {
               {floats({2, 3, 4}, 1), floats({3, 1}, 2)});
   SKIP_WITHOUT_GPU();
   expectIdentical(results);
+}
+
+/// A 16-bit plan's element-wise instructions (which the CUDA executor runs
+/// on the 16-bit values as they are) against the CPU's (which widens them
+/// and rounds back): of one 16-bit type and mixed with f32. Sums,
+/// products and scaling agree exactly; activations within bf16's and
+/// f16's rounding of the CPU's and CUDA's slightly different exp and erf.
+TEST(CudaExecutor, SixteenBitElementwiseMatchesTheCpu) {
+  using plan::DType;
+  for (DType half : {DType::BF16, DType::F16}) {
+    PlanBuilder b;
+    const int64_t rows = 7, width = 33;
+    uint32_t x = b.value(half, {rows, width}), y = b.value(half, {rows, width});
+    uint32_t wide = b.value(DType::F32, {rows, width}),
+             bias = b.value(DType::F32, {width});
+    uint32_t sum = b.value(half, {rows, width}),
+             broadcastSum = b.value(half, {rows, width}),
+             mixedSum = b.value(DType::F32, {rows, width}),
+             product = b.value(half, {rows, width}),
+             mixedProduct = b.value(half, {rows, width}),
+             scaled = b.value(half, {rows, width}),
+             widened = b.value(DType::F32, {rows, width});
+    uint32_t act = b.value(half, {rows, width}),
+             actGrad = b.value(half, {rows, width}),
+             gated = b.value(half, {rows, width}),
+             mixedGated = b.value(DType::F32, {rows, width});
+    int64_t silu = static_cast<int64_t>(plan::ActivationCode::Silu),
+            gelu = static_cast<int64_t>(plan::ActivationCode::Gelu);
+    b.instr(OpCode::Add, {x, y}, {sum});
+    b.instr(OpCode::Add, {x, bias}, {broadcastSum});
+    b.instr(OpCode::Add, {wide, y}, {mixedSum});
+    b.instr(OpCode::Mul, {x, y}, {product});
+    b.instr(OpCode::Mul, {wide, y}, {mixedProduct});
+    b.instr(OpCode::Scale, {x}, {scaled}, {}, {0.37});
+    b.instr(OpCode::Scale, {x}, {widened}, {}, {-1.5});
+    b.instr(OpCode::Activation, {x}, {act}, {gelu});
+    b.instr(OpCode::ActivationGrad, {x, y}, {actGrad}, {silu});
+    b.instr(OpCode::Gated, {x, y}, {gated}, {silu});
+    b.instr(OpCode::Gated, {x, wide}, {mixedGated}, {gelu});
+    HostTensor xArg = floats({rows, width}, 11),
+               yArg = floats({rows, width}, 12);
+    xArg.dtype = yArg.dtype = half; // rounded to it as they are written
+    BothResults results =
+        runBoth(b.build({x, y, wide, bias},
+                        {sum, broadcastSum, mixedSum, product, mixedProduct,
+                         scaled, widened, act, actGrad, gated, mixedGated}),
+                {xArg, yArg, floats({rows, width}, 13), floats({width}, 14)});
+    SKIP_WITHOUT_GPU();
+    ASSERT_EQ(results.cpu.size(), 11u);
+    ASSERT_EQ(results.gpu.size(), 11u);
+    const char *name = half == DType::BF16 ? "bf16" : "f16";
+    for (size_t r = 0; r < 11; ++r) {
+      const std::vector<float> &a = results.cpu[r].floats,
+                               &g = results.gpu[r].floats;
+      ASSERT_EQ(a.size(), g.size());
+      // Results 7 and on come from activations: a 16-bit ulp apart at most.
+      double rel = r < 7 ? 0.0 : (half == DType::BF16 ? 1e-2 : 2e-3);
+      for (size_t i = 0; i < a.size(); ++i)
+        EXPECT_LE(std::fabs(a[i] - g[i]),
+                  rel * std::fabs(a[i]) + (r < 7 ? 0.0 : 1e-6))
+            << name << " result " << r << ", element " << i << ": cpu " << a[i]
+            << ", gpu " << g[i];
+    }
+  }
 }
 
 TEST(CudaExecutor, StepScalarsMatchTheCpuExactly) {

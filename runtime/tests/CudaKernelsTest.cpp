@@ -4,8 +4,10 @@
 // in for (runtime/kernels/cpu), and the results must agree: f32 within
 // 1e-5 relative (plus a small absolute floor for values near zero, where
 // the CPU's vectorized exp and erf differ from CUDA's by a few 1e-7), bf16
-// and f16 products within 1e-2. Outputs are filled with NaN before each
-// kernel runs, so an element a kernel fails to write fails the comparison.
+// and f16 products within 1e-2. The typed element-wise kernels must give
+// the bits of the f32 kernels on widened operands. Outputs are filled with
+// NaN before each kernel runs, so an element a kernel fails to write fails
+// the comparison.
 //
 // Without a GPU (or without a driver) every test is skipped, not failed:
 // the message "no CUDA device on this machine" is what ctest's
@@ -27,6 +29,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -468,6 +471,321 @@ TEST_F(CudaKernels, BiasActivationAndGradientMatchCpu) {
     // A sum of 150 terms: 1e-5 of the terms' scale.
     expectNearF32(download(gotDbias, width), wantDbias, name + " dbias", 1e-5);
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise, each operand in its own type
+//===----------------------------------------------------------------------===//
+
+/// The typed kernels against what a 16-bit plan ran before them: each
+/// operand cast to f32 on the device, the f32 kernel, each result cast
+/// back. Widening is exact and the arithmetic the same, so the bits must
+/// be too.
+class TypedKernels : public CudaKernels {
+protected:
+  static size_t bytesOf(DType type) { return type == DType::F32 ? 4 : 2; }
+
+  /// `values` in `type` on the device (rounded to nearest even).
+  DeviceBuffer inType(const std::vector<float> &values, DType type) {
+    DeviceBuffer f32 = upload(values);
+    if (type == DType::F32)
+      return f32;
+    DeviceBuffer out = poisoned(values.size(), 2);
+    absl::Status status = cast(*context, f32.data(), DType::F32, out.data(),
+                               type, static_cast<int64_t>(values.size()));
+    EXPECT_TRUE(status.ok()) << status;
+    return out;
+  }
+
+  /// `n` elements of `from` at `x` cast to `to` (one of them F32), in a
+  /// new buffer.
+  DeviceBuffer converted(const void *x, DType from, DType to, size_t n) {
+    DeviceBuffer out = poisoned(n, bytesOf(to));
+    absl::Status status =
+        cast(*context, x, from, out.data(), to, static_cast<int64_t>(n));
+    EXPECT_TRUE(status.ok()) << status;
+    return out;
+  }
+
+  /// The f32 widening of `n` elements of `type` at `x`.
+  DeviceBuffer widened(const void *x, DType type, size_t n) {
+    return converted(x, type, DType::F32, n);
+  }
+
+  /// The `n` elements of `type` at `got` and at `want` (device memory)
+  /// have the same bits.
+  void expectSameBits(const void *got, const void *want, DType type, size_t n,
+                      const std::string &what) {
+    size_t bytes = bytesOf(type);
+    std::vector<uint8_t> gotBytes(n * bytes), wantBytes(n * bytes);
+    ASSERT_OK(context->synchronize());
+    ASSERT_OK(context->copyToHost(gotBytes.data(), got, n * bytes));
+    ASSERT_OK(context->copyToHost(wantBytes.data(), want, n * bytes));
+    if (std::memcmp(gotBytes.data(), wantBytes.data(), n * bytes) == 0)
+      return;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i)
+      if (std::memcmp(&gotBytes[i * bytes], &wantBytes[i * bytes], bytes) !=
+          0) {
+        if (++bad <= 5) {
+          uint32_t gotBits = 0, wantBits = 0;
+          std::memcpy(&gotBits, &gotBytes[i * bytes], bytes);
+          std::memcpy(&wantBits, &wantBytes[i * bytes], bytes);
+          ADD_FAILURE() << what << ": element " << i << " has bits 0x"
+                        << std::hex << gotBits << ", the widened kernel's 0x"
+                        << wantBits << std::dec;
+        }
+      }
+    ADD_FAILURE() << what << ": " << bad << " of " << n << " elements differ";
+  }
+};
+
+std::string typeName(DType type) {
+  switch (type) {
+  case DType::F32:
+    return "f32";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  case DType::I32:
+    return "i32";
+  }
+  return "?";
+}
+
+/// The types of two operands and a result.
+struct TypeCase {
+  DType a, b, out;
+};
+
+/// One type throughout (16-bit and f32), and mixes: an f32 operand with
+/// a 16-bit one, 16-bit operands into an f32 result, bf16 with f16, and f32
+/// operands into a 16-bit result.
+const TypeCase kTypeCases[] = {
+    {DType::BF16, DType::BF16, DType::BF16},
+    {DType::F16, DType::F16, DType::F16},
+    {DType::F32, DType::F32, DType::F32},
+    {DType::F32, DType::BF16, DType::BF16},
+    {DType::BF16, DType::BF16, DType::F32},
+    {DType::F16, DType::F32, DType::F16},
+    {DType::BF16, DType::F16, DType::F32},
+    {DType::F32, DType::F32, DType::F16},
+};
+
+std::string caseName(const TypeCase &c) {
+  return typeName(c.a) + ", " + typeName(c.b) + " -> " + typeName(c.out);
+}
+
+/// `n` normal deviates of standard deviation `scale` with, at the start,
+/// values that round or overflow in 16 bits (f16's largest, an f16
+/// subnormal, beyond f16's range, beyond bf16's, infinities, zeros).
+std::vector<float> typedInputs(size_t n, uint32_t seed, float scale) {
+  std::vector<float> values = randomFloats(n, seed, scale);
+  const float special[] = {65504.0f, -65504.0f, 1e-7f,       -3e-6f,
+                           7e4f,     3.3e38f,   INFINITY,    -INFINITY,
+                           0.0f,     -0.0f,     1.00390625f, 1.0009765625f};
+  for (size_t i = 0; i < std::size(special) && i < n; ++i)
+    values[(i * 7 + seed) % n] = special[i];
+  return values;
+}
+
+TEST_F(TypedKernels, ArithmeticMatchesTheWidenedF32Kernels) {
+  // An odd count, and an odd period for the broadcast.
+  const int64_t rows = 333, width = 77, n = rows * width;
+  std::vector<float> x = typedInputs(n, 60, 3.0f), y = typedInputs(n, 61, 3.0f),
+                     bias = typedInputs(width, 62, 3.0f);
+  for (const TypeCase &c : kTypeCases) {
+    std::string name = caseName(c);
+    DeviceBuffer a = inType(x, c.a), b = inType(y, c.b),
+                 rhs = inType(bias, c.b);
+    DeviceBuffer wideA = widened(a.data(), c.a, n),
+                 wideB = widened(b.data(), c.b, n),
+                 wideRhs = widened(rhs.data(), c.b, width);
+
+    // addBroadcast, with rhs repeating every `width` elements and with a
+    // whole rhs.
+    for (bool broadcast : {true, false}) {
+      int64_t period = broadcast ? width : n;
+      const DeviceBuffer &right = broadcast ? rhs : b;
+      const DeviceBuffer &wideRight = broadcast ? wideRhs : wideB;
+      DeviceBuffer wide = poisoned(n);
+      ASSERT_OK(addBroadcast(*context, wideA.as<float>(), wideRight.as<float>(),
+                             wide.as<float>(), n, period));
+      DeviceBuffer want = converted(wide.data(), DType::F32, c.out, n);
+      DeviceBuffer got = poisoned(n, bytesOf(c.out));
+      ASSERT_OK(addBroadcast(*context, Operand{a.data(), c.a},
+                             Operand{right.data(), c.b},
+                             Result{got.data(), c.out}, n, period));
+      expectSameBits(got.data(), want.data(), c.out, n,
+                     (broadcast ? "addBroadcast " : "add ") + name);
+    }
+
+    DeviceBuffer wide = poisoned(n);
+    ASSERT_OK(mul(*context, wideA.as<float>(), wideB.as<float>(),
+                  wide.as<float>(), n));
+    DeviceBuffer want = converted(wide.data(), DType::F32, c.out, n);
+    DeviceBuffer got = poisoned(n, bytesOf(c.out));
+    ASSERT_OK(mul(*context, Operand{a.data(), c.a}, Operand{b.data(), c.b},
+                  Result{got.data(), c.out}, n));
+    expectSameBits(got.data(), want.data(), c.out, n, "mul " + name);
+
+    wide = poisoned(n);
+    ASSERT_OK(scale(*context, wideA.as<float>(), 0.37f, wide.as<float>(), n));
+    want = converted(wide.data(), DType::F32, c.out, n);
+    got = poisoned(n, bytesOf(c.out));
+    ASSERT_OK(scale(*context, Operand{a.data(), c.a}, 0.37f,
+                    Result{got.data(), c.out}, n));
+    expectSameBits(got.data(), want.data(), c.out, n, "scale " + name);
+
+    // Tensors that start one element into their buffers (16-bit ones at
+    // addresses that are not 4-byte aligned), an even count.
+    const int64_t m = n - 1;
+    auto shifted = [](const DeviceBuffer &buffer, DType type) {
+      return static_cast<char *>(buffer.data()) + bytesOf(type);
+    };
+    wide = poisoned(m);
+    ASSERT_OK(mul(*context, wideA.as<float>() + 1, wideB.as<float>() + 1,
+                  wide.as<float>(), m));
+    want = converted(wide.data(), DType::F32, c.out, m);
+    got = poisoned(n, bytesOf(c.out));
+    ASSERT_OK(mul(*context, Operand{shifted(a, c.a), c.a},
+                  Operand{shifted(b, c.b), c.b},
+                  Result{shifted(got, c.out), c.out}, m));
+    expectSameBits(shifted(got, c.out), want.data(), c.out, m,
+                   "mul one element in " + name);
+  }
+}
+
+TEST_F(TypedKernels, ActivationsMatchTheWidenedF32Kernels) {
+  const int64_t n = 70001;
+  std::vector<float> x = typedInputs(n, 63, 3.0f),
+                     dy = typedInputs(n, 64, 1.0f);
+  for (const TypeCase &c : kTypeCases) {
+    DeviceBuffer dx = inType(x, c.a), ddy = inType(dy, c.b);
+    DeviceBuffer wideX = widened(dx.data(), c.a, n),
+                 wideDy = widened(ddy.data(), c.b, n);
+    for (cpu::Activation kind : kActivations) {
+      std::string name = activationName(kind) + " " + caseName(c);
+      DeviceBuffer wide = poisoned(n);
+      ASSERT_OK(
+          activation(*context, kind, wideX.as<float>(), wide.as<float>(), n));
+      DeviceBuffer want = converted(wide.data(), DType::F32, c.out, n);
+      DeviceBuffer got = poisoned(n, bytesOf(c.out));
+      ASSERT_OK(activation(*context, kind, Operand{dx.data(), c.a},
+                           Result{got.data(), c.out}, n));
+      expectSameBits(got.data(), want.data(), c.out, n, name);
+
+      wide = poisoned(n);
+      ASSERT_OK(activationGrad(*context, kind, wideX.as<float>(),
+                               wideDy.as<float>(), wide.as<float>(), n));
+      want = converted(wide.data(), DType::F32, c.out, n);
+      got = poisoned(n, bytesOf(c.out));
+      ASSERT_OK(activationGrad(*context, kind, Operand{dx.data(), c.a},
+                               Operand{ddy.data(), c.b},
+                               Result{got.data(), c.out}, n));
+      expectSameBits(got.data(), want.data(), c.out, n, name + " gradient");
+    }
+  }
+}
+
+TEST_F(TypedKernels, GatedUnitsMatchTheWidenedF32Kernels) {
+  const int64_t n = 5001;
+  std::vector<float> gate = typedInputs(n, 65, 2.0f),
+                     up = typedInputs(n, 66, 1.0f),
+                     dy = typedInputs(n, 67, 1.0f);
+  for (const TypeCase &c : kTypeCases)
+    for (cpu::Activation kind :
+         {cpu::Activation::Silu, cpu::Activation::Gelu}) {
+      std::string name =
+          (kind == cpu::Activation::Silu ? "swiglu " : "geglu ") + caseName(c);
+      // gate and dy of the first type, up of the second.
+      DeviceBuffer dgateIn = inType(gate, c.a), dup = inType(up, c.b),
+                   ddy = inType(dy, c.a);
+      DeviceBuffer wideGate = widened(dgateIn.data(), c.a, n),
+                   wideUp = widened(dup.data(), c.b, n),
+                   wideDy = widened(ddy.data(), c.a, n);
+      DeviceBuffer wide = poisoned(n);
+      ASSERT_OK(gated(*context, kind, wideGate.as<float>(), wideUp.as<float>(),
+                      wide.as<float>(), n));
+      DeviceBuffer want = converted(wide.data(), DType::F32, c.out, n);
+      DeviceBuffer got = poisoned(n, bytesOf(c.out));
+      ASSERT_OK(gated(*context, kind, Operand{dgateIn.data(), c.a},
+                      Operand{dup.data(), c.b}, Result{got.data(), c.out}, n));
+      expectSameBits(got.data(), want.data(), c.out, n, name);
+
+      // dgate of the result's type, dup of the first operand's.
+      DeviceBuffer wideDgate = poisoned(n), wideDup = poisoned(n);
+      ASSERT_OK(gatedGrad(*context, kind, wideGate.as<float>(),
+                          wideUp.as<float>(), wideDy.as<float>(),
+                          wideDgate.as<float>(), wideDup.as<float>(), n));
+      DeviceBuffer wantGate = converted(wideDgate.data(), DType::F32, c.out, n),
+                   wantUp = converted(wideDup.data(), DType::F32, c.a, n);
+      DeviceBuffer gotGate = poisoned(n, bytesOf(c.out)),
+                   gotUp = poisoned(n, bytesOf(c.a));
+      ASSERT_OK(gatedGrad(*context, kind, Operand{dgateIn.data(), c.a},
+                          Operand{dup.data(), c.b}, Operand{ddy.data(), c.a},
+                          Result{gotGate.data(), c.out},
+                          Result{gotUp.data(), c.a}, n));
+      expectSameBits(gotGate.data(), wantGate.data(), c.out, n,
+                     name + " dgate");
+      expectSameBits(gotUp.data(), wantUp.data(), c.a, n, name + " dup");
+    }
+}
+
+TEST_F(TypedKernels, BiasActivationMatchesTheWidenedF32Kernel) {
+  const int64_t rows = 151, width = 97, n = rows * width;
+  std::vector<float> x = typedInputs(n, 68, 2.0f),
+                     bias = typedInputs(width, 69, 1.0f);
+  for (const TypeCase &c : kTypeCases) {
+    DeviceBuffer dx = inType(x, c.a), dbias = inType(bias, c.b);
+    DeviceBuffer wideX = widened(dx.data(), c.a, n),
+                 wideBias = widened(dbias.data(), c.b, width);
+    for (cpu::Activation kind : kActivations) {
+      std::string name = "bias + " + activationName(kind) + " " + caseName(c);
+      DeviceBuffer wide = poisoned(n);
+      ASSERT_OK(biasActivation(*context, kind, wideX.as<float>(),
+                               wideBias.as<float>(), wide.as<float>(), rows,
+                               width));
+      DeviceBuffer want = converted(wide.data(), DType::F32, c.out, n);
+      DeviceBuffer got = poisoned(n, bytesOf(c.out));
+      ASSERT_OK(biasActivation(*context, kind, Operand{dx.data(), c.a},
+                               Operand{dbias.data(), c.b},
+                               Result{got.data(), c.out}, rows, width));
+      expectSameBits(got.data(), want.data(), c.out, n, name);
+    }
+  }
+}
+
+TEST_F(TypedKernels, RejectI32Operands) {
+  const int64_t n = 16;
+  DeviceBuffer x = poisoned(n), out = poisoned(n);
+  Operand f32{x.data(), DType::F32}, i32{x.data(), DType::I32};
+  Result f32Out{out.data(), DType::F32}, i32Out{out.data(), DType::I32};
+  auto invalid = [](const absl::Status &status) {
+    return status.code() == absl::StatusCode::kInvalidArgument;
+  };
+  EXPECT_TRUE(invalid(addBroadcast(*context, i32, f32, f32Out, n, n)));
+  EXPECT_TRUE(invalid(addBroadcast(*context, f32, i32, f32Out, n, n)));
+  EXPECT_TRUE(invalid(addBroadcast(*context, f32, f32, i32Out, n, n)));
+  EXPECT_TRUE(invalid(mul(*context, f32, i32, f32Out, n)));
+  EXPECT_TRUE(invalid(mul(*context, f32, f32, i32Out, n)));
+  EXPECT_TRUE(invalid(scale(*context, i32, 2.0f, f32Out, n)));
+  EXPECT_TRUE(invalid(scale(*context, f32, 2.0f, i32Out, n)));
+  cpu::Activation kind = cpu::Activation::Silu;
+  EXPECT_TRUE(invalid(activation(*context, kind, i32, f32Out, n)));
+  EXPECT_TRUE(invalid(activation(*context, kind, f32, i32Out, n)));
+  EXPECT_TRUE(invalid(activationGrad(*context, kind, f32, i32, f32Out, n)));
+  EXPECT_TRUE(invalid(gated(*context, kind, i32, f32, f32Out, n)));
+  EXPECT_TRUE(
+      invalid(gatedGrad(*context, kind, f32, f32, i32, f32Out, f32Out, n)));
+  EXPECT_TRUE(
+      invalid(gatedGrad(*context, kind, f32, f32, f32, f32Out, i32Out, n)));
+  EXPECT_TRUE(invalid(biasActivation(*context, kind, f32, i32, f32Out, 2, 8)));
+  // Nothing ran: the result keeps its poison.
+  std::vector<uint32_t> bits = download<uint32_t>(out, n);
+  for (uint32_t word : bits)
+    EXPECT_EQ(word, 0xffffffffu);
 }
 
 //===----------------------------------------------------------------------===//

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -180,19 +181,94 @@ __device__ float blockMax(float v) {
 // Elementwise kernels
 //===----------------------------------------------------------------------===//
 
-__global__ void addBroadcastKernel(const float *lhs, const float *rhs,
-                                   float *out, int64_t count, int64_t period) {
-  TRIAD_GRID_STRIDE(i, count) out[i] = lhs[i] + rhs[i % period];
+template <typename From, typename To> __device__ To convert(From x);
+template <> __device__ float convert(float x) { return x; }
+template <> __device__ __nv_bfloat16 convert(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <> __device__ __half convert(float x) { return __float2half_rn(x); }
+template <> __device__ float convert(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+template <> __device__ float convert(__half x) { return __half2float(x); }
+template <> __device__ int32_t convert(float x) {
+  return static_cast<int32_t>(x); // toward zero, as std::trunc
+}
+template <> __device__ float convert(int32_t x) {
+  return static_cast<float>(x);
 }
 
-__global__ void mulKernel(const float *a, const float *b, float *out,
-                          int64_t count) {
-  TRIAD_GRID_STRIDE(i, count) out[i] = a[i] * b[i];
+/// Element access of the element-wise kernels, which are templates over
+/// it: F32In and F32Out for the f32 entry points (plain f32 loads and
+/// stores), TypedIn and TypedOut for the typed entry points, which switch
+/// on the operand's type (the same for every thread of a launch, so the
+/// branch never diverges). Both hand the element math f32 values, so the
+/// f32 and typed kernels share their arithmetic and differ only in the
+/// loads and stores.
+struct F32In {
+  const float *data;
+  __device__ __forceinline__ float operator[](int64_t i) const {
+    return data[i];
+  }
+};
+
+struct F32Out {
+  float *data;
+  __device__ __forceinline__ void store(int64_t i, float v) const {
+    data[i] = v;
+  }
+};
+
+/// Widens as it reads (exact), as cast does.
+struct TypedIn {
+  const void *data;
+  DType type;
+  __device__ __forceinline__ float operator[](int64_t i) const {
+    switch (type) {
+    case DType::BF16:
+      return convert<__nv_bfloat16, float>(
+          static_cast<const __nv_bfloat16 *>(data)[i]);
+    case DType::F16:
+      return convert<__half, float>(static_cast<const __half *>(data)[i]);
+    default:
+      return static_cast<const float *>(data)[i];
+    }
+  }
+};
+
+/// Rounds to nearest even as it writes, as cast does.
+struct TypedOut {
+  void *data;
+  DType type;
+  __device__ __forceinline__ void store(int64_t i, float v) const {
+    switch (type) {
+    case DType::BF16:
+      static_cast<__nv_bfloat16 *>(data)[i] = convert<float, __nv_bfloat16>(v);
+      break;
+    case DType::F16:
+      static_cast<__half *>(data)[i] = convert<float, __half>(v);
+      break;
+    default:
+      static_cast<float *>(data)[i] = v;
+      break;
+    }
+  }
+};
+
+template <typename In, typename Out>
+__global__ void addBroadcastKernel(In lhs, In rhs, Out out, int64_t count,
+                                   int64_t period) {
+  TRIAD_GRID_STRIDE(i, count) out.store(i, lhs[i] + rhs[i % period]);
 }
 
-__global__ void scaleKernel(const float *x, float factor, float *out,
-                            int64_t count) {
-  TRIAD_GRID_STRIDE(i, count) out[i] = x[i] * factor;
+template <typename In, typename Out>
+__global__ void mulKernel(In a, In b, Out out, int64_t count) {
+  TRIAD_GRID_STRIDE(i, count) out.store(i, a[i] * b[i]);
+}
+
+template <typename In, typename Out>
+__global__ void scaleKernel(In x, float factor, Out out, int64_t count) {
+  TRIAD_GRID_STRIDE(i, count) out.store(i, x[i] * factor);
 }
 
 __global__ void scaleByKernel(const float *x, const float *factor, float *out,
@@ -209,23 +285,6 @@ __global__ void accumulateKernel(float *acc, const float *x,
 
 __global__ void fillKernel(float *out, float value, int64_t count) {
   TRIAD_GRID_STRIDE(i, count) out[i] = value;
-}
-
-template <typename From, typename To> __device__ To convert(From x);
-template <> __device__ float convert(float x) { return x; }
-template <> __device__ __nv_bfloat16 convert(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <> __device__ __half convert(float x) { return __float2half_rn(x); }
-template <> __device__ float convert(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <> __device__ float convert(__half x) { return __half2float(x); }
-template <> __device__ int32_t convert(float x) {
-  return static_cast<int32_t>(x); // toward zero, as std::trunc
-}
-template <> __device__ float convert(int32_t x) {
-  return static_cast<float>(x);
 }
 
 template <typename From, typename To>
@@ -346,26 +405,28 @@ __global__ void reciprocalKernel(const float *x, float *out) {
 }
 
 /// out = act(x [+ bias]) [* other] or, with `derivative`, act'(x [+ bias])
-/// * other; bias has period `width` (null: none), other may be null.
-__global__ void activationKernel(Activation kind, const float *x,
-                                 const float *bias, const float *other,
-                                 float *out, int64_t count, int64_t width,
+/// * other; bias has period `width` (null data: none), other may be null.
+template <typename In, typename Out>
+__global__ void activationKernel(Activation kind, In x, In bias, In other,
+                                 Out out, int64_t count, int64_t width,
                                  bool derivative) {
   TRIAD_GRID_STRIDE(i, count) {
-    float v = bias ? x[i] + bias[i % width] : x[i];
+    float v = bias.data ? x[i] + bias[i % width] : x[i];
     float r =
         derivative ? activationDerivative(kind, v) : applyActivation(kind, v);
-    out[i] = other ? r * other[i] : r;
+    out.store(i, other.data ? r * other[i] : r);
   }
 }
 
-__global__ void gatedGradKernel(Activation kind, const float *gate,
-                                const float *up, const float *dy, float *dgate,
-                                float *dup, int64_t count) {
+/// Every operand is read before either result is written, so that a
+/// result may overwrite an operand of its type.
+template <typename In, typename Out>
+__global__ void gatedGradKernel(Activation kind, In gate, In up, In dy,
+                                Out dgate, Out dup, int64_t count) {
   TRIAD_GRID_STRIDE(i, count) {
-    float g = gate[i], d = dy[i];
-    dgate[i] = activationDerivative(kind, g) * (up[i] * d);
-    dup[i] = applyActivation(kind, g) * d;
+    float g = gate[i], u = up[i], d = dy[i];
+    dgate.store(i, activationDerivative(kind, g) * (u * d));
+    dup.store(i, applyActivation(kind, g) * d);
   }
 }
 
@@ -772,14 +833,35 @@ upload(CudaContext &context, const std::vector<Tensor> &tensors,
                           scratch};
 }
 
-absl::Status elementwise(CudaContext &context, Activation kind, const float *x,
-                         const float *bias, const float *other, float *out,
-                         int64_t count, int64_t width, bool derivative) {
+/// activationKernel over `count` elements (In and Out: F32In and F32Out,
+/// or TypedIn and TypedOut).
+template <typename In, typename Out>
+absl::Status elementwise(CudaContext &context, Activation kind, In x, In bias,
+                         In other, Out out, int64_t count, int64_t width,
+                         bool derivative) {
   if (count == 0)
     return absl::OkStatus();
-  activationKernel<<<elementBlocks(count), kThreads, 0, context.stream()>>>(
-      kind, x, bias, other, out, count, width, derivative);
+  activationKernel<In, Out>
+      <<<elementBlocks(count), kThreads, 0, context.stream()>>>(
+          kind, x, bias, other, out, count, width, derivative);
   TRIAD_CUDA_CHECK_LAUNCH("activationKernel");
+  return absl::OkStatus();
+}
+
+TypedIn typed(Operand operand) { return {operand.data, operand.type}; }
+TypedOut typed(Result result) { return {result.data, result.type}; }
+/// No operand (activationKernel's bias and other).
+constexpr TypedIn kAbsent{nullptr, DType::F32};
+
+/// OK when every type is F32, BF16 or F16, the types the typed kernels
+/// read and write.
+absl::Status checkFloatTypes(const char *what,
+                             std::initializer_list<DType> types) {
+  for (DType type : types)
+    if (type != DType::F32 && type != DType::BF16 && type != DType::F16)
+      return absl::InvalidArgumentError(
+          std::string(what) +
+          ": operands and results must be f32, bf16 or f16");
   return absl::OkStatus();
 }
 
@@ -851,18 +933,20 @@ absl::Status addBroadcast(CudaContext &context, const float *lhs,
                           int64_t period) {
   if (period <= 0)
     return absl::InvalidArgumentError("addBroadcast: the period must be > 0");
-  TRIAD_LAUNCH_ELEMENTWISE(addBroadcastKernel, count, lhs, rhs, out, count,
-                           period);
+  TRIAD_LAUNCH_ELEMENTWISE((addBroadcastKernel<F32In, F32Out>), count,
+                           F32In{lhs}, F32In{rhs}, F32Out{out}, count, period);
 }
 
 absl::Status mul(CudaContext &context, const float *a, const float *b,
                  float *out, int64_t count) {
-  TRIAD_LAUNCH_ELEMENTWISE(mulKernel, count, a, b, out, count);
+  TRIAD_LAUNCH_ELEMENTWISE((mulKernel<F32In, F32Out>), count, F32In{a},
+                           F32In{b}, F32Out{out}, count);
 }
 
 absl::Status scale(CudaContext &context, const float *x, float factor,
                    float *out, int64_t count) {
-  TRIAD_LAUNCH_ELEMENTWISE(scaleKernel, count, x, factor, out, count);
+  TRIAD_LAUNCH_ELEMENTWISE((scaleKernel<F32In, F32Out>), count, F32In{x},
+                           factor, F32Out{out}, count);
 }
 
 absl::Status scaleBy(CudaContext &context, const float *x, const float *factor,
@@ -912,32 +996,36 @@ absl::Status cast(CudaContext &context, const void *x, DType from, void *out,
 
 absl::Status activation(CudaContext &context, Activation kind, const float *x,
                         float *out, int64_t count) {
-  return elementwise(context, kind, x, nullptr, nullptr, out, count, 1, false);
+  return elementwise(context, kind, F32In{x}, F32In{nullptr}, F32In{nullptr},
+                     F32Out{out}, count, 1, false);
 }
 
 absl::Status activationGrad(CudaContext &context, Activation kind,
                             const float *x, const float *dy, float *dx,
                             int64_t count) {
-  return elementwise(context, kind, x, nullptr, dy, dx, count, 1, true);
+  return elementwise(context, kind, F32In{x}, F32In{nullptr}, F32In{dy},
+                     F32Out{dx}, count, 1, true);
 }
 
 absl::Status gated(CudaContext &context, Activation kind, const float *gate,
                    const float *up, float *out, int64_t count) {
-  return elementwise(context, kind, gate, nullptr, up, out, count, 1, false);
+  return elementwise(context, kind, F32In{gate}, F32In{nullptr}, F32In{up},
+                     F32Out{out}, count, 1, false);
 }
 
 absl::Status gatedGrad(CudaContext &context, Activation kind, const float *gate,
                        const float *up, const float *dy, float *dgate,
                        float *dup, int64_t count) {
-  TRIAD_LAUNCH_ELEMENTWISE(gatedGradKernel, count, kind, gate, up, dy, dgate,
-                           dup, count);
+  TRIAD_LAUNCH_ELEMENTWISE((gatedGradKernel<F32In, F32Out>), count, kind,
+                           F32In{gate}, F32In{up}, F32In{dy}, F32Out{dgate},
+                           F32Out{dup}, count);
 }
 
 absl::Status biasActivation(CudaContext &context, Activation kind,
                             const float *x, const float *bias, float *out,
                             int64_t rows, int64_t width) {
-  return elementwise(context, kind, x, bias, nullptr, out, rows * width, width,
-                     false);
+  return elementwise(context, kind, F32In{x}, F32In{bias}, F32In{nullptr},
+                     F32Out{out}, rows * width, width, false);
 }
 
 absl::Status biasActivationGrad(CudaContext &context, Activation kind,
@@ -946,8 +1034,9 @@ absl::Status biasActivationGrad(CudaContext &context, Activation kind,
                                 int64_t rows, int64_t width) {
   if (width == 0)
     return absl::OkStatus();
-  if (absl::Status s = elementwise(context, kind, x, bias, dy, dx, rows * width,
-                                   width, true);
+  if (absl::Status s =
+          elementwise(context, kind, F32In{x}, F32In{bias}, F32In{dy},
+                      F32Out{dx}, rows * width, width, true);
       !s.ok())
     return s;
   int64_t chunks = std::max<int64_t>(1, (rows + kRowChunk - 1) / kRowChunk);
@@ -968,6 +1057,90 @@ absl::Status biasActivationGrad(CudaContext &context, Activation kind,
       partial, dbias, chunks, width, /*accumulate=*/false);
   TRIAD_CUDA_CHECK_LAUNCH("addPartialsKernel");
   return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise, each operand in its own type
+//===----------------------------------------------------------------------===//
+
+absl::Status addBroadcast(CudaContext &context, Operand lhs, Operand rhs,
+                          Result out, int64_t count, int64_t period) {
+  if (period <= 0)
+    return absl::InvalidArgumentError("addBroadcast: the period must be > 0");
+  if (absl::Status s =
+          checkFloatTypes("addBroadcast", {lhs.type, rhs.type, out.type});
+      !s.ok())
+    return s;
+  TRIAD_LAUNCH_ELEMENTWISE((addBroadcastKernel<TypedIn, TypedOut>), count,
+                           typed(lhs), typed(rhs), typed(out), count, period);
+}
+
+absl::Status mul(CudaContext &context, Operand a, Operand b, Result out,
+                 int64_t count) {
+  if (absl::Status s = checkFloatTypes("mul", {a.type, b.type, out.type});
+      !s.ok())
+    return s;
+  TRIAD_LAUNCH_ELEMENTWISE((mulKernel<TypedIn, TypedOut>), count, typed(a),
+                           typed(b), typed(out), count);
+}
+
+absl::Status scale(CudaContext &context, Operand x, float factor, Result out,
+                   int64_t count) {
+  if (absl::Status s = checkFloatTypes("scale", {x.type, out.type}); !s.ok())
+    return s;
+  TRIAD_LAUNCH_ELEMENTWISE((scaleKernel<TypedIn, TypedOut>), count, typed(x),
+                           factor, typed(out), count);
+}
+
+absl::Status activation(CudaContext &context, Activation kind, Operand x,
+                        Result out, int64_t count) {
+  if (absl::Status s = checkFloatTypes("activation", {x.type, out.type});
+      !s.ok())
+    return s;
+  return elementwise(context, kind, typed(x), kAbsent, kAbsent, typed(out),
+                     count, 1, false);
+}
+
+absl::Status activationGrad(CudaContext &context, Activation kind, Operand x,
+                            Operand dy, Result dx, int64_t count) {
+  if (absl::Status s =
+          checkFloatTypes("activationGrad", {x.type, dy.type, dx.type});
+      !s.ok())
+    return s;
+  return elementwise(context, kind, typed(x), kAbsent, typed(dy), typed(dx),
+                     count, 1, true);
+}
+
+absl::Status gated(CudaContext &context, Activation kind, Operand gate,
+                   Operand up, Result out, int64_t count) {
+  if (absl::Status s = checkFloatTypes("gated", {gate.type, up.type, out.type});
+      !s.ok())
+    return s;
+  return elementwise(context, kind, typed(gate), kAbsent, typed(up), typed(out),
+                     count, 1, false);
+}
+
+absl::Status gatedGrad(CudaContext &context, Activation kind, Operand gate,
+                       Operand up, Operand dy, Result dgate, Result dup,
+                       int64_t count) {
+  if (absl::Status s = checkFloatTypes(
+          "gatedGrad", {gate.type, up.type, dy.type, dgate.type, dup.type});
+      !s.ok())
+    return s;
+  TRIAD_LAUNCH_ELEMENTWISE((gatedGradKernel<TypedIn, TypedOut>), count, kind,
+                           typed(gate), typed(up), typed(dy), typed(dgate),
+                           typed(dup), count);
+}
+
+absl::Status biasActivation(CudaContext &context, Activation kind, Operand x,
+                            Operand bias, Result out, int64_t rows,
+                            int64_t width) {
+  if (absl::Status s =
+          checkFloatTypes("biasActivation", {x.type, bias.type, out.type});
+      !s.ok())
+    return s;
+  return elementwise(context, kind, typed(x), typed(bias), kAbsent, typed(out),
+                     rows * width, width, false);
 }
 
 //===----------------------------------------------------------------------===//

@@ -35,8 +35,8 @@ namespace triad::rt::cuda {
 /// The same activations as the CPU backend (the plan's kind numbers).
 using Activation = cpu::Activation;
 
-/// Element types of matrix-product operands and casts (I32: token ids,
-/// casts only).
+/// Element types of matrix-product operands, casts and the typed
+/// element-wise kernels (I32: token ids, casts only).
 enum class DType { F32, BF16, F16, I32 };
 
 //===----------------------------------------------------------------------===//
@@ -123,6 +123,60 @@ absl::Status biasActivationGrad(CudaContext &context, Activation kind,
                                 const float *x, const float *bias,
                                 const float *dy, float *dx, float *dbias,
                                 int64_t rows, int64_t width);
+
+//===----------------------------------------------------------------------===//
+// Elementwise, each operand in its own type
+//===----------------------------------------------------------------------===//
+
+/// A tensor a typed kernel reads (device memory; F32, BF16 or F16, any
+/// 2-byte-aligned address for the 16-bit types).
+struct Operand {
+  const void *data;
+  DType type;
+};
+
+/// A tensor a typed kernel writes (F32, BF16 or F16).
+struct Result {
+  void *data;
+  DType type;
+};
+
+// The kernels above with operands and results of any float type, which
+// may differ from one another: each operand is widened to f32 as it is
+// read, the same f32 arithmetic runs, and each result is rounded once to
+// its type (to nearest even, as cast). Since widening is exact, the bits
+// are those of casting the 16-bit operands to f32, running the f32 kernel
+// and casting its results back, without the f32 copies: a 16-bit plan's
+// element-wise instructions run on their values as they are. A result may
+// overwrite an operand of its type that is read element for element (the
+// same address), but must not otherwise share bytes with an operand. An
+// I32 operand or result is an InvalidArgument error.
+
+/// out = lhs + rhs, rhs repeating every `period` elements.
+absl::Status addBroadcast(CudaContext &context, Operand lhs, Operand rhs,
+                          Result out, int64_t count, int64_t period);
+absl::Status mul(CudaContext &context, Operand a, Operand b, Result out,
+                 int64_t count);
+absl::Status scale(CudaContext &context, Operand x, float factor, Result out,
+                   int64_t count);
+absl::Status activation(CudaContext &context, Activation kind, Operand x,
+                        Result out, int64_t count);
+/// dx = f'(x) * dy.
+absl::Status activationGrad(CudaContext &context, Activation kind, Operand x,
+                            Operand dy, Result dx, int64_t count);
+/// out = act(gate) * up.
+absl::Status gated(CudaContext &context, Activation kind, Operand gate,
+                   Operand up, Result out, int64_t count);
+/// dgate = act'(gate) * up * dy, dup = act(gate) * dy.
+absl::Status gatedGrad(CudaContext &context, Activation kind, Operand gate,
+                       Operand up, Operand dy, Result dgate, Result dup,
+                       int64_t count);
+/// out = act(x + bias) over rows of `width`, bias [width]. (There is no
+/// typed biasActivationGrad: its dbias sums dx before rounding, which
+/// wants the f32 dx.)
+absl::Status biasActivation(CudaContext &context, Activation kind, Operand x,
+                            Operand bias, Result out, int64_t rows,
+                            int64_t width);
 
 //===----------------------------------------------------------------------===//
 // Layout: strided copies and reductions of 4-byte elements (f32 or i32)
