@@ -2,8 +2,8 @@
 //
 // Attention forward and backward with 16-bit products on tensor cores, in
 // the manner of FlashAttention-2: q, k, v and dout are rounded to bf16 or
-// f16 as their tiles load into shared memory, every product is a WMMA
-// 16x16x16 product with f32 sums, the probabilities are rounded to the
+// f16 as their tiles load into shared memory, every product is an
+// mma.sync m16n8k16 with f32 sums, the probabilities are rounded to the
 // 16-bit type before their product with v (and the score gradients before
 // theirs with q and k), and softmax runs in f32. For a bf16 or f16 plan the
 // operands are 16-bit values already, so only the probabilities and score
@@ -11,27 +11,28 @@
 // attention in 16 bits.
 //
 // Every kernel has 4 warps; a block owns 64 rows (query rows for the
-// forward and dq, keys for dk and dv) and each warp 16 of them, one WMMA
-// tile high. Per tile of 64 columns a warp forms its 16 x 64 scores (or
-// transposed scores) in f32 shared memory; its 32 lanes then own one row
-// half each (lane l: row l % 16, the columns of parity l / 16) for the
-// softmax, and write the 16-bit probabilities (or score gradients) that the
-// next product reads:
+// forward and dq, keys for dk and dv) and each warp 16 of them, one mma
+// tile high. A warp's scores against a tile of 64 columns stay in its
+// registers (8 accumulator tiles of 16 x 8), where the softmax runs (a
+// row's maximum and sum over the 4 lanes that hold it) and from where the
+// probabilities, rounded and packed, are the operand of the next product:
 //
 //   forward    query rows of one (sample, head), by key tiles; the output
-//              accumulates in f32 shared memory, rescaled by each tile's
-//              new row maximum (online softmax). With `stats` it writes
-//              the backward's row statistics instead of the output: the
+//              accumulates in registers, rescaled by each tile's new row
+//              maximum (online softmax). With `stats` it writes the
+//              backward's row statistics instead of the output: the
 //              maximum, 1 / the softmax sum, and dout . out.
 //   dq         the same tiling; dS . K accumulates in registers.
 //   dk, dv     keys of one (sample, kv head), by the query tiles of each
 //              query head that shares the kv head, in order; P^T . dout
 //              and dS^T . q accumulate in registers.
 //
-// Sums run in a fixed order and every output element is written by one
-// thread: no atomics, so results do not depend on timing. The kernels
-// need compute capability 8.0 (bf16 WMMA); tensorCoresTake says no on
-// older devices, and the f32 kernels of CudaAttention.cu run instead.
+// Operand tiles come from shared memory through ldmatrix (transposed where
+// the product reads a tile down its columns). Sums run in a fixed order and
+// every output element is written by one thread: no atomics, so results do
+// not depend on timing. The kernels need compute capability 8.0 (bf16
+// mma); tensorCoresTake says no on older devices, and the f32 kernels of
+// CudaAttention.cu run instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,23 +40,21 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <mma.h>
 
 #include <cmath>
+#include <cstdint>
 
 namespace triad::rt::cuda::attention_detail {
 
 namespace {
 
-namespace wmma = nvcuda::wmma;
-
-/// Rows of a block, and columns of a score tile.
+/// Rows of a block, and keys (or query rows) of a tile.
 constexpr int kTile = 64;
-/// Rows of a warp: one WMMA tile.
+/// Rows of a warp: one mma tile high.
 constexpr int kWarpRows = 16;
 static_assert(kWarps * kWarpRows == kTile, "the warps cover a block's rows");
-/// The columns of a score tile a lane owns (every other one).
-constexpr int kLaneColumns = kTile / 2;
+/// The 8-column accumulator tiles of a warp's row of a score tile.
+constexpr int kScoreTiles = kTile / 8;
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 #define TRIAD_TENSOR_CORES 1
@@ -63,48 +62,169 @@ constexpr int kLaneColumns = kTile / 2;
 #define TRIAD_TENSOR_CORES 0
 #endif
 
-template <typename T> __device__ __forceinline__ T rounded(float x);
-template <> __device__ __forceinline__ __nv_bfloat16 rounded(float x) {
-  return __float2bfloat16_rn(x);
+/// Two floats rounded to T and packed in one register, the first in the
+/// low half (an mma operand's lower column).
+template <typename T>
+__device__ __forceinline__ uint32_t pack(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&pair);
 }
-template <> __device__ __forceinline__ __half rounded(float x) {
-  return __float2half_rn(x);
+template <>
+__device__ __forceinline__ uint32_t pack<__half>(float lo, float hi) {
+  __half2 pair = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&pair);
 }
 
-/// Shared-memory row strides, in elements: 16-bit tiles of kD columns and
-/// of kTile columns are 8 elements (16 bytes) wider than their rows, f32
-/// tiles 4 floats, so consecutive rows start on different banks while
-/// every 16 x 16 fragment starts 32-byte aligned, as WMMA needs.
-template <int kD> struct Strides {
-  static constexpr int kHead = kD + 8;       // 16-bit [row][kD]
-  static constexpr int kScore16 = kTile + 8; // 16-bit [row][kTile]
-  static constexpr int kScore32 = kTile + 4; // f32 [row][kTile]
-  static constexpr int kHead32 = kD + 4;     // f32 [row][kD]
-  static constexpr size_t kHeadTile = size_t{kTile} * kHead;
-  static constexpr size_t kScoreTile16 = size_t{kTile} * kScore16;
-  static constexpr size_t kScoreTile32 = size_t{kTile} * kScore32;
-  static constexpr size_t kHeadTile32 = size_t{kTile} * kHead32;
-};
+/// The shared-memory row stride of a 16-bit tile of kD columns, in
+/// elements: 8 more than its width, so that the 8 rows an ldmatrix reads
+/// start 16 bytes apart in the banks (no conflicts) and every row starts
+/// 16-byte aligned, as ldmatrix needs.
+template <int kD> constexpr int kStride = kD + 8;
+template <int kD> constexpr size_t kTileElements = size_t{kTile} * kStride<kD>;
 
-using Accumulator = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+//===----------------------------------------------------------------------===//
+// Warp-level products (mma.sync m16n8k16, f32 accumulators)
+//===----------------------------------------------------------------------===//
+//
+// The layouts are the PTX ISA's for mma.m16n8k16 with 16-bit operands: lane
+// l is in group g = l / 4 at position t = l % 4. An accumulator tile (16 x 8
+// f32) holds in c[0], c[1] row g, columns 2t and 2t + 1, and in c[2], c[3]
+// row g + 8, the same columns. The A operand (16 x 16) holds in a[0] row g,
+// columns 2t and 2t + 1, in a[1] row g + 8, in a[2] and a[3] the same at
+// columns 8 on; the B operand (16 x 8) in b[0] rows 2t and 2t + 1 of
+// column g, in b[1] rows 8 on. So the accumulators of two neighbouring
+// 8-column tiles are, rounded and packed, the A operand of the product
+// that follows (a probability tile times v, as FlashAttention-2 does).
 
-/// The lane's row within its warp's 16, and which columns it owns (those of
-/// parity `half`).
-struct LaneRow {
-  int row, half;
-};
-__device__ __forceinline__ LaneRow laneRow() {
+__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/// Four 8 x 8 matrices of 16-bit elements: lanes 8i to 8i + 7 give the
+/// addresses of matrix i's rows, and each lane gets, of matrix i, row l / 4,
+/// columns 2 (l % 4) and 2 (l % 4) + 1 in r[i] (or, transposed, rows 2 (l %
+/// 4) and 2 (l % 4) + 1 of column l / 4).
+__device__ __forceinline__ void loadMatrices(uint32_t (&r)[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, "
+               "[%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(sharedAddress(p))
+               : "memory");
+}
+__device__ __forceinline__ void loadMatricesTransposed(uint32_t (&r)[4],
+                                                       const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, "
+               "%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(sharedAddress(p))
+               : "memory");
+}
+
+/// c += a . b for one 16 x 8 tile.
+template <typename T>
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4],
+                                    uint32_t b0, uint32_t b1);
+template <>
+__device__ __forceinline__ void mma<__nv_bfloat16>(float (&c)[4],
+                                                   const uint32_t (&a)[4],
+                                                   uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, "
+      "%2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void
+mma<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, "
+      "%2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// The A operand of rows [0, 16) and columns [0, 16) of a row-major tile.
+template <typename T>
+__device__ __forceinline__ void loadA(uint32_t (&a)[4], const T *tile,
+                                      int stride) {
   const int lane = threadIdx.x % 32;
-  return {lane % kWarpRows, lane / kWarpRows};
+  loadMatrices(a, tile + (lane % 16) * stride + lane / 16 * 8);
+}
+
+/// The B operands of two 8-column tiles, b[0..1] and b[2..3], where B's
+/// column n is row n of `tile` (rows [0, 16), columns [0, 16) as B's
+/// rows): a product with rows of keys (or queries) as its columns.
+template <typename T>
+__device__ __forceinline__ void loadBRows(uint32_t (&b)[4], const T *tile,
+                                          int stride) {
+  const int lane = threadIdx.x % 32;
+  loadMatrices(b,
+               tile + (lane % 8 + lane / 16 * 8) * stride + lane / 8 % 2 * 8);
+}
+
+/// The B operands of two 8-column tiles, b[0..1] and b[2..3], where B is
+/// rows [0, 16) and columns [0, 16) of a row-major `tile` as it stands.
+template <typename T>
+__device__ __forceinline__ void loadBColumns(uint32_t (&b)[4], const T *tile,
+                                             int stride) {
+  const int lane = threadIdx.x % 32;
+  loadMatricesTransposed(b, tile + (lane % 8 + lane / 8 % 2 * 8) * stride +
+                                lane / 16 * 8);
+}
+
+/// s[n] = the products of the warp's 16 rows of `rows` (a row-major tile of
+/// kD columns) with rows [8n, 8n + 8) of `columns` (the same), over kD:
+/// dot products of 16 rows against the 64 rows of a tile.
+template <typename T, int kD>
+__device__ __forceinline__ void dotRows(float (&s)[kScoreTiles][4],
+                                        const T *rows, const T *columns) {
+#pragma unroll
+  for (int n = 0; n < kScoreTiles; ++n)
+    s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kD / 16; ++k) {
+    uint32_t a[4];
+    loadA(a, rows + k * 16, kStride<kD>);
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; n += 2) {
+      uint32_t b[4];
+      loadBRows(b, columns + n * 8 * kStride<kD> + k * 16, kStride<kD>);
+      mma<T>(s[n], a, b[0], b[1]);
+      mma<T>(s[n + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+/// acc += p . tile, where p is a warp's 16 x 64 accumulator tiles (rounded
+/// to T here) and `tile` a row-major 64 x kD tile.
+template <typename T, int kD>
+__device__ __forceinline__ void accumulate(float (&acc)[kD / 8][4],
+                                           const float (&p)[kScoreTiles][4],
+                                           const T *tile) {
+#pragma unroll
+  for (int k = 0; k < kTile / 16; ++k) {
+    const uint32_t a[4] = {pack<T>(p[2 * k][0], p[2 * k][1]),
+                           pack<T>(p[2 * k][2], p[2 * k][3]),
+                           pack<T>(p[2 * k + 1][0], p[2 * k + 1][1]),
+                           pack<T>(p[2 * k + 1][2], p[2 * k + 1][3])};
+#pragma unroll
+    for (int n = 0; n < kD / 8; n += 2) {
+      uint32_t b[4];
+      loadBColumns(b, tile + k * 16 * kStride<kD> + n * 8, kStride<kD>);
+      mma<T>(acc[n], a, b[0], b[1]);
+      mma<T>(acc[n + 1], a, b[2], b[3]);
+    }
+  }
 }
 
 /// Copies rows [0, validRows) of a tile (row r at src + r * srcStride, its
 /// first `width` columns) into shared memory as T, row r at dst + r *
-/// stride; other rows and the columns from `width` to kD are zeros. With
+/// kStride; other rows and the columns from `width` to kD are zeros. With
 /// `vector` (width a multiple of 4, rows 16-byte aligned) it reads float4s.
 /// Every thread of the block takes part.
 template <typename T, int kD>
-__device__ __forceinline__ void loadTile(T *dst, int stride, const float *src,
+__device__ __forceinline__ void loadTile(T *dst, const float *src,
                                          int64_t srcStride, int validRows,
                                          int width, bool vector) {
   constexpr int kQuads = kD / 4;
@@ -126,80 +246,46 @@ __device__ __forceinline__ void loadTile(T *dst, int stride, const float *src,
             x[e] = row[c + e];
       }
     }
-    T *to = dst + r * stride + c;
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      to[e] = rounded<T>(x[e]);
+    uint2 packed = {pack<T>(x[0], x[1]), pack<T>(x[2], x[3])};
+    *reinterpret_cast<uint2 *>(dst + r * kStride<kD> + c) = packed;
   }
 }
 
-/// out[16][kTile] (f32, stride kScore32) = a[16][kD] . b[kTile][kD]^T, the
-/// dot products of 16 rows of `a` with kTile rows of `b` (16-bit tiles of
-/// stride kHead): scores of query rows against keys, or transposed.
-template <typename T, int kD>
-__device__ __forceinline__ void dotRows(float *out, const T *a, const T *b) {
-  using S = Strides<kD>;
-#pragma unroll
-  for (int n = 0; n < kTile / 16; ++n) {
-    Accumulator acc;
-    wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-    for (int k = 0; k < kD / 16; ++k) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> x;
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> y;
-      wmma::load_matrix_sync(x, a + k * 16, S::kHead);
-      wmma::load_matrix_sync(y, b + n * 16 * S::kHead + k * 16, S::kHead);
-      wmma::mma_sync(acc, x, y, acc);
-    }
-    wmma::store_matrix_sync(out + n * 16, acc, S::kScore32,
-                            wmma::mem_row_major);
-  }
+/// The two rows of a warp's tile that a lane holds (g and g + 8) and its
+/// first column in each 8-column tile (2t).
+struct LaneTile {
+  int row, column;
+};
+__device__ __forceinline__ LaneTile laneTile() {
+  const int lane = threadIdx.x % 32;
+  return {lane / 4, 2 * (lane % 4)};
 }
 
-/// acc[16][kD] += a[16][kTile] (16-bit, stride kScore16) . b[kTile][kD]
-/// (16-bit, stride kHead), kD / 16 fragments of 16 columns.
-template <typename T, int kD>
-__device__ __forceinline__ void accumulate(Accumulator (&acc)[kD / 16],
-                                           const T *a, const T *b) {
-  using S = Strides<kD>;
-#pragma unroll
-  for (int k = 0; k < kTile / 16; ++k) {
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> x;
-    wmma::load_matrix_sync(x, a + k * 16, S::kScore16);
-#pragma unroll
-    for (int n = 0; n < kD / 16; ++n) {
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> y;
-      wmma::load_matrix_sync(y, b + k * 16 * S::kHead + n * 16, S::kHead);
-      wmma::mma_sync(acc[n], x, y, acc[n]);
-    }
-  }
-}
-
-/// Writes a warp's accumulated 16 rows of kD columns, times `factor`, to
-/// dst (row r at dst + r * stride), rows [0, validRows) and columns [0,
-/// width) only, through the warp's 16 rows of f32 staging (stride
-/// kScore32), 64 columns at a time.
+/// Writes a warp's 16 x kD accumulators, times `factor`, to dst (the warp's
+/// row r at dst + r * stride): rows [0, validRows), columns [0, width).
 template <int kD>
 __device__ __forceinline__ void
-storeRows(Accumulator (&acc)[kD / 16], float *staging, float *dst,
-          int64_t stride, int validRows, int width, float factor) {
-  using S = Strides<kD>;
-  const LaneRow lane = laneRow();
+storeRows(const float (&acc)[kD / 8][4], float *dst, int64_t stride,
+          int validRows, int width, float factor) {
+  const LaneTile lane = laneTile();
 #pragma unroll
-  for (int n = 0; n < kD / 16; ++n) {
-    wmma::store_matrix_sync(staging + n % 4 * 16, acc[n], S::kScore32,
-                            wmma::mem_row_major);
-    if (n % 4 == 3 || n == kD / 16 - 1) {
-      __syncwarp();
-      const int first = n / 4 * 64, columns = (n % 4 + 1) * 16;
-      if (lane.row < validRows)
-        for (int c = lane.half; c < columns; c += 2)
-          if (first + c < width)
-            dst[lane.row * stride + first + c] =
-                staging[lane.row * S::kScore32 + c] * factor;
-      __syncwarp();
+  for (int n = 0; n < kD / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = lane.row + e / 2 * 8, d = 8 * n + lane.column + e % 2;
+      if (r < validRows && d < width)
+        dst[r * stride + d] = acc[n][e] * factor;
     }
-  }
+}
+
+/// The sum (or maximum) over the 4 lanes that hold a row.
+__device__ __forceinline__ float rowSum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+__device__ __forceinline__ float rowMax(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
 /// The rows of a 64-row block that fall in [0, count), for warp `warp`.
@@ -214,25 +300,21 @@ __device__ __forceinline__ int warpRows(int64_t count, int64_t blockRow0,
 //===----------------------------------------------------------------------===//
 
 template <typename T, int kD> constexpr size_t forwardBytes() {
-  using S = Strides<kD>;
-  return sizeof(T) * (3 * S::kHeadTile + S::kScoreTile16) +
-         sizeof(float) * (S::kScoreTile32 + S::kHeadTile32);
+  return sizeof(T) * 3 * kTileElements<kD>;
 }
 
-/// Grid: (query tiles, heads, batch).
+/// Grid: (query tiles, heads, batch). Lane (g, t) of warp w holds query
+/// rows 16 w + g and 16 w + g + 8 of the block: their running maxima and
+/// (its share of the) sums, and their output accumulators.
 template <typename T, int kD, bool kStats>
 __global__ void __launch_bounds__(kThreads)
     tensorCoreForwardKernel(AttentionParams p, float *out, const float *dout,
                             RowStats stats) {
 #if TRIAD_TENSOR_CORES
-  using S = Strides<kD>;
   extern __shared__ __align__(128) unsigned char shared[];
   T *qTile = reinterpret_cast<T *>(shared);
-  T *kTileShared = qTile + S::kHeadTile;
-  T *vTile = kTileShared + S::kHeadTile;
-  T *pTile = vTile + S::kHeadTile;
-  float *sTile = reinterpret_cast<float *>(pTile + S::kScoreTile16);
-  float *oTile = sTile + S::kScoreTile32;
+  T *kTileShared = qTile + kTileElements<kD>;
+  T *vTile = kTileShared + kTileElements<kD>;
 
   const int64_t b = blockIdx.z;
   const int h = blockIdx.y;
@@ -244,104 +326,104 @@ __global__ void __launch_bounds__(kThreads)
       headRows(p.k, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
   const HeadRows vRows =
       headRows(p.v, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
-  loadTile<T, kD>(
-      qTile, S::kHead, qRows.base + row0 * qRows.stride, qRows.stride,
-      static_cast<int>(min64(kTile, p.querySeq - row0)), p.headDim, p.vector);
-  for (int e = threadIdx.x; e < static_cast<int>(S::kHeadTile32); e += kThreads)
-    oTile[e] = 0.0f;
+  loadTile<T, kD>(qTile, qRows.base + row0 * qRows.stride, qRows.stride,
+                  static_cast<int>(min64(kTile, p.querySeq - row0)), p.headDim,
+                  p.vector);
 
   const int warp = threadIdx.x / 32;
-  const LaneRow lane = laneRow();
-  const int row = warp * kWarpRows + lane.row;
-  const int64_t i = row0 + row;
+  const LaneTile lane = laneTile();
+  const int64_t firstRow = row0 + warp * kWarpRows + lane.row;
+  const int64_t rowOf[2] = {firstRow, firstRow + 8};
   const bool alibi = p.alibiSlopes != nullptr;
   const float slope = alibi ? p.alibiSlopes[h] : 0.0f;
-  float *warpScores = sTile + warp * kWarpRows * S::kScore32;
-  float runningMax = -INFINITY, runningSum = 0.0f;
+  float acc[kD / 8][4];
+#pragma unroll
+  for (int n = 0; n < kD / 8; ++n)
+    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  float runningMax[2] = {-INFINITY, -INFINITY}, runningSum[2] = {0.0f, 0.0f};
   const int64_t keyEnd = vis.keyEnd(min64(row0 + kTile, p.querySeq));
   for (int64_t key0 = 0; key0 < keyEnd; key0 += kTile) {
     const int validKeys = static_cast<int>(min64(kTile, p.keySeq - key0));
     __syncthreads(); // the last tile's keys and values are used up
-    loadTile<T, kD>(kTileShared, S::kHead, kRows.base + key0 * kRows.stride,
-                    kRows.stride, validKeys, p.headDim, p.vector);
-    loadTile<T, kD>(vTile, S::kHead, vRows.base + key0 * vRows.stride,
-                    vRows.stride, validKeys, p.headDim, p.vector);
+    loadTile<T, kD>(kTileShared, kRows.base + key0 * kRows.stride, kRows.stride,
+                    validKeys, p.headDim, p.vector);
+    loadTile<T, kD>(vTile, vRows.base + key0 * vRows.stride, vRows.stride,
+                    validKeys, p.headDim, p.vector);
     __syncthreads();
-    dotRows<T, kD>(warpScores, qTile + warp * kWarpRows * S::kHead,
-                   kTileShared);
-    __syncwarp();
-    // Online softmax over the lane's half of its row.
-    const float *dots = sTile + row * S::kScore32;
-    float scores[kLaneColumns];
-    float tileMax = -INFINITY;
+    float s[kScoreTiles][4];
+    dotRows<T, kD>(s, qTile + warp * kWarpRows * kStride<kD>, kTileShared);
+    // Online softmax over the lane's columns of its two rows.
+    float tileMax[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int c = 0; c < kLaneColumns; ++c) {
-      const int column = 2 * c + lane.half;
-      const int64_t j = key0 + column;
-      scores[c] = i < p.querySeq && vis.sees(i, j)
-                      ? score(dots[column], p.scale, alibi, slope, i, j)
+    for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t i = rowOf[e / 2], j = key0 + 8 * n + lane.column + e % 2;
+        s[n][e] = i < p.querySeq && vis.sees(i, j)
+                      ? score(s[n][e], p.scale, alibi, slope, i, j)
                       : -INFINITY;
-      tileMax = fmaxf(tileMax, scores[c]);
-    }
-    tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 16));
-    const float newMax = fmaxf(runningMax, tileMax);
-    const float base = newMax == -INFINITY ? 0.0f : newMax;
-    const float rescale = __expf(runningMax - base);
-    T *probabilities = pTile + row * S::kScore16;
-    float sum = 0.0f;
-#pragma unroll
-    for (int c = 0; c < kLaneColumns; ++c) {
-      const float e = __expf(scores[c] - base);
-      sum += e;
-      probabilities[2 * c + lane.half] = rounded<T>(e);
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 16);
-    runningSum = runningSum * rescale + sum;
-    runningMax = newMax;
-    float *o = oTile + row * S::kHead32;
-    for (int d = lane.half; d < kD; d += 2)
-      o[d] *= rescale;
-    __syncwarp();
-    // O += P . V for the warp's rows, in shared memory.
-    float *warpOut = oTile + warp * kWarpRows * S::kHead32;
-    const T *warpP = pTile + warp * kWarpRows * S::kScore16;
-#pragma unroll
-    for (int n = 0; n < kD / 16; ++n) {
-      Accumulator acc;
-      wmma::load_matrix_sync(acc, warpOut + n * 16, S::kHead32,
-                             wmma::mem_row_major);
-#pragma unroll
-      for (int k = 0; k < kTile / 16; ++k) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> x;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> y;
-        wmma::load_matrix_sync(x, warpP + k * 16, S::kScore16);
-        wmma::load_matrix_sync(y, vTile + k * 16 * S::kHead + n * 16, S::kHead);
-        wmma::mma_sync(acc, x, y, acc);
+        tileMax[e / 2] = fmaxf(tileMax[e / 2], s[n][e]);
       }
-      wmma::store_matrix_sync(warpOut + n * 16, acc, S::kHead32,
-                              wmma::mem_row_major);
+    float base[2], rescale[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float newMax = fmaxf(runningMax[r], rowMax(tileMax[r]));
+      base[r] = newMax == -INFINITY ? 0.0f : newMax;
+      rescale[r] = __expf(runningMax[r] - base[r]);
+      runningMax[r] = newMax;
     }
-    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = __expf(s[n][e] - base[e / 2]);
+        sum[e / 2] += s[n][e];
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      runningSum[r] = runningSum[r] * rescale[r] + sum[r];
+#pragma unroll
+    for (int n = 0; n < kD / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        acc[n][e] *= rescale[e / 2];
+    accumulate<T, kD>(acc, s, vTile);
   }
-  __syncthreads(); // with no key tile, the zeroed output of other threads
-  const float inverse = runningSum > 0.0f ? 1.0f / runningSum : 0.0f;
-  const float *o = oTile + row * S::kHead32;
-  const int64_t offset = (qRows.base - p.q) + i * qRows.stride;
-  if constexpr (!kStats) {
-    if (i < p.querySeq)
-      for (int d = lane.half; d < p.headDim; d += 2)
-        out[offset + d] = o[d] * inverse;
-  } else {
-    float delta = 0.0f;
-    if (i < p.querySeq)
-      for (int d = lane.half; d < p.headDim; d += 2)
-        delta += dout[offset + d] * (o[d] * inverse);
-    delta += __shfl_xor_sync(0xffffffffu, delta, 16);
-    if (lane.half == 0 && i < p.querySeq) {
-      const int64_t at = (b * p.heads + h) * p.querySeq + i;
-      stats.max[at] = runningMax == -INFINITY ? 0.0f : runningMax;
-      stats.inverse[at] = inverse;
-      stats.delta[at] = delta;
+  const int64_t offset = qRows.base - p.q;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float total = rowSum(runningSum[r]);
+    const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
+    const int64_t i = rowOf[r];
+    if constexpr (!kStats) {
+      if (i < p.querySeq)
+#pragma unroll
+        for (int n = 0; n < kD / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int d = 8 * n + lane.column + e;
+            if (d < p.headDim)
+              out[offset + i * qRows.stride + d] = acc[n][2 * r + e] * inverse;
+          }
+    } else {
+      float delta = 0.0f;
+      if (i < p.querySeq)
+#pragma unroll
+        for (int n = 0; n < kD / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int d = 8 * n + lane.column + e;
+            if (d < p.headDim)
+              delta += dout[offset + i * qRows.stride + d] *
+                       (acc[n][2 * r + e] * inverse);
+          }
+      delta = rowSum(delta);
+      if (lane.column == 0 && i < p.querySeq) {
+        const int64_t at = (b * p.heads + h) * p.querySeq + i;
+        stats.max[at] = runningMax[r] == -INFINITY ? 0.0f : runningMax[r];
+        stats.inverse[at] = inverse;
+        stats.delta[at] = delta;
+      }
     }
   }
 #else
@@ -354,25 +436,20 @@ __global__ void __launch_bounds__(kThreads)
 //===----------------------------------------------------------------------===//
 
 template <typename T, int kD> constexpr size_t queryGradBytes() {
-  using S = Strides<kD>;
-  return sizeof(T) * (4 * S::kHeadTile + S::kScoreTile16) +
-         sizeof(float) * S::kScoreTile32;
+  return sizeof(T) * 4 * kTileElements<kD>;
 }
 
-/// Grid: (query tiles, heads, batch).
+/// Grid: (query tiles, heads, batch). Lanes hold rows as in the forward.
 template <typename T, int kD>
 __global__ void __launch_bounds__(kThreads)
     tensorCoreGradQueryKernel(AttentionParams p, const float *dout,
                               RowStats stats, float *dq) {
 #if TRIAD_TENSOR_CORES
-  using S = Strides<kD>;
   extern __shared__ __align__(128) unsigned char shared[];
   T *qTile = reinterpret_cast<T *>(shared);
-  T *doTile = qTile + S::kHeadTile;
-  T *kTileShared = doTile + S::kHeadTile;
-  T *vTile = kTileShared + S::kHeadTile;
-  T *dsTile = vTile + S::kHeadTile;
-  float *sTile = reinterpret_cast<float *>(dsTile + S::kScoreTile16);
+  T *doTile = qTile + kTileElements<kD>;
+  T *kTileShared = doTile + kTileElements<kD>;
+  T *vTile = kTileShared + kTileElements<kD>;
 
   const int64_t b = blockIdx.z;
   const int h = blockIdx.y;
@@ -386,72 +463,63 @@ __global__ void __launch_bounds__(kThreads)
       headRows(p.v, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
   const int64_t rowOffset = (qRows.base - p.q) + row0 * qRows.stride;
   const int validRows = static_cast<int>(min64(kTile, p.querySeq - row0));
-  loadTile<T, kD>(qTile, S::kHead, p.q + rowOffset, qRows.stride, validRows,
-                  p.headDim, p.vector);
-  loadTile<T, kD>(doTile, S::kHead, dout + rowOffset, qRows.stride, validRows,
-                  p.headDim, p.vector);
+  loadTile<T, kD>(qTile, p.q + rowOffset, qRows.stride, validRows, p.headDim,
+                  p.vector);
+  loadTile<T, kD>(doTile, dout + rowOffset, qRows.stride, validRows, p.headDim,
+                  p.vector);
 
   const int warp = threadIdx.x / 32;
-  const LaneRow lane = laneRow();
-  const int row = warp * kWarpRows + lane.row;
-  const int64_t i = row0 + row;
+  const LaneTile lane = laneTile();
+  const int64_t firstRow = row0 + warp * kWarpRows + lane.row;
+  const int64_t rowOf[2] = {firstRow, firstRow + 8};
   const bool alibi = p.alibiSlopes != nullptr;
   const float slope = alibi ? p.alibiSlopes[h] : 0.0f;
-  float rowMax = 0.0f, rowInverse = 0.0f, rowDelta = 0.0f;
-  if (i < p.querySeq) {
-    const int64_t at = (b * p.heads + h) * p.querySeq + i;
-    rowMax = stats.max[at];
-    rowInverse = stats.inverse[at];
-    rowDelta = stats.delta[at];
-  }
-  float *warpScores = sTile + warp * kWarpRows * S::kScore32;
-  const float *scores = sTile + row * S::kScore32;
-  T *gradients = dsTile + row * S::kScore16;
-  Accumulator acc[kD / 16];
+  float rowMaxOf[2] = {0.0f, 0.0f}, inverseOf[2] = {0.0f, 0.0f},
+        deltaOf[2] = {0.0f, 0.0f};
 #pragma unroll
-  for (int n = 0; n < kD / 16; ++n)
-    wmma::fill_fragment(acc[n], 0.0f);
+  for (int r = 0; r < 2; ++r)
+    if (rowOf[r] < p.querySeq) {
+      const int64_t at = (b * p.heads + h) * p.querySeq + rowOf[r];
+      rowMaxOf[r] = stats.max[at];
+      inverseOf[r] = stats.inverse[at];
+      deltaOf[r] = stats.delta[at];
+    }
+  float acc[kD / 8][4];
+#pragma unroll
+  for (int n = 0; n < kD / 8; ++n)
+    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   const int64_t keyEnd = vis.keyEnd(min64(row0 + kTile, p.querySeq));
   for (int64_t key0 = 0; key0 < keyEnd; key0 += kTile) {
     const int validKeys = static_cast<int>(min64(kTile, p.keySeq - key0));
     __syncthreads();
-    loadTile<T, kD>(kTileShared, S::kHead, kRows.base + key0 * kRows.stride,
-                    kRows.stride, validKeys, p.headDim, p.vector);
-    loadTile<T, kD>(vTile, S::kHead, vRows.base + key0 * vRows.stride,
-                    vRows.stride, validKeys, p.headDim, p.vector);
+    loadTile<T, kD>(kTileShared, kRows.base + key0 * kRows.stride, kRows.stride,
+                    validKeys, p.headDim, p.vector);
+    loadTile<T, kD>(vTile, vRows.base + key0 * vRows.stride, vRows.stride,
+                    validKeys, p.headDim, p.vector);
     __syncthreads();
-    const T *warpQ = qTile + warp * kWarpRows * S::kHead;
-    dotRows<T, kD>(warpScores, warpQ, kTileShared);
-    __syncwarp();
-    float probability[kLaneColumns];
+    // P from the scores, dP = dout . V^T, then dS = P (dP - D).
+    float s[kScoreTiles][4], dp[kScoreTiles][4];
+    dotRows<T, kD>(s, qTile + warp * kWarpRows * kStride<kD>, kTileShared);
+    dotRows<T, kD>(dp, doTile + warp * kWarpRows * kStride<kD>, vTile);
 #pragma unroll
-    for (int c = 0; c < kLaneColumns; ++c) {
-      const int column = 2 * c + lane.half;
-      const int64_t j = key0 + column;
-      probability[c] =
-          i < p.querySeq && vis.sees(i, j)
-              ? __expf(score(scores[column], p.scale, alibi, slope, i, j) -
-                       rowMax) *
-                    rowInverse
-              : 0.0f;
-    }
-    __syncwarp();
-    // dP = dout . V^T, then dS = P (dP - D), rounded for dS . K.
-    dotRows<T, kD>(warpScores, doTile + warp * kWarpRows * S::kHead, vTile);
-    __syncwarp();
+    for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
-    for (int c = 0; c < kLaneColumns; ++c) {
-      const int column = 2 * c + lane.half;
-      gradients[column] =
-          rounded<T>(probability[c] * (scores[column] - rowDelta));
-    }
-    __syncwarp();
-    accumulate<T, kD>(acc, dsTile + warp * kWarpRows * S::kScore16,
-                      kTileShared);
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2;
+        const int64_t i = rowOf[r], j = key0 + 8 * n + lane.column + e % 2;
+        const float probability =
+            i < p.querySeq && vis.sees(i, j)
+                ? __expf(score(s[n][e], p.scale, alibi, slope, i, j) -
+                         rowMaxOf[r]) *
+                      inverseOf[r]
+                : 0.0f;
+        s[n][e] = probability * (dp[n][e] - deltaOf[r]);
+      }
+    accumulate<T, kD>(acc, s, kTileShared);
   }
-  storeRows<kD>(acc, warpScores,
-                dq + rowOffset + warp * kWarpRows * qRows.stride, qRows.stride,
-                warpRows(p.querySeq, row0, warp), p.headDim, p.scale);
+  storeRows<kD>(acc, dq + rowOffset + warp * kWarpRows * qRows.stride,
+                qRows.stride, warpRows(p.querySeq, row0, warp), p.headDim,
+                p.scale);
 #else
   __trap();
 #endif
@@ -462,27 +530,23 @@ __global__ void __launch_bounds__(kThreads)
 //===----------------------------------------------------------------------===//
 
 template <typename T, int kD> constexpr size_t keyGradBytes() {
-  using S = Strides<kD>;
-  return sizeof(T) * (4 * S::kHeadTile + 2 * S::kScoreTile16) +
-         sizeof(float) * (S::kScoreTile32 + 3 * kTile);
+  return sizeof(T) * 4 * kTileElements<kD> + sizeof(float) * 3 * kTile;
 }
 
-/// Grid: (key tiles, kv heads, batch).
+/// Grid: (key tiles, kv heads, batch). Lane (g, t) of warp w holds keys 16
+/// w + g and 16 w + g + 8 of the block, and the transposed scores of those
+/// keys against a query tile.
 template <typename T, int kD>
 __global__ void __launch_bounds__(kThreads)
     tensorCoreGradKeyValueKernel(AttentionParams p, const float *dout,
                                  RowStats stats, float *dk, float *dv) {
 #if TRIAD_TENSOR_CORES
-  using S = Strides<kD>;
   extern __shared__ __align__(128) unsigned char shared[];
   T *kTileShared = reinterpret_cast<T *>(shared);
-  T *vTile = kTileShared + S::kHeadTile;
-  T *qTile = vTile + S::kHeadTile;
-  T *doTile = qTile + S::kHeadTile;
-  T *pTile = doTile + S::kHeadTile;
-  T *dsTile = pTile + S::kScoreTile16;
-  float *sTile = reinterpret_cast<float *>(dsTile + S::kScoreTile16);
-  float *tileMax = sTile + S::kScoreTile32;
+  T *vTile = kTileShared + kTileElements<kD>;
+  T *qTile = vTile + kTileElements<kD>;
+  T *doTile = qTile + kTileElements<kD>;
+  float *tileMax = reinterpret_cast<float *>(doTile + kTileElements<kD>);
   float *tileInverse = tileMax + kTile;
   float *tileDelta = tileInverse + kTile;
 
@@ -494,28 +558,25 @@ __global__ void __launch_bounds__(kThreads)
       headRows(p.k, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
   const HeadRows vRows =
       headRows(p.v, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
-  loadTile<T, kD>(kTileShared, S::kHead, kRows.base + key0 * kRows.stride,
-                  kRows.stride, static_cast<int>(min64(kTile, p.keySeq - key0)),
-                  p.headDim, p.vector);
-  loadTile<T, kD>(vTile, S::kHead, vRows.base + key0 * vRows.stride,
-                  vRows.stride, static_cast<int>(min64(kTile, p.keySeq - key0)),
-                  p.headDim, p.vector);
+  const int blockKeys = static_cast<int>(min64(kTile, p.keySeq - key0));
+  loadTile<T, kD>(kTileShared, kRows.base + key0 * kRows.stride, kRows.stride,
+                  blockKeys, p.headDim, p.vector);
+  loadTile<T, kD>(vTile, vRows.base + key0 * vRows.stride, vRows.stride,
+                  blockKeys, p.headDim, p.vector);
 
   const int warp = threadIdx.x / 32;
-  const LaneRow lane = laneRow();
-  const int keyRow = warp * kWarpRows + lane.row;
-  const int64_t j = key0 + keyRow;
+  const LaneTile lane = laneTile();
+  const int64_t firstKey = key0 + warp * kWarpRows + lane.row;
+  const int64_t keyOf[2] = {firstKey, firstKey + 8};
   const bool alibi = p.alibiSlopes != nullptr;
-  float *warpScores = sTile + warp * kWarpRows * S::kScore32;
-  const float *scores = sTile + keyRow * S::kScore32;
-  T *probabilities = pTile + keyRow * S::kScore16;
-  T *gradients = dsTile + keyRow * S::kScore16;
-  Accumulator dkAcc[kD / 16], dvAcc[kD / 16];
+  const T *warpKeys = kTileShared + warp * kWarpRows * kStride<kD>;
+  const T *warpValues = vTile + warp * kWarpRows * kStride<kD>;
+  float dkAcc[kD / 8][4], dvAcc[kD / 8][4];
 #pragma unroll
-  for (int n = 0; n < kD / 16; ++n) {
-    wmma::fill_fragment(dkAcc[n], 0.0f);
-    wmma::fill_fragment(dvAcc[n], 0.0f);
-  }
+  for (int n = 0; n < kD / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      dkAcc[n][e] = dvAcc[n][e] = 0.0f;
   const int group = p.heads / p.kvHeads;
   const int64_t firstTile = vis.firstRow(key0) / kTile * kTile;
   for (int g = 0; g < group; ++g) {
@@ -526,10 +587,10 @@ __global__ void __launch_bounds__(kThreads)
       const int validRows = static_cast<int>(min64(kTile, p.querySeq - row0));
       const int64_t rowOffset = (qRows.base - p.q) + row0 * qRows.stride;
       __syncthreads(); // the last query tile is used up
-      loadTile<T, kD>(qTile, S::kHead, p.q + rowOffset, qRows.stride, validRows,
+      loadTile<T, kD>(qTile, p.q + rowOffset, qRows.stride, validRows,
                       p.headDim, p.vector);
-      loadTile<T, kD>(doTile, S::kHead, dout + rowOffset, qRows.stride,
-                      validRows, p.headDim, p.vector);
+      loadTile<T, kD>(doTile, dout + rowOffset, qRows.stride, validRows,
+                      p.headDim, p.vector);
       for (int r = threadIdx.x; r < kTile; r += kThreads) {
         const int64_t at = (b * p.heads + h) * p.querySeq + row0 + r;
         const bool valid = r < validRows;
@@ -538,45 +599,42 @@ __global__ void __launch_bounds__(kThreads)
         tileDelta[r] = valid ? stats.delta[at] : 0.0f;
       }
       __syncthreads();
-      // P^T from the transposed scores K . q^T.
-      dotRows<T, kD>(warpScores, kTileShared + warp * kWarpRows * S::kHead,
-                     qTile);
-      __syncwarp();
-      float probability[kLaneColumns];
+      // P^T from the transposed scores K . q^T; dV += P^T . dout.
+      float pt[kScoreTiles][4];
+      dotRows<T, kD>(pt, warpKeys, qTile);
 #pragma unroll
-      for (int c = 0; c < kLaneColumns; ++c) {
-        const int column = 2 * c + lane.half;
-        const int64_t i = row0 + column;
-        probability[c] =
-            column < validRows && vis.sees(i, j)
-                ? __expf(score(scores[column], p.scale, alibi, slope, i, j) -
-                         tileMax[column]) *
-                      tileInverse[column]
-                : 0.0f;
-        probabilities[column] = rounded<T>(probability[c]);
-      }
-      __syncwarp();
-      // dP^T = V . dout^T, then dS^T = P^T (dP^T - D).
-      dotRows<T, kD>(warpScores, vTile + warp * kWarpRows * S::kHead, doTile);
-      __syncwarp();
+      for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
-      for (int c = 0; c < kLaneColumns; ++c) {
-        const int column = 2 * c + lane.half;
-        gradients[column] =
-            rounded<T>(probability[c] * (scores[column] - tileDelta[column]));
-      }
-      __syncwarp();
-      accumulate<T, kD>(dvAcc, pTile + warp * kWarpRows * S::kScore16, doTile);
-      accumulate<T, kD>(dkAcc, dsTile + warp * kWarpRows * S::kScore16, qTile);
+        for (int e = 0; e < 4; ++e) {
+          const int column = 8 * n + lane.column + e % 2;
+          const int64_t i = row0 + column, j = keyOf[e / 2];
+          pt[n][e] = column < validRows && vis.sees(i, j)
+                         ? __expf(score(pt[n][e], p.scale, alibi, slope, i, j) -
+                                  tileMax[column]) *
+                               tileInverse[column]
+                         : 0.0f;
+        }
+      accumulate<T, kD>(dvAcc, pt, doTile);
+      // dP^T = V . dout^T, dS^T = P^T (dP^T - D); dK += dS^T . q.
+      float dst[kScoreTiles][4];
+      dotRows<T, kD>(dst, warpValues, doTile);
+#pragma unroll
+      for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int column = 8 * n + lane.column + e % 2;
+          dst[n][e] = pt[n][e] * (dst[n][e] - tileDelta[column]);
+        }
+      accumulate<T, kD>(dkAcc, dst, qTile);
     }
   }
   const int validKeys = warpRows(p.keySeq, key0, warp);
   const int64_t keyOffset =
       (kRows.base - p.k) + (key0 + warp * kWarpRows) * kRows.stride;
-  storeRows<kD>(dvAcc, warpScores, dv + keyOffset, kRows.stride, validKeys,
-                p.headDim, 1.0f);
-  storeRows<kD>(dkAcc, warpScores, dk + keyOffset, kRows.stride, validKeys,
-                p.headDim, p.scale);
+  storeRows<kD>(dvAcc, dv + keyOffset, kRows.stride, validKeys, p.headDim,
+                1.0f);
+  storeRows<kD>(dkAcc, dk + keyOffset, kRows.stride, validKeys, p.headDim,
+                p.scale);
 #else
   __trap();
 #endif
