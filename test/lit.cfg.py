@@ -24,7 +24,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.triad_tools_dir, config.llvm_tools_dir]
 tools = ["triad-opt", "triad-gen", "triad-interp", "triad-data", "triad-translate",
-         "triad-convert", "triad-run", "triad-sample"]
+         "triad-convert", "triad-run", "triad-sample", "triad-plan"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # Multi-rank tests need Open MPI's launcher. It refuses root unless told, and

@@ -1,0 +1,653 @@
+#!/usr/bin/env python3
+"""triad-plan: chooses a parallel configuration for a model and a cluster.
+
+Searches data, tensor and pipeline parallelism (dp x tp x pp, tensor
+parallelism inside a node), the ZeRO stage, the microbatch size, the
+pipeline schedule (1F1B, ZB-H1, interleaved with 2 or 4 virtual stages,
+GPipe), sequence parallelism and activation recomputation for a model (a
+triad-gen preset, a Hugging Face config, or explicit sizes) on a cluster of
+GPUs from a table (A100 40 and 80 GB, H100 SXM, H200), drops every
+configuration that does not fit in memory, predicts the step time of the
+rest and prints them ranked, with the --triad-train-pipeline options of
+each.
+
+The predictions are closed forms, per GPU:
+
+  memory   model state by the ZeRO paper: 16-bit parameters, summed
+           gradients in f32 (or 16 bits with --grad-accumulation param),
+           f32 master weights and Adam moments (2 + 4 + 12 bytes a
+           parameter; f32 models 4 + 4 + 8); ZeRO-1 shards the optimizer
+           state over dp, ZeRO-2 the gradients too, ZeRO-3 everything.
+           Activations by Korthikanti et al. 2022 per layer and microbatch
+           in 16 bits: s b h (10 + 24/t), s b h 34/t with sequence
+           parallelism, s b h 2 with full recomputation; Triad regenerates
+           its dropout masks (2 s b h less) and fuses attention, Megatron-LM
+           2021 keeps the scores (5 a s^2 b / t more); times the
+           microbatches the first pipeline stage keeps (pp for 1F1B, more
+           for interleaved, all for GPipe).
+  compute  the FLOPs of each pass (2 per layer parameter and token, 4 s h
+           per token and layer in attention) at the GPU's dense peak times
+           a product efficiency (75%, less for products narrower than a
+           few hundred per GPU); the backward is twice the forward; full
+           recomputation adds a forward, selective attention's. Element-
+           wise work moves its bytes at the memory bandwidth: norms and
+           residual adds on whole rows on every tensor-parallel rank (22 h
+           bytes per token and layer), biases and activations on a rank's
+           share (28 h / t), all of it shared with sequence parallelism;
+           unfused attention its scores (12 a s).
+  comm     ring collectives, alpha-beta: 2 (n - 1) steps for an
+           all-reduce, n - 1 for an all-gather or a reduce-scatter, each a
+           latency plus 1 / n of the bytes at the bus bandwidth, over NVLink
+           inside a node and InfiniBand across nodes: tensor parallelism's 2
+           all-reduces per layer and pass (not overlapped), the pipeline's
+           activations and gradients between stages, data parallelism's
+           collectives once per step (per microbatch for ZeRO-2 and -3), not
+           overlapped with the backward pass.
+  pipeline the bubble: (pp - 1) stage times for 1F1B and GPipe, 1 / v of
+           that for the interleaved schedule, a third for ZB-H1.
+
+The constants (product efficiency, bandwidths, latencies) were set against
+Narayanan et al. 2021's ten published runs (test/tools/triad-plan). These
+are the physics of the choice, not a simulation of the compiled schedule.
+
+  triad-plan --preset gpt-neox-20b --gpu a100-40gb --nodes 12 --batch 1536
+  triad-plan --layers 24 --hidden 2304 --heads 24 --seq 2048 --vocab 51200 \\
+      --gpu a100-80gb --nodes 4 --batch 512 --implementation megatron-2021 \\
+      --explain "dp=32 tp=1 pp=1 microbatch=1 recompute=full"
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+# Dense 16-bit and f32 (no TF32) peaks in TFLOP/s, memory in GiB, memory
+# bandwidth in GB/s, and NVLink bus bandwidth per GPU in GB/s as
+# nccl-tests report it for large all-reduces (below the links' rate).
+GPUS = {
+    "a100-40gb": {"bf16": 312, "f32": 19.5, "memory": 40, "hbm": 1555,
+                  "nvlink": 235},
+    "a100-80gb": {"bf16": 312, "f32": 19.5, "memory": 80, "hbm": 2039,
+                  "nvlink": 235},
+    "h100-sxm": {"bf16": 989, "f32": 67, "memory": 80, "hbm": 3350,
+                 "nvlink": 360},
+    "h200": {"bf16": 989, "f32": 67, "memory": 141, "hbm": 4800,
+             "nvlink": 360},
+}
+
+# Schedules and their virtual stages per pipeline rank.
+SCHEDULES = (("1f1b", 1), ("zb-h1", 1), ("interleaved", 2),
+             ("interleaved", 4), ("gpipe", 1))
+RECOMPUTE = ("none", "selective", "full")
+
+# Matrix products reach this share of the dense peak when they are wide;
+# one whose narrowest side is PRODUCT_HALF per GPU reaches half of it.
+PRODUCT_EFFICIENCY = 0.75
+PRODUCT_HALF = 128
+# Bytes of element-wise traffic per token and layer in a forward pass, in
+# units of the hidden size, each op reading and writing 16-bit rows: the
+# two norms (4 h each) and the two bias-dropout-residual adds (7 h each)
+# run on whole rows on every tensor-parallel rank, the query/key/value
+# bias (12 h) and the MLP's bias and activation (16 h) on a rank's share;
+# with sequence parallelism every one of them on a share. Unfused
+# attention also writes and reads its scores and probabilities (with
+# dropout), in units of heads x sequence.
+ELEMENTWISE_WHOLE = 22
+ELEMENTWISE_SHARED = 28
+UNFUSED_SCORE_BYTES = 12
+# Latency of one step of a ring collective inside a node and across nodes
+# (s): a ring all-reduce over n ranks takes 2 (n - 1) steps.
+LATENCY_NVLINK = 8e-6
+LATENCY_IB = 12e-6
+# Memory the framework and the CUDA context keep besides the tensors.
+RESERVED_GIB = 2.0
+
+
+def fail(message):
+    print(f"triad-plan: error: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def triad_gen():
+    here = os.path.dirname(os.path.abspath(__file__))
+    for candidate in (os.path.join(here, "triad-gen"), shutil.which("triad-gen")):
+        if candidate and os.path.exists(candidate):
+            return candidate
+    fail("triad-gen not found beside triad-plan or on PATH (needed for "
+         "--preset and --hf-config; or give --layers, --hidden, --heads, "
+         "--seq and --vocab)")
+
+
+def model_from_generator(args):
+    """The sizes of a preset or Hugging Face config, as triad-gen builds it."""
+    source = ["--preset", args.preset] if args.preset else \
+        ["--hf-config", args.hf_config]
+    overrides = []
+    for name in ("layers", "hidden", "heads", "seq", "vocab", "ffn"):
+        if getattr(args, name):
+            overrides += [f"--{name}", str(getattr(args, name))]
+    counts = subprocess.run([triad_gen()] + source + overrides +
+                            ["--print-params"], capture_output=True,
+                            text=True)
+    if counts.returncode != 0:
+        fail(counts.stderr.strip() or "triad-gen failed")
+    text = counts.stdout
+    total = int(re.search(r"parameters: (\d+)", text).group(1))
+    embedding = int(re.search(r"embedding\s+(\d+)", text).group(1))
+    layers, per_layer = map(int, re.search(
+        r"layers\s+\d+\s+\((\d+) x (\d+)\)", text).groups())
+    # One layer's IR for the widths.
+    ir = subprocess.run([triad_gen()] + source + overrides + ["--layers", "1"],
+                        capture_output=True, text=True)
+    if ir.returncode != 0:
+        fail(ir.stderr.strip() or "triad-gen failed")
+    vocab, hidden = map(int, re.search(
+        r"triad\.param @embed\.wte : tensor<(\d+)x(\d+)x", ir.stdout).groups())
+    seq = int(re.search(r"func\.func @forward\(%arg0: tensor<\d+x(\d+)xi32>",
+                        ir.stdout).group(1))
+    heads = int(re.search(r"heads = (\d+)", ir.stdout).group(1))
+    # A learned position table stays whole on every tensor-parallel rank.
+    positions = re.search(r"triad\.param @embed\.wpe : tensor<(\d+)x(\d+)x",
+                          ir.stdout)
+    whole = int(positions.group(1)) * int(positions.group(2)) if positions \
+        else 0
+    return {"name": args.preset or os.path.basename(args.hf_config),
+            "layers": layers, "hidden": hidden, "heads": heads, "seq": seq,
+            "vocab": vocab, "per_layer": per_layer, "params": total,
+            "embedding": embedding, "whole": whole}
+
+
+def model_from_sizes(args):
+    """A GPT of the given sizes (4 h MLP, learned positions, biases)."""
+    for name in ("layers", "hidden", "heads", "seq", "vocab"):
+        if not getattr(args, name):
+            fail(f"--{name} is needed without --preset or --hf-config")
+    h, ffn = args.hidden, args.ffn or 4 * args.hidden
+    per_layer = 4 * h * h + 2 * h * ffn + 9 * h + ffn
+    embedding = args.vocab * h + args.seq * h
+    params = args.layers * per_layer + embedding + 2 * h
+    return {"name": "custom", "layers": args.layers, "hidden": h,
+            "heads": args.heads, "seq": args.seq, "vocab": args.vocab,
+            "per_layer": per_layer, "params": params, "embedding": embedding,
+            "whole": args.seq * h}
+
+
+def divisors(n):
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+class Cluster:
+    def __init__(self, args):
+        if args.gpu not in GPUS:
+            fail(f"unknown --gpu '{args.gpu}' (one of {', '.join(GPUS)})")
+        self.gpu = GPUS[args.gpu]
+        self.name = args.gpu
+        self.per_node = args.gpus_per_node
+        self.nodes = args.nodes
+        self.count = self.per_node * self.nodes
+        self.nvlink = (args.nvlink or self.gpu["nvlink"]) * 1e9
+        self.ib = args.ib * 1e9
+        self.memory = (args.memory or self.gpu["memory"]) * 2**30
+        self.peak = self.gpu["bf16"] * 1e12
+        self.hbm = self.gpu["hbm"] * 1e9
+
+
+def ring_seconds(bytes_, ranks, bandwidth, latency, factor):
+    """A ring collective of factor (n - 1) steps (2 for an all-reduce, 1 for
+    an all-gather or a reduce-scatter), each moving 1 / n of the bytes at
+    the bus bandwidth after a latency: alpha-beta."""
+    if ranks <= 1 or bytes_ == 0:
+        return 0.0
+    steps = factor * (ranks - 1)
+    return steps * (latency + bytes_ / ranks / bandwidth)
+
+
+def product_efficiency(width):
+    return PRODUCT_EFFICIENCY * width / (width + PRODUCT_HALF)
+
+
+class Setup:
+    """What the search holds fixed: the model, the cluster, the batch and
+    the implementation being predicted."""
+
+    def __init__(self, model, cluster, batch, dtype, grad_accumulation,
+                 implementation):
+        self.model, self.cluster, self.batch = model, cluster, batch
+        # Bytes of a parameter, of a summed gradient, and of the optimizer
+        # state per parameter (f32 master copy, if any, and two moments).
+        if dtype == "f32":
+            self.param_bytes, self.grad_bytes, self.optimizer_bytes = 4, 4, 8
+            self.peak = cluster.gpu["f32"] * 1e12
+        else:
+            self.param_bytes = 2
+            self.grad_bytes = 4 if grad_accumulation == "f32" else 2
+            self.optimizer_bytes = 12
+            self.peak = cluster.peak
+        self.activation_scale = 2 if dtype == "f32" else 1
+        self.megatron = implementation == "megatron-2021"
+
+
+def activation_bytes(setup, config, b):
+    """Bytes one layer keeps for the backward pass of one microbatch
+    (Korthikanti et al. 2022, in 16 bits): s b h (10 + 24 / t), or s b h 34
+    / t with sequence parallelism, plus the attention scores' 5 a s^2 b / t
+    where attention is not fused, less the two hidden dropout masks (2 s b h)
+    where they are regenerated from the seed (Triad); s b h 2, the layer's
+    input, with full recomputation."""
+    m = setup.model
+    s, h, a, t = m["seq"], m["hidden"], m["heads"], config["tp"]
+    if config["recompute"] == "full":
+        return 2 * s * b * h * setup.activation_scale
+    kept = s * b * h * (34 / t if config["sp"] else 10 + 24 / t)
+    if not setup.megatron:
+        kept -= 2 * s * b * h / (t if config["sp"] else 1)
+    if setup.megatron and config["recompute"] == "none":
+        kept += 5 * a * s * s * b / t
+    return kept * setup.activation_scale
+
+
+def evaluate(setup, config):
+    """Memory and time of one configuration, or None where it cannot run
+    (the batch or the layers do not divide)."""
+    model, cluster, batch = setup.model, setup.cluster, setup.batch
+    dp, tp, pp = config["dp"], config["tp"], config["pp"]
+    b, zero = config["microbatch"], config["zero"]
+    schedule, recompute = config["schedule"], config["recompute"]
+    L, h, a, s, V = (model["layers"], model["hidden"], model["heads"],
+                     model["seq"], model["vocab"])
+    if batch % (dp * b) or pp > L:
+        return None
+    m = batch // (dp * b)
+    v = config["virtual_stages"]
+    # The layers of the fullest stage (the compiler gives the first stages
+    # the extra ones where pp does not divide the layers).
+    stage_layers = -(-L // pp)
+    if v > 1 and (schedule != "interleaved" or L % (pp * v)):
+        return None
+
+    # Memory of the first pipeline stage: it keeps the most microbatches'
+    # activations, and the embedding (both ends of the model with pp = 1).
+    # Where pp does not divide the layers, the compiler's cost balance
+    # decides which stages get the extra ones: count one (an upper bound).
+    first_layers = L if pp == 1 else stage_layers
+    psi = (model["per_layer"] * first_layers - model["whole"] +
+           (model["params"] - L * model["per_layer"] if pp == 1 else
+            model["embedding"])) / tp + model["whole"]
+    p_bytes, g_bytes, o_bytes = (setup.param_bytes, setup.grad_bytes,
+                                 setup.optimizer_bytes)
+    state = psi * {0: p_bytes + g_bytes + o_bytes,
+                   1: p_bytes + g_bytes + o_bytes / dp,
+                   2: p_bytes + (g_bytes + o_bytes) / dp,
+                   3: (p_bytes + g_bytes + o_bytes) / dp}[zero]
+    if schedule == "gpipe":
+        kept = m
+    else:
+        kept = min(pp, m) * (1 + (pp - 1) / (pp * v) if v > 1 else 1)
+    activations = activation_bytes(setup, config, b) * first_layers * kept
+    if recompute == "full":
+        # The layer being recomputed holds its whole working set.
+        activations += activation_bytes(
+            setup, dict(config, recompute="none"), b)
+    logits = s * b * V / tp * 4 if pp == 1 else 0  # f32, with the last layer
+    peak = state + activations + logits + RESERVED_GIB * 2**30
+    if peak > cluster.memory:
+        return {"fits": False, "memory": peak, "state": state,
+                "activations": activations}
+
+    # One microbatch's forward through one layer of one stage.
+    tokens = s * b
+    width = min(h / tp * 3, 4 * h / tp, h, tokens)
+    efficiency = product_efficiency(width)
+    product = tokens * (2 * model["per_layer"] + 4 * s * h) / tp / (
+        setup.peak * efficiency)
+    elementwise_bytes = tokens * h * (
+        (ELEMENTWISE_WHOLE + ELEMENTWISE_SHARED) / tp if config["sp"] else
+        ELEMENTWISE_WHOLE + ELEMENTWISE_SHARED / tp)
+    if setup.megatron:
+        elementwise_bytes += tokens * UNFUSED_SCORE_BYTES * a * s / tp
+    elementwise = elementwise_bytes * setup.activation_scale / cluster.hbm
+    # Two all-reduces per layer and pass (with sp an all-gather and a
+    # reduce-scatter each, the same bytes).
+    inside = tp <= cluster.per_node
+    tp_call = ring_seconds(tokens * h * setup.param_bytes, tp,
+                           cluster.nvlink if inside else cluster.ib,
+                           LATENCY_NVLINK if inside else LATENCY_IB, 2)
+    forward = product + elementwise + 2 * tp_call
+    backward = 2 * (product + elementwise) + 2 * tp_call
+    if recompute == "full":
+        backward += forward
+    elif recompute == "selective":
+        backward += tokens * 4 * s * h / tp / (setup.peak * efficiency)
+    head = tokens * 2 * h * V / tp / (setup.peak * efficiency)
+    # The stages are balanced by layers; the last also runs the output
+    # projection, forward and backward.
+    per_microbatch = stage_layers * (forward + backward) + 3 * head
+    tp_per_microbatch = stage_layers * (4 + (2 if recompute == "full" else 0)) \
+        * tp_call
+    send = 0.0
+    if pp > 1:
+        across = tp * pp > cluster.per_node
+        # Activations forward and their gradients back, a rank's 1 / tp of
+        # them (scattered and gathered inside the node).
+        send = 2 * v * (
+            tokens * h * setup.param_bytes / tp /
+            (cluster.ib if across else cluster.nvlink) +
+            (LATENCY_IB if across else LATENCY_NVLINK))
+    compute = m * per_microbatch
+    # The pipeline's fill and drain: 1F1B and GPipe idle (pp - 1) stage
+    # times, the interleaved schedule 1 / v of that, ZB-H1 a third (the
+    # weight gradients fill it).
+    bubble_share = {"1f1b": 1.0, "gpipe": 1.0, "interleaved": 1.0 / v,
+                    "zb-h1": 1.0 / 3}[schedule]
+    bubble = (pp - 1) * bubble_share * (per_microbatch + send)
+    pipeline = m * send
+    # Data parallelism, once per step and not overlapped (ZeRO-2 and -3
+    # reduce each microbatch's gradients, ZeRO-3 gathers the parameters for
+    # each microbatch's forward and backward), across nodes when the
+    # replicas span them.
+    across = dp > 1 and dp * tp * pp > cluster.per_node
+    bandwidth = cluster.ib if across else cluster.nvlink
+    latency = LATENCY_IB if across else LATENCY_NVLINK
+
+    def collective(bytes_, factor):
+        return ring_seconds(bytes_, dp, bandwidth, latency, factor)
+
+    gradients, params = psi * g_bytes, psi * p_bytes
+    dp_time = {0: collective(gradients, 2),
+               1: collective(gradients, 1) + collective(params, 1),
+               2: m * collective(gradients, 1) + collective(params, 1),
+               3: m * (collective(gradients, 1) + 2 * collective(params, 1))
+               }[zero]
+    # AdamW reads and writes its state, the summed gradients and the
+    # parameters once.
+    optimizer = psi * 2 * (p_bytes + g_bytes + o_bytes) / (
+        dp if zero else 1) / cluster.hbm
+    step = compute + bubble + pipeline + dp_time + optimizer
+
+    # Model FLOPs by Narayanan et al.'s convention (their Eq. 3): per pass
+    # 2 per layer parameter and token and 4 s h per token and layer in
+    # attention; 3 passes, 4 with full recomputation's second forward; the
+    # output projection 3. MFU counts 6 per parameter and token plus
+    # attention's 12 L h s, against the dense peak.
+    passes = 4 if recompute == "full" else 3
+    model_flops = passes * batch * s * L * (2 * model["per_layer"] +
+                                            4 * s * h) + 6 * batch * s * h * V
+    gpus = cluster.count
+    return {"fits": True, "memory": peak, "state": state,
+            "activations": activations, "step": step,
+            "tokens_per_s": batch * s / step,
+            "tflops": model_flops / step / gpus / 1e12,
+            "mfu": (6 * model["params"] + 12 * L * h * s) * batch * s / step
+            / gpus / setup.peak,
+            "compute": compute, "tp_time": m * tp_per_microbatch,
+            "bubble": bubble, "pp_time": pipeline, "dp_time": dp_time,
+            "optimizer": optimizer, "microbatches": m,
+            "efficiency": efficiency}
+
+
+def candidates(setup, fixed):
+    """Every configuration the cluster and the model allow: tensor
+    parallelism inside a node (dividing the heads), pipeline stages
+    dividing the layers, data parallelism the rest."""
+    model, n = setup.model, setup.cluster.count
+    for tp in divisors(setup.cluster.per_node):
+        if model["heads"] % tp or fixed.get("tp", tp) != tp:
+            continue
+        for pp in divisors(n // tp):
+            if pp > model["layers"] or fixed.get("pp", pp) != pp:
+                continue
+            dp = n // (tp * pp)
+            for b in (1, 2, 4, 8, 16):
+                if fixed.get("microbatch", b) != b:
+                    continue
+                for zero in (0, 1, 2, 3):
+                    if (zero and dp == 1) or fixed.get("zero", zero) != zero:
+                        continue
+                    for schedule, v in SCHEDULES:
+                        if pp == 1 and schedule != "1f1b":
+                            continue
+                        for sp in (False, True) if tp > 1 else (False,):
+                            for recompute in RECOMPUTE:
+                                yield {"dp": dp, "tp": tp, "pp": pp,
+                                       "microbatch": b, "zero": zero,
+                                       "schedule": schedule,
+                                       "virtual_stages": v, "sp": sp,
+                                       "recompute": recompute}
+
+
+def pipeline_options(setup, config):
+    """The --triad-train-pipeline options of a configuration."""
+    m = setup.batch // (config["dp"] * config["microbatch"])
+    options = [f"dp={config['dp']}", f"tp={config['tp']}",
+               f"pp={config['pp']}", f"microbatches={m}"]
+    if config["zero"]:
+        options.append(f"zero={config['zero']}")
+    if config["pp"] > 1 and config["schedule"] != "1f1b":
+        options.append(f"schedule={config['schedule']}")
+    if config["virtual_stages"] > 1:
+        options.append(f"virtual-stages={config['virtual_stages']}")
+    if config["sp"]:
+        options.append("sp=true")
+    if config["recompute"] != "none":
+        options.append(f"recompute={config['recompute']}")
+    if setup.grad_bytes == 2:
+        options.append("grad-accumulation=param")
+    return " ".join(options)
+
+
+def parse_config(text):
+    """An --explain configuration: the train pipeline's option names (dp,
+    tp, pp, zero, schedule, virtual-stages, sp, recompute) and microbatch
+    (sequences per microbatch)."""
+    config = {"zero": 0, "schedule": "1f1b", "virtual_stages": 1, "sp": False,
+              "recompute": "none", "microbatch": 1}
+    for item in text.split():
+        key, _, value = item.partition("=")
+        key = key.replace("-", "_")
+        if not value or key not in config and key not in ("dp", "tp", "pp"):
+            fail(f"--explain: '{item}' is not one of dp=, tp=, pp=, "
+                 "microbatch=, zero=, schedule=, virtual-stages=, sp=, "
+                 "recompute=")
+        if key == "schedule":
+            if value not in {name for name, _ in SCHEDULES}:
+                fail(f"--explain: unknown schedule '{value}'")
+            config[key] = value
+        elif key == "recompute":
+            if value not in RECOMPUTE:
+                fail(f"--explain: unknown recompute '{value}'")
+            config[key] = value
+        elif key == "sp":
+            config[key] = value in ("1", "true")
+        else:
+            try:
+                config[key] = int(value)
+            except ValueError:
+                fail(f"--explain: {key} wants a number, not '{value}'")
+            if config[key] < (0 if key == "zero" else 1):
+                fail(f"--explain: {key}={value} is out of range")
+    for key in ("dp", "tp", "pp"):
+        if key not in config:
+            fail(f"--explain needs {key}=")
+    if config["zero"] > 3:
+        fail("--explain: zero is 0, 1, 2 or 3")
+    if config["virtual_stages"] > 1 and config["schedule"] != "interleaved":
+        fail("--explain: virtual-stages needs schedule=interleaved")
+    if config["schedule"] == "interleaved" and config["virtual_stages"] == 1:
+        config["virtual_stages"] = 2
+    return config
+
+
+def describe(config):
+    text = (f"dp={config['dp']} tp={config['tp']} pp={config['pp']} "
+            f"microbatch={config['microbatch']} zero={config['zero']} "
+            f"schedule={config['schedule']}")
+    if config["virtual_stages"] > 1:
+        text += f" virtual-stages={config['virtual_stages']}"
+    return text + f" sp={'true' if config['sp'] else 'false'} " \
+        f"recompute={config['recompute']}"
+
+
+def explain(setup, config, as_json):
+    result = evaluate(setup, config)
+    if result is None:
+        fail("the configuration does not divide the batch, the layers or "
+             "the virtual stages")
+    report = dict(config, **result, options=pipeline_options(setup, config))
+    if as_json:
+        print(json.dumps(report, indent=1))
+        return
+    model, cluster = setup.model, setup.cluster
+    print(f"{model['name']}: {model['params'] / 1e9:.1f} B parameters, batch "
+          f"{setup.batch} x {model['seq']}, on {cluster.count} x "
+          f"{cluster.name}")
+    print(f"configuration: {describe(config)}")
+    print(f"  --triad-train-pipeline options: {report['options']}")
+    print(f"  memory per GPU: {result['memory'] / 2**30:.1f} GiB of "
+          f"{cluster.memory / 2**30:.0f}" +
+          ("" if result["fits"] else " (does not fit)"))
+    if not result["fits"]:
+        sys.exit(2)
+    print(f"    model state {result['state'] / 2**30:.1f} GiB, activations "
+          f"{result['activations'] / 2**30:.1f} GiB")
+    print(f"  step {result['step']:.3f} s: {result['tokens_per_s']:,.0f} "
+          f"tokens/s, {result['tflops']:.1f} TFLOP/s per GPU, MFU "
+          f"{100 * result['mfu']:.1f}%")
+    step = result["step"]
+    for key, label in (("compute", "microbatches on a stage"),
+                       ("tp_time", "  of which tensor-parallel collectives"),
+                       ("bubble", "pipeline fill and drain"),
+                       ("pp_time", "pipeline sends"),
+                       ("dp_time", "data-parallel collectives"),
+                       ("optimizer", "optimizer step")):
+        print(f"    {label:<38} {result[key]:9.3f} s {100 * result[key] / step:5.1f}%")
+    print(f"  {result['microbatches']} microbatches a replica; matrix products "
+          f"at {100 * result['efficiency']:.0f}% of the peak")
+
+
+def search(setup, fixed, top, as_json):
+    started = time.perf_counter()
+    results, tried = [], 0
+    for config in candidates(setup, fixed):
+        tried += 1
+        result = evaluate(setup, config)
+        if result and result["fits"]:
+            results.append(dict(config, **result,
+                                options=pipeline_options(setup, config)))
+    # Fastest first; of equals, the smaller footprint.
+    results.sort(key=lambda r: (round(r["step"], 6), r["memory"]))
+    seconds = time.perf_counter() - started
+    model, cluster = setup.model, setup.cluster
+    if as_json:
+        print(json.dumps({"model": model, "gpus": cluster.count,
+                          "searched": tried, "fit": len(results),
+                          "seconds": seconds, "best": results[:top]},
+                         indent=1))
+        return
+    print(f"{model['name']}: {model['params'] / 1e9:.1f} B parameters, batch "
+          f"{setup.batch} x {model['seq']}, on {cluster.count} x "
+          f"{cluster.name} ({cluster.nodes} node{'s' if cluster.nodes > 1 else ''} of {cluster.per_node})")
+    print(f"searched {tried} configurations in {seconds:.2f} s; "
+          f"{len(results)} fit in {cluster.memory / 2**30:.0f} GiB")
+    if not results:
+        print("none fits: more GPUs, a smaller batch or fewer layers")
+        sys.exit(2)
+    print(f"{'':>3} {'dp':>4} {'tp':>3} {'pp':>3} {'mb':>3} {'zero':>4} "
+          f"{'schedule':<14} {'sp':<3} {'recompute':<9} {'step s':>8} "
+          f"{'tokens/s':>10} {'TFLOP/s':>7} {'MFU':>6} {'GiB':>6} "
+          f"{'bubble':>6}")
+    for rank, r in enumerate(results[:top], 1):
+        schedule = r["schedule"] + (f" v{r['virtual_stages']}"
+                                    if r["virtual_stages"] > 1 else "")
+        print(f"{rank:>3} {r['dp']:>4} {r['tp']:>3} {r['pp']:>3} "
+              f"{r['microbatch']:>3} {r['zero']:>4} {schedule:<14} "
+              f"{'yes' if r['sp'] else 'no':<3} {r['recompute']:<9} "
+              f"{r['step']:>8.3f} {r['tokens_per_s']:>10,.0f} "
+              f"{r['tflops']:>7.1f} {100 * r['mfu']:>5.1f}% "
+              f"{r['memory'] / 2**30:>6.1f} "
+              f"{100 * r['bubble'] / r['step']:>5.1f}%")
+    print(f"best: --triad-train-pipeline='{results[0]['options']}'")
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        prog="triad-plan", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    model = parser.add_argument_group("model")
+    model.add_argument("--preset", help="a triad-gen preset")
+    model.add_argument("--hf-config", help="a Hugging Face config.json")
+    for name, what in (("layers", "transformer layers"),
+                       ("hidden", "hidden size"), ("heads", "attention heads"),
+                       ("seq", "sequence length"),
+                       ("vocab", "vocabulary"),
+                       ("ffn", "MLP inner size (default 4 x hidden)")):
+        model.add_argument(f"--{name}", type=int,
+                           help=what + " (overrides a preset's or config's)")
+    cluster = parser.add_argument_group("cluster")
+    cluster.add_argument("--gpu", default="h100-sxm",
+                         help=f"one of {', '.join(GPUS)} (default h100-sxm)")
+    cluster.add_argument("--gpus-per-node", type=int, default=8)
+    cluster.add_argument("--nodes", type=int, default=1)
+    cluster.add_argument("--nvlink", type=float,
+                         help="NVLink bus bandwidth per GPU, GB/s (default: "
+                         "the GPU's, as nccl-tests measure it)")
+    cluster.add_argument("--ib", type=float, default=25.0,
+                         help="InfiniBand GB/s per GPU (default 25: 200 Gb/s)")
+    cluster.add_argument("--memory", type=float,
+                         help="usable GiB per GPU (default: the GPU's)")
+    training = parser.add_argument_group("training")
+    training.add_argument("--batch", type=int, required=True,
+                          help="global batch in sequences")
+    training.add_argument("--dtype", choices=("bf16", "f16", "f32"),
+                          default="bf16")
+    training.add_argument("--grad-accumulation", choices=("f32", "param"),
+                          default="f32",
+                          help="gradients summed and reduced in f32 (the "
+                          "default) or in the parameters' 16 bits, as the "
+                          "train pipeline's option of that name")
+    training.add_argument("--implementation",
+                          choices=("triad", "megatron-2021"), default="triad",
+                          help="triad (the default): fused attention, dropout "
+                          "masks regenerated; megatron-2021: attention scores "
+                          "and dropout masks kept, as in Narayanan et al.")
+    for name in ("tp", "pp", "microbatch", "zero"):
+        training.add_argument(f"--{name}", type=int, help=f"fix {name}")
+    output = parser.add_argument_group("output")
+    output.add_argument("--top", type=int, default=10,
+                        help="rows of the table (default 10)")
+    output.add_argument("--json", action="store_true")
+    output.add_argument("--explain", metavar="CONFIG",
+                        help='one configuration, e.g. "dp=8 tp=4 pp=2 '
+                        'microbatch=1 zero=1 schedule=1f1b recompute=full"')
+    args = parser.parse_args()
+
+    if args.preset and args.hf_config:
+        fail("give --preset or --hf-config, not both")
+    for name in ("gpus_per_node", "nodes", "batch", "top"):
+        if getattr(args, name) < 1:
+            fail(f"--{name.replace('_', '-')} must be positive")
+    if args.dtype == "f32" and args.grad_accumulation == "param":
+        fail("--grad-accumulation param is for 16-bit models")
+    the_model = model_from_generator(args) if (args.preset or args.hf_config) \
+        else model_from_sizes(args)
+    setup = Setup(the_model, Cluster(args), args.batch, args.dtype,
+                  args.grad_accumulation, args.implementation)
+    if args.explain:
+        config = parse_config(args.explain)
+        total = config["dp"] * config["tp"] * config["pp"]
+        if total != setup.cluster.count:
+            fail(f"dp x tp x pp is {total}, not the cluster's "
+                 f"{setup.cluster.count} GPUs")
+        explain(setup, config, args.json)
+        return
+    fixed = {k: getattr(args, k) for k in ("tp", "pp", "microbatch", "zero")
+             if getattr(args, k) is not None}
+    search(setup, fixed, args.top, args.json)
+
+
+if __name__ == "__main__":
+    main()
