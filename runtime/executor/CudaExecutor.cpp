@@ -603,26 +603,6 @@ cuda::DType attentionProducts(plan::DType queries, MatmulPrecision precision) {
                                             : cuda::DType::F32;
 }
 
-/// Whether values `a` and `b` may share bytes within one call (as the
-/// plan checker's mayOverlap): a call picks the same slot of both, so
-/// slotted values with one stride keep their distance; otherwise each
-/// copy's bytes count.
-bool mayShareBytes(const plan::Value &a, const plan::Value &b) {
-  auto span = [](const plan::Value &v, bool allSlots) {
-    uint64_t begin = v.region()->offset(), end = begin + v.region()->bytes();
-    if (allSlots && v.slots() > 1)
-      end += (v.slots() - 1) * v.slot_stride();
-    return std::make_pair(begin, end);
-  };
-  if (a.region()->bytes() == 0 || b.region()->bytes() == 0)
-    return false;
-  bool sameCopies =
-      a.slots() == b.slots() && a.slot_stride() == b.slot_stride();
-  auto [aBegin, aEnd] = span(a, !sameCopies);
-  auto [bBegin, bEnd] = span(b, !sameCopies);
-  return aBegin < bEnd && bBegin < aEnd;
-}
-
 } // namespace
 
 bool CudaExecutor::runsTyped(const plan::Instr &instr) const {
@@ -644,7 +624,7 @@ bool CudaExecutor::runsTyped(const plan::Instr &instr) const {
   // element, in one type.)
   for (uint32_t out : *instr.outputs())
     for (uint32_t in : *instr.inputs())
-      if (out != in && mayShareBytes(value(out), value(in)))
+      if (out != in && mayOverlap(value(out), value(in)))
         return false;
   return true;
 }

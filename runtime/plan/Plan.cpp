@@ -71,6 +71,22 @@ int64_t microbatchSamples(const plan::Plan &plan) {
   return plan.batch() / plan.microbatches() / dp;
 }
 
+bool mayOverlap(const plan::Value &a, const plan::Value &b) {
+  auto span = [](const plan::Value &v, bool allSlots) {
+    uint64_t begin = v.region()->offset(), end = begin + v.region()->bytes();
+    if (allSlots && v.slots() > 1)
+      end += (v.slots() - 1) * v.slot_stride();
+    return std::make_pair(begin, end);
+  };
+  if (a.region()->bytes() == 0 || b.region()->bytes() == 0)
+    return false;
+  bool sameCopies =
+      a.slots() == b.slots() && a.slot_stride() == b.slot_stride();
+  auto [aBegin, aEnd] = span(a, !sameCopies);
+  auto [bBegin, bEnd] = span(b, !sameCopies);
+  return aBegin < bEnd && bBegin < aEnd;
+}
+
 namespace {
 
 using Shape = std::vector<int64_t>;
@@ -97,25 +113,6 @@ plan::KernelContext kernelContextOf(const plan::Plan &plan) {
     for (uint32_t g = 0; g < plan.groups()->size(); ++g)
       context.groupSizes.push_back(groupSize(plan, g));
   return context;
-}
-
-/// Whether two values may share bytes within one call. A call picks the
-/// same slot of both, so slotted values with one stride keep their
-/// distance; otherwise each copy's bytes count.
-bool mayOverlap(const plan::Value &a, const plan::Value &b) {
-  auto span = [](const plan::Value &v, bool allSlots) {
-    uint64_t begin = v.region()->offset(), end = begin + v.region()->bytes();
-    if (allSlots && v.slots() > 1)
-      end += (v.slots() - 1) * v.slot_stride();
-    return std::make_pair(begin, end);
-  };
-  if (a.region()->bytes() == 0 || b.region()->bytes() == 0)
-    return false;
-  bool sameCopies =
-      a.slots() == b.slots() && a.slot_stride() == b.slot_stride();
-  auto [aBegin, aEnd] = span(a, !sameCopies);
-  auto [bBegin, bEnd] = span(b, !sameCopies);
-  return aBegin < bEnd && bBegin < aEnd;
 }
 
 /// An instruction as the kernel contract sees it: one operand per distinct

@@ -102,6 +102,11 @@ uint32_t slotsOf(const plan::Program &program, const plan::Function &function);
 /// batch / (dp * microbatches), dp being the size of the axis "dp".
 int64_t microbatchSamples(const plan::Plan &plan);
 
+/// Whether two values may share bytes within one call. A call picks the
+/// same slot of both, so slotted values with one stride keep their
+/// distance; otherwise each copy's bytes count.
+bool mayOverlap(const plan::Value &a, const plan::Value &b);
+
 } // namespace triad::rt
 
 #endif // TRIAD_RUNTIME_PLAN_PLAN_H

@@ -220,8 +220,9 @@ TEST(CpuExecutor, StoresSixteenBitValuesAndComputesInF32) {
       EXPECT_EQ((*results)[1].floats[i], want) << i;
     }
     // -70000 is beyond f16's range: its infinity, a third of which stays.
-    if (!bf16)
+    if (!bf16) {
       EXPECT_TRUE(std::isinf((*results)[0].floats[3]));
+    }
   }
 }
 
