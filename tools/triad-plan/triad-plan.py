@@ -64,6 +64,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 # Dense 16-bit and f32 (no TF32) peaks in TFLOP/s, memory in GiB, memory
@@ -159,7 +160,8 @@ def model_from_generator(args):
     return {"name": args.preset or os.path.basename(args.hf_config),
             "layers": layers, "hidden": hidden, "heads": heads, "seq": seq,
             "vocab": vocab, "per_layer": per_layer, "params": total,
-            "embedding": embedding, "whole": whole}
+            "embedding": embedding, "whole": whole,
+            "generator": source + overrides}
 
 
 def model_from_sizes(args):
@@ -482,6 +484,12 @@ def parse_config(text):
     return config
 
 
+def parameters(model):
+    count = model["params"]
+    return (f"{count / 1e9:.1f} B parameters" if count >= 1e9 else
+            f"{count / 1e6:.1f} M parameters")
+
+
 def describe(config):
     text = (f"dp={config['dp']} tp={config['tp']} pp={config['pp']} "
             f"microbatch={config['microbatch']} zero={config['zero']} "
@@ -502,9 +510,8 @@ def explain(setup, config, as_json):
         print(json.dumps(report, indent=1))
         return
     model, cluster = setup.model, setup.cluster
-    print(f"{model['name']}: {model['params'] / 1e9:.1f} B parameters, batch "
-          f"{setup.batch} x {model['seq']}, on {cluster.count} x "
-          f"{cluster.name}")
+    print(f"{model['name']}: {parameters(model)}, batch {setup.batch} x "
+          f"{model['seq']}, on {cluster.count} x {cluster.name}")
     print(f"configuration: {describe(config)}")
     print(f"  --triad-train-pipeline options: {report['options']}")
     print(f"  memory per GPU: {result['memory'] / 2**30:.1f} GiB of "
@@ -529,7 +536,33 @@ def explain(setup, config, as_json):
           f"at {100 * result['efficiency']:.0f}% of the peak")
 
 
-def search(setup, fixed, top, as_json):
+def compiled_arena(setup, config, dtype, work):
+    """The largest per-rank arena of the compiled configuration, from
+    triad-opt's memory report, in bytes (the model built by triad-gen)."""
+    model = setup.model
+    ir = os.path.join(work, "model.mlir")
+    report = os.path.join(work, "memory.txt")
+    if not os.path.exists(ir):
+        made = subprocess.run([triad_gen(), *model["generator"], "--batch",
+                               str(setup.batch), "--dtype", dtype, "-o", ir],
+                              capture_output=True, text=True)
+        if made.returncode != 0:
+            fail(made.stderr.strip() or "triad-gen failed")
+    triad_opt = os.path.join(os.path.dirname(triad_gen()), "triad-opt")
+    done = subprocess.run(
+        [triad_opt, ir,
+         f"--triad-train-pipeline={pipeline_options(setup, config)}",
+         f"--triad-memory-report=file={report}", "-o", os.devnull],
+        capture_output=True, text=True)
+    if done.returncode != 0:
+        return None, done.stderr.strip().splitlines()[0]
+    with open(report) as f:
+        arenas = [int(n.replace(",", "")) for n in
+                  re.findall(r"^\s+arena\s+([\d,]+) B", f.read(), re.M)]
+    return max(arenas), None
+
+
+def search(setup, fixed, top, as_json, verify=0, dtype="bf16"):
     started = time.perf_counter()
     results, tried = [], 0
     for config in candidates(setup, fixed):
@@ -541,6 +574,24 @@ def search(setup, fixed, top, as_json):
     # Fastest first; of equals, the smaller footprint.
     results.sort(key=lambda r: (round(r["step"], 6), r["memory"]))
     seconds = time.perf_counter() - started
+    if verify:
+        # Compile in rank order until `verify` configurations fit by the
+        # compiler's own memory report (at most 4 x verify compiles); the
+        # table then shows those compiled, the ones that fit first.
+        if "generator" not in setup.model:
+            fail("--verify compiles the model: give --preset or --hf-config")
+        checked = []
+        with tempfile.TemporaryDirectory(prefix="triad-plan-") as work:
+            for r in results[:4 * verify]:
+                r["compiled"], r["compile_error"] = compiled_arena(
+                    setup, r, dtype, work)
+                checked.append(r)
+                if sum(1 for c in checked if fits_compiled(c, setup.cluster)
+                       ) == verify:
+                    break
+        results = sorted(checked, key=lambda r: not fits_compiled(
+            r, setup.cluster)) + results[len(checked):]
+        top = max(top, len(checked))
     model, cluster = setup.model, setup.cluster
     if as_json:
         print(json.dumps({"model": model, "gpus": cluster.count,
@@ -548,9 +599,10 @@ def search(setup, fixed, top, as_json):
                           "seconds": seconds, "best": results[:top]},
                          indent=1))
         return
-    print(f"{model['name']}: {model['params'] / 1e9:.1f} B parameters, batch "
-          f"{setup.batch} x {model['seq']}, on {cluster.count} x "
-          f"{cluster.name} ({cluster.nodes} node{'s' if cluster.nodes > 1 else ''} of {cluster.per_node})")
+    print(f"{model['name']}: {parameters(model)}, batch {setup.batch} x "
+          f"{model['seq']}, on {cluster.count} x {cluster.name} "
+          f"({cluster.nodes} node{'s' if cluster.nodes > 1 else ''} of "
+          f"{cluster.per_node})")
     print(f"searched {tried} configurations in {seconds:.2f} s; "
           f"{len(results)} fit in {cluster.memory / 2**30:.0f} GiB")
     if not results:
@@ -559,7 +611,7 @@ def search(setup, fixed, top, as_json):
     print(f"{'':>3} {'dp':>4} {'tp':>3} {'pp':>3} {'mb':>3} {'zero':>4} "
           f"{'schedule':<14} {'sp':<3} {'recompute':<9} {'step s':>8} "
           f"{'tokens/s':>10} {'TFLOP/s':>7} {'MFU':>6} {'GiB':>6} "
-          f"{'bubble':>6}")
+          f"{'bubble':>6}" + (f" {'compiled':>8}" if verify else ""))
     for rank, r in enumerate(results[:top], 1):
         schedule = r["schedule"] + (f" v{r['virtual_stages']}"
                                     if r["virtual_stages"] > 1 else "")
@@ -569,8 +621,31 @@ def search(setup, fixed, top, as_json):
               f"{r['step']:>8.3f} {r['tokens_per_s']:>10,.0f} "
               f"{r['tflops']:>7.1f} {100 * r['mfu']:>5.1f}% "
               f"{r['memory'] / 2**30:>6.1f} "
-              f"{100 * r['bubble'] / r['step']:>5.1f}%")
+              f"{100 * r['bubble'] / r['step']:>5.1f}%" + compiled_column(
+                  r, setup.cluster))
+    if verify and not fits_compiled(results[0], setup.cluster):
+        print("none of the compiled configurations fits by the compiler's "
+              "memory report")
+        sys.exit(2)
     print(f"best: --triad-train-pipeline='{results[0]['options']}'")
+    if verify:
+        print("compiled: the largest rank's arena in triad-opt's memory "
+              f"report, GiB (fits with {RESERVED_GIB:g} GiB for the CUDA "
+              "context); the compiled configurations that fit come first")
+
+
+def fits_compiled(r, cluster):
+    return r.get("compiled") is not None and r["compiled"] + \
+        RESERVED_GIB * 2**30 <= cluster.memory
+
+
+def compiled_column(r, cluster):
+    if "compiled" not in r:
+        return ""
+    if r["compiled"] is None:
+        return "  not compiled: " + r["compile_error"]
+    over = "" if fits_compiled(r, cluster) else " (over)"
+    return f" {r['compiled'] / 2**30:>8.1f}{over}"
 
 
 def main():
@@ -620,6 +695,11 @@ def main():
     output.add_argument("--top", type=int, default=10,
                         help="rows of the table (default 10)")
     output.add_argument("--json", action="store_true")
+    output.add_argument("--verify", type=int, default=0, metavar="N",
+                        help="compile the best with triad-opt, in rank "
+                        "order, until N fit by the largest rank's arena in "
+                        "its memory report, and rank those first (--preset "
+                        "or --hf-config)")
     output.add_argument("--explain", metavar="CONFIG",
                         help='one configuration, e.g. "dp=8 tp=4 pp=2 '
                         'microbatch=1 zero=1 schedule=1f1b recompute=full"')
@@ -646,7 +726,7 @@ def main():
         return
     fixed = {k: getattr(args, k) for k in ("tp", "pp", "microbatch", "zero")
              if getattr(args, k) is not None}
-    search(setup, fixed, args.top, args.json)
+    search(setup, fixed, args.top, args.json, args.verify, args.dtype)
 
 
 if __name__ == "__main__":
