@@ -183,20 +183,56 @@ def divisors(n):
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+DEVICE_FIELDS = {"name": str, "bf16": float, "f32": float, "memory": float,
+                 "hbm": float, "nvlink": float}
+
+
+def load_device(path):
+    """A device measured elsewhere (bench/plan_vs_cpu.py writes this CPU's):
+    the GPUS fields, plus optionally `latency` (s per ring step),
+    `product_efficiency` (of the peaks given), `product_half` (the width
+    at which products reach half of that; 0: no fall-off),
+    `attention_efficiency` (attention's products against the layers') and
+    `cores` (ranks past it share the cores)."""
+    try:
+        with open(path) as f:
+            device = json.load(f)
+    except (OSError, ValueError) as error:
+        fail(f"--device {path}: {error}")
+    for field, kind in DEVICE_FIELDS.items():
+        if not isinstance(device.get(field), (kind, int) if kind is float
+                          else kind):
+            fail(f"--device {path}: '{field}' is missing or not a "
+                 f"{'number' if kind is float else 'string'}")
+    return device
+
+
 class Cluster:
     def __init__(self, args):
-        if args.gpu not in GPUS:
+        if args.device:
+            self.gpu = load_device(args.device)
+            self.name = self.gpu["name"]
+        elif args.gpu not in GPUS:
             fail(f"unknown --gpu '{args.gpu}' (one of {', '.join(GPUS)})")
-        self.gpu = GPUS[args.gpu]
-        self.name = args.gpu
+        else:
+            self.gpu = GPUS[args.gpu]
+            self.name = args.gpu
         self.per_node = args.gpus_per_node
         self.nodes = args.nodes
         self.count = self.per_node * self.nodes
+        # Ranks past a device's cores share them (see evaluate).
+        self.cores = self.gpu.get("cores", self.count)
         self.nvlink = (args.nvlink or self.gpu["nvlink"]) * 1e9
         self.ib = args.ib * 1e9
         self.memory = (args.memory or self.gpu["memory"]) * 2**30
         self.peak = self.gpu["bf16"] * 1e12
+        self.f32_peak = self.gpu["f32"] * 1e12
         self.hbm = self.gpu["hbm"] * 1e9
+        self.efficiency = self.gpu.get("product_efficiency",
+                                       PRODUCT_EFFICIENCY)
+        self.product_half = self.gpu.get("product_half", PRODUCT_HALF)
+        self.attention_efficiency = self.gpu.get("attention_efficiency", 1.0)
+        self.latency = self.gpu.get("latency", LATENCY_NVLINK)
 
 
 def ring_seconds(bytes_, ranks, bandwidth, latency, factor):
@@ -209,8 +245,8 @@ def ring_seconds(bytes_, ranks, bandwidth, latency, factor):
     return steps * (latency + bytes_ / ranks / bandwidth)
 
 
-def product_efficiency(width):
-    return PRODUCT_EFFICIENCY * width / (width + PRODUCT_HALF)
+def product_efficiency(width, best=PRODUCT_EFFICIENCY, half=PRODUCT_HALF):
+    return best * width / (width + half)
 
 
 class Setup:
@@ -224,7 +260,7 @@ class Setup:
         # state per parameter (f32 master copy, if any, and two moments).
         if dtype == "f32":
             self.param_bytes, self.grad_bytes, self.optimizer_bytes = 4, 4, 8
-            self.peak = cluster.gpu["f32"] * 1e12
+            self.peak = cluster.f32_peak
         else:
             self.param_bytes = 2
             self.grad_bytes = 4 if grad_accumulation == "f32" else 2
@@ -304,9 +340,14 @@ def evaluate(setup, config):
     # One microbatch's forward through one layer of one stage.
     tokens = s * b
     width = min(h / tp * 3, 4 * h / tp, h, tokens)
-    efficiency = product_efficiency(width)
-    product = tokens * (2 * model["per_layer"] + 4 * s * h) / tp / (
-        setup.peak * efficiency)
+    efficiency = product_efficiency(width, cluster.efficiency,
+                                    cluster.product_half)
+    # Attention's products (4 s h FLOPs per token) may run at another rate
+    # than the layers' (a device's attention_efficiency, relative).
+    attention = tokens * 4 * s * h / tp / (
+        setup.peak * efficiency * cluster.attention_efficiency)
+    product = tokens * 2 * model["per_layer"] / tp / (
+        setup.peak * efficiency) + attention
     elementwise_bytes = tokens * h * (
         (ELEMENTWISE_WHOLE + ELEMENTWISE_SHARED) / tp if config["sp"] else
         ELEMENTWISE_WHOLE + ELEMENTWISE_SHARED / tp)
@@ -318,13 +359,13 @@ def evaluate(setup, config):
     inside = tp <= cluster.per_node
     tp_call = ring_seconds(tokens * h * setup.param_bytes, tp,
                            cluster.nvlink if inside else cluster.ib,
-                           LATENCY_NVLINK if inside else LATENCY_IB, 2)
+                           cluster.latency if inside else LATENCY_IB, 2)
     forward = product + elementwise + 2 * tp_call
     backward = 2 * (product + elementwise) + 2 * tp_call
     if recompute == "full":
         backward += forward
     elif recompute == "selective":
-        backward += tokens * 4 * s * h / tp / (setup.peak * efficiency)
+        backward += attention
     head = tokens * 2 * h * V / tp / (setup.peak * efficiency)
     # The stages are balanced by layers; the last also runs the output
     # projection, forward and backward.
@@ -339,7 +380,7 @@ def evaluate(setup, config):
         send = 2 * v * (
             tokens * h * setup.param_bytes / tp /
             (cluster.ib if across else cluster.nvlink) +
-            (LATENCY_IB if across else LATENCY_NVLINK))
+            (LATENCY_IB if across else cluster.latency))
     compute = m * per_microbatch
     # The pipeline's fill and drain: 1F1B and GPipe idle (pp - 1) stage
     # times, the interleaved schedule 1 / v of that, ZB-H1 a third (the
@@ -354,7 +395,7 @@ def evaluate(setup, config):
     # replicas span them.
     across = dp > 1 and dp * tp * pp > cluster.per_node
     bandwidth = cluster.ib if across else cluster.nvlink
-    latency = LATENCY_IB if across else LATENCY_NVLINK
+    latency = LATENCY_IB if across else cluster.latency
 
     def collective(bytes_, factor):
         return ring_seconds(bytes_, dp, bandwidth, latency, factor)
@@ -370,6 +411,17 @@ def evaluate(setup, config):
     optimizer = psi * 2 * (p_bytes + g_bytes + o_bytes) / (
         dp if zero else 1) / cluster.hbm
     step = compute + bubble + pipeline + dp_time + optimizer
+    if cluster.count > cluster.cores:
+        # More ranks than cores (a CPU): the ranks' busy time shares the
+        # cores, and a rank idle in the bubble leaves its share to others.
+        busy = step - bubble
+        stretched = busy * cluster.count / cluster.cores
+        if stretched > step:
+            scale = stretched / step
+            compute, bubble, pipeline, dp_time, optimizer = (
+                x * scale for x in (compute, bubble, pipeline, dp_time,
+                                    optimizer))
+            step = stretched
 
     # Model FLOPs by Narayanan et al.'s convention (their Eq. 3): per pass
     # 2 per layer parameter and token and 4 s h per token and layer in
@@ -389,7 +441,17 @@ def evaluate(setup, config):
             "compute": compute, "tp_time": m * tp_per_microbatch,
             "bubble": bubble, "pp_time": pipeline, "dp_time": dp_time,
             "optimizer": optimizer, "microbatches": m,
-            "efficiency": efficiency}
+            "efficiency": efficiency,
+            # The work of one step on the first stage, by kind: what a
+            # device's rates divide (bench/plan_vs_cpu.py calibrates on it).
+            "work": {"product_flops": m * (stage_layers * 3 * tokens * 2 *
+                                           model["per_layer"] / tp +
+                                           3 * tokens * 2 * h * V / tp),
+                     "attention_flops": m * stage_layers * 3 * tokens * 4 *
+                     s * h / tp,
+                     "elementwise_bytes": m * stage_layers * 3 *
+                     elementwise_bytes * setup.activation_scale,
+                     "optimizer_bytes": optimizer * cluster.hbm}}
 
 
 def candidates(setup, fixed):
@@ -665,6 +727,8 @@ def main():
     cluster = parser.add_argument_group("cluster")
     cluster.add_argument("--gpu", default="h100-sxm",
                          help=f"one of {', '.join(GPUS)} (default h100-sxm)")
+    cluster.add_argument("--device", metavar="FILE",
+                         help="a measured device (JSON) instead of --gpu")
     cluster.add_argument("--gpus-per-node", type=int, default=8)
     cluster.add_argument("--nodes", type=int, default=1)
     cluster.add_argument("--nvlink", type=float,
