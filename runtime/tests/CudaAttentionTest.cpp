@@ -35,8 +35,6 @@ using test::expectNear;
 using test::maxAbs;
 using test::randomFloats;
 
-class CudaAttentionKernels : public test::CudaTest {};
-
 //===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//
@@ -123,6 +121,74 @@ struct AttentionInputs {
   }
 };
 
+/// Attention's outputs on the CPU (want) and the device (got): out for
+/// the forward; dq, dk and dv for the gradients.
+struct AttentionOutputs {
+  std::vector<std::vector<float>> want, got;
+};
+
+class CudaAttentionKernels : public test::CudaTest {
+protected:
+  /// The forward of a case on both backends, the device's with
+  /// `products`; got stays empty where the device call fails (a test
+  /// failure).
+  AttentionOutputs forward(const AttentionCase &c, const AttentionInputs &in,
+                           DType products = DType::F32) {
+    cpu::AttentionShape shape = shapeOf(c);
+    AttentionOutputs outputs;
+    outputs.want.emplace_back(in.q.size());
+    cpu::attention(in.q.data(), in.k.data(), in.v.data(),
+                   c.prefix.empty() ? nullptr : c.prefix.data(),
+                   c.alibi ? in.slopes.data() : nullptr, outputs.want[0].data(),
+                   shape);
+    DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
+    DeviceBuffer prefix = c.prefix.empty() ? DeviceBuffer() : upload(c.prefix);
+    DeviceBuffer slopes = c.alibi ? upload(in.slopes) : DeviceBuffer();
+    DeviceBuffer out = poisoned(in.q.size());
+    absl::Status status =
+        attention(*context, q.as<float>(), k.as<float>(), v.as<float>(),
+                  prefix.as<int32_t>(), slopes.as<float>(), out.as<float>(),
+                  shape, products);
+    EXPECT_TRUE(status.ok()) << status;
+    if (status.ok())
+      outputs.got.push_back(download(out, in.q.size()));
+    return outputs;
+  }
+
+  /// The gradients of a case on both backends (dq, dk, dv).
+  AttentionOutputs backward(const AttentionCase &c, const AttentionInputs &in,
+                            DType products = DType::F32) {
+    cpu::AttentionShape shape = shapeOf(c);
+    AttentionOutputs outputs;
+    outputs.want = {std::vector<float>(in.q.size()),
+                    std::vector<float>(in.k.size()),
+                    std::vector<float>(in.v.size())};
+    cpu::attentionGrad(in.q.data(), in.k.data(), in.v.data(),
+                       c.prefix.empty() ? nullptr : c.prefix.data(),
+                       c.alibi ? in.slopes.data() : nullptr, in.dout.data(),
+                       outputs.want[0].data(), outputs.want[1].data(),
+                       outputs.want[2].data(), shape);
+    DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
+    DeviceBuffer dout = upload(in.dout);
+    DeviceBuffer prefix = c.prefix.empty() ? DeviceBuffer() : upload(c.prefix);
+    DeviceBuffer slopes = c.alibi ? upload(in.slopes) : DeviceBuffer();
+    DeviceBuffer dq = poisoned(in.q.size()), dk = poisoned(in.k.size()),
+                 dv = poisoned(in.v.size());
+    absl::Status status = attentionGrad(
+        *context, q.as<float>(), k.as<float>(), v.as<float>(),
+        prefix.as<int32_t>(), slopes.as<float>(), dout.as<float>(),
+        dq.as<float>(), dk.as<float>(), dv.as<float>(), shape, products);
+    EXPECT_TRUE(status.ok()) << status;
+    if (status.ok())
+      outputs.got = {download(dq, in.q.size()), download(dk, in.k.size()),
+                     download(dv, in.v.size())};
+    return outputs;
+  }
+};
+
+/// The names of the gradients, in AttentionOutputs' order.
+const char *const kGradientNames[] = {"dq", "dk", "dv"};
+
 /// Attention results against the CPU's. Each element is a sum of up to a
 /// few hundred products (keys for out and dq, query rows times the heads
 /// of a group for dk and dv) that the two backends round at 2^-24 in
@@ -142,20 +208,9 @@ TEST_F(CudaAttentionKernels, AttentionMatchesCpu) {
   for (const AttentionCase &c : attentionCases()) {
     const std::string name = nameOf(c);
     SCOPED_TRACE(name);
-    AttentionInputs in(c);
-    cpu::AttentionShape shape = shapeOf(c);
-    std::vector<float> want(in.q.size());
-    cpu::attention(in.q.data(), in.k.data(), in.v.data(),
-                   c.prefix.empty() ? nullptr : c.prefix.data(),
-                   c.alibi ? in.slopes.data() : nullptr, want.data(), shape);
-    DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
-    DeviceBuffer prefix = c.prefix.empty() ? DeviceBuffer() : upload(c.prefix);
-    DeviceBuffer slopes = c.alibi ? upload(in.slopes) : DeviceBuffer();
-    DeviceBuffer out = poisoned(in.q.size());
-    ASSERT_OK(attention(*context, q.as<float>(), k.as<float>(), v.as<float>(),
-                        prefix.as<int32_t>(), slopes.as<float>(),
-                        out.as<float>(), shape));
-    expectAttentionNear(download(out, in.q.size()), want, name + ": out");
+    AttentionOutputs outputs = forward(c, AttentionInputs(c));
+    if (!outputs.got.empty())
+      expectAttentionNear(outputs.got[0], outputs.want[0], name + ": out");
   }
 }
 
@@ -163,56 +218,29 @@ TEST_F(CudaAttentionKernels, AttentionGradMatchesCpu) {
   for (const AttentionCase &c : attentionCases()) {
     const std::string name = nameOf(c);
     SCOPED_TRACE(name);
-    AttentionInputs in(c);
-    cpu::AttentionShape shape = shapeOf(c);
-    std::vector<float> wantDq(in.q.size()), wantDk(in.k.size()),
-        wantDv(in.v.size());
-    cpu::attentionGrad(in.q.data(), in.k.data(), in.v.data(),
-                       c.prefix.empty() ? nullptr : c.prefix.data(),
-                       c.alibi ? in.slopes.data() : nullptr, in.dout.data(),
-                       wantDq.data(), wantDk.data(), wantDv.data(), shape);
-    DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
-    DeviceBuffer dout = upload(in.dout);
-    DeviceBuffer prefix = c.prefix.empty() ? DeviceBuffer() : upload(c.prefix);
-    DeviceBuffer slopes = c.alibi ? upload(in.slopes) : DeviceBuffer();
-    DeviceBuffer dq = poisoned(in.q.size()), dk = poisoned(in.k.size()),
-                 dv = poisoned(in.v.size());
-    ASSERT_OK(attentionGrad(
-        *context, q.as<float>(), k.as<float>(), v.as<float>(),
-        prefix.as<int32_t>(), slopes.as<float>(), dout.as<float>(),
-        dq.as<float>(), dk.as<float>(), dv.as<float>(), shape));
-    expectAttentionNear(download(dq, in.q.size()), wantDq, name + ": dq");
-    expectAttentionNear(download(dk, in.k.size()), wantDk, name + ": dk");
-    expectAttentionNear(download(dv, in.v.size()), wantDv, name + ": dv");
+    AttentionOutputs outputs = backward(c, AttentionInputs(c));
+    for (size_t i = 0; i < outputs.got.size(); ++i)
+      expectAttentionNear(outputs.got[i], outputs.want[i],
+                          name + ": " + kGradientNames[i]);
   }
 }
 
-/// The same inputs give the same bits: no sum depends on scheduling.
+/// The same inputs give the same bits, on the CUDA cores and on tensor
+/// cores: no sum depends on scheduling.
 TEST_F(CudaAttentionKernels, AttentionGradIsDeterministic) {
   AttentionCase c{2, 256, 256, 4, 1, 64, Mask::Causal, true, {}};
   AttentionInputs in(c);
-  DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
-  DeviceBuffer dout = upload(in.dout), slopes = upload(in.slopes);
-  std::vector<float> first[3];
-  for (int run = 0; run < 2; ++run) {
-    DeviceBuffer dq = poisoned(in.q.size()), dk = poisoned(in.k.size()),
-                 dv = poisoned(in.v.size());
-    ASSERT_OK(attentionGrad(*context, q.as<float>(), k.as<float>(),
-                            v.as<float>(), nullptr, slopes.as<float>(),
-                            dout.as<float>(), dq.as<float>(), dk.as<float>(),
-                            dv.as<float>(), shapeOf(c)));
-    std::vector<float> got[3] = {download(dq, in.q.size()),
-                                 download(dk, in.k.size()),
-                                 download(dv, in.v.size())};
-    for (int i = 0; i < 3; ++i) {
-      if (run == 0)
-        first[i] = got[i];
-      else
-        EXPECT_EQ(std::memcmp(first[i].data(), got[i].data(),
-                              got[i].size() * sizeof(float)),
-                  0)
-            << "gradient " << i << " differs between runs";
-    }
+  for (DType products : {DType::F32, DType::BF16}) {
+    AttentionOutputs first = backward(c, in, products),
+                     second = backward(c, in, products);
+    ASSERT_EQ(first.got.size(), 3u);
+    ASSERT_EQ(second.got.size(), 3u);
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(std::memcmp(first.got[i].data(), second.got[i].data(),
+                            first.got[i].size() * sizeof(float)),
+                0)
+          << kGradientNames[i] << " differs between runs ("
+          << (products == DType::F32 ? "f32" : "bf16") << " products)";
   }
 }
 
@@ -260,6 +288,14 @@ bool onTensorCores(const AttentionCase &c) {
   return c.headDim % 16 == 0 && c.headDim <= 128;
 }
 
+/// A case's inputs rounded to `type`, as a 16-bit plan's are.
+AttentionInputs roundedInputs(const AttentionCase &c, DType type) {
+  AttentionInputs in(c);
+  for (std::vector<float> *values : {&in.q, &in.k, &in.v, &in.dout})
+    *values = roundedTo(type, *values);
+  return in;
+}
+
 TEST_F(CudaAttentionKernels, TensorCoreAttentionMatchesCpu) {
   for (DType type : {DType::BF16, DType::F16}) {
     double worst = 0.0;
@@ -268,26 +304,11 @@ TEST_F(CudaAttentionKernels, TensorCoreAttentionMatchesCpu) {
         continue;
       const std::string name = std::string(nameOf(type)) + " " + nameOf(c);
       SCOPED_TRACE(name);
-      AttentionInputs in(c);
-      in.q = roundedTo(type, in.q);
-      in.k = roundedTo(type, in.k);
-      in.v = roundedTo(type, in.v);
-      cpu::AttentionShape shape = shapeOf(c);
-      std::vector<float> want(in.q.size());
-      cpu::attention(in.q.data(), in.k.data(), in.v.data(),
-                     c.prefix.empty() ? nullptr : c.prefix.data(),
-                     c.alibi ? in.slopes.data() : nullptr, want.data(), shape);
-      DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
-      DeviceBuffer prefix =
-          c.prefix.empty() ? DeviceBuffer() : upload(c.prefix);
-      DeviceBuffer slopes = c.alibi ? upload(in.slopes) : DeviceBuffer();
-      DeviceBuffer out = poisoned(in.q.size());
-      ASSERT_OK(attention(*context, q.as<float>(), k.as<float>(), v.as<float>(),
-                          prefix.as<int32_t>(), slopes.as<float>(),
-                          out.as<float>(), shape, type));
-      worst = std::max(worst,
-                       expectTensorCoresNear(type, download(out, in.q.size()),
-                                             want, name + ": out"));
+      AttentionOutputs outputs = forward(c, roundedInputs(c, type), type);
+      if (!outputs.got.empty())
+        worst = std::max(worst, expectTensorCoresNear(type, outputs.got[0],
+                                                      outputs.want[0],
+                                                      name + ": out"));
     }
     std::printf("%s products: largest difference %.3g of the output's "
                 "largest element\n",
@@ -303,37 +324,11 @@ TEST_F(CudaAttentionKernels, TensorCoreAttentionGradMatchesCpu) {
         continue;
       const std::string name = std::string(nameOf(type)) + " " + nameOf(c);
       SCOPED_TRACE(name);
-      AttentionInputs in(c);
-      in.q = roundedTo(type, in.q);
-      in.k = roundedTo(type, in.k);
-      in.v = roundedTo(type, in.v);
-      in.dout = roundedTo(type, in.dout);
-      cpu::AttentionShape shape = shapeOf(c);
-      std::vector<float> wantDq(in.q.size()), wantDk(in.k.size()),
-          wantDv(in.v.size());
-      cpu::attentionGrad(in.q.data(), in.k.data(), in.v.data(),
-                         c.prefix.empty() ? nullptr : c.prefix.data(),
-                         c.alibi ? in.slopes.data() : nullptr, in.dout.data(),
-                         wantDq.data(), wantDk.data(), wantDv.data(), shape);
-      DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
-      DeviceBuffer dout = upload(in.dout);
-      DeviceBuffer prefix =
-          c.prefix.empty() ? DeviceBuffer() : upload(c.prefix);
-      DeviceBuffer slopes = c.alibi ? upload(in.slopes) : DeviceBuffer();
-      DeviceBuffer dq = poisoned(in.q.size()), dk = poisoned(in.k.size()),
-                   dv = poisoned(in.v.size());
-      ASSERT_OK(attentionGrad(
-          *context, q.as<float>(), k.as<float>(), v.as<float>(),
-          prefix.as<int32_t>(), slopes.as<float>(), dout.as<float>(),
-          dq.as<float>(), dk.as<float>(), dv.as<float>(), shape, type));
-      for (double difference :
-           {expectTensorCoresNear(type, download(dq, in.q.size()), wantDq,
-                                  name + ": dq"),
-            expectTensorCoresNear(type, download(dk, in.k.size()), wantDk,
-                                  name + ": dk"),
-            expectTensorCoresNear(type, download(dv, in.v.size()), wantDv,
-                                  name + ": dv")})
-        worst = std::max(worst, difference);
+      AttentionOutputs outputs = backward(c, roundedInputs(c, type), type);
+      for (size_t i = 0; i < outputs.got.size(); ++i)
+        worst = std::max(
+            worst, expectTensorCoresNear(type, outputs.got[i], outputs.want[i],
+                                         name + ": " + kGradientNames[i]));
     }
     std::printf("%s products: largest difference %.3g of the gradient's "
                 "largest element\n",
@@ -370,34 +365,6 @@ TEST_F(CudaAttentionKernels, TensorCoreProductsRoundTheOperands) {
       expectTensorCoresNear(DType::BF16, got, want, "bf16 against f32");
     } else {
       EXPECT_EQ(largest, 0.0) << "the f32 kernel did not run";
-    }
-  }
-}
-
-TEST_F(CudaAttentionKernels, TensorCoreAttentionGradIsDeterministic) {
-  AttentionCase c{2, 256, 256, 4, 1, 64, Mask::Causal, true, {}};
-  AttentionInputs in(c);
-  DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
-  DeviceBuffer dout = upload(in.dout), slopes = upload(in.slopes);
-  std::vector<float> first[3];
-  for (int run = 0; run < 2; ++run) {
-    DeviceBuffer dq = poisoned(in.q.size()), dk = poisoned(in.k.size()),
-                 dv = poisoned(in.v.size());
-    ASSERT_OK(attentionGrad(*context, q.as<float>(), k.as<float>(),
-                            v.as<float>(), nullptr, slopes.as<float>(),
-                            dout.as<float>(), dq.as<float>(), dk.as<float>(),
-                            dv.as<float>(), shapeOf(c), DType::BF16));
-    std::vector<float> got[3] = {download(dq, in.q.size()),
-                                 download(dk, in.k.size()),
-                                 download(dv, in.v.size())};
-    for (int i = 0; i < 3; ++i) {
-      if (run == 0)
-        first[i] = got[i];
-      else
-        EXPECT_EQ(std::memcmp(first[i].data(), got[i].data(),
-                              got[i].size() * sizeof(float)),
-                  0)
-            << "gradient " << i << " differs between runs";
     }
   }
 }
