@@ -37,7 +37,9 @@ The predictions are closed forms, per GPU:
            unfused attention its scores (12 a s).
   comm     ring collectives, alpha-beta: 2 (n - 1) steps for an
            all-reduce, n - 1 for an all-gather or a reduce-scatter, each a
-           latency plus 1 / n of the bytes at the bus bandwidth, over NVLink
+           latency plus 1 / n of the bytes at the bus bandwidth (data
+           parallelism's all-reduce by the ring or NCCL's double binary
+           tree, whichever is faster), over NVLink
            inside a node and InfiniBand across nodes: tensor parallelism's 2
            all-reduces per layer and pass (not overlapped), the pipeline's
            activations and gradients between stages, data parallelism's
@@ -245,6 +247,18 @@ def ring_seconds(bytes_, ranks, bandwidth, latency, factor):
     return steps * (latency + bytes_ / ranks / bandwidth)
 
 
+def all_reduce_seconds(bytes_, ranks, bandwidth, latency):
+    """An all-reduce by the faster of NCCL's two algorithms: the ring
+    (2 (n - 1) steps) or the double binary tree, which moves the bytes
+    twice at the bus bandwidth, pipelined in chunks, with 2 log2(n) steps'
+    latency: the tree wins for small messages on many ranks."""
+    if ranks <= 1 or bytes_ == 0:
+        return 0.0
+    ring = ring_seconds(bytes_, ranks, bandwidth, latency, 2)
+    tree = 2 * bytes_ / bandwidth + 2 * math.ceil(math.log2(ranks)) * latency
+    return min(ring, tree)
+
+
 def product_efficiency(width, best=PRODUCT_EFFICIENCY, half=PRODUCT_HALF):
     return best * width / (width + half)
 
@@ -401,7 +415,7 @@ def evaluate(setup, config):
         return ring_seconds(bytes_, dp, bandwidth, latency, factor)
 
     gradients, params = psi * g_bytes, psi * p_bytes
-    dp_time = {0: collective(gradients, 2),
+    dp_time = {0: all_reduce_seconds(gradients, dp, bandwidth, latency),
                1: collective(gradients, 1) + collective(params, 1),
                2: m * collective(gradients, 1) + collective(params, 1),
                3: m * (collective(gradients, 1) + 2 * collective(params, 1))
