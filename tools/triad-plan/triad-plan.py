@@ -46,11 +46,16 @@ The predictions are closed forms, per GPU:
            collectives once per step (per microbatch for ZeRO-2 and -3), not
            overlapped with the backward pass.
   pipeline the bubble: (pp - 1) stage times for 1F1B and GPipe, 1 / v of
-           that for the interleaved schedule, a third for ZB-H1.
+           that for the interleaved schedule, a third for ZB-H1; then the
+           best (--simulate N) and --explain are re-timed on the compiler's
+           own schedule (--triad-schedule-report, the runtime's builder),
+           action by action: each rank runs its forwards, backwards (input
+           and weight gradients apart for ZB-H1) and transfers in order, a
+           receive waiting for its send.
 
 The constants (product efficiency, bandwidths, latencies) were set against
 Narayanan et al. 2021's ten published runs (test/tools/triad-plan). These
-are the physics of the choice, not a simulation of the compiled schedule.
+are the physics of the choice.
 
   triad-plan --preset gpt-neox-20b --gpu a100-40gb --nodes 12 --batch 1536
   triad-plan --layers 24 --hidden 2304 --heads 24 --seq 2048 --vocab 51200 \\
@@ -263,6 +268,83 @@ def product_efficiency(width, best=PRODUCT_EFFICIENCY, half=PRODUCT_HALF):
     return best * width / (width + half)
 
 
+SCHEDULE_CACHE = {}
+
+
+def schedule_actions(schedule, pp, m, v):
+    """Each pipeline rank's actions in the order the runtime runs them, from
+    the compiler's --triad-schedule-report (the runtime's own schedule
+    builder)."""
+    key = (schedule, pp, m, v)
+    if key not in SCHEDULE_CACHE:
+        triad_opt = os.path.join(os.path.dirname(triad_gen()), "triad-opt")
+        options = f"schedule={schedule} pp={pp} microbatches={m}"
+        if v > 1:
+            options += f" virtual-stages={v}"
+        done = subprocess.run(
+            [triad_opt, "-", f"--triad-schedule-report={options}", "-o",
+             os.devnull], input="module {}", capture_output=True, text=True)
+        if done.returncode != 0:
+            fail(f"the schedule report of '{options}': {done.stderr.strip()}")
+        ranks = re.findall(r"^  rank \d+: (.*)$", done.stdout, re.M)
+        SCHEDULE_CACHE[key] = [line.split() for line in ranks]
+    return SCHEDULE_CACHE[key]
+
+
+ACTION = re.compile(r"(F|B|BI|BW|send-act|recv-act|send-grad|recv-grad)"
+                    r"(\d+)\.(\d+)(?:[<>](\d+))?$")
+
+
+def simulate_schedule(ranks, durations, stages):
+    """The time from the first forward to the last backward action of a
+    step: every rank runs its actions in order; a receive waits for its
+    send (sends do not block), a transfer takes durations["send"]."""
+    clock = [0.0] * len(ranks)
+    position = [0] * len(ranks)
+    arrived = {}
+    last = stages - 1
+    progress = True
+    while progress:
+        progress = False
+        for rank, actions in enumerate(ranks):
+            while position[rank] < len(actions):
+                token = actions[position[rank]]
+                match = ACTION.match(token)
+                if not match:  # reduce-grads, optimizer: timed apart
+                    position[rank] += 1
+                    continue
+                kind, stage, microbatch = match.group(1), int(
+                    match.group(2)), int(match.group(3))
+                if kind.startswith("recv"):
+                    key = (kind[5:], stage, microbatch)
+                    if key not in arrived:
+                        break
+                    clock[rank] = max(clock[rank], arrived[key])
+                elif kind.startswith("send"):
+                    # To the stage after (activations) or before (gradients).
+                    direction = kind[5:]
+                    to = stage + 1 if direction == "act" else stage - 1
+                    arrived[(direction, to, microbatch)] = (
+                        clock[rank] + durations["send"])
+                elif kind == "F":
+                    clock[rank] += durations["F"] + (
+                        durations["head_F"] if stage == last else 0)
+                elif kind == "B":
+                    clock[rank] += durations["B"] + (
+                        durations["head_B"] if stage == last else 0)
+                elif kind == "BI":
+                    clock[rank] += durations["B"] - durations["W"] + (
+                        durations["head_B"] / 2 if stage == last else 0)
+                else:  # BW
+                    clock[rank] += durations["W"] + (
+                        durations["head_B"] / 2 if stage == last else 0)
+                position[rank] += 1
+                progress = True
+    if any(p < len(a) for p, a in zip(position, ranks)):
+        fail("the schedule report's actions wait on each other (deadlock)")
+    return max(clock)
+
+
 class Setup:
     """What the search holds fixed: the model, the cluster, the batch and
     the implementation being predicted."""
@@ -303,7 +385,7 @@ def activation_bytes(setup, config, b):
     return kept * setup.activation_scale
 
 
-def evaluate(setup, config):
+def evaluate(setup, config, simulate=False):
     """Memory and time of one configuration, or None where it cannot run
     (the batch or the layers do not divide)."""
     model, cluster, batch = setup.model, setup.cluster, setup.batch
@@ -319,7 +401,9 @@ def evaluate(setup, config):
     # The layers of the fullest stage (the compiler gives the first stages
     # the extra ones where pp does not divide the layers).
     stage_layers = -(-L // pp)
-    if v > 1 and (schedule != "interleaved" or L % (pp * v)):
+    # The interleaved schedule cuts the layers into pp x v stages and takes
+    # the microbatches in rounds of pp (the compiler requires both).
+    if v > 1 and (schedule != "interleaved" or L % (pp * v) or m % pp):
         return None
 
     # Memory of the first pipeline stage: it keeps the most microbatches'
@@ -403,6 +487,22 @@ def evaluate(setup, config):
                     "zb-h1": 1.0 / 3}[schedule]
     bubble = (pp - 1) * bubble_share * (per_microbatch + send)
     pipeline = m * send
+    simulated = None
+    if simulate and pp > 1:
+        # The compiler's own schedule, action by action: each stage's
+        # forward and backward (split into input and weight gradients for
+        # ZB-H1, the weight gradients being one product per layer), the
+        # transfers between ranks; the slowest rank ends the step.
+        layers = stage_layers / v
+        weight = layers * 2 * tokens * 2 * model["per_layer"] / 2 / tp / (
+            setup.peak * efficiency)
+        durations = {"F": layers * forward, "B": layers * backward,
+                     "head_F": head, "head_B": 2 * head, "W": weight,
+                     "send": send / (2 * v)}
+        makespan = simulate_schedule(
+            schedule_actions(schedule, pp, m, v), durations, pp * v)
+        simulated = makespan
+        bubble = max(0.0, makespan - compute - pipeline)
     # Data parallelism, once per step and not overlapped (ZeRO-2 and -3
     # reduce each microbatch's gradients, ZeRO-3 gathers the parameters for
     # each microbatch's forward and backward), across nodes when the
@@ -447,6 +547,7 @@ def evaluate(setup, config):
                                             4 * s * h) + 6 * batch * s * h * V
     gpus = cluster.count
     return {"fits": True, "memory": peak, "state": state,
+            "simulated_pipeline": simulated,
             "activations": activations, "step": step,
             "tokens_per_s": batch * s / step,
             "tflops": model_flops / step / gpus / 1e12,
@@ -577,7 +678,7 @@ def describe(config):
 
 
 def explain(setup, config, as_json):
-    result = evaluate(setup, config)
+    result = evaluate(setup, config, simulate=True)
     if result is None:
         fail("the configuration does not divide the batch, the layers or "
              "the virtual stages")
@@ -608,6 +709,11 @@ def explain(setup, config, as_json):
                        ("dp_time", "data-parallel collectives"),
                        ("optimizer", "optimizer step")):
         print(f"    {label:<38} {result[key]:9.3f} s {100 * result[key] / step:5.1f}%")
+    if result["simulated_pipeline"] is not None:
+        print(f"  the pipeline simulated on the compiler's {config['schedule']}"
+              f" schedule, action by action: "
+              f"{result['simulated_pipeline']:.3f} s from the first forward to "
+              f"the last backward")
     print(f"  {result['microbatches']} microbatches a replica; matrix products "
           f"at {100 * result['efficiency']:.0f}% of the peak")
 
@@ -638,7 +744,7 @@ def compiled_arena(setup, config, dtype, work):
     return max(arenas), None
 
 
-def search(setup, fixed, top, as_json, verify=0, dtype="bf16"):
+def search(setup, fixed, top, as_json, verify=0, dtype="bf16", simulate=20):
     started = time.perf_counter()
     results, tried = [], 0
     for config in candidates(setup, fixed):
@@ -649,6 +755,16 @@ def search(setup, fixed, top, as_json, verify=0, dtype="bf16"):
                                 options=pipeline_options(setup, config)))
     # Fastest first; of equals, the smaller footprint.
     results.sort(key=lambda r: (round(r["step"], 6), r["memory"]))
+    # The best by the closed form, re-timed on the compiler's schedule,
+    # action by action, and ranked again.
+    for i, r in enumerate(results[:simulate]):
+        config = {k: r[k] for k in ("dp", "tp", "pp", "microbatch", "zero",
+                                    "schedule", "virtual_stages", "sp",
+                                    "recompute")}
+        results[i] = dict(config, **evaluate(setup, config, simulate=True),
+                          options=r["options"])
+    results[:simulate] = sorted(
+        results[:simulate], key=lambda r: (round(r["step"], 6), r["memory"]))
     seconds = time.perf_counter() - started
     if verify:
         # Compile in rank order until `verify` configurations fit by the
@@ -773,6 +889,10 @@ def main():
     output.add_argument("--top", type=int, default=10,
                         help="rows of the table (default 10)")
     output.add_argument("--json", action="store_true")
+    output.add_argument("--simulate", type=int, default=20, metavar="N",
+                        help="re-time the N best on the compiler's own "
+                        "pipeline schedule, action by action, and rank them "
+                        "again (default 20; --explain always does)")
     output.add_argument("--verify", type=int, default=0, metavar="N",
                         help="compile the best with triad-opt, in rank "
                         "order, until N fit by the largest rank's arena in "
@@ -804,7 +924,8 @@ def main():
         return
     fixed = {k: getattr(args, k) for k in ("tp", "pp", "microbatch", "zero")
              if getattr(args, k) is not None}
-    search(setup, fixed, args.top, args.json, args.verify, args.dtype)
+    search(setup, fixed, args.top, args.json, args.verify, args.dtype,
+           args.simulate)
 
 
 if __name__ == "__main__":
