@@ -522,8 +522,9 @@ def evaluate(setup, config, simulate=False):
                }[zero]
     # AdamW reads and writes its state, the summed gradients and the
     # parameters once.
-    optimizer = psi * 2 * (p_bytes + g_bytes + o_bytes) / (
-        dp if zero else 1) / cluster.hbm
+    optimizer_bytes = psi * 2 * (p_bytes + g_bytes + o_bytes) / (
+        dp if zero else 1)
+    optimizer = optimizer_bytes / cluster.hbm
     step = compute + bubble + pipeline + dp_time + optimizer
     if cluster.count > cluster.cores:
         # More ranks than cores (a CPU): the ranks' busy time shares the
@@ -566,7 +567,7 @@ def evaluate(setup, config, simulate=False):
                      s * h / tp,
                      "elementwise_bytes": m * stage_layers * 3 *
                      elementwise_bytes * setup.activation_scale,
-                     "optimizer_bytes": optimizer * cluster.hbm}}
+                     "optimizer_bytes": optimizer_bytes}}
 
 
 def candidates(setup, fixed):
