@@ -34,6 +34,8 @@ import subprocess
 import sys
 import tempfile
 
+from scale import option  # the same key=value reading of pipeline options
+
 CALIBRATION = ["--preset", "tiny", "--layers", "2", "--hidden", "256",
                "--heads", "4", "--ffn", "1024", "--vocab", "256", "--seq", "128",
                "--batch", "8"]
@@ -60,11 +62,6 @@ def environment():
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
     return env
-
-
-def option(options, name, default):
-    match = re.search(rf"\b{name}=(\S+)", options)
-    return match.group(1) if match else default
 
 
 def ranks_of(options):
