@@ -488,7 +488,9 @@ private:
   };
   /// Adds each update's gradient into its accumulator right after the
   /// kernel of f.body[bodyStart...] that last writes the gradient (at the
-  /// end when none does).
+  /// end when none does), in that kernel's layer. A gradient cast from
+  /// another type moves up with its cast, to right after the kernel that
+  /// completes the cast's input.
   void accumulateAfterLastWrite(Function &f, size_t bodyStart,
                                 ArrayRef<Update> updates);
   LogicalResult findInPlaceUpdates(func::FuncOp func);
@@ -1065,24 +1067,57 @@ void ProgramLowering::accumulateAfterLastWrite(Function &f, size_t bodyStart,
   for (size_t k = bodyStart; k < f.body.size(); ++k)
     for (unsigned out : f.body[k].outputs)
       lastWriter[slots[out].storage] = k;
+  // A gradient summed in f32 arrives through a cast from the 16-bit one,
+  // and the function's casts come last (they feed its results). Each such
+  // cast moves up to right after the kernel that completes its input, with
+  // its accumulate: otherwise every 16-bit gradient of a stage stays live
+  // to the end of its backward, the stage's parameters over again in
+  // temporaries.
+  DenseMap<size_t, SmallVector<size_t>> movedCasts;
+  llvm::DenseSet<size_t> moved;
   DenseMap<size_t, SmallVector<Update>> after;
   SmallVector<Update> atEnd;
   for (const Update &update : updates) {
     auto it = lastWriter.find(slots[update.grad].storage);
-    if (it == lastWriter.end())
+    if (it == lastWriter.end()) {
       atEnd.push_back(update);
-    else
-      after[it->second].push_back(update);
+      continue;
+    }
+    size_t k = it->second;
+    const Kernel &cast = f.body[k];
+    if (cast.opcode == OpCode::Cast && cast.inputs.size() == 1 &&
+        !moved.contains(k)) {
+      auto input = lastWriter.find(slots[cast.inputs.front()].storage);
+      if (input != lastWriter.end() && input->second < k) {
+        movedCasts[input->second].push_back(k);
+        moved.insert(k);
+      }
+    }
+    after[k].push_back(update);
   }
   std::vector<Kernel> body(f.body.begin(), f.body.begin() + bodyStart);
-  for (size_t k = bodyStart; k < f.body.size(); ++k) {
-    body.push_back(f.body[k]);
+  auto accumulateAfter = [&](size_t k, StringRef layer) {
     for (auto [accumulator, grad, weight] : after.lookup(k))
       body.push_back({OpCode::Accumulate,
                       {accumulator, grad, weight},
                       {accumulator},
                       {},
-                      {}});
+                      {},
+                      -1,
+                      {},
+                      layer.str()});
+  };
+  for (size_t k = bodyStart; k < f.body.size(); ++k) {
+    if (moved.contains(k))
+      continue;
+    body.push_back(f.body[k]);
+    std::string layer = f.body[k].layer;
+    accumulateAfter(k, layer);
+    for (size_t c : movedCasts.lookup(k)) {
+      body.push_back(f.body[c]);
+      body.back().layer = layer;
+      accumulateAfter(c, layer);
+    }
   }
   f.body = std::move(body);
   for (auto [accumulator, grad, weight] : atEnd)

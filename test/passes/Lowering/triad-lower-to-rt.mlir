@@ -35,6 +35,15 @@
 // stages once, and both the overflow check and the clipping (after
 // unscaling by 2 / scale: the step's loss is the mean of 2 microbatches')
 // read that sum.
+// A gradient summed in f32 is cast and accumulated right after the kernel
+// that completes its 16-bit value, not at the end of the stage's backward,
+// where every 16-bit gradient of the stage would still be live.
+// F16PP-LABEL: rt.program @rank0
+// F16PP-LABEL: rt.func @backward_s0
+// F16PP: rt.kernel matmul({{.*}}) -> ([[DW:%[0-9]+]]) ints [1, 0] : (memref<32x256xf16>, memref<32x32xf16>) -> memref<256x32xf16>
+// F16PP-NEXT: rt.kernel cast([[DW]]) -> ([[WIDE:%[0-9]+]]) : (memref<256x32xf16>) -> memref<256x32xf32>
+// F16PP-NEXT: rt.kernel accumulate([[ACC:%[0-9]+]], [[WIDE]], %{{.*}}) -> ([[ACC]])
+// F16PP-NEXT: rt.kernel activation_grad
 // F16PP-LABEL: rt.program @rank1
 // F16PP-LABEL: rt.func @apply_step
 // F16PP: rt.kernel all_reduce(%{{.*}}) -> ([[TOTAL:%[0-9]+]]) ints [{{[0-9]+}}] {reason = "the gradient norm's sum of squares over the parameters of every pipeline stage"}
@@ -92,7 +101,7 @@
 // is kernel 2, the head's forward 3 to 5, ...), for traces.
 // MODEL-LABEL: rt.func @microbatch_step
 // MODEL-SAME: args(%[[X:[0-9a-z]+]], %[[Y:[0-9a-z]+]] : memref<2x4xi32>, memref<2x4xi32>) kinds ["tokens", "labels"] results() names []
-// MODEL-SAME: layers ["embedding 0", "head 0", "head 0 backward", "embedding 0 backward"] at [2, 3, 3, 6, 7, 11, 12, 13] {
+// MODEL-SAME: layers ["embedding 0", "head 0", "head 0 backward", "embedding 0 backward"] at [2, 3, 3, 6, 7, 12, 12, 13] {
 // MODEL-NEXT: rt.kernel count_valid(%[[Y]]) -> (%[[N:[0-9a-z]+]]) ints [-100]
 // MODEL-NEXT: rt.kernel fill() -> (%[[ONE:[0-9a-z]+]]) floats [1.000000e+00]
 // MODEL-NEXT: rt.kernel embedding(%[[X]], %[[WTE]]) -> (%[[H:[0-9a-z]+]]) :
