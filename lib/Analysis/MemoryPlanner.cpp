@@ -9,8 +9,16 @@
 
 namespace triad {
 
-MemoryPlan planMemory(const std::vector<BufferLifetime> &buffers,
-                      int64_t alignment) {
+namespace {
+
+bool liveTogether(const BufferLifetime &a, const BufferLifetime &b) {
+  return a.first <= b.last && b.first <= a.last;
+}
+
+/// Online best fit: buffers placed in the order their lifetimes start,
+/// each in the smallest free block that holds it.
+MemoryPlan bestFitInTime(const std::vector<BufferLifetime> &buffers,
+                         int64_t alignment) {
   MemoryPlan plan;
   plan.offsets.assign(buffers.size(), -1);
   auto rounded = [&](int64_t bytes) {
@@ -101,6 +109,70 @@ MemoryPlan planMemory(const std::vector<BufferLifetime> &buffers,
     while (nextStart < byStart.size() &&
            buffers[byStart[nextStart]].first == now)
       place(byStart[nextStart++]);
+  }
+  return plan;
+}
+
+/// Offline, largest first: each buffer takes the lowest offset of the
+/// smallest gap between the placed buffers it lives together with, as in
+/// Pisarchyk and Lee's greedy by size. Large activations placed first pack
+/// around each other; the small ones fill the gaps.
+std::vector<int64_t> largestFirst(const std::vector<BufferLifetime> &buffers,
+                                  int64_t alignment) {
+  auto rounded = [&](int64_t bytes) {
+    return (bytes + alignment - 1) / alignment * alignment;
+  };
+  std::vector<size_t> order(buffers.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (buffers[a].bytes != buffers[b].bytes)
+      return buffers[a].bytes > buffers[b].bytes;
+    return buffers[a].first < buffers[b].first;
+  });
+  std::vector<int64_t> offsets(buffers.size(), 0);
+  // Placed buffers by offset.
+  std::vector<size_t> placed;
+  for (size_t index : order) {
+    int64_t size = rounded(buffers[index].bytes);
+    if (size == 0)
+      continue;
+    int64_t reached = 0, best = -1, bestGap = 0;
+    for (size_t other : placed) {
+      if (!liveTogether(buffers[index], buffers[other]))
+        continue;
+      int64_t gap = offsets[other] - reached;
+      if (gap >= size && (best < 0 || gap < bestGap)) {
+        best = reached;
+        bestGap = gap;
+      }
+      reached =
+          std::max(reached, offsets[other] + rounded(buffers[other].bytes));
+    }
+    offsets[index] = best >= 0 ? best : reached;
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), index,
+                                   [&](size_t a, size_t b) {
+                                     return offsets[a] < offsets[b];
+                                   }),
+                  index);
+  }
+  return offsets;
+}
+
+} // namespace
+
+MemoryPlan planMemory(const std::vector<BufferLifetime> &buffers,
+                      int64_t alignment) {
+  // Both placements; the smaller arena wins (the first on a tie).
+  MemoryPlan plan = bestFitInTime(buffers, alignment);
+  std::vector<int64_t> offsets = largestFirst(buffers, alignment);
+  int64_t arena = 0;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].bytes > 0)
+      arena = std::max(arena, offsets[i] + (buffers[i].bytes + alignment - 1) /
+                                               alignment * alignment);
+  if (arena < plan.arenaBytes) {
+    plan.offsets = std::move(offsets);
+    plan.arenaBytes = arena;
   }
   return plan;
 }
