@@ -129,6 +129,32 @@ int64_t peakTemporaryBytes(rt::FuncOp func, const llvm::DenseSet<Value> &kept) {
   return *std::max_element(liveBytes.begin(), liveBytes.end());
 }
 
+/// Where `func`'s temporaries end in the arena: the end of the highest
+/// buffer it touches outside `kept` (0 for none). The lowering places each
+/// function's temporaries from the end of the kept values by their
+/// lifetimes; the span can exceed the peak of live bytes where the
+/// placement leaves gaps.
+int64_t placedTemporaryEnd(rt::FuncOp func, const llvm::DenseSet<Value> &kept) {
+  int64_t end = 0;
+  auto touch = [&](Value buffer) {
+    if (kept.contains(buffer))
+      return;
+    if (auto op = buffer.getDefiningOp<rt::BufferOp>())
+      end = std::max<int64_t>(end, op.getOffset() + op.getBytes());
+  };
+  for (Value arg : func.getArgs())
+    touch(arg);
+  for (auto kernel : func.getBody().getOps<rt::KernelOp>()) {
+    for (Value v : kernel.getInputs())
+      touch(v);
+    for (Value v : kernel.getOutputs())
+      touch(v);
+  }
+  for (Value result : func.getResults())
+    touch(result);
+  return end;
+}
+
 /// Bytes of the union of the byte ranges [begin, end).
 int64_t unionBytes(std::vector<std::pair<int64_t, int64_t>> ranges) {
   llvm::sort(ranges);
@@ -210,8 +236,13 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
     for (rt::ProgramOp program : programs) {
       std::map<rt::Role, std::pair<int64_t, int64_t>> byRole;
       llvm::DenseSet<Value> kept;
+      // The end of the persistent and kept values: the temporaries are
+      // placed above it.
+      int64_t keptEnd = 0;
       for (auto p : program.getBody().getOps<rt::PersistentOp>()) {
         auto buffer = p.getBuffer().getDefiningOp<rt::BufferOp>();
+        keptEnd =
+            std::max<int64_t>(keptEnd, buffer.getOffset() + buffer.getBytes());
         byRole[p.getRole()].first += buffer.getBytes();
         ++byRole[p.getRole()].second;
         kept.insert(p.getBuffer());
@@ -226,6 +257,7 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
               {begin, begin + buffer.getBytes() +
                           (buffer.getSlotCount() - 1) * *buffer.getStride()});
           mostSlots = std::max(mostSlots, buffer.getSlotCount());
+          keptEnd = std::max(keptEnd, slotted.back().second);
           kept.insert(buffer.getResult());
         }
       auto line = [&](StringRef what, int64_t bytes, StringRef note = "") {
@@ -246,6 +278,29 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
            count(rt::Role::State));
       line("gradient accumulators", byRole[rt::Role::Accumulator].first,
            count(rt::Role::Accumulator));
+      // The bytes the lowering placed for the temporaries of the step's
+      // calls and of the optimizer step, apart: the optimizer step's scale
+      // with the parameters and the calls' with the microbatch (triad-plan
+      // predicts each).
+      int64_t callsPlaced = 0, applyPlaced = 0;
+      StringRef callsWhere, applyWhere = "none";
+      for (auto func : program.getBody().getOps<rt::FuncOp>()) {
+        int64_t placed =
+            std::max<int64_t>(placedTemporaryEnd(func, kept) - keptEnd, 0);
+        if (func.getSymName() == "apply_step") {
+          applyPlaced = placed;
+          applyWhere = func.getSymName();
+        } else if (placed > callsPlaced || callsWhere.empty()) {
+          callsPlaced = placed;
+          callsWhere = func.getSymName();
+        }
+      }
+      auto placedLines = [&] {
+        line("  placed for the step's calls", callsPlaced,
+             ("(in " + callsWhere + ")").str());
+        line("  placed for the optimizer step", applyPlaced,
+             ("(in " + applyWhere + ")").str());
+      };
       if (inFlight->empty()) {
         for (auto func : program.getBody().getOps<rt::FuncOp>()) {
           std::string what =
@@ -254,6 +309,7 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
               std::string(" (") + func.getSymName().str() + ")";
           line(what, peakTemporaryBytes(func, kept));
         }
+        placedLines();
       } else {
         // A pipeline rank's stages keep activations from a microbatch's
         // forward to its backward, one slot per microbatch in flight; each
@@ -270,6 +326,7 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
             where = func.getSymName();
           }
         line("temporaries at peak", peak, ("(in " + where + ")").str());
+        placedLines();
       }
       line("kernel workspace", 0,
            "(in the arena; CPU kernels keep small scratch of their own)");

@@ -44,6 +44,8 @@
 // ONE: program @rank0 (pipeline rank 0)
 // ONE: activations kept between calls {{.*}} (2 slots; at most 2 microbatches in flight)
 // ONE-NEXT: temporaries at peak {{.*}} (in backward_s0)
+// ONE-NEXT: placed for the step's calls {{.*}} (in backward_s0)
+// ONE-NEXT: placed for the optimizer step {{.*}} (in apply_step)
 // ONE: arena {{.*}} (persistent tensors + activations kept between calls + the largest function's temporaries, aligned)
 // ONE: program @rank1 (pipeline rank 1)
 // The last stage receives the next microbatch's activations before the

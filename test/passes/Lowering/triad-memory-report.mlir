@@ -5,9 +5,11 @@
 // The two-parameter model: 16x8 + 8 f32 parameters; AdamW's two moments
 // per parameter and the step counter; one accumulator per parameter plus
 // the loss sum and token count. The activation peak is at the weight
-// gradient of the output projection (hand-checked: 1,836 live bytes);
+// gradient of the output projection (hand-checked: 1,836 live bytes),
+// which the lowering places in 2,048 bytes (each buffer 64-byte aligned);
 // evaluation's forward pass and sampling's (to the logits) peak lower, so
-// the arena is the same.
+// the arena is the same. The optimizer step's temporaries are placed apart
+// (triad-plan predicts the two).
 // MODEL: triad memory report: program @rank0 (pipeline rank 0)
 // MODEL-NEXT: parameters 544 B {{.*}} 2 tensors
 // MODEL-NEXT: optimizer state 1,092 B {{.*}} 5 tensors
@@ -17,8 +19,10 @@
 // MODEL-NEXT: temporaries at peak (apply_step) 28 B
 // MODEL-NEXT: temporaries at peak (eval_step) 808 B
 // MODEL-NEXT: temporaries at peak (logits_step) 768 B
+// MODEL-NEXT: placed for the step's calls 2,048 B {{.*}} (in microbatch_step)
+// MODEL-NEXT: placed for the optimizer step 448 B {{.*}} (in apply_step)
 // MODEL-NEXT: kernel workspace 0 B
-// MODEL-NEXT: arena 4,928 B
+// MODEL-NEXT: arena 4,544 B
 
 // NORT: error: holds no rt.program to report on; run --triad-lower-to-rt or --triad-train-pipeline first
 
@@ -29,6 +33,8 @@
 // CHECK: triad memory report: program @rank0 (pipeline rank 0)
 // CHECK: parameters 256 B {{.*}} 1 tensors
 // CHECK: activations at peak (microbatch_step) 12,288 B
+// CHECK-NEXT: placed for the step's calls 12,288 B {{.*}} (in microbatch_step)
+// CHECK-NEXT: placed for the optimizer step 0 B {{.*}} (in none)
 // CHECK: arena 12,544 B
 rt.plan mesh ["dp", "pp", "tp"] = [1, 1, 1] seq 4 vocab 16 batch 1 microbatches 1
 rt.program @rank0 pipeline_rank 0 arena 12544 {
