@@ -144,8 +144,9 @@ def calibrate(tools, corpus, steps, work):
         json.dump(provisional, f)
     work_per_step = json.loads(run(
         [tools["triad-plan"], *CALIBRATION, "--device", provisional_file,
-         "--gpus-per-node", "1", "--dtype", "f32", "--explain",
-         "dp=1 tp=1 pp=1 microbatch=8", "--json"]))["work"]
+         "--gpus-per-node", "1", "--dtype", "f32", "--memory-by",
+         "closed-form", "--explain", "dp=1 tp=1 pp=1 microbatch=8",
+         "--json"]))["work"]
     attention_rate = work_per_step["attention_flops"] * traced_steps / attention
     bandwidth = (work_per_step["elementwise_bytes"] +
                  work_per_step["optimizer_bytes"]) * traced_steps / other
@@ -213,7 +214,8 @@ def main():
         predicted = json.loads(run(
             [tools["triad-plan"], *MID,
              "--device", device_file, "--gpus-per-node", str(ranks),
-             "--dtype", "f32", "--explain", config, "--json"]))["step"]
+             "--dtype", "f32", "--memory-by", "closed-form", "--explain",
+             config, "--json"]))["step"]
         error = predicted / measured - 1
         failed = abs(error) > MAX_ERROR
         failures += failed

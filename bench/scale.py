@@ -236,7 +236,8 @@ def gib(value):
 
 def planner_state(triad_plan, preset, overrides, batch, options, dtype,
                   grad_accumulation):
-    """triad-plan's model state for the first pipeline rank of a setup."""
+    """triad-plan's closed-form model state for the first pipeline rank of
+    a setup."""
     dp, tp, pp = (int(option(options, axis, 1)) for axis in ("dp", "tp", "pp"))
     micro = int(option(options, "microbatches", 1))
     config = (f"dp={dp} tp={tp} pp={pp} microbatch={batch // (dp * micro)} "
@@ -246,7 +247,8 @@ def planner_state(triad_plan, preset, overrides, batch, options, dtype,
          "--gpus-per-node", "1", "--nodes", str(dp * tp * pp),
          "--memory", "1e9", "--dtype", dtype,
          *(["--grad-accumulation", grad_accumulation] if dtype != "f32"
-           else []), "--explain", config, "--json"],
+           else []), "--memory-by", "closed-form", "--explain", config,
+         "--json"],
         capture_output=True, text=True, check=True)
     return json.loads(done.stdout)["state"]
 

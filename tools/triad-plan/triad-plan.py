@@ -11,7 +11,18 @@ configuration that does not fit in memory, predicts the step time of the
 rest and prints them ranked, with the --triad-train-pipeline options of
 each.
 
-The predictions are closed forms, per GPU:
+Memory is the compiler's. Each pipeline rank's arena (its parameters,
+optimizer state, gradient accumulators, the activations its stages keep
+between calls, and the temporaries the lowering places) is predicted from
+a few calibration compiles of the model cut short, one or two per class of
+configuration (tp, sp, recomputation, ZeRO stage, microbatch size, with or
+without a pipeline, ZB-H1 or not), with the compiler's own cut of the
+layers into stages and its own count of the copies each kept storage needs
+on the schedule (CompiledMemory); test/tools/triad-plan/memory.py holds the
+predictions to the compiled plans within 2% on every seed model. The
+search ranks the configurations by time, then checks memory in that order
+until enough fit. With --implementation megatron-2021 (or --memory-by
+closed-form) memory is a closed form instead. The closed forms, per GPU:
 
   memory   model state by the ZeRO paper: 16-bit parameters, summed
            gradients in f32 (or 16 bits with --grad-accumulation param),
@@ -47,7 +58,7 @@ The predictions are closed forms, per GPU:
            overlapped with the backward pass.
   pipeline the bubble: (pp - 1) stage times for 1F1B and GPipe, 1 / v of
            that for the interleaved schedule, a third for ZB-H1; then the
-           best (--simulate N) and --explain are re-timed on the compiler's
+           best 10 (--simulate N) and --explain are re-timed on the compiler's
            own schedule (--triad-schedule-report, the runtime's builder),
            action by action: each rank runs its forwards, backwards (input
            and weight gradients apart for ZB-H1) and transfers in order, a
@@ -64,6 +75,7 @@ are the physics of the choice.
 """
 
 import argparse
+import concurrent.futures
 import json
 import math
 import os
@@ -72,6 +84,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 # Dense 16-bit and f32 (no TF32) peaks in TFLOP/s, memory in GiB, memory
@@ -121,11 +134,18 @@ def fail(message):
     sys.exit(1)
 
 
-def triad_gen():
+def find_triad_gen():
+    """triad-gen beside triad-plan or on PATH, or None."""
     here = os.path.dirname(os.path.abspath(__file__))
     for candidate in (os.path.join(here, "triad-gen"), shutil.which("triad-gen")):
         if candidate and os.path.exists(candidate):
             return candidate
+    return None
+
+
+def triad_gen():
+    if find_triad_gen():
+        return find_triad_gen()
     fail("triad-gen not found beside triad-plan or on PATH (needed for "
          "--preset and --hf-config; or give --layers, --hidden, --heads, "
          "--seq and --vocab)")
@@ -180,10 +200,17 @@ def model_from_sizes(args):
     per_layer = 4 * h * h + 2 * h * ffn + 9 * h + ffn
     embedding = args.vocab * h + args.seq * h
     params = args.layers * per_layer + embedding + 2 * h
-    return {"name": "custom", "layers": args.layers, "hidden": h,
-            "heads": args.heads, "seq": args.seq, "vocab": args.vocab,
-            "per_layer": per_layer, "params": params, "embedding": embedding,
-            "whole": args.seq * h}
+    model = {"name": "custom", "layers": args.layers, "hidden": h,
+             "heads": args.heads, "seq": args.seq, "vocab": args.vocab,
+             "per_layer": per_layer, "params": params,
+             "embedding": embedding, "whole": args.seq * h}
+    # triad-gen builds it from GPT-2's preset, for the compiler's memory.
+    if find_triad_gen():
+        model["generator"] = [
+            "--preset", "gpt2-small", "--layers", str(args.layers),
+            "--hidden", str(h), "--heads", str(args.heads), "--seq",
+            str(args.seq), "--vocab", str(args.vocab), "--ffn", str(ffn)]
+    return model
 
 
 def divisors(n):
@@ -345,6 +372,483 @@ def simulate_schedule(ranks, durations, stages):
     return max(clock)
 
 
+# The compiler's memory of a configuration, per pipeline rank, from
+# calibration compiles of the model cut short (CompiledMemory).
+SLOTTED_BUFFER = re.compile(
+    r"^\s*%(\d+) = rt\.buffer (\d+) slots \d+ stride (\d+) :")
+RT_FUNCTION = re.compile(r"^\s*rt\.func @(\w+) ")
+STAGE_FUNCTION = re.compile(r"^(forward|backward|backward_input|"
+                            r"backward_weight|recv_act|send_act|recv_grad|"
+                            r"send_grad)_s(\d+)$")
+REPORT_LINE = re.compile(r"^\s+(\S.*?)\s{2,}([\d,]+) B")
+STAGE_COST = re.compile(r"pipe\.stage (\d+) on rank \d+ layers \[.*?\] "
+                        r"flops (\d+) bytes (\d+)")
+# The pipeline split's default machine balance (--triad-pipeline-split's
+# flops-per-byte): a layer's cost is max(FLOPs, bytes x this).
+SPLIT_FLOPS_PER_BYTE = 10.0
+
+
+def stash_storages(rt_text):
+    """What each program of a compiled plan keeps between calls: per
+    program, {stage: {kinds of the calls touching a storage: bytes of one
+    copy}}, read off its slotted buffers and the stage functions that use
+    them."""
+    programs = []
+    for chunk in re.split(r"^\s*rt\.program ", rt_text, flags=re.M)[1:]:
+        offset_of, stride, users = {}, {}, {}
+        current = None
+        for line in chunk.splitlines():
+            buffer = SLOTTED_BUFFER.match(line)
+            if buffer:
+                offset = int(buffer.group(2))
+                offset_of[buffer.group(1)] = offset
+                stride[offset] = max(stride.get(offset, 0),
+                                     int(buffer.group(3)))
+                continue
+            function = RT_FUNCTION.match(line)
+            if function:
+                stage = STAGE_FUNCTION.match(function.group(1))
+                current = (stage.group(1).replace("_", "-").replace(
+                    "forward", "F").replace("backward-input", "BI").replace(
+                    "backward-weight", "BW").replace("backward", "B"),
+                    int(stage.group(2))) if stage else None
+            elif "rt.step" in line:
+                current = None
+            if current is None:
+                continue
+            for ident in re.findall(r"%(\d+)", line):
+                if ident in offset_of:
+                    users.setdefault(offset_of[ident], set()).add(current)
+        stages = {}
+        for offset, calls in users.items():
+            kinds = frozenset(kind for kind, _ in calls)
+            for stage in {stage for _, stage in calls}:
+                bytes_ = stages.setdefault(stage, {})
+                bytes_[kinds] = bytes_.get(kinds, 0) + stride[offset]
+        programs.append(stages)
+    return programs
+
+
+def memory_report(text):
+    """Per program of a memory report: parameters, optimizer state,
+    gradient accumulators, activations kept between calls, the bytes placed
+    for the temporaries of the step's calls (a pipeline stage's, or
+    without a pipeline the microbatch step's with its activations) and of
+    the optimizer step, and the arena."""
+    programs = []
+    for chunk in text.split("triad memory report:")[1:]:
+        values = {"activations kept between calls": 0, "calls": 0,
+                  "apply": 0}
+        for line in chunk.splitlines():
+            quantity = REPORT_LINE.match(line)
+            if not quantity:
+                continue
+            label, bytes_ = quantity.group(1), int(
+                quantity.group(2).replace(",", ""))
+            if label == "placed for the optimizer step":
+                values["apply"] = bytes_
+            elif label == "placed for the step's calls":
+                values["calls"] = bytes_
+            elif "at peak" not in label:
+                values[label] = bytes_
+        programs.append(values)
+    return programs
+
+
+def slot_copies(actions, stage, kind_sets):
+    """The copies of a stage's kept storages on one pipeline rank, as
+    --triad-lower-to-rt plans them from the rank's calls (the schedule
+    report's actions, in order): a microbatch holds the lowest free slot
+    from its first call on the stage to its last; a storage touched by the
+    calls of `kinds` needs a copy per microbatch live in it at once (from
+    the first to the last of those calls), more where two live microbatches'
+    slots would share a copy (slot mod copies), at most the stage's slots.
+    Returns {kinds: copies}."""
+    calls = []
+    for token in actions:
+        match = ACTION.match(token)
+        if match and int(match.group(2)) == stage:
+            calls.append((match.group(1), int(match.group(3))))
+    last = {microbatch: i for i, (_, microbatch) in enumerate(calls)}
+    used, held, slots = [], {}, []
+    for i, (_, microbatch) in enumerate(calls):
+        if microbatch not in held:
+            free = used.index(False) if False in used else len(used)
+            if free == len(used):
+                used.append(False)
+            used[free] = True
+            held[microbatch] = free
+        slots.append(held[microbatch])
+        if last[microbatch] == i:
+            used[held[microbatch]] = False
+    stage_slots = max(len(used), 1)
+    copies = {}
+    for kinds in kind_sets:
+        lives = {}
+        for i, (kind, microbatch) in enumerate(calls):
+            if kind in kinds:
+                life = lives.setdefault(microbatch, [i, i, slots[i]])
+                life[1] = i
+        # Sweeping the lives in order of their first call: the most live at
+        # once, and the slot differences of every two live together (two
+        # collide under n copies where n divides their difference).
+        most, differences, active = 1, set(), []
+        for life in sorted(lives.values()):
+            active = [other for other in active if other[1] >= life[0]]
+            most = max(most, len(active) + 1)
+            differences.update(abs(life[2] - other[2]) for other in active)
+            active.append(life)
+        n = most
+        while n < stage_slots and any(d % n == 0 for d in differences):
+            n += 1
+        copies[kinds] = n
+    return copies
+
+
+CUTS = {}
+
+
+def balanced_cut(costs, stages):
+    """--triad-pipeline-split's cut: contiguous pieces whose largest sum is
+    smallest, the first such scanning cut points from the left. Returns
+    the first index of each piece."""
+    key = (tuple(costs), stages)
+    if key not in CUTS:
+        CUTS[key] = cut_by_cost(costs, stages)
+    return CUTS[key]
+
+
+def cut_by_cost(costs, stages):
+    n = len(costs)
+    prefix = [0.0]
+    for cost in costs:
+        prefix.append(prefix[-1] + cost)
+    best = [[math.inf] * (n + 1) for _ in range(stages + 1)]
+    start = [[0] * (n + 1) for _ in range(stages + 1)]
+    best[0][0] = 0.0
+    for s in range(1, stages + 1):
+        for i in range(s, n + 1):
+            for j in range(s - 1, i):
+                cost = max(best[s - 1][j], prefix[i] - prefix[j])
+                if cost < best[s][i]:
+                    best[s][i], start[s][i] = cost, j
+    firsts, i = [0] * stages, n
+    for s in range(stages, 0, -1):
+        firsts[s - 1] = start[s][i]
+        i = start[s][i]
+    return firsts
+
+
+# What a calibration measures besides the kept storages: the state, and
+# the largest temporaries of the step's calls and of the optimizer step.
+QUANTITIES = ("parameters", "optimizer state", "gradient accumulators",
+              "calls", "apply")
+
+
+class CompiledMemory:
+    """Each pipeline rank's arena as --triad-train-pipeline compiles a
+    configuration, predicted from calibration compiles of the model cut to
+    a few layers, per class of configuration: tp, sp, recomputation, ZeRO
+    stage (at dp 2), the microbatch size, and whether there is a pipeline
+    and whether its backward is split as ZB-H1's. A class costs one compile
+    of 9 transformer layers on 4 pipeline stages (2, 2, 3 and 2 layers), or
+    two without a pipeline (2 and 3 layers); a layer's share is what the
+    third layer of the middle stages adds (the first layer of a function
+    can differ: its peak may lie elsewhere). They give, for the first, a
+    middle and the last stage, fixed + n x layer for n layers: parameters,
+    optimizer state, gradient accumulators, each kind of storage kept
+    between a stage's calls, and the temporaries the lowering places for
+    the step's calls and for the optimizer step (a shard of the parameters'
+    under ZeRO). A configuration then costs no compile: its layers are cut
+    into stages as the compiler cuts them (balanced_cut, on the
+    calibration's stage costs), each kept storage takes the copies the
+    compiler would give it on the configuration's schedule (slot_copies,
+    on the schedule report's actions), and ZeRO divides the state."""
+
+    # Layers per stage of a calibration compile: the middle stages hold 1,
+    # 2, 4 and 5 (a function's temporaries grow by a constant per layer
+    # only past its first few), the first and the last as many as one of
+    # them. Without a pipeline, 5 and 6 layers (or the model's own count).
+    STAGES = (2, 1, 2, 4, 5, 2)
+    ENDS = (2, 4)
+    LAYERS = (5, 6)
+
+    def __init__(self, setup, dtype, work):
+        self.setup, self.dtype, self.work = setup, dtype, work
+        self.classes = {}
+        self.costs = {}
+        # slot_copies by schedule, rank, stage and kinds of kept storages.
+        self.copies = {}
+        self.compiles = 0
+        self.extra = 0
+        self.lock = threading.Lock()
+        self.triad_opt = os.path.join(os.path.dirname(triad_gen()),
+                                      "triad-opt")
+
+    def compile(self, key, stages, costs=False):
+        """The memory report, the kept storages and the stage costs of one
+        calibration compile: `stages` layers per pipeline stage, or
+        without a pipeline one stage of stages[0] layers; at dp 2 under
+        ZeRO, else 1."""
+        tp, sp, recompute, family, zero, b = key
+        pipeline = family != "single"
+        pp, layers = (len(stages), sum(stages)) if pipeline else (1, stages[0])
+        dp = 2 if zero else 1
+        m = pp
+        ir = os.path.join(self.work, f"calibration-{layers}-{dp * m * b}.mlir")
+        with self.lock:
+            if not os.path.exists(ir):
+                made = subprocess.run(
+                    [triad_gen(), *self.setup.model["generator"], "--layers",
+                     str(layers), "--batch", str(dp * m * b), "--dtype",
+                     self.dtype, "-o", ir], capture_output=True, text=True)
+                if made.returncode != 0:
+                    fail(made.stderr.strip() or "triad-gen failed")
+            self.compiles += 1
+        # Layers a model adds after its transformer layers (CodeGeeX's top
+        # query layer) join the last stage.
+        with open(ir) as f:
+            self.extra = len(set(re.findall(
+                r"triad\.layer transformer (\d+)", f.read()))) - layers
+        options = f"dp={dp} tp={tp} pp={pp} microbatches={m}"
+        if pipeline:
+            options += " stages=" + ",".join(
+                map(str, stages[:-1] + (stages[-1] + self.extra,)))
+        if family == "zb":
+            options += " schedule=zb-h1"
+        if zero:
+            options += f" zero={zero}"
+        if sp:
+            options += " sp=true"
+        if recompute != "none":
+            options += f" recompute={recompute}"
+        if self.setup.grad_bytes == 2:
+            options += " grad-accumulation=param"
+        # The outputs go to files: read through pipes, the plan's text costs
+        # more than the compile.
+        prefix = os.path.join(self.work, f"thread-{threading.get_ident()}")
+        command = [self.triad_opt, ir, f"--triad-train-pipeline={options}",
+                   f"--triad-memory-report=file={prefix}.memory",
+                   "-o", f"{prefix}.rt" if pipeline else os.devnull]
+        # The cut's costs: the stages as split (the same for every ZeRO
+        # stage and schedule).
+        costs_key = (tp, sp, recompute, b)
+        costs = pipeline and (costs or costs_key not in self.costs)
+        if costs:
+            command.append("--mlir-print-ir-after=triad-pipeline-split")
+        with open(f"{prefix}.err", "w") as err:
+            done = subprocess.run(command, stdout=subprocess.DEVNULL,
+                                  stderr=err)
+        with open(f"{prefix}.err") as f:
+            errors = f.read()
+        if done.returncode != 0:
+            fail(f"the calibration compile '{options}' of {layers} layers "
+                 f"failed: {errors.strip().splitlines()[0]}")
+        with open(f"{prefix}.memory") as f:
+            programs = memory_report(f.read())
+        kept = [{}]
+        if pipeline:
+            with open(f"{prefix}.rt") as f:
+                kept = stash_storages(f.read())
+            if costs:
+                self.costs[costs_key] = {
+                    int(stage): max(float(flops), float(bytes_) *
+                                    SPLIT_FLOPS_PER_BYTE)
+                    for stage, flops, bytes_ in STAGE_COST.findall(errors)}
+        return programs, kept, self.costs.get(costs_key)
+
+    def calibrate(self, key):
+        """Per kind of stage (first, middle, last; "single" without a
+        pipeline): each quantity at 1 to 4 layers, as (layers, value)
+        points, kept storages by the kinds of calls touching them; and the
+        embedding's, a layer's and the head's costs for the cut."""
+        if key in self.classes:
+            return self.classes[key]
+        zero = key[4]
+        dp = 2 if zero else 1
+        # ZeRO's shards at dp 2, whole again (the padding is not counted).
+        whole = {"parameters": dp if zero >= 3 else 1,
+                 "optimizer state": dp if zero >= 1 else 1,
+                 "gradient accumulators": dp if zero >= 2 else 1}
+
+        def measured(program, q):
+            return program[q] * whole.get(q, 1)
+
+        if key[3] == "single":
+            # The model's layers are all in one function: its own count,
+            # or the line through 3 and 4 layers beyond.
+            L = self.setup.model["layers"]
+            points = (L,) if L <= self.LAYERS[-1] else self.LAYERS
+            runs = [self.compile(key, (n,))[0][0] for n in points]
+            entry = {q: [(n, measured(run, q)) for n, run in
+                         zip(points, runs)] for q in QUANTITIES}
+            entry["kept"] = {}
+            self.classes[key] = ({"single": entry}, None)
+            return self.classes[key]
+        programs, stashes, costs = self.compile(key, self.STAGES)
+        if costs is None:  # another thread was reading them
+            costs = self.compile(key, self.STAGES, costs=True)[2]
+        # The middle stages: a layer's cost and each quantity's curve. The
+        # ends hold as many layers as one middle stage and differ from it
+        # by what they add.
+        last = len(self.STAGES) - 1
+        middles = {self.STAGES[r]: r for r in range(1, last)}
+        end = self.STAGES[0]
+        layer_cost = (costs[middles[5]] - costs[middles[1]]) / 4
+        split_costs = (costs[0] - end * layer_cost, layer_cost,
+                       costs[last] - (end + self.extra) * layer_cost)
+
+        def kept_here(rank):
+            return stashes[rank].get(rank, {})
+
+        # What an end adds to a middle stage may grow with its layers: the
+        # first stage of ZB-H1 keeps for its weight gradients what a middle
+        # stage keeps for its input gradients too, and ZeRO-3's first and
+        # last stages gather more. Those classes compile the ends again at
+        # ENDS[1] layers, on two stages; the others' ends add a constant.
+        if key[3] == "zb" or zero >= 3:
+            ends, far_stashes, _ = self.compile(key, (self.ENDS[1],) * 2)
+        else:
+            ends = far_stashes = None
+
+        def curve(middle, near, far):
+            """The middle stages' curve plus what the end adds (at ENDS[0]
+            layers `near`, at ENDS[1] `far` if measured), linear in its
+            layers."""
+            (n0, n1), at_n0 = self.ENDS, dict(middle)[self.ENDS[0]]
+            growth = 0 if far is None else (
+                (far - self.at(middle, n1)) - (near - at_n0)) / (n1 - n0)
+            return [(n, value + (near - at_n0) + (n - n0) * growth)
+                    for n, value in middle]
+
+        kinds = {}
+        for kind, rank, far in (("first", 0, 0), ("middle", None, None),
+                                ("last", last, 1)):
+            entry = {"kept": {}}
+            for q in QUANTITIES:
+                middle = [(n, measured(programs[r], q))
+                          for n, r in sorted(middles.items())]
+                entry[q] = middle if rank is None else curve(
+                    middle, measured(programs[rank], q),
+                    measured(ends[far], q) if ends else None)
+            # Each kind of kept storage of this stage, the same way.
+            far_kept = far_stashes[far].get(far, {}) if ends and \
+                rank is not None else {}
+            stored = kept_here(middles[end]) if rank is None else dict(
+                kept_here(rank), **{k: 0 for k in far_kept
+                                    if k not in kept_here(rank)})
+            for kinds_ in stored:
+                middle = [(n, kept_here(r).get(kinds_, 0))
+                          for n, r in sorted(middles.items())]
+                entry["kept"][kinds_] = middle if rank is None else curve(
+                    middle, kept_here(rank).get(kinds_, 0),
+                    far_kept.get(kinds_, 0) if ends else None)
+            kinds[kind] = entry
+        self.classes[key] = (kinds, split_costs)
+        return self.classes[key]
+
+    def prefetch(self, keys):
+        """Calibrates the classes of `keys` not yet calibrated, a compile
+        per core at once."""
+        missing = [key for key in dict.fromkeys(keys)
+                   if key not in self.classes]
+        if len(missing) > 1:
+            with concurrent.futures.ThreadPoolExecutor(
+                    max_workers=os.cpu_count() or 1) as pool:
+                list(pool.map(self.calibrate, missing))
+
+    @staticmethod
+    def key(config, bound=False):
+        """The calibration class of a configuration (at one sequence per
+        microbatch for a bound)."""
+        family = "single" if config["pp"] == 1 else (
+            "zb" if config["schedule"] == "zb-h1" else "fb")
+        return (config["tp"], config["sp"], config["recompute"], family,
+                config["zero"], 1 if bound else config["microbatch"])
+
+    @staticmethod
+    def at(curve, n):
+        """A quantity at n layers from its (layers, value) points: through
+        them, and beyond on the line through the nearest two."""
+        if len(curve) == 1:
+            return curve[0][1]
+        if n <= curve[0][0]:
+            (n0, v0), (n1, v1) = curve[0], curve[1]
+        elif n >= curve[-1][0]:
+            (n0, v0), (n1, v1) = curve[-2], curve[-1]
+        else:
+            i = next(i for i, (point, _) in enumerate(curve) if point >= n)
+            (n0, v0), (n1, v1) = curve[i - 1], curve[i]
+        return v0 + (n - n0) * (v1 - v0) / (n1 - n0)
+
+    def arena(self, config, bound=False):
+        """The largest rank's arena in bytes, with its state, kept
+        activations and temporaries, and every rank's ("ranks"). With
+        `bound`, a lower bound from the class's calibration at one
+        sequence per microbatch: the kept activations grow in proportion
+        to the microbatch (less their scalars), the temporaries do not
+        shrink."""
+        dp, tp, pp, zero = (config[k] for k in ("dp", "tp", "pp", "zero"))
+        b, v, schedule = (config["microbatch"], config["virtual_stages"],
+                          config["schedule"])
+        L = self.setup.model["layers"]
+        kinds, split_costs = self.calibrate(self.key(config, bound))
+        scale = 0.99 * b if bound else 1
+        shard = {"parameters": dp if zero >= 3 else 1,
+                 "optimizer state": dp if zero >= 1 else 1,
+                 "gradient accumulators": dp if zero >= 2 else 1}
+        if pp == 1:
+            layers, kind_of, actions = [L], lambda s: "single", None
+        else:
+            S = pp * v
+            embedding, layer, head = split_costs
+            extra = self.extra
+            firsts = balanced_cut([embedding] + [layer] * (L + extra) +
+                                  [head], S) + [L + extra + 2]
+            layers = [firsts[s + 1] - firsts[s] - (s == 0) -
+                      (1 + extra if s == S - 1 else 0) for s in range(S)]
+            kind_of = lambda s: "first" if s == 0 else (
+                "last" if s == S - 1 else "middle")
+            # Copies stop growing once the schedule is in its steady state:
+            # a few rounds of microbatches show them all (GPipe keeps every
+            # microbatch).
+            m = self.setup.batch // (dp * b)
+            cap = m if schedule == "gpipe" else 4 * S
+            if schedule == "interleaved":
+                cap = -(-cap // pp) * pp
+            shape = (schedule, pp, min(m, cap), v)
+            actions = schedule_actions(*shape)
+
+        at = self.at
+        ranks = []
+        for rank in range(pp):
+            own = range(rank, len(layers), pp)
+            state = sum(at(kinds[kind_of(s)][q], layers[s]) / shard[q]
+                        for s in own for q in shard)
+            kept = 0
+            for s in own:
+                stored = kinds[kind_of(s)]["kept"]
+                if stored:
+                    kinds_ = tuple(stored)
+                    copies = self.copies.get((shape, rank, s, kinds_))
+                    if copies is None:
+                        copies = slot_copies(actions[rank], s, kinds_)
+                        self.copies[(shape, rank, s, kinds_)] = copies
+                    kept += scale * sum(copies[k] * at(stored[k], layers[s])
+                                        for k in stored)
+            # The optimizer step updates the rank's parameters (a shard of
+            # them under ZeRO, calibrated at dp 2).
+            apply = sum(at(kinds[kind_of(s)]["apply"], layers[s])
+                        for s in own) * (2 / dp if zero else 1)
+            temporaries = max([apply] + [
+                at(kinds[kind_of(s)]["calls"], layers[s]) for s in own])
+            ranks.append({"arena": state + kept + temporaries, "rank": rank,
+                          "state": state, "kept": kept,
+                          "temporaries": temporaries,
+                          "layers": [layers[s] for s in own]})
+        return dict(max(ranks, key=lambda r: r["arena"]), ranks=ranks)
+
+
 class Setup:
     """What the search holds fixed: the model, the cluster, the batch and
     the implementation being predicted."""
@@ -385,9 +889,12 @@ def activation_bytes(setup, config, b):
     return kept * setup.activation_scale
 
 
-def evaluate(setup, config, simulate=False):
+def evaluate(setup, config, simulate=False, closed_memory=True):
     """Memory and time of one configuration, or None where it cannot run
-    (the batch or the layers do not divide)."""
+    (the batch or the layers do not divide). Without `closed_memory` (the
+    compiler's memory comes later, by compiled_memory), only a
+    configuration whose model state alone cannot fit is turned down
+    early."""
     model, cluster, batch = setup.model, setup.cluster, setup.batch
     dp, tp, pp = config["dp"], config["tp"], config["pp"]
     b, zero = config["microbatch"], config["zero"]
@@ -431,7 +938,9 @@ def evaluate(setup, config, simulate=False):
             setup, dict(config, recompute="none"), b)
     logits = s * b * V / tp * 4 if pp == 1 else 0  # f32, with the last layer
     peak = state + activations + logits + RESERVED_GIB * 2**30
-    if peak > cluster.memory:
+    # (The state is within 1% of the compiler's.)
+    if (peak if closed_memory else 0.98 * state + RESERVED_GIB * 2**30) > \
+            cluster.memory:
         return {"fits": False, "memory": peak, "state": state,
                 "activations": activations}
 
@@ -548,6 +1057,7 @@ def evaluate(setup, config, simulate=False):
                                             4 * s * h) + 6 * batch * s * h * V
     gpus = cluster.count
     return {"fits": True, "memory": peak, "state": state,
+            "memory_by": "closed form",
             "simulated_pipeline": simulated,
             "activations": activations, "step": step,
             "tokens_per_s": batch * s / step,
@@ -568,6 +1078,17 @@ def evaluate(setup, config, simulate=False):
                      "elementwise_bytes": m * stage_layers * 3 *
                      elementwise_bytes * setup.activation_scale,
                      "optimizer_bytes": optimizer_bytes}}
+
+
+def compiled_memory(memory, result):
+    """`result` (a configuration and its evaluation) with the memory the
+    compiler would plan for its largest rank (CompiledMemory)."""
+    arena = memory.arena(result)
+    peak = arena["arena"] + RESERVED_GIB * 2**30
+    return dict(result, memory=peak, fits=peak <= memory.setup.cluster.memory,
+                state=arena["state"], activations=arena["kept"],
+                temporaries=arena["temporaries"], memory_rank=arena["rank"],
+                memory_by="compiler")
 
 
 def candidates(setup, fixed):
@@ -678,11 +1199,15 @@ def describe(config):
         f"recompute={config['recompute']}"
 
 
-def explain(setup, config, as_json):
-    result = evaluate(setup, config, simulate=True)
+def explain(setup, config, as_json, memory=None):
+    result = evaluate(setup, config, simulate=True,
+                      closed_memory=memory is None)
     if result is None:
         fail("the configuration does not divide the batch, the layers or "
              "the virtual stages")
+    if memory:
+        result = {k: v for k, v in compiled_memory(
+            memory, dict(config, **result)).items() if k not in config}
     report = dict(config, **result, options=pipeline_options(setup, config))
     if as_json:
         print(json.dumps(report, indent=1))
@@ -697,8 +1222,14 @@ def explain(setup, config, as_json):
           ("" if result["fits"] else " (does not fit)"))
     if not result["fits"]:
         sys.exit(2)
-    print(f"    model state {result['state'] / 2**30:.1f} GiB, activations "
-          f"{result['activations'] / 2**30:.1f} GiB")
+    if memory:
+        print(f"    pipeline rank {result['memory_rank']}: model state "
+              f"{result['state'] / 2**30:.1f} GiB, activations kept "
+              f"{result['activations'] / 2**30:.1f} GiB, temporaries "
+              f"{result['temporaries'] / 2**30:.1f} GiB (the compiler's)")
+    else:
+        print(f"    model state {result['state'] / 2**30:.1f} GiB, "
+              f"activations {result['activations'] / 2**30:.1f} GiB")
     print(f"  step {result['step']:.3f} s: {result['tokens_per_s']:,.0f} "
           f"tokens/s, {result['tflops']:.1f} TFLOP/s per GPU, MFU "
           f"{100 * result['mfu']:.1f}%")
@@ -745,25 +1276,55 @@ def compiled_arena(setup, config, dtype, work):
     return max(arenas), None
 
 
-def search(setup, fixed, top, as_json, verify=0, dtype="bf16", simulate=20):
+# What compiled_memory replaces in an evaluation.
+MEMORY_FIELDS = ("fits", "memory", "state", "activations", "temporaries",
+                 "memory_rank", "memory_by")
+
+
+def search(setup, fixed, top, as_json, verify=0, dtype="bf16", simulate=10,
+           memory=None):
     started = time.perf_counter()
     results, tried = [], 0
     for config in candidates(setup, fixed):
         tried += 1
-        result = evaluate(setup, config)
+        result = evaluate(setup, config, closed_memory=memory is None)
         if result and result["fits"]:
             results.append(dict(config, **result,
                                 options=pipeline_options(setup, config)))
     # Fastest first; of equals, the smaller footprint.
     results.sort(key=lambda r: (round(r["step"], 6), r["memory"]))
-    # The best by the closed form, re-timed on the compiler's schedule,
-    # action by action, and ranked again.
+    checked = len(results)
+    if memory:
+        # The compiler's memory, fastest first, until the table and the
+        # simulation have enough configurations that fit.
+        # In batches: the classes a batch needs are calibrated at once, for
+        # the bounds (one sequence per microbatch), then for the
+        # configurations the bounds leave.
+        fitting, checked, batch = [], 0, 4 * (os.cpu_count() or 1)
+        limit = setup.cluster.memory - RESERVED_GIB * 2**30
+        for start in range(0, len(results), batch):
+            group = results[start:start + batch]
+            memory.prefetch(memory.key(r, bound=True) for r in group)
+            group = [r for r in group if r["microbatch"] == 1 or memory.arena(
+                r, bound=True)["arena"] <= limit]
+            memory.prefetch(memory.key(r) for r in group)
+            for r in group:
+                r = compiled_memory(memory, r)
+                if r["fits"]:
+                    fitting.append(r)
+            checked = start + len(results[start:start + batch])
+            if len(fitting) >= max(top, simulate):
+                break
+        results = fitting[:max(top, simulate)]
+    # The best, re-timed on the compiler's schedule, action by action, and
+    # ranked again.
     for i, r in enumerate(results[:simulate]):
         config = {k: r[k] for k in ("dp", "tp", "pp", "microbatch", "zero",
                                     "schedule", "virtual_stages", "sp",
                                     "recompute")}
-        results[i] = dict(config, **evaluate(setup, config, simulate=True),
-                          options=r["options"])
+        timed = evaluate(setup, config, simulate=True, closed_memory=False)
+        results[i] = dict(r, **{k: v for k, v in timed.items()
+                                if k not in MEMORY_FIELDS})
     results[:simulate] = sorted(
         results[:simulate], key=lambda r: (round(r["step"], 6), r["memory"]))
     seconds = time.perf_counter() - started
@@ -772,23 +1333,29 @@ def search(setup, fixed, top, as_json, verify=0, dtype="bf16", simulate=20):
         # compiler's own memory report (at most 4 x verify compiles); the
         # table then shows those compiled, the ones that fit first.
         if "generator" not in setup.model:
-            fail("--verify compiles the model: give --preset or --hf-config")
-        checked = []
+            fail("--verify compiles the model: it needs triad-gen beside "
+                 "triad-plan or on PATH")
+        compiled = []
         with tempfile.TemporaryDirectory(prefix="triad-plan-") as work:
             for r in results[:4 * verify]:
                 r["compiled"], r["compile_error"] = compiled_arena(
                     setup, r, dtype, work)
-                checked.append(r)
-                if sum(1 for c in checked if fits_compiled(c, setup.cluster)
-                       ) == verify:
+                compiled.append(r)
+                if sum(1 for c in compiled
+                       if fits_compiled(c, setup.cluster)) == verify:
                     break
-        results = sorted(checked, key=lambda r: not fits_compiled(
-            r, setup.cluster)) + results[len(checked):]
-        top = max(top, len(checked))
+        results = sorted(compiled, key=lambda r: not fits_compiled(
+            r, setup.cluster)) + results[len(compiled):]
+        top = max(top, len(compiled))
     model, cluster = setup.model, setup.cluster
     if as_json:
         print(json.dumps({"model": model, "gpus": cluster.count,
                           "searched": tried, "fit": len(results),
+                          "checked": checked,
+                          "memory_by": "compiler" if memory else
+                          "closed form",
+                          "calibration_compiles": memory.compiles if memory
+                          else 0,
                           "seconds": seconds, "best": results[:top]},
                          indent=1))
         return
@@ -797,7 +1364,10 @@ def search(setup, fixed, top, as_json, verify=0, dtype="bf16", simulate=20):
           f"({cluster.nodes} node{'s' if cluster.nodes > 1 else ''} of "
           f"{cluster.per_node})")
     print(f"searched {tried} configurations in {seconds:.2f} s; "
-          f"{len(results)} fit in {cluster.memory / 2**30:.0f} GiB")
+          f"{len(results)} fit in {cluster.memory / 2**30:.0f} GiB" + (
+              f" among the fastest {checked} whose model state fits (memory "
+              f"by the compiler, from {memory.compiles} calibration "
+              "compiles)" if memory else " (memory by the closed form)"))
     if not results:
         print("none fits: more GPUs, a smaller batch or fewer layers")
         sys.exit(2)
@@ -890,15 +1460,22 @@ def main():
     output.add_argument("--top", type=int, default=10,
                         help="rows of the table (default 10)")
     output.add_argument("--json", action="store_true")
-    output.add_argument("--simulate", type=int, default=20, metavar="N",
+    output.add_argument("--simulate", type=int, default=10, metavar="N",
                         help="re-time the N best on the compiler's own "
                         "pipeline schedule, action by action, and rank them "
-                        "again (default 20; --explain always does)")
+                        "again (default 10; --explain always does)")
     output.add_argument("--verify", type=int, default=0, metavar="N",
                         help="compile the best with triad-opt, in rank "
                         "order, until N fit by the largest rank's arena in "
                         "its memory report, and rank those first (--preset "
                         "or --hf-config)")
+    output.add_argument("--memory-by", choices=("compiler", "closed-form"),
+                        help="each rank's memory as the compiler plans it, "
+                        "predicted from a few compiles of the model cut "
+                        "short (the default for --preset and --hf-config "
+                        "with --implementation triad), or by the closed "
+                        "form (the ZeRO paper's state, Korthikanti et al.'s "
+                        "activations)")
     output.add_argument("--explain", metavar="CONFIG",
                         help='one configuration, e.g. "dp=8 tp=4 pp=2 '
                         'microbatch=1 zero=1 schedule=1f1b recompute=full"')
@@ -915,18 +1492,27 @@ def main():
         else model_from_sizes(args)
     setup = Setup(the_model, Cluster(args), args.batch, args.dtype,
                   args.grad_accumulation, args.implementation)
-    if args.explain:
-        config = parse_config(args.explain)
-        total = config["dp"] * config["tp"] * config["pp"]
-        if total != setup.cluster.count:
-            fail(f"dp x tp x pp is {total}, not the cluster's "
-                 f"{setup.cluster.count} GPUs")
-        explain(setup, config, args.json)
-        return
-    fixed = {k: getattr(args, k) for k in ("tp", "pp", "microbatch", "zero")
-             if getattr(args, k) is not None}
-    search(setup, fixed, args.top, args.json, args.verify, args.dtype,
-           args.simulate)
+    compiled = "generator" in the_model and args.implementation == "triad"
+    if args.memory_by == "compiler" and not compiled:
+        fail("--memory-by compiler predicts Triad's own plans: it needs "
+             "--implementation triad and triad-gen beside triad-plan or on "
+             "PATH")
+    compiled = compiled and args.memory_by != "closed-form"
+    with tempfile.TemporaryDirectory(prefix="triad-plan-") as work:
+        memory = CompiledMemory(setup, args.dtype, work) if compiled else None
+        if args.explain:
+            config = parse_config(args.explain)
+            total = config["dp"] * config["tp"] * config["pp"]
+            if total != setup.cluster.count:
+                fail(f"dp x tp x pp is {total}, not the cluster's "
+                     f"{setup.cluster.count} GPUs")
+            explain(setup, config, args.json, memory)
+            return
+        fixed = {k: getattr(args, k) for k in ("tp", "pp", "microbatch",
+                                                "zero")
+                 if getattr(args, k) is not None}
+        search(setup, fixed, args.top, args.json, args.verify, args.dtype,
+               args.simulate, memory)
 
 
 if __name__ == "__main__":
