@@ -48,9 +48,9 @@ closed-form) memory is a closed form instead. The closed forms, per GPU:
            unfused attention its scores (12 a s).
   comm     ring collectives, alpha-beta: 2 (n - 1) steps for an
            all-reduce, n - 1 for an all-gather or a reduce-scatter, each a
-           latency plus 1 / n of the bytes at the bus bandwidth (data
-           parallelism's all-reduce by the ring or NCCL's double binary
-           tree, whichever is faster), over NVLink
+           latency plus 1 / n of the bytes at the bus bandwidth (every
+           all-reduce by the ring or NCCL's double binary tree, whichever
+           is faster), over NVLink
            inside a node and InfiniBand across nodes: tensor parallelism's 2
            all-reduces per layer and pass (not overlapped), the pipeline's
            activations and gradients between stages, data parallelism's
@@ -322,10 +322,13 @@ ACTION = re.compile(r"(F|B|BI|BW|send-act|recv-act|send-grad|recv-grad)"
                     r"(\d+)\.(\d+)(?:[<>](\d+))?$")
 
 
-def simulate_schedule(ranks, durations, stages):
+def simulate_schedule(ranks, durations, stages, timeline=None):
     """The time from the first forward to the last backward action of a
     step: every rank runs its actions in order; a receive waits for its
-    send (sends do not block), a transfer takes durations["send"]."""
+    send (sends do not block), a transfer takes durations["send"]. With
+    `timeline` (a list), each action is appended to it as a dict: rank,
+    action, start, end, and for a receive that waited, the index of the
+    send it waited for ("after")."""
     clock = [0.0] * len(ranks)
     position = [0] * len(ranks)
     arrived = {}
@@ -342,17 +345,21 @@ def simulate_schedule(ranks, durations, stages):
                     continue
                 kind, stage, microbatch = match.group(1), int(
                     match.group(2)), int(match.group(3))
+                start, after = clock[rank], None
                 if kind.startswith("recv"):
                     key = (kind[5:], stage, microbatch)
                     if key not in arrived:
                         break
-                    clock[rank] = max(clock[rank], arrived[key])
+                    if arrived[key][0] > clock[rank]:
+                        after = arrived[key][1]
+                    clock[rank] = max(clock[rank], arrived[key][0])
                 elif kind.startswith("send"):
                     # To the stage after (activations) or before (gradients).
                     direction = kind[5:]
                     to = stage + 1 if direction == "act" else stage - 1
                     arrived[(direction, to, microbatch)] = (
-                        clock[rank] + durations["send"])
+                        clock[rank] + durations["send"],
+                        len(timeline) if timeline is not None else None)
                 elif kind == "F":
                     clock[rank] += durations["F"] + (
                         durations["head_F"] if stage == last else 0)
@@ -365,11 +372,53 @@ def simulate_schedule(ranks, durations, stages):
                 else:  # BW
                     clock[rank] += durations["W"] + (
                         durations["head_B"] / 2 if stage == last else 0)
+                if timeline is not None:
+                    timeline.append({"rank": rank, "action": token,
+                                     "start": start, "end": clock[rank],
+                                     "after": after})
                 position[rank] += 1
                 progress = True
     if any(p < len(a) for p, a in zip(position, ranks)):
         fail("the schedule report's actions wait on each other (deadlock)")
     return max(clock)
+
+
+def critical_path(timeline):
+    """The actions that set the step's length, first to last: from the
+    action that ends last, back through the action before it on its rank,
+    or, for a receive that waited, through the send it waited for."""
+    if not timeline:
+        return []
+    previous, last_on = [None] * len(timeline), {}
+    for i, event in enumerate(timeline):
+        previous[i] = last_on.get(event["rank"])
+        last_on[event["rank"]] = i
+    i = max(range(len(timeline)), key=lambda k: timeline[k]["end"])
+    path = []
+    while i is not None:
+        event, after = dict(timeline[i]), timeline[i]["after"]
+        if after is not None:
+            # On the path a receive that waited takes the transfer's time,
+            # from its send on.
+            event["start"] = timeline[after]["start"]
+        path.append(event)
+        i = after if after is not None else previous[i]
+    return path[::-1]
+
+
+def path_segments(path):
+    """The critical path as runs on one rank: (rank, {kind: count}, first
+    start, last end)."""
+    segments = []
+    for event in path:
+        kind = ACTION.match(event["action"]).group(1)
+        if segments and segments[-1][0] == event["rank"]:
+            segments[-1][1][kind] = segments[-1][1].get(kind, 0) + 1
+            segments[-1][3] = event["end"]
+        else:
+            segments.append([event["rank"], {kind: 1}, event["start"],
+                             event["end"]])
+    return segments
 
 
 # The compiler's memory of a configuration, per pipeline rank, from
@@ -889,7 +938,8 @@ def activation_bytes(setup, config, b):
     return kept * setup.activation_scale
 
 
-def evaluate(setup, config, simulate=False, closed_memory=True):
+def evaluate(setup, config, simulate=False, closed_memory=True,
+             timeline=None):
     """Memory and time of one configuration, or None where it cannot run
     (the batch or the layers do not divide). Without `closed_memory` (the
     compiler's memory comes later, by compiled_memory), only a
@@ -961,12 +1011,15 @@ def evaluate(setup, config, simulate=False, closed_memory=True):
     if setup.megatron:
         elementwise_bytes += tokens * UNFUSED_SCORE_BYTES * a * s / tp
     elementwise = elementwise_bytes * setup.activation_scale / cluster.hbm
-    # Two all-reduces per layer and pass (with sp an all-gather and a
-    # reduce-scatter each, the same bytes).
+    # Two all-reduces per layer and pass (by the faster of the ring and
+    # the tree), with sp an all-gather and a reduce-scatter each (the same
+    # bytes; NCCL has rings only for those).
     inside = tp <= cluster.per_node
-    tp_call = ring_seconds(tokens * h * setup.param_bytes, tp,
-                           cluster.nvlink if inside else cluster.ib,
-                           cluster.latency if inside else LATENCY_IB, 2)
+    tp_args = (tokens * h * setup.param_bytes, tp,
+               cluster.nvlink if inside else cluster.ib,
+               cluster.latency if inside else LATENCY_IB)
+    tp_call = ring_seconds(*tp_args, 2) if config["sp"] else \
+        all_reduce_seconds(*tp_args)
     forward = product + elementwise + 2 * tp_call
     backward = 2 * (product + elementwise) + 2 * tp_call
     if recompute == "full":
@@ -1009,7 +1062,8 @@ def evaluate(setup, config, simulate=False, closed_memory=True):
                      "head_F": head, "head_B": 2 * head, "W": weight,
                      "send": send / (2 * v)}
         makespan = simulate_schedule(
-            schedule_actions(schedule, pp, m, v), durations, pp * v)
+            schedule_actions(schedule, pp, m, v), durations, pp * v,
+            timeline)
         simulated = makespan
         bubble = max(0.0, makespan - compute - pipeline)
     # Data parallelism, once per step and not overlapped (ZeRO-2 and -3
@@ -1200,15 +1254,17 @@ def describe(config):
 
 
 def explain(setup, config, as_json, memory=None):
+    timeline = []
     result = evaluate(setup, config, simulate=True,
-                      closed_memory=memory is None)
+                      closed_memory=memory is None, timeline=timeline)
     if result is None:
         fail("the configuration does not divide the batch, the layers or "
              "the virtual stages")
     if memory:
         result = {k: v for k, v in compiled_memory(
             memory, dict(config, **result)).items() if k not in config}
-    report = dict(config, **result, options=pipeline_options(setup, config))
+    report = dict(config, **result, options=pipeline_options(setup, config),
+                  critical_path=critical_path(timeline))
     if as_json:
         print(json.dumps(report, indent=1))
         return
@@ -1246,8 +1302,43 @@ def explain(setup, config, as_json, memory=None):
               f" schedule, action by action: "
               f"{result['simulated_pipeline']:.3f} s from the first forward to "
               f"the last backward")
+        explain_path(report["critical_path"])
     print(f"  {result['microbatches']} microbatches a replica; matrix products "
           f"at {100 * result['efficiency']:.0f}% of the peak")
+
+
+KIND_NAMES = {"F": "forward", "B": "backward", "BI": "input gradient",
+              "BW": "weight gradient", "send-act": "activation send",
+              "recv-act": "activation receive", "send-grad": "gradient send",
+              "recv-grad": "gradient receive"}
+
+
+def explain_path(path):
+    """The critical path of the simulated pipeline: its time by kind of
+    action (a transfer's time is the wait of the receive after it), then
+    its runs of actions on one rank, the first and last four if many."""
+    if not path:
+        return
+    by_kind = {}
+    for event in path:
+        kind = ACTION.match(event["action"]).group(1)
+        by_kind[kind] = by_kind.get(kind, 0) + event["end"] - event["start"]
+    total = path[-1]["end"] - path[0]["start"]
+    print(f"  its critical path: {len(path)} actions, {total:.3f} s: " +
+          ", ".join(f"{KIND_NAMES[k]}s {t:.3f} s" for k, t in
+                    sorted(by_kind.items(), key=lambda kt: -kt[1])
+                    if t >= 0.0005))
+    segments = path_segments(path)
+    shown = segments if len(segments) <= 8 else \
+        segments[:4] + [None] + segments[-4:]
+    for segment in shown:
+        if segment is None:
+            print(f"    ... {len(segments) - 8} more runs ...")
+            continue
+        rank, kinds, start, end = segment
+        what = ", ".join(f"{n} {KIND_NAMES[k]}{'s' if n > 1 else ''}"
+                         for k, n in kinds.items())
+        print(f"    rank {rank:<3} {start:9.3f} to {end:9.3f} s: {what}")
 
 
 def compiled_arena(setup, config, dtype, work):
