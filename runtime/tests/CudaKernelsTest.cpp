@@ -106,6 +106,45 @@ TEST_F(CudaKernels, MatmulF32MatchesCpu) {
   }
 }
 
+TEST_F(CudaKernels, MatmulPlansAreKeptPerShape) {
+  // The second product of a shape reuses its descriptors and algorithm
+  // (and gives the same result); another transposition, or a bias
+  // epilogue with another bias, is a plan of its own or the same plan with
+  // the new bias.
+  const int64_t m = 24, n = 40, k = 32;
+  std::vector<float> a = randomFloats(m * k, 11), b = randomFloats(k * n, 12);
+  DeviceBuffer da = upload(a), db = upload(b), dc = poisoned(m * n);
+  size_t plans = context->matmulPlans().size();
+  size_t hits = context->matmulPlans().hitCount();
+  for (bool transposeB : {false, true, false}) {
+    std::vector<float> want(m * n, 0.0f);
+    cpu::matmul(a.data(), b.data(), want.data(), 1, m, n, k, false, transposeB,
+                false, false);
+    ASSERT_OK(matmul(*context, da.data(), db.data(), dc.data(),
+                     {1, m, n, k, false, transposeB, false}, MatmulOptions{}));
+    expectNear(download(dc, m * n), want, 1e-5, 1e-4,
+               transposeB ? "b transposed" : "b as it is");
+  }
+  EXPECT_EQ(context->matmulPlans().size(), plans + 2);
+  EXPECT_EQ(context->matmulPlans().hitCount(), hits + 1);
+  // One plan with a bias epilogue, called with two biases.
+  for (float value : {1.0f, -2.0f}) {
+    std::vector<float> bias(n, value), want(m * n, 0.0f);
+    cpu::matmul(a.data(), b.data(), want.data(), 1, m, n, k, false, false,
+                false, false);
+    for (int64_t i = 0; i < m * n; ++i)
+      want[i] += value;
+    DeviceBuffer dbias = upload(bias);
+    MatmulOptions options;
+    options.epilogue = Epilogue::Bias;
+    options.bias = dbias.as<float>();
+    ASSERT_OK(matmul(*context, da.data(), db.data(), dc.data(),
+                     {1, m, n, k, false, false, false}, options));
+    expectNear(download(dc, m * n), want, 1e-5, 1e-4, "bias epilogue");
+  }
+  EXPECT_EQ(context->matmulPlans().size(), plans + 3);
+}
+
 template <typename Half> Half toHalf(float x);
 template <> __nv_bfloat16 toHalf(float x) { return __float2bfloat16_rn(x); }
 template <> __half toHalf(float x) { return __float2half_rn(x); }

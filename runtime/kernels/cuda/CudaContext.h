@@ -107,6 +107,10 @@ public:
   /// time, then the same copy for the same content (ContentCache).
   absl::StatusOr<const void *> resident(const void *host, size_t bytes);
 
+  /// cuBLASLt's descriptors and chosen algorithm per product shape
+  /// (CudaMatmul.cpp's, type-erased), kept for the context's life.
+  ContentCache<std::shared_ptr<void>> &matmulPlans() { return productPlans; }
+
   /// The device word kernels raise ErrorFlag bits in (atomicOr).
   uint32_t *errorFlags() const { return flags.as<uint32_t>(); }
 
@@ -135,6 +139,9 @@ private:
   uint32_t *hostFlags = nullptr;
   /// resident()'s copies (64 MiB at most).
   ContentCache<DeviceBuffer> residentCopies{size_t{64} << 20};
+  /// matmulPlans(), by their keys' bytes (1 MiB of keys: some ten
+  /// thousand shapes, more than a plan has).
+  ContentCache<std::shared_ptr<void>> productPlans{size_t{1} << 20};
 };
 
 /// Rounds `bytes` up to the scratch alignment (256), for carving one

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 namespace triad::rt::cuda {
@@ -85,6 +86,107 @@ absl::StatusOr<Layout> makeLayout(DType type, int64_t rows, int64_t cols,
   return layout;
 }
 
+/// What decides a product's descriptors and algorithm (every byte set: it
+/// is the plan cache's key).
+struct ProductKey {
+  int32_t compute, opA, opB, epilogue, inputType, outputType;
+  int64_t m, n, k, batch, bStride;
+  uint32_t alignments[4];
+  uint64_t workspaceBytes;
+};
+
+/// cuBLASLt's descriptors of one product shape and the algorithm its
+/// heuristic chose, kept for the context's life (CudaContext::matmulPlans):
+/// building them and running the heuristic cost more than the product
+/// itself for the plan's small shapes. The bias pointer is set per call.
+struct ProductPlan {
+  Operation operation;
+  Layout a, b, c;
+  cublasLtMatmulAlgo_t algo;
+};
+
+absl::StatusOr<ProductPlan> makePlan(CudaContext &context,
+                                     const ProductKey &key,
+                                     const MatmulOptions &options,
+                                     bool transposeA, bool transposeB) {
+  int64_t m = key.m, n = key.n, k = key.k, batch = key.batch;
+  ProductPlan plan;
+  cublasLtMatmulDesc_t rawOperation = nullptr;
+  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(
+      &rawOperation, static_cast<cublasComputeType_t>(key.compute),
+      CUDA_R_32F));
+  plan.operation.reset(rawOperation);
+  // cuBLASLt's A is our b, its B our a (see the file comment).
+  cublasOperation_t opA = transposeB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      rawOperation, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
+  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      rawOperation, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+  if (options.epilogue != Epilogue::None) {
+    cublasLtEpilogue_t epilogue =
+        options.epilogue == Epilogue::Bias       ? CUBLASLT_EPILOGUE_BIAS
+        : options.epilogue == Epilogue::ReluBias ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                                 : CUBLASLT_EPILOGUE_GELU_BIAS;
+    TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        rawOperation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+        sizeof(epilogue)));
+    if (options.outputType != DType::F32) {
+      cudaDataType_t biasType = CUDA_R_32F;
+      TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+          rawOperation, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+          sizeof(biasType)));
+    }
+  }
+  // Stored shapes, column-major: our b is [n x k] (or [k x n] transposed),
+  // our a [k x m] (or [m x k]), c [n x m].
+  absl::StatusOr<Layout> layoutA =
+      makeLayout(options.inputType, transposeB ? k : n, transposeB ? n : k,
+                 batch, key.bStride);
+  absl::StatusOr<Layout> layoutB = makeLayout(
+      options.inputType, transposeA ? m : k, transposeA ? k : m, batch, m * k);
+  absl::StatusOr<Layout> layoutC =
+      makeLayout(options.outputType, n, m, batch, m * n);
+  for (const auto *layout : {&layoutA, &layoutB, &layoutC})
+    if (!layout->ok())
+      return layout->status();
+  plan.a = std::move(*layoutA);
+  plan.b = std::move(*layoutB);
+  plan.c = std::move(*layoutC);
+
+  cublasLtMatmulPreference_t rawPreference = nullptr;
+  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&rawPreference));
+  Preference preference(rawPreference);
+  uint64_t workspaceBytes = key.workspaceBytes;
+  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      rawPreference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
+      sizeof(workspaceBytes)));
+  // The arena's offsets need not be 256-byte aligned: tell the heuristic
+  // what the pointers allow (A is our b, B our a, C and D our c).
+  const cublasLtMatmulPreferenceAttributes_t alignments[] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i) {
+    uint32_t bytes = key.alignments[i];
+    TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+        rawPreference, alignments[i], &bytes, sizeof(bytes)));
+  }
+
+  cublasLtMatmulHeuristicResult_t heuristic = {};
+  int found = 0;
+  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(
+      context.cublasLt(), rawOperation, plan.a.get(), plan.b.get(),
+      plan.c.get(), plan.c.get(), rawPreference, 1, &heuristic, &found));
+  if (found == 0)
+    return absl::UnimplementedError(
+        absl::StrCat("cuBLASLt has no algorithm for a ", m, "x", k, " by ", k,
+                     "x", n, " product (batch ", batch, ")"));
+  plan.algo = heuristic.algo;
+  return plan;
+}
+
 /// One cuBLASLt call: `batch` products, b's stride `bStride` elements.
 absl::Status product(CudaContext &context, const void *a, const void *b,
                      void *c, int64_t batch, int64_t m, int64_t n, int64_t k,
@@ -104,85 +206,50 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
       compute = CUBLAS_COMPUTE_32F_FAST_16BF;
       break;
     }
-  cublasLtMatmulDesc_t rawOperation = nullptr;
-  TRIAD_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulDescCreate(&rawOperation, compute, CUDA_R_32F));
-  Operation operation(rawOperation);
-  // cuBLASLt's A is our b, its B our a (see the file comment).
-  cublasOperation_t opA = transposeB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opB = transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      rawOperation, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
-  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      rawOperation, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+  ProductKey key;
+  std::memset(&key, 0, sizeof(key));
+  key.compute = static_cast<int32_t>(compute);
+  key.opA = transposeA;
+  key.opB = transposeB;
+  key.epilogue = static_cast<int32_t>(options.epilogue);
+  key.inputType = static_cast<int32_t>(options.inputType);
+  key.outputType = static_cast<int32_t>(options.outputType);
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.batch = batch;
+  key.bStride = batch > 1 ? bStride : 0;
+  const void *pointers[] = {b, a, c, c};
+  for (int i = 0; i < 4; ++i)
+    key.alignments[i] = alignmentOf(pointers[i]);
+  key.workspaceBytes = context.matmulWorkspaceBytes();
+  absl::StatusOr<const std::shared_ptr<void> *> cached =
+      context.matmulPlans().get(
+          &key, sizeof(key),
+          [&](const void *, size_t) -> absl::StatusOr<std::shared_ptr<void>> {
+            absl::StatusOr<ProductPlan> plan =
+                makePlan(context, key, options, transposeA, transposeB);
+            if (!plan.ok())
+              return plan.status();
+            return std::shared_ptr<void>(
+                std::make_shared<ProductPlan>(std::move(*plan)));
+          },
+          // Descriptors are host objects no enqueued work reads.
+          [] { return absl::OkStatus(); });
+  if (!cached.ok())
+    return cached.status();
+  ProductPlan &plan = *static_cast<ProductPlan *>((*cached)->get());
   if (options.epilogue != Epilogue::None) {
-    cublasLtEpilogue_t epilogue =
-        options.epilogue == Epilogue::Bias       ? CUBLASLT_EPILOGUE_BIAS
-        : options.epilogue == Epilogue::ReluBias ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                                 : CUBLASLT_EPILOGUE_GELU_BIAS;
-    TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        rawOperation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-        sizeof(epilogue)));
     const void *bias = options.bias;
     TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        rawOperation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    if (options.outputType != DType::F32) {
-      cudaDataType_t biasType = CUDA_R_32F;
-      TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-          rawOperation, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
-          sizeof(biasType)));
-    }
+        plan.operation.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+        sizeof(bias)));
   }
-  // Stored shapes, column-major: our b is [n x k] (or [k x n] transposed),
-  // our a [k x m] (or [m x k]), c [n x m].
-  absl::StatusOr<Layout> layoutA =
-      makeLayout(options.inputType, transposeB ? k : n, transposeB ? n : k,
-                 batch, bStride);
-  absl::StatusOr<Layout> layoutB = makeLayout(
-      options.inputType, transposeA ? m : k, transposeA ? k : m, batch, m * k);
-  absl::StatusOr<Layout> layoutC =
-      makeLayout(options.outputType, n, m, batch, m * n);
-  for (const auto *layout : {&layoutA, &layoutB, &layoutC})
-    if (!layout->ok())
-      return layout->status();
-
-  cublasLtMatmulPreference_t rawPreference = nullptr;
-  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&rawPreference));
-  Preference preference(rawPreference);
-  uint64_t workspaceBytes = context.matmulWorkspaceBytes();
-  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
-      rawPreference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
-      sizeof(workspaceBytes)));
-  // The arena's offsets need not be 256-byte aligned: tell the heuristic
-  // what the pointers allow.
-  struct {
-    cublasLtMatmulPreferenceAttributes_t attribute;
-    const void *pointer;
-  } alignments[] = {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, b},
-                    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, a},
-                    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, c},
-                    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, c}};
-  for (const auto &alignment : alignments) {
-    uint32_t bytes = alignmentOf(alignment.pointer);
-    TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
-        rawPreference, alignment.attribute, &bytes, sizeof(bytes)));
-  }
-
-  cublasLtMatmulHeuristicResult_t heuristic = {};
-  int found = 0;
-  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(
-      context.cublasLt(), rawOperation, layoutA->get(), layoutB->get(),
-      layoutC->get(), layoutC->get(), rawPreference, 1, &heuristic, &found));
-  if (found == 0)
-    return absl::UnimplementedError(
-        absl::StrCat("cuBLASLt has no algorithm for a ", m, "x", k, " by ", k,
-                     "x", n, " product (batch ", batch, ")"));
   float alpha = 1.0f, beta = options.accumulate ? 1.0f : 0.0f;
   TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(
-      context.cublasLt(), rawOperation, &alpha, b, layoutA->get(), a,
-      layoutB->get(), &beta, c, layoutC->get(), c, layoutC->get(),
-      &heuristic.algo, context.matmulWorkspace(), workspaceBytes,
-      context.stream()));
+      context.cublasLt(), plan.operation.get(), &alpha, b, plan.a.get(), a,
+      plan.b.get(), &beta, c, plan.c.get(), c, plan.c.get(), &plan.algo,
+      context.matmulWorkspace(), key.workspaceBytes, context.stream()));
   return absl::OkStatus();
 }
 
