@@ -261,6 +261,22 @@ step_nccl() {
   else
     failed law-gpt-nccl "$results/law-gpt.nccl.txt"
   fi
+  # The bf16 plan of step_law: NCCL widens 16-bit tensors, reduces them in
+  # f32 and rounds once, as MPI's staging does, so it trains as the GPU
+  # does over MPI: against the CPU within step_law's 16-bit tolerance.
+  local plan=$here/plans/law-gpt-bf16.plan
+  if [[ ! -e $plan ]]; then
+    note "   law-gpt-bf16-nccl: FAILED (no plan)"
+    status=1
+  elif cpu_train law-gpt-bf16 "$plan"; then
+    if train law-gpt-bf16.nccl "$plan" "$results/law-gpt-bf16.nccl.jsonl" \
+         --device cuda --comm nccl; then
+      compare law-gpt-bf16-nccl "$results/law-gpt-bf16.cpu.jsonl" \
+        "$results/law-gpt-bf16.nccl.jsonl" 1e-2
+    else
+      failed law-gpt-bf16-nccl "$results/law-gpt-bf16.nccl.txt"
+    fi
+  fi
 }
 
 step_checkpoint() {

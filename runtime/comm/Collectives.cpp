@@ -137,6 +137,14 @@ PackedStaging packedStaging(const TensorCollective &collective,
   return staging;
 }
 
+PackedStaging widenedStaging(const TensorCollective &collective) {
+  PackedStaging staging;
+  staging.first = volume(collective.xShape);
+  if (collective.kind != CollectiveKind::AllReduce)
+    staging.second = volume(collective.outShape);
+  return staging;
+}
+
 void packPieces(const float *tensor, const TensorShape &shape, int64_t dim,
                 int64_t pieces, float *packed) {
   int64_t outer = outerElements(shape, dim);

@@ -75,6 +75,12 @@ struct PackedStaging {
 };
 PackedStaging packedStaging(const TensorCollective &collective,
                             int64_t members);
+/// What the same collective stages in f32 besides when its tensors are
+/// 16-bit (bf16, f16): they are widened, moved and reduced in f32 and
+/// rounded once, as over MPI. Buffer 0 holds x widened (an all-reduce
+/// reduces it there, in place), buffer 1 the f32 result before it is
+/// rounded (none for an all-reduce); the packing above comes on top.
+PackedStaging widenedStaging(const TensorCollective &collective);
 
 /// The piece of a dimension of `size` split `members` ways where the split
 /// may pad (ZeRO's pieces): ceil(size / members), the last pieces

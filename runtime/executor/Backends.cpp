@@ -85,8 +85,9 @@ createExecutor(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
       local = static_cast<int>(options.communicator->worldRank());
     context.device = std::max(local, 0) % *count;
   }
-  absl::StatusOr<std::unique_ptr<CudaExecutor>> executor = CudaExecutor::create(
-      plan, pipelineRank, seed, options, context, device.nccl);
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> executor =
+      CudaExecutor::create(plan, pipelineRank, seed, options, context,
+                           device.nccl, device.ncclTimeout);
   if (!executor.ok())
     return executor.status();
   return std::unique_ptr<Executor>(std::move(*executor));

@@ -12,12 +12,14 @@
 #ifndef TRIAD_RUNTIME_EXECUTOR_BACKENDS_H
 #define TRIAD_RUNTIME_EXECUTOR_BACKENDS_H
 
+#include "runtime/comm/AsyncWait.h"
 #include "runtime/executor/Executor.h"
 #include "runtime/kernels/MatmulPrecision.h"
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
+#include <chrono>
 #include <memory>
 
 namespace triad::rt {
@@ -46,6 +48,11 @@ struct DeviceOptions {
   /// (one GPU per rank); otherwise staged through host memory for the
   /// job's communicator (MPI), which lets ranks share a GPU.
   bool nccl = false;
+  /// With NCCL: how long the host waits for device work that includes
+  /// NCCL's before it aborts the communicators and fails (0: no limit).
+  /// triad-run sets it from --timeout, its watchdog's; NCCL's own errors
+  /// (a peer that died) end the wait at once.
+  std::chrono::milliseconds ncclTimeout = kDefaultCommTimeout;
 };
 
 /// The executor of `pipelineRank`'s program on `device` (see

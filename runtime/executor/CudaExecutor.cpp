@@ -16,6 +16,7 @@
 #include "runtime/kernels/cuda/CudaKernels.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 #include <algorithm>
 #include <limits>
@@ -53,6 +54,19 @@ private:
 };
 
 using Shape = std::vector<int64_t>;
+
+cuda::DType cudaType(plan::DType dtype) {
+  switch (dtype) {
+  case plan::DType::BF16:
+    return cuda::DType::BF16;
+  case plan::DType::F16:
+    return cuda::DType::F16;
+  case plan::DType::I32:
+    return cuda::DType::I32;
+  default:
+    return cuda::DType::F32;
+  }
+}
 
 /// A strided copy over `shape` (the result's, or a concat part's), reading
 /// x with `xStrides` and writing row-major `outShape`.
@@ -100,19 +114,12 @@ private:
 absl::StatusOr<std::unique_ptr<CudaExecutor>>
 CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
                      uint64_t seed, ExecutorOptions options,
-                     cuda::ContextOptions contextOptions, bool nccl) {
+                     cuda::ContextOptions contextOptions, bool nccl,
+                     std::chrono::milliseconds ncclTimeout) {
   absl::StatusOr<const plan::Program *> program =
       findProgram(plan, pipelineRank, options, "CUDA", /*sixteenBit=*/true);
   if (!program.ok())
     return program.status();
-  if (nccl)
-    for (size_t i = 0; i < (*program)->values()->size(); ++i) {
-      plan::DType dtype = (*program)->values()->Get(i)->dtype();
-      if (dtype == plan::DType::BF16 || dtype == plan::DType::F16)
-        return absl::UnimplementedError(
-            absl::StrCat("NCCL runs f32 plans for now; value ", i, " is ",
-                         plan::EnumNameDType(dtype), " (use --comm=mpi)"));
-    }
   std::unique_ptr<CudaExecutor> executor(
       new CudaExecutor(plan, **program, options));
   if (absl::Status status = executor->connect(); !status.ok())
@@ -123,8 +130,19 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
     return context.status();
   executor->gpu = std::move(*context);
   if (nccl) {
+    // The plan's groups by their axes, for NCCL's error messages.
+    std::vector<std::string> groupNames;
+    if (const auto *groups = plan.root().groups())
+      for (const plan::Group *group : *groups) {
+        std::vector<std::string> axes;
+        if (group->axes())
+          for (const flatbuffers::String *axis : *group->axes())
+            axes.push_back(axis->str());
+        groupNames.push_back(absl::StrCat("[", absl::StrJoin(axes, ", "), "]"));
+      }
     absl::StatusOr<std::unique_ptr<nccl::NcclCommunicator>> comm =
-        nccl::NcclCommunicator::create(*executor->communicator);
+        nccl::NcclCommunicator::create(*executor->communicator, ncclTimeout,
+                                       std::move(groupNames));
     if (!comm.ok())
       return absl::Status(
           comm.status().code(),
@@ -132,15 +150,23 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
     executor->ncclComm = std::move(*comm);
     TRIAD_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(
         &executor->commStream, cudaStreamNonBlocking));
+    for (cudaEvent_t &event : executor->drained)
+      TRIAD_CUDA_RETURN_IF_ERROR(
+          cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     // The staging buffers at their largest now: growing one later would
     // free the old one, which waits for the whole device (NCCL kernels
     // waiting on peers included).
-    PackedStaging most = executor->largestPackedStaging();
-    for (auto [which, count] : {std::pair{0, most.first}, {1, most.second}})
+    NcclStaging most = executor->largestNcclStaging();
+    for (auto [buffer, count] :
+         {std::pair{&executor->stagedDevice[0], most.packed.first},
+          {&executor->stagedDevice[1], most.packed.second},
+          {&executor->stagedWide[0], most.widened.first},
+          {&executor->stagedWide[1], most.widened.second}})
       if (count > 0)
-        if (absl::StatusOr<float *> buffer = executor->staging(which, count);
-            !buffer.ok())
-          return buffer.status();
+        if (absl::StatusOr<float *> grownBuffer =
+                executor->grown(*buffer, count);
+            !grownBuffer.ok())
+          return grownBuffer.status();
   }
   size_t bytes = std::max<uint64_t>((*program)->arena_bytes(), 256);
   absl::StatusOr<cuda::DeviceBuffer> arena =
@@ -179,10 +205,44 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
 
 CudaExecutor::~CudaExecutor() {
   if (commStream) {
-    // NCCL may still use the arena.
+    // NCCL may still use the arena and the staging buffers. Polled: a
+    // peer that died would leave a plain synchronization waiting forever;
+    // a failure aborts the communicators, which ends their kernels, and
+    // the streams then finish without them (a destructor cannot report).
+    if (ncclComm && !ncclComm->aborted())
+      drainStreams("the last GPU work before the executor is destroyed",
+                   /*commToo=*/true)
+          .IgnoreError();
     cudaStreamSynchronize(commStream);
     cudaStreamDestroy(commStream);
   }
+  for (cudaEvent_t event : drained)
+    if (event)
+      cudaEventDestroy(event);
+}
+
+absl::Status CudaExecutor::drainStreams(std::string what, bool commToo) {
+  if (ncclComm->aborted()) {
+    // Their kernels are gone, so the streams end without them.
+    TRIAD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(gpu->stream()));
+    TRIAD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(commStream));
+    return ncclComm->wait(std::move(what), [] { return true; });
+  }
+  size_t events = commToo ? 2 : 1;
+  TRIAD_CUDA_RETURN_IF_ERROR(cudaEventRecord(drained[0], gpu->stream()));
+  if (commToo)
+    TRIAD_CUDA_RETURN_IF_ERROR(cudaEventRecord(drained[1], commStream));
+  return ncclComm->wait(std::move(what),
+                        [this, events]() -> absl::StatusOr<bool> {
+                          for (size_t i = 0; i < events; ++i) {
+                            cudaError_t state = cudaEventQuery(drained[i]);
+                            if (state == cudaErrorNotReady)
+                              return false;
+                            if (state != cudaSuccess)
+                              return cuda::cudaStatus(state, "cudaEventQuery");
+                          }
+                          return true;
+                        });
 }
 
 template <typename Work>
@@ -271,7 +331,19 @@ absl::Status CudaExecutor::readValue(uint32_t index, HostTensor &result) {
   return gpu->copyToHost(target, arenaAddress(index), 4 * n);
 }
 
-absl::Status CudaExecutor::settle(bool) { return gpu->synchronize(); }
+absl::Status CudaExecutor::settle(bool) {
+  // With NCCL the compute stream may wait for NCCL's kernels: poll until
+  // it is done, so that the synchronization below returns at once. (The
+  // communication stream is left alone: a timed instruction's time is its
+  // own, and at the end of a call the compute stream has waited for every
+  // collective and transfer.)
+  if (ncclComm)
+    if (absl::Status status = drainStreams("the GPU work of this call",
+                                           /*commToo=*/false);
+        !status.ok())
+      return status;
+  return gpu->synchronize();
+}
 
 absl::Status CudaExecutor::copyValue(uint32_t from, uint32_t to,
                                      int64_t bytes) {
@@ -287,7 +359,12 @@ absl::StatusOr<float *> CudaExecutor::grown(cuda::DeviceBuffer &buffer,
                                             int64_t count) {
   size_t bytes = static_cast<size_t>(std::max<int64_t>(count, 1)) * 4;
   if (buffer.size() < bytes) {
-    // The stream may still read the old buffer.
+    // The streams may still read the old buffer.
+    if (ncclComm)
+      if (absl::Status status = drainStreams(
+              "the GPU work before a buffer grows", /*commToo=*/true);
+          !status.ok())
+        return status;
     if (absl::Status status = gpu->synchronize(); !status.ok())
       return status;
     absl::StatusOr<cuda::DeviceBuffer> larger =
@@ -321,36 +398,48 @@ absl::Status CudaExecutor::sizeWidePool() {
   return absl::OkStatus();
 }
 
-PackedStaging CudaExecutor::largestPackedStaging() const {
-  PackedStaging most;
+CudaExecutor::NcclStaging CudaExecutor::largestNcclStaging() const {
+  NcclStaging most;
+  auto atLeast = [](PackedStaging &largest, PackedStaging need) {
+    largest.first = std::max(largest.first, need.first);
+    largest.second = std::max(largest.second, need.second);
+  };
   for (const plan::Function *function : *program->functions()) {
     if (!function->body())
       continue;
     for (const plan::Instr *instr : *function->body()) {
       plan::OpCode op = instr->op();
-      if (op != plan::OpCode::AllGather && op != plan::OpCode::ReduceScatter &&
-          op != plan::OpCode::AllToAll)
+      if (op != plan::OpCode::AllReduce && op != plan::OpCode::AllGather &&
+          op != plan::OpCode::ReduceScatter && op != plan::OpCode::AllToAll)
         continue;
       for (size_t pair = 0; pair < instr->inputs()->size(); ++pair) {
         TensorCollective c = describeCollective(*instr, nullptr, nullptr, pair);
         if (c.group >= ncclComm->groupCount())
           continue; // refused when it runs
-        PackedStaging need = packedStaging(c, ncclComm->groupSize(c.group));
-        most.first = std::max(most.first, need.first);
-        most.second = std::max(most.second, need.second);
+        atLeast(most.packed, packedStaging(c, ncclComm->groupSize(c.group)));
+        if (isSixteenBit(instr->inputs()->Get(pair)))
+          atLeast(most.widened, widenedStaging(c));
       }
     }
   }
   return most;
 }
 
-absl::StatusOr<float *> CudaExecutor::staging(int which, int64_t count) {
-  return grown(stagedDevice[which], count);
+absl::StatusOr<float *> CudaExecutor::staged(const cuda::DeviceBuffer &buffer,
+                                             int64_t count) const {
+  if (buffer.size() < static_cast<size_t>(count) * 4)
+    return absl::InternalError(
+        absl::StrCat("a collective needs ", count,
+                     " floats of staging, but its buffer "
+                     "was sized for ",
+                     buffer.size() / 4, " when the executor was created"));
+  return buffer.as<float>();
 }
 
 absl::Status CudaExecutor::movePieces(const float *from, float *to,
                                       const std::vector<int64_t> &shape,
-                                      int64_t dim, int64_t pieces, bool join) {
+                                      int64_t dim, int64_t pieces, bool join,
+                                      cudaStream_t stream) {
   // The tensor as [outer][pieces][run] and the packed blocks as
   // [pieces][outer][run] (runtime/comm/Collectives.h).
   int64_t outer = outerElements(shape, dim);
@@ -362,7 +451,7 @@ absl::Status CudaExecutor::movePieces(const float *from, float *to,
       copyOver(target, {run, b * run, 1}, target);
   if (!copy.ok())
     return copy.status();
-  return cuda::stridedCopy(*gpu, from, to, *copy);
+  return cuda::stridedCopy(stream, from, to, *copy);
 }
 
 absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
@@ -384,33 +473,59 @@ absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
         "a collective of padded pieces (ZeRO's split of a dimension the "
         "data-parallel ranks do not divide) does not run over NCCL yet; "
         "use --comm mpi");
-  cudaStream_t stream = gpu->stream();
   int64_t count = elementCount(c.xShape);
   if (count == 0)
     return absl::OkStatus();
-  // Whole blocks (the gradients' all-reduce, pieces along the leading
-  // dimension) move on the communication stream, overlapping the
-  // instructions after them; packed pieces go on the compute stream
-  // through the staging buffers.
+  ncclComm->setCaller(absl::StrCat(
+      "instruction ", index, " (", plan::EnumNameOpCode(instr.op()), ")",
+      instr.inputs()->size() > 1 ? absl::StrCat(", tensor ", pair) : ""));
+  // 16-bit tensors are widened to f32, moved and reduced in f32 and
+  // rounded once, as startCollective does over MPI, so that a 16-bit plan
+  // has the same losses over both (an all-reduce runs in place on the
+  // widened x).
+  bool sixteen = isSixteenBit(x);
+  cuda::DType type = cudaType(value(x).dtype());
+  PackedStaging widened = widenedStaging(c);
+  return onCommStream(
+      instr, index, x, out, [&](cudaStream_t stream) -> absl::Status {
+        if (!sixteen)
+          return ncclMove(c, members, stream);
+        absl::StatusOr<float *> wideX = staged(stagedWide[0], widened.first);
+        if (!wideX.ok())
+          return wideX.status();
+        float *wideOut = *wideX;
+        if (widened.second > 0) {
+          absl::StatusOr<float *> buffer =
+              staged(stagedWide[1], widened.second);
+          if (!buffer.ok())
+            return buffer.status();
+          wideOut = *buffer;
+        }
+        if (absl::Status status = cuda::cast(stream, arenaAddress(x), type,
+                                             *wideX, cuda::DType::F32, count);
+            !status.ok())
+          return status;
+        TensorCollective wide = c;
+        wide.x = *wideX;
+        wide.out = wideOut;
+        if (absl::Status status = ncclMove(wide, members, stream); !status.ok())
+          return status;
+        return cuda::cast(stream, wideOut, cuda::DType::F32, arenaAddress(out),
+                          type, elementCount(c.outShape));
+      });
+}
+
+absl::Status CudaExecutor::ncclMove(const TensorCollective &c, int64_t members,
+                                    cudaStream_t stream) {
+  int64_t count = elementCount(c.xShape);
   PackedStaging need = packedStaging(c, members);
-  bool blocks = c.kind != CollectiveKind::AllToAll && need.first == 0;
-  if (blocks)
-    return onCommStream(instr, index, x, out, [&](cudaStream_t comm) {
-      switch (c.kind) {
-      case CollectiveKind::AllReduce:
-        return ncclComm->allReduceSum(c.group, c.x, c.out, count, comm);
-      case CollectiveKind::AllGather:
-        return ncclComm->allGather(c.group, c.x, c.out, count, comm);
-      default:
-        return ncclComm->reduceScatter(c.group, c.x, c.out, count / members,
-                                       comm);
-      }
-    });
   switch (c.kind) {
   case CollectiveKind::AllReduce:
     return ncclComm->allReduceSum(c.group, c.x, c.out, count, stream);
   case CollectiveKind::AllGather: {
-    absl::StatusOr<float *> gathered = staging(0, need.first);
+    if (need.first == 0)
+      return ncclComm->allGather(c.group, c.x, c.out, count, stream);
+    absl::StatusOr<float *> gathered = staged(stagedDevice[0], need.first);
     if (!gathered.ok())
       return gathered.status();
     if (absl::Status s =
@@ -418,17 +533,17 @@ absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
         !s.ok())
       return s;
     return movePieces(*gathered, c.out, c.outShape, c.dim, members,
-                      /*join=*/true);
+                      /*join=*/true, stream);
   }
   case CollectiveKind::ReduceScatter:
   case CollectiveKind::AllToAll: {
     const float *source = c.x;
     if (need.first > 0) {
-      absl::StatusOr<float *> packed = staging(0, need.first);
+      absl::StatusOr<float *> packed = staged(stagedDevice[0], need.first);
       if (!packed.ok())
         return packed.status();
       if (absl::Status s = movePieces(c.x, *packed, c.xShape, c.dim, members,
-                                      /*join=*/false);
+                                      /*join=*/false, stream);
           !s.ok())
         return s;
       source = *packed;
@@ -439,7 +554,7 @@ absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
     bool join = need.second > 0;
     float *target = c.out;
     if (join) {
-      absl::StatusOr<float *> received = staging(1, need.second);
+      absl::StatusOr<float *> received = staged(stagedDevice[1], need.second);
       if (!received.ok())
         return received.status();
       target = *received;
@@ -451,7 +566,7 @@ absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
     if (!join)
       return absl::OkStatus();
     return movePieces(target, c.out, c.outShape, c.concatDim, members,
-                      /*join=*/true);
+                      /*join=*/true, stream);
   }
   }
   return absl::InternalError("unknown collective");
@@ -540,14 +655,20 @@ absl::Status CudaExecutor::startCollective(const plan::Instr &instr,
 absl::Status CudaExecutor::startTransfer(const plan::Instr &instr,
                                          size_t index) {
   Transfer t = describeTransfer(instr);
-  if (ncclComm)
+  if (ncclComm) {
+    // A transfer copies bits: 16-bit values move as their bytes.
+    int64_t bytes = elementBytes(t.data) * t.elements;
+    void *data = arenaAddress(t.data);
+    ncclComm->setCaller(absl::StrCat("instruction ", index, " (",
+                                     plan::EnumNameOpCode(instr.op()), ")"));
     return onCommStream(
         instr, index, t.send ? std::optional<uint32_t>(t.data) : std::nullopt,
         t.send ? std::nullopt : std::optional<uint32_t>(t.data),
         [&](cudaStream_t comm) {
-          return t.send ? ncclComm->send(f32(t.data), t.elements, t.peer, comm)
-                        : ncclComm->recv(f32(t.data), t.elements, t.peer, comm);
+          return t.send ? ncclComm->send(data, bytes, t.peer, comm)
+                        : ncclComm->recv(data, bytes, t.peer, comm);
         });
+  }
   // Staged through the host: the MPI communicator moves host memory. The
   // transfer stays in flight like the CPU's (Executor::track): a blocking
   // send here would deadlock two stages that send to each other at once (a
@@ -577,19 +698,6 @@ absl::Status CudaExecutor::startTransfer(const plan::Instr &instr,
 }
 
 namespace {
-
-cuda::DType cudaType(plan::DType dtype) {
-  switch (dtype) {
-  case plan::DType::BF16:
-    return cuda::DType::BF16;
-  case plan::DType::F16:
-    return cuda::DType::F16;
-  case plan::DType::I32:
-    return cuda::DType::I32;
-  default:
-    return cuda::DType::F32;
-  }
-}
 
 /// The arithmetic of attention's products for queries of type `queries`:
 /// bf16 or f16 tensor cores for 16-bit plans, bf16 for f32 plans under
@@ -822,7 +930,14 @@ absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     AttentionCall call = attentionCall(instr);
     const int32_t *prefix = call.prefix ? i32(*call.prefix) : nullptr;
     if (prefix) {
-      // Checked on the host, as the CPU backend does: a few ints.
+      // Checked on the host, as the CPU backend does: a few ints. The copy
+      // waits for the compute stream, which may wait for NCCL: poll first.
+      if (ncclComm)
+        if (absl::Status s =
+                drainStreams("the GPU work before the prefix lengths are read",
+                             /*commToo=*/false);
+            !s.ok())
+          return s;
       std::vector<int32_t> lengths(static_cast<size_t>(call.shape.batch));
       if (absl::Status s =
               ctx.copyToHost(lengths.data(), prefix, 4 * lengths.size());

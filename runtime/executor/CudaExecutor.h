@@ -12,13 +12,21 @@
 // collectives and transfers, staged through host memory (a rank's device
 // buffers go to the host, through MPI and back; ranks may share a GPU).
 //
-// With NCCL the collectives and transfers move device buffers. Whole
-// blocks (all-reduces, pieces along the leading dimension, transfers) run
-// on a communication stream after an event of the compute stream, and the
-// compute stream waits for them (an event, not the host) only before the
-// first later instruction that touches their buffers, so the gradients'
-// reduction overlaps the rest of the backward pass; pieces along inner
-// dimensions are packed and joined on the compute stream.
+// With NCCL the collectives and transfers move device buffers. Every NCCL
+// operation runs on one communication stream, with everything around it
+// (packing pieces along inner dimensions into staging buffers and joining
+// them, widening 16-bit tensors to f32 and rounding the results back):
+// kernels of two NCCL communicators running at once can deadlock, so none
+// runs on the compute stream. Each collective or transfer starts after an
+// event of the compute stream, and the compute stream waits for it (an
+// event, not the host) only before the first later instruction that
+// touches its buffers, so the gradients' reduction overlaps the rest of the
+// backward pass. 16-bit tensors are reduced in f32 and rounded once, as
+// over MPI, so a 16-bit plan trains alike over both; transfers copy bits.
+// The host never blocks on work that may include NCCL's: it polls the
+// streams and the communicators' asynchronous errors, with a timeout, and
+// a failure aborts the communicators and says which one failed and why
+// (NcclCommunicator::wait).
 //
 // Data-dependent errors (a token id or a label outside the vocabulary) are
 // raised by the kernels on the device and reported when the function ends
@@ -37,8 +45,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace triad::rt {
@@ -46,17 +56,19 @@ namespace triad::rt {
 class CudaExecutor : public Executor {
 public:
   /// Prepares the program of `pipelineRank` on the GPU `context` selects:
-  /// checks that the backend can run it (f32 and i32 values), allocates
-  /// its arena on the device and initializes its persistent tensors with
-  /// `seed`. Without a GPU it fails with FailedPrecondition. With `nccl`,
-  /// every rank of the job creates its NCCL communicators (bootstrapped
-  /// over options.communicator) and the collectives and transfers move
-  /// device buffers through NCCL; otherwise they are staged through host
-  /// memory for options.communicator.
+  /// checks that the backend can run it (f32, bf16, f16 and i32 values),
+  /// allocates its arena on the device and initializes its persistent
+  /// tensors with `seed`. Without a GPU it fails with FailedPrecondition.
+  /// With `nccl`, every rank of the job creates its NCCL communicators
+  /// (bootstrapped over options.communicator) and the collectives and
+  /// transfers move device buffers through NCCL, every wait for them
+  /// bounded by `ncclTimeout` (0: none); otherwise they are staged through
+  /// host memory for options.communicator.
   static absl::StatusOr<std::unique_ptr<CudaExecutor>>
   create(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
          ExecutorOptions options = {}, cuda::ContextOptions context = {},
-         bool nccl = false);
+         bool nccl = false,
+         std::chrono::milliseconds ncclTimeout = kDefaultCommTimeout);
 
   ~CudaExecutor() override;
 
@@ -96,26 +108,44 @@ private:
   /// are the same value).
   absl::Status copyValue(uint32_t from, uint32_t to, int64_t bytes);
   /// The collective `instr` (of a bucket, its input and output `pair`)
-  /// through NCCL on device buffers: pieces along a dimension with leading
-  /// sizes are packed into (and joined from) blocks in the executor's
-  /// staging buffers.
+  /// through NCCL on device buffers, on the communication stream: 16-bit
+  /// tensors widened into (and rounded back from) f32 staging, pieces
+  /// along a dimension with leading sizes packed into (and joined from)
+  /// blocks in the packing staging.
   absl::Status ncclCollective(const plan::Instr &instr, size_t index,
                               size_t pair = 0);
-  /// Enqueues `work` (NCCL calls) on the communication stream after what
-  /// the compute stream has enqueued so far, and tracks it as instruction
-  /// `index` in flight: the compute stream waits for it (an event, not the
-  /// host) before the first later instruction that touches its buffers.
+  /// The f32 collective `c` over `members` through NCCL on `stream`,
+  /// packing and joining its pieces where they are not blocks.
+  absl::Status ncclMove(const TensorCollective &c, int64_t members,
+                        cudaStream_t stream);
+  /// Enqueues `work` (NCCL calls and the kernels around them) on the
+  /// communication stream after what the compute stream has enqueued so
+  /// far, and tracks it as instruction `index` in flight: the compute
+  /// stream waits for it (an event recorded right after it, not the host)
+  /// before the first later instruction that touches its buffers.
   template <typename Work>
   absl::Status onCommStream(const plan::Instr &instr, size_t index,
                             std::optional<uint32_t> x,
                             std::optional<uint32_t> out, Work work);
+  /// With NCCL: waits on the host until the compute stream (and, with
+  /// `commToo`, the communication stream) has done what was enqueued on
+  /// it, polling NCCL's communicators for errors and the timeout instead
+  /// of blocking (see NcclCommunicator::wait); `what` names the wait in
+  /// its error.
+  absl::Status drainStreams(std::string what, bool commToo);
   /// `buffer`, grown to at least `count` floats where it is smaller.
   absl::StatusOr<float *> grown(cuda::DeviceBuffer &buffer, int64_t count);
-  /// Device staging of at least `count` floats (buffer 0 or 1), grown as
-  /// needed (create sizes both for the program's largest collective).
-  absl::StatusOr<float *> staging(int which, int64_t count);
-  /// The most staging any collective of the program needs over NCCL.
-  PackedStaging largestPackedStaging() const;
+  /// The staging `buffer`, which create sized for the program's largest
+  /// collective, as at least `count` floats: growing it while NCCL may
+  /// run would free the old one, which waits for the whole device.
+  absl::StatusOr<float *> staged(const cuda::DeviceBuffer &buffer,
+                                 int64_t count) const;
+  /// The most staging any collective of the program needs over NCCL:
+  /// for packing pieces, and for 16-bit tensors in f32 (Collectives.h).
+  struct NcclStaging {
+    PackedStaging packed, widened;
+  };
+  NcclStaging largestNcclStaging() const;
   /// Whether `instr`, with 16-bit operands, runs on them as they are (a
   /// cast, a copy, a product of one 16-bit type, or an element-wise kernel
   /// of runsTyped) rather than on f32 copies.
@@ -136,20 +166,25 @@ private:
   /// a function runs.
   absl::Status sizeWidePool();
   /// Writes the `pieces` pieces of `tensor` (of `shape`) along `dim` one
-  /// after the other (packPieces on the device), or joins them back
-  /// (`join`: unpackPieces).
+  /// after the other (packPieces on the device, on `stream`), or joins
+  /// them back (`join`: unpackPieces).
   absl::Status movePieces(const float *from, float *to,
                           const std::vector<int64_t> &shape, int64_t dim,
-                          int64_t pieces, bool join);
+                          int64_t pieces, bool join, cudaStream_t stream);
 
   std::unique_ptr<cuda::CudaContext> gpu;
   cuda::DeviceBuffer arena;
   /// The NCCL communicators, when collectives move device buffers.
   std::unique_ptr<nccl::NcclCommunicator> ncclComm;
   /// With NCCL: the stream its collectives and transfers run on, beside
-  /// the context's compute stream.
+  /// the context's compute stream, and an event recorded on each stream
+  /// to poll for its end (drainStreams).
   cudaStream_t commStream = nullptr;
-  cuda::DeviceBuffer stagedDevice[2];
+  cudaEvent_t drained[2] = {nullptr, nullptr};
+  /// With NCCL: the pieces of a collective packed into blocks (and the
+  /// blocks received before joining), and the f32 copies of a 16-bit
+  /// collective's x and result; see NcclStaging.
+  cuda::DeviceBuffer stagedDevice[2], stagedWide[2];
   /// Host staging of collectives and transfers (grown as needed).
   std::vector<float> stagedX, stagedOut;
   /// Device f32 copies of the 16-bit values of the instruction running

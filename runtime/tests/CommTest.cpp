@@ -103,6 +103,26 @@ TEST(Packing, StagingOverDeviceBlocks) {
             Need(48, 48));
 }
 
+TEST(Packing, WidenedStagingOfSixteenBitCollectives) {
+  // What a 16-bit collective over NCCL stages in f32 besides its packing:
+  // x widened, and the result before it is rounded, except for an
+  // all-reduce, which reduces the widened x in place.
+  auto staging = [](CollectiveKind kind, TensorShape x, TensorShape out) {
+    TensorCollective c;
+    c.kind = kind;
+    c.xShape = std::move(x);
+    c.outShape = std::move(out);
+    PackedStaging need = widenedStaging(c);
+    return std::pair(need.first, need.second);
+  };
+  using Need = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(staging(CollectiveKind::AllReduce, {8, 6}, {8, 6}), Need(48, 0));
+  EXPECT_EQ(staging(CollectiveKind::AllGather, {3, 2}, {3, 8}), Need(6, 24));
+  EXPECT_EQ(staging(CollectiveKind::ReduceScatter, {3, 8}, {3, 2}),
+            Need(24, 6));
+  EXPECT_EQ(staging(CollectiveKind::AllToAll, {2, 8}, {8, 2}), Need(16, 16));
+}
+
 TEST(LocalCommunicator, EveryCollectiveIsACopy) {
   LocalCommunicator comm(2);
   EXPECT_EQ(comm.worldSize(), 1);

@@ -4,9 +4,11 @@
 // (strided copies and sums) and the optimizer's device scalars exactly,
 // since both compute them with the same formulas in the same order; a
 // whole training plan (dropout, gradient accumulation over microbatches,
-// clipping, AdamW) within 1e-5 relative over several steps; a checkpoint
-// saved from the GPU resumes on the CPU with the same losses; a bad token
-// id is an error of the function that read it.
+// clipping, AdamW) within 1e-5 relative over several steps, directly and
+// through NCCL; every collective through NCCL (f32, bf16 and f16; packed
+// pieces, buckets) exactly; a checkpoint saved from the GPU resumes on the
+// CPU with the same losses; a bad token id is an error of the function
+// that read it; a wait for NCCL past its timeout aborts the communicators.
 //
 // Without a GPU every test but the last skips with "no CUDA device on
 // this machine" (ctest's SKIP_REGULAR_EXPRESSION); the last checks that
@@ -75,14 +77,14 @@ HostTensor scalar(float value) {
 }
 
 /// Runs function "f" of `bytes` with `args` on the CPU executor and, where
-/// there is a GPU, on the CUDA one: the plan and the CPU half are checked
-/// on every machine.
+/// there is a GPU, on the CUDA one (its collectives through NCCL with
+/// `nccl`): the plan and the CPU half are checked on every machine.
 struct BothResults {
   std::vector<HostTensor> cpu, gpu;
 };
 BothResults runBoth(const std::string &bytes,
                     const std::vector<HostTensor> &args,
-                    ExecutorOptions options = {}) {
+                    ExecutorOptions options = {}, bool nccl = false) {
   BothResults results;
   absl::StatusOr<LoadedPlan> plan = loadPlanFromBytes(bytes, "test.plan");
   EXPECT_TRUE(plan.ok()) << plan.status();
@@ -99,7 +101,7 @@ BothResults runBoth(const std::string &bytes,
   if (!haveGpu())
     return results;
   absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
-      CudaExecutor::create(*plan, 0, 5, options);
+      CudaExecutor::create(*plan, 0, 5, options, {}, nccl);
   EXPECT_TRUE(gpu.ok()) << gpu.status();
   if (!gpu.ok())
     return results;
@@ -413,6 +415,98 @@ TEST(CudaExecutor, TrainsLikeTheCpuThroughNccl) {
   std::unique_ptr<Training> gpu = Training::create(Backend::Cuda, true);
   ASSERT_TRUE(gpu);
   expectSameSteps(expected, gpu->steps(4));
+}
+
+/// The plan's collectives through NCCL on one rank (groups of one member,
+/// but the bootstrap, the staging, the packing of pieces along inner
+/// dimensions and the two streams of a larger job) against the CPU's:
+/// bit for bit, since over one member every collective moves values
+/// unchanged, and f32 pieces pass through f32 staging exactly. Each
+/// collective's output is read, and one's input overwritten, right after
+/// it, so an ordering between the compute stream and the communication
+/// stream that is missing shows as wrong values. `half` (BF16, F16) makes
+/// the collectives' tensors 16-bit (widened to f32, moved and rounded back
+/// on the communication stream); an f32 bucket runs beside them.
+std::string collectivePlan(plan::DType half) {
+  PlanBuilder b;
+  b.groups = {{"dp"}};
+  uint32_t x = b.value(half, {4, 6}), w = b.value(plan::DType::F32, {4, 6});
+  uint32_t y = b.value(half, {4, 6}), gathered = b.value(half, {4, 6}),
+           scattered = b.value(half, {4, 6}), cube = b.value(half, {2, 4, 3}),
+           swapped = b.value(half, {2, 4, 3}), sum = b.value(half, {2, 4, 3});
+  uint32_t wGathered = b.value(plan::DType::F32, {4, 6}),
+           v = b.value(plan::DType::F32, {4, 6}),
+           vGathered = b.value(plan::DType::F32, {4, 6});
+  // A product rounded to 16 bits, reduced in place.
+  b.instr(OpCode::Scale, {x}, {y}, {}, {0.37});
+  b.instr(OpCode::AllReduce, {y}, {y}, {0});
+  // Pieces along dimension 1 (packed into blocks and joined back).
+  b.instr(OpCode::AllGather, {y}, {gathered}, {0, 1});
+  b.instr(OpCode::ReduceScatter, {gathered}, {scattered}, {0, 1});
+  b.instr(OpCode::Copy, {scattered}, {cube});
+  // Split along 1 and joined along 2: packed on both sides.
+  b.instr(OpCode::AllToAll, {cube}, {swapped}, {0, 1, 2});
+  // The all-to-all's output read at once; the all-gather's input
+  // overwritten while the later collectives may still run.
+  b.instr(OpCode::Add, {swapped, cube}, {sum});
+  b.instr(OpCode::Scale, {x}, {y}, {}, {-2.0});
+  // An f32 bucket of two all-gathers along dimension 1.
+  b.instr(OpCode::Scale, {w}, {v}, {}, {3.0});
+  b.instr(OpCode::AllGather, {w, v}, {wGathered, vGathered}, {0, 1, 1});
+  b.instr(OpCode::Add, {wGathered, wGathered}, {w});
+  return b.build(
+      {x, w}, {y, gathered, scattered, swapped, sum, wGathered, vGathered, w});
+}
+
+TEST(CudaExecutor, CollectivesThroughNcclMatchTheCpuExactly) {
+  using plan::DType;
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16})
+    for (bool overlap : {true, false}) {
+      SCOPED_TRACE(testing::Message()
+                   << plan::EnumNameDType(dtype)
+                   << (overlap ? ", overlapped" : ", one at a time"));
+      HostTensor x = floats({4, 6}, 21), w = floats({4, 6}, 22);
+      x.dtype = dtype; // rounded to it as it is written
+      ExecutorOptions options;
+      options.overlapCollectives = overlap;
+      BothResults results =
+          runBoth(collectivePlan(dtype), {x, w}, options, /*nccl=*/true);
+      ASSERT_EQ(results.cpu.size(), 8u);
+      if (haveGpu())
+        expectIdentical(results);
+    }
+  SKIP_WITHOUT_GPU();
+}
+
+// A wait for NCCL's work polls: past its timeout it aborts the
+// communicators, and every later call fails with the reason.
+TEST(NcclCommunicator, AWaitThatTimesOutAbortsEveryCommunicator) {
+  SKIP_WITHOUT_GPU();
+  LocalCommunicator host(/*groups=*/2);
+  absl::StatusOr<std::unique_ptr<nccl::NcclCommunicator>> comm =
+      nccl::NcclCommunicator::create(host, std::chrono::milliseconds(100),
+                                     {"[dp]", "[tp]"});
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  // Device work that never completes, as when a peer has died mid-way.
+  absl::Status waited = (*comm)->wait("a collective whose peer never comes",
+                                      [] { return false; });
+  EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
+  EXPECT_NE(waited.message().find("a collective whose peer never comes did "
+                                  "not complete within 100 ms"),
+            std::string::npos)
+      << waited;
+  EXPECT_NE(waited.message().find("NCCL's communicators were aborted"),
+            std::string::npos)
+      << waited;
+  EXPECT_TRUE((*comm)->aborted());
+  // Every later call says why it cannot run.
+  absl::Status after =
+      (*comm)->allReduceSum(1, nullptr, nullptr, 0, /*stream=*/nullptr);
+  EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
+  EXPECT_NE(after.message().find("aborted after an earlier failure: a "
+                                 "collective whose peer never comes"),
+            std::string::npos)
+      << after;
 }
 
 TEST(NcclBootstrap, UniqueIdsSurviveTheFloatRoundTrip) {

@@ -34,7 +34,10 @@
 // or hung) prints where it is and what it waits for, asks the ranks it
 // waits for where they are (a thread of each answers: PeerQuery) and names
 // those that never arrived, and exits with status 3, which ends the job
-// under mpirun.
+// under mpirun. With --comm=nccl the host polls NCCL's communicators while
+// it waits for the GPU: an error NCCL reports (a peer that died) fails the
+// step at once with NCCL's text, and a wait longer than --timeout aborts
+// NCCL.
 //
 // Every input is checked before use: bad input is one line on stderr,
 // `triad-run: error: ...`, and exit status 1, on every rank (a rank that
@@ -153,7 +156,9 @@ ABSL_FLAG(int64_t, timeout, 600,
           "prints its step, call, instruction and the collective or "
           "transfer it waits for, asks the ranks it waits for where they "
           "are and names those that never arrived, and exits with status "
-          "3; 0: never");
+          "3; 0: never. With --comm=nccl also the longest the host waits "
+          "for NCCL's device work before it aborts NCCL (an error NCCL "
+          "reports, such as a peer that died, ends the wait at once)");
 ABSL_FLAG(std::string, matmul_precision, "f32",
           "With --device=cuda: how f32 matrix products compute: f32 (exact, "
           "within 1e-5 of the CPU), or tf32 or bf16 (tensor cores, operands "
@@ -743,6 +748,10 @@ int main(int argc, char **argv) {
   options.device.cudaDevice = cudaDevice.value_or(-1);
   options.device.matmulPrecision = *matmulPrecision;
   options.device.nccl = comm == "nccl";
+  // NCCL's waits poll for its errors and give up after the watchdog's
+  // time (which, measured from the last progress, normally reports a
+  // hang first, with more to say); an error NCCL reports ends them at once.
+  options.device.ncclTimeout = std::chrono::seconds(timeout);
   absl::StatusOr<Trainer> trainer = Trainer::create(*loaded, *data, options);
   tool.failIfAny(trainer.status());
   std::unique_ptr<Watchdog> watchdog;

@@ -14,7 +14,16 @@
 // Every call enqueues on the stream it is given and returns without
 // waiting; the work is ordered with the kernels of that stream. A block is
 // `count` f32 elements, and buffers of several blocks hold them member
-// after member, as in runtime/comm/Comm.h.
+// after member, as in runtime/comm/Comm.h; transfers move bytes.
+//
+// The communicators are non-blocking (ncclConfig_t's blocking = 0), so
+// that no NCCL call can hang the host: a call that answers "in progress"
+// (creation; an operation whose connection to a peer is still being set
+// up) is polled until its communicator is ready, and the host waits for
+// NCCL's work with `wait` (runtime/comm/AsyncWait.h), which polls every
+// communicator's asynchronous error and a timeout, and aborts them all on
+// a failure. Every error quotes ncclGetLastError's text and names the
+// communicator and the operation last enqueued on it.
 //
 // NCCL does not let two ranks of one communicator share a GPU: 8 ranks on
 // one GPU use the MPI communicator with staged buffers instead.
@@ -24,6 +33,7 @@
 #ifndef TRIAD_RUNTIME_COMM_NCCL_NCCLCOMMUNICATOR_H
 #define TRIAD_RUNTIME_COMM_NCCL_NCCLCOMMUNICATOR_H
 
+#include "runtime/comm/AsyncWait.h"
 #include "runtime/comm/Comm.h"
 
 #include "absl/status/status.h"
@@ -32,8 +42,11 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace triad::rt::nccl {
@@ -42,9 +55,15 @@ class NcclCommunicator {
 public:
   /// Creates this rank's communicators, bootstrapped over `host` (which
   /// every rank of the job calls this with, on the GPU it runs on: the
-  /// current CUDA device).
+  /// current CUDA device). `timeout` bounds every wait on them, creation
+  /// included (0: none); `groupNames` name the plan's groups in messages
+  /// ("[tp]"), by group index (may be empty).
   static absl::StatusOr<std::unique_ptr<NcclCommunicator>>
-  create(Communicator &host);
+  create(Communicator &host,
+         std::chrono::milliseconds timeout = kDefaultCommTimeout,
+         std::vector<std::string> groupNames = {});
+  /// Finalizes and destroys the communicators (their work must be
+  /// complete); one that does not finish within the timeout is aborted.
   ~NcclCommunicator();
   NcclCommunicator(const NcclCommunicator &) = delete;
   NcclCommunicator &operator=(const NcclCommunicator &) = delete;
@@ -69,25 +88,72 @@ public:
   /// sends and receives).
   absl::Status allToAll(uint32_t group, const float *in, float *out,
                         int64_t count, cudaStream_t stream);
-  /// `count` elements to or from world rank `peer`; a send and a receive
-  /// match in the order each side enqueues them.
-  absl::Status send(const float *data, int64_t count, int64_t peer,
+  /// `bytes` bytes to or from world rank `peer` (a transfer copies bits,
+  /// whatever the element type); a send and a receive match in the order
+  /// each side enqueues them.
+  absl::Status send(const void *data, int64_t bytes, int64_t peer,
                     cudaStream_t stream);
-  absl::Status recv(float *data, int64_t count, int64_t peer,
+  absl::Status recv(void *data, int64_t bytes, int64_t peer,
                     cudaStream_t stream);
+
+  /// Names what the operations enqueued from now on are for, in error
+  /// messages ("instruction 12 (AllGather)").
+  void setCaller(std::string caller) { this->caller = std::move(caller); }
+
+  /// Waits on the host until `done` holds (whether the device work waited
+  /// for has completed: cudaEventQuery on an event after it), polling
+  /// every communicator's asynchronous error, for at most the timeout. On
+  /// an error or the timeout it aborts every communicator (see
+  /// AsyncWait.h) and returns why; `what` says what was waited for.
+  absl::Status wait(std::string what,
+                    std::function<absl::StatusOr<bool>()> done);
+
+  /// Aborts every communicator (ncclCommAbort), which ends their kernels;
+  /// every later call fails, saying why they were aborted.
+  void abort(std::string why);
+  bool aborted() const { return !abortReason.empty(); }
 
 private:
   NcclCommunicator() = default;
   absl::Status checkGroup(uint32_t group) const;
 
-  struct Group {
+  struct Endpoint {
     ncclComm_t comm = nullptr;
     int64_t size = 1, member = 0;
+    /// "NCCL's communicator of group 2 [tp]", "NCCL's world communicator".
+    std::string name;
+    /// The operation last enqueued on it, and what for.
+    std::string lastOperation;
   };
+  /// Endpoint `index` of all of them: 0 the world, then the groups.
+  size_t endpointCount() const { return 1 + groups.size(); }
+  Endpoint &endpoint(size_t index) {
+    return index == 0 ? world : groups[index - 1];
+  }
+  /// Its name for a message, with its size and its last operation.
+  std::string describe(const Endpoint &e) const;
+  /// Creates `e`'s communicator (its size, member and name set) from `id`,
+  /// polling until it is ready.
+  absl::Status initialize(Endpoint &e, const ncclUniqueId &id);
+  /// Checks what an NCCL call on `e` returned: "in progress" is polled
+  /// until the call has enqueued its work (so that an event recorded
+  /// after it follows that work), an error quotes NCCL's last error.
+  absl::Status enqueued(ncclResult_t result, Endpoint &e,
+                        std::string operation);
+  /// The error of an NCCL call on `e` that failed with `result` (not in
+  /// progress): its last operation, the communicator and NCCL's text.
+  absl::Status failure(ncclResult_t result, const Endpoint &e) const;
+  /// FailedPrecondition once the communicators were aborted.
+  absl::Status usable() const;
+
   int64_t rank = 0, size = 1;
+  std::chrono::milliseconds timeout = kDefaultCommTimeout;
   /// Over the whole world (point-to-point transfers).
-  ncclComm_t world = nullptr;
-  std::vector<Group> groups;
+  Endpoint world;
+  std::vector<Endpoint> groups;
+  std::string caller;
+  /// Why the communicators were aborted; empty while they are not.
+  std::string abortReason;
 };
 
 /// The bytes of `id` as floats (one per byte, exactly representable), for

@@ -918,15 +918,17 @@ absl::Status normGrad(CudaContext &context, const float *x, const float *gamma,
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-#define TRIAD_LAUNCH_ELEMENTWISE(kernel, count, ...)                           \
+#define TRIAD_LAUNCH_ELEMENTWISE_ON(stream, kernel, count, ...)                \
   do {                                                                         \
     if ((count) == 0)                                                          \
       return absl::OkStatus();                                                 \
-    kernel<<<elementBlocks(count), kThreads, 0, context.stream()>>>(           \
-        __VA_ARGS__);                                                          \
+    kernel<<<elementBlocks(count), kThreads, 0, stream>>>(__VA_ARGS__);        \
     TRIAD_CUDA_CHECK_LAUNCH(#kernel);                                          \
     return absl::OkStatus();                                                   \
   } while (false)
+
+#define TRIAD_LAUNCH_ELEMENTWISE(kernel, count, ...)                           \
+  TRIAD_LAUNCH_ELEMENTWISE_ON(context.stream(), kernel, count, __VA_ARGS__)
 
 absl::Status addBroadcast(CudaContext &context, const float *lhs,
                           const float *rhs, float *out, int64_t count,
@@ -966,30 +968,36 @@ absl::Status fill(CudaContext &context, float *out, float value,
 
 absl::Status cast(CudaContext &context, const void *x, DType from, void *out,
                   DType to, int64_t count) {
+  return cast(context.stream(), x, from, out, to, count);
+}
+
+absl::Status cast(cudaStream_t stream, const void *x, DType from, void *out,
+                  DType to, int64_t count) {
   const auto *f32In = static_cast<const float *>(x);
   auto *f32Out = static_cast<float *>(out);
   if (from == DType::F32 && to == DType::F32)
-    TRIAD_LAUNCH_ELEMENTWISE((castKernel<float, float>), count, f32In, f32Out,
-                             count);
+    TRIAD_LAUNCH_ELEMENTWISE_ON(stream, (castKernel<float, float>), count,
+                                f32In, f32Out, count);
   if (from == DType::F32 && to == DType::BF16)
-    TRIAD_LAUNCH_ELEMENTWISE((castKernel<float, __nv_bfloat16>), count, f32In,
-                             static_cast<__nv_bfloat16 *>(out), count);
+    TRIAD_LAUNCH_ELEMENTWISE_ON(stream, (castKernel<float, __nv_bfloat16>),
+                                count, f32In, static_cast<__nv_bfloat16 *>(out),
+                                count);
   if (from == DType::F32 && to == DType::F16)
-    TRIAD_LAUNCH_ELEMENTWISE((castKernel<float, __half>), count, f32In,
-                             static_cast<__half *>(out), count);
+    TRIAD_LAUNCH_ELEMENTWISE_ON(stream, (castKernel<float, __half>), count,
+                                f32In, static_cast<__half *>(out), count);
   if (from == DType::BF16 && to == DType::F32)
-    TRIAD_LAUNCH_ELEMENTWISE((castKernel<__nv_bfloat16, float>), count,
-                             static_cast<const __nv_bfloat16 *>(x), f32Out,
-                             count);
+    TRIAD_LAUNCH_ELEMENTWISE_ON(stream, (castKernel<__nv_bfloat16, float>),
+                                count, static_cast<const __nv_bfloat16 *>(x),
+                                f32Out, count);
   if (from == DType::F16 && to == DType::F32)
-    TRIAD_LAUNCH_ELEMENTWISE((castKernel<__half, float>), count,
-                             static_cast<const __half *>(x), f32Out, count);
+    TRIAD_LAUNCH_ELEMENTWISE_ON(stream, (castKernel<__half, float>), count,
+                                static_cast<const __half *>(x), f32Out, count);
   if (from == DType::F32 && to == DType::I32)
-    TRIAD_LAUNCH_ELEMENTWISE((castKernel<float, int32_t>), count, f32In,
-                             static_cast<int32_t *>(out), count);
+    TRIAD_LAUNCH_ELEMENTWISE_ON(stream, (castKernel<float, int32_t>), count,
+                                f32In, static_cast<int32_t *>(out), count);
   if (from == DType::I32 && to == DType::F32)
-    TRIAD_LAUNCH_ELEMENTWISE((castKernel<int32_t, float>), count,
-                             static_cast<const int32_t *>(x), f32Out, count);
+    TRIAD_LAUNCH_ELEMENTWISE_ON(stream, (castKernel<int32_t, float>), count,
+                                static_cast<const int32_t *>(x), f32Out, count);
   return absl::UnimplementedError(
       "cast: only f32 to and from bf16, f16 and i32 (and f32 to f32)");
 }
@@ -1343,15 +1351,20 @@ absl::Status adamw(CudaContext &context,
 
 absl::Status stridedCopy(CudaContext &context, const void *x, void *out,
                          const StridedCopy &copy) {
+  return stridedCopy(context.stream(), x, out, copy);
+}
+
+absl::Status stridedCopy(cudaStream_t stream, const void *x, void *out,
+                         const StridedCopy &copy) {
   if (copy.rank < 0 || copy.rank > kMaxRank)
     return absl::InvalidArgumentError(
         "stridedCopy: more dimensions than kMaxRank");
   int64_t count = 1;
   for (int d = 0; d < copy.rank; ++d)
     count *= copy.shape[d];
-  TRIAD_LAUNCH_ELEMENTWISE(stridedCopyKernel, count,
-                           static_cast<const uint32_t *>(x),
-                           static_cast<uint32_t *>(out), copy, count);
+  TRIAD_LAUNCH_ELEMENTWISE_ON(stream, stridedCopyKernel, count,
+                              static_cast<const uint32_t *>(x),
+                              static_cast<uint32_t *>(out), copy, count);
 }
 
 absl::Status reduceSum(CudaContext &context, const float *x,

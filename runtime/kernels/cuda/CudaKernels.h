@@ -96,6 +96,11 @@ absl::Status fill(CudaContext &context, float *out, float value, int64_t count);
 /// zero (as the CPU's Cast).
 absl::Status cast(CudaContext &context, const void *x, DType from, void *out,
                   DType to, int64_t count);
+/// The same on `stream` rather than the context's (the CUDA executor widens
+/// and rounds the 16-bit tensors of its NCCL collectives on its
+/// communication stream, in order with NCCL's kernels).
+absl::Status cast(cudaStream_t stream, const void *x, DType from, void *out,
+                  DType to, int64_t count);
 
 absl::Status activation(CudaContext &context, Activation kind, const float *x,
                         float *out, int64_t count);
@@ -204,6 +209,11 @@ struct StridedCopy {
 /// The copy `copy` of 4-byte elements; InvalidArgument beyond kMaxRank
 /// dimensions.
 absl::Status stridedCopy(CudaContext &context, const void *x, void *out,
+                         const StridedCopy &copy);
+/// The same on `stream` rather than the context's (the CUDA executor packs
+/// and joins the pieces of its NCCL collectives on its communication
+/// stream).
+absl::Status stridedCopy(cudaStream_t stream, const void *x, void *out,
                          const StridedCopy &copy);
 
 /// out = factor * x summed to `outShape` (the plan's Sum: the adjoint of a
