@@ -1465,7 +1465,8 @@ def search(setup, fixed, top, as_json, verify=0, dtype="bf16", simulate=10,
     print(f"{'':>3} {'dp':>4} {'tp':>3} {'pp':>3} {'mb':>3} {'zero':>4} "
           f"{'schedule':<14} {'sp':<3} {'recompute':<9} {'step s':>8} "
           f"{'tokens/s':>10} {'TFLOP/s':>7} {'MFU':>6} {'GiB':>6} "
-          f"{'bubble':>6}" + (f" {'compiled':>8}" if verify else ""))
+          f"{'bubble':>6} {'tp/pp/dp comm':>13}" +
+          (f" {'compiled':>8}" if verify else ""))
     for rank, r in enumerate(results[:top], 1):
         schedule = r["schedule"] + (f" v{r['virtual_stages']}"
                                     if r["virtual_stages"] > 1 else "")
@@ -1475,8 +1476,8 @@ def search(setup, fixed, top, as_json, verify=0, dtype="bf16", simulate=10,
               f"{r['step']:>8.3f} {r['tokens_per_s']:>10,.0f} "
               f"{r['tflops']:>7.1f} {100 * r['mfu']:>5.1f}% "
               f"{r['memory'] / 2**30:>6.1f} "
-              f"{100 * r['bubble'] / r['step']:>5.1f}%" + compiled_column(
-                  r, setup.cluster))
+              f"{100 * r['bubble'] / r['step']:>5.1f}% "
+              f"{comm_shares(r):>13}" + compiled_column(r, setup.cluster))
     if verify and not fits_compiled(results[0], setup.cluster):
         print("none of the compiled configurations fits by the compiler's "
               "memory report")
@@ -1486,6 +1487,14 @@ def search(setup, fixed, top, as_json, verify=0, dtype="bf16", simulate=10,
         print("compiled: the largest rank's arena in triad-opt's memory "
               f"report, GiB (fits with {RESERVED_GIB:g} GiB for the CUDA "
               "context); the compiled configurations that fit come first")
+
+
+def comm_shares(r):
+    """Each axis's communication time as a share of the step, percent:
+    tensor parallelism's collectives, the pipeline's sends, data
+    parallelism's collectives."""
+    return "/".join(f"{100 * r[key] / r['step']:.0f}"
+                    for key in ("tp_time", "pp_time", "dp_time")) + "%"
 
 
 def fits_compiled(r, cluster):
