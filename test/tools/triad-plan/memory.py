@@ -10,14 +10,17 @@ GPipe schedules) among those whose model state fits twice over, compiles
 it with triad-opt, and compares the largest rank's arena in the memory
 report with the prediction: within 2% or the script fails.
 
-It also holds slot_copies, the planner's copy of the lowering's rule for
-how many copies of each kept storage a stage needs, to the compiler's, on
-every schedule: each slotted buffer of a compiled plan against the copies
-slot_copies gives the calls that touch it.
+It also compiles the best 5 configurations of a search (GPT-NeoX-20B on
+96 A100-40GB) and checks that each fits; and it holds slot_copies, the
+planner's copy of the lowering's rule for how many copies of each kept
+storage a stage needs, to the compiler's on every schedule: each slotted
+buffer of a compiled plan against the copies slot_copies gives the calls
+that touch it.
 
 Usage: memory.py TRIAD_PLAN
 """
 
+import json
 import os
 import random
 import re
@@ -93,6 +96,31 @@ def check_models(plan, work):
     return worst <= LIMIT
 
 
+def check_search(plan, tool):
+    """What the search proposes fits: GPT-NeoX-20B on 96 A100-40GB, its
+    best 5 compiled whole (--verify), every one within the card."""
+    done = subprocess.run(
+        [tool, "--preset", "gpt-neox-20b", "--gpu", "a100-40gb", "--nodes",
+         "12", "--batch", "1536", "--top", "5", "--json"],
+        capture_output=True, text=True, check=True)
+    best = json.loads(done.stdout)["best"]
+    args = Args("gpt-neox-20b", "a100-40gb", 12)
+    setup = plan.Setup(plan.model_from_generator(args), plan.Cluster(args),
+                       1536, "bf16", "f32", "triad")
+    ok = len(best) == 5
+    with tempfile.TemporaryDirectory(prefix="triad-plan-search-") as work:
+        for r in best:
+            compiled, error = plan.compiled_arena(setup, r, "bf16", work)
+            fits = compiled is not None and plan.fits_compiled(
+                dict(r, compiled=compiled), setup.cluster)
+            ok = ok and fits
+            print(f"proposed {r['options']}: predicted "
+                  f"{r['memory'] / 2**30:.2f} GiB, compiled "
+                  f"{(compiled or 0) / 2**30 + plan.RESERVED_GIB:.2f} GiB "
+                  f"with the CUDA context: {'fits' if fits else 'DOES NOT FIT'}")
+    return ok
+
+
 SLOTS = re.compile(r"^\s*%(\d+) = rt\.buffer (\d+) slots (\d+) stride")
 
 
@@ -148,6 +176,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="triad-plan-memory-") as work:
         ok = check_copies(plan, work)
         ok = check_models(plan, work) and ok
+    ok = check_search(plan, sys.argv[1]) and ok
     sys.exit(0 if ok else 1)
 
 
