@@ -600,19 +600,21 @@ class CompiledMemory:
     a few layers, per class of configuration: tp, sp, recomputation, ZeRO
     stage (at dp 2), the microbatch size, and whether there is a pipeline
     and whether its backward is split as ZB-H1's. A class costs one compile
-    of 9 transformer layers on 4 pipeline stages (2, 2, 3 and 2 layers), or
-    two without a pipeline (2 and 3 layers); a layer's share is what the
-    third layer of the middle stages adds (the first layer of a function
-    can differ: its peak may lie elsewhere). They give, for the first, a
-    middle and the last stage, fixed + n x layer for n layers: parameters,
-    optimizer state, gradient accumulators, each kind of storage kept
-    between a stage's calls, and the temporaries the lowering places for
-    the step's calls and for the optimizer step (a shard of the parameters'
-    under ZeRO). A configuration then costs no compile: its layers are cut
-    into stages as the compiler cuts them (balanced_cut, on the
-    calibration's stage costs), each kept storage takes the copies the
-    compiler would give it on the configuration's schedule (slot_copies,
-    on the schedule report's actions), and ZeRO divides the state."""
+    of 16 transformer layers on 6 pipeline stages (STAGES: middle stages of
+    1, 2, 4 and 5 layers between two ends of 2), a second with the ends at
+    4 layers for ZB-H1 and ZeRO-3 (ENDS: what an end adds grows with its
+    layers there), or two without a pipeline (LAYERS: 5 and 6). They give,
+    for the first, a middle and the last stage, each quantity as a curve in
+    the stage's layers, linear past the points measured (a function's
+    temporaries grow by a constant per layer only past its first few):
+    parameters, optimizer state, gradient accumulators, each kind of
+    storage kept between a stage's calls, and the temporaries the lowering
+    places for the step's calls and for the optimizer step (a shard of the
+    parameters' under ZeRO). A configuration then costs no compile: its
+    layers are cut into stages as the compiler cuts them (balanced_cut, on
+    the calibration's stage costs), each kept storage takes the copies the
+    compiler would give it on the configuration's schedule (slot_copies, on
+    the schedule report's actions), and ZeRO divides the state."""
 
     # Layers per stage of a calibration compile: the middle stages hold 1,
     # 2, 4 and 5 (a function's temporaries grow by a constant per layer
