@@ -178,14 +178,20 @@ def model_from_generator(args):
         r"triad\.param @embed\.wte : tensor<(\d+)x(\d+)x", ir.stdout).groups())
     seq = int(re.search(r"func\.func @forward\(%arg0: tensor<\d+x(\d+)xi32>",
                         ir.stdout).group(1))
-    heads = int(re.search(r"heads = (\d+)", ir.stdout).group(1))
+    # The attention's heads, and its key/value heads (fewer with
+    # grouped-query attention), which tensor parallelism must divide too.
+    attention = re.search(r"triad\.attention .*? heads = (\d+)"
+                          r"(?: kv_heads = (\d+))?", ir.stdout)
+    heads = int(attention.group(1))
+    kv_heads = int(attention.group(2) or heads)
     # A learned position table stays whole on every tensor-parallel rank.
     positions = re.search(r"triad\.param @embed\.wpe : tensor<(\d+)x(\d+)x",
                           ir.stdout)
     whole = int(positions.group(1)) * int(positions.group(2)) if positions \
         else 0
     return {"name": args.preset or os.path.basename(args.hf_config),
-            "layers": layers, "hidden": hidden, "heads": heads, "seq": seq,
+            "layers": layers, "hidden": hidden, "heads": heads,
+            "kv_heads": kv_heads, "seq": seq,
             "vocab": vocab, "per_layer": per_layer, "params": total,
             "embedding": embedding, "whole": whole,
             "generator": source + overrides}
@@ -594,6 +600,11 @@ QUANTITIES = ("parameters", "optimizer state", "gradient accumulators",
               "calls", "apply")
 
 
+class CalibrationError(Exception):
+    """A calibration compile the compiler refused: its class of
+    configurations cannot be compiled (the message says why)."""
+
+
 class CompiledMemory:
     """Each pipeline rank's arena as --triad-train-pipeline compiles a
     configuration, predicted from calibration compiles of the model cut to
@@ -627,6 +638,8 @@ class CompiledMemory:
     def __init__(self, setup, dtype, work):
         self.setup, self.dtype, self.work = setup, dtype, work
         self.classes = {}
+        # Classes whose calibration the compiler refused, and why.
+        self.refused = {}
         self.costs = {}
         # slot_copies by schedule, rank, stage and kinds of kept storages.
         self.copies = {}
@@ -693,8 +706,10 @@ class CompiledMemory:
         with open(f"{prefix}.err") as f:
             errors = f.read()
         if done.returncode != 0:
-            fail(f"the calibration compile '{options}' of {layers} layers "
-                 f"failed: {errors.strip().splitlines()[0]}")
+            first = (errors.strip().splitlines() or ["no message"])[0]
+            raise CalibrationError(
+                f"the calibration compile '{options}' of {layers} layers "
+                f"failed: {first}")
         with open(f"{prefix}.memory") as f:
             programs = memory_report(f.read())
         kept = [{}]
@@ -715,6 +730,17 @@ class CompiledMemory:
         embedding's, a layer's and the head's costs for the cut."""
         if key in self.classes:
             return self.classes[key]
+        if key in self.refused:
+            raise CalibrationError(self.refused[key])
+        try:
+            self.classes[key] = self.measure(key)
+        except CalibrationError as error:
+            self.refused[key] = str(error)
+            raise
+        return self.classes[key]
+
+    def measure(self, key):
+        """calibrate's compiles and their solution, for one class."""
         zero = key[4]
         dp = 2 if zero else 1
         # ZeRO's shards at dp 2, whole again (the padding is not counted).
@@ -734,8 +760,7 @@ class CompiledMemory:
             entry = {q: [(n, measured(run, q)) for n, run in
                          zip(points, runs)] for q in QUANTITIES}
             entry["kept"] = {}
-            self.classes[key] = ({"single": entry}, None)
-            return self.classes[key]
+            return {"single": entry}, None
         programs, stashes, costs = self.compile(key, self.STAGES)
         if costs is None:  # another thread was reading them
             costs = self.compile(key, self.STAGES, costs=True)[2]
@@ -795,18 +820,24 @@ class CompiledMemory:
                     middle, kept_here(rank).get(kinds_, 0),
                     far_kept.get(kinds_, 0) if ends else None)
             kinds[kind] = entry
-        self.classes[key] = (kinds, split_costs)
-        return self.classes[key]
+        return kinds, split_costs
 
     def prefetch(self, keys):
         """Calibrates the classes of `keys` not yet calibrated, a compile
         per core at once."""
         missing = [key for key in dict.fromkeys(keys)
-                   if key not in self.classes]
+                   if key not in self.classes and key not in self.refused]
+
+        def attempt(key):
+            try:
+                self.calibrate(key)
+            except CalibrationError:
+                pass  # recorded in `refused`; the configurations say so
+
         if len(missing) > 1:
             with concurrent.futures.ThreadPoolExecutor(
                     max_workers=os.cpu_count() or 1) as pool:
-                list(pool.map(self.calibrate, missing))
+                list(pool.map(attempt, missing))
 
     @staticmethod
     def key(config, bound=False):
@@ -1136,6 +1167,17 @@ def evaluate(setup, config, simulate=False, closed_memory=True,
                      "optimizer_bytes": optimizer_bytes}}
 
 
+def bound_fits(memory, config, limit):
+    """Whether the lower bound of a configuration's memory (from its
+    class at one sequence a microbatch) leaves it a chance to fit; a class
+    the compiler refuses leaves the configuration to compiled_memory to
+    report."""
+    try:
+        return memory.arena(config, bound=True)["arena"] <= limit
+    except CalibrationError:
+        return True
+
+
 def compiled_memory(memory, result):
     """`result` (a configuration and its evaluation) with the memory the
     compiler would plan for its largest rank (CompiledMemory)."""
@@ -1153,7 +1195,8 @@ def candidates(setup, fixed):
     dividing the layers, data parallelism the rest."""
     model, n = setup.model, setup.cluster.count
     for tp in divisors(setup.cluster.per_node):
-        if model["heads"] % tp or fixed.get("tp", tp) != tp:
+        if model["heads"] % tp or model.get("kv_heads", model["heads"]) % \
+                tp or fixed.get("tp", tp) != tp:
             continue
         for pp in divisors(n // tp):
             if pp > model["layers"] or fixed.get("pp", pp) != pp:
@@ -1263,8 +1306,11 @@ def explain(setup, config, as_json, memory=None):
         fail("the configuration does not divide the batch, the layers or "
              "the virtual stages")
     if memory:
-        result = {k: v for k, v in compiled_memory(
-            memory, dict(config, **result)).items() if k not in config}
+        try:
+            result = {k: v for k, v in compiled_memory(
+                memory, dict(config, **result)).items() if k not in config}
+        except CalibrationError as error:
+            fail(f"the compiler refuses this configuration: {error}")
     report = dict(config, **result, options=pipeline_options(setup, config),
                   critical_path=critical_path(timeline))
     if as_json:
@@ -1385,6 +1431,14 @@ def search(setup, fixed, top, as_json, verify=0, dtype="bf16", simulate=10,
             results.append(dict(config, **result,
                                 options=pipeline_options(setup, config)))
     # Fastest first; of equals, the smaller footprint.
+    if tried == 0:
+        model = setup.model
+        fail(f"no configuration to search: tp must divide the attention heads "
+             f"({model['heads']}) and key/value heads "
+             f"({model.get('kv_heads', model['heads'])}) and the GPUs of a "
+             f"node ({setup.cluster.per_node}), pp must be at most the layers "
+             f"({model['layers']}), and dp x tp x pp the "
+             f"{setup.cluster.count} GPUs")
     results.sort(key=lambda r: (round(r["step"], 6), r["memory"]))
     checked = len(results)
     if memory:
@@ -1394,21 +1448,32 @@ def search(setup, fixed, top, as_json, verify=0, dtype="bf16", simulate=10,
         # the bounds (one sequence per microbatch), then for the
         # configurations the bounds leave.
         fitting, checked, batch = [], 0, 4 * (os.cpu_count() or 1)
+        # Configurations the compiler refuses, by the reason.
+        refused = {}
         limit = setup.cluster.memory - RESERVED_GIB * 2**30
         for start in range(0, len(results), batch):
             group = results[start:start + batch]
             memory.prefetch(memory.key(r, bound=True) for r in group)
-            group = [r for r in group if r["microbatch"] == 1 or memory.arena(
-                r, bound=True)["arena"] <= limit]
+            group = [r for r in group if r["microbatch"] == 1 or
+                     bound_fits(memory, r, limit)]
             memory.prefetch(memory.key(r) for r in group)
             for r in group:
-                r = compiled_memory(memory, r)
+                try:
+                    r = compiled_memory(memory, r)
+                except CalibrationError as error:
+                    refused.setdefault(str(error), 0)
+                    refused[str(error)] += 1
+                    continue
                 if r["fits"]:
                     fitting.append(r)
             checked = start + len(results[start:start + batch])
             if len(fitting) >= max(top, simulate):
                 break
         results = fitting[:max(top, simulate)]
+        for reason, count in refused.items():
+            print(f"triad-plan: note: skipped {count} configuration"
+                  f"{'s' if count > 1 else ''} the compiler refuses: {reason}",
+                  file=sys.stderr)
     # The best, re-timed on the compiler's schedule, action by action, and
     # ranked again.
     for i, r in enumerate(results[:simulate]):
