@@ -430,7 +430,7 @@ def path_segments(path):
 # The compiler's memory of a configuration, per pipeline rank, from
 # calibration compiles of the model cut short (CompiledMemory).
 SLOTTED_BUFFER = re.compile(
-    r"^\s*%(\d+) = rt\.buffer (\d+) slots \d+ stride (\d+) :")
+    r"^\s*%(\d+) = rt\.buffer (\d+) slots (\d+) stride (\d+) :")
 RT_FUNCTION = re.compile(r"^\s*rt\.func @(\w+) ")
 STAGE_FUNCTION = re.compile(r"^(forward|backward|backward_input|"
                             r"backward_weight|recv_act|send_act|recv_grad|"
@@ -443,22 +443,23 @@ STAGE_COST = re.compile(r"pipe\.stage (\d+) on rank \d+ layers \[.*?\] "
 SPLIT_FLOPS_PER_BYTE = 10.0
 
 
-def stash_storages(rt_text):
-    """What each program of a compiled plan keeps between calls: per
-    program, {stage: {kinds of the calls touching a storage: bytes of one
-    copy}}, read off its slotted buffers and the stage functions that use
-    them."""
+def kept_storages(rt_text):
+    """The storages each program of a compiled plan keeps between calls,
+    read off its slotted buffers and the stage functions that use them:
+    per program, {offset: (stage, kinds of the calls touching it, bytes of
+    one copy, the compiler's copies)}."""
     programs = []
     for chunk in re.split(r"^\s*rt\.program ", rt_text, flags=re.M)[1:]:
-        offset_of, stride, users = {}, {}, {}
+        offset_of, stride, copies, users = {}, {}, {}, {}
         current = None
         for line in chunk.splitlines():
             buffer = SLOTTED_BUFFER.match(line)
             if buffer:
                 offset = int(buffer.group(2))
                 offset_of[buffer.group(1)] = offset
+                copies[offset] = int(buffer.group(3))
                 stride[offset] = max(stride.get(offset, 0),
-                                     int(buffer.group(3)))
+                                     int(buffer.group(4)))
                 continue
             function = RT_FUNCTION.match(line)
             if function:
@@ -474,12 +475,25 @@ def stash_storages(rt_text):
             for ident in re.findall(r"%(\d+)", line):
                 if ident in offset_of:
                     users.setdefault(offset_of[ident], set()).add(current)
+        # (Each storage belongs to one stage: the lowering refuses a kept
+        # value shared across stages.)
+        programs.append({
+            offset: (next(iter(calls))[1],
+                     frozenset(kind for kind, _ in calls), stride[offset],
+                     copies[offset])
+            for offset, calls in users.items()})
+    return programs
+
+
+def stash_storages(rt_text):
+    """kept_storages by stage and kinds of calls: per program, {stage:
+    {kinds: bytes of one copy}}."""
+    programs = []
+    for storages in kept_storages(rt_text):
         stages = {}
-        for offset, calls in users.items():
-            kinds = frozenset(kind for kind, _ in calls)
-            for stage in {stage for _, stage in calls}:
-                bytes_ = stages.setdefault(stage, {})
-                bytes_[kinds] = bytes_.get(kinds, 0) + stride[offset]
+        for stage, kinds, bytes_, _ in storages.values():
+            by_kinds = stages.setdefault(stage, {})
+            by_kinds[kinds] = by_kinds.get(kinds, 0) + bytes_
         programs.append(stages)
     return programs
 
@@ -1410,9 +1424,7 @@ def compiled_arena(setup, config, dtype, work):
     if done.returncode != 0:
         return None, done.stderr.strip().splitlines()[0]
     with open(report) as f:
-        arenas = [int(n.replace(",", "")) for n in
-                  re.findall(r"^\s+arena\s+([\d,]+) B", f.read(), re.M)]
-    return max(arenas), None
+        return max(p["arena"] for p in memory_report(f.read())), None
 
 
 # What compiled_memory replaces in an evaluation.

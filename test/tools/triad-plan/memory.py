@@ -23,7 +23,6 @@ Usage: memory.py TRIAD_PLAN
 import json
 import os
 import random
-import re
 import subprocess
 import sys
 import tempfile
@@ -121,9 +120,6 @@ def check_search(plan, tool):
     return ok
 
 
-SLOTS = re.compile(r"^\s*%(\d+) = rt\.buffer (\d+) slots (\d+) stride")
-
-
 def check_copies(plan, work):
     """slot_copies against the lowering on a small model, every schedule."""
     gen = plan.triad_gen()
@@ -142,21 +138,8 @@ def check_copies(plan, work):
         rt = subprocess.run([opt, ir, f"--triad-train-pipeline={options}"],
                             capture_output=True, text=True, check=True).stdout
         actions = plan.schedule_actions(schedule, pp, m, v)
-        for rank, chunk in enumerate(
-                re.split(r"^\s*rt\.program ", rt, flags=re.M)[1:]):
-            copies = {int(match.group(2)): int(match.group(3))
-                      for match in map(SLOTS.match, chunk.splitlines())
-                      if match}
-            # The kinds of calls touching each storage, as the planner
-            # reads them (stash_storages), storage by storage.
-            for offset, count in copies.items():
-                single = re.sub(
-                    r"^(\s*%\d+ = rt\.buffer (\d+) slots \d+ stride \d+ :)",
-                    lambda match: match.group(1) if int(match.group(2)) ==
-                    offset else "", chunk, flags=re.M)
-                stages = plan.stash_storages("rt.program " + single)[0]
-                ((stage, kinds),) = stages.items()
-                ((kinds, _),) = kinds.items()
+        for rank, storages in enumerate(plan.kept_storages(rt)):
+            for stage, kinds, _, count in storages.values():
                 predicted = plan.slot_copies(actions[rank], stage, [kinds])
                 checked += 1
                 if predicted[kinds] != count:
