@@ -143,6 +143,25 @@ def find_triad_gen():
     return None
 
 
+def triad_opt():
+    """triad-opt, beside triad-gen."""
+    return os.path.join(os.path.dirname(triad_gen()), "triad-opt")
+
+
+def generated_model(setup, path, batch, dtype, layers=None):
+    """The model's IR as triad-gen builds it, written to `path` once (with
+    `layers` transformer layers instead of the model's, if given)."""
+    if os.path.exists(path):
+        return
+    made = subprocess.run(
+        [triad_gen(), *setup.model["generator"],
+         *(["--layers", str(layers)] if layers else []), "--batch",
+         str(batch), "--dtype", dtype, "-o", path],
+        capture_output=True, text=True)
+    if made.returncode != 0:
+        fail(made.stderr.strip() or "triad-gen failed")
+
+
 def triad_gen():
     if find_triad_gen():
         return find_triad_gen()
@@ -310,12 +329,11 @@ def schedule_actions(schedule, pp, m, v):
     builder)."""
     key = (schedule, pp, m, v)
     if key not in SCHEDULE_CACHE:
-        triad_opt = os.path.join(os.path.dirname(triad_gen()), "triad-opt")
         options = f"schedule={schedule} pp={pp} microbatches={m}"
         if v > 1:
             options += f" virtual-stages={v}"
         done = subprocess.run(
-            [triad_opt, "-", f"--triad-schedule-report={options}", "-o",
+            [triad_opt(), "-", f"--triad-schedule-report={options}", "-o",
              os.devnull], input="module {}", capture_output=True, text=True)
         if done.returncode != 0:
             fail(f"the schedule report of '{options}': {done.stderr.strip()}")
@@ -660,8 +678,6 @@ class CompiledMemory:
         self.compiles = 0
         self.extra = 0
         self.lock = threading.Lock()
-        self.triad_opt = os.path.join(os.path.dirname(triad_gen()),
-                                      "triad-opt")
 
     def compile(self, key, stages, costs=False):
         """The memory report, the kept storages and the stage costs of one
@@ -675,13 +691,7 @@ class CompiledMemory:
         m = pp
         ir = os.path.join(self.work, f"calibration-{layers}-{dp * m * b}.mlir")
         with self.lock:
-            if not os.path.exists(ir):
-                made = subprocess.run(
-                    [triad_gen(), *self.setup.model["generator"], "--layers",
-                     str(layers), "--batch", str(dp * m * b), "--dtype",
-                     self.dtype, "-o", ir], capture_output=True, text=True)
-                if made.returncode != 0:
-                    fail(made.stderr.strip() or "triad-gen failed")
+            generated_model(self.setup, ir, dp * m * b, self.dtype, layers)
             self.compiles += 1
         # Layers a model adds after its transformer layers (CodeGeeX's top
         # query layer) join the last stage.
@@ -705,7 +715,7 @@ class CompiledMemory:
         # The outputs go to files: read through pipes, the plan's text costs
         # more than the compile.
         prefix = os.path.join(self.work, f"thread-{threading.get_ident()}")
-        command = [self.triad_opt, ir, f"--triad-train-pipeline={options}",
+        command = [triad_opt(), ir, f"--triad-train-pipeline={options}",
                    f"--triad-memory-report=file={prefix}.memory",
                    "-o", f"{prefix}.rt" if pipeline else os.devnull]
         # The cut's costs: the stages as split (the same for every ZeRO
@@ -1406,18 +1416,11 @@ def explain_path(path):
 def compiled_arena(setup, config, dtype, work):
     """The largest per-rank arena of the compiled configuration, from
     triad-opt's memory report, in bytes (the model built by triad-gen)."""
-    model = setup.model
     ir = os.path.join(work, "model.mlir")
     report = os.path.join(work, "memory.txt")
-    if not os.path.exists(ir):
-        made = subprocess.run([triad_gen(), *model["generator"], "--batch",
-                               str(setup.batch), "--dtype", dtype, "-o", ir],
-                              capture_output=True, text=True)
-        if made.returncode != 0:
-            fail(made.stderr.strip() or "triad-gen failed")
-    triad_opt = os.path.join(os.path.dirname(triad_gen()), "triad-opt")
+    generated_model(setup, ir, setup.batch, dtype)
     done = subprocess.run(
-        [triad_opt, ir,
+        [triad_opt(), ir,
          f"--triad-train-pipeline={pipeline_options(setup, config)}",
          f"--triad-memory-report=file={report}", "-o", os.devnull],
         capture_output=True, text=True)

@@ -122,8 +122,7 @@ def check_search(plan, tool):
 
 def check_copies(plan, work):
     """slot_copies against the lowering on a small model, every schedule."""
-    gen = plan.triad_gen()
-    opt = os.path.join(os.path.dirname(gen), "triad-opt")
+    gen, opt = plan.triad_gen(), plan.triad_opt()
     ir = os.path.join(work, "small.mlir")
     subprocess.run([gen, "--preset", "tiny", "--layers", "8", "--batch", "16",
                     "-o", ir], check=True)
