@@ -82,7 +82,9 @@ def Triad_CostOpInterface : OpInterface<"CostOpInterface"> {
     (parameter reads, constants, structure) cost nothing. The defaults
     count one operation per result element, which suits the elementwise
     ops and normalizations within a small factor; contractions override
-    the FLOPs.
+    the FLOPs and describe their products' shape (`getContraction`), by
+    which a cost model sets their efficiency (--triad-cost-report lists
+    them for the planner).
   }];
   let methods = [
     InterfaceMethod<"Floating-point operations of one execution.",
@@ -94,6 +96,16 @@ def Triad_CostOpInterface : OpInterface<"CostOpInterface"> {
       "double", "getBytes", (ins), /*methodBody=*/"",
       /*defaultImplementation=*/[{
         return ::triad::tensorBytes($_op);
+      }]>,
+    InterfaceMethod<[{
+        The products on matrix units whose shape sets the op's efficiency
+        (a cost model's curve by shape), or none for an op whose time is
+        its bytes.
+      }],
+      "std::optional<::triad::Contraction>", "getContraction", (ins),
+      /*methodBody=*/"",
+      /*defaultImplementation=*/[{
+        return std::nullopt;
       }]>
   ];
 }

@@ -20,6 +20,8 @@
 
 #include "dialects/Triad/ShardingRule.h"
 
+#include <optional>
+
 namespace triad {
 /// `op` rebuilt on other operands with other result types, its attributes
 /// kept (except the layouts of its results) and no regions.
@@ -32,6 +34,17 @@ mlir::Operation *cloneWithTypes(mlir::OpBuilder &builder, mlir::Operation *op,
 /// tensor operands and results.
 double resultElements(mlir::Operation *op);
 double tensorBytes(mlir::Operation *op);
+
+/// The products an op runs on matrix units (CostOpInterface::
+/// getContraction): `batch` independent products of an [m, k] matrix by a
+/// [k, n] one, as the kernels run them (a weight shared by the batch
+/// stacks its rows into one product). For attention, batch is samples x
+/// query heads, m the queries, n the keys and k the head size.
+struct Contraction {
+  enum class Kind { Product, Attention, AttentionGrad };
+  Kind kind;
+  int64_t batch, m, n, k;
+};
 } // namespace triad
 
 #include "dialects/Triad/TriadInterfaces.h.inc"

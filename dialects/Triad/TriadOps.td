@@ -26,6 +26,12 @@ defvar Triad_Sharded = DeclareOpInterfaceMethods<Triad_ShardingRuleOpInterface>;
 defvar Triad_ShardedWithLocalForm = DeclareOpInterfaceMethods<
     Triad_ShardingRuleOpInterface, ["buildLocal"]>;
 
+// The cost of an op that has no gradient rule of its own (the gradient
+// ops, the optimizer's): the CostOpInterface with the defaults, or the
+// methods named in `cost`.
+class Triad_Costed<list<string> cost = []>
+    : DeclareOpInterfaceMethods<Triad_CostOpInterface, cost>;
+
 // An op with a gradient rule (the VjpOpInterface, implemented in
 // TriadVjp.cpp).
 // Differentiable ops also have a cost (the CostOpInterface); `cost` names
@@ -223,7 +229,8 @@ def Triad_EmbeddingOp : Triad_DiffOpWithLocalForm<"embedding", [Pure],
   let hasVerifier = 1;
 }
 
-def Triad_MatmulOp : Triad_DiffOp<"matmul", [Pure], ["getFlops"]> {
+def Triad_MatmulOp : Triad_DiffOp<"matmul", [Pure],
+    ["getFlops", "getContraction"]> {
   let summary = "Batched matrix multiplication with optional transposes";
   let description = [{
     Multiplies the matrices held in the last two dimensions of `lhs` and
@@ -504,7 +511,7 @@ def Triad_RmsNormOp : Triad_DiffOp<"rms_norm", [Pure, AllTypesMatch<["x", "resul
 
 def Triad_AttentionOp : Triad_DiffOpWithLocalForm<"attention", [
     Pure, AttrSizedOperandSegments, AllTypesMatch<["q", "result"]>],
-    ["getFlops"]> {
+    ["getFlops", "getContraction"]> {
   let summary = "Fused multi-head scaled dot-product attention";
   let description = [{
     Multi-head attention over packed heads: `q` is `[batch, seq, heads * d]`,
@@ -592,7 +599,8 @@ def Triad_RopeOp : Triad_DiffOpWithLocalForm<"rope", [Pure, SameOperandsAndResul
 // Shape manipulation
 //===----------------------------------------------------------------------===//
 
-def Triad_ReshapeOp : Triad_DiffOp<"reshape", [Pure, AllElementTypesMatch<["x", "result"]>]> {
+def Triad_ReshapeOp : Triad_DiffOp<"reshape", [Pure,
+    AllElementTypesMatch<["x", "result"]>], ["getFlops", "getBytes"]> {
   let summary = "Reinterprets a tensor with another shape";
   let description = [{
     Same elements in row-major order, another shape with the same number of
@@ -847,7 +855,7 @@ def Triad_CrossEntropyOp : Triad_DiffOpWithLocalForm<"cross_entropy", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Triad_LogSumExpOp : Triad_Op<"logsumexp", [Triad_Sharded, Pure,
+def Triad_LogSumExpOp : Triad_Op<"logsumexp", [Triad_Sharded, Pure, Triad_Costed<>,
     AllElementTypesMatch<["x", "result"]>]> {
   let summary = "Log of the sum of exponentials over the last dimension";
   let description = [{
@@ -918,7 +926,7 @@ def Triad_MeanOp : Triad_ReduceOp<"mean", "mean">;
 //===----------------------------------------------------------------------===//
 
 def Triad_EmbeddingGradOp : Triad_Op<"embedding_grad",
-    [Triad_ShardedWithLocalForm, Pure]> {
+    [Triad_ShardedWithLocalForm, Pure, Triad_Costed<>]> {
   let summary = "Gradient of an embedding table";
   let description = [{
     `result[v, :] = sum of dy[i..., :] over the positions i... where
@@ -953,7 +961,7 @@ def Triad_EmbeddingGradOp : Triad_Op<"embedding_grad",
 }
 
 def Triad_ActivationGradOp : Triad_Op<"activation_grad", [Triad_Sharded,
-    Pure, SameOperandsAndResultType]> {
+    Pure, SameOperandsAndResultType, Triad_Costed<>]> {
   let summary = "Gradient of an elementwise activation";
   let description = [{
     `result = f'(x) * dy` for the activation `f` named by `kind` (gelu,
@@ -972,7 +980,7 @@ def Triad_ActivationGradOp : Triad_Op<"activation_grad", [Triad_Sharded,
 }
 
 def Triad_LayerNormGradOp : Triad_Op<"layer_norm_grad", [Triad_Sharded,
-    Pure, AllTypesMatch<["x", "dy", "dx"]>, AllTypesMatch<["gamma", "dgamma"]>]> {
+    Pure, Triad_Costed<>, AllTypesMatch<["x", "dy", "dx"]>, AllTypesMatch<["gamma", "dgamma"]>]> {
   let summary = "Gradient of layer normalization";
   let description = [{
     The gradients of `triad.layer_norm` (same `epsilon`) with respect to `x`
@@ -997,7 +1005,7 @@ def Triad_LayerNormGradOp : Triad_Op<"layer_norm_grad", [Triad_Sharded,
 }
 
 def Triad_RmsNormGradOp : Triad_Op<"rms_norm_grad", [Triad_Sharded,
-    Pure, AllTypesMatch<["x", "dy", "dx"]>, AllTypesMatch<["gamma", "dgamma"]>]> {
+    Pure, Triad_Costed<>, AllTypesMatch<["x", "dy", "dx"]>, AllTypesMatch<["gamma", "dgamma"]>]> {
   let summary = "Gradient of RMS normalization";
   let description = [{
     The gradients of `triad.rms_norm` (same `epsilon`) with respect to `x`
@@ -1019,8 +1027,8 @@ def Triad_RmsNormGradOp : Triad_Op<"rms_norm_grad", [Triad_Sharded,
   let hasVerifier = 1;
 }
 
-def Triad_AttentionGradOp : Triad_Op<"attention_grad", [Triad_ShardedWithLocalForm, 
-    Pure, AttrSizedOperandSegments, AllTypesMatch<["q", "dout"]>]> {
+def Triad_AttentionGradOp : Triad_Op<"attention_grad", [Triad_ShardedWithLocalForm,
+    Pure, Triad_Costed<["getFlops", "getContraction"]>, AttrSizedOperandSegments, AllTypesMatch<["q", "dout"]>]> {
   let summary = "Gradient of fused attention";
   let description = [{
     The gradients of `triad.attention` (same operands and attributes) with
@@ -1067,7 +1075,8 @@ def Triad_AttentionGradOp : Triad_Op<"attention_grad", [Triad_ShardedWithLocalFo
   }];
 }
 
-def Triad_RopeGradOp : Triad_Op<"rope_grad", [Triad_ShardedWithLocalForm, Pure, SameOperandsAndResultType]> {
+def Triad_RopeGradOp : Triad_Op<"rope_grad", [Triad_ShardedWithLocalForm, Pure,
+    SameOperandsAndResultType, Triad_Costed<>]> {
   let summary = "Gradient of the rotary position embedding";
   let description = [{
     The gradient of `triad.rope` (same attributes) with respect to its
@@ -1094,7 +1103,7 @@ def Triad_RopeGradOp : Triad_Op<"rope_grad", [Triad_ShardedWithLocalForm, Pure, 
 }
 
 def Triad_CrossEntropyGradOp : Triad_Op<"cross_entropy_grad", [
-    Triad_ShardedWithLocalForm, Pure, AllTypesMatch<["logits", "result"]>]> {
+    Triad_ShardedWithLocalForm, Pure, Triad_Costed<>, AllTypesMatch<["logits", "result"]>]> {
   let summary = "Gradient of the mean cross-entropy";
   let description = [{
     The gradient of `triad.cross_entropy` (same `ignore_index`) with respect
@@ -1226,7 +1235,8 @@ def Triad_LrScheduleOp : Triad_Op<"lr_schedule", [Triad_Sharded, Pure]> {
   let hasVerifier = 1;
 }
 
-def Triad_SumSquaresOp : Triad_Op<"sum_squares", [Triad_Sharded, Pure]> {
+def Triad_SumSquaresOp : Triad_Op<"sum_squares", [Triad_Sharded, Pure,
+    Triad_Costed<>]> {
   let summary = "Sum of the squares of a tensor's elements";
   let description = [{
     `sum(x^2)` accumulated in at least f32, as an f32 scalar. Summed over
@@ -1273,7 +1283,7 @@ def Triad_ClipCoefficientOp : Triad_Op<"clip_coefficient", [Triad_Sharded, Pure]
 }
 
 def Triad_AdamWUpdateOp : Triad_Op<"adamw_update", [Triad_Sharded,
-    Pure, AllTypesMatch<["param", "new_param"]>,
+    Pure, Triad_Costed<>, AllTypesMatch<["param", "new_param"]>,
     AllTypesMatch<["m", "v", "new_m", "new_v"]>,
     AllShapesMatch<["param", "grad", "m"]>]> {
   let summary = "One AdamW step of one parameter";

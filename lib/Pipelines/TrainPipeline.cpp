@@ -6,6 +6,7 @@
 #include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Pipeline/Passes.h"
+#include "passes/Reports/Passes.h"
 #include "passes/Sharding/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -181,6 +182,14 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   PartitionOptions partition;
   partition.sp = options.sp;
   pm.addPass(createPartition(partition));
+  // The ops as a rank runs them, forward and backward layer by layer,
+  // before the pipeline passes take the layers apart.
+  if (!options.costReport.empty()) {
+    CostReportOptions report;
+    report.file = options.costReport;
+    report.ops = true;
+    pm.addPass(createCostReport(report));
+  }
   if (options.pp > 1) {
     auto split = meshOptions<PipelineSplitOptions>(options);
     split.virtualStages = options.virtualStages;

@@ -82,4 +82,43 @@ def ScheduleReport : Pass<"triad-schedule-report", "::mlir::ModuleOp"> {
   ];
 }
 
+def CostReport : Pass<"triad-cost-report", "::mlir::ModuleOp"> {
+  let summary = "Prints each layer's FLOPs, bytes, products and collectives "
+                "from the ops' cost model";
+  let description = [{
+    For every function, one line per part (each `triad.layer`, forward and
+    backward, and the ops outside layers) with the FLOPs and bytes of its
+    ops (their CostOpInterface, the model the pipeline split balances
+    stages by) and the bytes its collectives move. With `ops`, one line per
+    op follows each part's: its FLOPs and bytes, and where it runs
+    products on matrix units their shape (`batch` products of [m, k] by
+    [k, n]; attention's batch is samples x heads, m the queries, n the keys
+    and k the head size), by which a cost model sets its efficiency; a
+    collective's bytes (the whole tensor: the reduced buffer, the gathered
+    result, the input reduced and scattered), its mesh axes and the ranks
+    of its group. Run after `--triad-partition` the shapes are a rank's and
+    the collectives are there; `--triad-train-pipeline="cost-report=FILE"`
+    writes it from there, as the planner (triad-plan) reads it. The IR is
+    not changed. Output goes to stdout, or to `file`.
+
+    Example (`triad-gen --preset tiny --layers 1`, after autodiff and the
+    partition at tp 2, with `ops`):
+
+    ```
+    triad cost report: @microbatch_step
+      transformer 0: 40 ops, 6684672 flops, 1071616 bytes, 2 collectives of 131072 bytes
+        triad.matmul flops=1572864 bytes=139264 product batch=1 m=512 n=96 k=16
+        ...
+        dist.all_reduce bytes=65536 over [tp] ranks=2
+    ```
+  }];
+  let options = [
+    Option<"file", "file", "std::string", "\"-\"",
+           "Where to write the report ('-': stdout)">,
+    Option<"ops", "ops", "bool", "false",
+           "List every op of every part, not only the parts' totals">,
+  ];
+  let dependentDialects = ["::triad::TriadDialect"];
+}
+
 #endif // TRIAD_PASSES_REPORTS_PASSES_TD

@@ -92,6 +92,11 @@ struct TrainPipelineOptions
       llvm::cl::desc("16-bit models: sum gradients in f32 (default) or in "
                      "the parameter's type (param)"),
       llvm::cl::init("f32")};
+  Option<std::string> costReport{
+      *this, "cost-report",
+      llvm::cl::desc("Write the partitioned program's cost report "
+                     "(--triad-cost-report, every op) to this file"),
+      llvm::cl::init("")};
 };
 
 /// Adds the passes of the training pipeline to `pm` (a module pass
