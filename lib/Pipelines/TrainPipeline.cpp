@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
@@ -182,6 +183,11 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   PartitionOptions partition;
   partition.sp = options.sp;
   pm.addPass(createPartition(partition));
+  // The partition inserts the collectives each use needs; where several
+  // uses in a layer need the same one (the gathered input of the query,
+  // key and value products' weight gradients under sequence parallelism),
+  // one is enough.
+  pm.addPass(mlir::createCSEPass());
   // The ops as a rank runs them, forward and backward layer by layer,
   // before the pipeline passes take the layers apart.
   if (!options.costReport.empty()) {

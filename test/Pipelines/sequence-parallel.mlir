@@ -4,6 +4,8 @@
 // RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 4 --seq 16 --batch 4 | triad-opt '--triad-train-pipeline=tp=2' --triad-memory-report -o /dev/null | FileCheck %s --check-prefix=MEM
 // RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 4 --seq 16 --batch 4 | triad-opt '--triad-train-pipeline=tp=2 sp=true' --triad-memory-report -o /dev/null | FileCheck %s --check-prefix=MEMSP
 // RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --seq 15 --batch 4 | not triad-opt '--triad-train-pipeline=tp=2 sp=true' 2>&1 | FileCheck %s --check-prefix=ODD
+// RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 4 --seq 16 --batch 4 --dropout 0.1 | triad-opt '--triad-train-pipeline=tp=2 sp=true cost-report=%t.cost' -o /dev/null
+// RUN: sed -n '/transformer 0 backward:/,/embedding 0 backward/p' %t.cost | grep -c dist.all_gather | FileCheck %s --check-prefix=GATHERS
 
 // Megatron-LM's sequence parallelism from the layouts: per layer and
 // microbatch the forward all-gathers the sequence before the
@@ -62,6 +64,14 @@
 // sequences).
 // MEM: activations at peak (microbatch_step) 312,080 B
 // MEMSP: activations at peak (microbatch_step) 279,312 B
+
+// A value gathered for several uses in a layer is gathered once (the
+// pipeline's common-subexpression elimination after the partition): with
+// dropout, a layer's backward gathers the saved first norm output once for
+// the weight gradients of the query, key and value products (three times
+// without it), the second once for the MLP's, and the gradients entering
+// the two dropouts' (dropout runs on whole sequences).
+// GATHERS: {{^}}4{{$}}
 
 // The sequence must divide among the tp ranks.
 // ODD: error: 'triad.layer' op sequence parallelism cannot split the sequence of result 0 ('tensor<4x15x32xf32>') over tp=2: 15 is not divisible
