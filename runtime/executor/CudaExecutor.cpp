@@ -283,10 +283,19 @@ void *CudaExecutor::arenaAddress(uint32_t index) const {
 }
 
 void *CudaExecutor::address(uint32_t index) const {
+  return typedResult(index).data;
+}
+
+cuda::Result CudaExecutor::typedResult(uint32_t index) const {
   for (const auto &[widenedIndex, copy] : widened)
     if (widenedIndex == index)
-      return copy;
-  return arenaAddress(index);
+      return {copy, cuda::DType::F32};
+  return {arenaAddress(index), cudaType(value(index).dtype())};
+}
+
+cuda::Operand CudaExecutor::typedOperand(uint32_t index) const {
+  cuda::Result where = typedResult(index);
+  return {where.data, where.type};
 }
 
 int64_t CudaExecutor::elementBytes(uint32_t index) const {
@@ -715,12 +724,29 @@ cuda::DType attentionProducts(plan::DType queries, MatmulPrecision precision) {
 
 bool CudaExecutor::runsTyped(const plan::Instr &instr) const {
   switch (instr.op()) {
+  case plan::OpCode::Embedding:
+  case plan::OpCode::EmbeddingGrad:
   case plan::OpCode::Add:
   case plan::OpCode::Mul:
   case plan::OpCode::Scale:
   case plan::OpCode::Activation:
   case plan::OpCode::ActivationGrad:
   case plan::OpCode::Gated:
+  case plan::OpCode::LayerNorm:
+  case plan::OpCode::RmsNorm:
+  case plan::OpCode::LayerNormGrad:
+  case plan::OpCode::RmsNormGrad:
+  case plan::OpCode::Rope:
+  case plan::OpCode::Sum:
+  case plan::OpCode::Dropout:
+  case plan::OpCode::CrossEntropy:
+  case plan::OpCode::CrossEntropyGrad:
+  case plan::OpCode::LogSumExp:
+  case plan::OpCode::Fill:
+  case plan::OpCode::AdamW:
+  case plan::OpCode::Select:
+  case plan::OpCode::Accumulate:
+  case plan::OpCode::ScaleBy:
     break;
   default:
     return false;
@@ -728,8 +754,8 @@ bool CudaExecutor::runsTyped(const plan::Instr &instr) const {
   // The memory planner never places a result on an operand's bytes; a
   // hand-made plan might, and element i of a 16-bit result written over
   // an f32 operand would land on elements another thread has yet to read.
-  // (A result that is an operand itself is read and written element for
-  // element, in one type.)
+  // (A result that is an operand itself is read and written in one type,
+  // as the f32 kernel reads and writes it.)
   for (uint32_t out : *instr.outputs())
     for (uint32_t in : *instr.inputs())
       if (out != in && mayOverlap(value(out), value(in)))
@@ -737,45 +763,11 @@ bool CudaExecutor::runsTyped(const plan::Instr &instr) const {
   return true;
 }
 
-absl::Status CudaExecutor::executeTyped(const plan::Instr &instr) {
-  cuda::CudaContext &ctx = *gpu;
-  auto operand = [&](size_t i) {
-    uint32_t index = instr.inputs()->Get(i);
-    return cuda::Operand{arenaAddress(index), cudaType(value(index).dtype())};
-  };
-  uint32_t out = instr.outputs()->Get(0);
-  cuda::Result result{arenaAddress(out), cudaType(value(out).dtype())};
-  int64_t count = elementCount(shapeOf(value(out)));
-  switch (instr.op()) {
-  case plan::OpCode::Add:
-    return cuda::addBroadcast(
-        ctx, operand(0), operand(1), result, count,
-        elementCount(shapeOf(value(instr.inputs()->Get(1)))));
-  case plan::OpCode::Mul:
-    return cuda::mul(ctx, operand(0), operand(1), result, count);
-  case plan::OpCode::Scale:
-    return cuda::scale(ctx, operand(0),
-                       static_cast<float>(instr.floats()->Get(0)), result,
-                       count);
-  case plan::OpCode::Activation:
-    return cuda::activation(ctx, activationOf(instr.ints()->Get(0)), operand(0),
-                            result, count);
-  case plan::OpCode::ActivationGrad:
-    return cuda::activationGrad(ctx, activationOf(instr.ints()->Get(0)),
-                                operand(0), operand(1), result, count);
-  case plan::OpCode::Gated:
-    return cuda::gated(ctx, activationOf(instr.ints()->Get(0)), operand(0),
-                       operand(1), result, count);
-  default:
-    return absl::InternalError("not an instruction of the typed kernels");
-  }
-}
-
 bool CudaExecutor::runsIn16Bit(const plan::Instr &instr) const {
   // Casts convert on the device; products of two 16-bit operands of one
   // type run on tensor cores with f32 sums (the result f32 or of their
-  // type); the element-wise kernels of runsTyped widen and round as they
-  // read and write. (The contract gives each of these an input and an
+  // type); the typed kernels of runsTyped widen and round as they read and
+  // write. (The contract gives casts, copies and products an input and an
   // output.)
   plan::OpCode op = instr.op();
   if (op == plan::OpCode::Cast || op == plan::OpCode::Copy)
@@ -792,10 +784,8 @@ bool CudaExecutor::runsIn16Bit(const plan::Instr &instr) const {
 
 absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
   std::vector<uint32_t> sixteen = sixteenBitOperands(instr);
-  if (sixteen.empty())
-    return executeF32(instr, step);
-  if (runsTyped(instr))
-    return executeTyped(instr);
+  if (sixteen.empty() || runsTyped(instr))
+    return executeKernel(instr, step);
   if (runsIn16Bit(instr)) {
     plan::OpCode op = instr.op();
     uint32_t x = instr.inputs()->Get(0), out = instr.outputs()->Get(0);
@@ -834,7 +824,7 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
   }
   for (size_t i = 0; i < sixteen.size(); ++i)
     widened.emplace_back(sixteen[i], widePool[i].data());
-  absl::Status status = executeF32(instr, step);
+  absl::Status status = executeKernel(instr, step);
   for (const auto &[index, copy] : widened)
     if (status.ok() &&
         std::find(instr.outputs()->begin(), instr.outputs()->end(), index) !=
@@ -846,10 +836,13 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
   return status;
 }
 
-absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
+absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
+                                         uint64_t step) {
   cuda::CudaContext &ctx = *gpu;
   auto in = [&](size_t i) { return instr.inputs()->Get(i); };
   auto out = [&](size_t i) { return instr.outputs()->Get(i); };
+  auto typedIn = [&](size_t i) { return typedOperand(in(i)); };
+  auto typedOut = [&](size_t i) { return typedResult(out(i)); };
   auto intAt = [&](size_t i) { return instr.ints()->Get(i); };
   auto floatAt = [&](size_t i) { return instr.floats()->Get(i); };
   auto shape = [&](uint32_t index) { return shapeOf(value(index)); };
@@ -864,17 +857,15 @@ absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
   switch (instr.op()) {
   case plan::OpCode::Embedding: {
     EmbeddingRows table = embeddingRows(instr);
-    return cuda::embedding(ctx, i32(in(0)), f32(in(1)), f32(out(0)), n(in(0)),
+    return cuda::embedding(ctx, i32(in(0)), typedIn(1), typedOut(0), n(in(0)),
                            table.rows, table.hidden, table.firstRow,
                            table.vocab);
   }
   case plan::OpCode::EmbeddingGrad: {
     EmbeddingRows table = embeddingRows(instr);
-    if (absl::Status s = cuda::fill(ctx, f32(out(0)), 0.0f, n(out(0))); !s.ok())
-      return s;
-    return cuda::embeddingGradAccumulate(
-        ctx, i32(in(0)), f32(in(1)), f32(out(0)), n(in(0)), table.rows,
-        table.hidden, table.firstRow, table.vocab);
+    return cuda::embeddingGrad(ctx, i32(in(0)), typedIn(1), typedOut(0),
+                               n(in(0)), table.rows, table.hidden,
+                               table.firstRow, table.vocab);
   }
   case plan::OpCode::Matmul: {
     MatmulDims d = matmulDims(instr);
@@ -883,32 +874,34 @@ absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     return cuda::matmul(ctx, f32(in(0)), f32(in(1)), f32(out(0)), s);
   }
   case plan::OpCode::Add:
-    return cuda::addBroadcast(ctx, f32(in(0)), f32(in(1)), f32(out(0)),
+    return cuda::addBroadcast(ctx, typedIn(0), typedIn(1), typedOut(0),
                               n(out(0)), n(in(1)));
   case plan::OpCode::Mul:
-    return cuda::mul(ctx, f32(in(0)), f32(in(1)), f32(out(0)), n(out(0)));
+    return cuda::mul(ctx, typedIn(0), typedIn(1), typedOut(0), n(out(0)));
   case plan::OpCode::Scale:
-    return cuda::scale(ctx, f32(in(0)), static_cast<float>(floatAt(0)),
-                       f32(out(0)), n(out(0)));
+    return cuda::scale(ctx, typedIn(0), static_cast<float>(floatAt(0)),
+                       typedOut(0), n(out(0)));
   case plan::OpCode::Activation:
-    return cuda::activation(ctx, activationOf(intAt(0)), f32(in(0)),
-                            f32(out(0)), n(out(0)));
+    return cuda::activation(ctx, activationOf(intAt(0)), typedIn(0),
+                            typedOut(0), n(out(0)));
   case plan::OpCode::ActivationGrad:
-    return cuda::activationGrad(ctx, activationOf(intAt(0)), f32(in(0)),
-                                f32(in(1)), f32(out(0)), n(out(0)));
+    return cuda::activationGrad(ctx, activationOf(intAt(0)), typedIn(0),
+                                typedIn(1), typedOut(0), n(out(0)));
   case plan::OpCode::Gated:
-    return cuda::gated(ctx, activationOf(intAt(0)), f32(in(0)), f32(in(1)),
-                       f32(out(0)), n(out(0)));
+    return cuda::gated(ctx, activationOf(intAt(0)), typedIn(0), typedIn(1),
+                       typedOut(0), n(out(0)));
   case plan::OpCode::LayerNorm:
   case plan::OpCode::RmsNorm: {
     Shape x = shape(in(0));
     int64_t width = x.back(), rows = elementCount(x) / width;
     float epsilon = static_cast<float>(floatAt(0));
     if (instr.op() == plan::OpCode::LayerNorm)
-      return cuda::layerNorm(ctx, f32(in(0)), f32(in(1)),
-                             instr.inputs()->size() == 3 ? f32(in(2)) : nullptr,
-                             f32(out(0)), rows, width, epsilon);
-    return cuda::rmsNorm(ctx, f32(in(0)), f32(in(1)), f32(out(0)), rows, width,
+      return cuda::layerNorm(ctx, typedIn(0), typedIn(1),
+                             instr.inputs()->size() == 3
+                                 ? typedIn(2)
+                                 : cuda::Operand{nullptr, cuda::DType::F32},
+                             typedOut(0), rows, width, epsilon);
+    return cuda::rmsNorm(ctx, typedIn(0), typedIn(1), typedOut(0), rows, width,
                          epsilon);
   }
   case plan::OpCode::LayerNormGrad:
@@ -916,14 +909,14 @@ absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     Shape x = shape(in(0));
     int64_t width = x.back(), rows = elementCount(x) / width;
     float epsilon = static_cast<float>(floatAt(0));
-    if (absl::Status s = cuda::fill(ctx, f32(out(1)), 0.0f, width); !s.ok())
+    if (absl::Status s = cuda::fill(ctx, typedOut(1), 0.0f, width); !s.ok())
       return s;
     if (instr.op() == plan::OpCode::LayerNormGrad)
-      return cuda::layerNormGrad(ctx, f32(in(0)), f32(in(1)), f32(in(2)),
-                                 f32(out(0)), f32(out(1)), rows, width,
+      return cuda::layerNormGrad(ctx, typedIn(0), typedIn(1), typedIn(2),
+                                 typedOut(0), typedOut(1), rows, width,
                                  epsilon);
-    return cuda::rmsNormGrad(ctx, f32(in(0)), f32(in(1)), f32(in(2)),
-                             f32(out(0)), f32(out(1)), rows, width, epsilon);
+    return cuda::rmsNormGrad(ctx, typedIn(0), typedIn(1), typedIn(2),
+                             typedOut(0), typedOut(1), rows, width, epsilon);
   }
   case plan::OpCode::Attention:
   case plan::OpCode::AttentionGrad: {
@@ -964,7 +957,7 @@ absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
   case plan::OpCode::Rope: {
     Shape x = shape(in(0));
     plan::RopeAttrs rope = plan::ropeAttrs(*instr.ints(), *instr.floats());
-    return cuda::rope(ctx, f32(in(0)), f32(out(0)), x[0], x[1], rope.heads,
+    return cuda::rope(ctx, typedIn(0), typedOut(0), x[0], x[1], rope.heads,
                       x[2] / rope.heads, rope.rotaryDim,
                       static_cast<float>(rope.base),
                       static_cast<float>(rope.direction));
@@ -1034,12 +1027,12 @@ absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     return strided(in(0), out(0), copyOver(result, xStrides, result));
   }
   case plan::OpCode::Sum:
-    return cuda::reduceSum(ctx, f32(in(0)), shape(in(0)), f32(out(0)),
+    return cuda::reduceSum(ctx, typedIn(0), shape(in(0)), typedOut(0),
                            shape(out(0)), floatAt(0));
   case plan::OpCode::Dropout: {
     plan::DropoutAttrs dropout =
         plan::dropoutAttrs(*instr.ints(), *instr.floats());
-    return cuda::dropout(ctx, f32(in(0)), f32(out(0)), n(out(0)),
+    return cuda::dropout(ctx, typedIn(0), typedOut(0), n(out(0)),
                          dropoutProbability(dropout), seed, step,
                          dropout.stream, dropoutFirst(instr));
   }
@@ -1048,15 +1041,21 @@ absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     bool grad = instr.op() == plan::OpCode::CrossEntropyGrad;
     int64_t vocab = shape(in(0)).back();
     bool hasLse = instr.inputs()->size() == (grad ? 4u : 3u);
-    std::optional<cpu::VocabPiece> piece =
-        vocabPiece(instr, 1, vocab, hasLse ? f32(in(grad ? 3 : 2)) : nullptr);
-    const cpu::VocabPiece *pieceOrNull = piece ? &*piece : nullptr;
+    // The piece's lse (the logits' type) is read as it is, with the logits.
+    std::optional<cuda::TypedVocabPiece> piece;
+    if (std::optional<cpu::VocabPiece> columns =
+            vocabPiece(instr, 1, vocab, nullptr))
+      piece = cuda::TypedVocabPiece{
+          hasLse ? typedIn(grad ? 3 : 2)
+                 : cuda::Operand{nullptr, cuda::DType::F32},
+          columns->first, columns->vocab};
+    const cuda::TypedVocabPiece *pieceOrNull = piece ? &*piece : nullptr;
     auto ignore = static_cast<int32_t>(intAt(0));
     if (grad)
-      return cuda::crossEntropyGrad(ctx, f32(in(0)), i32(in(1)), f32(in(2)),
-                                    f32(out(0)), n(in(1)), vocab, ignore,
+      return cuda::crossEntropyGrad(ctx, typedIn(0), i32(in(1)), f32(in(2)),
+                                    typedOut(0), n(in(1)), vocab, ignore,
                                     pieceOrNull);
-    return cuda::crossEntropy(ctx, f32(in(0)), i32(in(1)), f32(out(0)),
+    return cuda::crossEntropy(ctx, typedIn(0), i32(in(1)), f32(out(0)),
                               n(in(1)), vocab, ignore, pieceOrNull);
   }
   case plan::OpCode::LogSumExp: {
@@ -1064,7 +1063,7 @@ absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     std::optional<cpu::VocabPiece> piece =
         vocabPiece(instr, 0, columns, nullptr);
     return cuda::logSumExp(
-        ctx, f32(in(0)), f32(out(0)), n(out(0)), columns,
+        ctx, typedIn(0), typedOut(0), n(out(0)), columns,
         cpu::classColumns(columns, piece ? &*piece : nullptr));
   }
   case plan::OpCode::Values: {
@@ -1073,7 +1072,7 @@ absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
                             values.size() * sizeof(float));
   }
   case plan::OpCode::Fill:
-    return cuda::fill(ctx, f32(out(0)), static_cast<float>(floatAt(0)),
+    return cuda::fill(ctx, typedOut(0), static_cast<float>(floatAt(0)),
                       n(out(0)));
   case plan::OpCode::SumSquares:
     return cuda::sumSquares(ctx, {{f32(in(0)), n(in(0))}}, f32(out(0)),
@@ -1099,11 +1098,11 @@ absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
                            static_cast<float>(adamw.epsilon),
                            static_cast<float>(adamw.weightDecay)};
     return cuda::adamw(
-        ctx, {{f32(out(0)), f32(in(1)), f32(out(1)), f32(out(2)), size}},
+        ctx, {{f32(out(0)), typedIn(1), f32(out(1)), f32(out(2)), size}},
         f32(in(4)), f32(in(5)), f32(in(6)), hyper);
   }
   case plan::OpCode::Select:
-    return cuda::select(ctx, f32(in(0)), f32(in(1)), f32(in(2)), f32(out(0)),
+    return cuda::select(ctx, f32(in(0)), typedIn(1), typedIn(2), typedOut(0),
                         n(out(0)));
   case plan::OpCode::LossScaleUpdate: {
     plan::LossScaleAttrs scale =
@@ -1117,12 +1116,12 @@ absl::Status CudaExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     return cuda::countValid(ctx, i32(in(0)), n(in(0)),
                             static_cast<int32_t>(intAt(0)), f32(out(0)));
   case plan::OpCode::Accumulate:
-    return cuda::accumulate(ctx, f32(out(0)), f32(in(1)), f32(in(2)),
+    return cuda::accumulate(ctx, typedOut(0), typedIn(1), f32(in(2)),
                             n(out(0)));
   case plan::OpCode::Reciprocal:
     return cuda::reciprocal(ctx, f32(in(0)), f32(out(0)));
   case plan::OpCode::ScaleBy:
-    return cuda::scaleBy(ctx, f32(in(0)), f32(in(1)), f32(out(0)), n(out(0)));
+    return cuda::scaleBy(ctx, typedIn(0), f32(in(1)), typedOut(0), n(out(0)));
   case plan::OpCode::AllSlice: {
     // No communication: one two-dimensional copy of this member's piece.
     SliceView view = allSliceView(instr);

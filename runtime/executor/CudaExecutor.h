@@ -53,6 +53,11 @@
 
 namespace triad::rt {
 
+namespace cuda {
+struct Operand;
+struct Result;
+} // namespace cuda
+
 class CudaExecutor : public Executor {
 public:
   /// Prepares the program of `pipelineRank` on the GPU `context` selects:
@@ -92,10 +97,16 @@ private:
   void *address(uint32_t index) const;
   /// Its address in the arena.
   void *arenaAddress(uint32_t index) const;
-  /// The kernel of one instruction on f32 (and i32) data; `execute` runs
-  /// it on f32 copies of 16-bit values, but for products and casts, which
-  /// read and write 16-bit values themselves.
-  absl::Status executeF32(const plan::Instr &instr, uint64_t step);
+  /// Value `index` as a typed kernel reads or writes it: at `address`, in
+  /// its own type, or f32 while it is its f32 copy.
+  cuda::Operand typedOperand(uint32_t index) const;
+  cuda::Result typedResult(uint32_t index) const;
+  /// The kernel of one instruction on its values as typedOperand,
+  /// typedResult, f32 and i32 give them: `execute` runs it on the values
+  /// as they are where each is f32 or i32 or the kernel is typed
+  /// (runsTyped), and otherwise on f32 copies of the 16-bit values, but for
+  /// products, casts and copies, which it runs on 16-bit values itself.
+  absl::Status executeKernel(const plan::Instr &instr, uint64_t step);
   /// The bytes of one element of value `index`.
   int64_t elementBytes(uint32_t index) const;
   float *f32(uint32_t index) const {
@@ -147,19 +158,19 @@ private:
   };
   NcclStaging largestNcclStaging() const;
   /// Whether `instr`, with 16-bit operands, runs on them as they are (a
-  /// cast, a copy, a product of one 16-bit type, or an element-wise kernel
-  /// of runsTyped) rather than on f32 copies.
+  /// cast, a copy, a product of one 16-bit type, or a kernel of runsTyped)
+  /// rather than on f32 copies.
   bool runsIn16Bit(const plan::Instr &instr) const;
-  /// Whether `instr` is an element-wise kernel that reads and writes each
-  /// value in its own type (Add, Mul, Scale, Activation, ActivationGrad,
-  /// Gated: cuda's typed kernels, which give the bits of the f32 kernel on
-  /// f32 copies). Not when its result shares bytes with an operand other
-  /// than itself, which a typed kernel would read after writing; the f32
-  /// copies keep such a plan working.
+  /// Whether `instr`'s kernel reads and writes each float value in its own
+  /// type (cuda's typed kernels, which give the bits of the f32 kernel on
+  /// f32 copies): the element-wise kernels, norms and their gradients,
+  /// embeddings, rope, dropout, sums, the loss and log-sum-exp, and the
+  /// optimizer step's Fill, Select, Accumulate, ScaleBy and AdamW (whose
+  /// gradient the contract keeps f32 for now: the compiler casts 16-bit
+  /// ones first). Not when a result shares bytes with an operand other than
+  /// itself, which a typed kernel would read after writing; the f32 copies
+  /// keep such a plan working.
   bool runsTyped(const plan::Instr &instr) const;
-  /// The typed kernel of a `runsTyped` instruction, on its values in the
-  /// arena.
-  absl::Status executeTyped(const plan::Instr &instr);
   /// Allocates the f32 copies of 16-bit operands (widePool) at the largest
   /// any instruction of the program widens (not those that run in 16 bits),
   /// so that none grows (and frees, which waits for the whole device) while

@@ -4,8 +4,11 @@
 // in for (runtime/kernels/cpu), and the results must agree: f32 within
 // 1e-5 relative (plus a small absolute floor for values near zero, where
 // the CPU's vectorized exp and erf differ from CUDA's by a few 1e-7), bf16
-// and f16 products within 1e-2. The typed element-wise kernels must give
-// the bits of the f32 kernels on widened operands. Outputs are filled with
+// and f16 products within 1e-2. The typed kernels (element-wise, norms,
+// sums, embeddings, the loss, rope, dropout, AdamW's gradients) must give
+// the bits of the f32 kernels on widened operands, rounded back to each
+// result's type, for bf16, f16 and f32 operands and mixes of them, in
+// place where a kernel allows it. Outputs are filled with
 // NaN before each kernel runs, so an element a kernel fails to write fails
 // the comparison.
 //
@@ -19,6 +22,7 @@
 
 #include "runtime/kernels/cuda/CudaKernels.h"
 #include "runtime/kernels/cpu/CpuKernels.h"
+#include "runtime/kernels/cuda/CudaAttention.h"
 #include "runtime/kernels/cuda/CudaContext.h"
 #include "runtime/tests/CudaTestSupport.h"
 
@@ -551,6 +555,21 @@ protected:
     return converted(x, type, DType::F32, n);
   }
 
+  /// A copy of the `n` elements of `type` in `x` (for a kernel that
+  /// writes over or adds to one of its operands).
+  DeviceBuffer duplicate(const DeviceBuffer &x, DType type, size_t n) {
+    DeviceBuffer copy = poisoned(n, bytesOf(type));
+    EXPECT_EQ(cudaMemcpyAsync(copy.data(), x.data(), n * bytesOf(type),
+                              cudaMemcpyDeviceToDevice, context->stream()),
+              cudaSuccess);
+    return copy;
+  }
+
+  /// The address of element `offset` of a tensor of `type` at `x`.
+  static void *element(const DeviceBuffer &x, DType type, int64_t offset) {
+    return static_cast<char *>(x.data()) + offset * bytesOf(type);
+  }
+
   /// The `n` elements of `type` at `got` and at `want` (device memory)
   /// have the same bits.
   void expectSameBits(const void *got, const void *want, DType type, size_t n,
@@ -796,6 +815,142 @@ TEST_F(TypedKernels, BiasActivationMatchesTheWidenedF32Kernel) {
   }
 }
 
+TEST_F(TypedKernels, ScalarStepKernelsMatchTheWidenedF32Kernels) {
+  // The optimizer step's element-wise kernels: x (in a) of the first type,
+  // y (in b) of the second, the results and the accumulator of the
+  // result's.
+  const int64_t n = 5001;
+  std::vector<float> x = typedInputs(n, 70, 2.0f), y = typedInputs(n, 71, 2.0f),
+                     start = typedInputs(n, 72, 1.0f);
+  DeviceBuffer scalars = upload(std::vector<float>{0.37f, -1.5f, 0.0f, 1.0f});
+  const float *factor = scalars.as<float>(), *weight = factor + 1;
+  for (const TypeCase &c : kTypeCases) {
+    std::string name = caseName(c);
+    DeviceBuffer a = inType(x, c.a), b = inType(y, c.b);
+    DeviceBuffer wideA = widened(a.data(), c.a, n),
+                 wideB = widened(b.data(), c.b, n);
+
+    DeviceBuffer wide = poisoned(n);
+    ASSERT_OK(
+        scaleBy(*context, wideA.as<float>(), factor, wide.as<float>(), n));
+    DeviceBuffer want = converted(wide.data(), DType::F32, c.out, n);
+    DeviceBuffer got = poisoned(n, bytesOf(c.out));
+    ASSERT_OK(scaleBy(*context, Operand{a.data(), c.a}, factor,
+                      Result{got.data(), c.out}, n));
+    expectSameBits(got.data(), want.data(), c.out, n, "scaleBy " + name);
+
+    // The accumulator holds values of its type to begin with.
+    DeviceBuffer acc = inType(start, c.out);
+    DeviceBuffer wideAcc = widened(acc.data(), c.out, n);
+    ASSERT_OK(accumulate(*context, wideAcc.as<float>(), wideA.as<float>(),
+                         weight, n));
+    want = converted(wideAcc.data(), DType::F32, c.out, n);
+    ASSERT_OK(accumulate(*context, Result{acc.data(), c.out},
+                         Operand{a.data(), c.a}, weight, n));
+    expectSameBits(acc.data(), want.data(), c.out, n, "accumulate " + name);
+
+    // A value that rounds in 16 bits.
+    wide = poisoned(n);
+    ASSERT_OK(fill(*context, wide.as<float>(), 0.1f, n));
+    want = converted(wide.data(), DType::F32, c.out, n);
+    got = poisoned(n, bytesOf(c.out));
+    ASSERT_OK(fill(*context, Result{got.data(), c.out}, 0.1f, n));
+    expectSameBits(got.data(), want.data(), c.out, n, "fill " + name);
+
+    for (int flag : {2, 3}) { // the scalars 0 and 1
+      const float *chosen = scalars.as<float>() + flag;
+      wide = poisoned(n);
+      ASSERT_OK(select(*context, chosen, wideA.as<float>(), wideB.as<float>(),
+                       wide.as<float>(), n));
+      want = converted(wide.data(), DType::F32, c.out, n);
+      got = poisoned(n, bytesOf(c.out));
+      ASSERT_OK(select(*context, chosen, Operand{a.data(), c.a},
+                       Operand{b.data(), c.b}, Result{got.data(), c.out}, n));
+      expectSameBits(got.data(), want.data(), c.out, n,
+                     "select " + std::to_string(flag - 2) + " " + name);
+    }
+  }
+}
+
+TEST_F(TypedKernels, SumsMatchTheWidenedF32Kernel) {
+  // A bias gradient's sum over the leading dimensions (in chunks, then
+  // their partials), sums over inner and outer dimensions, and a scaled
+  // copy (nothing summed).
+  const std::vector<int64_t> xShape = {6, 37, 50};
+  const int64_t n = 6 * 37 * 50;
+  const std::vector<std::vector<int64_t>> outShapes = {
+      {50}, {1, 37, 1}, {6, 1, 50}, {6, 37, 50}};
+  std::vector<float> x = typedInputs(n, 78, 3.0f);
+  for (const TypeCase &c : kTypeCases) {
+    DeviceBuffer dx = inType(x, c.a);
+    DeviceBuffer wideX = widened(dx.data(), c.a, n);
+    for (const std::vector<int64_t> &outShape : outShapes) {
+      int64_t count = 1;
+      for (int64_t size : outShape)
+        count *= size;
+      std::string what =
+          "sum to " + std::to_string(count) + " elements " + caseName(c);
+      DeviceBuffer wide = poisoned(count);
+      ASSERT_OK(reduceSum(*context, wideX.as<float>(), xShape, wide.as<float>(),
+                          outShape, 0.5));
+      DeviceBuffer want = converted(wide.data(), DType::F32, c.out, count);
+      DeviceBuffer got = poisoned(count, bytesOf(c.out));
+      ASSERT_OK(reduceSum(*context, Operand{dx.data(), c.a}, xShape,
+                          Result{got.data(), c.out}, outShape, 0.5));
+      expectSameBits(got.data(), want.data(), c.out, count, what);
+    }
+  }
+}
+
+TEST_F(TypedKernels, RopeAndDropoutMatchTheWidenedF32Kernels) {
+  // Rotated and copied elements of each head, both directions; dropout
+  // from an offset; each also in place where out has x's type.
+  const int64_t batch = 2, seq = 37, heads = 4, headDim = 64, rotary = 48;
+  const int64_t n = batch * seq * heads * headDim;
+  std::vector<float> x = typedInputs(n, 84, 2.0f);
+  for (const TypeCase &c : kTypeCases) {
+    DeviceBuffer dx = inType(x, c.a);
+    DeviceBuffer wideX = widened(dx.data(), c.a, n);
+    for (float direction : {1.0f, -1.0f}) {
+      std::string name =
+          std::string(direction > 0 ? "rope " : "rope back ") + caseName(c);
+      DeviceBuffer wide = poisoned(n);
+      ASSERT_OK(rope(*context, wideX.as<float>(), wide.as<float>(), batch, seq,
+                     heads, headDim, rotary, 10000.0f, direction));
+      DeviceBuffer want = converted(wide.data(), DType::F32, c.out, n);
+      DeviceBuffer got = poisoned(n, bytesOf(c.out));
+      ASSERT_OK(rope(*context, Operand{dx.data(), c.a},
+                     Result{got.data(), c.out}, batch, seq, heads, headDim,
+                     rotary, 10000.0f, direction));
+      expectSameBits(got.data(), want.data(), c.out, n, name);
+      if (c.a == c.out) {
+        DeviceBuffer inPlace = duplicate(dx, c.a, n);
+        ASSERT_OK(rope(*context, Operand{inPlace.data(), c.a},
+                       Result{inPlace.data(), c.out}, batch, seq, heads,
+                       headDim, rotary, 10000.0f, direction));
+        expectSameBits(inPlace.data(), want.data(), c.out, n,
+                       name + " in place");
+      }
+    }
+
+    std::string name = "dropout " + caseName(c);
+    DeviceBuffer wide = poisoned(n);
+    ASSERT_OK(dropout(*context, wideX.as<float>(), wide.as<float>(), n, 0.3,
+                      1234, 5, 3, 77));
+    DeviceBuffer want = converted(wide.data(), DType::F32, c.out, n);
+    DeviceBuffer got = poisoned(n, bytesOf(c.out));
+    ASSERT_OK(dropout(*context, Operand{dx.data(), c.a},
+                      Result{got.data(), c.out}, n, 0.3, 1234, 5, 3, 77));
+    expectSameBits(got.data(), want.data(), c.out, n, name);
+    if (c.a == c.out) {
+      DeviceBuffer inPlace = duplicate(dx, c.a, n);
+      ASSERT_OK(dropout(*context, Operand{inPlace.data(), c.a},
+                        Result{inPlace.data(), c.out}, n, 0.3, 1234, 5, 3, 77));
+      expectSameBits(inPlace.data(), want.data(), c.out, n, name + " in place");
+    }
+  }
+}
+
 TEST_F(TypedKernels, RejectI32Operands) {
   const int64_t n = 16;
   DeviceBuffer x = poisoned(n), out = poisoned(n);
@@ -821,6 +976,34 @@ TEST_F(TypedKernels, RejectI32Operands) {
   EXPECT_TRUE(
       invalid(gatedGrad(*context, kind, f32, f32, f32, f32Out, i32Out, n)));
   EXPECT_TRUE(invalid(biasActivation(*context, kind, f32, i32, f32Out, 2, 8)));
+  const float *scalar = x.as<float>();
+  EXPECT_TRUE(invalid(scaleBy(*context, i32, scalar, f32Out, n)));
+  EXPECT_TRUE(invalid(accumulate(*context, i32Out, f32, scalar, n)));
+  EXPECT_TRUE(invalid(fill(*context, i32Out, 1.0f, n)));
+  EXPECT_TRUE(invalid(select(*context, scalar, f32, i32, f32Out, n)));
+  EXPECT_TRUE(invalid(reduceSum(*context, i32, {2, 8}, f32Out, {8}, 1.0)));
+  EXPECT_TRUE(invalid(layerNorm(*context, f32, i32, f32, f32Out, 2, 8, 1e-5f)));
+  EXPECT_TRUE(invalid(rmsNorm(*context, i32, f32, f32Out, 2, 8, 1e-5f)));
+  EXPECT_TRUE(invalid(
+      layerNormGrad(*context, f32, f32, f32, f32Out, i32Out, 2, 8, 1e-5f)));
+  EXPECT_TRUE(invalid(
+      rmsNormGrad(*context, f32, f32, i32, f32Out, f32Out, 2, 8, 1e-5f)));
+  DeviceBuffer ids = upload(std::vector<int32_t>{0, 1});
+  EXPECT_TRUE(
+      invalid(embedding(*context, ids.as<int32_t>(), i32, f32Out, 2, 2, 8)));
+  EXPECT_TRUE(invalid(
+      embeddingGrad(*context, ids.as<int32_t>(), f32, i32Out, 2, 2, 8)));
+  EXPECT_TRUE(invalid(crossEntropy(*context, i32, ids.as<int32_t>(),
+                                   out.as<float>(), 2, 8, -100)));
+  TypedVocabPiece piece{i32, 0, 8};
+  EXPECT_TRUE(invalid(crossEntropyGrad(*context, f32, ids.as<int32_t>(), scalar,
+                                       f32Out, 2, 8, -100, &piece)));
+  EXPECT_TRUE(invalid(logSumExp(*context, f32, i32Out, 2, 8, 8)));
+  EXPECT_TRUE(invalid(rope(*context, i32, f32Out, 1, 2, 1, 8, 8, 1e4f, 1.0f)));
+  EXPECT_TRUE(invalid(dropout(*context, f32, i32Out, n, 0.5, 1, 1, 1)));
+  EXPECT_TRUE(invalid(adamw(
+      *context, {{out.as<float>(), i32, out.as<float>(), out.as<float>(), n}},
+      scalar, scalar, scalar, {0.9f, 0.95f, 1e-8f, 0.0f})));
   // Nothing ran: the result keeps its poison.
   std::vector<uint32_t> bits = download<uint32_t>(out, n);
   for (uint32_t word : bits)
@@ -892,6 +1075,88 @@ TEST_F(CudaKernels, NormsAndGradientsMatchCpu) {
   }
 }
 
+TEST_F(TypedKernels, NormsMatchTheWidenedF32Kernels) {
+  // Widths below and above one block's threads; rows not a multiple of the
+  // dgamma chunk. x of the first type; gamma, beta and dy of the second;
+  // y, dx and dgamma of the result's (dgamma adds to values of its type).
+  const float epsilon = 1e-5f;
+  for (int64_t width : {48, 1030}) {
+    const int64_t rows = 67, n = rows * width;
+    std::vector<float> x = randomFloats(n, 73, 2.0f),
+                       gamma = randomFloats(width, 74),
+                       beta = randomFloats(width, 75), dy = randomFloats(n, 76),
+                       dgamma0 = randomFloats(width, 77);
+    for (const TypeCase &c : kTypeCases) {
+      std::string name = caseName(c) + " (width " + std::to_string(width) + ")";
+      DeviceBuffer dx = inType(x, c.a), dgammaIn = inType(gamma, c.b),
+                   dbeta = inType(beta, c.b), ddy = inType(dy, c.b);
+      DeviceBuffer wideX = widened(dx.data(), c.a, n),
+                   wideGamma = widened(dgammaIn.data(), c.b, width),
+                   wideBeta = widened(dbeta.data(), c.b, width),
+                   wideDy = widened(ddy.data(), c.b, n);
+      Operand x16{dx.data(), c.a}, gamma16{dgammaIn.data(), c.b},
+          dy16{ddy.data(), c.b};
+      for (bool layer : {true, false}) {
+        for (bool withBeta : {true, false}) {
+          if (!layer && withBeta)
+            continue;
+          std::string what = (layer ? "layer norm " : "rms norm ") + name +
+                             (withBeta ? " with beta" : "");
+          DeviceBuffer wide = poisoned(n);
+          DeviceBuffer got = poisoned(n, bytesOf(c.out));
+          if (layer) {
+            ASSERT_OK(layerNorm(*context, wideX.as<float>(),
+                                wideGamma.as<float>(),
+                                withBeta ? wideBeta.as<float>() : nullptr,
+                                wide.as<float>(), rows, width, epsilon));
+            ASSERT_OK(layerNorm(*context, x16, gamma16,
+                                withBeta ? Operand{dbeta.data(), c.b}
+                                         : Operand{nullptr, DType::F32},
+                                Result{got.data(), c.out}, rows, width,
+                                epsilon));
+          } else {
+            ASSERT_OK(rmsNorm(*context, wideX.as<float>(),
+                              wideGamma.as<float>(), wide.as<float>(), rows,
+                              width, epsilon));
+            ASSERT_OK(rmsNorm(*context, x16, gamma16, Result{got.data(), c.out},
+                              rows, width, epsilon));
+          }
+          DeviceBuffer want = converted(wide.data(), DType::F32, c.out, n);
+          expectSameBits(got.data(), want.data(), c.out, n, what);
+        }
+        std::string what =
+            (layer ? "layer norm gradient " : "rms norm gradient ") + name;
+        DeviceBuffer dgamma = inType(dgamma0, c.out);
+        DeviceBuffer wideDx = poisoned(n),
+                     wideDgamma = widened(dgamma.data(), c.out, width);
+        DeviceBuffer gotDx = poisoned(n, bytesOf(c.out));
+        Result dx16{gotDx.data(), c.out}, dgamma16{dgamma.data(), c.out};
+        if (layer) {
+          ASSERT_OK(layerNormGrad(*context, wideX.as<float>(),
+                                  wideGamma.as<float>(), wideDy.as<float>(),
+                                  wideDx.as<float>(), wideDgamma.as<float>(),
+                                  rows, width, epsilon));
+          ASSERT_OK(layerNormGrad(*context, x16, gamma16, dy16, dx16, dgamma16,
+                                  rows, width, epsilon));
+        } else {
+          ASSERT_OK(rmsNormGrad(*context, wideX.as<float>(),
+                                wideGamma.as<float>(), wideDy.as<float>(),
+                                wideDx.as<float>(), wideDgamma.as<float>(),
+                                rows, width, epsilon));
+          ASSERT_OK(rmsNormGrad(*context, x16, gamma16, dy16, dx16, dgamma16,
+                                rows, width, epsilon));
+        }
+        DeviceBuffer wantDx = converted(wideDx.data(), DType::F32, c.out, n),
+                     wantDgamma =
+                         converted(wideDgamma.data(), DType::F32, c.out, width);
+        expectSameBits(gotDx.data(), wantDx.data(), c.out, n, what + " dx");
+        expectSameBits(dgamma.data(), wantDgamma.data(), c.out, width,
+                       what + " dgamma");
+      }
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Embeddings and the loss
 //===----------------------------------------------------------------------===//
@@ -933,6 +1198,58 @@ TEST_F(CudaKernels, EmbeddingAndGradientMatchCpu) {
                                     ddy.as<float>(), grad.as<float>(), tokens,
                                     vocab, hidden));
   expectNearF32(download(grad, vocab * hidden), wantGrad, "embedding gradient");
+}
+
+TEST_F(TypedKernels, EmbeddingsMatchTheWidenedF32Kernels) {
+  // The table and dy of the first type, the result and dtable of the
+  // result's; the whole vocabulary and a vocab-parallel piece (rows [20,
+  // 40)); ids repeat (257 tokens, 50 rows), so dtable's rows are sums.
+  const int64_t vocab = 50, hidden = 300, tokens = 257;
+  std::vector<int32_t> ids = randomIds(tokens, vocab, 79);
+  std::vector<float> table = typedInputs(vocab * hidden, 80, 1.0f),
+                     dy = typedInputs(tokens * hidden, 81, 1.0f);
+  DeviceBuffer dids = upload(ids);
+  struct Piece {
+    int64_t firstRow, rows;
+  };
+  for (const TypeCase &c : kTypeCases)
+    for (Piece piece : {Piece{0, vocab}, Piece{20, 20}}) {
+      std::string name =
+          caseName(c) + " (rows " + std::to_string(piece.firstRow) + " on)";
+      DeviceBuffer dtable = inType(table, c.a), ddy = inType(dy, c.a);
+      DeviceBuffer wideTable = widened(dtable.data(), c.a, vocab * hidden),
+                   wideDy = widened(ddy.data(), c.a, tokens * hidden);
+      const int64_t n = tokens * hidden, m = piece.rows * hidden;
+
+      DeviceBuffer wide = poisoned(n);
+      ASSERT_OK(embedding(*context, dids.as<int32_t>(),
+                          wideTable.as<float>() + piece.firstRow * hidden,
+                          wide.as<float>(), tokens, piece.rows, hidden,
+                          piece.firstRow, vocab));
+      DeviceBuffer want = converted(wide.data(), DType::F32, c.out, n);
+      DeviceBuffer got = poisoned(n, bytesOf(c.out));
+      ASSERT_OK(
+          embedding(*context, dids.as<int32_t>(),
+                    Operand{element(dtable, c.a, piece.firstRow * hidden), c.a},
+                    Result{got.data(), c.out}, tokens, piece.rows, hidden,
+                    piece.firstRow, vocab));
+      expectSameBits(got.data(), want.data(), c.out, n, "embedding " + name);
+
+      // From zeros, summed in f32 and rounded once (got starts as NaN).
+      wide = poisoned(m);
+      ASSERT_OK(fill(*context, wide.as<float>(), 0.0f, m));
+      ASSERT_OK(embeddingGradAccumulate(
+          *context, dids.as<int32_t>(), wideDy.as<float>(), wide.as<float>(),
+          tokens, piece.rows, hidden, piece.firstRow, vocab));
+      want = converted(wide.data(), DType::F32, c.out, m);
+      got = poisoned(m, bytesOf(c.out));
+      ASSERT_OK(embeddingGrad(*context, dids.as<int32_t>(),
+                              Operand{ddy.data(), c.a},
+                              Result{got.data(), c.out}, tokens, piece.rows,
+                              hidden, piece.firstRow, vocab));
+      expectSameBits(got.data(), want.data(), c.out, m,
+                     "embedding gradient " + name);
+    }
 }
 
 TEST_F(CudaKernels, BadIdsAndLabelsAreReported) {
@@ -1262,6 +1579,97 @@ TEST_F(CudaKernels, LabelAmongThePaddingIsReported) {
   }
 }
 
+TEST_F(TypedKernels, LossMatchesTheWidenedF32Kernels) {
+  // Logits of the first type (with labels in every row's classes, some
+  // ignored), a piece's lse of the second, dlogits and log-sum-exp of the
+  // result's; the loss is f32. Rows of a whole vocabulary, of a padded
+  // one, and the piece of columns [260, 520) of the padded one with the
+  // whole rows' log-sum-exp; each gradient also in place where dlogits
+  // has the logits' type.
+  const int64_t rows = 130, vocab = 1000, columns = 1040, width = 260;
+  const int32_t ignore = -100;
+  std::vector<float> whole = paddedLogits(rows, vocab, columns, 82);
+  std::vector<float> part = columnsOf(whole, rows, columns, width, width);
+  std::vector<int32_t> labels = randomIds(rows, vocab, 83);
+  for (int64_t r = 0; r < rows; r += 7)
+    labels[r] = ignore;
+  labels[1] = static_cast<int32_t>(width); // the piece's first class
+  DeviceBuffer dlabels = upload(labels),
+               dloss = upload(std::vector<float>{0.7f});
+  std::vector<float> wholeLse(rows);
+  cpu::logSumExp(whole.data(), wholeLse.data(), rows, columns, vocab);
+  struct Case {
+    std::string what;
+    const std::vector<float> &logits;
+    int64_t columns;
+    bool padded, withLse;
+  };
+  const Case cases[] = {{"whole vocabulary", whole, columns, false, false},
+                        {"padded vocabulary", whole, columns, true, false},
+                        {"piece", part, width, true, true}};
+  for (const TypeCase &c : kTypeCases)
+    for (const Case &k : cases) {
+      std::string name = k.what + " " + caseName(c);
+      const int64_t n = rows * k.columns;
+      DeviceBuffer logits = inType(k.logits, c.a), lse = inType(wholeLse, c.b);
+      DeviceBuffer wideLogits = widened(logits.data(), c.a, n),
+                   wideLse = widened(lse.data(), c.b, rows);
+      const int64_t first = k.withLse ? width : 0;
+      VocabPiece widePiece{k.withLse ? wideLse.as<float>() : nullptr, first,
+                           vocab};
+      TypedVocabPiece piece{k.withLse ? Operand{lse.data(), c.b}
+                                      : Operand{nullptr, DType::F32},
+                            first, vocab};
+      const VocabPiece *widePieceOrNull = k.padded ? &widePiece : nullptr;
+      const TypedVocabPiece *pieceOrNull = k.padded ? &piece : nullptr;
+      Operand logits16{logits.data(), c.a};
+
+      DeviceBuffer wideLoss = poisoned(1), gotLoss = poisoned(1);
+      ASSERT_OK(crossEntropy(*context, wideLogits.as<float>(),
+                             dlabels.as<int32_t>(), wideLoss.as<float>(), rows,
+                             k.columns, ignore, widePieceOrNull));
+      ASSERT_OK(crossEntropy(*context, logits16, dlabels.as<int32_t>(),
+                             gotLoss.as<float>(), rows, k.columns, ignore,
+                             pieceOrNull));
+      expectSameBits(gotLoss.data(), wideLoss.data(), DType::F32, 1,
+                     "cross entropy of the " + name);
+
+      DeviceBuffer wide = poisoned(n);
+      ASSERT_OK(crossEntropyGrad(*context, wideLogits.as<float>(),
+                                 dlabels.as<int32_t>(), dloss.as<float>(),
+                                 wide.as<float>(), rows, k.columns, ignore,
+                                 widePieceOrNull));
+      DeviceBuffer want = converted(wide.data(), DType::F32, c.out, n);
+      DeviceBuffer got = poisoned(n, bytesOf(c.out));
+      ASSERT_OK(crossEntropyGrad(*context, logits16, dlabels.as<int32_t>(),
+                                 dloss.as<float>(), Result{got.data(), c.out},
+                                 rows, k.columns, ignore, pieceOrNull));
+      expectSameBits(got.data(), want.data(), c.out, n,
+                     "cross entropy gradient of the " + name);
+      if (c.a == c.out) {
+        DeviceBuffer inPlace = duplicate(logits, c.a, n);
+        ASSERT_OK(crossEntropyGrad(*context, Operand{inPlace.data(), c.a},
+                                   dlabels.as<int32_t>(), dloss.as<float>(),
+                                   Result{inPlace.data(), c.out}, rows,
+                                   k.columns, ignore, pieceOrNull));
+        expectSameBits(inPlace.data(), want.data(), c.out, n,
+                       "cross entropy gradient in place of the " + name);
+      }
+
+      int64_t classes =
+          k.padded ? std::min(k.columns, vocab - first) : k.columns;
+      wide = poisoned(rows);
+      ASSERT_OK(logSumExp(*context, wideLogits.as<float>(), wide.as<float>(),
+                          rows, k.columns, classes));
+      want = converted(wide.data(), DType::F32, c.out, rows);
+      got = poisoned(rows, bytesOf(c.out));
+      ASSERT_OK(logSumExp(*context, logits16, Result{got.data(), c.out}, rows,
+                          k.columns, classes));
+      expectSameBits(got.data(), want.data(), c.out, rows,
+                     "log-sum-exp of the " + name);
+    }
+}
+
 //===----------------------------------------------------------------------===//
 // Gradient norm and optimizer
 //===----------------------------------------------------------------------===//
@@ -1325,9 +1733,11 @@ TEST_F(CudaKernels, AdamWOverTensorsMatchesCpu) {
     for (auto *values : {&param, &grad, &m, &v})
       buffers.push_back(upload(*values));
     size_t base = buffers.size() - 4;
-    tensors.push_back({buffers[base].as<float>(), buffers[base + 1].as<float>(),
+    tensors.push_back({buffers[base].as<float>(),
+                       {buffers[base + 1].data(), DType::F32},
                        buffers[base + 2].as<float>(),
-                       buffers[base + 3].as<float>(), n});
+                       buffers[base + 3].as<float>(),
+                       n});
     cpu::adamw(param.data(), grad.data(), m.data(), v.data(), n, lr, step,
                coefficient, hyper.beta1, hyper.beta2, hyper.epsilon,
                hyper.weightDecay);
@@ -1347,6 +1757,50 @@ TEST_F(CudaKernels, AdamWOverTensorsMatchesCpu) {
     expectNearF32(download(buffers[4 * t + 3], sizes[t]), want[3][t],
                   name + " v", 1e-9);
   }
+}
+
+TEST_F(TypedKernels, AdamWReadsGradientsOfTheirType) {
+  // One launch over tensors whose gradients are bf16, f16 and f32: the
+  // bits of the f32 step on the widened gradients.
+  const int64_t sizes[] = {3, 20000, 513};
+  const DType gradTypes[] = {DType::BF16, DType::F16, DType::F32};
+  const AdamWHyper hyper{0.9f, 0.95f, 1e-8f, 0.1f};
+  DeviceBuffer scalars = upload(std::vector<float>{3e-4f, 7.0f, 0.8f});
+  std::vector<DeviceBuffer> got, want, grads;
+  std::vector<AdamWTensor> typed, wide;
+  for (size_t t = 0; t < std::size(sizes); ++t) {
+    int64_t n = sizes[t];
+    std::vector<float> v = randomFloats(n, 90 + t, 0.1f);
+    for (float &value : v)
+      value *= value;
+    for (const std::vector<float> &state :
+         {randomFloats(n, 85 + t), randomFloats(n, 95 + t, 0.1f), v}) {
+      got.push_back(upload(state));
+      want.push_back(upload(state));
+    }
+    grads.push_back(inType(randomFloats(n, 100 + t), gradTypes[t]));
+    grads.push_back(widened(grads.back().data(), gradTypes[t], n));
+    size_t at = 3 * t;
+    typed.push_back({got[at].as<float>(),
+                     {grads[2 * t].data(), gradTypes[t]},
+                     got[at + 1].as<float>(),
+                     got[at + 2].as<float>(),
+                     n});
+    wide.push_back({want[at].as<float>(),
+                    {grads[2 * t + 1].data(), DType::F32},
+                    want[at + 1].as<float>(),
+                    want[at + 2].as<float>(),
+                    n});
+  }
+  const float *lr = scalars.as<float>();
+  ASSERT_OK(adamw(*context, wide, lr, lr + 1, lr + 2, hyper));
+  ASSERT_OK(adamw(*context, typed, lr, lr + 1, lr + 2, hyper));
+  const char *names[] = {"param", "m", "v"};
+  for (size_t t = 0; t < std::size(sizes); ++t)
+    for (size_t k = 0; k < 3; ++k)
+      expectSameBits(
+          got[3 * t + k].data(), want[3 * t + k].data(), DType::F32, sizes[t],
+          "adamw of " + typeName(gradTypes[t]) + " gradients, " + names[k]);
 }
 
 } // namespace

@@ -42,6 +42,7 @@
 
 #include "runtime/kernels/cuda/CudaAttentionCommon.cuh"
 #include "runtime/kernels/cuda/CudaCheck.h"
+#include "runtime/kernels/cuda/CudaElementAccess.cuh"
 
 #include <cuda_runtime.h>
 
@@ -54,6 +55,7 @@ namespace triad::rt::cuda {
 namespace {
 
 using namespace attention_detail;
+using namespace element_access;
 
 /// Grid-stride elementwise kernels (rope, dropout).
 constexpr int kElementThreads = 256;
@@ -792,16 +794,18 @@ absl::Status backward(CudaContext &context, const AttentionParams &params,
 /// pairs (i, i + half), each computing its angle once for every head, then
 /// the elements past the rotated ones. Each element is read and written by
 /// one thread, so out may be x. The angle is in double and the rotation
-/// rounds every product (no fused multiply-add), as on the CPU.
-__global__ void ropeKernel(const float *x, float *out, int64_t rows,
-                           int64_t seq, int heads, int headDim, int rotaryDim,
-                           float base, float direction) {
+/// rounds every product (no fused multiply-add), as on the CPU. In and Out
+/// as for the kernels of CudaKernels.cu (CudaElementAccess.cuh).
+template <typename In, typename Out>
+__global__ void ropeKernel(In x, Out out, int64_t rows, int64_t seq, int heads,
+                           int headDim, int rotaryDim, float base,
+                           float direction) {
   const int half = rotaryDim / 2, rest = headDim - 2 * half;
   const int64_t width = static_cast<int64_t>(heads) * headDim;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const double position = static_cast<double>(row % seq);
-    const float *in = x + row * width;
-    float *o = out + row * width;
+    const In in = x.at(row * width);
+    const Out o = out.at(row * width);
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
       double frequency =
           pow(static_cast<double>(base),
@@ -813,14 +817,14 @@ __global__ void ropeKernel(const float *x, float *out, int64_t rows,
       for (int h = 0; h < heads; ++h) {
         const int64_t at = static_cast<int64_t>(h) * headDim + i;
         const float a = in[at], bValue = in[at + half];
-        o[at] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(bValue, sn));
-        o[at + half] = __fadd_rn(__fmul_rn(bValue, c), __fmul_rn(a, sn));
+        o.store(at, __fsub_rn(__fmul_rn(a, c), __fmul_rn(bValue, sn)));
+        o.store(at + half, __fadd_rn(__fmul_rn(bValue, c), __fmul_rn(a, sn)));
       }
     }
     for (int e = threadIdx.x; e < heads * rest; e += blockDim.x) {
       const int64_t at =
           static_cast<int64_t>(e / rest) * headDim + 2 * half + e % rest;
-      o[at] = in[at];
+      o.store(at, in[at]);
     }
   }
 }
@@ -865,9 +869,10 @@ constexpr uint64_t dropoutKey(uint64_t seed, uint64_t stream) {
 /// Element i is kept when dropoutUniform(seed, step, stream, first + i) >=
 /// probability: the uniform is (bits + 0.5) / 2^32 in double, as
 /// uint32ToOpenUnit forms it, so the comparison is the CPU's exactly.
-__global__ void dropoutKernel(const float *x, float *out, int64_t count,
-                              double probability, float keepScale, uint64_t key,
-                              uint64_t step, uint64_t first) {
+template <typename In, typename Out>
+__global__ void dropoutKernel(In x, Out out, int64_t count, double probability,
+                              float keepScale, uint64_t key, uint64_t step,
+                              uint64_t first) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        i < count; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const uint64_t index = first + static_cast<uint64_t>(i);
@@ -877,8 +882,52 @@ __global__ void dropoutKernel(const float *x, float *out, int64_t count,
         static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
     const double uniform =
         (static_cast<double>(bits) + 0.5) * (1.0 / 4294967296.0);
-    out[i] = uniform >= probability ? x[i] * keepScale : 0.0f;
+    out.store(i, uniform >= probability ? x[i] * keepScale : 0.0f);
   }
+}
+
+template <typename In, typename Out>
+absl::Status launchRope(CudaContext &context, In x, Out out, int64_t batch,
+                        int64_t seq, int64_t heads, int64_t headDim,
+                        int64_t rotaryDim, float base, float direction) {
+  if (batch < 0 || seq < 0 || heads < 0 || headDim < 0)
+    return absl::InvalidArgumentError("rope: negative sizes");
+  if (rotaryDim < 0 || rotaryDim > headDim)
+    return absl::InvalidArgumentError(
+        "rope: the rotary dimension must be in [0, headDim]");
+  if (heads * headDim > 0x7fffffff)
+    return absl::InvalidArgumentError("rope: rows too wide");
+  const int64_t rows = batch * seq;
+  if (rows == 0 || heads * headDim == 0)
+    return absl::OkStatus();
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<int64_t>(rows, kMaxBlocks));
+  const int64_t work = std::max<int64_t>(rotaryDim / 2, headDim - rotaryDim);
+  const unsigned threads = static_cast<unsigned>(std::min<int64_t>(
+      kElementThreads, std::max<int64_t>(32, (work + 31) / 32 * 32)));
+  ropeKernel<In, Out><<<blocks, threads, 0, context.stream()>>>(
+      x, out, rows, seq, static_cast<int>(heads), static_cast<int>(headDim),
+      static_cast<int>(rotaryDim), base, direction);
+  TRIAD_CUDA_CHECK_LAUNCH("ropeKernel");
+  return absl::OkStatus();
+}
+
+template <typename In, typename Out>
+absl::Status launchDropout(CudaContext &context, In x, Out out, int64_t count,
+                           double probability, uint64_t seed, uint64_t step,
+                           uint64_t stream, uint64_t first) {
+  if (count < 0)
+    return absl::InvalidArgumentError("dropout: negative count");
+  if (count == 0)
+    return absl::OkStatus();
+  // The CPU's scale, rounded the same way.
+  const float keepScale = static_cast<float>(1.0 / (1.0 - probability));
+  dropoutKernel<In, Out>
+      <<<elementBlocks(count), kElementThreads, 0, context.stream()>>>(
+          x, out, count, probability, keepScale, dropoutKey(seed, stream), step,
+          first);
+  TRIAD_CUDA_CHECK_LAUNCH("dropoutKernel");
+  return absl::OkStatus();
 }
 
 } // namespace
@@ -955,42 +1004,39 @@ absl::Status attentionGrad(CudaContext &context, const float *q, const float *k,
 absl::Status rope(CudaContext &context, const float *x, float *out,
                   int64_t batch, int64_t seq, int64_t heads, int64_t headDim,
                   int64_t rotaryDim, float base, float direction) {
-  if (batch < 0 || seq < 0 || heads < 0 || headDim < 0)
-    return absl::InvalidArgumentError("rope: negative sizes");
-  if (rotaryDim < 0 || rotaryDim > headDim)
-    return absl::InvalidArgumentError(
-        "rope: the rotary dimension must be in [0, headDim]");
-  if (heads * headDim > 0x7fffffff)
-    return absl::InvalidArgumentError("rope: rows too wide");
-  const int64_t rows = batch * seq;
-  if (rows == 0 || heads * headDim == 0)
-    return absl::OkStatus();
-  const unsigned blocks =
-      static_cast<unsigned>(std::min<int64_t>(rows, kMaxBlocks));
-  const int64_t work = std::max<int64_t>(rotaryDim / 2, headDim - rotaryDim);
-  const unsigned threads = static_cast<unsigned>(std::min<int64_t>(
-      kElementThreads, std::max<int64_t>(32, (work + 31) / 32 * 32)));
-  ropeKernel<<<blocks, threads, 0, context.stream()>>>(
-      x, out, rows, seq, static_cast<int>(heads), static_cast<int>(headDim),
-      static_cast<int>(rotaryDim), base, direction);
-  TRIAD_CUDA_CHECK_LAUNCH("ropeKernel");
-  return absl::OkStatus();
+  return launchRope(context, F32In{x}, F32Out{out}, batch, seq, heads, headDim,
+                    rotaryDim, base, direction);
 }
 
 absl::Status dropout(CudaContext &context, const float *x, float *out,
                      int64_t count, double probability, uint64_t seed,
                      uint64_t step, uint64_t stream, uint64_t first) {
-  if (count < 0)
-    return absl::InvalidArgumentError("dropout: negative count");
-  if (count == 0)
-    return absl::OkStatus();
-  // The CPU's scale, rounded the same way.
-  const float keepScale = static_cast<float>(1.0 / (1.0 - probability));
-  dropoutKernel<<<elementBlocks(count), kElementThreads, 0, context.stream()>>>(
-      x, out, count, probability, keepScale, dropoutKey(seed, stream), step,
-      first);
-  TRIAD_CUDA_CHECK_LAUNCH("dropoutKernel");
-  return absl::OkStatus();
+  return launchDropout(context, F32In{x}, F32Out{out}, count, probability, seed,
+                       step, stream, first);
+}
+
+absl::Status rope(CudaContext &context, Operand x, Result out, int64_t batch,
+                  int64_t seq, int64_t heads, int64_t headDim,
+                  int64_t rotaryDim, float base, float direction) {
+  if (absl::Status s = checkFloatTypes("rope", {x.type, out.type}); !s.ok())
+    return s;
+  return withAccess({x.type, out.type}, [&](auto access) {
+    using A = decltype(access);
+    return launchRope(context, A::in(x), A::out(out), batch, seq, heads,
+                      headDim, rotaryDim, base, direction);
+  });
+}
+
+absl::Status dropout(CudaContext &context, Operand x, Result out, int64_t count,
+                     double probability, uint64_t seed, uint64_t step,
+                     uint64_t stream, uint64_t first) {
+  if (absl::Status s = checkFloatTypes("dropout", {x.type, out.type}); !s.ok())
+    return s;
+  return withAccess({x.type, out.type}, [&](auto access) {
+    using A = decltype(access);
+    return launchDropout(context, A::in(x), A::out(out), count, probability,
+                         seed, step, stream, first);
+  });
 }
 
 } // namespace triad::rt::cuda

@@ -96,6 +96,15 @@ absl::Status dropout(CudaContext &context, const float *x, float *out,
                      int64_t count, double probability, uint64_t seed,
                      uint64_t step, uint64_t stream, uint64_t first = 0);
 
+// rope and dropout, typed (CudaKernels.h's typed kernels): x and out each
+// of its own float type, the arithmetic the f32 kernels'.
+absl::Status rope(CudaContext &context, Operand x, Result out, int64_t batch,
+                  int64_t seq, int64_t heads, int64_t headDim,
+                  int64_t rotaryDim, float base, float direction);
+absl::Status dropout(CudaContext &context, Operand x, Result out, int64_t count,
+                     double probability, uint64_t seed, uint64_t step,
+                     uint64_t stream, uint64_t first = 0);
+
 } // namespace triad::rt::cuda
 
 #endif // TRIAD_RUNTIME_KERNELS_CUDA_CUDAATTENTION_H

@@ -5,7 +5,9 @@
 // kernels give one thread block to a row; reductions over rows (dgamma,
 // dbias) first sum fixed chunks of rows into partials, then add the
 // partials in chunk order, as the CPU kernels do, so that no result depends
-// on scheduling.
+// on scheduling. The kernels that have typed entry points are templates
+// over their element access (CudaElementAccess.cuh), instantiated for the
+// f32 entry points and the typed ones.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +15,7 @@
 
 #include "runtime/kernels/StepMath.h"
 #include "runtime/kernels/cuda/CudaCheck.h"
+#include "runtime/kernels/cuda/CudaElementAccess.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -28,6 +31,8 @@
 namespace triad::rt::cuda {
 
 namespace {
+
+using namespace element_access;
 
 //===----------------------------------------------------------------------===//
 // Launch configuration
@@ -181,80 +186,6 @@ __device__ float blockMax(float v) {
 // Elementwise kernels
 //===----------------------------------------------------------------------===//
 
-template <typename From, typename To> __device__ To convert(From x);
-template <> __device__ float convert(float x) { return x; }
-template <> __device__ __nv_bfloat16 convert(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <> __device__ __half convert(float x) { return __float2half_rn(x); }
-template <> __device__ float convert(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <> __device__ float convert(__half x) { return __half2float(x); }
-template <> __device__ int32_t convert(float x) {
-  return static_cast<int32_t>(x); // toward zero, as std::trunc
-}
-template <> __device__ float convert(int32_t x) {
-  return static_cast<float>(x);
-}
-
-/// Element access of the element-wise kernels, which are templates over
-/// it: F32In and F32Out for the f32 entry points (plain f32 loads and
-/// stores), TypedIn and TypedOut for the typed entry points, which switch
-/// on the operand's type (the same for every thread of a launch, so the
-/// branch never diverges). Both hand the element math f32 values, so the
-/// f32 and typed kernels share their arithmetic and differ only in the
-/// loads and stores.
-struct F32In {
-  const float *data;
-  __device__ __forceinline__ float operator[](int64_t i) const {
-    return data[i];
-  }
-};
-
-struct F32Out {
-  float *data;
-  __device__ __forceinline__ void store(int64_t i, float v) const {
-    data[i] = v;
-  }
-};
-
-/// Widens as it reads (exact), as cast does.
-struct TypedIn {
-  const void *data;
-  DType type;
-  __device__ __forceinline__ float operator[](int64_t i) const {
-    switch (type) {
-    case DType::BF16:
-      return convert<__nv_bfloat16, float>(
-          static_cast<const __nv_bfloat16 *>(data)[i]);
-    case DType::F16:
-      return convert<__half, float>(static_cast<const __half *>(data)[i]);
-    default:
-      return static_cast<const float *>(data)[i];
-    }
-  }
-};
-
-/// Rounds to nearest even as it writes, as cast does.
-struct TypedOut {
-  void *data;
-  DType type;
-  __device__ __forceinline__ void store(int64_t i, float v) const {
-    switch (type) {
-    case DType::BF16:
-      static_cast<__nv_bfloat16 *>(data)[i] = convert<float, __nv_bfloat16>(v);
-      break;
-    case DType::F16:
-      static_cast<__half *>(data)[i] = convert<float, __half>(v);
-      break;
-    default:
-      static_cast<float *>(data)[i] = v;
-      break;
-    }
-  }
-};
-
 template <typename In, typename Out>
 __global__ void addBroadcastKernel(In lhs, In rhs, Out out, int64_t count,
                                    int64_t period) {
@@ -271,20 +202,23 @@ __global__ void scaleKernel(In x, float factor, Out out, int64_t count) {
   TRIAD_GRID_STRIDE(i, count) out.store(i, x[i] * factor);
 }
 
-__global__ void scaleByKernel(const float *x, const float *factor, float *out,
+template <typename In, typename Out>
+__global__ void scaleByKernel(In x, const float *factor, Out out,
                               int64_t count) {
   float f = *factor;
-  TRIAD_GRID_STRIDE(i, count) out[i] = x[i] * f;
+  TRIAD_GRID_STRIDE(i, count) out.store(i, x[i] * f);
 }
 
-__global__ void accumulateKernel(float *acc, const float *x,
-                                 const float *weight, int64_t count) {
+template <typename In, typename Out>
+__global__ void accumulateKernel(Out acc, In x, const float *weight,
+                                 int64_t count) {
   float w = *weight;
-  TRIAD_GRID_STRIDE(i, count) acc[i] += w * x[i];
+  TRIAD_GRID_STRIDE(i, count) acc.store(i, acc.load(i) + w * x[i]);
 }
 
-__global__ void fillKernel(float *out, float value, int64_t count) {
-  TRIAD_GRID_STRIDE(i, count) out[i] = value;
+template <typename Out>
+__global__ void fillKernel(Out out, float value, int64_t count) {
+  TRIAD_GRID_STRIDE(i, count) out.store(i, value);
 }
 
 template <typename From, typename To>
@@ -329,11 +263,11 @@ struct SumLayout {
 /// (the result depends on the shapes only, not on the launch). `rowMajor`:
 /// the summed dimensions all come before the kept ones, so x is [summed,
 /// count] and element r of output i is x[r count + i] (coalesced in i).
-__global__ void reduceSumPartialKernel(const float *x, double *partial,
-                                       float *out, SumLayout layout,
-                                       int64_t count, int64_t chunks,
-                                       int64_t chunkRows, bool rowMajor,
-                                       double factor) {
+template <typename In, typename Out>
+__global__ void reduceSumPartialKernel(In x, double *partial, Out out,
+                                       SumLayout layout, int64_t count,
+                                       int64_t chunks, int64_t chunkRows,
+                                       bool rowMajor, double factor) {
   TRIAD_GRID_STRIDE(t, count * chunks) {
     int64_t i = t % count, c = t / count;
     int64_t begin = c * chunkRows;
@@ -358,7 +292,7 @@ __global__ void reduceSumPartialKernel(const float *x, double *partial,
       }
     }
     if (chunks == 1)
-      out[i] = static_cast<float>(sum * factor);
+      out.store(i, static_cast<float>(sum * factor));
     else
       partial[c * count + i] = sum;
   }
@@ -368,10 +302,11 @@ __global__ void reduceSumPartialKernel(const float *x, double *partial,
 // Device scalars
 //===----------------------------------------------------------------------===//
 
-__global__ void selectKernel(const float *flag, const float *a, const float *b,
-                             float *out, int64_t count) {
-  const float *chosen = *flag != 0.0f ? a : b;
-  TRIAD_GRID_STRIDE(i, count) out[i] = chosen[i];
+template <typename In, typename Out>
+__global__ void selectKernel(const float *flag, In a, In b, Out out,
+                             int64_t count) {
+  In chosen = *flag != 0.0f ? a : b;
+  TRIAD_GRID_STRIDE(i, count) out.store(i, chosen[i]);
 }
 
 __global__ void learningRateKernel(const float *step, double peak, double floor,
@@ -447,7 +382,8 @@ __global__ void columnChunkSumKernel(const float *values, double *partial,
 
 /// target[c] (+)= factor times the partials of column c added in chunk
 /// order.
-__global__ void addPartialsKernel(const double *partial, float *target,
+template <typename Out>
+__global__ void addPartialsKernel(const double *partial, Out target,
                                   int64_t chunks, int64_t width,
                                   bool accumulate, double factor = 1.0) {
   TRIAD_GRID_STRIDE(c, width) {
@@ -455,7 +391,7 @@ __global__ void addPartialsKernel(const double *partial, float *target,
     for (int64_t chunk = 0; chunk < chunks; ++chunk)
       sum += partial[chunk * width + c];
     float value = static_cast<float>(sum * factor);
-    target[c] = accumulate ? target[c] + value : value;
+    target.store(c, accumulate ? target.load(c) + value : value);
   }
 }
 
@@ -469,8 +405,9 @@ struct RowStatistics {
 
 /// The mean (0 unless `center`) and 1 / sqrt(statistic + epsilon) of one
 /// row, in double, as the CPU's rowStatistics; every thread gets them.
-__device__ RowStatistics rowStatistics(const float *in, int64_t width,
-                                       float epsilon, bool center) {
+template <typename In>
+__device__ RowStatistics rowStatistics(In in, int64_t width, float epsilon,
+                                       bool center) {
   double mean = 0.0;
   if (center) {
     double sum = 0.0;
@@ -487,26 +424,29 @@ __device__ RowStatistics rowStatistics(const float *in, int64_t width,
   return {mean, 1.0 / sqrt(statistic + static_cast<double>(epsilon))};
 }
 
-__global__ void normKernel(const float *x, const float *gamma,
-                           const float *beta, float *y, int64_t width,
+/// One row of y (in place when y is x: every thread reads its own
+/// elements after the statistics).
+template <typename In, typename Out>
+__global__ void normKernel(In x, In gamma, In beta, Out y, int64_t width,
                            float epsilon, bool center) {
-  const float *in = x + blockIdx.x * width;
-  float *out = y + blockIdx.x * width;
+  In in = x.at(blockIdx.x * width);
+  Out out = y.at(blockIdx.x * width);
   RowStatistics stats = rowStatistics(in, width, epsilon, center);
   float inverse = static_cast<float>(stats.inverse);
   float mean = static_cast<float>(stats.mean);
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
-    out[i] = (in[i] - mean) * inverse * gamma[i] + (beta ? beta[i] : 0.0f);
+    out.store(i, (in[i] - mean) * inverse * gamma[i] +
+                     (beta.data ? beta[i] : 0.0f));
 }
 
 /// dx of one row, and the row's statistics into `stats` (mean, inverse)
 /// for the dgamma pass.
-__global__ void normGradKernel(const float *x, const float *gamma,
-                               const float *dy, float *dx, double *stats,
+template <typename In, typename Out>
+__global__ void normGradKernel(In x, In gamma, In dy, Out dx, double *stats,
                                int64_t width, float epsilon, bool center) {
-  const float *in = x + blockIdx.x * width;
-  const float *grad = dy + blockIdx.x * width;
-  float *out = dx + blockIdx.x * width;
+  In in = x.at(blockIdx.x * width);
+  In grad = dy.at(blockIdx.x * width);
+  Out out = dx.at(blockIdx.x * width);
   RowStatistics s = rowStatistics(in, width, epsilon, center);
   double meanG = 0.0, meanGX = 0.0;
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
@@ -519,9 +459,9 @@ __global__ void normGradKernel(const float *x, const float *gamma,
   meanGX = blockSum(meanGX) / static_cast<double>(width);
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
     float xhat = static_cast<float>((in[i] - s.mean) * s.inverse);
-    out[i] = static_cast<float>(s.inverse *
-                                (static_cast<double>(grad[i]) * gamma[i] -
-                                 (center ? meanG : 0.0) - xhat * meanGX));
+    out.store(i, static_cast<float>(s.inverse *
+                                    (static_cast<double>(grad[i]) * gamma[i] -
+                                     (center ? meanG : 0.0) - xhat * meanGX)));
   }
   if (threadIdx.x == 0) {
     stats[2 * blockIdx.x] = s.mean;
@@ -530,9 +470,10 @@ __global__ void normGradKernel(const float *x, const float *gamma,
 }
 
 /// partial[chunk, c] = the sum over the chunk's rows of dy * xhat.
-__global__ void normGammaChunkKernel(const float *x, const float *dy,
-                                     const double *stats, double *partial,
-                                     int64_t rows, int64_t width) {
+template <typename In>
+__global__ void normGammaChunkKernel(In x, In dy, const double *stats,
+                                     double *partial, int64_t rows,
+                                     int64_t width) {
   int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   int64_t chunk = blockIdx.y;
   if (c >= width)
@@ -551,30 +492,31 @@ __global__ void normGammaChunkKernel(const float *x, const float *dy,
 // Embedding and cross-entropy kernels
 //===----------------------------------------------------------------------===//
 
-__global__ void embeddingKernel(const int32_t *ids, const float *table,
-                                float *out, int64_t rows, int64_t hidden,
-                                int64_t firstRow, int64_t vocab,
-                                uint32_t *flags) {
+template <typename In, typename Out>
+__global__ void embeddingKernel(const int32_t *ids, In table, Out out,
+                                int64_t rows, int64_t hidden, int64_t firstRow,
+                                int64_t vocab, uint32_t *flags) {
   int64_t t = blockIdx.x;
   int64_t id = ids[t], row = id - firstRow;
-  float *target = out + t * hidden;
+  Out target = out.at(t * hidden);
   bool bad = id < 0 || id >= vocab;
   if (bad || row < 0 || row >= rows) {
     for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x)
-      target[h] = 0.0f;
+      target.store(h, 0.0f);
     if (bad && threadIdx.x == 0)
       atomicOr(flags, kBadTokenId);
     return;
   }
-  const float *source = table + row * hidden;
+  In source = table.at(row * hidden);
   for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x)
-    target[h] = source[h];
+    target.store(h, source[h]);
 }
 
 /// One thread per hidden column adds the tokens' rows in token order (the
-/// CPU kernel's order, so the sums are bitwise the same).
-__global__ void embeddingGradKernel(const int32_t *ids, const float *dy,
-                                    float *dtable, int64_t tokens, int64_t rows,
+/// CPU kernel's order, so the sums are bitwise the same), in f32.
+template <typename In>
+__global__ void embeddingGradKernel(const int32_t *ids, In dy, float *dtable,
+                                    int64_t tokens, int64_t rows,
                                     int64_t hidden, int64_t firstRow,
                                     int64_t vocab, uint32_t *flags) {
   int64_t h = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -595,25 +537,36 @@ __global__ void embeddingGradKernel(const int32_t *ids, const float *dy,
 
 /// A vocab-parallel piece as the kernels take it (see VocabPiece): the
 /// row's first `classes` columns are classes [first, first + classes) of a
-/// vocabulary of `vocab`, the rest padding; `lse` is null or one per row.
-struct PieceColumns {
-  const float *lse;
+/// vocabulary of `vocab`, the rest padding; `lse` has null data or one
+/// value per row.
+template <typename In> struct PieceColumns {
+  In lse;
   int64_t first, vocab, classes;
 };
 
 /// The piece of rows of `columns` logits; no piece: the whole vocabulary,
 /// no padding.
-PieceColumns pieceColumns(int64_t columns, const VocabPiece *piece) {
+PieceColumns<F32In> pieceColumns(int64_t columns, const VocabPiece *piece) {
   int64_t classes = cpu::classColumns(columns, piece);
   if (!piece)
-    return {nullptr, 0, columns, classes};
-  return {piece->lse, piece->first, piece->vocab, classes};
+    return {{nullptr}, 0, columns, classes};
+  return {{piece->lse}, piece->first, piece->vocab, classes};
+}
+
+template <typename Access>
+PieceColumns<typename Access::In> pieceColumns(int64_t columns,
+                                               const TypedVocabPiece *piece) {
+  if (!piece)
+    return {Access::in({nullptr, DType::F32}), 0, columns, columns};
+  VocabPiece untyped{nullptr, piece->first, piece->vocab};
+  return {Access::in(piece->lse), piece->first, piece->vocab,
+          cpu::classColumns(columns, &untyped)};
 }
 
 /// log(sum(exp(row[:n]))) from the row's maximum, summed in double (the
 /// CPU's rowLogSumExp), returned to every thread; minus infinity when n is
 /// 0. Every thread of the block must call it (it synchronizes).
-__device__ double rowLogSumExp(const float *row, int64_t n) {
+template <typename In> __device__ double rowLogSumExp(In row, int64_t n) {
   float maxLogit = -INFINITY;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
     maxLogit = fmaxf(maxLogit, row[j]);
@@ -625,21 +578,22 @@ __device__ double rowLogSumExp(const float *row, int64_t n) {
   return n ? maxLogit + log(sum) : -static_cast<double>(INFINITY);
 }
 
-__global__ void logSumExpKernel(const float *x, float *out, int64_t columns,
+template <typename In, typename Out>
+__global__ void logSumExpKernel(In x, Out out, int64_t columns,
                                 int64_t classes) {
-  double lse = rowLogSumExp(x + blockIdx.x * columns, classes);
+  double lse = rowLogSumExp(x.at(blockIdx.x * columns), classes);
   if (threadIdx.x == 0)
-    out[blockIdx.x] = static_cast<float>(lse);
+    out.store(blockIdx.x, static_cast<float>(lse));
 }
 
 /// The loss of each row (double; 0 for ignored and bad rows and for labels
 /// in another piece's columns) and whether it counts (every valid label
 /// does, wherever it lies).
-__global__ void crossEntropyRowKernel(const float *logits,
-                                      const int32_t *labels, int64_t columns,
-                                      PieceColumns piece, int32_t ignoreIndex,
-                                      double *rowLoss, int32_t *rowCounted,
-                                      uint32_t *flags) {
+template <typename In>
+__global__ void crossEntropyRowKernel(In logits, const int32_t *labels,
+                                      int64_t columns, PieceColumns<In> piece,
+                                      int32_t ignoreIndex, double *rowLoss,
+                                      int32_t *rowCounted, uint32_t *flags) {
   int64_t r = blockIdx.x;
   int32_t label = labels[r];
   bool bad = label != ignoreIndex && (label < 0 || label >= piece.vocab);
@@ -654,10 +608,10 @@ __global__ void crossEntropyRowKernel(const float *logits,
     }
     return;
   }
-  const float *row = logits + r * columns;
+  In row = logits.at(r * columns);
   // The same branch for the whole block (rowLogSumExp synchronizes).
-  double lse = piece.lse ? static_cast<double>(piece.lse[r])
-                         : rowLogSumExp(row, piece.classes);
+  double lse = piece.lse.data ? static_cast<double>(piece.lse[r])
+                              : rowLogSumExp(row, piece.classes);
   if (threadIdx.x == 0) {
     rowLoss[r] = lse - row[column];
     rowCounted[r] = 1;
@@ -697,21 +651,21 @@ __global__ void countValidKernel(const int32_t *labels, int64_t count,
 }
 
 /// One row of dlogits; in place when dlogits == logits: each thread writes
-/// only the columns it reads itself, and the label's column (another
-/// thread's) after a barrier.
-__global__ void crossEntropyGradKernel(const float *logits,
-                                       const int32_t *labels,
+/// only the columns it reads itself (the label's column too, so that its
+/// element is rounded once to a 16-bit dlogits).
+template <typename In, typename Out>
+__global__ void crossEntropyGradKernel(In logits, const int32_t *labels,
                                        const float *dloss, const float *counted,
-                                       float *dlogits, int64_t columns,
-                                       PieceColumns piece, int32_t ignoreIndex,
-                                       uint32_t *flags) {
+                                       Out dlogits, int64_t columns,
+                                       PieceColumns<In> piece,
+                                       int32_t ignoreIndex, uint32_t *flags) {
   int64_t r = blockIdx.x;
   int32_t label = labels[r];
-  const float *row = logits + r * columns;
-  float *out = dlogits + r * columns;
+  In row = logits.at(r * columns);
+  Out out = dlogits.at(r * columns);
   if (label == ignoreIndex || label < 0 || label >= piece.vocab) {
     for (int64_t j = threadIdx.x; j < columns; j += blockDim.x)
-      out[j] = 0.0f;
+      out.store(j, 0.0f);
     if (label != ignoreIndex && threadIdx.x == 0)
       atomicOr(flags, kBadLabel);
     return;
@@ -723,23 +677,39 @@ __global__ void crossEntropyGradKernel(const float *logits,
   // (the same branch for the whole block: rowLogSumExp synchronizes, after
   // every read of the row's classes). Padding columns (from `classes` on)
   // get a gradient of 0.
-  float lse =
-      piece.lse ? piece.lse[r] : static_cast<float>(rowLogSumExp(row, classes));
-  for (int64_t j = threadIdx.x; j < columns; j += blockDim.x)
-    out[j] = j < classes ? expf(row[j] - lse) * weight : 0.0f;
-  __syncthreads();
+  float lse = piece.lse.data ? piece.lse[r]
+                             : static_cast<float>(rowLogSumExp(row, classes));
   int64_t column = static_cast<int64_t>(label) - piece.first;
-  if (threadIdx.x == 0 && column >= 0 && column < classes)
-    out[column] -= weight;
+  for (int64_t j = threadIdx.x; j < columns; j += blockDim.x) {
+    float g = 0.0f;
+    if (j < classes) {
+      // The product is rounded before the label's weight is subtracted
+      // (never fused into one multiply-add), as the CPU kernel rounds it.
+      g = __fmul_rn(expf(row[j] - lse), weight);
+      if (j == column)
+        g -= weight;
+    }
+    out.store(j, g);
+  }
 }
 
 //===----------------------------------------------------------------------===//
 // Kernels over many tensors: a chunk table, one block a chunk
 //===----------------------------------------------------------------------===//
 
+/// Every table the kernels over many tensors read (chunks, tensors) has no
+/// padding bytes: it stays on the device by its bytes
+/// (CudaContext::resident), which must be the same for the same tensors.
 struct Chunk {
-  int32_t tensor;
-  int64_t begin, end;
+  int64_t tensor, begin, end;
+};
+
+/// An AdamWTensor as adamwKernel reads it.
+struct AdamWEntry {
+  float *param;
+  const void *grad;
+  float *m, *v;
+  int64_t gradType; // a DType
 };
 
 __global__ void sumSquaresChunkKernel(const ConstSpan *spans,
@@ -768,16 +738,17 @@ __global__ void sumPartialsKernel(const double *partial, int64_t count,
   out[0] = static_cast<float>(sum);
 }
 
-__global__ void adamwKernel(const AdamWTensor *tensors, const Chunk *chunks,
+__global__ void adamwKernel(const AdamWEntry *tensors, const Chunk *chunks,
                             const float *lrPointer, const float *stepPointer,
                             const float *coefficientPointer, AdamWHyper hyper) {
   Chunk chunk = chunks[blockIdx.x];
-  AdamWTensor t = tensors[chunk.tensor];
+  AdamWEntry t = tensors[chunk.tensor];
+  TypedIn grad{t.grad, static_cast<DType>(t.gradType)};
   float lr = *lrPointer, step = *stepPointer, coefficient = *coefficientPointer;
   float correction1 = 1.0f - powf(hyper.beta1, step);
   float correction2 = 1.0f - powf(hyper.beta2, step);
   for (int64_t i = chunk.begin + threadIdx.x; i < chunk.end; i += blockDim.x) {
-    float g = t.grad[i] * coefficient;
+    float g = grad[i] * coefficient;
     float m = hyper.beta1 * t.m[i] + (1.0f - hyper.beta1) * g;
     float v = hyper.beta2 * t.v[i] + (1.0f - hyper.beta2) * g * g;
     t.m[i] = m;
@@ -793,7 +764,7 @@ std::vector<Chunk> chunkTable(const std::vector<int64_t> &counts) {
   std::vector<Chunk> chunks;
   for (size_t t = 0; t < counts.size(); ++t)
     for (int64_t begin = 0; begin < counts[t]; begin += kTensorChunk)
-      chunks.push_back({static_cast<int32_t>(t), begin,
+      chunks.push_back({static_cast<int64_t>(t), begin,
                         std::min(counts[t], begin + kTensorChunk)});
   return chunks;
 }
@@ -848,39 +819,27 @@ absl::Status elementwise(CudaContext &context, Activation kind, In x, In bias,
   return absl::OkStatus();
 }
 
-TypedIn typed(Operand operand) { return {operand.data, operand.type}; }
-TypedOut typed(Result result) { return {result.data, result.type}; }
 /// No operand (activationKernel's bias and other).
-constexpr TypedIn kAbsent{nullptr, DType::F32};
+constexpr Operand kAbsent{nullptr, DType::F32};
 
-/// OK when every type is F32, BF16 or F16, the types the typed kernels
-/// read and write.
-absl::Status checkFloatTypes(const char *what,
-                             std::initializer_list<DType> types) {
-  for (DType type : types)
-    if (type != DType::F32 && type != DType::BF16 && type != DType::F16)
-      return absl::InvalidArgumentError(
-          std::string(what) +
-          ": operands and results must be f32, bf16 or f16");
-  return absl::OkStatus();
-}
-
-absl::Status norm(CudaContext &context, const float *x, const float *gamma,
-                  const float *beta, float *y, int64_t rows, int64_t width,
-                  float epsilon, bool center) {
+template <typename In, typename Out>
+absl::Status norm(CudaContext &context, In x, In gamma, In beta, Out y,
+                  int64_t rows, int64_t width, float epsilon, bool center) {
   if (rows == 0 || width == 0)
     return absl::OkStatus();
   if (absl::Status s = checkGrid(rows, "a norm"); !s.ok())
     return s;
-  normKernel<<<static_cast<unsigned>(rows), rowThreads(width), 0,
-               context.stream()>>>(x, gamma, beta, y, width, epsilon, center);
+  normKernel<In, Out>
+      <<<static_cast<unsigned>(rows), rowThreads(width), 0, context.stream()>>>(
+          x, gamma, beta, y, width, epsilon, center);
   TRIAD_CUDA_CHECK_LAUNCH("normKernel");
   return absl::OkStatus();
 }
 
-absl::Status normGrad(CudaContext &context, const float *x, const float *gamma,
-                      const float *dy, float *dx, float *dgamma, int64_t rows,
-                      int64_t width, float epsilon, bool center) {
+template <typename In, typename Out>
+absl::Status normGrad(CudaContext &context, In x, In gamma, In dy, Out dx,
+                      Out dgamma, int64_t rows, int64_t width, float epsilon,
+                      bool center) {
   if (rows == 0 || width == 0)
     return absl::OkStatus();
   if (absl::Status s = checkGrid(rows, "a norm gradient"); !s.ok())
@@ -897,17 +856,18 @@ absl::Status normGrad(CudaContext &context, const float *x, const float *gamma,
   double *stats = static_cast<double *>(*scratch);
   double *partial =
       reinterpret_cast<double *>(static_cast<char *>(*scratch) + statsBytes);
-  normGradKernel<<<static_cast<unsigned>(rows), rowThreads(width), 0,
-                   context.stream()>>>(x, gamma, dy, dx, stats, width, epsilon,
-                                       center);
+  normGradKernel<In, Out>
+      <<<static_cast<unsigned>(rows), rowThreads(width), 0, context.stream()>>>(
+          x, gamma, dy, dx, stats, width, epsilon, center);
   TRIAD_CUDA_CHECK_LAUNCH("normGradKernel");
   dim3 grid(static_cast<unsigned>((width + 31) / 32),
             static_cast<unsigned>(chunks));
-  normGammaChunkKernel<<<grid, 32, 0, context.stream()>>>(x, dy, stats, partial,
-                                                          rows, width);
+  normGammaChunkKernel<In>
+      <<<grid, 32, 0, context.stream()>>>(x, dy, stats, partial, rows, width);
   TRIAD_CUDA_CHECK_LAUNCH("normGammaChunkKernel");
-  addPartialsKernel<<<elementBlocks(width), kThreads, 0, context.stream()>>>(
-      partial, dgamma, chunks, width, /*accumulate=*/true);
+  addPartialsKernel<Out>
+      <<<elementBlocks(width), kThreads, 0, context.stream()>>>(
+          partial, dgamma, chunks, width, /*accumulate=*/true);
   TRIAD_CUDA_CHECK_LAUNCH("addPartialsKernel");
   return absl::OkStatus();
 }
@@ -953,17 +913,20 @@ absl::Status scale(CudaContext &context, const float *x, float factor,
 
 absl::Status scaleBy(CudaContext &context, const float *x, const float *factor,
                      float *out, int64_t count) {
-  TRIAD_LAUNCH_ELEMENTWISE(scaleByKernel, count, x, factor, out, count);
+  TRIAD_LAUNCH_ELEMENTWISE((scaleByKernel<F32In, F32Out>), count, F32In{x},
+                           factor, F32Out{out}, count);
 }
 
 absl::Status accumulate(CudaContext &context, float *acc, const float *x,
                         const float *weight, int64_t count) {
-  TRIAD_LAUNCH_ELEMENTWISE(accumulateKernel, count, acc, x, weight, count);
+  TRIAD_LAUNCH_ELEMENTWISE((accumulateKernel<F32In, F32Out>), count,
+                           F32Out{acc}, F32In{x}, weight, count);
 }
 
 absl::Status fill(CudaContext &context, float *out, float value,
                   int64_t count) {
-  TRIAD_LAUNCH_ELEMENTWISE(fillKernel, count, out, value, count);
+  TRIAD_LAUNCH_ELEMENTWISE(fillKernel<F32Out>, count, F32Out{out}, value,
+                           count);
 }
 
 absl::Status cast(CudaContext &context, const void *x, DType from, void *out,
@@ -1061,8 +1024,9 @@ absl::Status biasActivationGrad(CudaContext &context, Activation kind,
   columnChunkSumKernel<<<grid, 32, 0, context.stream()>>>(dx, partial, rows,
                                                           width);
   TRIAD_CUDA_CHECK_LAUNCH("columnChunkSumKernel");
-  addPartialsKernel<<<elementBlocks(width), kThreads, 0, context.stream()>>>(
-      partial, dbias, chunks, width, /*accumulate=*/false);
+  addPartialsKernel<F32Out>
+      <<<elementBlocks(width), kThreads, 0, context.stream()>>>(
+          partial, F32Out{dbias}, chunks, width, /*accumulate=*/false);
   TRIAD_CUDA_CHECK_LAUNCH("addPartialsKernel");
   return absl::OkStatus();
 }
@@ -1079,8 +1043,12 @@ absl::Status addBroadcast(CudaContext &context, Operand lhs, Operand rhs,
           checkFloatTypes("addBroadcast", {lhs.type, rhs.type, out.type});
       !s.ok())
     return s;
-  TRIAD_LAUNCH_ELEMENTWISE((addBroadcastKernel<TypedIn, TypedOut>), count,
-                           typed(lhs), typed(rhs), typed(out), count, period);
+  return withAccess({lhs.type, rhs.type, out.type}, [&](auto access) {
+    using A = decltype(access);
+    TRIAD_LAUNCH_ELEMENTWISE(
+        (addBroadcastKernel<typename A::In, typename A::Out>), count,
+        A::in(lhs), A::in(rhs), A::out(out), count, period);
+  });
 }
 
 absl::Status mul(CudaContext &context, Operand a, Operand b, Result out,
@@ -1088,16 +1056,34 @@ absl::Status mul(CudaContext &context, Operand a, Operand b, Result out,
   if (absl::Status s = checkFloatTypes("mul", {a.type, b.type, out.type});
       !s.ok())
     return s;
-  TRIAD_LAUNCH_ELEMENTWISE((mulKernel<TypedIn, TypedOut>), count, typed(a),
-                           typed(b), typed(out), count);
+  return withAccess({a.type, b.type, out.type}, [&](auto access) {
+    using A = decltype(access);
+    TRIAD_LAUNCH_ELEMENTWISE((mulKernel<typename A::In, typename A::Out>),
+                             count, A::in(a), A::in(b), A::out(out), count);
+  });
 }
 
 absl::Status scale(CudaContext &context, Operand x, float factor, Result out,
                    int64_t count) {
   if (absl::Status s = checkFloatTypes("scale", {x.type, out.type}); !s.ok())
     return s;
-  TRIAD_LAUNCH_ELEMENTWISE((scaleKernel<TypedIn, TypedOut>), count, typed(x),
-                           factor, typed(out), count);
+  return withAccess({x.type, out.type}, [&](auto access) {
+    using A = decltype(access);
+    TRIAD_LAUNCH_ELEMENTWISE((scaleKernel<typename A::In, typename A::Out>),
+                             count, A::in(x), factor, A::out(out), count);
+  });
+}
+
+/// activationKernel on typed operands (absent ones kAbsent).
+absl::Status typedElementwise(CudaContext &context, Activation kind, Operand x,
+                              Operand bias, Operand other, Result out,
+                              int64_t count, int64_t width, bool derivative) {
+  return withAccess(
+      {x.type, bias.type, other.type, out.type}, [&](auto access) {
+        using A = decltype(access);
+        return elementwise(context, kind, A::in(x), A::in(bias), A::in(other),
+                           A::out(out), count, width, derivative);
+      });
 }
 
 absl::Status activation(CudaContext &context, Activation kind, Operand x,
@@ -1105,8 +1091,8 @@ absl::Status activation(CudaContext &context, Activation kind, Operand x,
   if (absl::Status s = checkFloatTypes("activation", {x.type, out.type});
       !s.ok())
     return s;
-  return elementwise(context, kind, typed(x), kAbsent, kAbsent, typed(out),
-                     count, 1, false);
+  return typedElementwise(context, kind, x, kAbsent, kAbsent, out, count, 1,
+                          false);
 }
 
 absl::Status activationGrad(CudaContext &context, Activation kind, Operand x,
@@ -1115,8 +1101,7 @@ absl::Status activationGrad(CudaContext &context, Activation kind, Operand x,
           checkFloatTypes("activationGrad", {x.type, dy.type, dx.type});
       !s.ok())
     return s;
-  return elementwise(context, kind, typed(x), kAbsent, typed(dy), typed(dx),
-                     count, 1, true);
+  return typedElementwise(context, kind, x, kAbsent, dy, dx, count, 1, true);
 }
 
 absl::Status gated(CudaContext &context, Activation kind, Operand gate,
@@ -1124,8 +1109,8 @@ absl::Status gated(CudaContext &context, Activation kind, Operand gate,
   if (absl::Status s = checkFloatTypes("gated", {gate.type, up.type, out.type});
       !s.ok())
     return s;
-  return elementwise(context, kind, typed(gate), kAbsent, typed(up), typed(out),
-                     count, 1, false);
+  return typedElementwise(context, kind, gate, kAbsent, up, out, count, 1,
+                          false);
 }
 
 absl::Status gatedGrad(CudaContext &context, Activation kind, Operand gate,
@@ -1135,9 +1120,14 @@ absl::Status gatedGrad(CudaContext &context, Activation kind, Operand gate,
           "gatedGrad", {gate.type, up.type, dy.type, dgate.type, dup.type});
       !s.ok())
     return s;
-  TRIAD_LAUNCH_ELEMENTWISE((gatedGradKernel<TypedIn, TypedOut>), count, kind,
-                           typed(gate), typed(up), typed(dy), typed(dgate),
-                           typed(dup), count);
+  return withAccess({gate.type, up.type, dy.type, dgate.type, dup.type},
+                    [&](auto access) {
+                      using A = decltype(access);
+                      TRIAD_LAUNCH_ELEMENTWISE(
+                          (gatedGradKernel<typename A::In, typename A::Out>),
+                          count, kind, A::in(gate), A::in(up), A::in(dy),
+                          A::out(dgate), A::out(dup), count);
+                    });
 }
 
 absl::Status biasActivation(CudaContext &context, Activation kind, Operand x,
@@ -1147,8 +1137,56 @@ absl::Status biasActivation(CudaContext &context, Activation kind, Operand x,
           checkFloatTypes("biasActivation", {x.type, bias.type, out.type});
       !s.ok())
     return s;
-  return elementwise(context, kind, typed(x), typed(bias), kAbsent, typed(out),
-                     rows * width, width, false);
+  return typedElementwise(context, kind, x, bias, kAbsent, out, rows * width,
+                          width, false);
+}
+
+absl::Status scaleBy(CudaContext &context, Operand x, const float *factor,
+                     Result out, int64_t count) {
+  if (absl::Status s = checkFloatTypes("scaleBy", {x.type, out.type}); !s.ok())
+    return s;
+  return withAccess({x.type, out.type}, [&](auto access) {
+    using A = decltype(access);
+    TRIAD_LAUNCH_ELEMENTWISE((scaleByKernel<typename A::In, typename A::Out>),
+                             count, A::in(x), factor, A::out(out), count);
+  });
+}
+
+absl::Status accumulate(CudaContext &context, Result acc, Operand x,
+                        const float *weight, int64_t count) {
+  if (absl::Status s = checkFloatTypes("accumulate", {acc.type, x.type});
+      !s.ok())
+    return s;
+  return withAccess({acc.type, x.type}, [&](auto access) {
+    using A = decltype(access);
+    TRIAD_LAUNCH_ELEMENTWISE(
+        (accumulateKernel<typename A::In, typename A::Out>), count, A::out(acc),
+        A::in(x), weight, count);
+  });
+}
+
+absl::Status fill(CudaContext &context, Result out, float value,
+                  int64_t count) {
+  if (absl::Status s = checkFloatTypes("fill", {out.type}); !s.ok())
+    return s;
+  return withAccess({out.type}, [&](auto access) {
+    using A = decltype(access);
+    TRIAD_LAUNCH_ELEMENTWISE(fillKernel<typename A::Out>, count, A::out(out),
+                             value, count);
+  });
+}
+
+absl::Status select(CudaContext &context, const float *flag, Operand a,
+                    Operand b, Result out, int64_t count) {
+  if (absl::Status s = checkFloatTypes("select", {a.type, b.type, out.type});
+      !s.ok())
+    return s;
+  return withAccess({a.type, b.type, out.type}, [&](auto access) {
+    using A = decltype(access);
+    TRIAD_LAUNCH_ELEMENTWISE((selectKernel<typename A::In, typename A::Out>),
+                             count, flag, A::in(a), A::in(b), A::out(out),
+                             count);
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -1158,69 +1196,128 @@ absl::Status biasActivation(CudaContext &context, Activation kind, Operand x,
 absl::Status layerNorm(CudaContext &context, const float *x, const float *gamma,
                        const float *beta, float *y, int64_t rows, int64_t width,
                        float epsilon) {
-  return norm(context, x, gamma, beta, y, rows, width, epsilon, true);
+  return norm(context, F32In{x}, F32In{gamma}, F32In{beta}, F32Out{y}, rows,
+              width, epsilon, true);
 }
 
 absl::Status layerNormGrad(CudaContext &context, const float *x,
                            const float *gamma, const float *dy, float *dx,
                            float *dgamma, int64_t rows, int64_t width,
                            float epsilon) {
-  return normGrad(context, x, gamma, dy, dx, dgamma, rows, width, epsilon,
-                  true);
+  return normGrad(context, F32In{x}, F32In{gamma}, F32In{dy}, F32Out{dx},
+                  F32Out{dgamma}, rows, width, epsilon, true);
 }
 
 absl::Status rmsNorm(CudaContext &context, const float *x, const float *gamma,
                      float *y, int64_t rows, int64_t width, float epsilon) {
-  return norm(context, x, gamma, nullptr, y, rows, width, epsilon, false);
+  return norm(context, F32In{x}, F32In{gamma}, F32In{nullptr}, F32Out{y}, rows,
+              width, epsilon, false);
 }
 
 absl::Status rmsNormGrad(CudaContext &context, const float *x,
                          const float *gamma, const float *dy, float *dx,
                          float *dgamma, int64_t rows, int64_t width,
                          float epsilon) {
-  return normGrad(context, x, gamma, dy, dx, dgamma, rows, width, epsilon,
-                  false);
+  return normGrad(context, F32In{x}, F32In{gamma}, F32In{dy}, F32Out{dx},
+                  F32Out{dgamma}, rows, width, epsilon, false);
+}
+
+absl::Status layerNorm(CudaContext &context, Operand x, Operand gamma,
+                       Operand beta, Result y, int64_t rows, int64_t width,
+                       float epsilon) {
+  std::initializer_list<DType> types = {x.type, gamma.type, beta.type, y.type};
+  if (absl::Status s = checkFloatTypes("layerNorm", types); !s.ok())
+    return s;
+  return withAccess(types, [&](auto access) {
+    using A = decltype(access);
+    return norm(context, A::in(x), A::in(gamma), A::in(beta), A::out(y), rows,
+                width, epsilon, true);
+  });
+}
+
+absl::Status layerNormGrad(CudaContext &context, Operand x, Operand gamma,
+                           Operand dy, Result dx, Result dgamma, int64_t rows,
+                           int64_t width, float epsilon) {
+  std::initializer_list<DType> types = {x.type, gamma.type, dy.type, dx.type,
+                                        dgamma.type};
+  if (absl::Status s = checkFloatTypes("layerNormGrad", types); !s.ok())
+    return s;
+  return withAccess(types, [&](auto access) {
+    using A = decltype(access);
+    return normGrad(context, A::in(x), A::in(gamma), A::in(dy), A::out(dx),
+                    A::out(dgamma), rows, width, epsilon, true);
+  });
+}
+
+absl::Status rmsNorm(CudaContext &context, Operand x, Operand gamma, Result y,
+                     int64_t rows, int64_t width, float epsilon) {
+  std::initializer_list<DType> types = {x.type, gamma.type, y.type};
+  if (absl::Status s = checkFloatTypes("rmsNorm", types); !s.ok())
+    return s;
+  return withAccess(types, [&](auto access) {
+    using A = decltype(access);
+    return norm(context, A::in(x), A::in(gamma), A::in(kAbsent), A::out(y),
+                rows, width, epsilon, false);
+  });
+}
+
+absl::Status rmsNormGrad(CudaContext &context, Operand x, Operand gamma,
+                         Operand dy, Result dx, Result dgamma, int64_t rows,
+                         int64_t width, float epsilon) {
+  std::initializer_list<DType> types = {x.type, gamma.type, dy.type, dx.type,
+                                        dgamma.type};
+  if (absl::Status s = checkFloatTypes("rmsNormGrad", types); !s.ok())
+    return s;
+  return withAccess(types, [&](auto access) {
+    using A = decltype(access);
+    return normGrad(context, A::in(x), A::in(gamma), A::in(dy), A::out(dx),
+                    A::out(dgamma), rows, width, epsilon, false);
+  });
 }
 
 //===----------------------------------------------------------------------===//
 // Embeddings and the loss
 //===----------------------------------------------------------------------===//
 
-absl::Status embedding(CudaContext &context, const int32_t *ids,
-                       const float *table, float *out, int64_t tokens,
-                       int64_t rows, int64_t hidden, int64_t firstRow,
-                       int64_t vocab) {
+namespace {
+
+template <typename In, typename Out>
+absl::Status launchEmbedding(CudaContext &context, const int32_t *ids, In table,
+                             Out out, int64_t tokens, int64_t rows,
+                             int64_t hidden, int64_t firstRow, int64_t vocab) {
   if (tokens == 0)
     return absl::OkStatus();
   if (absl::Status s = checkGrid(tokens, "an embedding"); !s.ok())
     return s;
-  embeddingKernel<<<static_cast<unsigned>(tokens), rowThreads(hidden), 0,
-                    context.stream()>>>(ids, table, out, rows, hidden, firstRow,
-                                        vocab < 0 ? rows : vocab,
-                                        context.errorFlags());
+  embeddingKernel<In, Out>
+      <<<static_cast<unsigned>(tokens), rowThreads(hidden), 0,
+         context.stream()>>>(ids, table, out, rows, hidden, firstRow,
+                             vocab < 0 ? rows : vocab, context.errorFlags());
   TRIAD_CUDA_CHECK_LAUNCH("embeddingKernel");
   return absl::OkStatus();
 }
 
-absl::Status embeddingGradAccumulate(CudaContext &context, const int32_t *ids,
-                                     const float *dy, float *dtable,
-                                     int64_t tokens, int64_t rows,
-                                     int64_t hidden, int64_t firstRow,
-                                     int64_t vocab) {
+/// dtable (f32) += dy's rows by id (embeddingGradAccumulate).
+template <typename In>
+absl::Status launchEmbeddingGrad(CudaContext &context, const int32_t *ids,
+                                 In dy, float *dtable, int64_t tokens,
+                                 int64_t rows, int64_t hidden, int64_t firstRow,
+                                 int64_t vocab) {
   if (hidden == 0)
     return absl::OkStatus();
-  embeddingGradKernel<<<static_cast<unsigned>((hidden + 127) / 128), 128, 0,
-                        context.stream()>>>(
-      ids, dy, dtable, tokens, rows, hidden, firstRow, vocab < 0 ? rows : vocab,
-      context.errorFlags());
+  embeddingGradKernel<In>
+      <<<static_cast<unsigned>((hidden + 127) / 128), 128, 0,
+         context.stream()>>>(ids, dy, dtable, tokens, rows, hidden, firstRow,
+                             vocab < 0 ? rows : vocab, context.errorFlags());
   TRIAD_CUDA_CHECK_LAUNCH("embeddingGradKernel");
   return absl::OkStatus();
 }
 
-absl::Status crossEntropy(CudaContext &context, const float *logits,
-                          const int32_t *labels, float *loss, int64_t rows,
-                          int64_t vocab, int32_t ignoreIndex,
-                          const VocabPiece *piece) {
+template <typename In>
+absl::Status launchCrossEntropy(CudaContext &context, In logits,
+                                const int32_t *labels, float *loss,
+                                int64_t rows, int64_t vocab,
+                                int32_t ignoreIndex, PieceColumns<In> columns) {
   if (absl::Status s = checkGrid(rows, "a cross entropy"); !s.ok())
     return s;
   size_t lossBytes = alignScratch(sizeof(double) * std::max<int64_t>(rows, 1));
@@ -1232,11 +1329,10 @@ absl::Status crossEntropy(CudaContext &context, const float *logits,
   auto *rowCounted =
       reinterpret_cast<int32_t *>(static_cast<char *>(*scratch) + lossBytes);
   if (rows > 0) {
-    PieceColumns columns = pieceColumns(vocab, piece);
-    crossEntropyRowKernel<<<static_cast<unsigned>(rows),
-                            rowThreads(columns.classes), 0, context.stream()>>>(
-        logits, labels, vocab, columns, ignoreIndex, rowLoss, rowCounted,
-        context.errorFlags());
+    crossEntropyRowKernel<In>
+        <<<static_cast<unsigned>(rows), rowThreads(columns.classes), 0,
+           context.stream()>>>(logits, labels, vocab, columns, ignoreIndex,
+                               rowLoss, rowCounted, context.errorFlags());
     TRIAD_CUDA_CHECK_LAUNCH("crossEntropyRowKernel");
   }
   crossEntropyMeanKernel<<<1, kThreads, 0, context.stream()>>>(
@@ -1245,10 +1341,12 @@ absl::Status crossEntropy(CudaContext &context, const float *logits,
   return absl::OkStatus();
 }
 
-absl::Status crossEntropyGrad(CudaContext &context, const float *logits,
-                              const int32_t *labels, const float *dloss,
-                              float *dlogits, int64_t rows, int64_t vocab,
-                              int32_t ignoreIndex, const VocabPiece *piece) {
+template <typename In, typename Out>
+absl::Status launchCrossEntropyGrad(CudaContext &context, In logits,
+                                    const int32_t *labels, const float *dloss,
+                                    Out dlogits, int64_t rows, int64_t vocab,
+                                    int32_t ignoreIndex,
+                                    PieceColumns<In> columns) {
   if (rows == 0)
     return absl::OkStatus();
   if (absl::Status s = checkGrid(rows, "a cross entropy gradient"); !s.ok())
@@ -1260,16 +1358,17 @@ absl::Status crossEntropyGrad(CudaContext &context, const float *logits,
   countValidKernel<<<1, kThreads, 0, context.stream()>>>(labels, rows,
                                                          ignoreIndex, counted);
   TRIAD_CUDA_CHECK_LAUNCH("countValidKernel");
-  crossEntropyGradKernel<<<static_cast<unsigned>(rows), rowThreads(vocab), 0,
-                           context.stream()>>>(
-      logits, labels, dloss, counted, dlogits, vocab,
-      pieceColumns(vocab, piece), ignoreIndex, context.errorFlags());
+  crossEntropyGradKernel<In, Out>
+      <<<static_cast<unsigned>(rows), rowThreads(vocab), 0, context.stream()>>>(
+          logits, labels, dloss, counted, dlogits, vocab, columns, ignoreIndex,
+          context.errorFlags());
   TRIAD_CUDA_CHECK_LAUNCH("crossEntropyGradKernel");
   return absl::OkStatus();
 }
 
-absl::Status logSumExp(CudaContext &context, const float *x, float *out,
-                       int64_t rows, int64_t columns, int64_t classes) {
+template <typename In, typename Out>
+absl::Status launchLogSumExp(CudaContext &context, In x, Out out, int64_t rows,
+                             int64_t columns, int64_t classes) {
   if (classes < 0 || classes > columns)
     return absl::InvalidArgumentError(
         "logSumExp: the classes must be among the row's columns");
@@ -1277,10 +1376,138 @@ absl::Status logSumExp(CudaContext &context, const float *x, float *out,
     return absl::OkStatus();
   if (absl::Status s = checkGrid(rows, "a log-sum-exp"); !s.ok())
     return s;
-  logSumExpKernel<<<static_cast<unsigned>(rows), rowThreads(classes), 0,
-                    context.stream()>>>(x, out, columns, classes);
+  logSumExpKernel<In, Out><<<static_cast<unsigned>(rows), rowThreads(classes),
+                             0, context.stream()>>>(x, out, columns, classes);
   TRIAD_CUDA_CHECK_LAUNCH("logSumExpKernel");
   return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status embedding(CudaContext &context, const int32_t *ids,
+                       const float *table, float *out, int64_t tokens,
+                       int64_t rows, int64_t hidden, int64_t firstRow,
+                       int64_t vocab) {
+  return launchEmbedding(context, ids, F32In{table}, F32Out{out}, tokens, rows,
+                         hidden, firstRow, vocab);
+}
+
+absl::Status embeddingGradAccumulate(CudaContext &context, const int32_t *ids,
+                                     const float *dy, float *dtable,
+                                     int64_t tokens, int64_t rows,
+                                     int64_t hidden, int64_t firstRow,
+                                     int64_t vocab) {
+  return launchEmbeddingGrad(context, ids, F32In{dy}, dtable, tokens, rows,
+                             hidden, firstRow, vocab);
+}
+
+absl::Status embedding(CudaContext &context, const int32_t *ids, Operand table,
+                       Result out, int64_t tokens, int64_t rows, int64_t hidden,
+                       int64_t firstRow, int64_t vocab) {
+  if (absl::Status s = checkFloatTypes("embedding", {table.type, out.type});
+      !s.ok())
+    return s;
+  return withAccess({table.type, out.type}, [&](auto access) {
+    using A = decltype(access);
+    return launchEmbedding(context, ids, A::in(table), A::out(out), tokens,
+                           rows, hidden, firstRow, vocab);
+  });
+}
+
+absl::Status embeddingGrad(CudaContext &context, const int32_t *ids, Operand dy,
+                           Result dtable, int64_t tokens, int64_t rows,
+                           int64_t hidden, int64_t firstRow, int64_t vocab) {
+  if (absl::Status s = checkFloatTypes("embeddingGrad", {dy.type, dtable.type});
+      !s.ok())
+    return s;
+  int64_t count = rows * hidden;
+  // The rows sum in f32 where they are kept: dtable itself, or scratch
+  // that is rounded into a 16-bit dtable once every token is added.
+  float *sums = static_cast<float *>(dtable.data);
+  if (dtable.type != DType::F32) {
+    absl::StatusOr<void *> scratch =
+        context.scratch(sizeof(float) * std::max<int64_t>(count, 1));
+    if (!scratch.ok())
+      return scratch.status();
+    sums = static_cast<float *>(*scratch);
+  }
+  if (absl::Status s = fill(context, sums, 0.0f, count); !s.ok())
+    return s;
+  absl::Status summed = withAccess({dy.type}, [&](auto access) {
+    using A = decltype(access);
+    return launchEmbeddingGrad(context, ids, A::in(dy), sums, tokens, rows,
+                               hidden, firstRow, vocab);
+  });
+  if (!summed.ok() || dtable.type == DType::F32)
+    return summed;
+  return cast(context, sums, DType::F32, dtable.data, dtable.type, count);
+}
+
+absl::Status crossEntropy(CudaContext &context, const float *logits,
+                          const int32_t *labels, float *loss, int64_t rows,
+                          int64_t vocab, int32_t ignoreIndex,
+                          const VocabPiece *piece) {
+  return launchCrossEntropy(context, F32In{logits}, labels, loss, rows, vocab,
+                            ignoreIndex, pieceColumns(vocab, piece));
+}
+
+absl::Status crossEntropyGrad(CudaContext &context, const float *logits,
+                              const int32_t *labels, const float *dloss,
+                              float *dlogits, int64_t rows, int64_t vocab,
+                              int32_t ignoreIndex, const VocabPiece *piece) {
+  return launchCrossEntropyGrad(context, F32In{logits}, labels, dloss,
+                                F32Out{dlogits}, rows, vocab, ignoreIndex,
+                                pieceColumns(vocab, piece));
+}
+
+absl::Status logSumExp(CudaContext &context, const float *x, float *out,
+                       int64_t rows, int64_t columns, int64_t classes) {
+  return launchLogSumExp(context, F32In{x}, F32Out{out}, rows, columns,
+                         classes);
+}
+
+absl::Status crossEntropy(CudaContext &context, Operand logits,
+                          const int32_t *labels, float *loss, int64_t rows,
+                          int64_t vocab, int32_t ignoreIndex,
+                          const TypedVocabPiece *piece) {
+  DType lse = piece ? piece->lse.type : DType::F32;
+  if (absl::Status s = checkFloatTypes("crossEntropy", {logits.type, lse});
+      !s.ok())
+    return s;
+  return withAccess({logits.type, lse}, [&](auto access) {
+    using A = decltype(access);
+    return launchCrossEntropy(context, A::in(logits), labels, loss, rows, vocab,
+                              ignoreIndex, pieceColumns<A>(vocab, piece));
+  });
+}
+
+absl::Status crossEntropyGrad(CudaContext &context, Operand logits,
+                              const int32_t *labels, const float *dloss,
+                              Result dlogits, int64_t rows, int64_t vocab,
+                              int32_t ignoreIndex,
+                              const TypedVocabPiece *piece) {
+  DType lse = piece ? piece->lse.type : DType::F32;
+  std::initializer_list<DType> types = {logits.type, lse, dlogits.type};
+  if (absl::Status s = checkFloatTypes("crossEntropyGrad", types); !s.ok())
+    return s;
+  return withAccess(types, [&](auto access) {
+    using A = decltype(access);
+    return launchCrossEntropyGrad(context, A::in(logits), labels, dloss,
+                                  A::out(dlogits), rows, vocab, ignoreIndex,
+                                  pieceColumns<A>(vocab, piece));
+  });
+}
+
+absl::Status logSumExp(CudaContext &context, Operand x, Result out,
+                       int64_t rows, int64_t columns, int64_t classes) {
+  if (absl::Status s = checkFloatTypes("logSumExp", {x.type, out.type});
+      !s.ok())
+    return s;
+  return withAccess({x.type, out.type}, [&](auto access) {
+    using A = decltype(access);
+    return launchLogSumExp(context, A::in(x), A::out(out), rows, columns,
+                           classes);
+  });
 }
 
 absl::Status countValid(CudaContext &context, const int32_t *labels,
@@ -1327,15 +1554,21 @@ absl::Status adamw(CudaContext &context,
                    const float *step, const float *coefficient,
                    const AdamWHyper &hyper) {
   std::vector<int64_t> counts;
-  for (const AdamWTensor &tensor : tensors)
+  std::vector<AdamWEntry> entries;
+  for (const AdamWTensor &tensor : tensors) {
+    if (absl::Status s = checkFloatTypes("adamw", {tensor.grad.type}); !s.ok())
+      return s;
     counts.push_back(tensor.count);
+    entries.push_back({tensor.param, tensor.grad.data, tensor.m, tensor.v,
+                       static_cast<int64_t>(tensor.grad.type)});
+  }
   std::vector<Chunk> chunks = chunkTable(counts);
   if (chunks.empty())
     return absl::OkStatus();
   if (chunks.size() > 0x7fffffffu)
     return absl::InvalidArgumentError("adamw: too many elements");
-  absl::StatusOr<Uploaded<AdamWTensor>> device =
-      upload(context, tensors, chunks, 0);
+  absl::StatusOr<Uploaded<AdamWEntry>> device =
+      upload(context, entries, chunks, 0);
   if (!device.ok())
     return device.status();
   adamwKernel<<<static_cast<unsigned>(chunks.size()), kThreads, 0,
@@ -1367,9 +1600,12 @@ absl::Status stridedCopy(cudaStream_t stream, const void *x, void *out,
                               static_cast<uint32_t *>(out), copy, count);
 }
 
-absl::Status reduceSum(CudaContext &context, const float *x,
-                       const std::vector<int64_t> &xShape, float *out,
-                       const std::vector<int64_t> &outShape, double factor) {
+namespace {
+
+template <typename In, typename Out>
+absl::Status
+launchReduceSum(CudaContext &context, In x, const std::vector<int64_t> &xShape,
+                Out out, const std::vector<int64_t> &outShape, double factor) {
   if (xShape.size() > static_cast<size_t>(kMaxRank) ||
       outShape.size() > xShape.size())
     return absl::InvalidArgumentError(
@@ -1426,14 +1662,36 @@ absl::Status reduceSum(CudaContext &context, const float *x,
       return scratch.status();
     partial = static_cast<double *>(*scratch);
   }
-  reduceSumPartialKernel<<<elementBlocks(count * chunks), kThreads, 0,
-                           context.stream()>>>(
-      x, partial, out, layout, count, chunks, chunkRows, rowMajor, factor);
+  reduceSumPartialKernel<In, Out>
+      <<<elementBlocks(count * chunks), kThreads, 0, context.stream()>>>(
+          x, partial, out, layout, count, chunks, chunkRows, rowMajor, factor);
   TRIAD_CUDA_CHECK_LAUNCH("reduceSumPartialKernel");
   if (chunks == 1)
     return absl::OkStatus();
-  TRIAD_LAUNCH_ELEMENTWISE(addPartialsKernel, count, partial, out, chunks,
+  TRIAD_LAUNCH_ELEMENTWISE(addPartialsKernel<Out>, count, partial, out, chunks,
                            count, /*accumulate=*/false, factor);
+}
+
+} // namespace
+
+absl::Status reduceSum(CudaContext &context, const float *x,
+                       const std::vector<int64_t> &xShape, float *out,
+                       const std::vector<int64_t> &outShape, double factor) {
+  return launchReduceSum(context, F32In{x}, xShape, F32Out{out}, outShape,
+                         factor);
+}
+
+absl::Status reduceSum(CudaContext &context, Operand x,
+                       const std::vector<int64_t> &xShape, Result out,
+                       const std::vector<int64_t> &outShape, double factor) {
+  if (absl::Status s = checkFloatTypes("reduceSum", {x.type, out.type});
+      !s.ok())
+    return s;
+  return withAccess({x.type, out.type}, [&](auto access) {
+    using A = decltype(access);
+    return launchReduceSum(context, A::in(x), xShape, A::out(out), outShape,
+                           factor);
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -1442,7 +1700,8 @@ absl::Status reduceSum(CudaContext &context, const float *x,
 
 absl::Status select(CudaContext &context, const float *flag, const float *a,
                     const float *b, float *out, int64_t count) {
-  TRIAD_LAUNCH_ELEMENTWISE(selectKernel, count, flag, a, b, out, count);
+  TRIAD_LAUNCH_ELEMENTWISE((selectKernel<F32In, F32Out>), count, flag, F32In{a},
+                           F32In{b}, F32Out{out}, count);
 }
 
 absl::Status learningRate(CudaContext &context, const float *step, double peak,

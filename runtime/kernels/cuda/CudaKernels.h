@@ -146,16 +146,23 @@ struct Result {
   DType type;
 };
 
-// The kernels above with operands and results of any float type, which
-// may differ from one another: each operand is widened to f32 as it is
-// read, the same f32 arithmetic runs, and each result is rounded once to
-// its type (to nearest even, as cast). Since widening is exact, the bits
-// are those of casting the 16-bit operands to f32, running the f32 kernel
-// and casting its results back, without the f32 copies: a 16-bit plan's
-// element-wise instructions run on their values as they are. A result may
+// The typed kernels: the entry points that take Operand and Result, here
+// and in the sections below (and rope and dropout, CudaAttention.h), are
+// the f32 kernels with operands and results of any float type, which may
+// differ from one another. Each operand is widened to f32 as it is read,
+// the f32 kernel's arithmetic runs in its order, and each result is
+// rounded once to its type (to nearest even, as cast). Since widening is
+// exact, the bits are those of casting the 16-bit operands to f32, running
+// the f32 kernel and casting its results back, without the f32 copies: a
+// 16-bit plan's instructions run on their values as they are. (Where the
+// f32 kernel rounds a double sum to f32, as the norms' dgamma, reduceSum
+// and logSumExp do, a 16-bit result is that f32 value rounded again: two
+// roundings, kept because they are the f32 kernel's bits.) With every
+// type F32 a typed entry point runs the f32 kernel itself. A result may
 // overwrite an operand of its type that is read element for element (the
-// same address), but must not otherwise share bytes with an operand. An
-// I32 operand or result is an InvalidArgument error.
+// same address, where the f32 kernel allows it in place), but must not
+// otherwise share bytes with an operand. An I32 operand or result is an
+// InvalidArgument error.
 
 /// out = lhs + rhs, rhs repeating every `period` elements.
 absl::Status addBroadcast(CudaContext &context, Operand lhs, Operand rhs,
@@ -182,6 +189,17 @@ absl::Status gatedGrad(CudaContext &context, Activation kind, Operand gate,
 absl::Status biasActivation(CudaContext &context, Activation kind, Operand x,
                             Operand bias, Result out, int64_t rows,
                             int64_t width);
+/// out = x * factor[0] (a device scalar).
+absl::Status scaleBy(CudaContext &context, Operand x, const float *factor,
+                     Result out, int64_t count);
+/// acc += weight[0] * x, acc read and written in its type (a 16-bit
+/// plan's gradient accumulators with grad-accumulation=param).
+absl::Status accumulate(CudaContext &context, Result acc, Operand x,
+                        const float *weight, int64_t count);
+absl::Status fill(CudaContext &context, Result out, float value, int64_t count);
+/// out = flag[0] != 0 ? a : b (out may be a or b).
+absl::Status select(CudaContext &context, const float *flag, Operand a,
+                    Operand b, Result out, int64_t count);
 
 //===----------------------------------------------------------------------===//
 // Layout: strided copies and reductions of 4-byte elements (f32 or i32)
@@ -222,6 +240,10 @@ absl::Status stridedCopy(cudaStream_t stream, const void *x, void *out,
 /// row-major order in double, as the CPU does, so the two agree exactly.
 absl::Status reduceSum(CudaContext &context, const float *x,
                        const std::vector<int64_t> &xShape, float *out,
+                       const std::vector<int64_t> &outShape, double factor);
+/// The same, typed (a 16-bit plan's bias gradients).
+absl::Status reduceSum(CudaContext &context, Operand x,
+                       const std::vector<int64_t> &xShape, Result out,
                        const std::vector<int64_t> &outShape, double factor);
 
 //===----------------------------------------------------------------------===//
@@ -269,6 +291,21 @@ absl::Status rmsNormGrad(CudaContext &context, const float *x,
                          float *dgamma, int64_t rows, int64_t width,
                          float epsilon);
 
+// The same, typed: statistics and sums as in the f32 kernels (in double),
+// dgamma's f32 sum added in f32 to what dgamma holds and the total rounded
+// to its type. An absent beta has null data.
+absl::Status layerNorm(CudaContext &context, Operand x, Operand gamma,
+                       Operand beta, Result y, int64_t rows, int64_t width,
+                       float epsilon);
+absl::Status layerNormGrad(CudaContext &context, Operand x, Operand gamma,
+                           Operand dy, Result dx, Result dgamma, int64_t rows,
+                           int64_t width, float epsilon);
+absl::Status rmsNorm(CudaContext &context, Operand x, Operand gamma, Result y,
+                     int64_t rows, int64_t width, float epsilon);
+absl::Status rmsNormGrad(CudaContext &context, Operand x, Operand gamma,
+                         Operand dy, Result dx, Result dgamma, int64_t rows,
+                         int64_t width, float epsilon);
+
 //===----------------------------------------------------------------------===//
 // Embeddings and the loss
 //===----------------------------------------------------------------------===//
@@ -290,6 +327,17 @@ absl::Status embeddingGradAccumulate(CudaContext &context, const int32_t *ids,
                                      int64_t tokens, int64_t rows,
                                      int64_t hidden, int64_t firstRow = 0,
                                      int64_t vocab = -1);
+/// embedding, typed.
+absl::Status embedding(CudaContext &context, const int32_t *ids, Operand table,
+                       Result out, int64_t tokens, int64_t rows, int64_t hidden,
+                       int64_t firstRow = 0, int64_t vocab = -1);
+/// dtable (overwritten) = the sums of embeddingGradAccumulate from zeros,
+/// typed: the sums run in f32 in token order (in context scratch for a
+/// 16-bit dtable, rounded once at the end).
+absl::Status embeddingGrad(CudaContext &context, const int32_t *ids, Operand dy,
+                           Result dtable, int64_t tokens, int64_t rows,
+                           int64_t hidden, int64_t firstRow = 0,
+                           int64_t vocab = -1);
 
 /// The columns a vocab-parallel piece of logits holds, as on the CPU
 /// (cpu::VocabPiece): `[first, first + columns)` of a whole vocabulary of
@@ -325,6 +373,30 @@ absl::Status crossEntropyGrad(CudaContext &context, const float *logits,
 /// `classes` outside [0, columns] is an InvalidArgument error.
 absl::Status logSumExp(CudaContext &context, const float *x, float *out,
                        int64_t rows, int64_t columns, int64_t classes);
+
+/// A vocab-parallel piece for the typed loss kernels: a VocabPiece whose
+/// lse (null data: none) has a type of its own (a plan gives it the
+/// logits' type).
+struct TypedVocabPiece {
+  Operand lse;
+  int64_t first, vocab;
+};
+
+// The loss kernels, typed: the logits (and a piece's lse) of any float
+// type, the loss f32, dlogits of any float type (in place only in the
+// logits' type).
+absl::Status crossEntropy(CudaContext &context, Operand logits,
+                          const int32_t *labels, float *loss, int64_t rows,
+                          int64_t vocab, int32_t ignoreIndex,
+                          const TypedVocabPiece *piece = nullptr);
+absl::Status crossEntropyGrad(CudaContext &context, Operand logits,
+                              const int32_t *labels, const float *dloss,
+                              Result dlogits, int64_t rows, int64_t vocab,
+                              int32_t ignoreIndex,
+                              const TypedVocabPiece *piece = nullptr);
+absl::Status logSumExp(CudaContext &context, Operand x, Result out,
+                       int64_t rows, int64_t columns, int64_t classes);
+
 /// out[0] = the number of labels that are not `ignoreIndex`, as f32.
 absl::Status countValid(CudaContext &context, const int32_t *labels,
                         int64_t count, int32_t ignoreIndex, float *out);
@@ -345,9 +417,11 @@ absl::Status sumSquares(CudaContext &context,
                         const std::vector<ConstSpan> &spans, float *out,
                         double limit = std::numeric_limits<double>::infinity());
 
+/// An f32 parameter with its moments, and its gradient in its own type (a
+/// 16-bit gradient is widened as it is read).
 struct AdamWTensor {
   float *param;
-  const float *grad;
+  Operand grad;
   float *m, *v;
   int64_t count;
 };
