@@ -138,7 +138,8 @@ def calibrate(tools, corpus, steps, work):
     rate = flops / matmul
     provisional = {"name": "provisional", "bf16": rate / 1e12,
                    "f32": rate / 1e12, "memory": 8, "hbm": 1, "nvlink": 1,
-                   "product_efficiency": 1.0, "product_half": 0}
+                   "product_efficiency": 1.0, "product_half": 0,
+                   "attention_half_head": 0, "attention_half_seq": 0}
     provisional_file = os.path.join(work, "provisional.json")
     with open(provisional_file, "w") as f:
         json.dump(provisional, f)
@@ -169,7 +170,8 @@ def calibrate(tools, corpus, steps, work):
             "bf16": rate / 1e12, "memory": 8, "hbm": bandwidth / 1e9,
             "nvlink": bus / 1e9, "latency": latency,
             "product_efficiency": 1.0, "product_half": 0,
-            "attention_efficiency": attention_rate / rate, "cores": CORES}
+            "attention_efficiency": attention_rate / rate,
+            "attention_half_head": 0, "attention_half_seq": 0, "cores": CORES}
 
 
 def main():

@@ -22,7 +22,23 @@ on the schedule (CompiledMemory); test/tools/triad-plan/memory.py holds the
 predictions to the compiled plans within 2% on every seed model. The
 search ranks the configurations by time, then checks memory in that order
 until enough fit. With --implementation megatron-2021 (or --memory-by
-closed-form) memory is a closed form instead. The closed forms, per GPU:
+closed-form) memory is a closed form instead.
+
+Time is the compiler's too, op by op. The model cut to one layer is
+compiled per tp, sp and microbatch size (CompiledCosts) and its cost
+report (--triad-cost-report: the ops of each layer's forward and backward
+as a rank runs them, with their FLOPs, bytes and product shapes from the
+ops' CostOpInterface, and the collectives between them) timed by a
+roofline: a product's FLOPs at the peak times an efficiency by its shape
+(75% for wide products, half that where its narrowest side, m, n or k, is
+128), fused attention's by its head size and sequence (half at a head of
+32 or a sequence of 256), every other op's bytes at the memory bandwidth,
+whichever is longer; tensor parallelism's collectives as the compiler put
+them, by the alpha-beta model below; recomputation adds the forward ops
+it repeats. test/tools/triad-plan/costs.py holds the reports the planner
+draws to the compiled ones. Where triad-gen cannot build the model (or
+with --time-by closed-form) the compute time is the closed form below.
+The closed forms, per GPU:
 
   memory   model state by the ZeRO paper: 16-bit parameters, summed
            gradients in f32 (or 16 bits with --grad-accumulation param),
@@ -54,8 +70,9 @@ closed-form) memory is a closed form instead. The closed forms, per GPU:
            inside a node and InfiniBand across nodes: tensor parallelism's 2
            all-reduces per layer and pass (not overlapped), the pipeline's
            activations and gradients between stages, data parallelism's
-           collectives once per step (per microbatch for ZeRO-2 and -3), not
-           overlapped with the backward pass.
+           collectives once per step (per microbatch for ZeRO-2 and -3,
+           whose reduce-scatters overlap the rest of the microbatch's
+           backward on the stage, as Triad places them).
   pipeline the bubble: (pp - 1) stage times for 1F1B and GPipe, 1 / v of
            that for the interleaved schedule, a third for ZB-H1; then the
            best 10 (--simulate N) and --explain are re-timed on the compiler's
@@ -110,6 +127,14 @@ RECOMPUTE = ("none", "selective", "full")
 # one whose narrowest side is PRODUCT_HALF per GPU reaches half of it.
 PRODUCT_EFFICIENCY = 0.75
 PRODUCT_HALF = 128
+# Fused attention (FlashAttention-2's kernels, Triad's and cuDNN's alike)
+# reaches less than the layers' products: its products are only a head
+# deep and every block of queries walks all the keys. A head of
+# ATTENTION_HALF_HEAD or a sequence of ATTENTION_HALF_SEQ halves its rate
+# (at 128 and 2048: 0.53 of the peak, within the 50-73% the FlashAttention-2
+# paper reports for its forward pass on an A100).
+ATTENTION_HALF_HEAD = 32
+ATTENTION_HALF_SEQ = 256
 # Bytes of element-wise traffic per token and layer in a forward pass, in
 # units of the hidden size, each op reading and writing 16-bit rows: the
 # two norms (4 h each) and the two bias-dropout-residual adds (7 h each)
@@ -291,6 +316,10 @@ class Cluster:
                                        PRODUCT_EFFICIENCY)
         self.product_half = self.gpu.get("product_half", PRODUCT_HALF)
         self.attention_efficiency = self.gpu.get("attention_efficiency", 1.0)
+        self.attention_half_head = self.gpu.get("attention_half_head",
+                                                ATTENTION_HALF_HEAD)
+        self.attention_half_seq = self.gpu.get("attention_half_seq",
+                                               ATTENTION_HALF_SEQ)
         self.latency = self.gpu.get("latency", LATENCY_NVLINK)
 
 
@@ -356,7 +385,11 @@ def simulate_schedule(ranks, durations, stages, timeline=None):
     clock = [0.0] * len(ranks)
     position = [0] * len(ranks)
     arrived = {}
-    last = stages - 1
+    # What the first stage (the embedding) and the last (the head) add.
+    ends = {p: [0.0] * stages for p in ("F", "B")}
+    for p in ("F", "B"):
+        ends[p][0] += durations.get(f"embedding_{p}", 0.0)
+        ends[p][stages - 1] += durations[f"head_{p}"]
     progress = True
     while progress:
         progress = False
@@ -385,17 +418,14 @@ def simulate_schedule(ranks, durations, stages, timeline=None):
                         clock[rank] + durations["send"],
                         len(timeline) if timeline is not None else None)
                 elif kind == "F":
-                    clock[rank] += durations["F"] + (
-                        durations["head_F"] if stage == last else 0)
+                    clock[rank] += durations["F"] + ends["F"][stage]
                 elif kind == "B":
-                    clock[rank] += durations["B"] + (
-                        durations["head_B"] if stage == last else 0)
+                    clock[rank] += durations["B"] + ends["B"][stage]
                 elif kind == "BI":
-                    clock[rank] += durations["B"] - durations["W"] + (
-                        durations["head_B"] / 2 if stage == last else 0)
+                    clock[rank] += durations["B"] - durations["W"] + \
+                        ends["B"][stage] / 2
                 else:  # BW
-                    clock[rank] += durations["W"] + (
-                        durations["head_B"] / 2 if stage == last else 0)
+                    clock[rank] += durations["W"] + ends["B"][stage] / 2
                 if timeline is not None:
                     timeline.append({"rank": rank, "action": token,
                                      "start": start, "end": clock[rank],
@@ -955,6 +985,145 @@ class CompiledMemory:
         return dict(max(ranks, key=lambda r: r["arena"]), ranks=ranks)
 
 
+COST_OP = re.compile(r"^    (\S+) (?:flops=(\d+) bytes=(\d+)(?: (\w+) batch=(\d+) "
+                     r"m=(\d+) n=(\d+) k=(\d+))?|bytes=(\d+) over \[(.*)\] "
+                     r"ranks=(\d+))$")
+
+
+def cost_report(text, function="microbatch_step"):
+    """One function's parts in a --triad-cost-report (with its ops): by
+    part name, its ops as dicts: name, flops, bytes, and for products on
+    matrix units kind, batch, m, n, k; for collectives bytes, axes and
+    ranks."""
+    parts, part, inside = {}, None, False
+    for line in text.splitlines():
+        if line.startswith("triad cost report: @"):
+            inside = line.endswith("@" + function)
+        elif not inside:
+            continue
+        elif line.startswith("    "):
+            match = COST_OP.match(line)
+            if not match:
+                fail(f"the cost report's line '{line.strip()}' is not an op")
+            (name, flops, bytes_, kind, batch, m, n, k, moved, axes,
+             ranks) = match.groups()
+            if moved is not None:
+                op = {"name": name, "flops": 0.0, "bytes": float(moved),
+                      "axes": axes.split(","), "ranks": int(ranks)}
+            else:
+                op = {"name": name, "flops": float(flops),
+                      "bytes": float(bytes_)}
+                if kind:
+                    op.update(kind=kind, batch=int(batch), m=int(m),
+                              n=int(n), k=int(k))
+            parts[part].append(op)
+        elif line.startswith("  "):
+            part = line.strip().split(":")[0]
+            parts[part] = []
+    return parts
+
+
+class CompiledCosts:
+    """The ops of a layer's forward and backward, of the embedding and of
+    the head, as the compiler partitions them for one rank: their FLOPs,
+    bytes and product shapes (the ops' CostOpInterface) and the tensor-
+    parallel collectives between them, from --triad-cost-report. One
+    compile of the model cut to two layers (the first is any middle
+    layer; the last adds the head's boundary) per tp, sp and microbatch
+    size
+    (tens of milliseconds each; the largest sizes by the line through two,
+    see COMPILED); recomputation adds forward ops to the
+    backward as the autodiff does (full: the whole layer's; selective:
+    attention's), so it needs no compile of its own."""
+
+    def __init__(self, setup, dtype, work):
+        self.setup, self.dtype, self.work = setup, dtype, work
+        # Parts by (tp, sp, b), or the CalibrationError of their compile.
+        self.reports = {}
+        # pass_times by tp, sp, microbatch and recomputation.
+        self.times = {}
+        self.compiles = 0
+        self.lock = threading.Lock()
+
+    def compile(self, tp, sp, b):
+        ir = os.path.join(self.work, f"costs-{b}.mlir")
+        with self.lock:
+            generated_model(self.setup, ir, b, self.dtype, 2)
+        options = f"tp={tp}" + (" sp=true" if sp else "")
+        report = os.path.join(self.work, f"costs-{tp}-{sp}-{b}.txt")
+        with self.lock:
+            self.compiles += 1
+        done = subprocess.run(
+            [triad_opt(), ir, f"--triad-train-pipeline={options} "
+             f"cost-report={report}", "-o", os.devnull],
+            capture_output=True, text=True)
+        if done.returncode != 0:
+            first = (done.stderr.strip().splitlines() or ["no message"])[0]
+            return CalibrationError(f"the cost report's compile '{options}' "
+                                    f"at microbatch {b} failed: {first}")
+        with open(report) as f:
+            return cost_report(f.read())
+
+    # Microbatch sizes compiled; larger ones are on the line through the
+    # last two (every quantity of a report grows linearly with the
+    # microbatch there: the rows of the products, attention's samples, the
+    # activations' bytes). A single sequence is compiled too: some
+    # collectives differ there.
+    COMPILED = (1, 2, 4)
+
+    def prefetch(self, keys):
+        """The reports of the (tp, sp, b) keys not yet read, a compile per
+        core at once."""
+        keys = list(dict.fromkeys(keys))
+        needed = {(tp, sp, c) for tp, sp, b in keys
+                  for c in ((b,) if b in self.COMPILED else self.COMPILED[-2:])}
+        missing = sorted(key for key in needed if key not in self.reports)
+        with concurrent.futures.ThreadPoolExecutor(
+                max_workers=os.cpu_count() or 1) as pool:
+            self.reports.update(zip(missing, pool.map(
+                lambda key: self.compile(*key), missing)))
+        for tp, sp, b in keys:
+            if (tp, sp, b) not in self.reports:
+                self.reports[(tp, sp, b)] = self.extrapolate(tp, sp, b)
+
+    def extrapolate(self, tp, sp, b):
+        """The report at b sequences on the line through the last two
+        compiled (the same ops in each part, matched by kind in order), or
+        compiled where they differ."""
+        b0, b1 = self.COMPILED[-2:]
+        one, two = self.reports[(tp, sp, b0)], self.reports[(tp, sp, b1)]
+        if isinstance(one, CalibrationError):
+            return one
+        if isinstance(two, CalibrationError):
+            return two
+        parts = {}
+        for name, ops in one.items():
+            others = {}
+            for op in two.get(name, []):
+                others.setdefault(op["name"], []).append(op)
+            if sorted(op["name"] for op in ops) != sorted(
+                    op["name"] for op in two.get(name, [])):
+                return self.compile(tp, sp, b)
+            seen, parts[name] = {}, []
+            for op in ops:
+                other = others[op["name"]][seen.get(op["name"], 0)]
+                seen[op["name"]] = seen.get(op["name"], 0) + 1
+                parts[name].append({
+                    key: value + (b - b0) * (other[key] - value) / (b1 - b0)
+                    if isinstance(value, (int, float)) and key != "ranks"
+                    else value for key, value in op.items()})
+        return parts
+
+    def parts(self, tp, sp, b):
+        """The parts' ops at b sequences a microbatch."""
+        if (tp, sp, b) not in self.reports:
+            self.prefetch([(tp, sp, b)])
+        report = self.reports[(tp, sp, b)]
+        if isinstance(report, CalibrationError):
+            raise report
+        return report
+
+
 class Setup:
     """What the search holds fixed: the model, the cluster, the batch and
     the implementation being predicted."""
@@ -974,6 +1143,9 @@ class Setup:
             self.peak = cluster.peak
         self.activation_scale = 2 if dtype == "f32" else 1
         self.megatron = implementation == "megatron-2021"
+        # The compiler's cost report of the layers (CompiledCosts), or
+        # None for the closed form.
+        self.costs = None
 
 
 def activation_bytes(setup, config, b):
@@ -993,6 +1165,207 @@ def activation_bytes(setup, config, b):
     if setup.megatron and config["recompute"] == "none":
         kept += 5 * a * s * s * b / t
     return kept * setup.activation_scale
+
+
+def product_seconds(setup, op):
+    """A product's or attention's FLOPs at the peak times its efficiency by
+    shape: a product by its narrowest side (m, n or k), attention by its
+    head size and sequence (attention_efficiency). The backward of
+    Megatron-LM 2021's unfused attention reads the kept scores instead of
+    recomputing them (4 products of the forward's size, not 5)."""
+    cluster, flops = setup.cluster, op["flops"]
+    if op["kind"] == "product":
+        return flops / (setup.peak * product_efficiency(
+            min(op["m"], op["n"], op["k"]), cluster.efficiency,
+            cluster.product_half))
+    if setup.megatron and op["kind"] == "attention_grad":
+        flops *= 4 / 5
+    return flops / (setup.peak * attention_efficiency(cluster, op["m"],
+                                                      op["k"]))
+
+
+def attention_efficiency(cluster, seq, head):
+    """Fused attention's share of the peak: the products' best, relative
+    to them the device's attention_efficiency, and less for short heads
+    (its products are a head deep) and short sequences (each block of
+    queries walks the keys): a head of attention_half_head or a sequence
+    of attention_half_seq halves it."""
+    def falloff(size, half):
+        return size / (size + half) if half else 1.0
+    return (cluster.efficiency * cluster.attention_efficiency *
+            falloff(head, cluster.attention_half_head) *
+            falloff(seq, cluster.attention_half_seq))
+
+
+def op_seconds(setup, op):
+    """One op of a cost report on one GPU, by the roofline: its FLOPs at
+    its rate (product_seconds for products on matrix units; the f32 peak
+    of the vector units for the rest) or its bytes at the memory
+    bandwidth, whichever is longer."""
+    compute = product_seconds(setup, op) if "kind" in op else \
+        op["flops"] / setup.cluster.f32_peak
+    return max(compute, op["bytes"] / setup.cluster.hbm)
+
+
+def collective_seconds(setup, config, op):
+    """A tensor-parallel collective of a cost report: an all-reduce by the
+    faster of the ring and the tree, the others by the ring (NCCL has
+    rings only for those), inside a node or across nodes."""
+    cluster = setup.cluster
+    inside = config["tp"] <= cluster.per_node
+    args = (op["bytes"], op["ranks"], cluster.nvlink if inside else
+            cluster.ib, cluster.latency if inside else LATENCY_IB)
+    if op["name"] == "dist.all_reduce":
+        return all_reduce_seconds(*args)
+    return ring_seconds(*args, 1)
+
+
+def pass_times(setup, config):
+    """One microbatch's times on one rank: a transformer layer's forward
+    and backward (with its recomputation), each with its tensor-parallel
+    collectives (not overlapped); the weight gradients' part of the
+    backward (ZB-H1's W); the embedding's and the head's passes; the
+    layer's collectives; the products' FLOP-weighted efficiency; and the
+    work by kind. From the compiler's cost report (CompiledCosts) where
+    the setup has one, else by the closed form."""
+    if setup.costs is None:
+        return closed_form_pass_times(setup, config)
+    # They depend on nothing else (and the search asks for them often).
+    key = (config["tp"], config["sp"], config["microbatch"],
+           config["recompute"])
+    if key not in setup.costs.times:
+        setup.costs.times[key] = reported_pass_times(setup, config)
+    return setup.costs.times[key]
+
+
+def reported_pass_times(setup, config):
+    """pass_times from the compiler's cost report."""
+    recompute, b = config["recompute"], config["microbatch"]
+    parts = setup.costs.parts(config["tp"], config["sp"], b)
+    tokens = setup.model["seq"] * b
+
+    def seconds(ops):
+        """The ops' compute and their collectives' time."""
+        return (sum(op_seconds(setup, op) for op in ops if "ranks" not in op),
+                sum(collective_seconds(setup, config, op) for op in ops
+                    if "ranks" in op))
+
+    forward_ops = parts["transformer 0"]
+    backward_ops = parts["transformer 0 backward"] + (
+        forward_ops if recompute == "full" else
+        [op for op in forward_ops if op.get("kind") == "attention"]
+        if recompute == "selective" else [])
+    (forward, tp_forward), (backward, tp_backward) = (
+        seconds(forward_ops), seconds(backward_ops))
+    if setup.megatron:
+        # Unfused attention writes and reads its scores and probabilities
+        # (and their gradients in the backward).
+        scores = tokens * UNFUSED_SCORE_BYTES * setup.model["heads"] * \
+            setup.model["seq"] / config["tp"] * setup.activation_scale / \
+            setup.cluster.hbm
+        forward, backward = forward + scores, backward + 2 * scores
+    # The weight gradients: the backward's products over the tokens.
+    weight = sum(op_seconds(setup, op) for op in parts[
+        "transformer 0 backward"] if op.get("kind") == "product" and
+        op["k"] == tokens)
+    # Layers a model adds after its transformer layers (CodeGeeX's top
+    # query layer) and the ops outside every layer run with the head; so
+    # does what the last transformer layer adds to the others (with
+    # sequence parallelism, the gather of its output for the head).
+    head = [name for name in parts if not name.startswith(
+        ("embedding", "transformer 0", "transformer 1"))]
+    head_F = sum(sum(seconds(parts[n])) for n in head
+                 if not n.endswith("backward")) + max(
+        0.0, sum(seconds(parts["transformer 1"])) -
+        sum(seconds(forward_ops)))
+    head_B = sum(sum(seconds(parts[n])) for n in head
+                 if n.endswith("backward")) + max(
+        0.0, sum(seconds(parts["transformer 1 backward"])) -
+        sum(seconds(parts["transformer 0 backward"])))
+    products = [op for op in forward_ops + backward_ops
+                if op.get("kind") == "product"]
+    product_flops = sum(op["flops"] for op in products)
+
+    def work(ops):
+        return {"product_flops": sum(op["flops"] for op in ops
+                                     if op.get("kind") == "product"),
+                "attention_flops": sum(op["flops"] for op in ops if
+                                       op.get("kind", "").startswith(
+                                           "attention")),
+                "elementwise_bytes": sum(op["bytes"] for op in ops
+                                         if "kind" not in op and
+                                         "ranks" not in op)}
+
+    return {"by": "cost report",
+            "forward": forward + tp_forward,
+            "backward": backward + tp_backward,
+            "tp": tp_forward + tp_backward, "weight": weight,
+            "head_F": head_F, "head_B": head_B,
+            "embedding_F": sum(seconds(parts.get("embedding 0", []))),
+            "embedding_B": sum(seconds(parts.get("embedding 0 backward",
+                                                 []))),
+            "efficiency": product_flops / sum(
+                product_seconds(setup, op) for op in products) /
+            setup.peak if products else 0.0,
+            "work": {"layer": work(forward_ops + backward_ops),
+                     "head": work([op for n in head for op in parts[n]])}}
+
+
+def closed_form_pass_times(setup, config):
+    """pass_times by the closed form, from the model's sizes alone: the
+    FLOPs of each pass (2 per layer parameter and token, 4 s h per token in
+    attention) at one efficiency by the layer's narrowest product, the
+    backward twice the forward, element-wise bytes per token and layer,
+    two tensor-parallel collectives per layer and pass."""
+    model, cluster = setup.model, setup.cluster
+    h, a, s, V = model["hidden"], model["heads"], model["seq"], model["vocab"]
+    tp, recompute = config["tp"], config["recompute"]
+    tokens = s * config["microbatch"]
+    width = min(h / tp * 3, 4 * h / tp, h, tokens)
+    efficiency = product_efficiency(width, cluster.efficiency,
+                                    cluster.product_half)
+    # Attention's products (4 s h FLOPs per token) may run at another rate
+    # than the layers' (a device's attention_efficiency, relative).
+    attention = tokens * 4 * s * h / tp / (
+        setup.peak * efficiency * cluster.attention_efficiency)
+    product = tokens * 2 * model["per_layer"] / tp / (
+        setup.peak * efficiency) + attention
+    elementwise_bytes = tokens * h * (
+        (ELEMENTWISE_WHOLE + ELEMENTWISE_SHARED) / tp if config["sp"] else
+        ELEMENTWISE_WHOLE + ELEMENTWISE_SHARED / tp)
+    if setup.megatron:
+        elementwise_bytes += tokens * UNFUSED_SCORE_BYTES * a * s / tp
+    elementwise_bytes *= setup.activation_scale
+    elementwise = elementwise_bytes / cluster.hbm
+    # Two all-reduces per layer and pass (by the faster of the ring and
+    # the tree), with sp an all-gather and a reduce-scatter each (the same
+    # bytes; NCCL has rings only for those).
+    inside = tp <= cluster.per_node
+    tp_args = (tokens * h * setup.param_bytes, tp,
+               cluster.nvlink if inside else cluster.ib,
+               cluster.latency if inside else LATENCY_IB)
+    tp_call = ring_seconds(*tp_args, 2) if config["sp"] else \
+        all_reduce_seconds(*tp_args)
+    forward = product + elementwise + 2 * tp_call
+    backward = 2 * (product + elementwise) + 2 * tp_call
+    if recompute == "full":
+        backward += forward
+    elif recompute == "selective":
+        backward += attention
+    head = tokens * 2 * h * V / tp / (setup.peak * efficiency)
+    return {"by": "closed form", "forward": forward, "backward": backward,
+            "tp": (4 + (2 if recompute == "full" else 0)) * tp_call,
+            "weight": tokens * 2 * model["per_layer"] / tp /
+            (setup.peak * efficiency),
+            "head_F": head, "head_B": 2 * head,
+            "embedding_F": 0.0, "embedding_B": 0.0,
+            "efficiency": efficiency,
+            "work": {"layer": {"product_flops": 3 * tokens * 2 *
+                               model["per_layer"] / tp,
+                               "attention_flops": 3 * tokens * 4 * s * h / tp,
+                               "elementwise_bytes": 3 * elementwise_bytes},
+                     "head": {"product_flops": 3 * tokens * 2 * h * V / tp,
+                              "elementwise_bytes": 0.0}}}
 
 
 def evaluate(setup, config, simulate=False, closed_memory=True,
@@ -1051,44 +1424,16 @@ def evaluate(setup, config, simulate=False, closed_memory=True,
         return {"fits": False, "memory": peak, "state": state,
                 "activations": activations}
 
-    # One microbatch's forward through one layer of one stage.
     tokens = s * b
-    width = min(h / tp * 3, 4 * h / tp, h, tokens)
-    efficiency = product_efficiency(width, cluster.efficiency,
-                                    cluster.product_half)
-    # Attention's products (4 s h FLOPs per token) may run at another rate
-    # than the layers' (a device's attention_efficiency, relative).
-    attention = tokens * 4 * s * h / tp / (
-        setup.peak * efficiency * cluster.attention_efficiency)
-    product = tokens * 2 * model["per_layer"] / tp / (
-        setup.peak * efficiency) + attention
-    elementwise_bytes = tokens * h * (
-        (ELEMENTWISE_WHOLE + ELEMENTWISE_SHARED) / tp if config["sp"] else
-        ELEMENTWISE_WHOLE + ELEMENTWISE_SHARED / tp)
-    if setup.megatron:
-        elementwise_bytes += tokens * UNFUSED_SCORE_BYTES * a * s / tp
-    elementwise = elementwise_bytes * setup.activation_scale / cluster.hbm
-    # Two all-reduces per layer and pass (by the faster of the ring and
-    # the tree), with sp an all-gather and a reduce-scatter each (the same
-    # bytes; NCCL has rings only for those).
-    inside = tp <= cluster.per_node
-    tp_args = (tokens * h * setup.param_bytes, tp,
-               cluster.nvlink if inside else cluster.ib,
-               cluster.latency if inside else LATENCY_IB)
-    tp_call = ring_seconds(*tp_args, 2) if config["sp"] else \
-        all_reduce_seconds(*tp_args)
-    forward = product + elementwise + 2 * tp_call
-    backward = 2 * (product + elementwise) + 2 * tp_call
-    if recompute == "full":
-        backward += forward
-    elif recompute == "selective":
-        backward += attention
-    head = tokens * 2 * h * V / tp / (setup.peak * efficiency)
-    # The stages are balanced by layers; the last also runs the output
-    # projection, forward and backward.
-    per_microbatch = stage_layers * (forward + backward) + 3 * head
-    tp_per_microbatch = stage_layers * (4 + (2 if recompute == "full" else 0)) \
-        * tp_call
+    t = pass_times(setup, config)
+    forward, backward = t["forward"], t["backward"]
+    # The stages are balanced by layers; an end stage also runs the
+    # embedding or the head (and its output projection), forward and
+    # backward.
+    ends = max(t["head_F"] + t["head_B"], t["embedding_F"] +
+               t["embedding_B"])
+    per_microbatch = stage_layers * (forward + backward) + ends
+    tp_per_microbatch = stage_layers * t["tp"]
     send = 0.0
     if pp > 1:
         across = tp * pp > cluster.per_node
@@ -1113,20 +1458,26 @@ def evaluate(setup, config, simulate=False, closed_memory=True,
         # ZB-H1, the weight gradients being one product per layer), the
         # transfers between ranks; the slowest rank ends the step.
         layers = stage_layers / v
-        weight = layers * 2 * tokens * 2 * model["per_layer"] / 2 / tp / (
-            setup.peak * efficiency)
         durations = {"F": layers * forward, "B": layers * backward,
-                     "head_F": head, "head_B": 2 * head, "W": weight,
-                     "send": send / (2 * v)}
+                     "head_F": t["head_F"], "head_B": t["head_B"],
+                     "embedding_F": t["embedding_F"],
+                     "embedding_B": t["embedding_B"],
+                     "W": layers * t["weight"], "send": send / (2 * v)}
         makespan = simulate_schedule(
             schedule_actions(schedule, pp, m, v), durations, pp * v,
             timeline)
         simulated = makespan
         bubble = max(0.0, makespan - compute - pipeline)
-    # Data parallelism, once per step and not overlapped (ZeRO-2 and -3
-    # reduce each microbatch's gradients, ZeRO-3 gathers the parameters for
-    # each microbatch's forward and backward), across nodes when the
-    # replicas span them.
+    # Data parallelism, across nodes when the replicas span them, as Triad
+    # places it. ZeRO-0 and -1 reduce the summed gradients in the optimizer
+    # step, after every microbatch: nothing to overlap. ZeRO-2 and -3
+    # reduce-scatter each microbatch's gradients right after the layer
+    # that completes them (the partition puts a collective that changes a
+    # result's layout there), while the backward goes on through the
+    # stage's earlier layers; the call waits for them at its end, so what
+    # is exposed is the last layer's, or what the earlier layers' backward
+    # cannot hide. ZeRO-3 gathers each layer's parameters where the
+    # forward and the backward use them: not overlapped.
     across = dp > 1 and dp * tp * pp > cluster.per_node
     bandwidth = cluster.ib if across else cluster.nvlink
     latency = LATENCY_IB if across else cluster.latency
@@ -1135,10 +1486,13 @@ def evaluate(setup, config, simulate=False, closed_memory=True,
         return ring_seconds(bytes_, dp, bandwidth, latency, factor)
 
     gradients, params = psi * g_bytes, psi * p_bytes
+    scatter = collective(gradients, 1)
+    exposed = max(scatter / stage_layers,
+                  scatter - (stage_layers - 1) * backward)
     dp_time = {0: all_reduce_seconds(gradients, dp, bandwidth, latency),
                1: collective(gradients, 1) + collective(params, 1),
-               2: m * collective(gradients, 1) + collective(params, 1),
-               3: m * (collective(gradients, 1) + 2 * collective(params, 1))
+               2: m * exposed + collective(params, 1),
+               3: m * (exposed + 2 * collective(params, 1))
                }[zero]
     # AdamW reads and writes its state, the summed gradients and the
     # parameters once.
@@ -1177,17 +1531,23 @@ def evaluate(setup, config, simulate=False, closed_memory=True,
             / gpus / setup.peak,
             "compute": compute, "tp_time": m * tp_per_microbatch,
             "bubble": bubble, "pp_time": pipeline, "dp_time": dp_time,
+            # ZeRO-2 and -3: a microbatch's reduce-scatter of the stage's
+            # gradients, and what the backward leaves of it exposed.
+            "dp_scatter": scatter if zero >= 2 else 0.0,
+            "dp_exposed": exposed if zero >= 2 else 0.0,
             "optimizer": optimizer, "microbatches": m,
-            "efficiency": efficiency,
-            # The work of one step on the first stage, by kind: what a
-            # device's rates divide (bench/plan_vs_cpu.py calibrates on it).
-            "work": {"product_flops": m * (stage_layers * 3 * tokens * 2 *
-                                           model["per_layer"] / tp +
-                                           3 * tokens * 2 * h * V / tp),
-                     "attention_flops": m * stage_layers * 3 * tokens * 4 *
-                     s * h / tp,
-                     "elementwise_bytes": m * stage_layers * 3 *
-                     elementwise_bytes * setup.activation_scale,
+            "efficiency": t["efficiency"], "time_by": t["by"],
+            # The work of one step on a stage of the layers and the head, by
+            # kind: what a device's rates divide (bench/plan_vs_cpu.py
+            # calibrates on it).
+            "work": {"product_flops": m * (stage_layers * t["work"][
+                         "layer"]["product_flops"] +
+                         t["work"]["head"]["product_flops"]),
+                     "attention_flops": m * stage_layers *
+                     t["work"]["layer"]["attention_flops"],
+                     "elementwise_bytes": m * (stage_layers * t["work"][
+                         "layer"]["elementwise_bytes"] +
+                         t["work"]["head"]["elementwise_bytes"]),
                      "optimizer_bytes": optimizer_bytes}}
 
 
@@ -1324,8 +1684,11 @@ def describe(config):
 
 def explain(setup, config, as_json, memory=None):
     timeline = []
-    result = evaluate(setup, config, simulate=True,
-                      closed_memory=memory is None, timeline=timeline)
+    try:
+        result = evaluate(setup, config, simulate=True,
+                          closed_memory=memory is None, timeline=timeline)
+    except CalibrationError as error:
+        fail(f"the compiler refuses this configuration: {error}")
     if result is None:
         fail("the configuration does not divide the batch, the layers or "
              "the virtual stages")
@@ -1369,6 +1732,10 @@ def explain(setup, config, as_json, memory=None):
                        ("dp_time", "data-parallel collectives"),
                        ("optimizer", "optimizer step")):
         print(f"    {label:<38} {result[key]:9.3f} s {100 * result[key] / step:5.1f}%")
+    if result["dp_scatter"]:
+        print(f"  each microbatch's reduce-scatter of the gradients takes "
+              f"{result['dp_scatter']:.3f} s, of which the stage's backward "
+              f"leaves {result['dp_exposed']:.3f} s exposed")
     if result["simulated_pipeline"] is not None:
         print(f"  the pipeline simulated on the compiler's {config['schedule']}"
               f" schedule, action by action: "
@@ -1376,7 +1743,8 @@ def explain(setup, config, as_json, memory=None):
               f"the last backward")
         explain_path(report["critical_path"])
     print(f"  {result['microbatches']} microbatches a replica; matrix products "
-          f"at {100 * result['efficiency']:.0f}% of the peak")
+          f"at {100 * result['efficiency']:.0f}% of the peak (layer times by "
+          f"the {result['time_by']})")
 
 
 KIND_NAMES = {"F": "forward", "B": "backward", "BI": "input gradient",
@@ -1439,9 +1807,19 @@ def search(setup, fixed, top, as_json, verify=0, dtype="bf16", simulate=10,
            memory=None):
     started = time.perf_counter()
     results, tried = [], 0
-    for config in candidates(setup, fixed):
+    configs = list(candidates(setup, fixed))
+    if setup.costs:
+        setup.costs.prefetch((c["tp"], c["sp"], c["microbatch"])
+                             for c in configs)
+    # Configurations whose cost report the compiler refuses, by the reason.
+    unreported = {}
+    for config in configs:
         tried += 1
-        result = evaluate(setup, config, closed_memory=memory is None)
+        try:
+            result = evaluate(setup, config, closed_memory=memory is None)
+        except CalibrationError as error:
+            unreported[str(error)] = unreported.get(str(error), 0) + 1
+            continue
         if result and result["fits"]:
             results.append(dict(config, **result,
                                 options=pipeline_options(setup, config)))
@@ -1485,10 +1863,11 @@ def search(setup, fixed, top, as_json, verify=0, dtype="bf16", simulate=10,
             if len(fitting) >= max(top, simulate):
                 break
         results = fitting[:max(top, simulate)]
-        for reason, count in refused.items():
-            print(f"triad-plan: note: skipped {count} configuration"
-                  f"{'s' if count > 1 else ''} the compiler refuses: {reason}",
-                  file=sys.stderr)
+        unreported.update(refused)
+    for reason, count in unreported.items():
+        print(f"triad-plan: note: skipped {count} configuration"
+              f"{'s' if count > 1 else ''} the compiler refuses: {reason}",
+              file=sys.stderr)
     # The best, re-timed on the compiler's schedule, action by action, and
     # ranked again.
     for i, r in enumerate(results[:simulate]):
@@ -1540,7 +1919,9 @@ def search(setup, fixed, top, as_json, verify=0, dtype="bf16", simulate=10,
           f"{len(results)} fit in {cluster.memory / 2**30:.0f} GiB" + (
               f" among the fastest {checked} whose model state fits (memory "
               f"by the compiler, from {memory.compiles} calibration "
-              "compiles)" if memory else " (memory by the closed form)"))
+              "compiles)" if memory else " (memory by the closed form)") +
+          (f"; time by the compiler's cost report ({setup.costs.compiles}"
+           " compiles)" if setup.costs else "; time by the closed form"))
     if not results:
         print("none fits: more GPUs, a smaller batch or fewer layers")
         sys.exit(2)
@@ -1658,6 +2039,13 @@ def main():
                         "with --implementation triad), or by the closed "
                         "form (the ZeRO paper's state, Korthikanti et al.'s "
                         "activations)")
+    output.add_argument("--time-by", choices=("compiler", "closed-form"),
+                        help="each layer's time from the compiler's cost "
+                        "report (its ops' FLOPs, bytes and product shapes "
+                        "as a rank runs them, one compile of a layer per tp "
+                        "and sp; the default where triad-gen builds the "
+                        "model), or by the closed form from the model's "
+                        "sizes")
     output.add_argument("--explain", metavar="CONFIG",
                         help='one configuration, e.g. "dp=8 tp=4 pp=2 '
                         'microbatch=1 zero=1 schedule=1f1b recompute=full"')
@@ -1680,8 +2068,13 @@ def main():
              "--implementation triad and triad-gen beside triad-plan or on "
              "PATH")
     compiled = compiled and args.memory_by != "closed-form"
+    if args.time_by == "compiler" and "generator" not in the_model:
+        fail("--time-by compiler reads the compiler's cost report: it needs "
+             "triad-gen beside triad-plan or on PATH")
     with tempfile.TemporaryDirectory(prefix="triad-plan-") as work:
         memory = CompiledMemory(setup, args.dtype, work) if compiled else None
+        if "generator" in the_model and args.time_by != "closed-form":
+            setup.costs = CompiledCosts(setup, args.dtype, work)
         if args.explain:
             config = parse_config(args.explain)
             total = config["dp"] * config["tp"] * config["pp"]
