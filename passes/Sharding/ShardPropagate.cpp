@@ -191,8 +191,9 @@ private:
         FailureOr<LayoutAttr> layout =
             layer.getBackward()
                 ? activationGradient(cast<OpResult>(result), layoutOf(value))
-                : sequenceParallel(layer, cast<OpResult>(result),
-                                   layoutOf(value));
+                : sequenceParallel(
+                      layer, cast<OpResult>(result),
+                      savedActivation(cast<OpResult>(result), layoutOf(value)));
         if (failed(layout))
           return failure();
         results.push_back(*layout);
@@ -222,8 +223,7 @@ private:
         if (param)
           error << "parameter @" << param.getName() << ", ";
         error << op.getOperand(operand).getType() << ") over " << ranks
-              << " ranks: its size ("
-              << rule.sizes[rule.operands[operand][dim]]
+              << " ranks: its size (" << rule.sizes[rule.operands[operand][dim]]
               << " for this op) is not divisible";
         return error;
       }
@@ -280,6 +280,23 @@ private:
     if (type.getDimSize(1) % mesh.getGroupSize(axes) != 0)
       return whole;
     return whole.withSplit(1, axes);
+  }
+
+  /// A forward layer's result that a backward layer reads (an activation
+  /// the autodiff saved, or the next layer's input, which its backward
+  /// twin reads again) leaves the layer reduced. A pending sum (a residual
+  /// stream summed before one all-reduce, for the norm that reads it) is
+  /// reduced by the forward anyway, but a backward reading it pending
+  /// would reduce it a second time; the partition reuses the forward's
+  /// collective where the layer already reduced it.
+  LayoutAttr savedActivation(OpResult result, LayoutAttr layout) {
+    if (layout.getPartialAxes().empty() ||
+        llvm::none_of(result.getUsers(), [](Operation *user) {
+          auto layer = dyn_cast<LayerOp>(user);
+          return layer && layer.getBackward();
+        }))
+      return layout;
+    return layout.withPartial({});
   }
 
   /// The type of `value` where it is an activation ([batch, seq, hidden]

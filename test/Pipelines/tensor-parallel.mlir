@@ -4,6 +4,20 @@
 // RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --kv-heads 2 --seq 16 --batch 4 | not triad-opt --triad-autodiff --triad-shard-propagate=tp=4 2>&1 | FileCheck %s --check-prefix=KVRULE
 // RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 4 --ffn 50 --seq 16 --batch 4 | not triad-opt --triad-train-pipeline=tp=4 2>&1 | FileCheck %s --check-prefix=FFN
 // RUN: triad-gen --preset llama2-7b --layers 1 --hidden 32 --heads 4 --ffn 64 --vocab 256 --seq 16 --batch 4 | triad-opt --triad-train-pipeline=tp=2 | FileCheck %s --check-prefix=EMBGRAD
+// RUN: triad-gen --preset llama2-7b --layers 2 --hidden 32 --heads 4 --ffn 64 --vocab 256 --seq 16 --batch 4 | triad-opt '--triad-train-pipeline=tp=2 cost-report=%t.cost' -o /dev/null
+// RUN: FileCheck %s --check-prefix=LLAMA < %t.cost
+
+// A model whose residual stream stays a pending sum between layers (a
+// vocab-parallel embedding without biases after it, as Llama's) reduces it
+// once for each norm in the forward; the layers hand it on reduced where a
+// backward layer reads it too (each layer's input is also its backward
+// twin's), so the backward does not reduce it again: Megatron's two
+// all-reduces per layer and pass (before, the backward had four).
+// LLAMA-LABEL: triad cost report: @microbatch_step
+// LLAMA: transformer 0: {{.*}}, 2 collectives of 16384 bytes
+// LLAMA: transformer 1: {{.*}}, 2 collectives of 16384 bytes
+// LLAMA: transformer 1 backward: {{.*}}, 2 collectives of 16384 bytes
+// LLAMA: transformer 0 backward: {{.*}}, 2 collectives of 16384 bytes
 
 // Megatron's count: per layer and microbatch, the attention and MLP outputs
 // are all-reduced over tp in the forward (before their bias) and the

@@ -7,6 +7,20 @@
 // RUN: triad-opt %S/Inputs/step.mlir --triad-autodiff --triad-shard-propagate | FileCheck %s --check-prefix=ONE
 // RUN: triad-opt %S/Inputs/step.mlir --triad-autodiff --triad-shard-propagate='dp=2' | FileCheck %s --check-prefix=STEP
 // RUN: triad-opt %S/Inputs/zero-padded.mlir --triad-shard-propagate='dp=3' | FileCheck %s --check-prefix=PADDED
+// RUN: triad-gen --preset llama2-7b --layers 1 --hidden 32 --heads 4 --ffn 64 --vocab 256 --seq 16 --batch 4 | triad-opt --triad-autodiff '--triad-shard-propagate=tp=2' | FileCheck %s --check-prefix=SAVED
+
+// A layer's result that a backward layer reads leaves the layer reduced: in
+// the forward function alone, the vocab-parallel embedding hands the first
+// layer its pending sum (the layer reduces it for its norm); in the
+// microbatch step, where the first layer's backward twin reads the same
+// value, the embedding reduces it (once, not in the forward and again in
+// the backward).
+// SAVED-LABEL: func.func @forward
+// SAVED: triad.layer embedding 0 (%arg0) {dist.layouts = [#dist.layout<{}, {}, {}, partial = {tp}>]}
+// SAVED: triad.layer transformer 0 (%0) {dist.layouts = [#dist.layout<{}, {}, {}, partial = {tp}>]}
+// SAVED-LABEL: func.func @microbatch_step
+// SAVED: triad.layer embedding 0 (%arg0) {dist.layouts = [#dist.layout<{}, {}, {}>]}
+// SAVED: triad.layer transformer 0 (%0) {dist.layouts = [#dist.layout<{}, {}, {}>,
 
 // ZeRO where dp=3 divides no dimension: a padded split of the largest
 // dimension (Inputs/zero-padded.mlir), which the update and the sum of
