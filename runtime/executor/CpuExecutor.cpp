@@ -66,6 +66,11 @@ absl::StatusOr<CpuExecutor> CpuExecutor::create(const LoadedPlan &plan,
   return executor;
 }
 
+CpuExecutor::~CpuExecutor() {
+  // A receive in flight writes into the arena until it completes.
+  drainInFlight();
+}
+
 uint16_t *CpuExecutor::bits16(uint32_t index) {
   return reinterpret_cast<uint16_t *>(arena.get() + offsetOf(index));
 }

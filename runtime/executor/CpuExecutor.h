@@ -41,6 +41,7 @@ public:
                                             ExecutorOptions options = {});
 
   CpuExecutor(CpuExecutor &&) = default;
+  ~CpuExecutor() override;
 
   const char *backend() const override { return "cpu"; }
 

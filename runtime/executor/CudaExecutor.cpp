@@ -204,6 +204,9 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
 }
 
 CudaExecutor::~CudaExecutor() {
+  // A receive staged through the host still copies into the arena, and
+  // NCCL's are ordered before the drain below.
+  drainInFlight();
   if (commStream) {
     // NCCL may still use the arena and the staging buffers. Polled: a
     // peer that died would leave a plain synchronization waiting forever;
@@ -344,10 +347,11 @@ absl::Status CudaExecutor::settle(bool) {
   // With NCCL the compute stream may wait for NCCL's kernels: poll until
   // it is done, so that the synchronization below returns at once. (The
   // communication stream is left alone: a timed instruction's time is its
-  // own, and at the end of a call the compute stream has waited for every
-  // collective and transfer.)
+  // own, before a call's results are read the compute stream has waited
+  // for what writes them, and in finish for every collective and
+  // transfer.)
   if (ncclComm)
-    if (absl::Status status = drainStreams("the GPU work of this call",
+    if (absl::Status status = drainStreams("the GPU work enqueued so far",
                                            /*commToo=*/false);
         !status.ok())
       return status;

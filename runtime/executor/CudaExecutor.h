@@ -5,12 +5,15 @@
 // allocation, the persistent tensors are initialized on the host (the same
 // values as the CPU backend's, drawn at their global indices) and copied
 // in, and every instruction enqueues its kernel (runtime/kernels/cuda) on
-// the context's compute stream. Nothing waits for the GPU inside a
-// function except where the host must see data: the arguments and
-// results, the prefix lengths of a prefix-masked attention (checked on the
-// host as the CPU backend checks them) and, with the MPI communicator, the
-// collectives and transfers, staged through host memory (a rank's device
-// buffers go to the host, through MPI and back; ranks may share a GPU).
+// the context's compute stream. The host waits for the GPU only where it
+// must see data: a call's results (the step's loss and gradient norm),
+// Executor::finish (once per step), persistent tensors read or written,
+// the prefix lengths of a prefix-masked attention (checked on the host as
+// the CPU backend checks them) and, with the MPI communicator, the
+// collectives and the data a send takes, staged through host memory (a
+// rank's device buffers go to the host, through MPI and back; ranks may
+// share a GPU). A call without results returns with its kernels still
+// queued, so the host enqueues the next call's while the GPU runs them.
 //
 // With NCCL the collectives and transfers move device buffers. Every NCCL
 // operation runs on one communication stream, with everything around it
@@ -29,9 +32,10 @@
 // (NcclCommunicator::wait).
 //
 // Data-dependent errors (a token id or a label outside the vocabulary) are
-// raised by the kernels on the device and reported when the function ends
-// (or after the instruction, when instructions are timed), not at the
-// instruction that found them.
+// raised by the kernels on the device and reported when the host next waits
+// for the GPU (see above; after each instruction when instructions are
+// timed), not at the instruction that found them: the call named may be a
+// later one than the call that found it.
 //
 //===----------------------------------------------------------------------===//
 

@@ -274,6 +274,8 @@ Executor::readPersistent(const std::string &name) {
   if (!p)
     return absl::NotFoundError(
         absl::StrCat("the program has no persistent tensor '", name, "'"));
+  if (absl::Status status = finish(); !status.ok())
+    return status;
   HostTensor tensor;
   tensor.dtype = value(p->value()).dtype();
   tensor.shape = shapeOf(value(p->value()));
@@ -295,6 +297,8 @@ absl::Status Executor::writePersistent(const std::string &name,
         "persistent tensor '", name, "' holds ", elementCount(tensor.shape),
         " elements here, not ", values.size()));
   tensor.floats = values;
+  if (absl::Status status = finish(); !status.ok())
+    return status;
   return writeValue(p->value(), tensor);
 }
 
@@ -335,16 +339,13 @@ Executor::run(const plan::Function &function,
   if (slotIndex >= (slotsOf(*program, function) > 0 ? kMaxSlots : 1))
     return absl::InvalidArgumentError(
         absl::StrCat("function '", name, "' has no slot ", slotIndex));
-  microbatch = microbatchIndex;
-  slot = slotIndex;
   size_t expected = function.args() ? function.args()->size() : 0;
   if (args.size() != expected)
     return absl::InvalidArgumentError(
         absl::StrCat("function '", name, "' takes ", expected,
                      " arguments, got ", args.size()));
   for (size_t i = 0; i < expected; ++i) {
-    uint32_t index = function.args()->Get(i);
-    const plan::Value &slot = value(index);
+    const plan::Value &slot = value(function.args()->Get(i));
     const HostTensor &arg = args[i];
     int64_t n = elementCount(shapeOf(slot));
     // Float values (16-bit ones too) take floats, i32 ones ints.
@@ -354,65 +355,95 @@ Executor::run(const plan::Function &function,
             n)
       return absl::InvalidArgumentError(absl::StrCat(
           "argument ", i, " of '", name, "' does not match its value"));
-    if (absl::Status status = writeValue(index, arg); !status.ok())
-      return status;
   }
-  auto failed = [&](size_t i, const plan::Instr &instr,
-                    const absl::Status &status) {
+  running = &function;
+  microbatch = microbatchIndex;
+  slot = slotIndex;
+  auto failed = [&](std::optional<size_t> i, const absl::Status &status) {
     // Buffers of collectives in flight stay untouched until they complete.
-    waitFor(nullptr, nullptr).IgnoreError();
+    waitForAll(nullptr).IgnoreError();
     settle(false).IgnoreError();
+    std::string where = absl::StrCat("function '", name, "'");
+    if (i)
+      absl::StrAppend(&where, ", instruction ", *i, " (",
+                      plan::EnumNameOpCode(function.body()->Get(*i)->op()),
+                      ")");
     return absl::Status(status.code(),
-                        absl::StrCat("function '", name, "', instruction ", i,
-                                     " (", plan::EnumNameOpCode(instr.op()),
-                                     "): ", status.message()));
+                        absl::StrCat(where, ": ", status.message()));
   };
+  // Collectives and transfers of earlier calls may still use the
+  // arguments' bytes.
+  if (absl::Status status = waitFor(nullptr, function.args(), times);
+      !status.ok())
+    return failed(std::nullopt, status);
+  for (size_t i = 0; i < expected; ++i)
+    if (absl::Status status = writeValue(function.args()->Get(i), args[i]);
+        !status.ok())
+      return status;
   if (function.body())
     for (size_t i = 0; i < function.body()->size(); ++i) {
       const plan::Instr *instr = function.body()->Get(i);
       if (options.progress)
         options.progress->instruction(i, plan::EnumNameOpCode(instr->op()));
-      if (!inFlight.empty())
-        if (absl::Status status = waitFor(instr, times); !status.ok())
-          return failed(i, *instr, status);
+      if (absl::Status status =
+              waitFor(instr->inputs(), instr->outputs(), times);
+          !status.ok())
+        return failed(i, status);
       int64_t begin = times ? nowNanos() : 0;
       absl::Status status;
       if (isCollective(instr->op()) || isTransfer(instr->op())) {
         // Starting one may block too (a blocking collective, a staged
         // copy): the watchdog sees it as a wait.
         const WaitPeers *peers = options.progress ? peersOf(*instr) : nullptr;
-        status = waitRecorded(instr->op(), i, peers, [&] {
-          return isCollective(instr->op()) ? startCollective(*instr, i)
-                                           : startTransfer(*instr, i);
-        });
+        status = waitRecorded(
+            {isTransfer(instr->op()) ? "the transfer" : "the collective", i,
+             plan::EnumNameOpCode(instr->op()), peers, function.name()->c_str(),
+             microbatch},
+            [&] {
+              return isCollective(instr->op()) ? startCollective(*instr, i)
+                                               : startTransfer(*instr, i);
+            });
       } else {
         status = execute(*instr, step);
       }
       if (status.ok() && times)
         status = settle(true);
       if (!status.ok())
-        return failed(i, *instr, status);
+        return failed(i, status);
       if (times)
-        times->push_back({instr->op(), begin, nowNanos(), false, instr, i});
+        times->push_back({instr->op(), begin, nowNanos(), false, instr, i,
+                          &function, microbatch});
     }
-  absl::Status status = waitFor(nullptr, times);
+  // What is still in flight may stay so, but for what the results are
+  // read from; the host then needs the device's work done.
+  std::vector<HostTensor> results;
+  if (!function.results() || function.results()->size() == 0)
+    return results;
+  absl::Status status = waitFor(function.results(), nullptr, times);
   if (absl::Status settled = settle(false); status.ok())
     status = settled;
   if (!status.ok())
-    return absl::Status(status.code(), absl::StrCat("function '", name,
-                                                    "': ", status.message()));
-  std::vector<HostTensor> results;
-  if (function.results())
-    for (uint32_t index : *function.results()) {
-      HostTensor result;
-      result.dtype = value(index).dtype();
-      result.shape = shapeOf(value(index));
-      if (absl::Status read = readValue(index, result); !read.ok())
-        return read;
-      results.push_back(std::move(result));
-    }
+    return failed(std::nullopt, status);
+  for (uint32_t index : *function.results()) {
+    HostTensor result;
+    result.dtype = value(index).dtype();
+    result.shape = shapeOf(value(index));
+    if (absl::Status read = readValue(index, result); !read.ok())
+      return read;
+    results.push_back(std::move(result));
+  }
   return results;
 }
+
+absl::Status Executor::finish(std::vector<InstructionTime> *times) {
+  running = nullptr;
+  absl::Status status = waitForAll(times);
+  if (absl::Status settled = settle(false); status.ok())
+    status = settled;
+  return status;
+}
+
+void Executor::drainInFlight() { waitForAll(nullptr).IgnoreError(); }
 
 TensorCollective Executor::describeCollective(const plan::Instr &instr,
                                               const float *x, float *out,
@@ -458,10 +489,6 @@ absl::Status Executor::track(std::optional<PendingCollective> collective,
                              std::optional<uint32_t> x,
                              std::optional<uint32_t> out) {
   const WaitPeers *peers = options.progress ? peersOf(instr) : nullptr;
-  if (!options.overlapCollectives)
-    return waitRecorded(instr.op(), index, peers, [&] {
-      return collective ? collective->wait() : transfer->wait();
-    });
   auto range = [&](std::optional<uint32_t> v) -> std::pair<uint64_t, uint64_t> {
     if (!v)
       return {0, 0};
@@ -469,19 +496,37 @@ absl::Status Executor::track(std::optional<PendingCollective> collective,
   };
   auto [xBegin, xEnd] = range(x);
   auto [outBegin, outEnd] = range(out);
-  inFlight.push_back({std::move(collective), std::move(transfer), instr.op(),
-                      index, xBegin, xEnd, outBegin, outEnd, peers});
+  InFlight started{std::move(collective),
+                   std::move(transfer),
+                   instr.op(),
+                   index,
+                   xBegin,
+                   xEnd,
+                   outBegin,
+                   outEnd,
+                   peers,
+                   running,
+                   microbatch};
+  if (!options.overlapCollectives)
+    return waitRecorded(waitOf(started), [&] { return started.wait(); });
+  inFlight.push_back(std::move(started));
   return absl::OkStatus();
 }
 
-template <typename Wait>
-absl::Status Executor::waitRecorded(plan::OpCode op, size_t index,
-                                    const WaitPeers *peers, Wait wait) {
+Wait Executor::waitOf(const InFlight &c) const {
+  return {isTransfer(c.op) ? "the transfer" : "the collective",
+          c.instruction,
+          plan::EnumNameOpCode(c.op),
+          c.peers,
+          c.function->name()->c_str(),
+          c.microbatch};
+}
+
+template <typename Fn>
+absl::Status Executor::waitRecorded(const Wait &what, Fn wait) {
   if (!options.progress)
     return wait();
-  options.progress->beginWait(
-      {isTransfer(op) ? "the transfer" : "the collective", index,
-       plan::EnumNameOpCode(op), peers});
+  options.progress->beginWait(what);
   absl::Status status = wait();
   options.progress->endWait();
   return status;
@@ -512,21 +557,24 @@ const WaitPeers *Executor::peersOf(const plan::Instr &instr) {
   return &it->second;
 }
 
-absl::Status Executor::waitFor(const plan::Instr *instr,
-                               std::vector<InstructionTime> *times) {
+absl::Status Executor::waitFor(const flatbuffers::Vector<uint32_t> *reads,
+                               const flatbuffers::Vector<uint32_t> *writes,
+                               std::vector<InstructionTime> *times, bool all) {
+  // The values' bytes are those of the running call's slot; an entry's are
+  // those of its own call's.
   auto overlaps = [&](uint32_t index, uint64_t begin, uint64_t end) {
     uint64_t bytes = value(index).region()->bytes(), offset = offsetOf(index);
     return bytes > 0 && begin < end && offset < end && begin < offset + bytes;
   };
   auto mustWait = [&](const InFlight &c) {
-    if (!instr)
+    if (all)
       return true;
-    if (instr->inputs())
-      for (uint32_t index : *instr->inputs())
+    if (reads)
+      for (uint32_t index : *reads)
         if (overlaps(index, c.outBegin, c.outEnd))
           return true;
-    if (instr->outputs())
-      for (uint32_t index : *instr->outputs())
+    if (writes)
+      for (uint32_t index : *writes)
         if (overlaps(index, c.outBegin, c.outEnd) ||
             overlaps(index, c.xBegin, c.xEnd))
           return true;
@@ -534,25 +582,30 @@ absl::Status Executor::waitFor(const plan::Instr *instr,
   };
   absl::Status result;
   for (size_t i = 0; i < inFlight.size();) {
-    if (!mustWait(inFlight[i])) {
+    InFlight &c = inFlight[i];
+    if (!mustWait(c)) {
       ++i;
       continue;
     }
-    int64_t begin = times ? nowNanos() : 0;
-    absl::Status status =
-        waitRecorded(inFlight[i].op, inFlight[i].instruction, inFlight[i].peers,
-                     [&] { return inFlight[i].wait(); });
+    int64_t begin = nowNanos();
+    absl::Status status = waitRecorded(waitOf(c), [&] { return c.wait(); });
+    int64_t end = nowNanos();
+    if (isTransfer(c.op))
+      transferWaiting += end - begin;
     if (times)
-      times->push_back({inFlight[i].op, begin, nowNanos(), /*wait=*/true,
-                        nullptr, inFlight[i].instruction});
-    if (!status.ok() && result.ok())
+      times->push_back({c.op, begin, end, /*wait=*/true, nullptr, c.instruction,
+                        c.function, c.microbatch});
+    if (!status.ok() && result.ok()) {
+      std::string what =
+          absl::StrCat(isTransfer(c.op) ? "the transfer of instruction "
+                                        : "the collective of instruction ",
+                       c.instruction, " (", plan::EnumNameOpCode(c.op), ")");
+      if (c.function != running || c.microbatch != microbatch)
+        absl::StrAppend(&what, " of call ", c.function->name()->str(),
+                        " (microbatch ", c.microbatch, ")");
       result = absl::Status(status.code(),
-                            absl::StrCat(isTransfer(inFlight[i].op)
-                                             ? "the transfer of instruction "
-                                             : "the collective of instruction ",
-                                         inFlight[i].instruction, " (",
-                                         plan::EnumNameOpCode(inFlight[i].op),
-                                         "): ", status.message()));
+                            absl::StrCat(what, ": ", status.message()));
+    }
     inFlight.erase(inFlight.begin() + static_cast<std::ptrdiff_t>(i));
   }
   return result;

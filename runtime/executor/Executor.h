@@ -12,6 +12,16 @@
 // collectives and transfers (letting the following instructions overlap
 // them until one touches their buffers) and copies its results out.
 //
+// What a call starts may outlive it: a pipeline's receive returns once
+// posted, and the computation that reads the activation, in a later call,
+// waits for it. Each collective or transfer in flight holds the arena bytes
+// it reads and writes, fixed when it started (a call on another microbatch
+// slot touches other bytes of a slotted value), and whatever touches them
+// first waits for it: an instruction, an argument copied in, a result
+// copied out. finish() waits for all of them (the trainer calls it at the
+// end of each step), as do reading and writing a persistent tensor, a
+// failing call and the backends' destructors.
+//
 // A backend supplies the memory and the instructions: CpuExecutor
 // (executor/CpuExecutor.h) and, where the CUDA toolkit is found,
 // CudaExecutor (executor/CudaExecutor.h); createExecutor
@@ -69,10 +79,10 @@ struct ExecutorOptions {
   /// between pipeline ranks, is then refused at creation.
   Communicator *communicator = nullptr;
   /// Starts each collective and transfer (Send, Recv) and lets the
-  /// following instructions run until the first one that reads or writes
-  /// its output, or writes its input, overlapping communication with
-  /// computation; false: every collective and transfer completes before the
-  /// next instruction. Either way all are complete when a function returns.
+  /// following instructions, of this call and later ones, run until the
+  /// first one that reads or writes its output, or writes its input,
+  /// overlapping communication with computation (see finish); false: every
+  /// collective and transfer completes before the next instruction.
   bool overlapCollectives = true;
   /// Where the executor records each instruction it runs and each
   /// collective or transfer it waits for (not owned; it must outlive the
@@ -82,7 +92,8 @@ struct ExecutorOptions {
 
 /// When one instruction of a run started and ended (steady clock). A
 /// collective or transfer started in the background has a second entry,
-/// `wait`, for the time the run waited for it to complete.
+/// `wait`, for the time the run waited for it to complete (in the call
+/// that started it, a later one, or finish).
 struct InstructionTime {
   plan::OpCode op;
   int64_t beginNanos, endNanos;
@@ -92,6 +103,10 @@ struct InstructionTime {
   /// Its index in the function's body (of the instruction waited for, for
   /// a wait).
   size_t index = 0;
+  /// The call the instruction ran in (for a wait, the call that started
+  /// what it waited for): its function and microbatch.
+  const plan::Function *function = nullptr;
+  uint32_t microbatch = 0;
 };
 
 /// The values of a program's arena seen as shapes (shared by the backends).
@@ -132,6 +147,9 @@ public:
   /// body (dropout masks of training step `step`, for the step's
   /// `microbatch`, on copy `slot` of its slotted values) and returns its
   /// results. With `times`, appends the time of every instruction to it.
+  /// Collectives and transfers it starts may still be in flight when it
+  /// returns (see finish); when an instruction or a wait fails, it returns
+  /// once all have ended.
   absl::StatusOr<std::vector<HostTensor>>
   run(const std::string &name, const std::vector<HostTensor> &args,
       uint64_t step = 0, std::vector<InstructionTime> *times = nullptr,
@@ -145,6 +163,16 @@ public:
   run(uint32_t index, const std::vector<HostTensor> &args, uint64_t step = 0,
       std::vector<InstructionTime> *times = nullptr, uint32_t microbatch = 0,
       uint32_t slot = 0);
+
+  /// Waits for every collective and transfer still in flight and for the
+  /// work the backend has enqueued (a GPU's stream), and returns the first
+  /// error, naming the instruction and the call that started what failed.
+  /// With `times`, appends its waits to it.
+  absl::Status finish(std::vector<InstructionTime> *times = nullptr);
+
+  /// How long this executor has waited for transfers (Send, Recv) to
+  /// complete, in all: a pipeline rank waiting for its peers.
+  int64_t transferWaitNanos() const { return transferWaiting; }
 
   /// "cpu" or "cuda".
   virtual const char *backend() const = 0;
@@ -175,10 +203,11 @@ public:
   SliceBox sliceBox(const plan::Persistent &p) const;
 
   /// A copy of the f32 data of persistent tensor `name` (this rank's
-  /// slice, padding included), for checkpoints and tests.
+  /// slice, padding included), for checkpoints and tests, once everything
+  /// in flight has ended (finish).
   absl::StatusOr<std::vector<float>> readPersistent(const std::string &name);
   /// Replaces the data of persistent tensor `name` with `values` (its
-  /// local element count exactly).
+  /// local element count exactly), once everything in flight has ended.
   absl::Status writePersistent(const std::string &name,
                                const std::vector<float> &values);
 
@@ -284,6 +313,9 @@ protected:
                      std::unique_ptr<CommRequest> transfer,
                      const plan::Instr &instr, size_t index,
                      std::optional<uint32_t> x, std::optional<uint32_t> out);
+  /// Waits for everything in flight, errors ignored: a backend's destructor
+  /// calls it before the memory a receive may still write goes away.
+  void drainInFlight();
 
   const plan::Value &value(uint32_t index) const {
     return *program->values()->Get(index);
@@ -315,9 +347,10 @@ protected:
   /// Starts the Send or Recv `instr` (see track).
   virtual absl::Status startTransfer(const plan::Instr &instr,
                                      size_t index) = 0;
-  /// Completes the work an instruction enqueued (for its time, and for
-  /// errors found on the device), when `timed` or at the end of a
-  /// function: a backend that runs asynchronously waits for it here.
+  /// Completes the work enqueued so far (for an instruction's time, and for
+  /// errors found on the device), when `timed`, before a call's results are
+  /// read and in finish: a backend that runs asynchronously waits for it
+  /// here.
   virtual absl::Status settle(bool timed) { return absl::OkStatus(); }
 
   const LoadedPlan *plan;
@@ -335,18 +368,24 @@ private:
   run(const plan::Function &function, const std::vector<HostTensor> &args,
       uint64_t step, std::vector<InstructionTime> *times, uint32_t microbatch,
       uint32_t slot);
-  /// The microbatch and the slot of the function being run.
+  /// The call being run or run last (its function, null after finish; its
+  /// microbatch and slot): an error names the call that started what
+  /// failed where that is another.
+  const plan::Function *running = nullptr;
   uint32_t microbatch = 0, slot = 0;
   absl::Status checkCollectives() const;
-  /// Completes the collectives and transfers in flight that `instr` must
-  /// wait for (all of them for nullptr); records their waits in `times`.
-  absl::Status waitFor(const plan::Instr *instr,
-                       std::vector<InstructionTime> *times);
-  /// Waits for `wait` (a collective or transfer of instruction `index`),
-  /// recorded in options.progress.
-  template <typename Wait>
-  absl::Status waitRecorded(plan::OpCode op, size_t index,
-                            const WaitPeers *peers, Wait wait);
+  /// Completes the collectives and transfers in flight that write bytes of
+  /// a value in `reads` or `writes`, or read bytes of one in `writes`, on
+  /// the running call's slot (every one when `all`); records their waits
+  /// in `times`.
+  absl::Status waitFor(const flatbuffers::Vector<uint32_t> *reads,
+                       const flatbuffers::Vector<uint32_t> *writes,
+                       std::vector<InstructionTime> *times, bool all = false);
+  absl::Status waitForAll(std::vector<InstructionTime> *times) {
+    return waitFor(nullptr, nullptr, times, /*all=*/true);
+  }
+  /// Runs `wait` (for `what`), recorded in options.progress.
+  template <typename Fn> absl::Status waitRecorded(const Wait &what, Fn wait);
   /// For the watchdog's report: the world ranks a collective or transfer
   /// `instr` exchanges with ("ranks 0, 1, 2, 3" of this rank's instance of
   /// its group, "rank 5" for a transfer's peer), computed once each.
@@ -355,7 +394,8 @@ private:
 
   /// A collective or transfer started and not yet completed (one of
   /// `collective` and `transfer`): the byte ranges of its input and output
-  /// in the arena (empty for the side a transfer lacks).
+  /// in the arena as they were when it started (on its call's slot; empty
+  /// for the side a transfer lacks).
   struct InFlight {
     std::optional<PendingCollective> collective;
     std::unique_ptr<CommRequest> transfer;
@@ -364,12 +404,19 @@ private:
     uint64_t xBegin, xEnd, outBegin, outEnd;
     /// Whom it waits for (peersOf).
     const WaitPeers *peers;
+    /// The call that started it.
+    const plan::Function *function;
+    uint32_t microbatch;
 
     absl::Status wait() {
       return collective ? collective->wait() : transfer->wait();
     }
   };
   std::vector<InFlight> inFlight;
+  /// The watchdog's record of a wait for `c`.
+  Wait waitOf(const InFlight &c) const;
+  /// See transferWaitNanos.
+  int64_t transferWaiting = 0;
 };
 
 } // namespace triad::rt

@@ -84,6 +84,11 @@ std::string Progress::describe() const {
     if (wait.peers && !wait.peers->text.empty())
       absl::StrAppend(&text, ": ", wait.peers->text);
     absl::StrAppend(&text, ")");
+    if (wait.function &&
+        (!function || std::string_view(wait.function) != function ||
+         wait.microbatch != microbatch))
+      absl::StrAppend(&text, " started by call ", wait.function,
+                      " (microbatch ", wait.microbatch, ")");
   }
   return text;
 }
@@ -94,12 +99,13 @@ std::string WaitPoint::key() const {
 
 std::optional<WaitPoint> Progress::waitPoint() const {
   std::lock_guard<std::mutex> lock(mutex);
-  if (!waiting || !function)
+  const char *started = wait.function ? wait.function : function;
+  if (!waiting || !started)
     return std::nullopt;
   WaitPoint point;
   point.step = step;
-  point.function = function;
-  point.microbatch = microbatch;
+  point.function = started;
+  point.microbatch = wait.function ? wait.microbatch : microbatch;
   point.instruction = wait.instruction;
   point.transfer = std::string_view(wait.kind) == "the transfer";
   if (wait.peers)

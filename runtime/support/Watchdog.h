@@ -41,7 +41,7 @@ struct WaitPeers {
 };
 
 /// What a rank blocks on: a collective or a transfer started by an earlier
-/// instruction of the running call.
+/// instruction of the running call or of an earlier call.
 struct Wait {
   /// "the collective" or "the transfer".
   const char *kind = "";
@@ -50,11 +50,15 @@ struct Wait {
   const char *opcode = "";
   /// Whom it waits for; null when unknown.
   const WaitPeers *peers = nullptr;
+  /// The call that started it (its function and microbatch); null: the
+  /// running call.
+  const char *function = nullptr;
+  uint32_t microbatch = 0;
 };
 
 /// Where a rank waits, as its peers can compare it with their own: the
 /// step, the call (function and microbatch) and the instruction that
-/// started the collective or transfer.
+/// started the collective or transfer (whichever call waits for it).
 struct WaitPoint {
   uint64_t step = 0;
   std::string function;
@@ -88,7 +92,8 @@ public:
   Clock::time_point lastProgress() const;
   /// "step 12, call microbatch_step (microbatch 2), instruction 57
   /// (AllReduce), waiting for the collective of instruction 41 (AllReduce:
-  /// ranks 0, 1)".
+  /// ranks 0, 1)", and " started by call recv_act_s1 (microbatch 3)" when
+  /// another call started it.
   std::string describe() const;
   /// Where the rank waits, when it waits inside a call.
   std::optional<WaitPoint> waitPoint() const;

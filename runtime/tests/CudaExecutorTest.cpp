@@ -10,7 +10,10 @@
 // through NCCL; every collective through NCCL (f32, bf16 and f16; packed
 // pieces, buckets) exactly; a checkpoint saved from the GPU resumes on the
 // CPU with the same losses; a bad token id is an error of the function
-// that read it; a wait for NCCL past its timeout aborts the communicators.
+// that read it where that function returns results, and of finish where
+// it does not (a call without results does not wait for the GPU); a
+// receive staged through the host outlives its call as on the CPU; a wait
+// for NCCL past its timeout aborts the communicators.
 //
 // Without a GPU every test but the last skips with "no CUDA device on
 // this machine" (ctest's SKIP_REGULAR_EXPRESSION); the last checks that
@@ -23,6 +26,7 @@
 #include "runtime/init/Philox.h"
 #include "runtime/plan/KernelCodes.h"
 #include "runtime/support/Files.h"
+#include "runtime/tests/HeldTransfers.h"
 #include "runtime/tests/PlanBuilder.h"
 #include "runtime/train/Trainer.h"
 
@@ -814,6 +818,71 @@ TEST(CudaExecutor, ABadTokenIdFailsTheFunction) {
   // The executor goes on: a good call after it works.
   bad.ints = {0, 3, 1};
   EXPECT_TRUE((*gpu)->run("f", {bad}).ok());
+}
+
+// A call without results returns with its kernels queued: a bad token id
+// is found when the host next waits for the GPU, here at finish.
+TEST(CudaExecutor, ACallWithoutResultsDoesNotWaitForTheGpu) {
+  PlanBuilder b;
+  uint32_t ids = b.value(plan::DType::I32, {3});
+  uint32_t table = b.value(plan::DType::F32, {4, 2});
+  uint32_t out = b.value(plan::DType::F32, {3, 2});
+  b.persistent("table", table, {4, 2}, {0, 0}, 0.5);
+  b.instr(OpCode::Embedding, {ids, table}, {out});
+  absl::StatusOr<LoadedPlan> plan =
+      loadPlanFromBytes(b.build({ids}, {}), "test.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  SKIP_WITHOUT_GPU();
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
+      CudaExecutor::create(*plan, 0, 1);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  HostTensor bad;
+  bad.dtype = plan::DType::I32;
+  bad.shape = {3};
+  bad.ints = {0, 4, 1};
+  EXPECT_TRUE((*gpu)->run("f", {bad}).ok());
+  absl::Status finished = (*gpu)->finish();
+  EXPECT_EQ(finished.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(finished.message().find("token id is outside"), std::string::npos)
+      << finished;
+  EXPECT_TRUE((*gpu)->finish().ok());
+}
+
+// Transfers staged through the host (the MPI path) stay in flight across
+// calls as on the CPU (InFlightTest.cpp): a receive is copied to the device
+// by the call that reads its slot, not by one on the other slot.
+TEST(CudaExecutor, AStagedReceiveOutlivesItsCall) {
+  absl::StatusOr<LoadedPlan> plan =
+      loadPlanFromBytes(tests::inFlightPlan(), "in-flight.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  SKIP_WITHOUT_GPU();
+  tests::HeldTransfers comm;
+  ExecutorOptions options;
+  options.communicator = &comm;
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
+      CudaExecutor::create(*plan, 1, 1, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  CudaExecutor &executor = **gpu;
+  ASSERT_TRUE(executor.run("recv", {}, 0, nullptr, 0, 0).ok());
+  ASSERT_TRUE(executor.run("recv", {}, 0, nullptr, 1, 1).ok());
+  ASSERT_EQ(comm.started.size(), 2u);
+  EXPECT_FALSE(comm.started[0]->waited || comm.started[1]->waited);
+  comm.started[0]->payload = {1, 2, 3, 4};
+  comm.started[1]->payload = {5, 6, 7, 8};
+  auto used = executor.run("use", {}, 0, nullptr, 1, 1);
+  ASSERT_TRUE(used.ok()) << used.status();
+  EXPECT_EQ((*used)[0].floats, (std::vector<float>{10, 12, 14, 16}));
+  EXPECT_FALSE(comm.started[0]->waited);
+  ASSERT_TRUE(executor.run("fill", {}, 0, nullptr, 2, 1).ok());
+  used = executor.run("use", {}, 0, nullptr, 0, 0);
+  ASSERT_TRUE(used.ok()) << used.status();
+  EXPECT_EQ((*used)[0].floats, (std::vector<float>{2, 4, 6, 8}));
+  // A send takes its data to the host as it starts.
+  ASSERT_TRUE(executor.run("prepare", {}, 0, nullptr, 0, 0).ok());
+  ASSERT_TRUE(executor.run("send", {}, 0, nullptr, 0, 0).ok());
+  ASSERT_TRUE(executor.run("overwrite", {}, 0, nullptr, 0, 0).ok());
+  ASSERT_TRUE(executor.finish().ok());
+  EXPECT_EQ(comm.started.back()->sent, (std::vector<float>(4, 7.0f)));
 }
 
 TEST(CudaExecutorWithoutGpu, CreatingOneSaysThereIsNoGpu) {

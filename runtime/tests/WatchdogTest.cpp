@@ -65,6 +65,42 @@ TEST(ProgressTest, AnswersPeersWithItsWaitPoint) {
   EXPECT_FALSE(progress.waitPoint());
 }
 
+// A collective or transfer may be waited for by a later call than the
+// one that started it, or at the end of the step: the report names the
+// call that started it, and the wait point is that call's (the same on
+// every rank that waits for it, wherever each waits).
+TEST(ProgressTest, AWaitIsNamedByTheCallThatStartedIt) {
+  Progress progress;
+  progress.beginStep(3);
+  progress.beginCall("forward_s1", 2);
+  progress.instruction(4, "Matmul");
+  WaitPeers peer{"rank 0", {0}};
+  progress.beginWait({"the transfer", 0, "Recv", &peer, "recv_act_s1", 2});
+  EXPECT_EQ(progress.describe(),
+            "step 3, call forward_s1 (microbatch 2), instruction 4 (Matmul), "
+            "waiting for the transfer of instruction 0 (Recv: rank 0) started "
+            "by call recv_act_s1 (microbatch 2)");
+  std::optional<WaitPoint> point = progress.waitPoint();
+  ASSERT_TRUE(point);
+  EXPECT_EQ(point->key(), "3/recv_act_s1/2/0");
+  EXPECT_TRUE(point->transfer);
+  // Started by the running call: nothing added.
+  progress.beginWait({"the transfer", 1, "Send", &peer, "forward_s1", 2});
+  EXPECT_EQ(progress.describe(),
+            "step 3, call forward_s1 (microbatch 2), instruction 4 (Matmul), "
+            "waiting for the transfer of instruction 1 (Send: rank 0)");
+  EXPECT_EQ(progress.waitPoint()->key(), "3/forward_s1/2/1");
+  progress.endWait();
+  progress.phase("completing the step's transfers");
+  progress.beginWait({"the transfer", 0, "Send", &peer, "send_grad_s1", 7});
+  EXPECT_EQ(progress.describe(),
+            "step 3, completing the step's transfers, waiting for the "
+            "transfer of instruction 0 (Send: rank 0) started by call "
+            "send_grad_s1 (microbatch 7)");
+  ASSERT_TRUE(progress.waitPoint());
+  EXPECT_EQ(progress.waitPoint()->key(), "3/send_grad_s1/7/0");
+}
+
 /// An answer waiting at `key` for `ranks`.
 std::string waiting(const std::string &key, std::vector<int64_t> ranks,
                     const std::string &where) {

@@ -317,6 +317,41 @@ absl::StatusOr<StepResult> Trainer::step() {
     idleBegin.reset();
     idleWhat.clear();
   };
+  // What a wait names as the call that started what it waited for: its
+  // schedule action, or its function and microbatch.
+  auto callName = [&](const plan::Function *function, uint32_t microbatch) {
+    for (size_t i = 0; i < program.step()->size(); ++i) {
+      const plan::Call *call = program.step()->Get(i);
+      if (program.functions()->Get(call->function()) == function &&
+          call->microbatch() == microbatch && !callLabels[i].token.empty())
+        return callLabels[i].token;
+    }
+    return absl::StrCat(function->name()->str(), " mb ", microbatch);
+  };
+  // The model layer of an instruction (waited for), from its function's
+  // spans.
+  auto layerOf = [](const InstructionTime &time) -> std::string {
+    const auto *names = time.function->layer_names();
+    const auto *spans = time.function->layer_spans();
+    if (!names || !spans)
+      return {};
+    for (size_t l = 0; l < names->size(); ++l)
+      if (time.index >= spans->Get(2 * l) && time.index < spans->Get(2 * l + 1))
+        return names->Get(l)->str();
+    return {};
+  };
+  auto traceTimes = [&] {
+    for (const InstructionTime &time : times)
+      result.events.push_back(
+          {time.wait ? absl::StrCat("wait ", plan::EnumNameOpCode(time.op))
+                     : std::string(plan::EnumNameOpCode(time.op)),
+           "instruction", micros(time.beginNanos),
+           (time.endNanos - time.beginNanos) / 1000.0,
+           time.instr ? exec->describe(*time.instr)
+                      : absl::StrCat(callName(time.function, time.microbatch),
+                                     ", instruction ", time.index),
+           layerOf(time)});
+  };
   for (size_t callIndex = 0; callIndex < program.step()->size(); ++callIndex) {
     const plan::Call *call = program.step()->Get(callIndex);
     const plan::Function &function =
@@ -325,7 +360,7 @@ absl::StatusOr<StepResult> Trainer::step() {
     times.clear();
     if (options.progress)
       options.progress->beginCall(function.name()->c_str(), call->microbatch());
-    int64_t callBegin = nowNanos();
+    int64_t callBegin = nowNanos(), waitedBefore = exec->transferWaitNanos();
     absl::StatusOr<std::vector<HostTensor>> outputs =
         exec->run(call->function(), args, result.step,
                   traced ? &times : nullptr, call->microbatch(), call->slot());
@@ -347,6 +382,9 @@ absl::StatusOr<StepResult> Trainer::step() {
       absl::StrAppend(&idleWhat, idleWhat.empty() ? "" : " ", token);
     } else {
       endIdle();
+      // A transfer call returns once its transfers are posted; the call
+      // that reads what they receive (or writes what they send) waits.
+      result.idleSeconds += (exec->transferWaitNanos() - waitedBefore) / 1e9;
     }
     if (traced) {
       std::string name = function.name()->str();
@@ -356,28 +394,23 @@ absl::StatusOr<StepResult> Trainer::step() {
         absl::StrAppend(&name, " mb ", call->microbatch());
       result.events.push_back(
           {name, category, micros(callBegin), (callEnd - callBegin) / 1000.0});
-      // The layer of instruction `index`, from the function's spans.
-      auto layerOf = [&](size_t index) -> std::string {
-        const auto *names = function.layer_names();
-        const auto *spans = function.layer_spans();
-        if (!names || !spans)
-          return {};
-        for (size_t l = 0; l < names->size(); ++l)
-          if (index >= spans->Get(2 * l) && index < spans->Get(2 * l + 1))
-            return names->Get(l)->str();
-        return {};
-      };
-      for (const InstructionTime &time : times)
-        result.events.push_back(
-            {time.wait ? absl::StrCat("wait ", plan::EnumNameOpCode(time.op))
-                       : std::string(plan::EnumNameOpCode(time.op)),
-             "instruction", micros(time.beginNanos),
-             (time.endNanos - time.beginNanos) / 1000.0,
-             time.instr ? exec->describe(*time.instr) : std::string(),
-             layerOf(time.index)});
+      traceTimes();
     }
   }
   endIdle();
+  // What the calls left in flight (a pipeline's last sends) ends with the
+  // step, and a GPU's queued work with it.
+  if (options.progress)
+    options.progress->phase("completing the step's transfers");
+  times.clear();
+  int64_t waitedBefore = exec->transferWaitNanos();
+  if (absl::Status status = exec->finish(traced ? &times : nullptr);
+      !status.ok())
+    return absl::Status(status.code(), absl::StrCat("step ", result.step, ": ",
+                                                    status.message()));
+  result.idleSeconds += (exec->transferWaitNanos() - waitedBefore) / 1e9;
+  if (traced)
+    traceTimes();
   int64_t stepEnd = nowNanos();
   result.seconds = (stepEnd - stepBegin) / 1e9;
   if (traced)

@@ -6,7 +6,10 @@
 // token corpus, and runs optimizer steps by walking the program's step
 // (Program.step): before each call it fills the function's Tokens and Labels
 // arguments with the call's microbatch, then it runs the function and keeps its
-// named results.
+// named results. Transfers and collectives a call starts may complete in a
+// later call (a pipeline rank posts its receive and forwards the previous
+// microbatch while it arrives); the step ends once all have
+// (Executor::finish).
 //
 // Steps count from 1, as the optimizer's own counter does: the apply step
 // increments the state "optimizer.step" from 0 and schedules the learning
@@ -88,17 +91,20 @@ struct TrainerOptions {
 /// A span of time for a timeline (Chrome trace "complete" event).
 struct TraceEvent {
   std::string name;
-  /// "step", "call" or "instruction" (a collective completing in the
-  /// background has a second one, "wait <op>", for the time waited). Under
+  /// "step", "call" or "instruction" (a collective or transfer completing
+  /// in the background has a second one, "wait <op>", for the time waited,
+  /// in the call that needs its buffers or at the end of the step). Under
   /// a pipeline a call is named by its schedule action ("F0.1
   /// forward_s0_m1") and its category is the action's: "forward",
-  /// "backward", "transfer" or "optimizer"; "idle" spans the time between
-  /// two compute calls that the rank spent in transfers, waiting for its
-  /// peers (the bubble).
+  /// "backward", "transfer" or "optimizer"; "idle" spans the transfer calls
+  /// between two compute calls (which post their transfers and return:
+  /// the waits for them are the "wait Send" and "wait Recv" events).
   std::string category;
   /// Microseconds since the trainer was created.
   double beginMicros = 0, durationMicros = 0;
-  /// An instruction's operands (Executor::describe); empty otherwise.
+  /// An instruction's operands (Executor::describe); for a wait, the call
+  /// and instruction that started what it waited for ("recv-act1.2<0,
+  /// instruction 0"); empty otherwise.
   std::string detail = {};
   /// The model layer an instruction comes from ("transformer 3"), when the
   /// plan names it; empty otherwise.
@@ -119,8 +125,10 @@ struct StepResult {
   int64_t tokens = 0;
   /// Wall-clock time of the step.
   double seconds = 0;
-  /// Under a pipeline: the part of `seconds` this rank spent in transfer
-  /// calls between its compute calls (waiting for its peers); 0 otherwise.
+  /// Under a pipeline: the part of `seconds` this rank spent waiting for
+  /// its peers: in transfer calls between its compute calls, and waiting
+  /// for transfers in the other calls and at the end of the step; 0
+  /// otherwise.
   double idleSeconds = 0;
   /// With TrainerOptions::trace: the step, each call and (early steps)
   /// each instruction.
