@@ -378,7 +378,10 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
   // step widens 16-bit ones: Megatron's main_grad), so that their sum over
   // microbatches and data-parallel ranks rounds once, in f32; with
   // grad-accumulation=param a 16-bit parameter's arrive in its type, summed
-  // and rounded in it, and are widened here.
+  // and rounded in it, and the norm and AdamW read them as they are
+  // (widening each element as they compute in f32, which is exact: the
+  // same numbers as widened copies, without an f32 copy of every gradient
+  // live at once).
   SmallVector<Type> gradTypes;
   for (ParamOp param : params)
     gradTypes.push_back(
@@ -413,17 +416,7 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
     return MulOp::create(b, loc, x.getType(), x, y);
   };
 
-  // The gradients in f32.
-  SmallVector<Value> grads;
-  for (Value grad : body->getArguments()) {
-    auto type = cast<RankedTensorType>(grad.getType());
-    grads.push_back(
-        type.getElementType().isF32()
-            ? grad
-            : CastOp::create(b, loc,
-                             RankedTensorType::get(type.getShape(), f32), grad)
-                  .getResult());
-  }
+  SmallVector<Value> grads(body->getArguments());
 
   Value oldStep = read(stepState->getSymName(), scalar);
   Value step = AddOp::create(b, loc, scalar, oldStep, constant(1.0));
@@ -489,10 +482,9 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
     Value value = read(weights, wide);
     Value m = read(state.m.getSymName(), wide);
     Value v = read(state.v.getSymName(), wide);
-    Value wideGrad = grad;
     double decay = type.getRank() >= 2 ? options.weightDecay : 0.0;
     auto update = AdamWUpdateOp::create(
-        b, loc, wide, wide, wide, value, wideGrad, m, v, lr, step, coefficient,
+        b, loc, wide, wide, wide, value, grad, m, v, lr, step, coefficient,
         b.getF64FloatAttr(options.beta1), b.getF64FloatAttr(options.beta2),
         b.getF64FloatAttr(options.epsilon), b.getF64FloatAttr(decay));
     AssignOp::create(b, loc, weights,

@@ -506,9 +506,12 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
   case OpCode::AdamW: {
     CHECK_OK(arity(7, 3, 0, 4));
     CHECK_OK(sameShapes({in[0], in[1], in[2], in[3], out[0], out[1], out[2]}));
-    for (uint32_t index : {in[0], in[1], in[2], in[3], out[0], out[1], out[2]})
+    for (uint32_t index : {in[0], in[2], in[3], out[0], out[1], out[2]})
       if (dtype(index) != DType::F32)
-        return fail("AdamW runs on f32 weights, gradients and moments");
+        return fail("AdamW runs on f32 weights and moments");
+    // A 16-bit gradient (summed in the parameter's type) is widened as it
+    // is read.
+    CHECK_OK(floatValues({in[1]}));
     CHECK_OK(scalarF32({in[4], in[5], in[6]}));
     AdamWAttrs attrs = adamWAttrs(floats);
     if (!(attrs.beta1 >= 0.0 && attrs.beta1 < 1.0) ||

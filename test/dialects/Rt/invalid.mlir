@@ -212,6 +212,22 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
 
 // -----
 
+// AdamW updates f32 weights and moments (a 16-bit gradient, summed in the
+// parameter's type, is widened as it is read: ops.mlir).
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %w = rt.buffer 0 : memref<16xf32>
+  %m = rt.buffer 64 : memref<16xbf16>
+  %g = rt.buffer 128 : memref<16xbf16>
+  %n = rt.buffer 192 : memref<f32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'adamw': AdamW runs on f32 weights and moments}}
+    rt.kernel adamw(%w, %g, %m, %m, %n, %n, %n) -> (%w, %m, %m) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<16xf32>, memref<16xbf16>, memref<16xbf16>, memref<16xbf16>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xbf16>, memref<16xbf16>)
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
 // A send reads one buffer and writes none.
 rt.program @rank0 pipeline_rank 0 arena 4096 {
   %n = rt.buffer 0 : memref<4xf32>

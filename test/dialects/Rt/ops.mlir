@@ -21,6 +21,8 @@
 // CHECK-NEXT: rt.kernel embedding(%[[T]], %[[W]]) -> (%[[X]]) : (memref<2x4xi32>, memref<16x8xf32>) -> memref<2x4x8xf32>
 // CHECK-NEXT: rt.kernel accumulate(%[[ACC]], %[[W]], %[[N]]) -> (%[[ACC]])
 // CHECK-NEXT: rt.kernel adamw(%[[W]], %[[ACC]], %[[ACC]], %[[ACC]], %[[N]], %[[N]], %[[N]]) -> (%[[W]], %[[ACC]], %[[ACC]]) floats [9.000000e-01, 9.500000e-01, 1.000000e-08, 1.000000e-01]
+// AdamW reads a 16-bit gradient as it is.
+// CHECK-NEXT: rt.kernel adamw(%[[W]], %{{.*}}, %[[ACC]], %[[ACC]], %[[N]], %[[N]], %[[N]]) {{.*}} : (memref<16x8xf32>, memref<16x8xbf16>,
 // CHECK-NEXT: rt.kernel copy(%[[XV]]) -> (%[[X]])
 // CHECK-NEXT: rt.kernel send(%[[X]]) -> () ints [1, 7] : (memref<2x4x8xf32>) -> ()
 // CHECK-NEXT: rt.kernel recv() -> (%[[X]]) ints [1, 8] : () -> memref<2x4x8xf32>
@@ -34,6 +36,7 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   %n = rt.buffer 1152 : memref<f32>
   %x = rt.buffer 1216 : memref<2x4x8xf32>
   %xv = rt.buffer 1216 : memref<8x8xf32>
+  %g16 = rt.buffer 1536 : memref<16x8xbf16>
   rt.persistent "w" parameter %w global [16, 8] offsets [0, 0] init <normal, std = 0.02> : memref<16x8xf32>
   rt.persistent "grad.w" accumulator %acc global [16, 8] offsets [0, 0] init <zeros> : memref<16x8xf32>
   %p = rt.buffer 2048 : memref<16x8xf32>
@@ -46,6 +49,7 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
     rt.kernel embedding(%t, %w) -> (%x) : (memref<2x4xi32>, memref<16x8xf32>) -> memref<2x4x8xf32>
     rt.kernel accumulate(%acc, %w, %n) -> (%acc) : (memref<16x8xf32>, memref<16x8xf32>, memref<f32>) -> memref<16x8xf32>
     rt.kernel adamw(%w, %acc, %acc, %acc, %n, %n, %n) -> (%w, %acc, %acc) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>)
+    rt.kernel adamw(%w, %g16, %acc, %acc, %n, %n, %n) -> (%w, %acc, %acc) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<16x8xf32>, memref<16x8xbf16>, memref<16x8xf32>, memref<16x8xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>)
     rt.kernel copy(%xv) -> (%x) : (memref<8x8xf32>) -> memref<2x4x8xf32>
     rt.kernel send(%x) -> () ints [1, 7] : (memref<2x4x8xf32>) -> ()
     rt.kernel recv() -> (%x) ints [1, 8] : () -> memref<2x4x8xf32>
