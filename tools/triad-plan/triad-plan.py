@@ -377,11 +377,13 @@ ACTION = re.compile(r"(F|B|BI|BW|send-act|recv-act|send-grad|recv-grad)"
 
 def simulate_schedule(ranks, durations, stages, timeline=None):
     """The time from the first forward to the last backward action of a
-    step: every rank runs its actions in order; a receive waits for its
-    send (sends do not block), a transfer takes durations["send"]. With
-    `timeline` (a list), each action is appended to it as a dict: rank,
-    action, start, end, and for a receive that waited, the index of the
-    send it waited for ("after")."""
+    step: every rank runs its actions in order, as Triad's runtime does: a
+    receive is posted and its call returns (sends do not block either);
+    the pass that reads what it receives (a forward its activation, a
+    backward its gradient) waits for it, a transfer taking
+    durations["send"]. With `timeline` (a list), each action is appended
+    to it as a dict: rank, action, start, end, and for a pass that waited,
+    the index of the send it waited for ("after")."""
     clock = [0.0] * len(ranks)
     position = [0] * len(ranks)
     arrived = {}
@@ -403,13 +405,20 @@ def simulate_schedule(ranks, durations, stages, timeline=None):
                 kind, stage, microbatch = match.group(1), int(
                     match.group(2)), int(match.group(3))
                 start, after = clock[rank], None
-                if kind.startswith("recv"):
-                    key = (kind[5:], stage, microbatch)
-                    if key not in arrived:
+                # What the pass reads from another rank: a forward past the
+                # first stage its activation, a backward (or its input
+                # half) before the last its gradient.
+                needs = ("act", stage, microbatch) if kind == "F" and \
+                    stage > 0 else ("grad", stage, microbatch) if kind in (
+                        "B", "BI") and stage < stages - 1 else None
+                if needs:
+                    if needs not in arrived:
                         break
-                    if arrived[key][0] > clock[rank]:
-                        after = arrived[key][1]
-                    clock[rank] = max(clock[rank], arrived[key][0])
+                    if arrived[needs][0] > clock[rank]:
+                        after = arrived[needs][1]
+                        start = clock[rank] = arrived[needs][0]
+                if kind.startswith("recv"):
+                    pass  # posted: the pass that reads it waits
                 elif kind.startswith("send"):
                     # To the stage after (activations) or before (gradients).
                     direction = kind[5:]
@@ -440,7 +449,8 @@ def simulate_schedule(ranks, durations, stages, timeline=None):
 def critical_path(timeline):
     """The actions that set the step's length, first to last: from the
     action that ends last, back through the action before it on its rank,
-    or, for a receive that waited, through the send it waited for."""
+    or, for a pass that waited for a transfer, through the send it waited
+    for."""
     if not timeline:
         return []
     previous, last_on = [None] * len(timeline), {}
@@ -452,8 +462,8 @@ def critical_path(timeline):
     while i is not None:
         event, after = dict(timeline[i]), timeline[i]["after"]
         if after is not None:
-            # On the path a receive that waited takes the transfer's time,
-            # from its send on.
+            # On the path a pass that waited takes the transfer's time, from
+            # its send on.
             event["start"] = timeline[after]["start"]
         path.append(event)
         i = after if after is not None else previous[i]
@@ -1066,9 +1076,10 @@ class CompiledCosts:
 
     # Microbatch sizes compiled; larger ones are on the line through the
     # last two (every quantity of a report grows linearly with the
-    # microbatch there: the rows of the products, attention's samples, the
-    # activations' bytes). A single sequence is compiled too: some
-    # collectives differ there.
+    # microbatch: the rows of the products, attention's samples, the
+    # activations' bytes; where the ops themselves differ, the size is
+    # compiled). A single sequence is compiled apart: with sequence
+    # parallelism its backward gathers more.
     COMPILED = (1, 2, 4)
 
     def prefetch(self, keys):
@@ -1078,18 +1089,25 @@ class CompiledCosts:
         needed = {(tp, sp, c) for tp, sp, b in keys
                   for c in ((b,) if b in self.COMPILED else self.COMPILED[-2:])}
         missing = sorted(key for key in needed if key not in self.reports)
+        self.compile_all(missing)
+        for key in keys:
+            if key not in self.reports:
+                drawn = self.extrapolate(*key)
+                if drawn is not None:
+                    self.reports[key] = drawn
+        self.compile_all([key for key in keys if key not in self.reports])
+
+    def compile_all(self, keys):
+        """Compiles the reports of `keys`, one per core at once."""
         with concurrent.futures.ThreadPoolExecutor(
                 max_workers=os.cpu_count() or 1) as pool:
-            self.reports.update(zip(missing, pool.map(
-                lambda key: self.compile(*key), missing)))
-        for tp, sp, b in keys:
-            if (tp, sp, b) not in self.reports:
-                self.reports[(tp, sp, b)] = self.extrapolate(tp, sp, b)
+            self.reports.update(zip(keys, pool.map(
+                lambda key: self.compile(*key), keys)))
 
     def extrapolate(self, tp, sp, b):
         """The report at b sequences on the line through the last two
         compiled (the same ops in each part, matched by kind in order), or
-        compiled where they differ."""
+        None where their ops differ (it is compiled then)."""
         b0, b1 = self.COMPILED[-2:]
         one, two = self.reports[(tp, sp, b0)], self.reports[(tp, sp, b1)]
         if isinstance(one, CalibrationError):
@@ -1103,7 +1121,7 @@ class CompiledCosts:
                 others.setdefault(op["name"], []).append(op)
             if sorted(op["name"] for op in ops) != sorted(
                     op["name"] for op in two.get(name, [])):
-                return self.compile(tp, sp, b)
+                return None
             seen, parts[name] = {}, []
             for op in ops:
                 other = others[op["name"]][seen.get(op["name"], 0)]
