@@ -83,7 +83,17 @@ def compile_plan(tools, model, options, work, name):
 def train(tools, plan, ranks, corpus, steps, work, trace=None):
     """The median step time (s) of steps 2.. of a run, and its trace."""
     metrics = os.path.join(work, "metrics.jsonl")
-    command = ["mpirun", "-np", str(ranks), tools["triad-run"], plan,
+    # Each rank pinned to a core, rank r on core (r xor r/2) mod CORES: the
+    # neighbouring ranks of a tensor-parallel pair on two cores (so that
+    # neither waits for the other to be scheduled), and each core holding
+    # one rank of each pipeline stage (ranks 0 and 3, 1 and 2), which take
+    # turns. Left to the scheduler, 4 ranks on 2 cores ran some runs' steps
+    # 40% slower than others (dp2 x pp2 and tp2 x pp2 at 1.0-1.1 s instead
+    # of 0.72-0.76); bound to cores in rank order, dp2 x pp2 always did.
+    pin = ('r=${OMPI_COMM_WORLD_RANK:-0}; '
+           f'exec taskset -c $(( (r ^ (r >> 1)) % {CORES} )) "$0" "$@"')
+    command = ["mpirun", "-np", str(ranks), "sh", "-c", pin,
+               tools["triad-run"], plan,
                "--data", corpus, "--steps", str(steps), "--metrics", metrics,
                "--log_every", "1"]
     if trace:
