@@ -791,15 +791,23 @@ TEST(CudaExecutor, CheckpointsMoveBetweenBackends) {
   EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
 }
 
-TEST(CudaExecutor, ABadTokenIdFailsTheFunction) {
+/// A plan of one function, "f", that looks 3 token ids up in a table of 4
+/// rows of 2, returning the rows or (without `returnsRows`) nothing.
+absl::StatusOr<LoadedPlan> embeddingLookup(bool returnsRows) {
   PlanBuilder b;
   uint32_t ids = b.value(plan::DType::I32, {3});
   uint32_t table = b.value(plan::DType::F32, {4, 2});
   uint32_t out = b.value(plan::DType::F32, {3, 2});
   b.persistent("table", table, {4, 2}, {0, 0}, 0.5);
   b.instr(OpCode::Embedding, {ids, table}, {out});
-  absl::StatusOr<LoadedPlan> plan =
-      loadPlanFromBytes(b.build({ids}, {out}), "test.plan");
+  return loadPlanFromBytes(b.build({ids}, returnsRows
+                                              ? std::vector<uint32_t>{out}
+                                              : std::vector<uint32_t>{}),
+                           "test.plan");
+}
+
+TEST(CudaExecutor, ABadTokenIdFailsTheFunction) {
+  absl::StatusOr<LoadedPlan> plan = embeddingLookup(/*returnsRows=*/true);
   ASSERT_TRUE(plan.ok()) << plan.status();
   SKIP_WITHOUT_GPU();
   absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
@@ -823,14 +831,7 @@ TEST(CudaExecutor, ABadTokenIdFailsTheFunction) {
 // A call without results returns with its kernels queued: a bad token id
 // is found when the host next waits for the GPU, here at finish.
 TEST(CudaExecutor, ACallWithoutResultsDoesNotWaitForTheGpu) {
-  PlanBuilder b;
-  uint32_t ids = b.value(plan::DType::I32, {3});
-  uint32_t table = b.value(plan::DType::F32, {4, 2});
-  uint32_t out = b.value(plan::DType::F32, {3, 2});
-  b.persistent("table", table, {4, 2}, {0, 0}, 0.5);
-  b.instr(OpCode::Embedding, {ids, table}, {out});
-  absl::StatusOr<LoadedPlan> plan =
-      loadPlanFromBytes(b.build({ids}, {}), "test.plan");
+  absl::StatusOr<LoadedPlan> plan = embeddingLookup(/*returnsRows=*/false);
   ASSERT_TRUE(plan.ok()) << plan.status();
   SKIP_WITHOUT_GPU();
   absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
