@@ -1397,8 +1397,8 @@ def evaluate(setup, config, simulate=False, closed_memory=True,
     dp, tp, pp = config["dp"], config["tp"], config["pp"]
     b, zero = config["microbatch"], config["zero"]
     schedule, recompute = config["schedule"], config["recompute"]
-    L, h, a, s, V = (model["layers"], model["hidden"], model["heads"],
-                     model["seq"], model["vocab"])
+    L, h, s, V = (model["layers"], model["hidden"], model["seq"],
+                  model["vocab"])
     if batch % (dp * b) or pp > L:
         return None
     m = batch // (dp * b)
