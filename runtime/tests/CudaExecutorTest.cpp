@@ -806,6 +806,15 @@ absl::StatusOr<LoadedPlan> embeddingLookup(bool returnsRows) {
                            "test.plan");
 }
 
+/// The token ids embeddingLookup's function takes.
+HostTensor tokenIds(std::vector<int32_t> ids) {
+  HostTensor tensor;
+  tensor.dtype = plan::DType::I32;
+  tensor.shape = {static_cast<int64_t>(ids.size())};
+  tensor.ints = std::move(ids);
+  return tensor;
+}
+
 TEST(CudaExecutor, ABadTokenIdFailsTheFunction) {
   absl::StatusOr<LoadedPlan> plan = embeddingLookup(/*returnsRows=*/true);
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -813,19 +822,15 @@ TEST(CudaExecutor, ABadTokenIdFailsTheFunction) {
   absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
       CudaExecutor::create(*plan, 0, 1);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  HostTensor bad;
-  bad.dtype = plan::DType::I32;
-  bad.shape = {3};
-  bad.ints = {0, 4, 1};
-  absl::StatusOr<std::vector<HostTensor>> result = (*gpu)->run("f", {bad});
+  absl::StatusOr<std::vector<HostTensor>> result =
+      (*gpu)->run("f", {tokenIds({0, 4, 1})});
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(result.status().message().find("token id is outside"),
             std::string::npos)
       << result.status();
   // The executor goes on: a good call after it works.
-  bad.ints = {0, 3, 1};
-  EXPECT_TRUE((*gpu)->run("f", {bad}).ok());
+  EXPECT_TRUE((*gpu)->run("f", {tokenIds({0, 3, 1})}).ok());
 }
 
 // A call without results returns with its kernels queued: a bad token id
@@ -837,11 +842,7 @@ TEST(CudaExecutor, ACallWithoutResultsDoesNotWaitForTheGpu) {
   absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
       CudaExecutor::create(*plan, 0, 1);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  HostTensor bad;
-  bad.dtype = plan::DType::I32;
-  bad.shape = {3};
-  bad.ints = {0, 4, 1};
-  EXPECT_TRUE((*gpu)->run("f", {bad}).ok());
+  EXPECT_TRUE((*gpu)->run("f", {tokenIds({0, 4, 1})}).ok());
   absl::Status finished = (*gpu)->finish();
   EXPECT_EQ(finished.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(finished.message().find("token id is outside"), std::string::npos)

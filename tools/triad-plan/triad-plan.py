@@ -672,6 +672,11 @@ QUANTITIES = ("parameters", "optimizer state", "gradient accumulators",
               "calls", "apply")
 
 
+def first_error(text):
+    """The first line of a tool's error output (what a refusal says)."""
+    return (text.strip().splitlines() or ["no message"])[0]
+
+
 class CalibrationError(Exception):
     """A calibration compile the compiler refused: its class of
     configurations cannot be compiled (the message says why)."""
@@ -770,10 +775,9 @@ class CompiledMemory:
         with open(f"{prefix}.err") as f:
             errors = f.read()
         if done.returncode != 0:
-            first = (errors.strip().splitlines() or ["no message"])[0]
             raise CalibrationError(
                 f"the calibration compile '{options}' of {layers} layers "
-                f"failed: {first}")
+                f"failed: {first_error(errors)}")
         with open(f"{prefix}.memory") as f:
             programs = memory_report(f.read())
         kept = [{}]
@@ -1033,6 +1037,25 @@ def cost_report(text, function="microbatch_step"):
     return parts
 
 
+def matched_ops(ops, others):
+    """The ops of one part of two cost reports paired, the n-th op of a
+    kind in one with the n-th of that kind in the other (the collectives'
+    order may differ between microbatch sizes); None where the parts hold
+    other ops."""
+    if sorted(op["name"] for op in ops) != sorted(op["name"] for op in
+                                                  others):
+        return None
+    by_kind = {}
+    for op in others:
+        by_kind.setdefault(op["name"], []).append(op)
+    seen = {}
+    pairs = []
+    for op in ops:
+        pairs.append((op, by_kind[op["name"]][seen.get(op["name"], 0)]))
+        seen[op["name"]] = seen.get(op["name"], 0) + 1
+    return pairs
+
+
 class CompiledCosts:
     """The ops of a layer's forward and backward, of the embedding and of
     the head, as the compiler partitions them for one rank: their FLOPs,
@@ -1040,11 +1063,10 @@ class CompiledCosts:
     parallel collectives between them, from --triad-cost-report. One
     compile of the model cut to two layers (the first is any middle
     layer; the last adds the head's boundary) per tp, sp and microbatch
-    size
-    (tens of milliseconds each; the largest sizes by the line through two,
-    see COMPILED); recomputation adds forward ops to the
-    backward as the autodiff does (full: the whole layer's; selective:
-    attention's), so it needs no compile of its own."""
+    size (tens of milliseconds each; the largest sizes by the line through
+    two, see COMPILED); recomputation adds forward ops to the backward as
+    the autodiff does (full: the whole layer's; selective: attention's),
+    so it needs no compile of its own."""
 
     def __init__(self, setup, dtype, work):
         self.setup, self.dtype, self.work = setup, dtype, work
@@ -1068,9 +1090,9 @@ class CompiledCosts:
              f"cost-report={report}", "-o", os.devnull],
             capture_output=True, text=True)
         if done.returncode != 0:
-            first = (done.stderr.strip().splitlines() or ["no message"])[0]
             return CalibrationError(f"the cost report's compile '{options}' "
-                                    f"at microbatch {b} failed: {first}")
+                                    f"at microbatch {b} failed: "
+                                    f"{first_error(done.stderr)}")
         with open(report) as f:
             return cost_report(f.read())
 
@@ -1116,20 +1138,14 @@ class CompiledCosts:
             return two
         parts = {}
         for name, ops in one.items():
-            others = {}
-            for op in two.get(name, []):
-                others.setdefault(op["name"], []).append(op)
-            if sorted(op["name"] for op in ops) != sorted(
-                    op["name"] for op in two.get(name, [])):
+            pairs = matched_ops(ops, two.get(name, []))
+            if pairs is None:
                 return None
-            seen, parts[name] = {}, []
-            for op in ops:
-                other = others[op["name"]][seen.get(op["name"], 0)]
-                seen[op["name"]] = seen.get(op["name"], 0) + 1
-                parts[name].append({
-                    key: value + (b - b0) * (other[key] - value) / (b1 - b0)
-                    if isinstance(value, (int, float)) and key != "ranks"
-                    else value for key, value in op.items()})
+            parts[name] = [{
+                key: value + (b - b0) * (other[key] - value) / (b1 - b0)
+                if isinstance(value, (int, float)) and key != "ranks"
+                else value for key, value in op.items()}
+                for op, other in pairs]
         return parts
 
     def parts(self, tp, sp, b):

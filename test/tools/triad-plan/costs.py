@@ -46,15 +46,6 @@ def close(a, b, tolerance):
     return abs(a - b) <= tolerance * max(abs(a), abs(b), 1.0)
 
 
-def by_kind(ops):
-    """The ops of a part grouped by name, in order (the collectives' order
-    may differ between microbatch sizes)."""
-    grouped = {}
-    for op in ops:
-        grouped.setdefault(op["name"], []).append(op)
-    return grouped
-
-
 def check_line(plan, costs, tp, sp):
     """The report at 8 sequences drawn on the line against the compiled
     one; returns the number of ops compared, or None on a difference."""
@@ -72,20 +63,18 @@ def check_line(plan, costs, tp, sp):
         return None
     compared = 0
     for part in drawn:
-        mine, theirs = by_kind(drawn[part]), by_kind(compiled[part])
-        if {k: len(v) for k, v in mine.items()} != \
-                {k: len(v) for k, v in theirs.items()}:
+        pairs = plan.matched_ops(drawn[part], compiled[part])
+        if pairs is None:
             print(f"  tp={tp} sp={sp}: the ops of '{part}' differ")
             return None
-        for name in mine:
-            for a, b in zip(mine[name], theirs[name]):
-                for key in a:
-                    if isinstance(a[key], (int, float)) and \
-                            not close(a[key], b[key], 1e-9):
-                        print(f"  tp={tp} sp={sp}: '{part}' {name} {key}: "
-                              f"drawn {a[key]}, compiled {b[key]}")
-                        return None
-                compared += 1
+        for a, b in pairs:
+            for key in a:
+                if isinstance(a[key], (int, float)) and \
+                        not close(a[key], b[key], 1e-9):
+                    print(f"  tp={tp} sp={sp}: '{part}' {a['name']} {key}: "
+                          f"drawn {a[key]}, compiled {b[key]}")
+                    return None
+            compared += 1
     return compared
 
 
