@@ -37,13 +37,15 @@ double triad::resultElements(Operation *op) {
   return total;
 }
 
-double triad::tensorBytes(Operation *op) {
+double triad::tensorBytes(TypeRange types) {
   double total = 0;
-  for (Type type : op->getOperandTypes())
-    total += bytes(type);
-  for (Type type : op->getResultTypes())
+  for (Type type : types)
     total += bytes(type);
   return total;
+}
+
+double triad::tensorBytes(Operation *op) {
+  return tensorBytes(op->getOperandTypes()) + tensorBytes(op->getResultTypes());
 }
 
 /// Two operations (a multiply and an add) per product term: M N K per

@@ -34,6 +34,8 @@ mlir::Operation *cloneWithTypes(mlir::OpBuilder &builder, mlir::Operation *op,
 /// tensor operands and results.
 double resultElements(mlir::Operation *op);
 double tensorBytes(mlir::Operation *op);
+/// The bytes of the statically shaped tensors among `types`.
+double tensorBytes(mlir::TypeRange types);
 
 /// The products an op runs on matrix units (CostOpInterface::
 /// getContraction): `batch` independent products of an [m, k] matrix by a

@@ -30,16 +30,6 @@ using namespace triad;
 
 namespace {
 
-double bytesOf(TypeRange types) {
-  double total = 0;
-  for (Type type : types)
-    if (auto tensor = dyn_cast<RankedTensorType>(type);
-        tensor && tensor.hasStaticShape())
-      total += static_cast<double>(tensor.getNumElements()) *
-               ((tensor.getElementTypeBitWidth() + 7) / 8);
-  return total;
-}
-
 StringRef kindName(Contraction::Kind kind) {
   switch (kind) {
   case Contraction::Kind::Product:
@@ -110,8 +100,8 @@ struct CostReportPass : triad::impl::CostReportBase<CostReportPass> {
             isa<dist::AllSliceOp>(op))
           return;
         Part &part = parts[partOf(op)];
-        double bytes = std::max(bytesOf(op->getOperandTypes()),
-                                bytesOf(op->getResultTypes()));
+        double bytes = std::max(tensorBytes(op->getOperandTypes()),
+                                tensorBytes(op->getResultTypes()));
         part.collectiveBytes += bytes;
         ++part.collectives;
         if (!ops)
