@@ -1284,6 +1284,10 @@ def reported_pass_times(setup, config):
                 sum(collective_seconds(setup, config, op) for op in ops
                     if "ranks" in op))
 
+    def total(part):
+        """A part's time, its collectives' included."""
+        return sum(seconds(parts.get(part, [])))
+
     forward_ops = parts["transformer 0"]
     backward_ops = parts["transformer 0 backward"] + (
         forward_ops if recompute == "full" else
@@ -1308,14 +1312,11 @@ def reported_pass_times(setup, config):
     # sequence parallelism, the gather of its output for the head).
     head = [name for name in parts if not name.startswith(
         ("embedding", "transformer 0", "transformer 1"))]
-    head_F = sum(sum(seconds(parts[n])) for n in head
-                 if not n.endswith("backward")) + max(
-        0.0, sum(seconds(parts["transformer 1"])) -
-        sum(seconds(forward_ops)))
-    head_B = sum(sum(seconds(parts[n])) for n in head
-                 if n.endswith("backward")) + max(
-        0.0, sum(seconds(parts["transformer 1 backward"])) -
-        sum(seconds(parts["transformer 0 backward"])))
+    head_F = sum(total(n) for n in head if not n.endswith("backward")) + \
+        max(0.0, total("transformer 1") - total("transformer 0"))
+    head_B = sum(total(n) for n in head if n.endswith("backward")) + \
+        max(0.0, total("transformer 1 backward") -
+            total("transformer 0 backward"))
     products = [op for op in forward_ops + backward_ops
                 if op.get("kind") == "product"]
     product_flops = sum(op["flops"] for op in products)
@@ -1335,9 +1336,8 @@ def reported_pass_times(setup, config):
             "backward": backward + tp_backward,
             "tp": tp_forward + tp_backward, "weight": weight,
             "head_F": head_F, "head_B": head_B,
-            "embedding_F": sum(seconds(parts.get("embedding 0", []))),
-            "embedding_B": sum(seconds(parts.get("embedding 0 backward",
-                                                 []))),
+            "embedding_F": total("embedding 0"),
+            "embedding_B": total("embedding 0 backward"),
             "efficiency": product_flops / sum(
                 product_seconds(setup, op) for op in products) /
             setup.peak if products else 0.0,
