@@ -90,6 +90,12 @@ def parse_args():
     parser.add_argument("--dtypes", default="f32",
                         help="Comma-separated precisions to run: f32, bf16 "
                              "(default: f32)")
+    parser.add_argument("--cpu-bf16-products", default="auto",
+                        choices=["auto", "onednn", "blas"],
+                        help="triad-run's --cpu-bf16-products: what "
+                             "multiplies the bf16 plan's bf16 operands "
+                             "(oneDNN on the CPU's bf16 units, or OpenBLAS "
+                             "in f32 on widened copies)")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--weight-decay", type=float, default=0.1)
@@ -328,9 +334,13 @@ class Triad:
                                            m.group(2).split("x"))
         rt = os.path.join(self.workdir, f"{name}.rt.mlir")
         plan = os.path.join(self.workdir, f"{name}.plan")
+        # A constant learning rate, as PyTorch's side trains with
+        # (decay-steps=0: the pipeline's default decays over each run, to 0
+        # at its last step, which would leave step 2 of the same-step check
+        # without an update).
         pipeline = (f"--triad-train-pipeline=lr={ARGS.lr} "
                     f"clip-norm={ARGS.clip_norm} "
-                    f"weight-decay={ARGS.weight_decay}")
+                    f"weight-decay={ARGS.weight_decay} decay-steps=0")
         run([self.tool("triad-opt"), mlir, pipeline, "-o", rt])
         run([self.tool("triad-translate"), "--export-plan", rt, "-o", plan])
         return plan, count, params
@@ -339,7 +349,8 @@ class Triad:
         metrics = os.path.join(self.workdir, f"{name}.{round_index}.jsonl")
         log = run([self.tool("triad-run"), plan, "--data", corpus, "--steps",
                    str(steps), "--seed", str(ARGS.seed), "--metrics", metrics,
-                   "--log-every", "1"], env=self.env)
+                   "--log-every", "1", "--cpu-bf16-products",
+                   ARGS.cpu_bf16_products], env=self.env)
         with open(os.path.join(self.workdir, f"{name}.{round_index}.log"),
                   "w") as f:
             f.write(log)
@@ -625,7 +636,8 @@ def main():
           f"torch.set_num_threads -> {torch.get_num_threads()})")
     print(f"torch {torch.__version__}, python {platform.python_version()}; "
           f"{ARGS.dtypes}, CPU; torch attention: {ARGS.torch_attention}, torch BLAS: "
-          f"{TORCH_BLAS} (--torch-blas {ARGS.torch_blas})")
+          f"{TORCH_BLAS} (--torch-blas {ARGS.torch_blas}); Triad's bf16 "
+          f"products: {ARGS.cpu_bf16_products}")
     print(f"optimizer: AdamW lr {ARGS.lr:g} betas (0.9, 0.95) eps 1e-8, weight "
           f"decay {ARGS.weight_decay:g} on matrices, clip-norm "
           f"{ARGS.clip_norm:g}; warm-up {ARGS.warmup} steps")

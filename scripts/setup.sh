@@ -17,6 +17,8 @@ PACKAGES=(
   # CPU kernels: BLAS for the matrix products (the OpenMP build shares the
   # kernels' threads; see runtime/CMakeLists.txt).
   libopenblas-dev libopenblas0-openmp
+  # bf16 products on the CPU's bf16 units (OpenBLAS has none).
+  libdnnl-dev
   # The plan file format.
   libflatbuffers-dev flatbuffers-compiler
   # Multi-rank runs on CPUs: mpirun and the MPI library triad-run links.

@@ -116,6 +116,22 @@ def triad_has_gpu():
     return listed.returncode == 0 and "GPU" in listed.stdout
 
 
+# oneDNN's bf16 products run where the build has oneDNN and the CPU has
+# bf16 instructions (runtime/kernels/cpu/Bf16Products.h): AVX512-BF16, which
+# every CPU with AMX also has.
+def triad_has_bf16_products():
+    if not getattr(config, "triad_have_onednn", False):
+        return False
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return any(line.startswith("flags") and
+                       " avx512_bf16" in line for line in cpuinfo)
+    except OSError:
+        return False
+
+
+if triad_has_bf16_products():
+    config.available_features.add("onednn-bf16")
 if getattr(config, "triad_cuda_built", False):
     config.available_features.add("cuda-built")
 if triad_has_gpu():

@@ -63,8 +63,8 @@ createExecutor(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
     return absl::InvalidArgumentError(
         "NCCL moves device buffers: it needs the CUDA backend");
   if (device.backend == Backend::Cpu) {
-    absl::StatusOr<CpuExecutor> executor =
-        CpuExecutor::create(plan, pipelineRank, seed, options);
+    absl::StatusOr<CpuExecutor> executor = CpuExecutor::create(
+        plan, pipelineRank, seed, options, device.cpuBf16Products);
     if (!executor.ok())
       return executor.status();
     return std::make_unique<CpuExecutor>(std::move(*executor));

@@ -15,6 +15,7 @@
 #include "runtime/comm/AsyncWait.h"
 #include "runtime/executor/Executor.h"
 #include "runtime/kernels/MatmulPrecision.h"
+#include "runtime/kernels/cpu/Bf16Products.h"
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -53,6 +54,9 @@ struct DeviceOptions {
   /// triad-run sets it from --timeout, its watchdog's; NCCL's own errors
   /// (a peer that died) end the wait at once.
   std::chrono::milliseconds ncclTimeout = kDefaultCommTimeout;
+  /// CPU: which kernel multiplies bf16 operands (kernels/cpu/
+  /// Bf16Products.h).
+  cpu::Bf16ProductKernel cpuBf16Products = cpu::Bf16ProductKernel::Auto;
 };
 
 /// The executor of `pipelineRank`'s program on `device` (see

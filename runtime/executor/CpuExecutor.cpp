@@ -28,15 +28,24 @@ using Shape = std::vector<int64_t>;
 
 } // namespace
 
-absl::StatusOr<CpuExecutor> CpuExecutor::create(const LoadedPlan &plan,
-                                                uint32_t pipelineRank,
-                                                uint64_t seed,
-                                                ExecutorOptions options) {
+absl::StatusOr<CpuExecutor>
+CpuExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
+                    uint64_t seed, ExecutorOptions options,
+                    cpu::Bf16ProductKernel bf16Products) {
   absl::StatusOr<const plan::Program *> program =
       findProgram(plan, pipelineRank, options, "CPU", /*sixteenBit=*/true);
   if (!program.ok())
     return program.status();
   CpuExecutor executor(plan, **program, options);
+  if (bf16Products == cpu::Bf16ProductKernel::OneDnn ||
+      (bf16Products == cpu::Bf16ProductKernel::Auto &&
+       cpu::bf16ProductsAvailable())) {
+    absl::StatusOr<std::unique_ptr<cpu::Bf16Products>> products =
+        cpu::Bf16Products::create();
+    if (!products.ok())
+      return products.status();
+    executor.bf16Products = std::move(*products);
+  }
   if (absl::Status status = executor.connect(); !status.ok())
     return status;
   size_t bytes = std::max<uint64_t>((*program)->arena_bytes(), 64);
@@ -197,12 +206,37 @@ absl::Status CpuExecutor::startTransfer(const plan::Instr &instr,
                t.send ? std::nullopt : std::optional<uint32_t>(t.data));
 }
 
+bool CpuExecutor::runsOnBf16Products(const plan::Instr &instr) const {
+  if (!bf16Products || instr.op() != plan::OpCode::Matmul)
+    return false;
+  plan::DType a = value(instr.inputs()->Get(0)).dtype(),
+              b = value(instr.inputs()->Get(1)).dtype(),
+              c = value(instr.outputs()->Get(0)).dtype();
+  if (a != plan::DType::BF16 || b != plan::DType::BF16 ||
+      (c != plan::DType::BF16 && c != plan::DType::F32))
+    return false;
+  MatmulDims d = matmulDims(instr);
+  return d.batch > 0 && d.m > 0 && d.n > 0 && d.k > 0;
+}
+
 absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   // 16-bit values: the kernel works on f32 copies (exact), and its 16-bit
-  // results are rounded back (to nearest even) once it is done.
+  // results are rounded back (to nearest even) once it is done. Products
+  // of bf16 operands skip the copies where oneDNN multiplies bf16.
   std::vector<uint32_t> sixteen = sixteenBitOperands(instr);
   if (sixteen.empty())
     return executeF32(instr, step);
+  if (runsOnBf16Products(instr)) {
+    MatmulDims d = matmulDims(instr);
+    uint32_t out = instr.outputs()->Get(0);
+    bool resultBf16 = value(out).dtype() == plan::DType::BF16;
+    return bf16Products->run({d.batch, d.m, d.n, d.k, d.transposeA,
+                              d.transposeB, d.rhsBatched, resultBf16},
+                             bits16(instr.inputs()->Get(0)),
+                             bits16(instr.inputs()->Get(1)),
+                             resultBf16 ? static_cast<void *>(bits16(out))
+                                        : static_cast<void *>(f32(out)));
+  }
   if (widePool.size() < sixteen.size())
     widePool.resize(sixteen.size());
   // An operand that is only an output needs no widening: the kernel writes

@@ -14,6 +14,7 @@
 #define TRIAD_RUNTIME_EXECUTOR_CPUEXECUTOR_H
 
 #include "runtime/executor/Executor.h"
+#include "runtime/kernels/cpu/Bf16Products.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,15 +36,21 @@ public:
   /// such, and every kernel computes in f32), allocates its arena and
   /// initializes its persistent tensors with `seed` (accumulators start
   /// from zeros, as their init says).
-  static absl::StatusOr<CpuExecutor> create(const LoadedPlan &plan,
-                                            uint32_t pipelineRank,
-                                            uint64_t seed,
-                                            ExecutorOptions options = {});
+  /// Products of two bf16 operands run on `bf16Products` (see
+  /// kernels/cpu/Bf16Products.h); OneDnn where this build or CPU lacks
+  /// oneDNN's is an error.
+  static absl::StatusOr<CpuExecutor>
+  create(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
+         ExecutorOptions options = {},
+         cpu::Bf16ProductKernel bf16Products = cpu::Bf16ProductKernel::Auto);
 
   CpuExecutor(CpuExecutor &&) = default;
   ~CpuExecutor() override;
 
   const char *backend() const override { return "cpu"; }
+
+  /// Whether products of bf16 operands run on oneDNN's bf16 kernels.
+  bool runsBf16Products() const { return bf16Products != nullptr; }
 
   /// The f32 data of a persistent f32 tensor, in place (for tests).
   absl::StatusOr<float *> persistent(const std::string &name);
@@ -63,6 +70,10 @@ private:
   /// moved as one collective), or one on 16-bit values.
   absl::Status runHere(const plan::Instr &instr);
 
+  /// A product of two bf16 operands with an f32 or bf16 result, run on
+  /// their bits by oneDNN, when this executor has its bf16 products.
+  bool runsOnBf16Products(const plan::Instr &instr) const;
+
   /// The kernel of one instruction, on f32 (and i32) data: `execute` runs
   /// it on f32 copies of the instruction's 16-bit values.
   absl::Status executeF32(const plan::Instr &instr, uint64_t step);
@@ -80,6 +91,8 @@ private:
   /// (One buffer per operand, kept from one instruction to the next.)
   std::vector<std::vector<float>> widePool;
   std::vector<std::pair<uint32_t, float *>> widened;
+  /// oneDNN's bf16 products, or null (OpenBLAS on widened copies).
+  std::unique_ptr<cpu::Bf16Products> bf16Products;
 
   /// Untyped, 64-byte aligned storage of every value of the program.
   struct ArenaDeleter {

@@ -52,6 +52,7 @@
 #include "runtime/comm/mpi/MpiCommunicator.h"
 #include "runtime/comm/mpi/PeerQuery.h"
 #include "runtime/data/TokenFile.h"
+#include "runtime/executor/CpuExecutor.h"
 #include "runtime/plan/Mesh.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/support/CommandLine.h"
@@ -165,6 +166,11 @@ ABSL_FLAG(std::string, matmul_precision, "f32",
           "rounded to TF32 or bf16, f32 sums; faster, no longer within 1e-5 "
           "of the CPU). Tensors stay f32 either way");
 ABSL_FLAG(bool, tf32, false, "Short for --matmul-precision=tf32");
+ABSL_FLAG(std::string, cpu_bf16_products, "auto",
+          "With --device=cpu: what multiplies a bf16 plan's bf16 operands: "
+          "onednn (oneDNN on the CPU's bf16 units, AVX512-BF16 or AMX; f32 "
+          "sums), blas (OpenBLAS's f32 product on widened copies), or auto "
+          "(onednn where this build and CPU have it, else blas)");
 ABSL_FLAG(double, peak_tflops, 0,
           "The device's peak TFLOP/s (for example 989 for an H100's dense "
           "bf16): the progress line and metrics then show the model FLOPs "
@@ -174,6 +180,18 @@ using namespace triad::rt;
 namespace plan = triad::plan;
 
 namespace {
+
+/// " (bf16 products on oneDNN)" when the CPU executor multiplies a bf16
+/// plan's operands in bf16, else nothing.
+std::string cpuProductsNote(const Executor &executor) {
+  const auto *cpuExecutor = dynamic_cast<const CpuExecutor *>(&executor);
+  if (!cpuExecutor || !cpuExecutor->runsBf16Products())
+    return "";
+  for (const plan::Value *value : *executor.programOf().values())
+    if (value->dtype() == plan::DType::BF16)
+      return " (bf16 products on oneDNN)";
+  return "";
+}
 
 /// Numbers for people: 1234567 -> "1,234,567".
 std::string grouped(int64_t value) {
@@ -540,6 +558,11 @@ int main(int argc, char **argv) {
     *matmulPrecision = MatmulPrecision::Tf32;
   }
   bool fastMatmul = *matmulPrecision != MatmulPrecision::F32;
+  absl::StatusOr<cpu::Bf16ProductKernel> bf16Products =
+      cpu::parseBf16ProductKernel(absl::GetFlag(FLAGS_cpu_bf16_products));
+  if (!bf16Products.ok())
+    tool.fail(
+        absl::StrCat("--cpu-bf16-products: ", bf16Products.status().message()));
   std::string comm = absl::GetFlag(FLAGS_comm);
   absl::StatusOr<Backend> backend = parseBackend(absl::GetFlag(FLAGS_device));
   if (!backend.ok())
@@ -558,6 +581,13 @@ int main(int argc, char **argv) {
                                     matmulPrecisionName(*matmulPrecision))
                      : "--comm=nccl",
         " needs --device=cuda"));
+  if (*backend != Backend::Cpu && *bf16Products != cpu::Bf16ProductKernel::Auto)
+    tool.fail(absl::StrCat(
+        "--cpu-bf16-products=", cpu::bf16ProductKernelName(*bf16Products),
+        " needs --device=cpu"));
+  if (*bf16Products == cpu::Bf16ProductKernel::OneDnn)
+    if (std::string whyNot; !cpu::bf16ProductsAvailable(&whyNot))
+      tool.fail(absl::StrCat("--cpu-bf16-products=onednn: ", whyNot));
   if (cudaDevice && *cudaDevice < 0)
     tool.fail(
         absl::StrCat("--cuda-device must be 0 or more, got ", *cudaDevice));
@@ -748,6 +778,7 @@ int main(int argc, char **argv) {
   options.device.cudaDevice = cudaDevice.value_or(-1);
   options.device.matmulPrecision = *matmulPrecision;
   options.device.nccl = comm == "nccl";
+  options.device.cpuBf16Products = *bf16Products;
   // NCCL's waits poll for its errors and give up after the watchdog's
   // time (which, measured from the last progress, normally reports a
   // hang first, with more to say); an error NCCL reports ends them at once.
@@ -948,7 +979,7 @@ int main(int argc, char **argv) {
                                    " matmuls)")
                     : "",
                 comm == "nccl" ? ", nccl" : "")
-          : std::string("cpu")));
+          : absl::StrCat("cpu", cpuProductsNote(trainer->executor()))));
 
   double arenaBytes =
       static_cast<double>(trainer->executor().programOf().arena_bytes());

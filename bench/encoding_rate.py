@@ -4,7 +4,7 @@ byte-level and with a SentencePiece model trained on them here, against
 SentencePiece's own Python module encoding the same files with the same
 model in the same run. Prints MB/s of text for each and the ratio.
 
-  /usr/bin/python3 bench/tokenize.py [--build build] [--vocab 8000] [--rounds 3]
+  /usr/bin/python3 bench/encoding_rate.py [--build build] [--vocab 8000] [--rounds 3]
 
 Uses Debian's python3-sentencepiece (scripts/setup.sh installs it). A
 benchmark, not a test.
