@@ -594,18 +594,40 @@ LogicalResult DropoutOp::verify() {
   double p = getProbability().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
     return emitOpError("probability must be in [0, 1), got ") << p;
-  if (std::optional<ArrayAttr> axes = getBatchAxes()) {
+  // An axis splits one dimension at most.
+  llvm::StringSet<> batchAxes;
+  auto checkAxes = [&](std::optional<ArrayAttr> axes, StringRef name,
+                       llvm::StringSet<> &seen) -> LogicalResult {
+    if (!axes)
+      return success();
     if (axes->empty())
-      return emitOpError("batch_split lists no mesh axes");
-    llvm::StringSet<> seen;
-    for (StringRef axis : axes->getAsValueRange<StringAttr>())
+      return emitOpError() << name << " lists no mesh axes";
+    for (StringRef axis : axes->getAsValueRange<StringAttr>()) {
       if (!seen.insert(axis).second)
-        return emitOpError("batch_split lists mesh axis '")
-               << axis << "' twice";
-    if (getX().getType().getRank() == 0)
-      return emitOpError("batch_split needs a batch dimension (x is a "
-                         "scalar)");
-  }
+        return emitOpError()
+               << name << " lists mesh axis '" << axis << "' twice";
+      if (&seen != &batchAxes && batchAxes.contains(axis))
+        return emitOpError() << name << " lists mesh axis '" << axis
+                             << "', which splits the batch";
+    }
+    return success();
+  };
+  llvm::StringSet<> seqAxes;
+  if (failed(checkAxes(getBatchAxes(), "batch_split", batchAxes)) ||
+      failed(checkAxes(getSeqAxes(), "seq_split", seqAxes)))
+    return failure();
+  int64_t rank = getX().getType().getRank();
+  if (getBatchAxes() && rank == 0)
+    return emitOpError("batch_split needs a batch dimension (x is a "
+                       "scalar)");
+  if (getSeqAxes() && rank < 3)
+    return emitOpError("seq_split needs a [batch, sequence, ...] tensor of "
+                       "rank 3 or more, got rank ")
+           << rank;
+  if (std::optional<ArrayAttr> seq = getSeqAxes())
+    if (llvm::is_contained(seq->getAsValueRange<StringAttr>(), kMicrobatchAxis))
+      return emitOpError("seq_split cannot list the microbatch axis (it "
+                         "splits the batch)");
   return success();
 }
 

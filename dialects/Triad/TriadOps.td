@@ -765,29 +765,41 @@ def Triad_DropoutOp : Triad_DiffOpWithLocalForm<"dropout", [Pure, SameOperandsAn
     of `--triad-split-microbatches`, so that each element keeps its global
     index.
 
+    A tensor of rank 3 or more ([batch, sequence, ...], as sequence
+    parallelism splits the residual stream) may also be split along its
+    sequence (dimension 1); its local form lists those axes in `seq_split`.
+    Each sample's piece of the sequence is then a run of global indices
+    that starts `(index over the seq_split axes) * local sequence` rows into
+    the sample, so that dropout runs on the piece without gathering the
+    sequence. The dimensions after the sequence stay whole.
+
     Example:
 
     ```mlir
     %y = triad.dropout %x probability = 1.000000e-01 rng_stream = 3 : tensor<8x64x64xf32>
     %z = triad.dropout %x probability = 1.000000e-01 rng_stream = 3 batch_split ["microbatch", "dp"] : tensor<8x64x64xf32>
+    %s = triad.dropout %x probability = 1.000000e-01 rng_stream = 3 seq_split ["tp"] : tensor<8x32x64xf32>
     ```
   }];
   let arguments = (ins
     Triad_FloatTensor:$x,
     F64Attr:$probability,
     ConfinedAttr<I64Attr, [IntNonNegative]>:$rng_stream,
-    OptionalAttr<StrArrayAttr>:$batch_axes
+    OptionalAttr<StrArrayAttr>:$batch_axes,
+    OptionalAttr<StrArrayAttr>:$seq_axes
   );
   let results = (outs Triad_FloatTensor:$result);
   let builders = [
     OpBuilder<(ins "::mlir::Value":$x, "::mlir::FloatAttr":$probability,
                    "::mlir::IntegerAttr":$rng_stream), [{
-      build($_builder, $_state, x, probability, rng_stream, ::mlir::ArrayAttr());
+      build($_builder, $_state, x, probability, rng_stream, ::mlir::ArrayAttr(),
+            ::mlir::ArrayAttr());
     }]>
   ];
   let assemblyFormat = [{
     $x `probability` `=` $probability `rng_stream` `=` $rng_stream
-    (`batch_split` $batch_axes^)? attr-dict `:` type($result)
+    (`batch_split` $batch_axes^)? (`seq_split` $seq_axes^)? attr-dict `:`
+    type($result)
   }];
   let extraClassDeclaration = [{
     /// The virtual mesh axis whose pieces are the microbatches of a step

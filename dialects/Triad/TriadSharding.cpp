@@ -226,8 +226,8 @@ ShardingRule CastOp::getShardingRule() {
                   isa<FloatType>(getElementTypeOrSelf(getX().getType())) &&
                   isa<FloatType>(getElementTypeOrSelf(getType())) &&
                   width(getX()) < width(getResult());
-  ShardingRule rule = widening ? elementwise(*this, Linearity::Each, {0})
-                               : elementwise(*this);
+  ShardingRule rule =
+      widening ? elementwise(*this, Linearity::Each, {0}) : elementwise(*this);
   // Zero casts to zero: ZeRO's padded pieces (an f32 master piece rounded
   // to its 16-bit parameter) cast as they are.
   rule.acceptsPadding = true;
@@ -252,13 +252,15 @@ ShardingRule AdamWUpdateOp::getShardingRule() {
 
 // Dropout's mask is a function of the global element index. A piece of the
 // batch (the leading dimension) is a contiguous run of global indices that
-// its local form finds from its index (batch_split); other pieces are not
-// contiguous, so the other dimensions stay whole.
+// its local form finds from its index (batch_split); in a tensor of rank 3
+// or more, a piece of the sequence (dimension 1) is a run per sample, at a
+// stride the local form finds from its index too (seq_split). Other pieces
+// would be runs within runs, so the remaining dimensions stay whole.
 ShardingRule DropoutOp::getShardingRule() {
   ShardingRule rule = elementwise(*this);
   ArrayRef<int64_t> factors = rule.results[0];
   if (!factors.empty())
-    keepWhole(rule, factors, factors.size() - 1);
+    keepWhole(rule, factors, factors.size() - (factors.size() >= 3 ? 2 : 1));
   return rule;
 }
 
@@ -271,15 +273,19 @@ Operation *DropoutOp::buildLocal(OpBuilder &builder, ValueRange operands,
       cast<DropoutOp>(cloneWithTypes(builder, *this, operands, resultTypes));
   if (getType().getRank() == 0)
     return local;
-  int64_t batch = getShardingRule().results[0][0];
-  if (factorParts[batch] == 1)
-    return local;
+  ArrayRef<int64_t> factors = getShardingRule().results[0];
   // A local form split again (microbatches first, then dp) adds its axes.
-  SmallVector<StringRef> axes;
-  if (std::optional<ArrayAttr> previous = getBatchAxes())
-    llvm::append_range(axes, previous->getAsValueRange<StringAttr>());
-  llvm::append_range(axes, factorAxes[batch]);
-  local.setBatchAxesAttr(builder.getStrArrayAttr(axes));
+  auto addAxes = [&](std::optional<ArrayAttr> previous, int64_t factor) {
+    SmallVector<StringRef> axes;
+    if (previous)
+      llvm::append_range(axes, previous->getAsValueRange<StringAttr>());
+    llvm::append_range(axes, factorAxes[factor]);
+    return builder.getStrArrayAttr(axes);
+  };
+  if (factorParts[factors[0]] != 1)
+    local.setBatchAxesAttr(addAxes(getBatchAxes(), factors[0]));
+  if (factors.size() >= 3 && factorParts[factors[1]] != 1)
+    local.setSeqAxesAttr(addAxes(getSeqAxes(), factors[1]));
   return local;
 }
 

@@ -391,9 +391,29 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
         return one(std::move(value));
       })
       .Case([&](DropoutOp d) -> Result {
+        // A piece of the sequence is a run per sample (rows `index * local
+        // sequence` onwards of each), a sample being `pieces` local ones.
+        rt::DropoutPiece piece;
+        int64_t pieces = 1;
+        if (std::optional<ArrayAttr> seqAxes = d.getSeqAxes()) {
+          dist::MeshOp mesh = dist::MeshOp::lookup(op);
+          if (!mesh)
+            return op->emitOpError("has seq_split but the module has no "
+                                   "dist.mesh");
+          SmallVector<StringRef> axes(seqAxes->getAsValueRange<StringAttr>());
+          for (StringRef axis : axes)
+            pieces *= mesh.getAxisSize(axis).value_or(1);
+          ArrayRef<int64_t> shape = in[0]->shape;
+          int64_t rows = 1;
+          for (int64_t dim : shape.drop_front(1))
+            rows *= dim;
+          piece.run = static_cast<uint64_t>(rows);
+          piece.stride = static_cast<uint64_t>(rows * pieces);
+          piece.first = static_cast<uint64_t>(
+              groupIndex(mesh, options.rank, axes) * rows);
+        }
         // A piece of the batch starts at its samples' global index: the
         // index over the real axes, then the microbatch within it.
-        uint64_t first = 0;
         if (d.getBatchAxes()) {
           int64_t microbatches = 1, index = 0;
           if (d.splitsIntoMicrobatches()) {
@@ -417,11 +437,12 @@ Interpreter::evaluate(Operation *op, ArrayRef<const Tensor *> in) {
                                      "dist.mesh");
             index += groupIndex(mesh, options.rank, real) * microbatches;
           }
-          first = static_cast<uint64_t>(index * in[0]->numElements());
+          piece.first +=
+              static_cast<uint64_t>(index * pieces * in[0]->numElements());
         }
         return one(dropout(*in[0], d.getProbability().convertToDouble(),
                            options.seed, options.step, d.getRngStream(),
-                           first));
+                           piece));
       })
       .Case([&](CrossEntropyOp c) -> Result {
         FailureOr<std::optional<VocabPiece>> piece =

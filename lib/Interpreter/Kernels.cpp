@@ -441,13 +441,13 @@ Tensor pad(const Tensor &x, llvm::ArrayRef<int64_t> low,
 //===----------------------------------------------------------------------===//
 
 Tensor dropout(const Tensor &x, double probability, uint64_t seed,
-               uint64_t step, uint64_t stream, uint64_t first) {
+               uint64_t step, uint64_t stream, rt::DropoutPiece piece) {
   Tensor result = x;
   double keepScale = 1.0 / (1.0 - probability);
   for (int64_t i = 0; i < x.numElements(); ++i) {
-    bool keep =
-        rt::dropoutUniform(seed, step, stream,
-                           first + static_cast<uint64_t>(i)) >= probability;
+    bool keep = rt::dropoutUniform(
+                    seed, step, stream,
+                    piece.globalIndex(static_cast<uint64_t>(i))) >= probability;
     result.data[i] = keep ? x.data[i] * keepScale : 0.0;
   }
   return result;

@@ -859,12 +859,16 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
   // A dropout on a piece of the batch finds its samples from its index in
   // the group of its real axes (-1: none) and the step's microbatches (1
   // unless the virtual microbatch axis splits it).
+  // A piece of the sequence adds the group of its axes.
   if (auto dropout = dyn_cast<DropoutOp>(op))
-    if (dropout.getBatchAxes()) {
+    if (dropout.getBatchAxes() || dropout.getSeqAxes()) {
       SmallVector<StringRef> real = dropout.getBatchMeshAxes();
       spec->ints.push_back(real.empty() ? -1 : groupIndex(real));
       spec->ints.push_back(dropout.splitsIntoMicrobatches() ? microbatchCount
                                                             : 1);
+      if (std::optional<ArrayAttr> seq = dropout.getSeqAxes())
+        spec->ints.push_back(groupIndex(
+            SmallVector<StringRef>(seq->getAsValueRange<StringAttr>())));
     }
   if (axes)
     spec->ints.push_back(

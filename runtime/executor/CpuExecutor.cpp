@@ -521,7 +521,7 @@ absl::Status CpuExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
         plan::dropoutAttrs(*instr.ints(), *instr.floats());
     cpu::dropout(f32(in(0)), f32(out(0)), n(out(0)),
                  dropoutProbability(dropout), seed, step, dropout.stream,
-                 dropoutFirst(instr));
+                 dropoutPiece(instr));
     return absl::OkStatus();
   }
   case plan::OpCode::CrossEntropy:

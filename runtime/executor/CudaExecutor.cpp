@@ -1038,7 +1038,7 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
         plan::dropoutAttrs(*instr.ints(), *instr.floats());
     return cuda::dropout(ctx, typedIn(0), typedOut(0), n(out(0)),
                          dropoutProbability(dropout), seed, step,
-                         dropout.stream, dropoutFirst(instr));
+                         dropout.stream, dropoutPiece(instr));
   }
   case plan::OpCode::CrossEntropy:
   case plan::OpCode::CrossEntropyGrad: {

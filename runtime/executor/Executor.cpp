@@ -755,21 +755,33 @@ Executor::SliceView Executor::allSliceView(const plan::Instr &instr) const {
           valid * inner};
 }
 
-uint64_t Executor::dropoutFirst(const plan::Instr &instr) const {
+DropoutPiece Executor::dropoutPiece(const plan::Instr &instr) const {
   plan::DropoutAttrs attrs = plan::dropoutAttrs(*instr.ints(), *instr.floats());
-  uint64_t first = attrs.firstIndex;
+  DropoutPiece piece;
+  piece.first = attrs.firstIndex;
+  auto position = [&](int64_t group) {
+    return groupPosition(plan->root(), static_cast<uint32_t>(group),
+                         meshPosition);
+  };
+  auto shape = shapeOf(value(instr.outputs()->Get(0)));
+  // A sample's rows here, and in the whole sequence.
+  int64_t pieces = 1;
+  if (attrs.seqGroup >= 0) {
+    GroupPosition seq = position(attrs.seqGroup);
+    uint64_t rows = static_cast<uint64_t>(elementCount(shape) / shape[0]);
+    pieces = seq.size;
+    piece.run = rows;
+    piece.stride = rows * static_cast<uint64_t>(pieces);
+    piece.first += static_cast<uint64_t>(seq.member) * rows;
+  }
   if (instr.ints()->size() < 4)
-    return first;
-  int64_t group = attrs.group, microbatches = attrs.microbatches;
-  int64_t member =
-      group < 0 ? 0
-                : groupPosition(plan->root(), static_cast<uint32_t>(group),
-                                meshPosition)
-                      .member;
-  int64_t piece = member * microbatches + (microbatches > 1 ? microbatch : 0);
-  return first + static_cast<uint64_t>(piece) *
-                     static_cast<uint64_t>(
-                         elementCount(shapeOf(value(instr.outputs()->Get(0)))));
+    return piece;
+  int64_t microbatches = attrs.microbatches;
+  int64_t member = attrs.group < 0 ? 0 : position(attrs.group).member;
+  int64_t samples = member * microbatches + (microbatches > 1 ? microbatch : 0);
+  piece.first += static_cast<uint64_t>(samples) *
+                 static_cast<uint64_t>(pieces * elementCount(shape));
+  return piece;
 }
 
 plan::LrScheduleAttrs Executor::schedule(const plan::Instr &instr) const {

@@ -277,11 +277,13 @@ protected:
     int64_t outer, xRunBytes, offsetBytes, runBytes, validBytes;
   };
   SliceView allSliceView(const plan::Instr &instr) const;
-  /// The global index of the first element a Dropout draws its mask for:
-  /// its offset, plus, for a piece of the batch, the elements of the
-  /// samples before the piece (its index in its group, times the step's
-  /// microbatches, plus the microbatch being run).
-  uint64_t dropoutFirst(const plan::Instr &instr) const;
+  /// Where a Dropout's elements sit in the whole tensor it draws its mask
+  /// for: from its offset, plus, for a piece of the batch, the elements of
+  /// the samples before the piece (its index in its group, times the
+  /// step's microbatches, plus the microbatch being run); a piece of each
+  /// sample's sequence is a run per sample, starting its index in its
+  /// group times its rows into the sample.
+  DropoutPiece dropoutPiece(const plan::Instr &instr) const;
   /// The plan's learning-rate schedule as this run applies it (the first
   /// LrSchedule's), or none.
   std::optional<plan::LrScheduleAttrs> lrSchedule() const;

@@ -37,6 +37,18 @@ void fillNormal(uint64_t seed, std::string_view name, double stddev,
 double dropoutUniform(uint64_t seed, uint64_t step, uint64_t stream,
                       uint64_t index);
 
+/// Where a piece of a dropout's tensor sits in the whole: its element `i`
+/// is global element `first + (i / run) * stride + i % run`. A piece of the
+/// batch is one run (`run` at least its size); a piece of each sample's
+/// sequence is a run per sample, `stride` apart.
+struct DropoutPiece {
+  uint64_t first = 0;
+  uint64_t run = UINT64_MAX, stride = 0;
+  uint64_t globalIndex(uint64_t i) const {
+    return first + (i / run) * stride + i % run;
+  }
+};
+
 } // namespace triad::rt
 
 #endif // TRIAD_RUNTIME_INIT_INIT_H

@@ -387,18 +387,22 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
     return floatValues({in[0], out[0]});
   }
   case OpCode::Dropout: {
-    CHECK_OK(elementwise(1, ints.size() == 4 ? 4 : 2, 1));
+    CHECK_OK(elementwise(
+        1, ints.size() == 4 || ints.size() == 5 ? ints.size() : 2, 1));
     if (ints[0] < 0 || ints[1] < 0)
       return fail("invalid probability, stream or offset");
     DropoutAttrs attrs = dropoutAttrs(ints, floats);
     if (!(attrs.probability >= 0.0 && attrs.probability < 1.0))
       return fail("invalid probability, stream or offset");
     // A piece of the batch: its group (-1: none) and the step's
-    // microbatches it is one of.
-    if (ints.size() == 4) {
+    // microbatches it is one of; of the sequence: the group it is one of.
+    if (ints.size() >= 4) {
       int64_t pieces = 1;
       if (attrs.group != -1)
         CHECK_OK(vocabPieces(attrs.group, &pieces));
+      if (attrs.microbatches < 1)
+        return fail(absl::StrCat("a piece of one of ", attrs.microbatches,
+                                 " microbatches"));
       if (context.known && attrs.microbatches != 1 &&
           attrs.microbatches != context.microbatches)
         return fail(absl::StrCat("a piece of one of ", attrs.microbatches,
@@ -406,6 +410,15 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
                                  context.microbatches));
       if (shape(out[0]).empty())
         return fail("a piece of the batch needs a batch dimension");
+    }
+    if (ints.size() == 5) {
+      int64_t pieces = 1;
+      CHECK_OK(vocabPieces(attrs.seqGroup, &pieces));
+      if (shape(out[0]).size() < 3)
+        return fail(absl::StrCat(
+            "a piece of the sequence needs a [batch, sequence, ...] value "
+            "of rank 3 or more, got rank ",
+            shape(out[0]).size()));
     }
     return absl::OkStatus();
   }

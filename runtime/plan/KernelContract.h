@@ -97,10 +97,12 @@ struct RopeAttrs {
   double base, direction;
 };
 /// Dropout: ints stream, first global index[, group (-1: none),
-/// microbatches]; floats probability.
+/// microbatches[, seq_group]]; floats probability. A piece of the batch is
+/// this member of `group` and this microbatch; a piece of each sample's
+/// sequence (dimension 1), this member of `seq_group` (-1: whole).
 struct DropoutAttrs {
   uint64_t stream, firstIndex;
-  int64_t group = -1, microbatches = 1;
+  int64_t group = -1, microbatches = 1, seqGroup = -1;
   double probability;
 };
 /// LrSchedule: ints warmup, decay (0: none; kDecayOverRun: the run's last
@@ -138,10 +140,12 @@ template <typename Ints, typename Floats>
 DropoutAttrs dropoutAttrs(const Ints &ints, const Floats &floats) {
   DropoutAttrs attrs{static_cast<uint64_t>(ints[0]),
                      static_cast<uint64_t>(ints[1])};
-  if (ints.size() == 4) {
+  if (ints.size() >= 4) {
     attrs.group = ints[2];
     attrs.microbatches = ints[3];
   }
+  if (ints.size() >= 5)
+    attrs.seqGroup = ints[4];
   attrs.probability = floats[0];
   return attrs;
 }

@@ -496,10 +496,10 @@ TEST_F(CudaAttentionKernels, DropoutMatchesCpuBitForBit) {
                          " first=" + std::to_string(first);
       std::vector<float> want(count);
       cpu::dropout(x.data(), want.data(), count, probability, seed, step,
-                   stream, first);
+                   stream, DropoutPiece{first});
       DeviceBuffer out = poisoned(count);
       ASSERT_OK(dropout(*context, dx.as<float>(), out.as<float>(), count,
-                        probability, seed, step, stream, first));
+                        probability, seed, step, stream, DropoutPiece{first}));
       std::vector<float> got = download(out, count);
       EXPECT_EQ(bitDifferences(got, want), 0u) << what;
       size_t dropped = 0;
@@ -514,8 +514,8 @@ TEST_F(CudaAttentionKernels, DropoutWithZeroProbabilityCopies) {
   const int64_t count = 4099;
   std::vector<float> x = randomFloats(count, 32);
   DeviceBuffer dx = upload(x), out = poisoned(count);
-  ASSERT_OK(dropout(*context, dx.as<float>(), out.as<float>(), count, 0.0, 7, 1,
-                    0, 0));
+  ASSERT_OK(
+      dropout(*context, dx.as<float>(), out.as<float>(), count, 0.0, 7, 1, 0));
   EXPECT_EQ(bitDifferences(download(out, count), x), 0u);
 }
 
@@ -523,11 +523,33 @@ TEST_F(CudaAttentionKernels, DropoutInPlaceMatchesCpu) {
   const int64_t count = 5000;
   std::vector<float> x = randomFloats(count, 33);
   std::vector<float> want(count);
-  cpu::dropout(x.data(), want.data(), count, 0.3, 99, 5, 2, 77);
+  cpu::dropout(x.data(), want.data(), count, 0.3, 99, 5, 2, DropoutPiece{77});
   DeviceBuffer dx = upload(x);
   ASSERT_OK(dropout(*context, dx.as<float>(), dx.as<float>(), count, 0.3, 99, 5,
-                    2, 77));
+                    2, DropoutPiece{77}));
   EXPECT_EQ(bitDifferences(download(dx, count), want), 0u);
+}
+
+// A piece of each sample's sequence (sequence parallelism): rows [16, 32)
+// of 4 samples of 48 rows of 24, as cpu::dropout draws them (CpuKernelsTest
+// checks those against the whole tensor's dropout); a piece of empty runs
+// is refused.
+TEST_F(CudaAttentionKernels, DropoutOnAPieceOfTheSequenceMatchesCpu) {
+  const int64_t batch = 4, seq = 48, piece = 16, hidden = 24;
+  const uint64_t rows = piece * hidden;
+  DropoutPiece second{1000 + rows, rows, rows * (seq / piece)};
+  std::vector<float> x = randomFloats(batch * piece * hidden, 34);
+  std::vector<float> want(x.size());
+  cpu::dropout(x.data(), want.data(), static_cast<int64_t>(x.size()), 0.3, 99,
+               5, 2, second);
+  DeviceBuffer dx = upload(x), out = poisoned(x.size());
+  ASSERT_OK(dropout(*context, dx.as<float>(), out.as<float>(),
+                    static_cast<int64_t>(x.size()), 0.3, 99, 5, 2, second));
+  EXPECT_EQ(bitDifferences(download(out, x.size()), want), 0u);
+  EXPECT_FALSE(dropout(*context, dx.as<float>(), out.as<float>(),
+                       static_cast<int64_t>(x.size()), 0.3, 99, 5, 2,
+                       DropoutPiece{0, 0, 0})
+                   .ok());
 }
 
 } // namespace

@@ -936,16 +936,18 @@ TEST_F(TypedKernels, RopeAndDropoutMatchTheWidenedF32Kernels) {
     std::string name = "dropout " + caseName(c);
     DeviceBuffer wide = poisoned(n);
     ASSERT_OK(dropout(*context, wideX.as<float>(), wide.as<float>(), n, 0.3,
-                      1234, 5, 3, 77));
+                      1234, 5, 3, DropoutPiece{77}));
     DeviceBuffer want = converted(wide.data(), DType::F32, c.out, n);
     DeviceBuffer got = poisoned(n, bytesOf(c.out));
     ASSERT_OK(dropout(*context, Operand{dx.data(), c.a},
-                      Result{got.data(), c.out}, n, 0.3, 1234, 5, 3, 77));
+                      Result{got.data(), c.out}, n, 0.3, 1234, 5, 3,
+                      DropoutPiece{77}));
     expectSameBits(got.data(), want.data(), c.out, n, name);
     if (c.a == c.out) {
       DeviceBuffer inPlace = duplicate(dx, c.a, n);
       ASSERT_OK(dropout(*context, Operand{inPlace.data(), c.a},
-                        Result{inPlace.data(), c.out}, n, 0.3, 1234, 5, 3, 77));
+                        Result{inPlace.data(), c.out}, n, 0.3, 1234, 5, 3,
+                        DropoutPiece{77}));
       expectSameBits(inPlace.data(), want.data(), c.out, n, name + " in place");
     }
   }

@@ -200,6 +200,11 @@ TEST(KernelContract, DecodesAttributesByName) {
                                     std::vector<double>{0.1});
   EXPECT_EQ(piece.group, 2);
   EXPECT_EQ(piece.microbatches, 4);
+  EXPECT_EQ(piece.seqGroup, -1);
+  DropoutAttrs sequence = dropoutAttrs(std::vector<int64_t>{3, 100, -1, 1, 5},
+                                       std::vector<double>{0.1});
+  EXPECT_EQ(sequence.group, -1);
+  EXPECT_EQ(sequence.seqGroup, 5);
 
   LrScheduleAttrs schedule = lrScheduleAttrs(std::vector<int64_t>{10, 100},
                                              std::vector<double>{3e-4, 3e-5});

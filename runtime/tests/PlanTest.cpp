@@ -564,6 +564,35 @@ TEST(Plan, DropoutOnAPieceOfTheBatch) {
             where + "a piece of one of 4 microbatches, but the step has 2");
   EXPECT_NE(loadError(batchPieceDropout({3, 0, 0})), "");
   EXPECT_NE(loadError(batchPieceDropout({3, -1})), "");
+  EXPECT_EQ(loadError(batchPieceDropout({3, 0, 0, 0})),
+            where + "a piece of one of 0 microbatches");
+}
+
+/// A Dropout of value 0 seen as `shape` (6 elements) into value 2's region
+/// seen as `shape` (value 6), on dp 2 x tp 2 with the groups [dp] and [tp]
+/// and 2 microbatches; `ints` are the instruction's.
+PlanSpec sequencePieceDropout(std::vector<int64_t> ints,
+                              std::vector<int64_t> shape = {1, 2, 3}) {
+  PlanSpec s = batchPieceDropout(std::move(ints));
+  s.mesh = {{"dp", 2}, {"tp", 2}, {"pp", 1}};
+  s.groups = {{"dp"}, {"tp"}};
+  s.values.front().shape = shape;
+  s.values.back().shape = shape;
+  return s;
+}
+
+TEST(Plan, DropoutOnAPieceOfTheSequence) {
+  EXPECT_EQ(loadError(sequencePieceDropout({3, 0, 0, 2, 1})), "");
+  EXPECT_EQ(loadError(sequencePieceDropout({3, 0, -1, 1, 1})), "");
+  const std::string where = "invalid plan 'test.plan': program 0, function "
+                            "'forward', instruction 0 (Dropout): ";
+  EXPECT_EQ(loadError(sequencePieceDropout({3, 0, 0, 2, 2})),
+            where + "group 2 is not one of the 2 communicator groups");
+  EXPECT_EQ(loadError(sequencePieceDropout({3, 0, 0, 2, -1})),
+            where + "group -1 is not one of the 2 communicator groups");
+  EXPECT_EQ(loadError(sequencePieceDropout({3, 0, 0, 2, 1}, {2, 3})),
+            where + "a piece of the sequence needs a [batch, sequence, ...] "
+                    "value of rank 3 or more, got rank 2");
 }
 
 /// The local form of a vocab-parallel CrossEntropy on dp 1 x tp 2 with the

@@ -14,6 +14,8 @@
 
 #include "triad/Interpreter/Tensor.h"
 
+#include "runtime/init/Init.h"
+
 #include "llvm/Support/Error.h"
 #include <limits>
 #include <optional>
@@ -75,10 +77,11 @@ Tensor broadcast(const Tensor &x, llvm::ArrayRef<int64_t> shape);
 Tensor pad(const Tensor &x, llvm::ArrayRef<int64_t> low,
            llvm::ArrayRef<int64_t> high);
 
-/// Inverted dropout with the counter-based mask of the runtime; `first` is
-/// the global index of element 0 (a piece of the batch starts later).
+/// Inverted dropout with the counter-based mask of the runtime; `piece`
+/// says where the elements sit in the whole tensor (a piece of the batch
+/// starts later, a piece of the sequence is a run per sample).
 Tensor dropout(const Tensor &x, double probability, uint64_t seed,
-               uint64_t step, uint64_t stream, uint64_t first = 0);
+               uint64_t step, uint64_t stream, rt::DropoutPiece piece = {});
 
 /// The columns a vocab-parallel piece of logits holds: `[first, first +
 /// columns)` of a whole vocabulary of `vocab` classes, and each token's

@@ -640,12 +640,14 @@ bool crossEntropyGrad(const float *logits, const int32_t *labels,
 }
 
 void dropout(const float *x, float *out, int64_t count, double probability,
-             uint64_t seed, uint64_t step, uint64_t stream, uint64_t first) {
+             uint64_t seed, uint64_t step, uint64_t stream,
+             DropoutPiece piece) {
   float keepScale = static_cast<float>(1.0 / (1.0 - probability));
 #pragma omp parallel for
   for (int64_t i = 0; i < count; ++i) {
     bool keep = dropoutUniform(seed, step, stream,
-                               first + static_cast<uint64_t>(i)) >= probability;
+                               piece.globalIndex(static_cast<uint64_t>(i))) >=
+                probability;
     out[i] = keep ? x[i] * keepScale : 0.0f;
   }
 }

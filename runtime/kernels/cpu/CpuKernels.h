@@ -13,9 +13,12 @@
 #ifndef TRIAD_RUNTIME_KERNELS_CPU_CPUKERNELS_H
 #define TRIAD_RUNTIME_KERNELS_CPU_CPUKERNELS_H
 
+#include "runtime/init/Init.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 namespace triad::rt::cpu {
 
@@ -136,10 +139,11 @@ bool crossEntropyGrad(const float *logits, const int32_t *labels,
 void logSumExp(const float *x, float *out, int64_t rows, int64_t columns,
                int64_t classes);
 
-/// Inverted dropout with the runtime's counter-based mask; `first` is the
-/// global index of element 0.
+/// Inverted dropout with the runtime's counter-based mask; `piece` says
+/// where the elements sit in the whole tensor (global element indices).
 void dropout(const float *x, float *out, int64_t count, double probability,
-             uint64_t seed, uint64_t step, uint64_t stream, uint64_t first = 0);
+             uint64_t seed, uint64_t step, uint64_t stream,
+             DropoutPiece piece = {});
 
 /// Sum of squares accumulated in double, in an order that does not depend
 /// on the thread count; +inf if an element's magnitude is above `limit`.

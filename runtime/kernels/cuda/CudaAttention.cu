@@ -866,16 +866,19 @@ constexpr uint64_t dropoutKey(uint64_t seed, uint64_t stream) {
   return mix64(mix64(seed ^ 0xD1B54A32D192ED03ull) + stream);
 }
 
-/// Element i is kept when dropoutUniform(seed, step, stream, first + i) >=
-/// probability: the uniform is (bits + 0.5) / 2^32 in double, as
-/// uint32ToOpenUnit forms it, so the comparison is the CPU's exactly.
+/// Element i is kept when dropoutUniform(seed, step, stream, global index
+/// of i) >= probability, the global index being DropoutPiece::globalIndex's
+/// (first + (i / run) * stride + i % run): the uniform is (bits + 0.5) /
+/// 2^32 in double, as uint32ToOpenUnit forms it, so the comparison is the
+/// CPU's exactly.
 template <typename In, typename Out>
 __global__ void dropoutKernel(In x, Out out, int64_t count, double probability,
                               float keepScale, uint64_t key, uint64_t step,
-                              uint64_t first) {
+                              uint64_t first, uint64_t run, uint64_t stride) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        i < count; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const uint64_t index = first + static_cast<uint64_t>(i);
+    const uint64_t local = static_cast<uint64_t>(i);
+    const uint64_t index = first + (local / run) * stride + local % run;
     const uint32_t bits = philoxFirstWord(
         {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
          static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)},
@@ -915,7 +918,9 @@ absl::Status launchRope(CudaContext &context, In x, Out out, int64_t batch,
 template <typename In, typename Out>
 absl::Status launchDropout(CudaContext &context, In x, Out out, int64_t count,
                            double probability, uint64_t seed, uint64_t step,
-                           uint64_t stream, uint64_t first) {
+                           uint64_t stream, DropoutPiece piece) {
+  if (piece.run == 0)
+    return absl::InvalidArgumentError("dropout: a piece of empty runs");
   if (count < 0)
     return absl::InvalidArgumentError("dropout: negative count");
   if (count == 0)
@@ -925,7 +930,7 @@ absl::Status launchDropout(CudaContext &context, In x, Out out, int64_t count,
   dropoutKernel<In, Out>
       <<<elementBlocks(count), kElementThreads, 0, context.stream()>>>(
           x, out, count, probability, keepScale, dropoutKey(seed, stream), step,
-          first);
+          piece.first, piece.run, piece.stride);
   TRIAD_CUDA_CHECK_LAUNCH("dropoutKernel");
   return absl::OkStatus();
 }
@@ -1010,9 +1015,9 @@ absl::Status rope(CudaContext &context, const float *x, float *out,
 
 absl::Status dropout(CudaContext &context, const float *x, float *out,
                      int64_t count, double probability, uint64_t seed,
-                     uint64_t step, uint64_t stream, uint64_t first) {
+                     uint64_t step, uint64_t stream, DropoutPiece piece) {
   return launchDropout(context, F32In{x}, F32Out{out}, count, probability, seed,
-                       step, stream, first);
+                       step, stream, piece);
 }
 
 absl::Status rope(CudaContext &context, Operand x, Result out, int64_t batch,
@@ -1029,13 +1034,13 @@ absl::Status rope(CudaContext &context, Operand x, Result out, int64_t batch,
 
 absl::Status dropout(CudaContext &context, Operand x, Result out, int64_t count,
                      double probability, uint64_t seed, uint64_t step,
-                     uint64_t stream, uint64_t first) {
+                     uint64_t stream, DropoutPiece piece) {
   if (absl::Status s = checkFloatTypes("dropout", {x.type, out.type}); !s.ok())
     return s;
   return withAccess({x.type, out.type}, [&](auto access) {
     using A = decltype(access);
     return launchDropout(context, A::in(x), A::out(out), count, probability,
-                         seed, step, stream, first);
+                         seed, step, stream, piece);
   });
 }
 

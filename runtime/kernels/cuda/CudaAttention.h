@@ -89,12 +89,12 @@ absl::Status rope(CudaContext &context, const float *x, float *out,
 
 /// Inverted dropout with the runtime's counter-based mask, as cpu::dropout:
 /// element i is kept (and scaled by 1 / (1 - probability)) when
-/// dropoutUniform(seed, step, stream, first + i) >= probability and
-/// zeroed otherwise, the same decisions as the CPU backend's bit for bit.
-/// `out` may be `x` itself.
+/// dropoutUniform(seed, step, stream, piece.globalIndex(i)) >= probability
+/// and zeroed otherwise, the same decisions as the CPU backend's bit for
+/// bit. `out` may be `x` itself.
 absl::Status dropout(CudaContext &context, const float *x, float *out,
                      int64_t count, double probability, uint64_t seed,
-                     uint64_t step, uint64_t stream, uint64_t first = 0);
+                     uint64_t step, uint64_t stream, DropoutPiece piece = {});
 
 // rope and dropout, typed (CudaKernels.h's typed kernels): x and out each
 // of its own float type, the arithmetic the f32 kernels'.
@@ -103,7 +103,7 @@ absl::Status rope(CudaContext &context, Operand x, Result out, int64_t batch,
                   int64_t rotaryDim, float base, float direction);
 absl::Status dropout(CudaContext &context, Operand x, Result out, int64_t count,
                      double probability, uint64_t seed, uint64_t step,
-                     uint64_t stream, uint64_t first = 0);
+                     uint64_t stream, DropoutPiece piece = {});
 
 } // namespace triad::rt::cuda
 

@@ -539,9 +539,35 @@ TEST(CpuKernels, DropoutMatchesTheReferenceMask) {
   EXPECT_LT(relativeError(out, ref::dropout(x, 0.3, 5, 2, 7)), kTolerance);
   // A shard of the tensor draws the same mask from its global offset.
   std::vector<float> shard = poisoned(100);
-  cpu::dropout(floats(x).data() + 400, shard.data(), 100, 0.3f, 5, 2, 7, 400);
+  cpu::dropout(floats(x).data() + 400, shard.data(), 100, 0.3f, 5, 2, 7,
+               triad::rt::DropoutPiece{400});
   for (int i = 0; i < 100; ++i)
     EXPECT_EQ(shard[i], out[400 + i]);
+}
+
+TEST(CpuKernels, DropoutOnAPieceOfTheSequenceMatchesTheWhole) {
+  // [4 samples, 10 rows, 5]: each rank of 2 holds rows [5 r, 5 r + 5) of
+  // every sample, a run of 25 elements every 50.
+  const int64_t batch = 4, seq = 10, hidden = 5, pieces = 2;
+  const int64_t local = seq / pieces, count = batch * seq * hidden;
+  Tensor x = random({count}, 26);
+  std::vector<float> whole = poisoned(count);
+  cpu::dropout(floats(x).data(), whole.data(), count, 0.5f, 5, 2, 7);
+  for (int64_t member = 0; member < pieces; ++member) {
+    std::vector<float> input, piece = poisoned(batch * local * hidden);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < local * hidden; ++i)
+        input.push_back(static_cast<float>(
+            x.data[(b * seq + member * local) * hidden + i]));
+    uint64_t run = local * hidden;
+    cpu::dropout(input.data(), piece.data(), batch * local * hidden, 0.5f, 5, 2,
+                 7, triad::rt::DropoutPiece{member * run, run, run * pieces});
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < local * hidden; ++i)
+        EXPECT_EQ(piece[b * local * hidden + i],
+                  whole[(b * seq + member * local) * hidden + i])
+            << "sample " << b << " element " << i << " of member " << member;
+  }
 }
 
 TEST(CpuKernels, AdamWAndNorm) {

@@ -497,10 +497,12 @@ class TensorParallelTraining : public Training,
 
 /// Propagates layouts over a mesh of `tp` tensor-parallel ranks and
 /// partitions `module`.
-mlir::LogicalResult partitionOverTp(mlir::ModuleOp module, int64_t tp) {
+mlir::LogicalResult partitionOverTp(mlir::ModuleOp module, int64_t tp,
+                                    bool sp = false) {
   mlir::PassManager pm(module.getContext());
   ShardPropagateOptions propagate;
   propagate.tp = tp;
+  propagate.sp = sp;
   pm.addPass(createShardPropagate(propagate));
   pm.addPass(createPartition());
   return pm.run(module);
@@ -570,6 +572,33 @@ TEST_P(TensorParallelTraining, LossesAndNormsEqualTheWholeModel) {
 
 INSTANTIATE_TEST_SUITE_P(Embeddings, TensorParallelTraining,
                          ::testing::Values(true, false));
+
+// Sequence parallelism with dropout: a dropout of the residual stream on a
+// rank's piece of the sequence (seq_split) draws the masks of its own rows,
+// and every rank computes the whole model's loss and gradient norm (to
+// 1e-9). (This partition splits the backward's dropouts; the training
+// pipeline's splits the forward's too, which e2e/dropout.test checks.)
+TEST_F(Training, SequenceParallelDropoutEqualsTheWholeModel) {
+  const int64_t seq = 16, batch = 4, tp = 2;
+  ModelConfig config = tinyConfig(batch, seq);
+  config.dropout = 0.2;
+  auto reference = trainingModule(config, 1e-3);
+  Interpreter whole(*reference, {/*seed=*/4});
+  whole.initializeParameters();
+
+  auto partitioned = trainingModule(config, 1e-3);
+  ASSERT_TRUE(mlir::succeeded(partitionOverTp(*partitioned, tp, /*sp=*/true)));
+  int64_t onPieces = 0;
+  partitioned->walk([&](DropoutOp dropout) {
+    if (dropout.getSeqAxes())
+      ++onPieces;
+  });
+  // The backward's: the embedding's and each layer's two.
+  EXPECT_GE(onPieces, 1 + 2 * config.layers);
+  MeshInterpreter mesh(*partitioned, {/*seed=*/4});
+  mesh.initializeParameters();
+  expectSameSteps(whole, mesh, tp, batch, seq);
+}
 
 // A vocabulary of 255 padded to 256 for two tensor-parallel ranks, tied
 // and untied: every loss and gradient norm equals the unpadded model's (to

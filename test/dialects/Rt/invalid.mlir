@@ -642,3 +642,29 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   }
   rt.step [] microbatches []
 }
+
+// -----
+
+// A dropout on a piece of the sequence (its fifth int names the group) runs
+// on a [batch, sequence, ...] value.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %x = rt.buffer 0 : memref<4x8xf32>
+  %y = rt.buffer 128 : memref<4x8xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'dropout': a piece of the sequence needs a [batch, sequence, ...] value of rank 3 or more, got rank 2}}
+    rt.kernel dropout(%x) -> (%y) ints [0, 0, -1, 1, 0] floats [0.1] : (memref<4x8xf32>) -> memref<4x8xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %x = rt.buffer 0 : memref<2x4x8xf32>
+  %y = rt.buffer 256 : memref<2x4x8xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'dropout': a piece of one of 0 microbatches}}
+    rt.kernel dropout(%x) -> (%y) ints [0, 0, -1, 0, 0] floats [0.1] : (memref<2x4x8xf32>) -> memref<2x4x8xf32>
+  }
+  rt.step [] microbatches []
+}

@@ -707,6 +707,48 @@ func.func @f(%x: tensor<f32>) {
 
 // -----
 
+// A dropout on a piece of the sequence names its axes, each once and none
+// that splits the batch, and has a [batch, sequence, ...] operand.
+func.func @f(%x: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{'triad.dropout' op seq_split lists no mesh axes}}
+  %0 = triad.dropout %x probability = 0.1 rng_stream = 0 seq_split [] : tensor<8x64x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{'triad.dropout' op seq_split lists mesh axis 'tp' twice}}
+  %0 = triad.dropout %x probability = 0.1 rng_stream = 0 seq_split ["tp", "tp"] : tensor<8x64x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{'triad.dropout' op seq_split lists mesh axis 'dp', which splits the batch}}
+  %0 = triad.dropout %x probability = 0.1 rng_stream = 0 batch_split ["dp"] seq_split ["dp"] : tensor<8x64x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'triad.dropout' op seq_split needs a [batch, sequence, ...] tensor of rank 3 or more, got rank 2}}
+  %0 = triad.dropout %x probability = 0.1 rng_stream = 0 seq_split ["tp"] : tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{'triad.dropout' op seq_split cannot list the microbatch axis (it splits the batch)}}
+  %0 = triad.dropout %x probability = 0.1 rng_stream = 0 seq_split ["microbatch"] : tensor<8x64x16xf32>
+  return
+}
+
+// -----
+
 // Cross-entropy logits have a vocab dimension.
 func.func @f(%l: tensor<f32>, %y: tensor<i32>) {
   // expected-error @+1 {{'triad.cross_entropy' op logits must have rank >= 1 [..., vocab]}}

@@ -108,6 +108,8 @@ func.func @arithmetic(%x: tensor<8x64x64xf32>, %b: tensor<64xf32>, %pos: tensor<
   %15 = triad.dropout %x probability = 0.1 rng_stream = 7 : tensor<8x64x64xf32>
   // CHECK: triad.dropout %{{.*}} probability = 1.000000e-01 rng_stream = 7 batch_split ["microbatch", "dp"] : tensor<8x64x64xf32>
   %16 = triad.dropout %x probability = 0.1 rng_stream = 7 batch_split ["microbatch", "dp"] : tensor<8x64x64xf32>
+  // CHECK: triad.dropout %{{.*}} probability = 1.000000e-01 rng_stream = 7 batch_split ["dp"] seq_split ["tp"] : tensor<8x64x64xf32>
+  %dropout_seq = triad.dropout %x probability = 0.1 rng_stream = 7 batch_split ["dp"] seq_split ["tp"] : tensor<8x64x64xf32>
   return
 }
 

@@ -424,20 +424,24 @@ func.func @rms_norm_grad(%bh: tensor<4x8x16xf32> {dist.layout = #dist.layout<{dp
 
 // -----
 
-// dropout: runs on its piece of the batch (its local form names the axes
-// that split it), every other split dimension all-gathered; a whole batch
-// has no batch_split.
+// dropout: runs on its piece of the batch and of the sequence (its local
+// form names the axes that split each), every other split dimension
+// all-gathered; a whole batch has no batch_split.
 dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
 // CHECK-LABEL: func.func @dropout(
-// CHECK-SAME: %[[BH:[a-z0-9]+]]: tensor<2x8x8xf32> {{.*}}, %[[R:[a-z0-9]+]]: tensor<4x8x16xf32>
+// CHECK-SAME: %[[BH:[a-z0-9]+]]: tensor<2x8x8xf32> {{.*}}, %[[R:[a-z0-9]+]]: tensor<4x8x16xf32>{{.*}}, %[[BS:[a-z0-9]+]]: tensor<2x4x16xf32>
 // CHECK-NOT: dim 0 over
 // CHECK: %[[W:.*]] = dist.all_gather %[[BH]] dim 2 over ["tp"] {{.*}} : tensor<2x8x8xf32> -> tensor<2x8x16xf32>
 // CHECK: triad.dropout %[[W]] probability = 1.000000e-01 rng_stream = 1 batch_split ["dp"] {dist.layouts = [#dist.layout<{dp}, {}, {}>]} : tensor<2x8x16xf32>
 // CHECK: triad.dropout %[[R]] probability = 1.000000e-01 rng_stream = 2 {dist.layouts = [#dist.layout<{}, {}, {}>]} : tensor<4x8x16xf32>
+// CHECK-NOT: dist.all_gather
+// CHECK: triad.dropout %[[BS]] probability = 1.000000e-01 rng_stream = 3 batch_split ["dp"] seq_split ["tp"] {dist.layouts = [#dist.layout<{dp}, {tp}, {}>]} : tensor<2x4x16xf32>
 func.func @dropout(%bh: tensor<4x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {tp}>},
-                   %r: tensor<4x8x16xf32>) {
+                   %r: tensor<4x8x16xf32>,
+                   %bs: tensor<4x8x16xf32> {dist.layout = #dist.layout<{dp}, {tp}, {}>}) {
   %0 = triad.dropout %bh probability = 0.1 rng_stream = 1 : tensor<4x8x16xf32>
   %1 = triad.dropout %r probability = 0.1 rng_stream = 2 : tensor<4x8x16xf32>
+  %2 = triad.dropout %bs probability = 0.1 rng_stream = 3 : tensor<4x8x16xf32>
   return
 }
 

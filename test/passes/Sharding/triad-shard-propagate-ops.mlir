@@ -332,25 +332,33 @@ func.func @cast(%r: tensor<4x8x16xf32>,
 // -----
 
 // dropout: its mask is a function of the global element index, so only the
-// batch (a contiguous run of indices) stays split; every other dimension is
-// gathered, and a pending sum is reduced.
+// batch (a contiguous run of indices) and, from rank 3 on, the sequence (a
+// run per sample, as sequence parallelism splits it) stay split; every
+// other dimension is gathered, and a pending sum is reduced.
 dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
 // CHECK-LABEL: func.func @dropout(
 func.func @dropout(%r: tensor<4x8x16xf32>,
     %bh: tensor<4x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {tp}>},
     %s2: tensor<4x8x16xf32> {dist.layout = #dist.layout<{}, {tp, dp}, {}>},
     %p: tensor<4x8x16xf32> {dist.layout = #dist.layout<{}, {}, {}, partial = {tp}>},
-    %bp: tensor<4x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {}, partial = {tp}>}) {
+    %bp: tensor<4x8x16xf32> {dist.layout = #dist.layout<{dp}, {}, {}, partial = {tp}>},
+    %bs: tensor<4x8x16xf32> {dist.layout = #dist.layout<{dp}, {tp}, {}>},
+    %m: tensor<32x16xf32> {dist.layout = #dist.layout<{dp}, {tp}>}) {
   // CHECK: triad.dropout {{.*}}{dist.layouts = [#dist.layout<{}, {}, {}>]}
   %0 = triad.dropout %r probability = 0.1 rng_stream = 1 : tensor<4x8x16xf32>
   // CHECK: triad.dropout {{.*}}{dist.layouts = [#dist.layout<{dp}, {}, {}>]}
   %1 = triad.dropout %bh probability = 0.1 rng_stream = 2 : tensor<4x8x16xf32>
-  // CHECK: triad.dropout {{.*}}{dist.layouts = [#dist.layout<{}, {}, {}>]}
+  // CHECK: triad.dropout {{.*}}{dist.layouts = [#dist.layout<{}, {tp, dp}, {}>]}
   %2 = triad.dropout %s2 probability = 0.1 rng_stream = 3 : tensor<4x8x16xf32>
   // CHECK: triad.dropout {{.*}}{dist.layouts = [#dist.layout<{}, {}, {}>]}
   %3 = triad.dropout %p probability = 0.1 rng_stream = 4 : tensor<4x8x16xf32>
   // CHECK: triad.dropout {{.*}}{dist.layouts = [#dist.layout<{dp}, {}, {}>]}
   %4 = triad.dropout %bp probability = 0.1 rng_stream = 5 : tensor<4x8x16xf32>
+  // CHECK: triad.dropout {{.*}}{dist.layouts = [#dist.layout<{dp}, {tp}, {}>]}
+  %5 = triad.dropout %bs probability = 0.1 rng_stream = 6 : tensor<4x8x16xf32>
+  // A matrix's second dimension is not a sequence: it is gathered.
+  // CHECK: triad.dropout {{.*}}{dist.layouts = [#dist.layout<{dp}, {}>]}
+  %6 = triad.dropout %m probability = 0.1 rng_stream = 7 : tensor<32x16xf32>
   return
 }
 
