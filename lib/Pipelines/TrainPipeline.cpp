@@ -208,6 +208,7 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   }
   auto lower = meshOptions<LowerToRtOptions>(options);
   lower.dtype = options.dtype;
+  lower.fuseEpilogues = options.fuseEpilogues;
   pm.addPass(createLowerToRt(lower));
 }
 

@@ -16,6 +16,7 @@
 
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Triad/TriadOps.h"
+#include "passes/Lowering/EpilogueFusion.h"
 #include "passes/Pipeline/Passes.h"
 #include "passes/Sharding/LayoutRules.h"
 #include "runtime/plan/KernelCodes.h"
@@ -376,10 +377,13 @@ public:
   /// that it lists every communicator group).
   void emitPlan(int64_t microbatches);
 
-  int64_t kernels = 0, inPlace = 0, copies = 0, arenaBytes = 0;
+  int64_t kernels = 0, inPlace = 0, copies = 0, arenaBytes = 0, fused = 0;
   /// The most bytes of tensors one bucketed all_gather or reduce_scatter
   /// moves (bucketCollectives).
   int64_t bucketBytes = 25 * 1024 * 1024;
+  /// Whether products lower with their bias and activation as one kernel
+  /// (EpilogueFusion.h).
+  bool fuseEpilogues = true;
 
 private:
   /// Under a pipeline: the rank's schedule actions (tokens), the action
@@ -494,6 +498,12 @@ private:
   void accumulateAfterLastWrite(Function &f, size_t bodyStart,
                                 ArrayRef<Update> updates);
   LogicalResult findInPlaceUpdates(func::FuncOp func);
+  /// Notes the products of `func` that lower with their epilogue
+  /// (findFusedEpilogues), after findInPlaceUpdates, whose updates they do
+  /// not move across.
+  void findEpilogues(func::FuncOp func);
+  /// The kernel of `group`, in place of its last op.
+  void lowerFusedEpilogue(const FusedEpilogue &group, Function &f);
   /// Notes the reduce_scatters that complete a gradient the step's
   /// functions return (weightedCollectives).
   void noteWeightedCollectives() {
@@ -611,6 +621,10 @@ private:
   DenseMap<Value, unsigned> redirect;
   /// Reads of a persistent tensor that must copy its old value.
   llvm::DenseSet<Operation *> snapshots;
+  /// The products that lower with their epilogue, and the group each op
+  /// of theirs belongs to (an index into it).
+  SmallVector<FusedEpilogue> epilogues;
+  DenseMap<Operation *, unsigned> epilogueOf;
   /// Accumulators of the gradients (by parameter), the loss and the count.
   llvm::StringMap<unsigned> gradAccumulator;
   unsigned lossSum = 0, tokenCount = 0;
@@ -846,6 +860,13 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
 
   if (op.getDialect() == mesh->getDialect())
     return lowerCollective(op, f);
+  // A product, its bias add and activation are one kernel, at the last.
+  if (auto it = epilogueOf.find(&op); it != epilogueOf.end()) {
+    const FusedEpilogue &group = epilogues[it->second];
+    if (&op == group.last())
+      lowerFusedEpilogue(group, f);
+    return success();
+  }
 
   FailureOr<KernelSpec> spec = kernelFor(&op);
   if (failed(spec))
@@ -906,6 +927,58 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
   kernel.layer = currentLayer;
   f.body.push_back(std::move(kernel));
   return success();
+}
+
+void ProgramLowering::findEpilogues(func::FuncOp func) {
+  if (!fuseEpilogues)
+    return;
+  // What may overwrite bytes a value lives in: a persistent tensor's
+  // update (a copy, or a result written straight into it), a kernel that
+  // updates in place, a collective (an all_reduce of an accumulator), and
+  // whatever is not a triad op.
+  auto writesInPlace = [&](Operation *op) {
+    if (isa<AssignOp>(op) ||
+        (!isa<TriadDialect>(op->getDialect()) && !isa<arith::ConstantOp>(op)))
+      return true;
+    return llvm::any_of(op->getResults(), [&](OpResult result) {
+      return redirect.count(result) ||
+             !inPlaceOperands(op, result.getResultNumber()).empty();
+    });
+  };
+  for (FusedEpilogue &group : findFusedEpilogues(func, writesInPlace)) {
+    unsigned index = epilogues.size();
+    for (Operation *op :
+         {group.product.getOperation(), group.biasAdd, group.activation})
+      if (op)
+        epilogueOf[op] = index;
+    epilogues.push_back(group);
+  }
+}
+
+void ProgramLowering::lowerFusedEpilogue(const FusedEpilogue &group,
+                                         Function &f) {
+  MatmulOp product = group.product;
+  Kernel kernel{OpCode::Matmul,
+                {slotOf.at(product.getLhs()), slotOf.at(product.getRhs()),
+                 slotOf.at(group.bias())},
+                {},
+                {product.getTransposeLhs() ? 1 : 0,
+                 product.getTransposeRhs() ? 1 : 0,
+                 static_cast<int64_t>(group.code)},
+                {}};
+  auto write = [&](Value value) {
+    auto it = redirect.find(value);
+    unsigned slot =
+        it != redirect.end() ? it->second : temporary(value.getType());
+    slotOf[value] = slot;
+    kernel.outputs.push_back(slot);
+  };
+  write(group.result());
+  if (group.keepsPreActivation)
+    write(group.preActivation());
+  kernel.layer = currentLayer;
+  f.body.push_back(std::move(kernel));
+  ++fused;
 }
 
 /// A collective is a kernel on the group of its mesh axes. An all_reduce of
@@ -1154,8 +1227,10 @@ LogicalResult ProgramLowering::lowerMicrobatchStep(Function &f,
   auto returned = microbatch.getBody().front().getTerminator()->getOperands();
   noteWeightedCollectives();
   size_t bodyStart = f.body.size();
-  if (failed(findInPlaceUpdates(microbatch)) ||
-      failed(lowerBlock(microbatch.getBody().front(), f)))
+  if (failed(findInPlaceUpdates(microbatch)))
+    return failure();
+  findEpilogues(microbatch);
+  if (failed(lowerBlock(microbatch.getBody().front(), f)))
     return failure();
 
   // Accumulate each gradient right after the kernel that completes it, the
@@ -1194,6 +1269,10 @@ Function ProgramLowering::slice(const Function &step, StringRef name,
   // reads; storages, not slots, since a reshape is another slot of the same
   // storage.
   std::vector<bool> keep(end, false);
+  // A fused product's pre-activation that no kept kernel reads (the
+  // backward's activation_grad did) is left out: the copy of the kernel
+  // writes the activation alone and needs one buffer less.
+  std::vector<bool> dropsPreActivation(end, false);
   for (size_t i = end; i-- > 0;) {
     const Kernel &kernel = step.body[i];
     bool writesNeeded = llvm::any_of(kernel.outputs, [&](unsigned slot) {
@@ -1202,6 +1281,11 @@ Function ProgramLowering::slice(const Function &step, StringRef name,
     if (!writesNeeded)
       continue;
     keep[i] = true;
+    if (kernel.opcode == OpCode::Matmul && kernel.outputs.size() == 2) {
+      unsigned storage = slots[kernel.outputs[1]].storage;
+      dropsPreActivation[i] =
+          !needed.contains(storage) && !storages[storage].persistent;
+    }
     for (unsigned slot : kernel.inputs)
       needed.insert(slots[slot].storage);
   }
@@ -1228,6 +1312,8 @@ Function ProgramLowering::slice(const Function &step, StringRef name,
     if (!keep[i])
       continue;
     Kernel copy = step.body[i];
+    if (dropsPreActivation[i])
+      copy.outputs.pop_back();
     if (copy.opcode == OpCode::Dropout) {
       copy.opcode = OpCode::Copy;
       copy.ints.clear();
@@ -1356,8 +1442,10 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f,
   }
   unsigned loss = temporary(scalarType());
   emit(f, OpCode::ScaleBy, {lossSum, inverse}, {loss});
-  if (failed(findInPlaceUpdates(apply)) ||
-      failed(placement ? lowerApplyOps(f, *placement)
+  if (failed(findInPlaceUpdates(apply)))
+    return failure();
+  findEpilogues(apply);
+  if (failed(placement ? lowerApplyOps(f, *placement)
                        : lowerBlock(apply.getBody().front(), f)))
     return failure();
   f.results.push_back(loss);
@@ -2184,9 +2272,11 @@ LogicalResult ProgramLowering::lowerPipelineRank(
   noteWeightedCollectives();
 
   declarePersistents([&](StringRef param) { return placement.owns(param); });
-  for (func::FuncOp function : stepFunctions)
+  for (func::FuncOp function : stepFunctions) {
     if (failed(findInPlaceUpdates(function)))
       return failure();
+    findEpilogues(function);
+  }
 
   // Per stage: the slots of the values its functions keep for later ones
   // (every microbatch's calls of the stage share them, each in its own copy
@@ -2462,6 +2552,7 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
     numKernels += lowering.kernels;
     numInPlace += lowering.inPlace;
     numCopies += lowering.copies;
+    numFusedEpilogues += lowering.fused;
     arenaBytes = std::max<uint64_t>(arenaBytes, lowering.arenaBytes);
   }
 
@@ -2524,6 +2615,7 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
       ProgramLowering lowering(module, *mesh, microbatchStep, {microbatchStep},
                                applyStep, groups);
       lowering.bucketBytes = bucketBytes;
+      lowering.fuseEpilogues = fuseEpilogues;
       if (failed(lowering.lower(microbatches)))
         return signalPassFailure();
       lowering.emitPlan(microbatches);
@@ -2555,6 +2647,7 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
         last.emplace(module, *mesh, func::FuncOp(), step->all, applyStep,
                      groups);
         last->bucketBytes = bucketBytes;
+        last->fuseEpilogues = fuseEpilogues;
         if (failed(last->lowerPipelineRank(rank, *schedule, *step)))
           return signalPassFailure();
         record(*last);

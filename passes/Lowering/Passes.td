@@ -86,6 +86,21 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
     the apply step, the all-gathers of the updated parameters, which sink
     past the updates that follow them): one kernel with an input and an
     output per tensor, which the runtime moves as one collective.
+
+    A linear layer's product, bias and activation become one kernel
+    (`fuse-epilogues`, on by default): a `triad.matmul` whose only use is
+    the add of a bias vector of its last dimension lowers to a `matmul`
+    with the bias as a third input and an epilogue code as its third int
+    (`runtime/plan/KernelCodes.h`: 1 bias, 2 bias and tanh GELU, 3 bias and
+    ReLU). The activation joins only where it is the tanh GELU or ReLU, the
+    activations cuBLASLt's epilogues compute with the unfused kernels'
+    formula (not the erf GELU, SiLU or the fast GELU); where the backward
+    also reads the biased sum, the kernel writes it as a second result.
+    The product (and a sum only the activation reads) gets no buffer:
+
+    ```mlir
+    rt.kernel matmul(%x, %w1, %b1) -> (%h, %pre) ints [0, 0, 2] : ...
+    ```
   }];
   let options = [
     Option<"dp", "dp", "int64_t", "1", "Data-parallel replicas">,
@@ -98,6 +113,9 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
     Option<"bucketBytes", "bucket-bytes", "int64_t", "25 * 1024 * 1024",
            "Most bytes of tensors one bucketed all_gather or reduce_scatter "
            "moves">,
+    Option<"fuseEpilogues", "fuse-epilogues", "bool", "true",
+           "Lower a product with its bias add, and the tanh GELU or ReLU "
+           "that follows, as one matmul with an epilogue">,
   ];
   let statistics = [
     Statistic<"numKernels", "kernels", "Kernel calls emitted">,
@@ -106,6 +124,8 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
     Statistic<"numCopies", "persistent-copies",
               "Persistent updates that needed a copy">,
     Statistic<"arenaBytes", "arena-bytes", "Bytes of the arena">,
+    Statistic<"numFusedEpilogues", "fused-epilogues",
+              "Products lowered with their bias (and activation)">,
   ];
   let dependentDialects = ["::triad::rt::RtDialect", "::triad::dist::DistDialect"];
 }

@@ -226,7 +226,8 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   std::vector<uint32_t> sixteen = sixteenBitOperands(instr);
   if (sixteen.empty())
     return executeF32(instr, step);
-  if (runsOnBf16Products(instr)) {
+  bool bitsProduct = runsOnBf16Products(instr);
+  if (bitsProduct && !matmulDims(instr).bias) {
     MatmulDims d = matmulDims(instr);
     uint32_t out = instr.outputs()->Get(0);
     bool resultBf16 = value(out).dtype() == plan::DType::BF16;
@@ -236,6 +237,16 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
                              bits16(instr.inputs()->Get(1)),
                              resultBf16 ? static_cast<void *>(bits16(out))
                                         : static_cast<void *>(f32(out)));
+  }
+  // A fused product on oneDNN (its epilogue runs in executeF32, on an f32
+  // result before the one rounding) reads its operands' bits: they need no
+  // copies.
+  if (bitsProduct) {
+    uint32_t a = instr.inputs()->Get(0), b = instr.inputs()->Get(1);
+    sixteen.erase(std::remove_if(
+                      sixteen.begin(), sixteen.end(),
+                      [&](uint32_t index) { return index == a || index == b; }),
+                  sixteen.end());
   }
   if (widePool.size() < sixteen.size())
     widePool.resize(sixteen.size());
@@ -307,8 +318,30 @@ absl::Status CpuExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
   }
   case plan::OpCode::Matmul: {
     MatmulDims d = matmulDims(instr);
-    cpu::matmul(f32(in(0)), f32(in(1)), f32(out(0)), d.batch, d.m, d.n, d.k,
-                d.transposeA, d.transposeB, d.rhsBatched);
+    if (runsOnBf16Products(instr)) {
+      // oneDNN's f32 result (the f32 copy of a bf16 one), then the
+      // epilogue: `execute` left the operands' bits unwidened.
+      if (absl::Status status = bf16Products->run(
+              {d.batch, d.m, d.n, d.k, d.transposeA, d.transposeB, d.rhsBatched,
+               /*resultBf16=*/false},
+              bits16(in(0)), bits16(in(1)), f32(out(0)));
+          !status.ok())
+        return status;
+    } else {
+      cpu::matmul(f32(in(0)), f32(in(1)), f32(out(0)), d.batch, d.m, d.n, d.k,
+                  d.transposeA, d.transposeB, d.rhsBatched);
+    }
+    // A fused epilogue runs after the product, in the unfused kernels'
+    // arithmetic (a 16-bit result is rounded once, after it: see
+    // plan::MatmulAttrs).
+    if (d.bias) {
+      std::optional<cpu::Activation> activation;
+      if (d.activation)
+        activation = activationOf(static_cast<int64_t>(*d.activation));
+      cpu::matmulEpilogue(f32(out(0)), f32(*d.bias), activation,
+                          d.preActivation ? f32(*d.preActivation) : nullptr,
+                          n(out(0)), d.n);
+    }
     return absl::OkStatus();
   }
   case plan::OpCode::Add:

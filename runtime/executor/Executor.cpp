@@ -634,15 +634,23 @@ std::optional<cpu::VocabPiece> Executor::vocabPiece(const plan::Instr &instr,
 Executor::MatmulDims Executor::matmulDims(const plan::Instr &instr) const {
   std::vector<int64_t> a = shapeOf(value(instr.inputs()->Get(0))),
                        b = shapeOf(value(instr.inputs()->Get(1)));
-  bool ta = instr.ints()->Get(0) != 0, tb = instr.ints()->Get(1) != 0;
+  plan::MatmulAttrs attrs = plan::matmulAttrs(*instr.ints());
+  bool ta = attrs.transposeA, tb = attrs.transposeB;
   size_t r = a.size();
-  return {elementCount(std::vector<int64_t>(a.begin(), a.end() - 2)),
-          ta ? a[r - 1] : a[r - 2],
-          tb ? b[b.size() - 2] : b[b.size() - 1],
-          ta ? a[r - 2] : a[r - 1],
-          ta,
-          tb,
-          b.size() == r && r > 2};
+  MatmulDims dims{elementCount(std::vector<int64_t>(a.begin(), a.end() - 2)),
+                  ta ? a[r - 1] : a[r - 2],
+                  tb ? b[b.size() - 2] : b[b.size() - 1],
+                  ta ? a[r - 2] : a[r - 1],
+                  ta,
+                  tb,
+                  b.size() == r && r > 2};
+  dims.epilogue = attrs.epilogue;
+  dims.activation = attrs.activation();
+  if (attrs.hasBias())
+    dims.bias = instr.inputs()->Get(2);
+  if (instr.outputs()->size() == 2)
+    dims.preActivation = instr.outputs()->Get(1);
+  return dims;
 }
 
 bool Executor::isSixteenBit(uint32_t index) const {
@@ -665,9 +673,13 @@ Executor::sixteenBitOperands(const plan::Instr &instr) const {
 std::string Executor::describe(const plan::Instr &instr) const {
   if (instr.op() == plan::OpCode::Matmul) {
     MatmulDims d = matmulDims(instr);
+    static constexpr const char *kEpilogues[] = {
+        "", " + bias", " + bias, gelu_tanh", " + bias, relu"};
+    static_assert(std::size(kEpilogues) == plan::kLastEpilogueCode + 1);
     return absl::StrCat(d.m, "x", d.k, d.transposeA ? "^T" : "", " . ", d.k,
                         "x", d.n, d.transposeB ? "^T" : "", ", batch ", d.batch,
-                        d.rhsBatched ? " (both batched)" : "");
+                        d.rhsBatched ? " (both batched)" : "",
+                        kEpilogues[static_cast<int>(d.epilogue)]);
   }
   auto operands = [&](const flatbuffers::Vector<uint32_t> *indices) {
     std::string text;

@@ -239,10 +239,15 @@ protected:
                                             size_t groupInt, int64_t columns,
                                             const float *lse) const;
   /// A Matmul's products: c[i] = op(a[i]) * op(b[i]), op(a) [m x k],
-  /// op(b) [k x n], for i < batch (one b for all unless rhsBatched).
+  /// op(b) [k x n], for i < batch (one b for all unless rhsBatched); then
+  /// its epilogue (plan::MatmulAttrs), with the values of its bias and of
+  /// the pre-activation it keeps.
   struct MatmulDims {
     int64_t batch, m, n, k;
     bool transposeA, transposeB, rhsBatched;
+    plan::EpilogueCode epilogue = plan::EpilogueCode::None;
+    std::optional<plan::ActivationCode> activation;
+    std::optional<uint32_t> bias, preActivation;
   };
   MatmulDims matmulDims(const plan::Instr &instr) const;
   /// An Embedding's table (an EmbeddingGrad's result): `rows` of `hidden`,

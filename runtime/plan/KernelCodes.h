@@ -27,6 +27,22 @@ enum class ActivationCode : int64_t {
 constexpr int64_t kLastActivationCode =
     static_cast<int64_t>(ActivationCode::Silu);
 
+/// Matmul: ints[2], absent for None. What a fused product does to its
+/// product before storing it: Bias adds a bias vector (the third input, n
+/// values) to every row, and BiasGeluTanh and BiasRelu then apply the
+/// activation of that code (ActivationCode::GeluTanh, Relu), writing the
+/// biased product, the activation's input, to a second output where the
+/// plan keeps it. Only the activations cuBLASLt's epilogues compute with
+/// the same formula are here: it has no erf GELU, SiLU or fast GELU.
+enum class EpilogueCode : int64_t {
+  None = 0,
+  Bias = 1,
+  BiasGeluTanh = 2,
+  BiasRelu = 3,
+};
+constexpr int64_t kLastEpilogueCode =
+    static_cast<int64_t>(EpilogueCode::BiasRelu);
+
 /// Attention and AttentionGrad: ints[2]. A prefix mask comes with the
 /// prefix lengths (has_prefix).
 enum class MaskCode : int64_t { Causal = 0, Prefix = 1, None = 2 };

@@ -190,10 +190,25 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
     return floatValues({in[1], out[0]});
   }
   case OpCode::Matmul: {
-    CHECK_OK(arity(2, 1, 2, 0));
+    // ints transpose_a, transpose_b[, epilogue]: the epilogue decides how
+    // many operands there are, so it is checked first.
+    bool fused = ints.size() == 3;
+    if (fused && (ints[2] < 0 || ints[2] > kLastEpilogueCode))
+      return fail(absl::StrCat("unknown epilogue ", ints[2], " (0 to ",
+                               kLastEpilogueCode, ")"));
+    MatmulAttrs attrs{false, false,
+                      fused ? static_cast<EpilogueCode>(ints[2])
+                            : EpilogueCode::None};
+    if (!attrs.activation() && out.size() == 2)
+      return fail("only an epilogue with an activation writes a "
+                  "pre-activation (a second output)");
+    bool keepsPreActivation = attrs.activation() && out.size() == 2;
+    CHECK_OK(arity(attrs.hasBias() ? 3 : 2, keepsPreActivation ? 2 : 1,
+                   fused ? 3 : 2, 0));
     CHECK_OK(flags({"transpose_a", "transpose_b"}, 0));
+    attrs = matmulAttrs(ints);
     Shape a = shape(in[0]), b = shape(in[1]), c = shape(out[0]);
-    bool ta = ints[0] != 0, tb = ints[1] != 0;
+    bool ta = attrs.transposeA, tb = attrs.transposeB;
     if (a.size() < 2 || (b.size() != 2 && b.size() != a.size()))
       return fail("operands must be matrices (rhs of rank 2 or of lhs)");
     size_t r = a.size(), rb = b.size();
@@ -208,6 +223,20 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
     expected.push_back(n);
     if (c != expected)
       return fail(absl::StrCat("result must have shape ", text(expected)));
+    if (attrs.hasBias() &&
+        (shape(in[2]) != Shape{n} ||
+         (dtype(in[2]) != DType::F32 && dtype(in[2]) != dtype(out[0]))))
+      return fail(absl::StrCat("the bias must be [", n,
+                               "] (the result's last dimension), f32 or of "
+                               "the result's type"));
+    if (keepsPreActivation) {
+      if (out[1] == out[0])
+        return fail("the pre-activation must be a buffer of its own");
+      if (shape(out[1]) != c || dtype(out[1]) != dtype(out[0]))
+        return fail(absl::StrCat("the pre-activation must have the result's "
+                                 "shape ",
+                                 text(c), " and element type"));
+    }
     return floatValues({in[0], in[1], out[0]});
   }
   case OpCode::Add: {

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,37 @@ double kernelFlops(const KernelView &view);
 // place for the contract's checks and both executors. Each decoder reads
 // an instruction the contract has accepted (its attributes are there).
 
+/// Matmul: ints transpose_a, transpose_b[, epilogue (KernelCodes.h; absent:
+/// None)]; inputs a, b[, bias]; outputs c[, pre-activation]. op(a) is
+/// [..., m, k], op(b) [k, n] or [..., k, n], c [..., m, n]. The bias comes
+/// with every epilogue but None: n values, f32 or of c's type. The
+/// pre-activation (the biased product, which an activation's gradient
+/// reads) is an output only with an activation epilogue, and only where
+/// the plan keeps it; it has c's shape and type. The epilogue runs in f32
+/// on the f32 product: the bias is added as the Add kernel adds it, then
+/// the activation applied as the Activation kernel applies it, so f32
+/// results have the bits of the unfused kernels. A 16-bit c (and
+/// pre-activation) is rounded once, after the epilogue, as cuBLASLt's
+/// epilogues do, where the unfused kernels round the product before the
+/// bias is added: 16-bit results may differ from theirs by a rounding.
+struct MatmulAttrs {
+  bool transposeA, transposeB;
+  EpilogueCode epilogue;
+  bool hasBias() const { return epilogue != EpilogueCode::None; }
+  /// The activation the epilogue applies after the bias, if any.
+  std::optional<ActivationCode> activation() const {
+    switch (epilogue) {
+    case EpilogueCode::BiasGeluTanh:
+      return ActivationCode::GeluTanh;
+    case EpilogueCode::BiasRelu:
+      return ActivationCode::Relu;
+    case EpilogueCode::None:
+    case EpilogueCode::Bias:
+      break;
+    }
+    return std::nullopt;
+  }
+};
 /// Activation, ActivationGrad and Gated: ints[0] (KernelCodes.h).
 /// Attention and AttentionGrad: ints heads, kv_heads, mask, has_prefix,
 /// has_slopes; floats scale.
@@ -124,6 +156,11 @@ struct LossScaleAttrs {
 
 /// The attributes of `ints` and `floats` (a plan's vectors or the
 /// contract's), by kernel.
+template <typename Ints> MatmulAttrs matmulAttrs(const Ints &ints) {
+  return {ints[0] != 0, ints[1] != 0,
+          ints.size() > 2 ? static_cast<EpilogueCode>(ints[2])
+                          : EpilogueCode::None};
+}
 template <typename Ints> ActivationCode activationAttr(const Ints &ints) {
   return static_cast<ActivationCode>(ints[0]);
 }

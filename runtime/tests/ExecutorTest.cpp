@@ -247,4 +247,63 @@ TEST(CpuExecutorSteps, SlottedValuesKeepOneCopyPerSlot) {
       << outside.status();
 }
 
+TEST(CpuExecutorSteps, FusedEpiloguesGiveTheBitsOfTheUnfusedKernels) {
+  // x [2, 3, 8] . w [8, 16] + bias, then the activation: as one fused
+  // product, and as the product, Add and Activation kernels.
+  std::vector<float> x(48), w(128), bias(16);
+  uint32_t state = 12345;
+  for (std::vector<float> *values : {&x, &w, &bias})
+    for (float &v : *values) {
+      state = state * 1664525u + 1013904223u;
+      v = static_cast<float>(state >> 8) / static_cast<float>(1 << 24) - 0.5f;
+    }
+  struct Case {
+    triad::plan::EpilogueCode epilogue;
+    int64_t activation; // -1: none
+    bool keep;
+  };
+  for (Case c : {Case{triad::plan::EpilogueCode::Bias, -1, false},
+                 Case{triad::plan::EpilogueCode::BiasGeluTanh, 1, true},
+                 Case{triad::plan::EpilogueCode::BiasGeluTanh, 1, false},
+                 Case{triad::plan::EpilogueCode::BiasRelu, 3, true}}) {
+    PlanBuilder b;
+    uint32_t vx = b.value(DType::F32, {2, 3, 8});
+    uint32_t vw = b.value(DType::F32, {8, 16});
+    uint32_t vb = b.value(DType::F32, {16});
+    uint32_t product = b.value(DType::F32, {2, 3, 16});
+    uint32_t sum = b.value(DType::F32, {2, 3, 16});
+    uint32_t y = b.value(DType::F32, {2, 3, 16});
+    uint32_t fusedY = b.value(DType::F32, {2, 3, 16});
+    uint32_t fusedSum = b.value(DType::F32, {2, 3, 16});
+    b.function("unfused", {vx, vw, vb});
+    b.instr(OpCode::Matmul, {vx, vw}, {product}, {0, 0});
+    b.instr(OpCode::Add, {product, vb}, {sum});
+    if (c.activation >= 0) {
+      b.instr(OpCode::Activation, {sum}, {y}, {c.activation});
+      b.results({y, sum}, {});
+    } else {
+      b.results({sum, sum}, {});
+    }
+    b.function("fused", {vx, vw, vb});
+    std::vector<uint32_t> outputs = {fusedY};
+    if (c.keep)
+      outputs.push_back(fusedSum);
+    b.instr(OpCode::Matmul, {vx, vw, vb}, outputs,
+            {0, 0, static_cast<int64_t>(c.epilogue)});
+    b.results({fusedY, c.keep ? fusedSum : fusedY}, {});
+    Loaded loaded = load(b.build());
+    std::vector<HostTensor> args = {floats({2, 3, 8}, x), floats({8, 16}, w),
+                                    floats({16}, bias)};
+    auto unfused = loaded.executor->run("unfused", args);
+    auto fused = loaded.executor->run("fused", args);
+    ASSERT_TRUE(unfused.ok()) << unfused.status();
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    std::string what =
+        "epilogue " + std::to_string(static_cast<int>(c.epilogue));
+    EXPECT_EQ((*fused)[0].floats, (*unfused)[0].floats) << what;
+    if (c.keep)
+      EXPECT_EQ((*fused)[1].floats, (*unfused)[1].floats) << what;
+  }
+}
+
 } // namespace

@@ -105,6 +105,82 @@ TEST(KernelContract, SaysWhatIsWrong) {
             "and 2");
 }
 
+/// A matmul [4 x 8] . [8 x 4] -> [4 x 4] with epilogue `code`, a bias of
+/// `bias` values (of `biasType`) and, when `keep`, a pre-activation [4 x 4].
+KernelView fusedMatmul(EpilogueCode code, int64_t bias = 4,
+                       DType biasType = DType::F32, bool keep = false) {
+  KernelView view = matmul({0, 0, static_cast<int64_t>(code)});
+  view.operands.push_back({biasType, {bias}, "bias"});
+  view.inputs.push_back(3);
+  if (keep) {
+    view.operands.push_back(f32({4, 4}, "pre"));
+    view.outputs.push_back(4);
+  }
+  return view;
+}
+
+TEST(KernelContract, ChecksMatmulEpilogues) {
+  EXPECT_TRUE(checkKernel(fusedMatmul(EpilogueCode::Bias), {}).ok());
+  EXPECT_TRUE(checkKernel(fusedMatmul(EpilogueCode::BiasGeluTanh, 4, DType::F32,
+                                      /*keep=*/true),
+                          {})
+                  .ok());
+  EXPECT_TRUE(checkKernel(fusedMatmul(EpilogueCode::BiasRelu), {}).ok());
+  // An epilogue of None is the plain product.
+  EXPECT_TRUE(checkKernel(matmul({0, 0, 0}), {}).ok());
+
+  EXPECT_EQ(message(checkKernel(matmul({0, 0, kLastEpilogueCode + 1}), {})),
+            "unknown epilogue 4 (0 to 3)");
+  EXPECT_EQ(message(checkKernel(matmul({0, 0, -1}), {})),
+            "unknown epilogue -1 (0 to 3)");
+  EXPECT_EQ(message(checkKernel(matmul({0, 0, 1}), {})),
+            "expects 3 inputs, 1 outputs, 3 ints and 0 floats; has 2, 1, 3 "
+            "and 0");
+  KernelView noEpilogue = fusedMatmul(EpilogueCode::Bias);
+  noEpilogue.ints.pop_back();
+  EXPECT_EQ(message(checkKernel(noEpilogue, {})),
+            "expects 2 inputs, 1 outputs, 2 ints and 0 floats; has 3, 1, 2 "
+            "and 0");
+  EXPECT_EQ(message(checkKernel(fusedMatmul(EpilogueCode::Bias, 4, DType::F32,
+                                            /*keep=*/true),
+                                {})),
+            "only an epilogue with an activation writes a pre-activation (a "
+            "second output)");
+  const std::string badBias = "the bias must be [4] (the result's last "
+                              "dimension), f32 or of the result's type";
+  EXPECT_EQ(message(checkKernel(fusedMatmul(EpilogueCode::Bias, 8), {})),
+            badBias);
+  EXPECT_EQ(
+      message(checkKernel(fusedMatmul(EpilogueCode::Bias, 4, DType::BF16), {})),
+      badBias);
+  // A 16-bit product adds an f32 bias or one of its own type.
+  KernelView sixteen = fusedMatmul(EpilogueCode::BiasRelu, 4, DType::BF16);
+  for (int operand : {0, 1, 2})
+    sixteen.operands[operand].dtype = DType::BF16;
+  EXPECT_TRUE(checkKernel(sixteen, {}).ok());
+  sixteen.operands[3].dtype = DType::F32;
+  EXPECT_TRUE(checkKernel(sixteen, {}).ok());
+  sixteen.operands[3].dtype = DType::F16;
+  EXPECT_EQ(message(checkKernel(sixteen, {})), badBias);
+
+  KernelView wrongPre = fusedMatmul(EpilogueCode::BiasGeluTanh, 4, DType::F32,
+                                    /*keep=*/true);
+  wrongPre.operands[4].dtype = DType::BF16;
+  EXPECT_EQ(message(checkKernel(wrongPre, {})),
+            "the pre-activation must have the result's shape [4, 4] and "
+            "element type");
+  wrongPre.operands[4] = f32({4, 8}, "pre");
+  EXPECT_EQ(message(checkKernel(wrongPre, {})),
+            "the pre-activation must have the result's shape [4, 4] and "
+            "element type");
+  KernelView samePre = fusedMatmul(EpilogueCode::BiasRelu);
+  samePre.outputs.push_back(samePre.outputs[0]);
+  EXPECT_EQ(message(checkKernel(samePre, {})),
+            "the pre-activation must be a buffer of its own");
+  // The epilogue adds no products' work.
+  EXPECT_EQ(kernelFlops(fusedMatmul(EpilogueCode::Bias)), 2.0 * 4 * 4 * 8);
+}
+
 TEST(KernelContract, CountsTheFlopsOfProductsAndAttention) {
   // [4 x 8] . [8 x 4]: 2 m n k.
   EXPECT_EQ(kernelFlops(matmul({0, 0})), 2.0 * 4 * 4 * 8);
@@ -226,6 +302,21 @@ TEST(KernelContract, DecodesAttributesByName) {
   EXPECT_EQ(scale.backoff, 0.5);
 
   EXPECT_EQ(activationAttr(std::vector<int64_t>{4}), ActivationCode::Silu);
+
+  MatmulAttrs product = matmulAttrs(std::vector<int64_t>{1, 0});
+  EXPECT_TRUE(product.transposeA);
+  EXPECT_FALSE(product.transposeB);
+  EXPECT_EQ(product.epilogue, EpilogueCode::None);
+  EXPECT_FALSE(product.hasBias());
+  EXPECT_EQ(product.activation(), std::nullopt);
+  MatmulAttrs biased = matmulAttrs(std::vector<int64_t>{0, 1, 1});
+  EXPECT_TRUE(biased.transposeB);
+  EXPECT_TRUE(biased.hasBias());
+  EXPECT_EQ(biased.activation(), std::nullopt);
+  EXPECT_EQ(matmulAttrs(std::vector<int64_t>{0, 0, 2}).activation(),
+            ActivationCode::GeluTanh);
+  EXPECT_EQ(matmulAttrs(std::vector<int64_t>{0, 0, 3}).activation(),
+            ActivationCode::Relu);
 }
 
 } // namespace

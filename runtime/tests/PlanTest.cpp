@@ -1032,6 +1032,28 @@ TEST(Plan, AttentionFlagsAreZeroOrOne) {
             std::string::npos);
 }
 
+/// The instruction becomes a fused product with epilogue `code`: value 6
+/// is a bias f32 [4], value 7 a spare f32 [2, 4] (a pre-activation).
+void fusedProduct(PlanSpec &s, int64_t code) {
+  s.values.push_back({triad::plan::DType::F32, {4}, 136, 16});
+  s.values.push_back({triad::plan::DType::F32, {2, 4}, 152, 32});
+  s.arena = 184;
+  s.inputs = {0, 1, 6};
+  s.ints = {0, 0, code};
+}
+
+TEST(Plan, FusedProductsLoad) {
+  for (int64_t code : {1, 2, 3}) {
+    PlanSpec spec;
+    fusedProduct(spec, code);
+    EXPECT_EQ(loadError(spec), "") << "epilogue " << code;
+  }
+  PlanSpec keeps;
+  fusedProduct(keeps, 2);
+  keeps.outputs = {2, 7};
+  EXPECT_EQ(loadError(keeps), "");
+}
+
 TEST(Plan, SemanticChecksSayWhatIsWrong) {
   struct Case {
     const char *what;
@@ -1095,6 +1117,36 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
        "flag transpose_b is -1; flags are 0 or 1"},
       {"arity", [](PlanSpec &s) { s.ints = {0}; },
        "expects 2 inputs, 1 outputs, 2 ints and 0 floats; has 2, 1, 1 and 0"},
+      {"unknown epilogue", [](PlanSpec &s) { fusedProduct(s, 9); },
+       "instruction 0 (Matmul): unknown epilogue 9 (0 to 3)"},
+      {"epilogue without a bias",
+       [](PlanSpec &s) {
+         fusedProduct(s, 1);
+         s.inputs = {0, 1};
+       },
+       "instruction 0 (Matmul): expects 3 inputs, 1 outputs, 3 ints and 0 "
+       "floats; has 2, 1, 3 and 0"},
+      {"bias shape",
+       [](PlanSpec &s) {
+         fusedProduct(s, 1);
+         s.inputs = {0, 1, 3};
+       },
+       "instruction 0 (Matmul): the bias must be [4] (the result's last "
+       "dimension), f32 or of the result's type"},
+      {"pre-activation without an activation",
+       [](PlanSpec &s) {
+         fusedProduct(s, 1);
+         s.outputs = {2, 7};
+       },
+       "instruction 0 (Matmul): only an epilogue with an activation writes a "
+       "pre-activation (a second output)"},
+      {"pre-activation shape",
+       [](PlanSpec &s) {
+         fusedProduct(s, 3);
+         s.outputs = {2, 0};
+       },
+       "instruction 0 (Matmul): the pre-activation must have the result's "
+       "shape [2, 4] and element type"},
       {"unknown op",
        [](PlanSpec &s) { s.op = static_cast<triad::plan::OpCode>(999); },
        "unknown op code 999"},

@@ -92,6 +92,11 @@ struct TrainPipelineOptions
       llvm::cl::desc("16-bit models: sum gradients in f32 (default) or in "
                      "the parameter's type (param)"),
       llvm::cl::init("f32")};
+  Option<bool> fuseEpilogues{
+      *this, "fuse-epilogues",
+      llvm::cl::desc("Lower each linear layer's product, bias and tanh GELU "
+                     "or ReLU as one matmul with an epilogue"),
+      llvm::cl::init(true)};
   Option<std::string> costReport{
       *this, "cost-report",
       llvm::cl::desc("Write the partitioned program's cost report "

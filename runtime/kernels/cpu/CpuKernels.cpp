@@ -147,6 +147,18 @@ void matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
                 accumulate ? 1.0f : 0.0f, c + i * m * n, static_cast<int>(n));
 }
 
+void matmulEpilogue(float *c, const float *bias,
+                    std::optional<Activation> activation, float *preActivation,
+                    int64_t count, int64_t n) {
+  if (!activation) {
+    addBroadcast(c, bias, c, count, n);
+    return;
+  }
+  float *sum = preActivation ? preActivation : c;
+  addBroadcast(c, bias, sum, count, n);
+  cpu::activation(*activation, sum, c, count);
+}
+
 bool embedding(const int32_t *ids, const float *table, float *out,
                int64_t tokens, int64_t rows, int64_t hidden, int64_t firstRow,
                int64_t vocab) {

@@ -31,6 +31,16 @@ void matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
             int64_t n, int64_t k, bool transposeA, bool transposeB,
             bool rhsBatched, bool accumulate = false);
 
+/// A fused product's epilogue on c, `count` elements in rows of `n`: adds
+/// `bias` ([n]) to every row, then, with an activation, applies it, the
+/// biased product going to `preActivation` (null: nowhere; the activation
+/// then runs in place). The arithmetic is addBroadcast's and activation's,
+/// so c (and preActivation) get the bits of those kernels run one after
+/// the other on the product.
+void matmulEpilogue(float *c, const float *bias,
+                    std::optional<Activation> activation, float *preActivation,
+                    int64_t count, int64_t n);
+
 /// out[t, :] = table[ids[t], :] for a table of `rows` rows. An id outside
 /// [0, vocab) gives a row of zeros and the result false (the caller reports
 /// the bad input). A vocab-parallel piece holds rows [firstRow, firstRow +

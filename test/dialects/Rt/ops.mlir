@@ -79,3 +79,25 @@ rt.program @rank1 pipeline_rank 0 arena 8192 {
   }
   rt.step [@forward_s0, @backward_s0, @forward_s0] microbatches [0, 0, 0] slots [0, 0, 3]
 }
+
+// A product with a fused epilogue: its bias is a third input, its epilogue
+// code a third int, and the pre-activation an activation's gradient reads
+// a second output.
+// CHECK-LABEL: rt.program @rank2 pipeline_rank 0 arena 4096 {
+// CHECK: rt.kernel matmul(%{{.*}}, %{{.*}}, %{{.*}}) -> (%{{.*}}, %{{.*}}) ints [0, 0, 2] : (memref<4x8xf32>, memref<8x4xf32>, memref<4xf32>) -> (memref<4x4xf32>, memref<4x4xf32>)
+// CHECK-NEXT: rt.kernel matmul(%{{.*}}, %{{.*}}, %{{.*}}) -> (%{{.*}}) ints [0, 0, 1] : (memref<4x8xbf16>, memref<8x4xbf16>, memref<4xf32>) -> memref<4x4xbf16>
+rt.program @rank2 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xf32>
+  %b = rt.buffer 128 : memref<8x4xf32>
+  %bias = rt.buffer 256 : memref<4xf32>
+  %c = rt.buffer 320 : memref<4x4xf32>
+  %pre = rt.buffer 384 : memref<4x4xf32>
+  %a16 = rt.buffer 448 : memref<4x8xbf16>
+  %b16 = rt.buffer 512 : memref<8x4xbf16>
+  %c16 = rt.buffer 576 : memref<4x4xbf16>
+  rt.func @f args() kinds [] results() names [] {
+    rt.kernel matmul(%a, %b, %bias) -> (%c, %pre) ints [0, 0, 2] : (memref<4x8xf32>, memref<8x4xf32>, memref<4xf32>) -> (memref<4x4xf32>, memref<4x4xf32>)
+    rt.kernel matmul(%a16, %b16, %bias) -> (%c16) ints [0, 0, 1] : (memref<4x8xbf16>, memref<8x4xbf16>, memref<4xf32>) -> memref<4x4xbf16>
+  }
+  rt.step [@f] microbatches [0]
+}

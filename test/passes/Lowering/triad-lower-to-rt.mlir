@@ -58,14 +58,15 @@
 // A bf16 model: bf16 parameters and activations; an f32 master copy of each
 // parameter, drawn from the parameter's own generator stream so that the
 // two start equal; gradients widened to f32 before they are accumulated
-// over microbatches; the step's products and norms on bf16 buffers.
+// over microbatches; the step's products (each with its bf16 bias fused)
+// and norms on bf16 buffers.
 // BF16: rt.persistent "embed.wte" parameter %{{.*}} global [256, 32] offsets [0, 0] init <normal, std = 2.000000e-02> : memref<256x32xbf16>
 // BF16: rt.persistent "master.embed.wte" state %{{.*}} init <normal, std = 2.000000e-02> stream "embed.wte" : memref<256x32xf32>
 // BF16: rt.persistent "master.layers.0.attn_norm.weight" state %{{.*}} init <ones> : memref<32xf32>
 // BF16: rt.persistent "grad.embed.wte" accumulator %{{.*}} init <zeros> : memref<256x32xf32>
 // BF16-LABEL: rt.func @microbatch_step
 // BF16: rt.kernel embedding({{.*}}) -> ({{.*}}) : (memref<4x16xi32>, memref<256x32xbf16>) -> memref<4x16x32xbf16>
-// BF16: rt.kernel matmul({{.*}}) ints [0, 0] : (memref<4x16x32xbf16>, memref<32x32xbf16>) -> memref<4x16x32xbf16>
+// BF16: rt.kernel matmul({{.*}}) ints [0, 0, 1] : (memref<4x16x32xbf16>, memref<32x32xbf16>, memref<32xbf16>) -> memref<4x16x32xbf16>
 // BF16: rt.kernel cast([[GRAD:%.*]]) -> ([[WIDE:%.*]]) : (memref<256x32xbf16>) -> memref<256x32xf32>
 // BF16-NEXT: rt.kernel accumulate([[ACC:%.*]], [[WIDE]], %{{.*}}) -> ([[ACC]]) : (memref<256x32xf32>, memref<256x32xf32>, memref<f32>) -> memref<256x32xf32>
 // BF16-LABEL: rt.func @apply_step
