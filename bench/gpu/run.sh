@@ -399,6 +399,9 @@ sizes_of() {
 # (TF32 off) eager, and PyTorch's bf16 autocast eager and compiled for
 # reference (Triad's bf16 plans do not compile yet). MFU counts 6 N +
 # 12 L h s FLOPs per token against the GPU's dense peak of the precision.
+# Beside Triad's tokens/s: its launches per step (kernels, cuBLASLt
+# products, copies, NCCL calls) and the host's milliseconds per step in the
+# executor's calls (not waiting for the GPU), medians of the same steps.
 throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
   local model=$1 plan=$here/plans/$1.plan
   shift
@@ -450,6 +453,15 @@ for precision in precisions:
     line = f"   {model}: Triad, {what}: {tps:,.0f} tokens/s"
     if flops:
         line += f", MFU {flops * tps / peak[kind]:.1%} of {peak[kind] / 1e12:g} TFLOPS {kind}"
+    # The host's side of the same steps (triad-run's metrics): the device
+    # work it issued (kernel launches, cuBLASLt products, copies, NCCL
+    # calls) and its time in the executor's calls, not waiting for the GPU.
+    if all("launches" in r and "host_seconds" in r for r in steps):
+        launches = statistics.median(r["launches"] for r in steps)
+        host_ms = 1e3 * statistics.median(r["host_seconds"] for r in steps)
+        step_ms = 1e3 * statistics.median(r["step_seconds"] for r in steps)
+        line += (f"; {launches:,.0f} launches/step, host {host_ms:,.1f} ms/step"
+                 f" (of {step_ms:,.1f})")
     print(line)
 for p in peers:
     mfu = f", MFU {p['mfu']:.1%}" if p.get("mfu") is not None else ""

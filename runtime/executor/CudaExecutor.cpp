@@ -68,6 +68,21 @@ cuda::DType cudaType(plan::DType dtype) {
   }
 }
 
+/// A Matmul's epilogue (KernelCodes.h) as cuBLASLt's.
+cuda::Epilogue cudaEpilogue(plan::EpilogueCode code) {
+  switch (code) {
+  case plan::EpilogueCode::None:
+    break;
+  case plan::EpilogueCode::Bias:
+    return cuda::Epilogue::Bias;
+  case plan::EpilogueCode::BiasGeluTanh:
+    return cuda::Epilogue::GeluTanhBias;
+  case plan::EpilogueCode::BiasRelu:
+    return cuda::Epilogue::ReluBias;
+  }
+  return cuda::Epilogue::None;
+}
+
 /// A strided copy over `shape` (the result's, or a concat part's), reading
 /// x with `xStrides` and writing row-major `outShape`.
 absl::StatusOr<cuda::StridedCopy>
@@ -181,6 +196,7 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
   // reason as the staging buffers.
   if (absl::Status status = executor->sizeWidePool(); !status.ok())
     return status;
+  ++cuda::issueCounts().copies;
   TRIAD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(executor->arena.data(), 0, bytes,
                                              executor->gpu->stream()));
   executor->seed = seed;
@@ -305,6 +321,10 @@ int64_t CudaExecutor::elementBytes(uint32_t index) const {
   return isSixteenBit(index) ? 2 : 4;
 }
 
+int64_t CudaExecutor::addressedBytes(uint32_t index) const {
+  return typedResult(index).type == cuda::DType::F32 ? 4 : elementBytes(index);
+}
+
 absl::Status CudaExecutor::writeValue(uint32_t index, const HostTensor &arg) {
   int64_t n = elementCount(shapeOf(value(index)));
   if (isSixteenBit(index)) {
@@ -362,6 +382,7 @@ absl::Status CudaExecutor::copyValue(uint32_t from, uint32_t to,
                                      int64_t bytes) {
   if (from == to || bytes == 0)
     return absl::OkStatus();
+  ++cuda::issueCounts().copies;
   TRIAD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(address(to), address(from), bytes,
                                              cudaMemcpyDeviceToDevice,
                                              gpu->stream()));
@@ -532,6 +553,8 @@ absl::Status CudaExecutor::ncclMove(const TensorCollective &c, int64_t members,
                                     cudaStream_t stream) {
   int64_t count = elementCount(c.xShape);
   PackedStaging need = packedStaging(c, members);
+  // Every kind below makes one NCCL call.
+  ++cuda::issueCounts().ncclCalls;
   switch (c.kind) {
   case CollectiveKind::AllReduce:
     return ncclComm->allReduceSum(c.group, c.x, c.out, count, stream);
@@ -678,6 +701,7 @@ absl::Status CudaExecutor::startTransfer(const plan::Instr &instr,
         instr, index, t.send ? std::optional<uint32_t>(t.data) : std::nullopt,
         t.send ? std::nullopt : std::optional<uint32_t>(t.data),
         [&](cudaStream_t comm) {
+          ++cuda::issueCounts().ncclCalls;
           return t.send ? ncclComm->send(data, bytes, t.peer, comm)
                         : ncclComm->recv(data, bytes, t.peer, comm);
         });
@@ -767,14 +791,74 @@ bool CudaExecutor::runsTyped(const plan::Instr &instr) const {
   return true;
 }
 
+bool CudaExecutor::copiesBits(const plan::Instr &instr) const {
+  switch (instr.op()) {
+  case plan::OpCode::Copy:
+  case plan::OpCode::Transpose:
+  case plan::OpCode::Slice:
+  case plan::OpCode::Pad:
+  case plan::OpCode::Concat:
+  case plan::OpCode::Broadcast:
+    break;
+  default:
+    return false;
+  }
+  // Bits move as they are only between values of one type; and, as for
+  // runsTyped, a hand-made plan whose result shares bytes with an operand
+  // keeps the f32 copies, which read every operand before any result is
+  // written.
+  plan::DType type = value(instr.outputs()->Get(0)).dtype();
+  for (uint32_t in : *instr.inputs())
+    if (value(in).dtype() != type)
+      return false;
+  for (uint32_t out : *instr.outputs())
+    for (uint32_t in : *instr.inputs())
+      if (out != in && mayOverlap(value(out), value(in)))
+        return false;
+  return true;
+}
+
+bool CudaExecutor::attentionIn16Bit(const plan::Instr &instr) const {
+  plan::OpCode op = instr.op();
+  if (op != plan::OpCode::Attention && op != plan::OpCode::AttentionGrad)
+    return false;
+  plan::DType type = value(instr.inputs()->Get(0)).dtype();
+  if (type != plan::DType::BF16 && type != plan::DType::F16)
+    return false;
+  AttentionCall call = attentionCall(instr);
+  // q, k, v (and dout) and the results of one 16-bit type; the slopes
+  // (f32 in the plans the compiler makes) are read as f32, the prefix
+  // lengths as i32.
+  std::vector<uint32_t> tensors = {
+      instr.inputs()->Get(0), instr.inputs()->Get(1), instr.inputs()->Get(2)};
+  if (op == plan::OpCode::AttentionGrad)
+    tensors.push_back(call.dout);
+  for (uint32_t out : *instr.outputs())
+    tensors.push_back(out);
+  for (uint32_t index : tensors)
+    if (value(index).dtype() != type)
+      return false;
+  if (call.slopes && value(*call.slopes).dtype() != plan::DType::F32)
+    return false;
+  if (!cuda::attentionTakes16Bit(call.shape, cudaType(type)))
+    return false;
+  // As for runsTyped: a result that shares bytes with an operand keeps the
+  // f32 copies.
+  for (uint32_t out : *instr.outputs())
+    for (uint32_t in : *instr.inputs())
+      if (mayOverlap(value(out), value(in)))
+        return false;
+  return true;
+}
+
 bool CudaExecutor::runsIn16Bit(const plan::Instr &instr) const {
-  // Casts convert on the device; products of two 16-bit operands of one
+  // Casts convert on the device; copies and layout ops (copiesBits) move
+  // 16-bit elements as they are; products of two 16-bit operands of one
   // type run on tensor cores with f32 sums (the result f32 or of their
   // type); the typed kernels of runsTyped widen and round as they read and
-  // write. (The contract gives casts, copies and products an input and an
-  // output.)
+  // write. (The contract gives casts and products an input and an output.)
   plan::OpCode op = instr.op();
-  if (op == plan::OpCode::Cast || op == plan::OpCode::Copy)
+  if (op == plan::OpCode::Cast || copiesBits(instr) || attentionIn16Bit(instr))
     return true;
   if (runsTyped(instr))
     return true;
@@ -788,7 +872,8 @@ bool CudaExecutor::runsIn16Bit(const plan::Instr &instr) const {
 
 absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
   std::vector<uint32_t> sixteen = sixteenBitOperands(instr);
-  if (sixteen.empty() || runsTyped(instr))
+  if (sixteen.empty() || runsTyped(instr) || copiesBits(instr) ||
+      attentionIn16Bit(instr))
     return executeKernel(instr, step);
   if (runsIn16Bit(instr)) {
     plan::OpCode op = instr.op();
@@ -796,14 +881,23 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
     plan::DType xType = value(x).dtype(), outType = value(out).dtype();
     int64_t count = elementCount(shapeOf(value(out)));
     if (op == plan::OpCode::Cast)
-      return cuda::cast(*gpu, arenaAddress(x), cudaType(xType),
-                        arenaAddress(out), cudaType(outType), count);
-    if (op == plan::OpCode::Copy) // of one element type
-      return copyValue(x, out, 2 * count);
+      return xType == outType
+                 ? copyValue(x, out, elementBytes(x) * count)
+                 : cuda::cast(*gpu, arenaAddress(x), cudaType(xType),
+                              arenaAddress(out), cudaType(outType), count);
     MatmulDims d = matmulDims(instr);
     cuda::MatmulOptions options;
     options.inputType = cudaType(xType);
     options.outputType = cudaType(outType);
+    // The epilogue adds the bias (f32 or of the output's type) to the f32
+    // product before the one rounding.
+    options.epilogue = cudaEpilogue(d.epilogue);
+    if (d.bias) {
+      options.bias = arenaAddress(*d.bias);
+      options.biasType = cudaType(value(*d.bias).dtype());
+    }
+    if (d.preActivation)
+      options.preActivation = arenaAddress(*d.preActivation);
     return cuda::matmul(
         *gpu, arenaAddress(x), arenaAddress(instr.inputs()->Get(1)),
         arenaAddress(out),
@@ -855,7 +949,11 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
                      const absl::StatusOr<cuda::StridedCopy> &copy) {
     if (!copy.ok())
       return copy.status();
-    return cuda::stridedCopy(ctx, address(x), address(target), *copy);
+    // The elements as they lie at address(): a 16-bit value's own (the
+    // layout ops run on them, copiesBits), or 4 bytes.
+    cuda::StridedCopy bytes = *copy;
+    bytes.elementBytes = static_cast<int>(addressedBytes(target));
+    return cuda::stridedCopy(ctx, address(x), address(target), bytes);
   };
 
   switch (instr.op()) {
@@ -875,7 +973,13 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
     MatmulDims d = matmulDims(instr);
     cuda::MatmulShape s{d.batch,      d.m,          d.n,         d.k,
                         d.transposeA, d.transposeB, d.rhsBatched};
-    return cuda::matmul(ctx, f32(in(0)), f32(in(1)), f32(out(0)), s);
+    cuda::MatmulOptions options;
+    options.epilogue = cudaEpilogue(d.epilogue);
+    if (d.bias)
+      options.bias = f32(*d.bias);
+    if (d.preActivation)
+      options.preActivation = f32(*d.preActivation);
+    return cuda::matmul(ctx, f32(in(0)), f32(in(1)), f32(out(0)), s, options);
   }
   case plan::OpCode::Add:
     return cuda::addBroadcast(ctx, typedIn(0), typedIn(1), typedOut(0),
@@ -945,10 +1049,22 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
         return s;
     }
     const float *slopes = call.slopes ? f32(*call.slopes) : nullptr;
-    // The products of a 16-bit plan's attention run on tensor cores in its
-    // type (the operands are 16-bit values; the probabilities and score
-    // gradients round to it too), as do an f32 plan's under
-    // --matmul-precision bf16. Otherwise they are exact f32.
+    // A 16-bit plan's attention runs on tensor cores in its type, on its
+    // values as they are (attentionIn16Bit), each result rounded once.
+    if (typedIn(0).type != cuda::DType::F32) {
+      if (instr.op() == plan::OpCode::Attention)
+        return cuda::attention(ctx, typedIn(0), typedIn(1), typedIn(2), prefix,
+                               slopes, typedOut(0), call.shape);
+      return cuda::attentionGrad(ctx, typedIn(0), typedIn(1), typedIn(2),
+                                 prefix, slopes, typedOperand(call.dout),
+                                 typedOut(0), typedOut(1), typedOut(2),
+                                 call.shape);
+    }
+    // Otherwise on f32 values (or f32 copies of 16-bit ones, for shapes the
+    // tensor cores do not take): the products of a 16-bit plan's attention
+    // run on tensor cores in its type (the operands are 16-bit values; the
+    // probabilities and score gradients round to it too), as do an f32
+    // plan's under --matmul-precision bf16. Otherwise they are exact f32.
     cuda::DType products =
         attentionProducts(value(in(0)).dtype(), ctx.options().matmulPrecision);
     if (instr.op() == plan::OpCode::Attention)
@@ -967,11 +1083,11 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
                       static_cast<float>(rope.direction));
   }
   case plan::OpCode::Copy:
-    return copyValue(in(0), out(0), 4 * n(out(0)));
+    return copyValue(in(0), out(0), addressedBytes(out(0)) * n(out(0)));
   case plan::OpCode::Cast: {
     plan::DType from = value(in(0)).dtype(), to = value(out(0)).dtype();
     if (from == to)
-      return copyValue(in(0), out(0), 4 * n(out(0)));
+      return copyValue(in(0), out(0), addressedBytes(out(0)) * n(out(0)));
     return cuda::cast(
         ctx, address(in(0)),
         from == plan::DType::I32 ? cuda::DType::I32 : cuda::DType::F32,
@@ -1133,16 +1249,19 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
       return absl::OkStatus();
     auto *target = static_cast<std::byte *>(address(out(0)));
     // A padded split's padding is zero.
-    if (view.validBytes < view.runBytes)
+    if (view.validBytes < view.runBytes) {
+      ++cuda::issueCounts().copies;
       TRIAD_CUDA_RETURN_IF_ERROR(cudaMemset2DAsync(
           target + view.validBytes, view.runBytes, 0,
           view.runBytes - view.validBytes, view.outer, ctx.stream()));
+    }
     if (view.validBytes == 0)
       return absl::OkStatus();
     const auto *source =
         static_cast<const std::byte *>(address(in(0))) + view.offsetBytes;
     // One row: a plain copy (a 2D copy's pitch would be the whole tensor,
     // which fails above 2 GiB).
+    ++cuda::issueCounts().copies;
     if (view.outer == 1)
       TRIAD_CUDA_RETURN_IF_ERROR(
           cudaMemcpyAsync(target, source, view.validBytes,

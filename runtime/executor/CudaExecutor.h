@@ -95,6 +95,7 @@ private:
   absl::Status startCollective(const plan::Instr &instr, size_t index) override;
   absl::Status startTransfer(const plan::Instr &instr, size_t index) override;
   absl::Status settle(bool timed) override;
+  int64_t issuedWork() const override { return cuda::issueCounts().total(); }
 
   /// The device address of value `index`: in the arena, or its f32 copy
   /// while a kernel on a 16-bit value runs.
@@ -107,12 +108,16 @@ private:
   cuda::Result typedResult(uint32_t index) const;
   /// The kernel of one instruction on its values as typedOperand,
   /// typedResult, f32 and i32 give them: `execute` runs it on the values
-  /// as they are where each is f32 or i32 or the kernel is typed
-  /// (runsTyped), and otherwise on f32 copies of the 16-bit values, but for
-  /// products, casts and copies, which it runs on 16-bit values itself.
+  /// as they are where each is f32 or i32, the kernel is typed
+  /// (runsTyped) or it moves bits (copiesBits), and otherwise on f32
+  /// copies of the 16-bit values, but for products and casts, which it
+  /// runs on 16-bit values itself.
   absl::Status executeKernel(const plan::Instr &instr, uint64_t step);
   /// The bytes of one element of value `index`.
   int64_t elementBytes(uint32_t index) const;
+  /// The bytes of one element of value `index` as it lies at `address`: 4
+  /// while it is an f32 copy, else elementBytes.
+  int64_t addressedBytes(uint32_t index) const;
   float *f32(uint32_t index) const {
     return static_cast<float *>(address(index));
   }
@@ -162,9 +167,22 @@ private:
   };
   NcclStaging largestNcclStaging() const;
   /// Whether `instr`, with 16-bit operands, runs on them as they are (a
-  /// cast, a copy, a product of one 16-bit type, or a kernel of runsTyped)
-  /// rather than on f32 copies.
+  /// cast, a copy or layout op of copiesBits, a product of one 16-bit type,
+  /// or a kernel of runsTyped) rather than on f32 copies.
   bool runsIn16Bit(const plan::Instr &instr) const;
+  /// Whether `instr` moves its elements' bits as they are: a Copy,
+  /// Transpose, Slice, Pad, Concat or Broadcast whose operands all have
+  /// the result's type (a 16-bit value's strided copy moves 2-byte
+  /// elements, with no f32 copy). Not when a result shares bytes with an
+  /// operand (see runsTyped).
+  bool copiesBits(const plan::Instr &instr) const;
+  /// Whether `instr` is an Attention or AttentionGrad of a 16-bit plan that
+  /// runs on its values as they are (cuda's typed attention: tensor cores
+  /// in their type, each result rounded once, the bits of running on f32
+  /// copies): q, k, v, dout and the results of one 16-bit type, f32 slopes,
+  /// a shape the tensor cores take, and no result sharing bytes with an
+  /// operand.
+  bool attentionIn16Bit(const plan::Instr &instr) const;
   /// Whether `instr`'s kernel reads and writes each float value in its own
   /// type (cuda's typed kernels, which give the bits of the f32 kernel on
   /// f32 copies): the element-wise kernels, norms and their gradients,

@@ -326,8 +326,14 @@ Executor::run(uint32_t index, const std::vector<HostTensor> &args,
   if (index >= program->functions()->size())
     return absl::NotFoundError(
         absl::StrCat("the program has no function ", index));
-  return run(*program->functions()->Get(index), args, step, times,
-             microbatchIndex, slotIndex);
+  int64_t begin = nowNanos(), syncedBefore = work.syncNanos,
+          issuedBefore = issuedWork();
+  absl::StatusOr<std::vector<HostTensor>> results =
+      run(*program->functions()->Get(index), args, step, times, microbatchIndex,
+          slotIndex);
+  work.launches += issuedWork() - issuedBefore;
+  work.callNanos += nowNanos() - begin - (work.syncNanos - syncedBefore);
+  return results;
 }
 
 absl::StatusOr<std::vector<HostTensor>>
@@ -362,7 +368,7 @@ Executor::run(const plan::Function &function,
   auto failed = [&](std::optional<size_t> i, const absl::Status &status) {
     // Buffers of collectives in flight stay untouched until they complete.
     waitForAll(nullptr).IgnoreError();
-    settle(false).IgnoreError();
+    settleCounted(false).IgnoreError();
     std::string where = absl::StrCat("function '", name, "'");
     if (i)
       absl::StrAppend(&where, ", instruction ", *i, " (",
@@ -407,7 +413,7 @@ Executor::run(const plan::Function &function,
         status = execute(*instr, step);
       }
       if (status.ok() && times)
-        status = settle(true);
+        status = settleCounted(true);
       if (!status.ok())
         return failed(i, status);
       if (times)
@@ -420,7 +426,7 @@ Executor::run(const plan::Function &function,
   if (!function.results() || function.results()->size() == 0)
     return results;
   absl::Status status = waitFor(function.results(), nullptr, times);
-  if (absl::Status settled = settle(false); status.ok())
+  if (absl::Status settled = settleCounted(false); status.ok())
     status = settled;
   if (!status.ok())
     return failed(std::nullopt, status);
@@ -436,10 +442,20 @@ Executor::run(const plan::Function &function,
 }
 
 absl::Status Executor::finish(std::vector<InstructionTime> *times) {
+  int64_t begin = nowNanos(), issuedBefore = issuedWork();
   running = nullptr;
   absl::Status status = waitForAll(times);
   if (absl::Status settled = settle(false); status.ok())
     status = settled;
+  work.launches += issuedWork() - issuedBefore;
+  work.syncNanos += nowNanos() - begin;
+  return status;
+}
+
+absl::Status Executor::settleCounted(bool timed) {
+  int64_t begin = nowNanos();
+  absl::Status status = settle(timed);
+  work.syncNanos += nowNanos() - begin;
   return status;
 }
 

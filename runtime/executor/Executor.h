@@ -174,6 +174,26 @@ public:
   /// complete, in all: a pipeline rank waiting for its peers.
   int64_t transferWaitNanos() const { return transferWaiting; }
 
+  /// What the host has spent on this executor's calls, in all since it was
+  /// created (the trainer reports each step's share, as the differences
+  /// across the step).
+  struct HostWork {
+    /// Wall time inside run(), less the time it waited there for the
+    /// device's queued work (`syncNanos`): the host's own time, preparing
+    /// and enqueueing the instructions (and waiting for collectives and
+    /// transfers). On the CPU, where nothing is queued, all of run().
+    int64_t callNanos = 0;
+    /// Wall time waiting for the device: in run() before a call's results
+    /// are read (or each timed instruction ends), and all of finish(), the
+    /// step's final wait for what is queued and in flight.
+    int64_t syncNanos = 0;
+    /// The device work issued by run() and finish(): kernel launches,
+    /// cuBLASLt products, asynchronous copies and memsets, and NCCL calls
+    /// (cuda::IssueCounts); 0 on the CPU.
+    int64_t launches = 0;
+  };
+  const HostWork &hostWork() const { return work; }
+
   /// "cpu" or "cuda".
   virtual const char *backend() const = 0;
 
@@ -359,6 +379,9 @@ protected:
   /// read and in finish: a backend that runs asynchronously waits for it
   /// here.
   virtual absl::Status settle(bool timed) { return absl::OkStatus(); }
+  /// The device work the calling thread has issued so far, in all (see
+  /// HostWork::launches): 0 for a backend that issues none.
+  virtual int64_t issuedWork() const { return 0; }
 
   const LoadedPlan *plan;
   const plan::Program *program;
@@ -424,6 +447,10 @@ private:
   Wait waitOf(const InFlight &c) const;
   /// See transferWaitNanos.
   int64_t transferWaiting = 0;
+  /// See hostWork.
+  HostWork work;
+  /// settle(timed), its time counted as waiting for the device.
+  absl::Status settleCounted(bool timed);
 };
 
 } // namespace triad::rt

@@ -369,6 +369,110 @@ TEST_F(CudaAttentionKernels, TensorCoreProductsRoundTheOperands) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Attention on 16-bit tensors as they are (a 16-bit plan's)
+//===----------------------------------------------------------------------===//
+
+/// `values` (already of `type`) as that type's bits.
+std::vector<uint16_t> bitsOf(DType type, const std::vector<float> &values) {
+  std::vector<uint16_t> bits(values.size());
+  cpu::narrow(type == DType::BF16, values.data(), bits.data(),
+              static_cast<int64_t>(values.size()));
+  return bits;
+}
+
+/// The typed attention on 16-bit q, k, v (and dout) against the route the
+/// CUDA executor took before it: the same values widened to f32, the f32
+/// entry points with products of the 16-bit type, each result rounded to
+/// it (to nearest even, as the executor's cast and cpu::narrow round).
+/// The arithmetic is the same, so the bits must be: rounding a widened
+/// 16-bit value to its type gives it back, so the tensor cores multiply
+/// the same tiles; the sums are the same f32 operations in the same order;
+/// and each result rounds the f32 value the f32 entry point stores. Every
+/// tensor-core case: causal, prefix and no masks, ALiBi, grouped-query
+/// heads, queries and keys of different lengths, sequences ending inside a
+/// tile; forward and backward, bf16 and f16. The results start as NaN
+/// bits, so an element the typed kernels fail to write differs.
+TEST_F(CudaAttentionKernels, SixteenBitAttentionGivesTheWidenedRoutesBits) {
+  for (DType type : {DType::BF16, DType::F16}) {
+    for (const AttentionCase &c : attentionCases()) {
+      if (!onTensorCores(c))
+        continue;
+      const std::string name = std::string(nameOf(type)) + " " + nameOf(c);
+      SCOPED_TRACE(name);
+      ASSERT_TRUE(attentionTakes16Bit(shapeOf(c), type));
+      AttentionInputs in = roundedInputs(c, type);
+      // The widened route: f32 tensors, products of the 16-bit type.
+      AttentionOutputs wide = forward(c, in, type),
+                       wideGrad = backward(c, in, type);
+      ASSERT_EQ(wide.got.size(), 1u);
+      ASSERT_EQ(wideGrad.got.size(), 3u);
+      // The typed route.
+      DeviceBuffer q = upload(bitsOf(type, in.q)),
+                   k = upload(bitsOf(type, in.k)),
+                   v = upload(bitsOf(type, in.v)),
+                   dout = upload(bitsOf(type, in.dout));
+      DeviceBuffer prefix =
+          c.prefix.empty() ? DeviceBuffer() : upload(c.prefix);
+      DeviceBuffer slopes = c.alibi ? upload(in.slopes) : DeviceBuffer();
+      DeviceBuffer out = poisoned(in.q.size(), 2),
+                   dq = poisoned(in.q.size(), 2), dk = poisoned(in.k.size(), 2),
+                   dv = poisoned(in.v.size(), 2);
+      ASSERT_OK(attention(*context, {q.data(), type}, {k.data(), type},
+                          {v.data(), type}, prefix.as<int32_t>(),
+                          slopes.as<float>(), {out.data(), type}, shapeOf(c)));
+      ASSERT_OK(attentionGrad(
+          *context, {q.data(), type}, {k.data(), type}, {v.data(), type},
+          prefix.as<int32_t>(), slopes.as<float>(), {dout.data(), type},
+          {dq.data(), type}, {dk.data(), type}, {dv.data(), type}, shapeOf(c)));
+      EXPECT_EQ(download<uint16_t>(out, in.q.size()), bitsOf(type, wide.got[0]))
+          << "out";
+      const DeviceBuffer *grads[] = {&dq, &dk, &dv};
+      for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(download<uint16_t>(*grads[i], wideGrad.got[i].size()),
+                  bitsOf(type, wideGrad.got[i]))
+            << kGradientNames[i];
+    }
+  }
+}
+
+/// What the typed attention refuses: tensors of mixed types, and 16-bit
+/// shapes the tensor cores do not take (a head dimension of 24), which the
+/// executor widens instead; f32 tensors run the f32 kernels.
+TEST_F(CudaAttentionKernels, SixteenBitAttentionRefusesWhatItCannotRun) {
+  DeviceBuffer buffer = poisoned(4096);
+  void *p = buffer.data();
+  const cpu::AttentionShape good{1, 4, 4, 4, 2, 64, Mask::Causal, 0.125f};
+  const Operand bf16{p, DType::BF16}, f16{p, DType::F16}, f32{p, DType::F32};
+  const Result bf16Out{p, DType::BF16};
+  EXPECT_EQ(
+      attention(*context, bf16, f16, bf16, nullptr, nullptr, bf16Out, good)
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(attentionGrad(*context, bf16, bf16, bf16, nullptr, nullptr, f32,
+                          bf16Out, bf16Out, bf16Out, good)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  cpu::AttentionShape narrow = good;
+  narrow.headDim = 24;
+  EXPECT_FALSE(attentionTakes16Bit(narrow, DType::BF16));
+  EXPECT_FALSE(attentionTakes16Bit(good, DType::F32));
+  EXPECT_TRUE(attentionTakes16Bit(good, DType::F16));
+  EXPECT_EQ(
+      attention(*context, bf16, bf16, bf16, nullptr, nullptr, bf16Out, narrow)
+          .code(),
+      absl::StatusCode::kUnimplemented);
+  // f32 tensors: the f32 kernels, on the poisoned buffers (the output is
+  // past the inputs' bytes).
+  DeviceBuffer inputs = upload(std::vector<float>(1024, 0.5f));
+  DeviceBuffer output = poisoned(1024);
+  const Operand in{inputs.data(), DType::F32};
+  ASSERT_OK(attention(*context, in, in, in, nullptr, nullptr,
+                      {output.data(), DType::F32}, good));
+  for (float x : download(output, 4 * 4 * 64))
+    EXPECT_NEAR(x, 0.5f, 1e-6f);
+}
+
 TEST_F(CudaAttentionKernels, AttentionRejectsUnsupportedShapes) {
   DeviceBuffer buffer = poisoned(1024);
   float *p = buffer.as<float>();

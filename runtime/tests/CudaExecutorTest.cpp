@@ -2,9 +2,14 @@
 //
 // The same plans run on both executors and must agree: the layout ops
 // (strided copies and sums) and the optimizer's device scalars exactly,
-// since both compute them with the same formulas in the same order; a
-// 16-bit step, whose kernels the CUDA executor runs on its 16-bit values,
-// bit for bit as on f32 copies and within 16-bit roundings of the CPU; a
+// since both compute them with the same formulas in the same order, in
+// f32 and in 16 bits (whose layout ops move 2-byte elements, launching no
+// widening kernel); a 16-bit step, whose kernels the CUDA executor runs on
+// its 16-bit values, bit for bit as on f32 copies and within 16-bit
+// roundings of the CPU; a 16-bit attention and its gradient on tensor
+// cores without f32 copies, within their rounding of the CPU's; the
+// device work of a call counted by kind, and a training step's launches
+// and host time reported; a
 // whole training plan (dropout, gradient accumulation over microbatches,
 // clipping, AdamW) within 1e-5 relative over several steps, directly and
 // through NCCL; every collective through NCCL (f32, bf16 and f16; packed
@@ -174,6 +179,151 @@ TEST(CudaExecutor, LayoutOpsMatchTheCpuExactly) {
               {floats({2, 3, 4}, 1), floats({3, 1}, 2)});
   SKIP_WITHOUT_GPU();
   expectIdentical(results);
+}
+
+/// The layout ops of a 16-bit plan move their elements as they are (2-byte
+/// strided copies, no f32 copies): bit for bit the CPU's (which widens,
+/// copies and rounds back, exactly), odd sizes and offsets included. The
+/// function's kernels are its strided copies alone, one per op and one
+/// per part of a concat: no widening or rounding kernel runs.
+TEST(CudaExecutor, SixteenBitLayoutOpsMatchTheCpuExactly) {
+  using plan::DType;
+  for (DType half : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(half == DType::BF16 ? "bf16" : "f16");
+    PlanBuilder b;
+    uint32_t x = b.value(half, {3, 5, 7});
+    uint32_t y = b.value(half, {3, 5, 3});
+    uint32_t r = b.value(half, {5, 1});
+    uint32_t t = b.value(half, {7, 3, 5});
+    uint32_t s = b.value(half, {2, 3, 5});
+    uint32_t p = b.value(half, {4, 6, 9});
+    uint32_t c = b.value(half, {3, 5, 10});
+    uint32_t bc = b.value(half, {3, 5, 7});
+    uint32_t copy = b.value(half, {3, 5, 7});
+    b.instr(OpCode::Transpose, {x}, {t}, {2, 0, 1});
+    b.instr(OpCode::Slice, {x}, {s}, {1, 1, 1, 2, 3, 5});
+    b.instr(OpCode::Pad, {x}, {p}, {1, 0, 1, 0, 1, 1});
+    b.instr(OpCode::Concat, {x, y}, {c}, {2});
+    b.instr(OpCode::Broadcast, {r}, {bc});
+    b.instr(OpCode::Copy, {x}, {copy});
+    HostTensor xArg = floats({3, 5, 7}, 21), yArg = floats({3, 5, 3}, 22),
+               rArg = floats({5, 1}, 23);
+    xArg.dtype = yArg.dtype = rArg.dtype = half;
+    std::string bytes = b.build({x, y, r}, {t, s, p, c, bc, copy});
+    BothResults results = runBoth(bytes, {xArg, yArg, rArg});
+    SKIP_WITHOUT_GPU();
+    expectIdentical(results);
+
+    absl::StatusOr<LoadedPlan> loaded = loadPlanFromBytes(bytes, "test.plan");
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
+        CudaExecutor::create(*loaded, 0, 5);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    int64_t kernelsBefore = cuda::issueCounts().kernels;
+    ASSERT_TRUE((*gpu)->run("f", {xArg, yArg, rArg}).ok());
+    EXPECT_EQ(cuda::issueCounts().kernels - kernelsBefore, 6)
+        << "a layout op of 16-bit values widened them";
+  }
+}
+
+/// A 16-bit plan's attention and its gradient run on their values as they
+/// are (the tensor cores in the plan's type, no f32 copies: one kernel for
+/// the forward, three for the gradient), grouped-query heads and a causal
+/// mask, against the CPU's exact f32 attention on widened values: within
+/// the rounding of the probabilities and score gradients to the 16-bit
+/// type (CudaAttentionTest's tolerance, 2e-2 of the largest element for
+/// bf16 and 5e-3 for f16, with as much of the element itself), which also
+/// covers the two results' rounding to the type (an ulp: 2^-8 and 2^-11).
+/// The kernels' bits against the f32 route are CudaAttentionTest's.
+TEST(CudaExecutor, SixteenBitAttentionRunsOnItsValuesAsTheyAre) {
+  using plan::DType;
+  const int64_t batch = 2, seq = 24, heads = 4, kvHeads = 2, headDim = 16;
+  for (DType half : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(half == DType::BF16 ? "bf16" : "f16");
+    PlanBuilder b;
+    std::vector<int64_t> queries = {batch, seq, heads * headDim},
+                         keys = {batch, seq, kvHeads * headDim};
+    uint32_t q = b.value(half, queries), k = b.value(half, keys),
+             v = b.value(half, keys), dout = b.value(half, queries);
+    uint32_t out = b.value(half, queries), dq = b.value(half, queries),
+             dk = b.value(half, keys), dv = b.value(half, keys);
+    std::vector<int64_t> ints = {
+        heads, kvHeads, static_cast<int64_t>(plan::MaskCode::Causal), 0, 0};
+    b.instr(OpCode::Attention, {q, k, v}, {out}, ints, {0.25});
+    b.instr(OpCode::AttentionGrad, {q, k, v, dout}, {dq, dk, dv}, ints, {0.25});
+    std::string bytes = b.build({q, k, v, dout}, {out, dq, dk, dv});
+    std::vector<HostTensor> args = {floats(queries, 31), floats(keys, 32),
+                                    floats(keys, 33), floats(queries, 34)};
+    for (HostTensor &arg : args)
+      arg.dtype = half; // rounded to it as it is written
+    BothResults results = runBoth(bytes, args);
+    SKIP_WITHOUT_GPU();
+    ASSERT_EQ(results.cpu.size(), 4u);
+    ASSERT_EQ(results.gpu.size(), 4u);
+    const double tolerance = half == DType::BF16 ? 2e-2 : 5e-3;
+    const char *names[] = {"out", "dq", "dk", "dv"};
+    for (size_t r = 0; r < 4; ++r) {
+      const std::vector<float> &gpu = results.gpu[r].floats,
+                               &cpu = results.cpu[r].floats;
+      ASSERT_EQ(gpu.size(), cpu.size()) << names[r];
+      double largest = 0.0;
+      for (float x : cpu)
+        largest = std::max(largest, std::fabs(static_cast<double>(x)));
+      for (size_t i = 0; i < gpu.size(); ++i)
+        EXPECT_LE(std::fabs(static_cast<double>(gpu[i]) - cpu[i]),
+                  tolerance * (largest + std::fabs(cpu[i])))
+            << names[r] << ", element " << i << ": gpu " << gpu[i] << ", cpu "
+            << cpu[i];
+    }
+    absl::StatusOr<LoadedPlan> loaded = loadPlanFromBytes(bytes, "test.plan");
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
+        CudaExecutor::create(*loaded, 0, 5);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    int64_t kernelsBefore = cuda::issueCounts().kernels;
+    ASSERT_TRUE((*gpu)->run("f", args).ok());
+    EXPECT_EQ(cuda::issueCounts().kernels - kernelsBefore, 1 + 3)
+        << "attention widened its 16-bit values";
+  }
+}
+
+/// The executor counts the device work of its calls (every kernel launch,
+/// cuBLASLt product, copy and memset) and the host's time in them, apart
+/// from the time they wait for the GPU: a function of one product, one
+/// element-wise kernel and one copy, whose results are read.
+TEST(CudaExecutor, CountsTheWorkItIssues) {
+  SKIP_WITHOUT_GPU();
+  PlanBuilder b;
+  uint32_t a = b.value(plan::DType::F32, {8, 16});
+  uint32_t w = b.value(plan::DType::F32, {16, 4});
+  uint32_t product = b.value(plan::DType::F32, {8, 4});
+  uint32_t scaled = b.value(plan::DType::F32, {8, 4});
+  uint32_t copied = b.value(plan::DType::F32, {8, 4});
+  b.instr(OpCode::Matmul, {a, w}, {product}, {0, 0});
+  b.instr(OpCode::Scale, {product}, {scaled}, {}, {2.0});
+  b.instr(OpCode::Copy, {scaled}, {copied});
+  absl::StatusOr<LoadedPlan> loaded =
+      loadPlanFromBytes(b.build({a, w}, {copied}), "test.plan");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
+      CudaExecutor::create(*loaded, 0, 5);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  CudaExecutor &executor = **gpu;
+  Executor::HostWork before = executor.hostWork();
+  cuda::IssueCounts issued = cuda::issueCounts();
+  ASSERT_TRUE(executor.run("f", {floats({8, 16}, 1), floats({16, 4}, 2)}).ok());
+  ASSERT_TRUE(executor.finish().ok());
+  const cuda::IssueCounts &now = cuda::issueCounts();
+  EXPECT_EQ(now.matmuls - issued.matmuls, 1);
+  EXPECT_EQ(now.kernels - issued.kernels, 1);
+  // Two arguments in, the copy, the result out and the flags of each of
+  // the two synchronizations (the results' and finish's).
+  EXPECT_EQ(now.copies - issued.copies, 2 + 1 + 1 + 2 * 2);
+  EXPECT_EQ(now.ncclCalls, issued.ncclCalls);
+  const Executor::HostWork &after = executor.hostWork();
+  EXPECT_EQ(after.launches - before.launches, now.total() - issued.total());
+  EXPECT_GT(after.callNanos, before.callNanos);
+  EXPECT_GT(after.syncNanos, before.syncNanos);
 }
 
 /// A 16-bit plan's element-wise instructions (which the CUDA executor runs
@@ -633,7 +783,22 @@ TEST(CudaExecutor, TrainsLikeTheCpu) {
   std::unique_ptr<Training> gpu = Training::create(Backend::Cuda);
   ASSERT_TRUE(gpu);
   EXPECT_STREQ(gpu->trainer->executor().backend(), "cuda");
-  expectSameSteps(expected, gpu->steps(6));
+  std::vector<StepResult> trained = gpu->steps(6);
+  expectSameSteps(expected, trained);
+  // Each step reports the device work it issued and the host's time in
+  // its calls, apart from its waits for the GPU; the CPU issues none.
+  for (size_t i = 0; i < trained.size(); ++i) {
+    EXPECT_EQ(expected[i].launches, 0);
+    EXPECT_GT(trained[i].launches, 0) << "step " << i + 1;
+    EXPECT_GT(trained[i].hostSeconds, 0.0);
+    EXPECT_GT(trained[i].syncSeconds, 0.0);
+    EXPECT_LE(trained[i].hostSeconds + trained[i].syncSeconds,
+              trained[i].seconds);
+    // Every step runs the same instructions (the first also uploads the
+    // tables its kernels keep resident).
+    if (i > 0)
+      EXPECT_EQ(trained[i].launches, trained.back().launches);
+  }
   for (const char *name : {"wte", "wout", "adam.m.wte", "adam.v.wout"}) {
     absl::StatusOr<std::vector<float>> a =
         cpu->trainer->executor().readPersistent(name);
@@ -904,6 +1069,63 @@ TEST(CudaExecutorWithoutGpu, CreatingOneSaysThereIsNoGpu) {
   EXPECT_EQ(gpu.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(gpu.status().message().find("no GPU"), std::string::npos)
       << gpu.status();
+}
+
+/// Products with fused epilogues (the compiler's fused linear layers): the
+/// CUDA executor's cuBLASLt epilogues give the CPU's product, bias and
+/// activation, and the pre-activation each keeps, within 1e-4 relative
+/// (cuBLASLt's GELU is its own tanh approximation), for f32 and for a bf16
+/// product with an f32 bias (within a bf16 rounding: both add the bias
+/// before the one rounding). Without a GPU the CPU half runs alone.
+TEST(CudaExecutor, FusedProductsMatchTheCpu) {
+  using plan::DType;
+  using plan::EpilogueCode;
+  PlanBuilder b;
+  const int64_t rows = 24, k = 32, n = 40;
+  uint32_t x = b.value(DType::F32, {2, rows / 2, k}),
+           w = b.value(DType::F32, {k, n}), bias = b.value(DType::F32, {n});
+  uint32_t x16 = b.value(DType::BF16, {rows, k}),
+           w16 = b.value(DType::BF16, {k, n});
+  uint32_t biased = b.value(DType::F32, {2, rows / 2, n}),
+           gelu = b.value(DType::F32, {2, rows / 2, n}),
+           geluInput = b.value(DType::F32, {2, rows / 2, n}),
+           relu = b.value(DType::F32, {2, rows / 2, n}),
+           reluInput = b.value(DType::F32, {2, rows / 2, n}),
+           biased16 = b.value(DType::BF16, {rows, n});
+  b.instr(OpCode::Matmul, {x, w, bias}, {biased},
+          {0, 0, static_cast<int64_t>(EpilogueCode::Bias)});
+  b.instr(OpCode::Matmul, {x, w, bias}, {gelu, geluInput},
+          {0, 0, static_cast<int64_t>(EpilogueCode::BiasGeluTanh)});
+  b.instr(OpCode::Matmul, {x, w, bias}, {relu, reluInput},
+          {0, 0, static_cast<int64_t>(EpilogueCode::BiasRelu)});
+  b.instr(OpCode::Cast, {x}, {x16});
+  b.instr(OpCode::Cast, {w}, {w16});
+  b.instr(OpCode::Matmul, {x16, w16, bias}, {biased16},
+          {0, 0, static_cast<int64_t>(EpilogueCode::Bias)});
+  std::vector<uint32_t> results = {biased, gelu,      geluInput,
+                                   relu,   reluInput, biased16};
+  BothResults both = runBoth(
+      b.build({x, w, bias}, results),
+      {floats({2, rows / 2, k}, 31), floats({k, n}, 32), floats({n}, 33)});
+  ASSERT_EQ(both.cpu.size(), results.size());
+  // On the CPU the fused forms are the unfused kernels' arithmetic.
+  for (size_t i = 0; i < both.cpu[1].floats.size(); ++i) {
+    EXPECT_EQ(both.cpu[2].floats[i], both.cpu[0].floats[i]);
+    EXPECT_EQ(both.cpu[4].floats[i], both.cpu[0].floats[i]);
+    EXPECT_EQ(both.cpu[3].floats[i], std::max(both.cpu[0].floats[i], 0.0f));
+  }
+  if (both.gpu.empty())
+    return;
+  ASSERT_EQ(both.gpu.size(), results.size());
+  for (size_t r = 0; r < results.size(); ++r) {
+    double tolerance = r == results.size() - 1 ? 1e-2 : 1e-4;
+    const std::vector<float> &want = both.cpu[r].floats,
+                             &got = both.gpu[r].floats;
+    ASSERT_EQ(got.size(), want.size()) << "result " << r;
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], tolerance * (1.0 + std::fabs(want[i])))
+          << "result " << r << ", element " << i;
+  }
 }
 
 } // namespace

@@ -288,6 +288,121 @@ TEST_F(CudaKernels, MatmulBiasEpilogues) {
   }
 }
 
+/// A fused product's epilogues with the pre-activation kept (what the plan's
+/// fused matmul asks for), against the CPU's product and epilogue
+/// (cpu::matmulEpilogue): the GELU's input from cuBLASLt's auxiliary output
+/// (n a multiple of 8), from the bias epilogue and the activation kernel
+/// (n not one, and the ReLU), for one product, stacked rows and one product
+/// per batch element (a transposed lhs); both results must be written.
+TEST_F(CudaKernels, MatmulEpiloguesKeepThePreActivation) {
+  struct Case {
+    Epilogue epilogue;
+    cpu::Activation activation;
+    ProductCase shape;
+  };
+  const Case cases[] = {
+      {Epilogue::GeluTanhBias,
+       cpu::Activation::GeluTanh,
+       {1, 64, 48, 32, false, false, false, false}},
+      {Epilogue::GeluTanhBias,
+       cpu::Activation::GeluTanh,
+       {1, 37, 29, 53, false, true, false, false}},
+      {Epilogue::ReluBias,
+       cpu::Activation::Relu,
+       {1, 64, 48, 32, false, false, false, false}},
+      {Epilogue::GeluTanhBias,
+       cpu::Activation::GeluTanh,
+       {3, 16, 24, 40, false, false, false, false}},
+      {Epilogue::GeluTanhBias,
+       cpu::Activation::GeluTanh,
+       {3, 16, 24, 40, true, false, false, false}},
+      {Epilogue::ReluBias,
+       cpu::Activation::Relu,
+       {3, 16, 24, 40, false, false, true, false}},
+  };
+  for (const Case &c : cases) {
+    const ProductCase &p = c.shape;
+    std::string what =
+        std::string(c.epilogue == Epilogue::ReluBias ? "relu" : "gelu_tanh") +
+        " batch " + std::to_string(p.batch) + " n " + std::to_string(p.n) +
+        (p.transposeA ? " aT" : "") + (p.rhsBatched ? " batched-rhs" : "");
+    int64_t count = p.batch * p.m * p.n;
+    std::vector<float> a = randomFloats(p.batch * p.m * p.k, 21);
+    std::vector<float> b =
+        randomFloats((p.rhsBatched ? p.batch : 1) * p.k * p.n, 22);
+    std::vector<float> bias = randomFloats(p.n, 23);
+    std::vector<float> want(count), wantPre(count);
+    cpu::matmul(a.data(), b.data(), want.data(), p.batch, p.m, p.n, p.k,
+                p.transposeA, p.transposeB, p.rhsBatched);
+    cpu::matmulEpilogue(want.data(), bias.data(), c.activation, wantPre.data(),
+                        count, p.n);
+    DeviceBuffer da = upload(a), db = upload(b), dbias = upload(bias);
+    DeviceBuffer dc = poisoned(count), dpre = poisoned(count);
+    MatmulOptions options;
+    options.epilogue = c.epilogue;
+    options.bias = dbias.as<float>();
+    options.preActivation = dpre.data();
+    ASSERT_OK(matmul(
+        *context, da.data(), db.data(), dc.data(),
+        {p.batch, p.m, p.n, p.k, p.transposeA, p.transposeB, p.rhsBatched},
+        options));
+    double abs = 1e-5 * std::sqrt(static_cast<double>(p.k));
+    expectNear(download(dpre, count), wantPre, 1e-5, abs, what + " (input)");
+    // cuBLASLt's GELU is its own tanh approximation: 1e-4.
+    expectNear(download(dc, count), want, 1e-4, std::max(abs, 1e-4), what);
+  }
+}
+
+/// A 16-bit product adds an f32 bias, or one of its own type, to the f32
+/// product and rounds once (cuBLASLt's BIAS_DATA_TYPE), as the plan's
+/// contract says the CPU does.
+TEST_F(CudaKernels, MatmulBiasOfF32OrTheOutputType) {
+  const int64_t m = 32, n = 40, k = 64;
+  std::vector<float> a = randomFloats(m * k, 24), b = randomFloats(k * n, 25),
+                     bias = randomFloats(n, 26);
+  std::vector<uint16_t> a16(a.size()), b16(b.size()), bias16(n);
+  auto round = [](std::vector<float> &values, std::vector<uint16_t> &bits) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      __nv_bfloat16 h = toHalf<__nv_bfloat16>(values[i]);
+      values[i] = fromHalf(h);
+      std::memcpy(&bits[i], &h, 2);
+    }
+  };
+  round(a, a16);
+  round(b, b16);
+  std::vector<float> bias16Values = bias;
+  round(bias16Values, bias16);
+  DeviceBuffer da = upload(a16), db = upload(b16);
+  for (DType biasType : {DType::F32, DType::BF16}) {
+    const std::vector<float> &biasValues =
+        biasType == DType::F32 ? bias : bias16Values;
+    std::vector<float> want(m * n);
+    cpu::matmul(a.data(), b.data(), want.data(), 1, m, n, k, false, false,
+                false);
+    cpu::matmulEpilogue(want.data(), biasValues.data(), std::nullopt, nullptr,
+                        m * n, n);
+    DeviceBuffer dbias = biasType == DType::F32 ? upload(bias) : upload(bias16);
+    DeviceBuffer dc = poisoned(m * n, 2);
+    MatmulOptions options;
+    options.inputType = DType::BF16;
+    options.outputType = DType::BF16;
+    options.epilogue = Epilogue::Bias;
+    options.bias = dbias.data();
+    options.biasType = biasType;
+    ASSERT_OK(matmul(*context, da.data(), db.data(), dc.data(),
+                     {1, m, n, k, false, false, false}, options));
+    std::vector<uint16_t> raw = download<uint16_t>(dc, m * n);
+    std::vector<float> got(m * n);
+    for (size_t i = 0; i < raw.size(); ++i) {
+      __nv_bfloat16 h;
+      std::memcpy(&h, &raw[i], 2);
+      got[i] = fromHalf(h);
+    }
+    expectNear(got, want, 1e-2, 1e-2,
+               biasType == DType::F32 ? "f32 bias" : "bf16 bias");
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
@@ -338,6 +453,76 @@ TEST(CudaVersions, NamesMajorAndMinor) {
   EXPECT_EQ(cudaVersionName(13000), "13.0");
   EXPECT_EQ(cudaVersionName(12080), "12.8");
   EXPECT_EQ(cudaVersionName(11020), "11.2");
+}
+
+// A strided copy moves elements of 2 bytes (16-bit floats) or 4 (f32,
+// i32) as bits: a transpose with a shift, a bound (padding zeros) and an
+// output offset of an odd count of 16-bit elements against the same copy
+// done on the host, and the same coordinates over 4-byte elements.
+TEST_F(CudaKernels, StridedCopiesMoveTwoAndFourByteElements) {
+  const int64_t d0 = 3, d1 = 5, d2 = 7;
+  StridedCopy copy;
+  copy.rank = 3;
+  // out [d2][d0][d1 + 1] (row-major) from x [d0][d1][d2], read at x[i][j -
+  // 1][k]: the first column of every row is padding.
+  int64_t shape[] = {d2, d0, d1 + 1};
+  int64_t xStrides[] = {1, d1 * d2, d2};
+  int64_t shift[] = {0, 0, -1};
+  int64_t bound[] = {d2, d0, d1};
+  int64_t outStrides[] = {d0 * (d1 + 1), d1 + 1, 1};
+  for (int d = 0; d < 3; ++d) {
+    copy.shape[d] = shape[d];
+    copy.xStrides[d] = xStrides[d];
+    copy.shift[d] = shift[d];
+    copy.bound[d] = bound[d];
+    copy.outStrides[d] = outStrides[d];
+  }
+  copy.outOffset = 3; // odd: a 16-bit copy starts mid-word
+  const int64_t n = d0 * d1 * d2, outN = copy.outOffset + n / d1 * (d1 + 1);
+  std::vector<uint16_t> x16(n);
+  std::vector<uint32_t> x32(n);
+  for (int64_t i = 0; i < n; ++i) {
+    x16[i] = static_cast<uint16_t>(0x3c00 + 7 * i);
+    x32[i] = 0x40000000u + 13u * static_cast<uint32_t>(i);
+  }
+  auto reference = [&](auto xs, auto fill) {
+    std::vector<decltype(fill)> out(outN, fill);
+    for (int64_t a = 0; a < shape[0]; ++a)
+      for (int64_t b = 0; b < shape[1]; ++b)
+        for (int64_t c = 0; c < shape[2]; ++c) {
+          int64_t source = c + shift[2];
+          out[copy.outOffset + a * outStrides[0] + b * outStrides[1] +
+              c * outStrides[2]] = source < 0 || source >= bound[2]
+                                       ? 0
+                                       : xs[a * xStrides[0] + b * xStrides[1] +
+                                            source * xStrides[2]];
+        }
+    return out;
+  };
+  DeviceBuffer in16 = upload(x16), in32 = upload(x32);
+  DeviceBuffer out16 = poisoned(outN, 2), out32 = poisoned(outN, 4);
+  copy.elementBytes = 2;
+  ASSERT_OK(stridedCopy(*context, in16.data(), out16.data(), copy));
+  copy.elementBytes = 4;
+  ASSERT_OK(stridedCopy(*context, in32.data(), out32.data(), copy));
+  // The offset's elements stay as poisoned.
+  EXPECT_EQ(download<uint16_t>(out16, outN),
+            reference(x16, static_cast<uint16_t>(0xffff)));
+  EXPECT_EQ(download<uint32_t>(out32, outN),
+            reference(x32, static_cast<uint32_t>(0xffffffffu)));
+}
+
+// Other element sizes are refused before anything is launched (no GPU
+// needed).
+TEST(CudaStridedCopy, RefusesElementsOfOtherSizes) {
+  StridedCopy copy;
+  copy.rank = 1;
+  copy.shape[0] = 4;
+  copy.elementBytes = 8;
+  absl::Status status =
+      stridedCopy(static_cast<cudaStream_t>(nullptr), nullptr, nullptr, copy);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("2 or 4 bytes"), std::string::npos) << status;
 }
 
 TEST_F(CudaKernels, SumsMatchADoubleReference) {

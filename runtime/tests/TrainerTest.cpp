@@ -148,6 +148,28 @@ TEST(Trainer, TheSameSeedGivesTheSameLosses) {
   EXPECT_LT(losses.back(), losses[0] - 0.5) << "the model does not learn";
 }
 
+// The host's side of a step: on the CPU every call's time is the host's
+// (nothing is queued for a device), the final synchronization is the
+// step's wait for what is in flight, both lie within the step, and no
+// device work is issued. The executor's totals grow by each step's share.
+TEST(Trainer, ReportsTheHostTimeAndLaunchesOfEachStep) {
+  auto run = Run::create({});
+  Executor::HostWork before = run->trainer->executor().hostWork();
+  double host = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto step = run->trainer->step();
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_GT(step->hostSeconds, 0.0);
+    EXPECT_GE(step->syncSeconds, 0.0);
+    EXPECT_LE(step->hostSeconds + step->syncSeconds, step->seconds);
+    EXPECT_EQ(step->launches, 0);
+    host += step->hostSeconds;
+  }
+  Executor::HostWork after = run->trainer->executor().hostWork();
+  EXPECT_NEAR((after.callNanos - before.callNanos) / 1e9, host, 1e-6);
+  EXPECT_EQ(after.launches, 0);
+}
+
 // Gradient accumulation: two microbatches of two samples step exactly like
 // (within fp32 rounding) one microbatch of four.
 TEST(Trainer, AccumulatingMicrobatchesMatchesOneMicrobatch) {

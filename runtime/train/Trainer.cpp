@@ -301,6 +301,7 @@ absl::StatusOr<StepResult> Trainer::step() {
 
   std::vector<InstructionTime> times;
   int64_t stepBegin = nowNanos();
+  Executor::HostWork workBefore = exec->hostWork();
   // Under a pipeline: the span of the transfer calls since the last
   // compute call (idle time).
   std::optional<int64_t> idleBegin;
@@ -412,6 +413,10 @@ absl::StatusOr<StepResult> Trainer::step() {
   if (traced)
     traceTimes();
   int64_t stepEnd = nowNanos();
+  const Executor::HostWork &workAfter = exec->hostWork();
+  result.hostSeconds = (workAfter.callNanos - workBefore.callNanos) / 1e9;
+  result.syncSeconds = (workAfter.syncNanos - workBefore.syncNanos) / 1e9;
+  result.launches = workAfter.launches - workBefore.launches;
   result.seconds = (stepEnd - stepBegin) / 1e9;
   if (traced)
     result.events.insert(result.events.begin(),

@@ -130,6 +130,14 @@ struct StepResult {
   /// for transfers in the other calls and at the end of the step; 0
   /// otherwise.
   double idleSeconds = 0;
+  /// The host's side of the step (Executor::HostWork): the time its calls
+  /// spent on the host itself, not waiting for the device's queued work;
+  /// the time it waited for the device, in calls that read results and at
+  /// the step's end (the final synchronization); and the device work it
+  /// issued (kernel launches, cuBLASLt products, asynchronous copies and
+  /// memsets, NCCL calls; 0 on the CPU).
+  double hostSeconds = 0, syncSeconds = 0;
+  int64_t launches = 0;
   /// With TrainerOptions::trace: the step, each call and (early steps)
   /// each instruction.
   std::vector<TraceEvent> events;

@@ -115,7 +115,8 @@ ABSL_FLAG(std::string, trace_steps, "1:3",
 ABSL_FLAG(std::string, tensorboard, "",
           "Write TensorBoard event files into folder DIR (rank 0): per "
           "logged step the loss, its interval mean, lr, gradient norm, "
-          "tokens/s, TFLOP/s (and MFU, the loss scale where there are)");
+          "tokens/s, TFLOP/s, host and sync ms per step, launches per step "
+          "(and MFU, the loss scale where there are)");
 ABSL_FLAG(std::string, eval_data, "",
           "A held-out token file (triad-data --validation-output): its loss "
           "is measured every --eval-every steps and after the last one, the "
@@ -502,23 +503,32 @@ int main(int argc, char **argv) {
       "Progress, one line per logged step:\n"
       "  step    5/200 | loss 4.8123 | avg 4.9410 | lr 1.00e-03 | grad norm "
       "0.9123 | 12,345 tok/s | 0.81 TFLOP/s | 10,240 tokens | 4.1 s | mem "
-      "3.2 MiB | rss 45.1 MiB\n"
+      "3.2 MiB | rss 45.1 MiB | host 1.2 ms/step\n"
       "(loss: the step's; avg: the mean loss of the steps since the last "
       "line; tok/s and TFLOP/s: over those steps, TFLOP/s per rank from the "
       "plan's products and attention; tokens: seen since step 1; then the "
       "wall time of the run; mem: the plan's arena on this rank; rss: the "
-      "process's peak resident memory; with --peak-tflops also MFU). "
+      "process's peak resident memory; host: the mean time per step of "
+      "those steps that the host spent in the executor's calls, not "
+      "waiting for the device, and on a GPU the kernel launches, cuBLASLt "
+      "products, copies and NCCL calls it issued per step; with "
+      "--peak-tflops also MFU). "
       "--metrics records per logged step: step, loss, loss_mean, lr, "
       "grad_norm, tokens_per_s (the step's), interval_tokens_per_s, tflops, "
       "mfu (with --peak-tflops), loss_scale (f16 plans: the dynamic loss "
       "scale, also on the progress line), tokens_seen, elapsed_s, time (Unix "
-      "seconds), memory_bytes, rss_bytes, step_seconds, skipped. Flags may "
-      "be spelled with - or _ (--log-every, --log_every).\n\n"
+      "seconds), memory_bytes, rss_bytes, step_seconds, host_seconds, "
+      "sync_seconds (the step's time waiting for the device, its final "
+      "synchronization included) and launches (the step's), "
+      "host_ms_per_step, sync_ms_per_step and launches_per_step (the "
+      "interval's means), skipped. Flags may be spelled with - or _ "
+      "(--log-every, --log_every).\n\n"
       "Under mpirun the job has the plan's mesh size in ranks and only rank "
       "0 prints. --metrics FILE: rank 0 writes the job's records to FILE "
       "and every rank R its own (rank, coordinates, step, step_seconds, "
       "idle_seconds: under a pipeline the time spent in transfers waiting "
-      "for other stages, its named results) to FILE with .rankR before the "
+      "for other stages, host_seconds, sync_seconds, launches, its named "
+      "results) to FILE with .rankR before the "
       "extension (metrics.rank1.jsonl). --trace FILE: every rank writes FILE "
       "with .rankR before the extension; rank 0 merges them into FILE at the "
       "end; under a pipeline each call is named by its schedule action and "
@@ -994,6 +1004,9 @@ int main(int argc, char **argv) {
   // What the steps since the last logged line add up to.
   double intervalSeconds = 0, intervalLoss = 0;
   int64_t intervalTokens = 0, intervalSteps = 0, intervalLosses = 0;
+  // The host's side of those steps (StepResult::hostSeconds, launches).
+  double intervalHostSeconds = 0, intervalSyncSeconds = 0;
+  int64_t intervalLaunches = 0;
   int stepWidth = std::max<int>(4, std::to_string(steps).size());
   double trainedSeconds = 0, lastLoss = StepResult::kMissing;
   int64_t trainedTokens = 0;
@@ -1032,6 +1045,9 @@ int main(int argc, char **argv) {
     tool.abortIf(trace.write(result->events), "--trace: ");
     intervalSeconds += result->seconds;
     intervalTokens += result->tokens;
+    intervalHostSeconds += result->hostSeconds;
+    intervalSyncSeconds += result->syncSeconds;
+    intervalLaunches += result->launches;
     ++intervalSteps;
     if (std::isfinite(result->loss)) {
       intervalLoss += result->loss;
@@ -1063,13 +1079,19 @@ int main(int argc, char **argv) {
                                   .count();
       int64_t tokensSeen = static_cast<int64_t>(step) * result->tokens;
       double residentBytes = peakResidentBytes();
+      // Per step of the interval: the host's time in the calls (not
+      // waiting for the device) and the device work it issued.
+      double hostMsPerStep = 1e3 * intervalHostSeconds / intervalSteps,
+             syncMsPerStep = 1e3 * intervalSyncSeconds / intervalSteps;
+      double launchesPerStep =
+          static_cast<double>(intervalLaunches) / intervalSteps;
       // f16 plans return their dynamic loss scale.
       auto scale = result->results.find("loss_scale");
       bool scaled = scale != result->results.end();
       tool.say(absl::StrFormat(
           "step %*d/%d | loss %.4f | avg %.4f | lr %.2e | grad norm %.4f | "
           "%s tok/s | %.3g TFLOP/s%s | %s tokens | %.1f s%s%s | mem %s | rss "
-          "%s%s",
+          "%s | host %.1f ms/step%s%s",
           stepWidth, step, steps, result->loss, meanLoss, result->lr,
           result->gradNorm, grouped(std::llround(intervalTokensPerSecond)),
           tflops,
@@ -1081,7 +1103,11 @@ int main(int argc, char **argv) {
                  : std::string(),
           evaluation ? absl::StrFormat(" | eval loss %.4f", evaluation->loss)
                      : std::string(),
-          mebibytes(arenaBytes), mebibytes(residentBytes),
+          mebibytes(arenaBytes), mebibytes(residentBytes), hostMsPerStep,
+          intervalLaunches > 0
+              ? absl::StrCat(", ", grouped(std::llround(launchesPerStep)),
+                             " launches/step")
+              : std::string(),
           result->skipped ? " | skipped (overflow)" : ""));
       if (metrics) {
         Json record = {
@@ -1102,6 +1128,12 @@ int main(int argc, char **argv) {
             {"memory_bytes", number(arenaBytes)},
             {"rss_bytes", number(residentBytes)},
             {"step_seconds", number(result->seconds)},
+            {"host_seconds", number(result->hostSeconds)},
+            {"sync_seconds", number(result->syncSeconds)},
+            {"launches", result->launches},
+            {"host_ms_per_step", number(hostMsPerStep)},
+            {"sync_ms_per_step", number(syncMsPerStep)},
+            {"launches_per_step", number(launchesPerStep)},
             {"skipped", result->skipped}};
         if (peakTflops > 0)
           record["mfu"] = number(tflops / peakTflops);
@@ -1121,7 +1153,10 @@ int main(int argc, char **argv) {
             {"lr", result->lr},
             {"grad_norm", result->gradNorm},
             {"tokens_per_s", intervalTokensPerSecond},
-            {"tflops", tflops}};
+            {"tflops", tflops},
+            {"host_ms_per_step", hostMsPerStep},
+            {"sync_ms_per_step", syncMsPerStep},
+            {"launches_per_step", launchesPerStep}};
         if (peakTflops > 0)
           scalars.push_back({"mfu", tflops / peakTflops});
         if (scaled)
@@ -1133,6 +1168,8 @@ int main(int argc, char **argv) {
       }
       intervalSeconds = intervalLoss = 0;
       intervalTokens = intervalSteps = intervalLosses = 0;
+      intervalHostSeconds = intervalSyncSeconds = 0;
+      intervalLaunches = 0;
       if (rankMetrics) {
         Json results = Json::object();
         for (const auto &[name, value] : result->results)
@@ -1142,6 +1179,9 @@ int main(int argc, char **argv) {
                        {"step", step},
                        {"step_seconds", number(result->seconds)},
                        {"idle_seconds", number(result->idleSeconds)},
+                       {"host_seconds", number(result->hostSeconds)},
+                       {"sync_seconds", number(result->syncSeconds)},
+                       {"launches", result->launches},
                        {"results", results}};
         tool.abortIf(rankMetrics.write(json(record) + "\n"), "--metrics: ");
       }

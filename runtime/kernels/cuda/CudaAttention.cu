@@ -46,8 +46,12 @@
 
 #include <cuda_runtime.h>
 
+#include "absl/status/statusor.h"
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 
 namespace triad::rt::cuda {
@@ -691,6 +695,21 @@ __global__ void __launch_bounds__(kThreads)
 // Attention: launches
 //===----------------------------------------------------------------------===//
 
+/// The backward's row statistics, three floats per (sample, head, query
+/// row), in context scratch.
+absl::StatusOr<RowStats> rowStatsScratch(CudaContext &context,
+                                         const cpu::AttentionShape &shape) {
+  const size_t rows = shape.batch * shape.heads * shape.querySeq;
+  const size_t piece = alignScratch(sizeof(float) * rows);
+  absl::StatusOr<void *> scratch = context.scratch(3 * piece);
+  if (!scratch.ok())
+    return scratch.status();
+  char *base = static_cast<char *>(*scratch);
+  return RowStats{reinterpret_cast<float *>(base),
+                  reinterpret_cast<float *>(base + piece),
+                  reinterpret_cast<float *>(base + 2 * piece)};
+}
+
 /// Checks the shape and pointers; the parameters of the kernels.
 absl::Status attentionParams(const char *what, const float *q, const float *k,
                              const float *v, const int32_t *prefixLengths,
@@ -952,9 +971,15 @@ absl::Status attention(CudaContext &context, const float *q, const float *k,
     return s;
   if (shape.batch == 0 || shape.querySeq == 0)
     return absl::OkStatus();
-  if (tensorCoresTake(shape, products))
-    return tensorCoreForward(context, params, shape.batch, products, out,
-                             nullptr, nullptr);
+  if (tensorCoresTake(shape, products)) {
+    TensorCoreTensors tensors;
+    tensors.q = q;
+    tensors.k = k;
+    tensors.v = v;
+    tensors.out = out;
+    return tensorCoreForward(context, params, shape.batch, products, tensors,
+                             nullptr);
+  }
   if (shape.headDim <= 32)
     return forward<32>(context, params, shape.batch, out, nullptr, nullptr);
   if (shape.headDim <= 64)
@@ -981,22 +1006,27 @@ absl::Status attentionGrad(CudaContext &context, const float *q, const float *k,
     // No query sees a key: dk and dv are zeros (dq is empty).
     size_t bytes = sizeof(float) * shape.batch * shape.keySeq * shape.kvHeads *
                    shape.headDim;
+    issueCounts().copies += 2;
     TRIAD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dk, 0, bytes, context.stream()));
     TRIAD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dv, 0, bytes, context.stream()));
     return absl::OkStatus();
   }
-  const size_t rows = shape.batch * shape.heads * shape.querySeq;
-  const size_t piece = alignScratch(sizeof(float) * rows);
-  absl::StatusOr<void *> scratch = context.scratch(3 * piece);
-  if (!scratch.ok())
-    return scratch.status();
-  char *base = static_cast<char *>(*scratch);
-  RowStats stats{reinterpret_cast<float *>(base),
-                 reinterpret_cast<float *>(base + piece),
-                 reinterpret_cast<float *>(base + 2 * piece)};
-  if (tensorCoresTake(shape, products))
-    return tensorCoreBackward(context, params, shape.batch, products, dout,
-                              stats, dq, dk, dv);
+  absl::StatusOr<RowStats> scratchStats = rowStatsScratch(context, shape);
+  if (!scratchStats.ok())
+    return scratchStats.status();
+  const RowStats &stats = *scratchStats;
+  if (tensorCoresTake(shape, products)) {
+    TensorCoreTensors tensors;
+    tensors.q = q;
+    tensors.k = k;
+    tensors.v = v;
+    tensors.dout = dout;
+    tensors.dq = dq;
+    tensors.dk = dk;
+    tensors.dv = dv;
+    return tensorCoreBackward(context, params, shape.batch, products, tensors,
+                              stats);
+  }
   if (shape.headDim <= 32)
     return backward<32>(context, params, shape.batch, dout, stats, dq, dk, dv);
   if (shape.headDim <= 64)
@@ -1004,6 +1034,137 @@ absl::Status attentionGrad(CudaContext &context, const float *q, const float *k,
   if (shape.headDim <= 128)
     return backward<128>(context, params, shape.batch, dout, stats, dq, dk, dv);
   return backward<256>(context, params, shape.batch, dout, stats, dq, dk, dv);
+}
+
+bool attentionTakes16Bit(const cpu::AttentionShape &shape, DType type) {
+  return tensorCoresTake(shape, type);
+}
+
+namespace {
+
+/// The type every float tensor of a typed attention call has: F32, BF16 or
+/// F16, or an InvalidArgument error naming `what` when they differ (the
+/// tensor-core kernels read and write one type).
+absl::StatusOr<DType> commonType(const char *what,
+                                 std::initializer_list<DType> types) {
+  DType type = *types.begin();
+  for (DType other : types)
+    if (other != type || other == DType::I32)
+      return absl::InvalidArgumentError(
+          std::string(what) +
+          ": q, k, v, dout and the results must have one float type");
+  return type;
+}
+
+/// Tiles of 16-bit tensors load 4 elements (8 bytes) at a time where the
+/// head dimension and every tensor allow it.
+bool vector16(int64_t headDim, std::initializer_list<const void *> tensors) {
+  if (headDim % 4 != 0)
+    return false;
+  for (const void *tensor : tensors)
+    if (reinterpret_cast<uintptr_t>(tensor) % 8 != 0)
+      return false;
+  return true;
+}
+
+absl::Status notTaken(const char *what, const cpu::AttentionShape &shape,
+                      DType type) {
+  return absl::UnimplementedError(
+      std::string(what) +
+      ": 16-bit tensors run on tensor cores only (compute "
+      "capability 8.0 and a head dimension that is a "
+      "multiple of 16 up to 128, not " +
+      std::to_string(shape.headDim) + "); widen them to f32 first");
+}
+
+} // namespace
+
+absl::Status attention(CudaContext &context, Operand q, Operand k, Operand v,
+                       const int32_t *prefixLengths, const float *alibiSlopes,
+                       Result out, const cpu::AttentionShape &shape) {
+  absl::StatusOr<DType> type =
+      commonType("attention", {q.type, k.type, v.type, out.type});
+  if (!type.ok())
+    return type.status();
+  if (*type == DType::F32)
+    return attention(context, static_cast<const float *>(q.data),
+                     static_cast<const float *>(k.data),
+                     static_cast<const float *>(v.data), prefixLengths,
+                     alibiSlopes, static_cast<float *>(out.data), shape);
+  AttentionParams params;
+  if (absl::Status s =
+          attentionParams("attention", nullptr, nullptr, nullptr, prefixLengths,
+                          alibiSlopes, shape, *type, params);
+      !s.ok())
+    return s;
+  if (!tensorCoresTake(shape, *type))
+    return notTaken("attention", shape, *type);
+  params.vector = vector16(shape.headDim, {q.data, k.data, v.data});
+  if (shape.batch == 0 || shape.querySeq == 0)
+    return absl::OkStatus();
+  TensorCoreTensors tensors;
+  tensors.storage = *type;
+  tensors.q = q.data;
+  tensors.k = k.data;
+  tensors.v = v.data;
+  tensors.out = out.data;
+  return tensorCoreForward(context, params, shape.batch, *type, tensors,
+                           nullptr);
+}
+
+absl::Status attentionGrad(CudaContext &context, Operand q, Operand k,
+                           Operand v, const int32_t *prefixLengths,
+                           const float *alibiSlopes, Operand dout, Result dq,
+                           Result dk, Result dv,
+                           const cpu::AttentionShape &shape) {
+  absl::StatusOr<DType> type =
+      commonType("attentionGrad", {q.type, k.type, v.type, dout.type, dq.type,
+                                   dk.type, dv.type});
+  if (!type.ok())
+    return type.status();
+  if (*type == DType::F32)
+    return attentionGrad(
+        context, static_cast<const float *>(q.data),
+        static_cast<const float *>(k.data), static_cast<const float *>(v.data),
+        prefixLengths, alibiSlopes, static_cast<const float *>(dout.data),
+        static_cast<float *>(dq.data), static_cast<float *>(dk.data),
+        static_cast<float *>(dv.data), shape);
+  AttentionParams params;
+  if (absl::Status s =
+          attentionParams("attentionGrad", nullptr, nullptr, nullptr,
+                          prefixLengths, alibiSlopes, shape, *type, params);
+      !s.ok())
+    return s;
+  if (!tensorCoresTake(shape, *type))
+    return notTaken("attentionGrad", shape, *type);
+  params.vector = vector16(shape.headDim, {q.data, k.data, v.data, dout.data});
+  if (shape.batch == 0)
+    return absl::OkStatus();
+  if (shape.querySeq == 0) {
+    // No query sees a key: dk and dv are zeros (dq is empty).
+    size_t bytes =
+        2 * shape.batch * shape.keySeq * shape.kvHeads * shape.headDim;
+    issueCounts().copies += 2;
+    TRIAD_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(dk.data, 0, bytes, context.stream()));
+    TRIAD_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(dv.data, 0, bytes, context.stream()));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<RowStats> stats = rowStatsScratch(context, shape);
+  if (!stats.ok())
+    return stats.status();
+  TensorCoreTensors tensors;
+  tensors.storage = *type;
+  tensors.q = q.data;
+  tensors.k = k.data;
+  tensors.v = v.data;
+  tensors.dout = dout.data;
+  tensors.dq = dq.data;
+  tensors.dk = dk.data;
+  tensors.dv = dv.data;
+  return tensorCoreBackward(context, params, shape.batch, *type, tensors,
+                            *stats);
 }
 
 absl::Status rope(CudaContext &context, const float *x, float *out,

@@ -76,6 +76,32 @@ absl::Status attentionGrad(CudaContext &context, const float *q, const float *k,
                            const cpu::AttentionShape &shape,
                            DType products = DType::F32);
 
+/// Whether the typed attention below takes `shape` with 16-bit tensors of
+/// `type`: the tensor-core kernels' shapes (tensorCoresTake: BF16 or F16,
+/// head dimensions that are multiples of 16 up to 128, compute capability
+/// 8.0).
+bool attentionTakes16Bit(const cpu::AttentionShape &shape, DType type);
+
+/// attention and attentionGrad on tensors of one float type (q, k, v, dout
+/// and the results alike): F32 runs the f32 kernels above (exact f32
+/// products). BF16 or F16 runs the tensor-core kernels in that type on the
+/// tensors as they are, without f32 copies: the operands are read in
+/// their type, the probabilities and score gradients round to it as
+/// above, every sum is f32, and each result is rounded once to the type.
+/// These are the bits of widening the operands to f32, running the f32
+/// entry points with `products` of the same type and rounding the results
+/// back (a 16-bit plan's attention, as the CUDA executor ran it on f32
+/// copies). Tensors of mixed types are an InvalidArgument error; 16-bit
+/// shapes that attentionTakes16Bit refuses, an Unimplemented one.
+absl::Status attention(CudaContext &context, Operand q, Operand k, Operand v,
+                       const int32_t *prefixLengths, const float *alibiSlopes,
+                       Result out, const cpu::AttentionShape &shape);
+absl::Status attentionGrad(CudaContext &context, Operand q, Operand k,
+                           Operand v, const int32_t *prefixLengths,
+                           const float *alibiSlopes, Operand dout, Result dq,
+                           Result dk, Result dv,
+                           const cpu::AttentionShape &shape);
+
 /// Rotary embedding of [batch * seq, heads * headDim] rows, as cpu::rope:
 /// in each head, element i < rotaryDim / 2 and element i + rotaryDim / 2
 /// rotate by the angle position * base^(-2i / rotaryDim) (times

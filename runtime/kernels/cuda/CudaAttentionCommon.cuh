@@ -34,7 +34,8 @@ __host__ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
 
-/// What every attention kernel reads.
+/// What every attention kernel reads. (The tensor-core kernels take their
+/// tensors from TensorCoreTensors and leave q, k and v alone.)
 struct AttentionParams {
   const float *q, *k, *v;
   const int32_t *prefixLengths;
@@ -43,8 +44,9 @@ struct AttentionParams {
   int heads, kvHeads, headDim;
   Mask mask;
   float scale;
-  /// Tiles load as float4s: headDim is a multiple of 4 and the tensors
-  /// (dout too, in the backward) are 16-byte aligned.
+  /// Tiles load 4 elements at a time: headDim is a multiple of 4 and the
+  /// tensors (dout too, in the backward) are aligned to 4 elements (16
+  /// bytes for f32, 8 for 16-bit tensors).
   bool vector;
 };
 
@@ -153,25 +155,39 @@ inline unsigned tiles(int64_t count, int tile) {
 /// up to 128.
 bool tensorCoresTake(const cpu::AttentionShape &shape, DType products);
 
+/// The tensors of a tensor-core call, every one stored in `storage`: F32
+/// (each tile rounded to the products' type as it loads, the results
+/// written in f32) or the products' own 16-bit type (read as they are,
+/// each result rounded once to it from the f32 value an f32 result would
+/// hold: the same bits as widening the operands, running on f32 tensors
+/// and rounding the results). Those a call does not use are null.
+struct TensorCoreTensors {
+  DType storage = DType::F32;
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;
+  void *out = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+};
+
 /// The forward, or with `stats` the backward's row statistics (then `out`
 /// is not written and dout . out goes to stats->delta), on tensor cores:
 /// q, k and v are rounded to `products`, and so are the probabilities
 /// before their product with v; every sum is in f32. Needs
-/// tensorCoresTake.
+/// tensorCoresTake; tensors stored in another type than f32 or `products`
+/// are an InvalidArgument error.
 absl::Status tensorCoreForward(CudaContext &context,
                                const AttentionParams &params, int64_t batch,
-                               DType products, float *out, const float *dout,
+                               DType products, const TensorCoreTensors &tensors,
                                const RowStats *stats);
 
-/// The gradients on tensor cores: the row statistics (tensorCoreForward),
-/// then dq, and dk with dv, each written by one kernel in a fixed order.
-/// Operands are rounded to `products` as in the forward, the score
-/// gradients too before their products with q and k.
+/// The gradients on tensor cores (dq, dk and dv of `tensors`): the row
+/// statistics (tensorCoreForward), then dq, and dk with dv, each written
+/// by one kernel in a fixed order. Operands are rounded to `products` as
+/// in the forward, the score gradients too before their products with q
+/// and k.
 absl::Status tensorCoreBackward(CudaContext &context,
                                 const AttentionParams &params, int64_t batch,
-                                DType products, const float *dout,
-                                const RowStats &stats, float *dq, float *dk,
-                                float *dv);
+                                DType products,
+                                const TensorCoreTensors &tensors,
+                                const RowStats &stats);
 
 } // namespace triad::rt::cuda::attention_detail
 

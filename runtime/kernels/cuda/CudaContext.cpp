@@ -52,7 +52,13 @@ absl::Status cublasStatus(cublasStatus_t status, const char *call) {
   }
 }
 
+IssueCounts &issueCounts() {
+  thread_local IssueCounts counts;
+  return counts;
+}
+
 absl::Status launchStatus(const char *kernel) {
+  ++issueCounts().kernels;
   cudaError_t error = cudaGetLastError();
   if (error == cudaSuccess)
     return absl::OkStatus();
@@ -210,6 +216,7 @@ absl::StatusOr<const void *> CudaContext::resident(const void *host,
         // the data has arrived, so the first kernel could read part of an
         // old table. Pageable sources are staged, so `data` may go when
         // this returns.
+        ++issueCounts().copies;
         TRIAD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
             buffer->data(), data, size, cudaMemcpyHostToDevice, cudaStream));
         return buffer;
@@ -225,6 +232,7 @@ absl::StatusOr<const void *> CudaContext::resident(const void *host,
 }
 
 absl::Status CudaContext::synchronize() {
+  issueCounts().copies += 2;
   TRIAD_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(hostFlags, flags.data(), sizeof(uint32_t),
                       cudaMemcpyDeviceToHost, cudaStream));
@@ -241,6 +249,7 @@ absl::Status CudaContext::synchronize() {
 
 absl::Status CudaContext::copyToDevice(void *device, const void *host,
                                        size_t bytes) {
+  ++issueCounts().copies;
   TRIAD_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, cudaStream));
   return absl::OkStatus();
@@ -248,6 +257,7 @@ absl::Status CudaContext::copyToDevice(void *device, const void *host,
 
 absl::Status CudaContext::copyToHost(void *host, const void *device,
                                      size_t bytes) {
+  ++issueCounts().copies;
   TRIAD_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, cudaStream));
   TRIAD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cudaStream));

@@ -41,6 +41,20 @@ absl::StatusOr<int> deviceCount();
 /// "13.0" for CUDA's version number 13000.
 std::string cudaVersionName(int version);
 
+/// The work the calling thread has enqueued on a GPU, by kind, counted
+/// where each piece is issued: kernel launches (at their launch check,
+/// launchStatus in CudaCheck.h, which every launch goes through),
+/// cuBLASLt products, asynchronous copies and memsets, and NCCL calls. The
+/// counts are the thread's, not a context's: a launch check sees no
+/// context, and an executor issues everything from the thread that runs
+/// it, so the difference of total() across a call is the call's work.
+struct IssueCounts {
+  int64_t kernels = 0, matmuls = 0, copies = 0, ncclCalls = 0;
+  int64_t total() const { return kernels + matmuls + copies + ncclCalls; }
+};
+/// The calling thread's counts (never reset: read differences).
+IssueCounts &issueCounts();
+
 /// Device memory (cudaMalloc), freed when destroyed.
 class DeviceBuffer {
 public:

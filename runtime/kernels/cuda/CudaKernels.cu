@@ -230,8 +230,11 @@ __global__ void castKernel(const From *x, To *out, int64_t count) {
 // Layout kernels
 //===----------------------------------------------------------------------===//
 
-__global__ void stridedCopyKernel(const uint32_t *x, uint32_t *out,
-                                  StridedCopy copy, int64_t count) {
+/// The copy of elements of type T (uint16_t or uint32_t: the copy moves
+/// bits, so 16-bit floats, f32 and i32 values alike).
+template <typename T>
+__global__ void stridedCopyKernel(const T *x, T *out, StridedCopy copy,
+                                  int64_t count) {
   TRIAD_GRID_STRIDE(i, count) {
     int64_t rest = i, from = 0, to = copy.outOffset;
     bool inside = true;
@@ -243,7 +246,7 @@ __global__ void stridedCopyKernel(const uint32_t *x, uint32_t *out,
       from += source * copy.xStrides[d];
       to += c * copy.outStrides[d];
     }
-    out[to] = inside ? x[from] : 0u;
+    out[to] = inside ? x[from] : T(0);
   }
 }
 
@@ -1592,10 +1595,18 @@ absl::Status stridedCopy(cudaStream_t stream, const void *x, void *out,
   if (copy.rank < 0 || copy.rank > kMaxRank)
     return absl::InvalidArgumentError(
         "stridedCopy: more dimensions than kMaxRank");
+  if (copy.elementBytes != 2 && copy.elementBytes != 4)
+    return absl::InvalidArgumentError(
+        "stridedCopy: elements of 2 or 4 bytes, not " +
+        std::to_string(copy.elementBytes));
   int64_t count = 1;
   for (int d = 0; d < copy.rank; ++d)
     count *= copy.shape[d];
-  TRIAD_LAUNCH_ELEMENTWISE_ON(stream, stridedCopyKernel, count,
+  if (copy.elementBytes == 2)
+    TRIAD_LAUNCH_ELEMENTWISE_ON(stream, stridedCopyKernel<uint16_t>, count,
+                                static_cast<const uint16_t *>(x),
+                                static_cast<uint16_t *>(out), copy, count);
+  TRIAD_LAUNCH_ELEMENTWISE_ON(stream, stridedCopyKernel<uint32_t>, count,
                               static_cast<const uint32_t *>(x),
                               static_cast<uint32_t *>(out), copy, count);
 }

@@ -44,9 +44,10 @@ enum class DType { F32, BF16, F16, I32 };
 //===----------------------------------------------------------------------===//
 
 /// What cuBLASLt applies to the product before storing it. The bias is a
-/// vector of `n` f32 values added to every row of c (a linear layer's bias);
+/// vector of `n` values added to every row of c (a linear layer's bias);
 /// GeluTanhBias is the tanh approximation of GELU (Activation::GeluTanh),
-/// the only GELU cuBLASLt has.
+/// the only GELU cuBLASLt has. The epilogue runs on the f32 product, and c
+/// is rounded to its type once, after it.
 enum class Epilogue { None, Bias, ReluBias, GeluTanhBias };
 
 struct MatmulShape {
@@ -64,8 +65,18 @@ struct MatmulOptions {
   /// c += product instead of c = product (with Epilogue::None only).
   bool accumulate = false;
   Epilogue epilogue = Epilogue::None;
-  /// `n` f32 values, with the bias epilogues.
-  const float *bias = nullptr;
+  /// `n` values of `biasType` (F32, or outputType), with every epilogue
+  /// but None.
+  const void *bias = nullptr;
+  DType biasType = DType::F32;
+  /// With ReluBias and GeluTanhBias: where the biased product (the
+  /// activation's input, which its gradient reads) also goes, of c's shape
+  /// and outputType; null: nowhere. cuBLASLt writes it with the GELU
+  /// (CUBLASLT_EPILOGUE_GELU_AUX_BIAS) where n is a multiple of 8; its
+  /// ReLU keeps a bit mask instead, so otherwise the product and bias go
+  /// there and the activation kernel reads them back (for 16-bit GELU
+  /// results, from the rounded sum).
+  void *preActivation = nullptr;
 };
 
 /// The product through cuBLASLt (the CPU's cpu::matmul for F32).
@@ -202,7 +213,7 @@ absl::Status select(CudaContext &context, const float *flag, Operand a,
                     Operand b, Result out, int64_t count);
 
 //===----------------------------------------------------------------------===//
-// Layout: strided copies and reductions of 4-byte elements (f32 or i32)
+// Layout: strided copies (of 2- or 4-byte elements) and reductions
 //===----------------------------------------------------------------------===//
 
 /// The most dimensions a strided copy or a sum handles.
@@ -213,9 +224,12 @@ constexpr int kMaxRank = 8;
 /// some c[d] + shift[d] lies outside [0, bound[d]). It expresses the plan's
 /// transpose (permuted strides), slice (shifts), pad (negative shifts and
 /// bounds), broadcast (zero strides) and each part of a concat (an offset
-/// into the result). Sizes, strides and shifts count elements.
+/// into the result). Sizes, strides and shifts count elements, of
+/// `elementBytes` each: 4 for f32 and i32 values, 2 for bf16 and f16 ones
+/// (a copy moves bits, so a 16-bit tensor's layout ops need no f32 copy).
 struct StridedCopy {
   int rank = 0;
+  int elementBytes = 4;
   int64_t shape[kMaxRank] = {};
   int64_t xStrides[kMaxRank] = {};
   int64_t shift[kMaxRank] = {};
@@ -224,8 +238,8 @@ struct StridedCopy {
   int64_t outOffset = 0;
 };
 
-/// The copy `copy` of 4-byte elements; InvalidArgument beyond kMaxRank
-/// dimensions.
+/// The copy `copy`; InvalidArgument beyond kMaxRank dimensions or for
+/// elements of other than 2 or 4 bytes.
 absl::Status stridedCopy(CudaContext &context, const void *x, void *out,
                          const StridedCopy &copy);
 /// The same on `stream` rather than the context's (the CUDA executor packs

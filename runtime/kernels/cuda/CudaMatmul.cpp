@@ -6,7 +6,8 @@
 // column-major c^T = op(b)^T op(a)^T: cuBLASLt's "A" is our b and its "B"
 // our a, each with its own transpose flag, and the result is [n x m]
 // column-major, which is c row-major. A bias of n values is then a vector
-// over the rows of cuBLASLt's result, as its bias epilogues want.
+// over the rows of cuBLASLt's result, as its bias epilogues want, and the
+// GELU's input it keeps (its auxiliary output) has c's layout, n apart.
 //
 //===----------------------------------------------------------------------===//
 
@@ -89,16 +90,20 @@ absl::StatusOr<Layout> makeLayout(DType type, int64_t rows, int64_t cols,
 /// What decides a product's descriptors and algorithm (every byte set: it
 /// is the plan cache's key).
 struct ProductKey {
-  int32_t compute, opA, opB, epilogue, inputType, outputType;
+  int32_t compute, opA, opB, epilogue, inputType, outputType, biasType;
+  /// Whether cuBLASLt writes the GELU's input (GELU_AUX_BIAS).
+  int32_t auxiliary;
   int64_t m, n, k, batch, bStride;
-  uint32_t alignments[4];
+  /// Of our b, a, c (twice: C and D), the bias and the auxiliary output.
+  uint32_t alignments[6];
   uint64_t workspaceBytes;
 };
 
 /// cuBLASLt's descriptors of one product shape and the algorithm its
 /// heuristic chose, kept for the context's life (CudaContext::matmulPlans):
 /// building them and running the heuristic cost more than the product
-/// itself for the plan's small shapes. The bias pointer is set per call.
+/// itself for the plan's small shapes. The bias and auxiliary pointers are
+/// set per call (the heuristic saw pointers of the key's alignments).
 struct ProductPlan {
   Operation operation;
   Layout a, b, c;
@@ -127,15 +132,34 @@ absl::StatusOr<ProductPlan> makePlan(CudaContext &context,
     cublasLtEpilogue_t epilogue =
         options.epilogue == Epilogue::Bias       ? CUBLASLT_EPILOGUE_BIAS
         : options.epilogue == Epilogue::ReluBias ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                                 : CUBLASLT_EPILOGUE_GELU_BIAS;
+        : key.auxiliary ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                        : CUBLASLT_EPILOGUE_GELU_BIAS;
     TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         rawOperation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
         sizeof(epilogue)));
-    if (options.outputType != DType::F32) {
-      cudaDataType_t biasType = CUDA_R_32F;
+    // cuBLASLt's bias defaults to the output's type; a 16-bit product may
+    // add an f32 bias (rounding once, after the sum).
+    cudaDataType_t biasType = cudaType(options.biasType);
+    TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        rawOperation, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+        sizeof(biasType)));
+    TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        rawOperation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &options.bias,
+        sizeof(options.bias)));
+    if (key.auxiliary) {
+      // The GELU's input in c's layout and type (the auxiliary output's
+      // default type is the output's).
+      int64_t leading = n, stride = m * n;
       TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-          rawOperation, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
-          sizeof(biasType)));
+          rawOperation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+          &options.preActivation, sizeof(options.preActivation)));
+      TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+          rawOperation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &leading,
+          sizeof(leading)));
+      if (batch > 1)
+        TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+            rawOperation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE,
+            &stride, sizeof(stride)));
     }
   }
   // Stored shapes, column-major: our b is [n x k] (or [k x n] transposed),
@@ -214,14 +238,18 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
   key.epilogue = static_cast<int32_t>(options.epilogue);
   key.inputType = static_cast<int32_t>(options.inputType);
   key.outputType = static_cast<int32_t>(options.outputType);
+  key.biasType = options.epilogue != Epilogue::None
+                     ? static_cast<int32_t>(options.biasType)
+                     : 0;
+  key.auxiliary = options.preActivation != nullptr;
   key.m = m;
   key.n = n;
   key.k = k;
   key.batch = batch;
   key.bStride = batch > 1 ? bStride : 0;
-  const void *pointers[] = {b, a, c, c};
-  for (int i = 0; i < 4; ++i)
-    key.alignments[i] = alignmentOf(pointers[i]);
+  const void *pointers[] = {b, a, c, c, options.bias, options.preActivation};
+  for (int i = 0; i < 6; ++i)
+    key.alignments[i] = pointers[i] ? alignmentOf(pointers[i]) : 0;
   key.workspaceBytes = context.matmulWorkspaceBytes();
   absl::StatusOr<const std::shared_ptr<void> *> cached =
       context.matmulPlans().get(
@@ -245,7 +273,14 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
         plan.operation.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
         sizeof(bias)));
   }
+  if (key.auxiliary) {
+    void *aux = options.preActivation;
+    TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan.operation.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+        sizeof(aux)));
+  }
   float alpha = 1.0f, beta = options.accumulate ? 1.0f : 0.0f;
+  ++issueCounts().matmuls;
   TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(
       context.cublasLt(), plan.operation.get(), &alpha, b, plan.a.get(), a,
       plan.b.get(), &beta, c, plan.c.get(), c, plan.c.get(), &plan.algo,
@@ -253,21 +288,12 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
   return absl::OkStatus();
 }
 
-} // namespace
-
-absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
-                    const MatmulShape &shape, const MatmulOptions &options) {
-  if (options.outputType != DType::F32 &&
-      options.outputType != options.inputType)
-    return absl::InvalidArgumentError(
-        "matmul: the output is f32 or of the inputs' type");
-  if (options.epilogue != Epilogue::None && !options.bias)
-    return absl::InvalidArgumentError("matmul: a bias epilogue needs a bias");
+/// The products of `shape` with `options` as they are (one cuBLASLt call,
+/// or one per batch element where a transposed lhs does not stack).
+absl::Status products(CudaContext &context, const void *a, const void *b,
+                      void *c, const MatmulShape &shape,
+                      const MatmulOptions &options) {
   int64_t batch = shape.batch, m = shape.m;
-  if (batch <= 0 || m <= 0 || shape.n <= 0 || shape.k <= 0)
-    return absl::OkStatus();
-  if (batch > INT32_MAX)
-    return absl::InvalidArgumentError("matmul: too many products in a batch");
   if (shape.rhsBatched || batch == 1)
     return product(context, a, b, c, batch, m, shape.n, shape.k,
                    shape.transposeA, shape.transposeB, shape.k * shape.n,
@@ -279,14 +305,71 @@ absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
   // Transposed lhs blocks do not stack: one product per batch element.
   int64_t aBytes = m * shape.k * elementBytes(options.inputType);
   int64_t cBytes = m * shape.n * elementBytes(options.outputType);
-  for (int64_t i = 0; i < batch; ++i)
+  MatmulOptions piece = options;
+  for (int64_t i = 0; i < batch; ++i) {
+    if (options.preActivation)
+      piece.preActivation =
+          static_cast<char *>(options.preActivation) + i * cBytes;
     if (absl::Status status =
             product(context, static_cast<const char *>(a) + i * aBytes, b,
                     static_cast<char *>(c) + i * cBytes, 1, m, shape.n, shape.k,
-                    true, shape.transposeB, 0, options);
+                    true, shape.transposeB, 0, piece);
         !status.ok())
       return status;
+  }
   return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
+                    const MatmulShape &shape, const MatmulOptions &options) {
+  if (options.outputType != DType::F32 &&
+      options.outputType != options.inputType)
+    return absl::InvalidArgumentError(
+        "matmul: the output is f32 or of the inputs' type");
+  if (options.epilogue != Epilogue::None &&
+      (!options.bias || (options.biasType != DType::F32 &&
+                         options.biasType != options.outputType)))
+    return absl::InvalidArgumentError(
+        "matmul: an epilogue needs a bias, f32 or of the output's type");
+  if (options.epilogue != Epilogue::None && options.accumulate)
+    return absl::InvalidArgumentError(
+        "matmul: an epilogue does not accumulate into c");
+  bool activation = options.epilogue == Epilogue::ReluBias ||
+                    options.epilogue == Epilogue::GeluTanhBias;
+  if (options.preActivation && !activation)
+    return absl::InvalidArgumentError(
+        "matmul: only an epilogue with an activation keeps its input");
+  int64_t batch = shape.batch, m = shape.m;
+  if (batch <= 0 || m <= 0 || shape.n <= 0 || shape.k <= 0)
+    return absl::OkStatus();
+  if (batch > INT32_MAX)
+    return absl::InvalidArgumentError("matmul: too many products in a batch");
+  if (!options.preActivation)
+    return products(context, a, b, c, shape, options);
+  // cuBLASLt keeps the GELU's input where its leading dimension (n) is a
+  // multiple of 8 and it has an algorithm for it; otherwise, and for the
+  // ReLU (whose auxiliary output is a bit mask), the biased product goes to
+  // the pre-activation and the activation kernel reads it back.
+  if (options.epilogue == Epilogue::GeluTanhBias && shape.n % 8 == 0) {
+    absl::Status status = products(context, a, b, c, shape, options);
+    if (!absl::IsUnimplemented(status))
+      return status;
+  }
+  MatmulOptions biased = options;
+  biased.epilogue = Epilogue::Bias;
+  biased.preActivation = nullptr;
+  if (absl::Status status =
+          products(context, a, b, options.preActivation, shape, biased);
+      !status.ok())
+    return status;
+  return cuda::activation(context,
+                          options.epilogue == Epilogue::ReluBias
+                              ? Activation::Relu
+                              : Activation::GeluTanh,
+                          Operand{options.preActivation, options.outputType},
+                          Result{c, options.outputType}, batch * m * shape.n);
 }
 
 } // namespace triad::rt::cuda

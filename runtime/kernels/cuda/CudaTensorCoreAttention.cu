@@ -8,7 +8,13 @@
 // theirs with q and k), and softmax runs in f32. For a bf16 or f16 plan the
 // operands are 16-bit values already, so only the probabilities and score
 // gradients round; this is the arithmetic of PyTorch's and cuDNN's fused
-// attention in 16 bits.
+// attention in 16 bits. The kernels read their tensors either as f32
+// (rounded as their tiles load, the results written in f32) or in the
+// products' own 16-bit type (a 16-bit plan's values as they are, each
+// result rounded once as it is stored): since rounding a widened 16-bit
+// value gives it back, and a result rounds the f32 value the f32 store
+// would write, the two give the same bits as widening the operands first
+// and rounding the results after.
 //
 // Every kernel has 4 warps; a block owns 64 rows (query rows for the
 // forward and dq, keys for dk and dv) and each warp 16 of them, one mma
@@ -37,16 +43,20 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/kernels/cuda/CudaAttentionCommon.cuh"
+#include "runtime/kernels/cuda/CudaElementAccess.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace triad::rt::cuda::attention_detail {
 
 namespace {
+
+using element_access::convert;
 
 /// Rows of a block, and keys (or query rows) of a tile.
 constexpr int kTile = 64;
@@ -220,35 +230,89 @@ __device__ __forceinline__ void accumulate(float (&acc)[kD / 8][4],
 
 /// Copies rows [0, validRows) of a tile (row r at src + r * srcStride, its
 /// first `width` columns) into shared memory as T, row r at dst + r *
-/// kStride; other rows and the columns from `width` to kD are zeros. With
-/// `vector` (width a multiple of 4, rows 16-byte aligned) it reads float4s.
-/// Every thread of the block takes part.
-template <typename T, int kD>
-__device__ __forceinline__ void loadTile(T *dst, const float *src,
+/// kStride; other rows and the columns from `width` to kD are zeros. The
+/// tile is stored as S: f32 (rounded to T here) or T itself (its bits
+/// copied). With `vector` (width a multiple of 4, rows aligned to 4
+/// elements of S) it reads 4 elements at once. Every thread of the block
+/// takes part.
+template <typename T, int kD, typename S>
+__device__ __forceinline__ void loadTile(T *dst, const S *src,
                                          int64_t srcStride, int validRows,
                                          int width, bool vector) {
+  static_assert(std::is_same_v<S, float> || std::is_same_v<S, T>,
+                "tiles are stored as f32 or as the products' type");
   constexpr int kQuads = kD / 4;
 #pragma unroll 4
   for (int unit = threadIdx.x; unit < kTile * kQuads; unit += kThreads) {
     const int r = unit / kQuads, c = 4 * (unit % kQuads);
-    float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (r < validRows) {
-      const float *row = src + r * srcStride;
-      if (vector) {
-        if (c < width) {
-          const float4 v = *reinterpret_cast<const float4 *>(row + c);
-          x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
-        }
-      } else {
+    uint2 packed = {0u, 0u}; // zeros in either 16-bit type
+    if constexpr (std::is_same_v<S, float>) {
+      float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (r < validRows) {
+        const float *row = src + r * srcStride;
+        if (vector) {
+          if (c < width) {
+            const float4 v = *reinterpret_cast<const float4 *>(row + c);
+            x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+          }
+        } else {
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (c + e < width)
-            x[e] = row[c + e];
+          for (int e = 0; e < 4; ++e)
+            if (c + e < width)
+              x[e] = row[c + e];
+        }
+      }
+      packed = {pack<T>(x[0], x[1]), pack<T>(x[2], x[3])};
+    } else {
+      if (r < validRows) {
+        const auto *row =
+            reinterpret_cast<const uint16_t *>(src + r * srcStride);
+        if (vector) {
+          if (c < width)
+            packed = *reinterpret_cast<const uint2 *>(row + c);
+        } else {
+          uint32_t bits[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (c + e < width)
+              bits[e] = row[c + e];
+          packed = {bits[0] | bits[1] << 16, bits[2] | bits[3] << 16};
+        }
       }
     }
-    uint2 packed = {pack<T>(x[0], x[1]), pack<T>(x[2], x[3])};
     *reinterpret_cast<uint2 *>(dst + r * kStride<kD> + c) = packed;
   }
+}
+
+/// An element of a stored tensor (f32, or a 16-bit type) as f32, and an
+/// f32 value stored in the tensor's type (rounded to nearest even, as
+/// cast rounds).
+template <typename S> __device__ __forceinline__ float widen(S x) {
+  if constexpr (std::is_same_v<S, float>)
+    return x;
+  else
+    return convert<S, float>(x);
+}
+template <typename S> __device__ __forceinline__ S narrow(float x) {
+  if constexpr (std::is_same_v<S, float>)
+    return x;
+  else
+    return convert<float, S>(x);
+}
+
+/// Where the rows of one (sample, head) start in a packed tensor of
+/// element type S and how far apart they are (HeadRows, of any type).
+template <typename S> struct RowsOf {
+  const S *base;
+  int64_t stride;
+};
+template <typename S>
+__device__ __forceinline__ RowsOf<S> rowsOf(const S *tensor, int64_t b,
+                                            int64_t seq, int headCount,
+                                            int head, int headDim) {
+  int64_t stride = static_cast<int64_t>(headCount) * headDim;
+  return {tensor + b * seq * stride + static_cast<int64_t>(head) * headDim,
+          stride};
 }
 
 /// The two rows of a warp's tile that a lane holds (g and g + 8) and its
@@ -262,11 +326,12 @@ __device__ __forceinline__ LaneTile laneTile() {
 }
 
 /// Writes a warp's 16 x kD accumulators, times `factor`, to dst (the warp's
-/// row r at dst + r * stride): rows [0, validRows), columns [0, width).
-template <int kD>
-__device__ __forceinline__ void
-storeRows(const float (&acc)[kD / 8][4], float *dst, int64_t stride,
-          int validRows, int width, float factor) {
+/// row r at dst + r * stride, of element type S): rows [0, validRows),
+/// columns [0, width).
+template <int kD, typename S>
+__device__ __forceinline__ void storeRows(const float (&acc)[kD / 8][4], S *dst,
+                                          int64_t stride, int validRows,
+                                          int width, float factor) {
   const LaneTile lane = laneTile();
 #pragma unroll
   for (int n = 0; n < kD / 8; ++n)
@@ -274,7 +339,7 @@ storeRows(const float (&acc)[kD / 8][4], float *dst, int64_t stride,
     for (int e = 0; e < 4; ++e) {
       const int r = lane.row + e / 2 * 8, d = 8 * n + lane.column + e % 2;
       if (r < validRows && d < width)
-        dst[r * stride + d] = acc[n][e] * factor;
+        dst[r * stride + d] = narrow<S>(acc[n][e] * factor);
     }
 }
 
@@ -303,13 +368,19 @@ template <typename T, int kD> constexpr size_t forwardBytes() {
   return sizeof(T) * 3 * kTileElements<kD>;
 }
 
+/// The tensors of one call, of element type S (f32 or the products' type);
+/// those a kernel does not use are null.
+template <typename S> struct Tensors {
+  const S *q, *k, *v, *dout;
+  S *out, *dq, *dk, *dv;
+};
+
 /// Grid: (query tiles, heads, batch). Lane (g, t) of warp w holds query
 /// rows 16 w + g and 16 w + g + 8 of the block: their running maxima and
 /// (its share of the) sums, and their output accumulators.
-template <typename T, int kD, bool kStats>
+template <typename T, typename S, int kD, bool kStats>
 __global__ void __launch_bounds__(kThreads)
-    tensorCoreForwardKernel(AttentionParams p, float *out, const float *dout,
-                            RowStats stats) {
+    tensorCoreForwardKernel(AttentionParams p, Tensors<S> x, RowStats stats) {
 #if TRIAD_TENSOR_CORES
   extern __shared__ __align__(128) unsigned char shared[];
   T *qTile = reinterpret_cast<T *>(shared);
@@ -321,11 +392,11 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int kvHead = h / (p.heads / p.kvHeads);
   const Visibility vis = visibility(p, b);
-  const HeadRows qRows = headRows(p.q, b, p.querySeq, p.heads, h, p.headDim);
-  const HeadRows kRows =
-      headRows(p.k, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
-  const HeadRows vRows =
-      headRows(p.v, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
+  const RowsOf<S> qRows = rowsOf(x.q, b, p.querySeq, p.heads, h, p.headDim);
+  const RowsOf<S> kRows =
+      rowsOf(x.k, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
+  const RowsOf<S> vRows =
+      rowsOf(x.v, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
   loadTile<T, kD>(qTile, qRows.base + row0 * qRows.stride, qRows.stride,
                   static_cast<int>(min64(kTile, p.querySeq - row0)), p.headDim,
                   p.vector);
@@ -389,7 +460,7 @@ __global__ void __launch_bounds__(kThreads)
         acc[n][e] *= rescale[e / 2];
     accumulate<T, kD>(acc, s, vTile);
   }
-  const int64_t offset = qRows.base - p.q;
+  const int64_t offset = qRows.base - x.q;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float total = rowSum(runningSum[r]);
@@ -403,7 +474,8 @@ __global__ void __launch_bounds__(kThreads)
           for (int e = 0; e < 2; ++e) {
             const int d = 8 * n + lane.column + e;
             if (d < p.headDim)
-              out[offset + i * qRows.stride + d] = acc[n][2 * r + e] * inverse;
+              x.out[offset + i * qRows.stride + d] =
+                  narrow<S>(acc[n][2 * r + e] * inverse);
           }
     } else {
       float delta = 0.0f;
@@ -414,7 +486,7 @@ __global__ void __launch_bounds__(kThreads)
           for (int e = 0; e < 2; ++e) {
             const int d = 8 * n + lane.column + e;
             if (d < p.headDim)
-              delta += dout[offset + i * qRows.stride + d] *
+              delta += widen(x.dout[offset + i * qRows.stride + d]) *
                        (acc[n][2 * r + e] * inverse);
           }
       delta = rowSum(delta);
@@ -440,10 +512,9 @@ template <typename T, int kD> constexpr size_t queryGradBytes() {
 }
 
 /// Grid: (query tiles, heads, batch). Lanes hold rows as in the forward.
-template <typename T, int kD>
+template <typename T, typename S, int kD>
 __global__ void __launch_bounds__(kThreads)
-    tensorCoreGradQueryKernel(AttentionParams p, const float *dout,
-                              RowStats stats, float *dq) {
+    tensorCoreGradQueryKernel(AttentionParams p, Tensors<S> x, RowStats stats) {
 #if TRIAD_TENSOR_CORES
   extern __shared__ __align__(128) unsigned char shared[];
   T *qTile = reinterpret_cast<T *>(shared);
@@ -456,17 +527,17 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int kvHead = h / (p.heads / p.kvHeads);
   const Visibility vis = visibility(p, b);
-  const HeadRows qRows = headRows(p.q, b, p.querySeq, p.heads, h, p.headDim);
-  const HeadRows kRows =
-      headRows(p.k, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
-  const HeadRows vRows =
-      headRows(p.v, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
-  const int64_t rowOffset = (qRows.base - p.q) + row0 * qRows.stride;
+  const RowsOf<S> qRows = rowsOf(x.q, b, p.querySeq, p.heads, h, p.headDim);
+  const RowsOf<S> kRows =
+      rowsOf(x.k, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
+  const RowsOf<S> vRows =
+      rowsOf(x.v, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
+  const int64_t rowOffset = (qRows.base - x.q) + row0 * qRows.stride;
   const int validRows = static_cast<int>(min64(kTile, p.querySeq - row0));
-  loadTile<T, kD>(qTile, p.q + rowOffset, qRows.stride, validRows, p.headDim,
+  loadTile<T, kD>(qTile, x.q + rowOffset, qRows.stride, validRows, p.headDim,
                   p.vector);
-  loadTile<T, kD>(doTile, dout + rowOffset, qRows.stride, validRows, p.headDim,
-                  p.vector);
+  loadTile<T, kD>(doTile, x.dout + rowOffset, qRows.stride, validRows,
+                  p.headDim, p.vector);
 
   const int warp = threadIdx.x / 32;
   const LaneTile lane = laneTile();
@@ -517,7 +588,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     accumulate<T, kD>(acc, s, kTileShared);
   }
-  storeRows<kD>(acc, dq + rowOffset + warp * kWarpRows * qRows.stride,
+  storeRows<kD>(acc, x.dq + rowOffset + warp * kWarpRows * qRows.stride,
                 qRows.stride, warpRows(p.querySeq, row0, warp), p.headDim,
                 p.scale);
 #else
@@ -536,10 +607,10 @@ template <typename T, int kD> constexpr size_t keyGradBytes() {
 /// Grid: (key tiles, kv heads, batch). Lane (g, t) of warp w holds keys 16
 /// w + g and 16 w + g + 8 of the block, and the transposed scores of those
 /// keys against a query tile.
-template <typename T, int kD>
+template <typename T, typename S, int kD>
 __global__ void __launch_bounds__(kThreads)
-    tensorCoreGradKeyValueKernel(AttentionParams p, const float *dout,
-                                 RowStats stats, float *dk, float *dv) {
+    tensorCoreGradKeyValueKernel(AttentionParams p, Tensors<S> x,
+                                 RowStats stats) {
 #if TRIAD_TENSOR_CORES
   extern __shared__ __align__(128) unsigned char shared[];
   T *kTileShared = reinterpret_cast<T *>(shared);
@@ -554,10 +625,10 @@ __global__ void __launch_bounds__(kThreads)
   const int kvHead = blockIdx.y;
   const int64_t key0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const Visibility vis = visibility(p, b);
-  const HeadRows kRows =
-      headRows(p.k, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
-  const HeadRows vRows =
-      headRows(p.v, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
+  const RowsOf<S> kRows =
+      rowsOf(x.k, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
+  const RowsOf<S> vRows =
+      rowsOf(x.v, b, p.keySeq, p.kvHeads, kvHead, p.headDim);
   const int blockKeys = static_cast<int>(min64(kTile, p.keySeq - key0));
   loadTile<T, kD>(kTileShared, kRows.base + key0 * kRows.stride, kRows.stride,
                   blockKeys, p.headDim, p.vector);
@@ -582,14 +653,14 @@ __global__ void __launch_bounds__(kThreads)
   for (int g = 0; g < group; ++g) {
     const int h = kvHead * group + g;
     const float slope = alibi ? p.alibiSlopes[h] : 0.0f;
-    const HeadRows qRows = headRows(p.q, b, p.querySeq, p.heads, h, p.headDim);
+    const RowsOf<S> qRows = rowsOf(x.q, b, p.querySeq, p.heads, h, p.headDim);
     for (int64_t row0 = firstTile; row0 < p.querySeq; row0 += kTile) {
       const int validRows = static_cast<int>(min64(kTile, p.querySeq - row0));
-      const int64_t rowOffset = (qRows.base - p.q) + row0 * qRows.stride;
+      const int64_t rowOffset = (qRows.base - x.q) + row0 * qRows.stride;
       __syncthreads(); // the last query tile is used up
-      loadTile<T, kD>(qTile, p.q + rowOffset, qRows.stride, validRows,
+      loadTile<T, kD>(qTile, x.q + rowOffset, qRows.stride, validRows,
                       p.headDim, p.vector);
-      loadTile<T, kD>(doTile, dout + rowOffset, qRows.stride, validRows,
+      loadTile<T, kD>(doTile, x.dout + rowOffset, qRows.stride, validRows,
                       p.headDim, p.vector);
       for (int r = threadIdx.x; r < kTile; r += kThreads) {
         const int64_t at = (b * p.heads + h) * p.querySeq + row0 + r;
@@ -630,10 +701,10 @@ __global__ void __launch_bounds__(kThreads)
   }
   const int validKeys = warpRows(p.keySeq, key0, warp);
   const int64_t keyOffset =
-      (kRows.base - p.k) + (key0 + warp * kWarpRows) * kRows.stride;
-  storeRows<kD>(dvAcc, dv + keyOffset, kRows.stride, validKeys, p.headDim,
+      (kRows.base - x.k) + (key0 + warp * kWarpRows) * kRows.stride;
+  storeRows<kD>(dvAcc, x.dv + keyOffset, kRows.stride, validKeys, p.headDim,
                 1.0f);
-  storeRows<kD>(dkAcc, dk + keyOffset, kRows.stride, validKeys, p.headDim,
+  storeRows<kD>(dkAcc, x.dk + keyOffset, kRows.stride, validKeys, p.headDim,
                 p.scale);
 #else
   __trap();
@@ -644,36 +715,34 @@ __global__ void __launch_bounds__(kThreads)
 // Launches
 //===----------------------------------------------------------------------===//
 
-template <typename T, int kD>
+template <typename T, typename S, int kD>
 absl::Status forwardOf(CudaContext &context, const AttentionParams &params,
-                       int64_t batch, float *out, const float *dout,
+                       int64_t batch, const Tensors<S> &x,
                        const RowStats *stats) {
   dim3 grid(tiles(params.querySeq, kTile), static_cast<unsigned>(params.heads),
             static_cast<unsigned>(batch));
   constexpr size_t bytes = forwardBytes<T, kD>();
   if (stats)
-    return launch(context, tensorCoreForwardKernel<T, kD, true>,
+    return launch(context, tensorCoreForwardKernel<T, S, kD, true>,
                   "tensorCoreForwardKernel (statistics)", grid, bytes, params,
-                  out, dout, *stats);
-  return launch(context, tensorCoreForwardKernel<T, kD, false>,
-                "tensorCoreForwardKernel", grid, bytes, params, out, dout,
-                RowStats{});
+                  x, *stats);
+  return launch(context, tensorCoreForwardKernel<T, S, kD, false>,
+                "tensorCoreForwardKernel", grid, bytes, params, x, RowStats{});
 }
 
-template <typename T, int kD>
+template <typename T, typename S, int kD>
 absl::Status backwardOf(CudaContext &context, const AttentionParams &params,
-                        int64_t batch, const float *dout, const RowStats &stats,
-                        float *dq, float *dk, float *dv) {
-  if (absl::Status s =
-          forwardOf<T, kD>(context, params, batch, nullptr, dout, &stats);
+                        int64_t batch, const Tensors<S> &x,
+                        const RowStats &stats) {
+  if (absl::Status s = forwardOf<T, S, kD>(context, params, batch, x, &stats);
       !s.ok())
     return s;
   dim3 queryGrid(tiles(params.querySeq, kTile),
                  static_cast<unsigned>(params.heads),
                  static_cast<unsigned>(batch));
-  if (absl::Status s = launch(context, tensorCoreGradQueryKernel<T, kD>,
+  if (absl::Status s = launch(context, tensorCoreGradQueryKernel<T, S, kD>,
                               "tensorCoreGradQueryKernel", queryGrid,
-                              queryGradBytes<T, kD>(), params, dout, stats, dq);
+                              queryGradBytes<T, kD>(), params, x, stats);
       !s.ok())
     return s;
   if (params.keySeq == 0)
@@ -681,34 +750,68 @@ absl::Status backwardOf(CudaContext &context, const AttentionParams &params,
   dim3 keyGrid(tiles(params.keySeq, kTile),
                static_cast<unsigned>(params.kvHeads),
                static_cast<unsigned>(batch));
-  return launch(context, tensorCoreGradKeyValueKernel<T, kD>,
+  return launch(context, tensorCoreGradKeyValueKernel<T, S, kD>,
                 "tensorCoreGradKeyValueKernel", keyGrid, keyGradBytes<T, kD>(),
-                params, dout, stats, dk, dv);
+                params, x, stats);
+}
+
+/// A type to dispatch on (the element type tensors are stored in).
+template <typename S> struct Stored { using type = S; };
+
+/// The tensors of `tensors` as S.
+template <typename S> Tensors<S> tensorsAs(const TensorCoreTensors &tensors) {
+  return {
+      static_cast<const S *>(tensors.q), static_cast<const S *>(tensors.k),
+      static_cast<const S *>(tensors.v), static_cast<const S *>(tensors.dout),
+      static_cast<S *>(tensors.out),     static_cast<S *>(tensors.dq),
+      static_cast<S *>(tensors.dk),      static_cast<S *>(tensors.dv)};
 }
 
 /// The launches for the head-dimension class (32, 64 or 128) of a shape
-/// tensorCoresTake took.
+/// tensorCoresTake took, on tensors stored as f32 or as T.
 template <typename T>
 absl::Status forwardByHead(CudaContext &context, const AttentionParams &params,
-                           int64_t batch, float *out, const float *dout,
+                           int64_t batch, const TensorCoreTensors &tensors,
                            const RowStats *stats) {
-  if (params.headDim <= 32)
-    return forwardOf<T, 32>(context, params, batch, out, dout, stats);
-  if (params.headDim <= 64)
-    return forwardOf<T, 64>(context, params, batch, out, dout, stats);
-  return forwardOf<T, 128>(context, params, batch, out, dout, stats);
+  auto run = [&](auto stored) -> absl::Status {
+    using S = typename decltype(stored)::type;
+    Tensors<S> x = tensorsAs<S>(tensors);
+    if (params.headDim <= 32)
+      return forwardOf<T, S, 32>(context, params, batch, x, stats);
+    if (params.headDim <= 64)
+      return forwardOf<T, S, 64>(context, params, batch, x, stats);
+    return forwardOf<T, S, 128>(context, params, batch, x, stats);
+  };
+  if (tensors.storage == DType::F32)
+    return run(Stored<float>{});
+  return run(Stored<T>{});
 }
 
 template <typename T>
 absl::Status backwardByHead(CudaContext &context, const AttentionParams &params,
-                            int64_t batch, const float *dout,
-                            const RowStats &stats, float *dq, float *dk,
-                            float *dv) {
-  if (params.headDim <= 32)
-    return backwardOf<T, 32>(context, params, batch, dout, stats, dq, dk, dv);
-  if (params.headDim <= 64)
-    return backwardOf<T, 64>(context, params, batch, dout, stats, dq, dk, dv);
-  return backwardOf<T, 128>(context, params, batch, dout, stats, dq, dk, dv);
+                            int64_t batch, const TensorCoreTensors &tensors,
+                            const RowStats &stats) {
+  auto run = [&](auto stored) -> absl::Status {
+    using S = typename decltype(stored)::type;
+    Tensors<S> x = tensorsAs<S>(tensors);
+    if (params.headDim <= 32)
+      return backwardOf<T, S, 32>(context, params, batch, x, stats);
+    if (params.headDim <= 64)
+      return backwardOf<T, S, 64>(context, params, batch, x, stats);
+    return backwardOf<T, S, 128>(context, params, batch, x, stats);
+  };
+  if (tensors.storage == DType::F32)
+    return run(Stored<float>{});
+  return run(Stored<T>{});
+}
+
+/// InvalidArgument unless the tensors are stored as f32 or as `products`.
+absl::Status checkStorage(const TensorCoreTensors &tensors, DType products) {
+  if (tensors.storage == DType::F32 || tensors.storage == products)
+    return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "tensor-core attention reads f32 tensors or tensors of its products' "
+      "type");
 }
 
 } // namespace
@@ -728,24 +831,26 @@ bool tensorCoresTake(const cpu::AttentionShape &shape, DType products) {
 
 absl::Status tensorCoreForward(CudaContext &context,
                                const AttentionParams &params, int64_t batch,
-                               DType products, float *out, const float *dout,
+                               DType products, const TensorCoreTensors &tensors,
                                const RowStats *stats) {
+  if (absl::Status s = checkStorage(tensors, products); !s.ok())
+    return s;
   if (products == DType::BF16)
-    return forwardByHead<__nv_bfloat16>(context, params, batch, out, dout,
-                                        stats);
-  return forwardByHead<__half>(context, params, batch, out, dout, stats);
+    return forwardByHead<__nv_bfloat16>(context, params, batch, tensors, stats);
+  return forwardByHead<__half>(context, params, batch, tensors, stats);
 }
 
 absl::Status tensorCoreBackward(CudaContext &context,
                                 const AttentionParams &params, int64_t batch,
-                                DType products, const float *dout,
-                                const RowStats &stats, float *dq, float *dk,
-                                float *dv) {
+                                DType products,
+                                const TensorCoreTensors &tensors,
+                                const RowStats &stats) {
+  if (absl::Status s = checkStorage(tensors, products); !s.ok())
+    return s;
   if (products == DType::BF16)
-    return backwardByHead<__nv_bfloat16>(context, params, batch, dout, stats,
-                                         dq, dk, dv);
-  return backwardByHead<__half>(context, params, batch, dout, stats, dq, dk,
-                                dv);
+    return backwardByHead<__nv_bfloat16>(context, params, batch, tensors,
+                                         stats);
+  return backwardByHead<__half>(context, params, batch, tensors, stats);
 }
 
 } // namespace triad::rt::cuda::attention_detail
