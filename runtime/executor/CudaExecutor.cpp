@@ -779,16 +779,20 @@ bool CudaExecutor::runsTyped(const plan::Instr &instr) const {
   default:
     return false;
   }
-  // The memory planner never places a result on an operand's bytes; a
-  // hand-made plan might, and element i of a 16-bit result written over
-  // an f32 operand would land on elements another thread has yet to read.
-  // (A result that is an operand itself is read and written in one type,
-  // as the f32 kernel reads and writes it.)
+  // Element i of a 16-bit result written over an f32 operand would land on
+  // elements another thread has yet to read. (A result that is an operand
+  // itself is read and written in one type, as the f32 kernel reads and
+  // writes it.)
+  return !resultOverlapsOperand(instr, /*inPlace=*/true);
+}
+
+bool CudaExecutor::resultOverlapsOperand(const plan::Instr &instr,
+                                         bool inPlace) const {
   for (uint32_t out : *instr.outputs())
     for (uint32_t in : *instr.inputs())
-      if (out != in && mayOverlap(value(out), value(in)))
-        return false;
-  return true;
+      if (!(inPlace && out == in) && mayOverlap(value(out), value(in)))
+        return true;
+  return false;
 }
 
 bool CudaExecutor::copiesBits(const plan::Instr &instr) const {
@@ -811,11 +815,7 @@ bool CudaExecutor::copiesBits(const plan::Instr &instr) const {
   for (uint32_t in : *instr.inputs())
     if (value(in).dtype() != type)
       return false;
-  for (uint32_t out : *instr.outputs())
-    for (uint32_t in : *instr.inputs())
-      if (out != in && mayOverlap(value(out), value(in)))
-        return false;
-  return true;
+  return !resultOverlapsOperand(instr, /*inPlace=*/true);
 }
 
 bool CudaExecutor::attentionIn16Bit(const plan::Instr &instr) const {
@@ -844,11 +844,7 @@ bool CudaExecutor::attentionIn16Bit(const plan::Instr &instr) const {
     return false;
   // As for runsTyped: a result that shares bytes with an operand keeps the
   // f32 copies.
-  for (uint32_t out : *instr.outputs())
-    for (uint32_t in : *instr.inputs())
-      if (mayOverlap(value(out), value(in)))
-        return false;
-  return true;
+  return !resultOverlapsOperand(instr, /*inPlace=*/false);
 }
 
 bool CudaExecutor::runsIn16Bit(const plan::Instr &instr) const {

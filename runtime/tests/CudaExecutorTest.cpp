@@ -124,6 +124,28 @@ BothResults runBoth(const std::string &bytes,
   return results;
 }
 
+/// The kernels one run of function "f" of `bytes` with `args` launches on
+/// the GPU (-1, and a failure, when it cannot run).
+int64_t kernelsOfARun(const std::string &bytes,
+                      const std::vector<HostTensor> &args) {
+  absl::StatusOr<LoadedPlan> loaded = loadPlanFromBytes(bytes, "test.plan");
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
+      loaded.ok()
+          ? CudaExecutor::create(*loaded, 0, 5)
+          : absl::StatusOr<std::unique_ptr<CudaExecutor>>(loaded.status());
+  if (!gpu.ok()) {
+    ADD_FAILURE() << gpu.status();
+    return -1;
+  }
+  int64_t before = cuda::issueCounts().kernels;
+  if (absl::StatusOr<std::vector<HostTensor>> results = (*gpu)->run("f", args);
+      !results.ok()) {
+    ADD_FAILURE() << results.status();
+    return -1;
+  }
+  return cuda::issueCounts().kernels - before;
+}
+
 /// Every result bit-identical (NaN equal to NaN).
 void expectIdentical(const BothResults &results) {
   ASSERT_FALSE(results.cpu.empty());
@@ -214,14 +236,7 @@ TEST(CudaExecutor, SixteenBitLayoutOpsMatchTheCpuExactly) {
     SKIP_WITHOUT_GPU();
     expectIdentical(results);
 
-    absl::StatusOr<LoadedPlan> loaded = loadPlanFromBytes(bytes, "test.plan");
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
-        CudaExecutor::create(*loaded, 0, 5);
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
-    int64_t kernelsBefore = cuda::issueCounts().kernels;
-    ASSERT_TRUE((*gpu)->run("f", {xArg, yArg, rArg}).ok());
-    EXPECT_EQ(cuda::issueCounts().kernels - kernelsBefore, 6)
+    EXPECT_EQ(kernelsOfARun(bytes, {xArg, yArg, rArg}), 6)
         << "a layout op of 16-bit values widened them";
   }
 }
@@ -275,14 +290,7 @@ TEST(CudaExecutor, SixteenBitAttentionRunsOnItsValuesAsTheyAre) {
             << names[r] << ", element " << i << ": gpu " << gpu[i] << ", cpu "
             << cpu[i];
     }
-    absl::StatusOr<LoadedPlan> loaded = loadPlanFromBytes(bytes, "test.plan");
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
-        CudaExecutor::create(*loaded, 0, 5);
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
-    int64_t kernelsBefore = cuda::issueCounts().kernels;
-    ASSERT_TRUE((*gpu)->run("f", args).ok());
-    EXPECT_EQ(cuda::issueCounts().kernels - kernelsBefore, 1 + 3)
+    EXPECT_EQ(kernelsOfARun(bytes, args), 1 + 3)
         << "attention widened its 16-bit values";
   }
 }
