@@ -397,8 +397,9 @@ sizes_of() {
 # Training throughput on the larger plans, next to PyTorch on the same
 # model, batch and GPU in this run: Triad f32 (TF32 off) against PyTorch f32
 # (TF32 off) eager, and PyTorch's bf16 autocast eager and compiled for
-# reference (Triad's bf16 plans do not compile yet). MFU counts 6 N +
-# 12 L h s FLOPs per token against the GPU's dense peak of the precision.
+# reference (TRIAD_BUNDLE_MODELS may name Triad's bf16 plans too). MFU
+# counts 6 N + 12 L h s FLOPs per token against the GPU's dense peak of the
+# precision.
 # Beside Triad's tokens/s: its launches per step (kernels, cuBLASLt
 # products, copies, NCCL calls) and the host's milliseconds per step in the
 # executor's calls (not waiting for the GPU), medians of the same steps.
