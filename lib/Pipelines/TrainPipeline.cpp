@@ -194,6 +194,7 @@ void triad::buildTrainPipeline(OpPassManager &pm,
     CostReportOptions report;
     report.file = options.costReport;
     report.ops = true;
+    report.fusedEpilogues = options.fuseEpilogues;
     pm.addPass(createCostReport(report));
   }
   if (options.pp > 1) {

@@ -9,6 +9,8 @@
 
 #include "passes/Reports/Passes.h"
 
+#include "passes/Lowering/EpilogueFusion.h"
+
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Triad/TriadOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -72,12 +74,35 @@ struct CostReportPass : triad::impl::CostReportBase<CostReportPass> {
     }
     llvm::raw_ostream &os = output->os();
     for (auto func : module.getOps<func::FuncOp>()) {
+      // The bytes of the ops the lowering fuses into a product's epilogue:
+      // the add reads its bias (the product's bytes count the result it
+      // writes), the activation writes the sum where the kernel keeps it.
+      llvm::DenseMap<Operation *, double> fusedBytes;
+      if (fusedEpilogues) {
+        // As the lowering's test, without its in-place updates: an
+        // assignment or an op of another dialect stops a group.
+        auto writesInPlace = [](Operation *op) {
+          return isa<AssignOp>(op) || !isa<TriadDialect>(op->getDialect());
+        };
+        for (const FusedEpilogue &group :
+             findFusedEpilogues(func, writesInPlace)) {
+          Type bias = group.bias().getType(),
+               sum = group.preActivation().getType();
+          fusedBytes[group.biasAdd] = tensorBytes(TypeRange(bias));
+          if (group.activation)
+            fusedBytes[group.activation] =
+                group.keepsPreActivation ? tensorBytes(TypeRange(sum)) : 0.0;
+        }
+      }
       // The parts in the order of their first op.
       llvm::MapVector<std::string, Part, std::map<std::string, unsigned>> parts;
       func.walk([&](Operation *op) {
         if (auto costed = dyn_cast<CostOpInterface>(op)) {
           Part &part = parts[partOf(op)];
-          double flops = costed.getFlops(), bytes = costed.getBytes();
+          auto fused = fusedBytes.find(op);
+          double flops = costed.getFlops(), bytes = fused != fusedBytes.end()
+                                                        ? fused->second
+                                                        : costed.getBytes();
           part.flops += flops;
           part.bytes += bytes;
           ++part.ops;
@@ -90,6 +115,8 @@ struct CostReportPass : triad::impl::CostReportBase<CostReportPass> {
             line << llvm::formatv(" {0} batch={1} m={2} n={3} k={4}",
                                   kindName(c->kind), c->batch, c->m, c->n,
                                   c->k);
+          if (fused != fusedBytes.end())
+            line << " fused";
           line << "\n";
           return;
         }

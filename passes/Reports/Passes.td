@@ -101,6 +101,12 @@ def CostReport : Pass<"triad-cost-report", "::mlir::ModuleOp"> {
     writes it from there, as the planner (triad-plan) reads it. The IR is
     not changed. Output goes to stdout, or to `file`.
 
+    With `fused-epilogues` (the default, as `--triad-lower-to-rt` fuses
+    them), the bias add and activation that the lowering runs in a
+    product's epilogue (EpilogueFusion.h) move no bytes of their own but
+    their bias and the pre-activation the kernel keeps; their lines end in
+    `fused`.
+
     Example (`triad-gen --preset tiny --layers 1`, after autodiff and the
     partition at tp 2, with `ops`):
 
@@ -117,6 +123,9 @@ def CostReport : Pass<"triad-cost-report", "::mlir::ModuleOp"> {
            "Where to write the report ('-': stdout)">,
     Option<"ops", "ops", "bool", "false",
            "List every op of every part, not only the parts' totals">,
+    Option<"fusedEpilogues", "fused-epilogues", "bool", "true",
+           "Count the bias adds and activations the lowering fuses into "
+           "their products' epilogues as the fused kernel moves them">,
   ];
   let dependentDialects = ["::triad::TriadDialect"];
 }

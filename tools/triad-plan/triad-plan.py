@@ -1000,8 +1000,8 @@ class CompiledMemory:
 
 
 COST_OP = re.compile(r"^    (\S+) (?:flops=(\d+) bytes=(\d+)(?: (\w+) batch=(\d+) "
-                     r"m=(\d+) n=(\d+) k=(\d+))?|bytes=(\d+) over \[(.*)\] "
-                     r"ranks=(\d+))$")
+                     r"m=(\d+) n=(\d+) k=(\d+))?(?: fused)?|bytes=(\d+) over "
+                     r"\[(.*)\] ranks=(\d+))$")
 
 
 def cost_report(text, function="microbatch_step"):

@@ -84,3 +84,22 @@ func.func @step(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>,
   %s = triad.add %g#0, %y#1 : tensor<2x8x16xf32>, tensor<2x8x16xf32>
   return %s : tensor<2x8x16xf32>
 }
+
+// A product whose bias add and tanh GELU the lowering fuses into its
+// epilogue: the add reads only its bias (256 f32), the GELU writes only the
+// biased sum the backward reads (512 tokens x 256); the product's bytes
+// count the result the kernel writes. Unfused, each moves its operands and
+// result.
+// RUN: triad-gen --preset tiny --layers 1 --activation gelu_tanh | triad-opt --triad-train-pipeline="cost-report=%t.fused" -o /dev/null
+// RUN: FileCheck %s --check-prefix=FUSED < %t.fused
+// RUN: triad-gen --preset tiny --layers 1 --activation gelu_tanh | triad-opt --triad-train-pipeline="fuse-epilogues=false cost-report=%t.unfused" -o /dev/null
+// RUN: FileCheck %s --check-prefix=UNFUSED < %t.unfused
+// FUSED-LABEL: triad cost report: @microbatch_step
+// FUSED:     triad.matmul flops=16777216 bytes=720896 product batch=1 m=512 n=256 k=64
+// FUSED-NEXT:     triad.bias_add flops=131072 bytes=1024 fused
+// FUSED-NEXT:     triad.gelu flops=131072 bytes=524288 fused
+// UNFUSED-LABEL: triad cost report: @microbatch_step
+// UNFUSED:     triad.matmul flops=16777216 bytes=720896 product batch=1 m=512 n=256 k=64
+// UNFUSED-NEXT:     triad.bias_add flops=131072 bytes=1049600
+// UNFUSED-NEXT:     triad.gelu flops=131072 bytes=1048576
+// UNFUSED-NOT: fused
