@@ -226,23 +226,21 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   std::vector<uint32_t> sixteen = sixteenBitOperands(instr);
   if (sixteen.empty())
     return executeF32(instr, step);
-  bool bitsProduct = runsOnBf16Products(instr);
-  if (bitsProduct && !matmulDims(instr).bias) {
-    MatmulDims d = matmulDims(instr);
-    uint32_t out = instr.outputs()->Get(0);
-    bool resultBf16 = value(out).dtype() == plan::DType::BF16;
-    return bf16Products->run({d.batch, d.m, d.n, d.k, d.transposeA,
-                              d.transposeB, d.rhsBatched, resultBf16},
-                             bits16(instr.inputs()->Get(0)),
-                             bits16(instr.inputs()->Get(1)),
-                             resultBf16 ? static_cast<void *>(bits16(out))
-                                        : static_cast<void *>(f32(out)));
-  }
-  // A fused product on oneDNN (its epilogue runs in executeF32, on an f32
-  // result before the one rounding) reads its operands' bits: they need no
-  // copies.
-  if (bitsProduct) {
+  if (runsOnBf16Products(instr)) {
     uint32_t a = instr.inputs()->Get(0), b = instr.inputs()->Get(1);
+    MatmulDims d = matmulDims(instr);
+    if (!d.bias) {
+      uint32_t out = instr.outputs()->Get(0);
+      bool resultBf16 = value(out).dtype() == plan::DType::BF16;
+      return bf16Products->run({d.batch, d.m, d.n, d.k, d.transposeA,
+                                d.transposeB, d.rhsBatched, resultBf16},
+                               bits16(a), bits16(b),
+                               resultBf16 ? static_cast<void *>(bits16(out))
+                                          : static_cast<void *>(f32(out)));
+    }
+    // A fused product (its epilogue runs in executeF32, on an f32 result
+    // before the one rounding) reads its operands' bits: they need no
+    // copies.
     sixteen.erase(std::remove_if(
                       sixteen.begin(), sixteen.end(),
                       [&](uint32_t index) { return index == a || index == b; }),
