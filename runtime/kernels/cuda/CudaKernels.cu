@@ -1238,18 +1238,29 @@ absl::Status layerNorm(CudaContext &context, Operand x, Operand gamma,
   });
 }
 
-absl::Status layerNormGrad(CudaContext &context, Operand x, Operand gamma,
-                           Operand dy, Result dx, Result dgamma, int64_t rows,
-                           int64_t width, float epsilon) {
+namespace {
+/// The gradient of a layer norm (`centered`) or RMS norm, typed.
+absl::Status typedNormGrad(const char *name, CudaContext &context, Operand x,
+                           Operand gamma, Operand dy, Result dx, Result dgamma,
+                           int64_t rows, int64_t width, float epsilon,
+                           bool centered) {
   std::initializer_list<DType> types = {x.type, gamma.type, dy.type, dx.type,
                                         dgamma.type};
-  if (absl::Status s = checkFloatTypes("layerNormGrad", types); !s.ok())
+  if (absl::Status s = checkFloatTypes(name, types); !s.ok())
     return s;
   return withAccess(types, [&](auto access) {
     using A = decltype(access);
     return normGrad(context, A::in(x), A::in(gamma), A::in(dy), A::out(dx),
-                    A::out(dgamma), rows, width, epsilon, true);
+                    A::out(dgamma), rows, width, epsilon, centered);
   });
+}
+} // namespace
+
+absl::Status layerNormGrad(CudaContext &context, Operand x, Operand gamma,
+                           Operand dy, Result dx, Result dgamma, int64_t rows,
+                           int64_t width, float epsilon) {
+  return typedNormGrad("layerNormGrad", context, x, gamma, dy, dx, dgamma, rows,
+                       width, epsilon, /*centered=*/true);
 }
 
 absl::Status rmsNorm(CudaContext &context, Operand x, Operand gamma, Result y,
@@ -1267,15 +1278,8 @@ absl::Status rmsNorm(CudaContext &context, Operand x, Operand gamma, Result y,
 absl::Status rmsNormGrad(CudaContext &context, Operand x, Operand gamma,
                          Operand dy, Result dx, Result dgamma, int64_t rows,
                          int64_t width, float epsilon) {
-  std::initializer_list<DType> types = {x.type, gamma.type, dy.type, dx.type,
-                                        dgamma.type};
-  if (absl::Status s = checkFloatTypes("rmsNormGrad", types); !s.ok())
-    return s;
-  return withAccess(types, [&](auto access) {
-    using A = decltype(access);
-    return normGrad(context, A::in(x), A::in(gamma), A::in(dy), A::out(dx),
-                    A::out(dgamma), rows, width, epsilon, false);
-  });
+  return typedNormGrad("rmsNormGrad", context, x, gamma, dy, dx, dgamma, rows,
+                       width, epsilon, /*centered=*/false);
 }
 
 //===----------------------------------------------------------------------===//
