@@ -80,10 +80,68 @@ groupOf(MatmulOp product, llvm::function_ref<bool(Operation *)> writesInPlace) {
     group.activation = user;
     group.code = *code;
   }
+  // The kernel writes the sum where the activation was: a reader of it
+  // before that would find nothing there yet.
+  Block *block = add->getBlock();
+  if (group.activation && llvm::any_of(sum.getUsers(), [&](Operation *user) {
+        Operation *reader = block->findAncestorOpInBlock(*user);
+        return user != group.activation &&
+               (!reader || !group.activation->isBeforeInBlock(reader));
+      })) {
+    group.activation = nullptr;
+    group.code = plan::EpilogueCode::Bias;
+  }
   group.keepsPreActivation =
       group.activation && llvm::any_of(sum.getUsers(), [&](Operation *user) {
         return user != group.activation;
       });
+  return group;
+}
+
+/// Whether `sum` adds its operand over every dimension but the last into a
+/// vector of that dimension (a bias gradient).
+bool sumsRows(SumOp sum) {
+  auto x = cast<RankedTensorType>(sum.getOperand().getType());
+  auto result = cast<RankedTensorType>(sum.getResult().getType());
+  ArrayRef<int64_t> dims = sum.getDims();
+  if (x.getRank() < 2 || result.getRank() != 1 ||
+      result.getDimSize(0) != x.getShape().back() ||
+      result.getElementType() != x.getElementType() ||
+      static_cast<int64_t>(dims.size()) != x.getRank() - 1)
+    return false;
+  for (auto [index, dim] : llvm::enumerate(dims))
+    if (dim != static_cast<int64_t>(index))
+      return false;
+  return true;
+}
+
+/// The gradient group `product` heads, if it has one.
+std::optional<FusedEpilogue>
+gradientGroupOf(MatmulOp product,
+                llvm::function_ref<bool(Operation *)> writesInPlace) {
+  Value dy = product.getResult();
+  if (!dy.hasOneUse())
+    return std::nullopt;
+  auto grad = dyn_cast<ActivationGradOp>(dy.getUses().begin()->getOwner());
+  if (!grad || grad.getDy() != dy || grad.getX() == dy ||
+      grad.getKind() != ActivationKind::gelu_tanh ||
+      grad->getBlock() != product->getBlock() ||
+      crossesInPlaceWrite(product, grad, writesInPlace))
+    return std::nullopt;
+  FusedEpilogue group;
+  group.product = product;
+  group.activationGrad = grad;
+  group.code = plan::EpilogueCode::GeluTanhGrad;
+  // The sum moves up to the kernel: its operand is the kernel's result, and
+  // its own result must be a buffer of its own, written by nothing else.
+  for (Operation *user : grad.getResult().getUsers()) {
+    auto sum = dyn_cast<SumOp>(user);
+    if (sum && sum->getBlock() == grad->getBlock() && sumsRows(sum) &&
+        !writesInPlace(sum)) {
+      group.biasGrad = sum;
+      break;
+    }
+  }
   return group;
 }
 
@@ -94,7 +152,10 @@ findFusedEpilogues(func::FuncOp func,
                    llvm::function_ref<bool(Operation *)> writesInPlace) {
   llvm::SmallVector<FusedEpilogue> groups;
   func.walk([&](MatmulOp product) {
-    if (std::optional<FusedEpilogue> group = groupOf(product, writesInPlace))
+    std::optional<FusedEpilogue> group = groupOf(product, writesInPlace);
+    if (!group)
+      group = gradientGroupOf(product, writesInPlace);
+    if (group)
       groups.push_back(*group);
   });
   return groups;

@@ -502,7 +502,7 @@ private:
   /// (findFusedEpilogues), after findInPlaceUpdates, whose updates they do
   /// not move across.
   void findEpilogues(func::FuncOp func);
-  /// The kernel of `group`, in place of its last op.
+  /// The kernel of `group`, in place of its anchor.
   void lowerFusedEpilogue(const FusedEpilogue &group, Function &f);
   /// Notes the reduce_scatters that complete a gradient the step's
   /// functions return (weightedCollectives).
@@ -860,10 +860,10 @@ LogicalResult ProgramLowering::lowerOp(Operation &op, Function &f) {
 
   if (op.getDialect() == mesh->getDialect())
     return lowerCollective(op, f);
-  // A product, its bias add and activation are one kernel, at the last.
+  // A product and its epilogue's ops are one kernel, at the group's anchor.
   if (auto it = epilogueOf.find(&op); it != epilogueOf.end()) {
     const FusedEpilogue &group = epilogues[it->second];
-    if (&op == group.last())
+    if (&op == group.anchor())
       lowerFusedEpilogue(group, f);
     return success();
   }
@@ -947,10 +947,9 @@ void ProgramLowering::findEpilogues(func::FuncOp func) {
   };
   for (FusedEpilogue &group : findFusedEpilogues(func, writesInPlace)) {
     unsigned index = epilogues.size();
-    for (Operation *op :
-         {group.product.getOperation(), group.biasAdd, group.activation})
-      if (op)
-        epilogueOf[op] = index;
+    epilogueOf[group.product] = index;
+    for (Operation *op : group.epilogueOps())
+      epilogueOf[op] = index;
     epilogues.push_back(group);
   }
 }
@@ -960,7 +959,7 @@ void ProgramLowering::lowerFusedEpilogue(const FusedEpilogue &group,
   MatmulOp product = group.product;
   Kernel kernel{OpCode::Matmul,
                 {slotOf.at(product.getLhs()), slotOf.at(product.getRhs()),
-                 slotOf.at(group.bias())},
+                 slotOf.at(group.thirdOperand())},
                 {},
                 {product.getTransposeLhs() ? 1 : 0,
                  product.getTransposeRhs() ? 1 : 0,
@@ -974,8 +973,8 @@ void ProgramLowering::lowerFusedEpilogue(const FusedEpilogue &group,
     kernel.outputs.push_back(slot);
   };
   write(group.result());
-  if (group.keepsPreActivation)
-    write(group.preActivation());
+  if (std::optional<Value> second = group.secondResult())
+    write(*second);
   kernel.layer = currentLayer;
   f.body.push_back(std::move(kernel));
   ++fused;

@@ -74,9 +74,11 @@ struct CostReportPass : triad::impl::CostReportBase<CostReportPass> {
     }
     llvm::raw_ostream &os = output->os();
     for (auto func : module.getOps<func::FuncOp>()) {
-      // The bytes of the ops the lowering fuses into a product's epilogue:
-      // the add reads its bias (the product's bytes count the result it
-      // writes), the activation writes the sum where the kernel keeps it.
+      // The bytes of the ops the lowering fuses into a product's epilogue
+      // (the product's bytes count the result it writes): the add reads its
+      // bias, the activation writes the sum where the kernel keeps it; the
+      // activation's gradient reads the activation's input, the bias
+      // gradient's sum writes its result.
       llvm::DenseMap<Operation *, double> fusedBytes;
       if (fusedEpilogues) {
         // As the lowering's test, without its in-place updates: an
@@ -86,6 +88,14 @@ struct CostReportPass : triad::impl::CostReportBase<CostReportPass> {
         };
         for (const FusedEpilogue &group :
              findFusedEpilogues(func, writesInPlace)) {
+          if (group.isGradient()) {
+            fusedBytes[group.activationGrad] =
+                tensorBytes(TypeRange(group.thirdOperand().getType()));
+            if (group.biasGrad)
+              fusedBytes[group.biasGrad] =
+                  tensorBytes(group.biasGrad->getResultTypes());
+            continue;
+          }
           Type bias = group.bias().getType(),
                sum = group.preActivation().getType();
           fusedBytes[group.biasAdd] = tensorBytes(TypeRange(bias));

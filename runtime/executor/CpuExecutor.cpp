@@ -229,7 +229,7 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   if (runsOnBf16Products(instr)) {
     uint32_t a = instr.inputs()->Get(0), b = instr.inputs()->Get(1);
     MatmulDims d = matmulDims(instr);
-    if (!d.bias) {
+    if (d.epilogue == plan::EpilogueCode::None) {
       uint32_t out = instr.outputs()->Get(0);
       bool resultBf16 = value(out).dtype() == plan::DType::BF16;
       return bf16Products->run({d.batch, d.m, d.n, d.k, d.transposeA,
@@ -339,6 +339,13 @@ absl::Status CpuExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
       cpu::matmulEpilogue(f32(out(0)), f32(*d.bias), activation,
                           d.preActivation ? f32(*d.preActivation) : nullptr,
                           n(out(0)), d.n);
+    }
+    if (d.gradient) {
+      cpu::activationGrad(activationOf(static_cast<int64_t>(*d.gradient)),
+                          f32(*d.activationInput), f32(out(0)), f32(out(0)),
+                          n(out(0)));
+      if (d.biasGrad)
+        cpu::sumRows(f32(out(0)), n(out(0)) / d.n, d.n, 1.0, f32(*d.biasGrad));
     }
     return absl::OkStatus();
   }
@@ -527,10 +534,10 @@ absl::Status CpuExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     const float *data = f32(in(0));
     int64_t total = elementCount(x), width = elementCount(result);
     if (leading) {
-      for (int64_t row = 0; row < total / width; ++row)
-        for (int64_t j = 0; j < width; ++j)
-          sums[j] += data[row * width + j];
-    } else if (trailing) {
+      cpu::sumRows(data, total / width, width, floatAt(0), f32(out(0)));
+      return absl::OkStatus();
+    }
+    if (trailing) {
       int64_t chunk = total / width;
       for (int64_t i = 0; i < width; ++i)
         for (int64_t j = 0; j < chunk; ++j)

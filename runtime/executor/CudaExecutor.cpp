@@ -79,6 +79,8 @@ cuda::Epilogue cudaEpilogue(plan::EpilogueCode code) {
     return cuda::Epilogue::GeluTanhBias;
   case plan::EpilogueCode::BiasRelu:
     return cuda::Epilogue::ReluBias;
+  case plan::EpilogueCode::GeluTanhGrad:
+    return cuda::Epilogue::GeluTanhGrad;
   }
   return cuda::Epilogue::None;
 }
@@ -894,6 +896,12 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
     }
     if (d.preActivation)
       options.preActivation = arenaAddress(*d.preActivation);
+    if (d.activationInput)
+      options.activationInput = arenaAddress(*d.activationInput);
+    if (d.biasGrad) {
+      options.biasGrad = arenaAddress(*d.biasGrad);
+      options.biasGradType = cudaType(value(*d.biasGrad).dtype());
+    }
     return cuda::matmul(
         *gpu, arenaAddress(x), arenaAddress(instr.inputs()->Get(1)),
         arenaAddress(out),
@@ -975,6 +983,10 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
       options.bias = f32(*d.bias);
     if (d.preActivation)
       options.preActivation = f32(*d.preActivation);
+    if (d.activationInput)
+      options.activationInput = f32(*d.activationInput);
+    if (d.biasGrad)
+      options.biasGrad = f32(*d.biasGrad);
     return cuda::matmul(ctx, f32(in(0)), f32(in(1)), f32(out(0)), s, options);
   }
   case plan::OpCode::Add:

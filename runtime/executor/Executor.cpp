@@ -662,10 +662,14 @@ Executor::MatmulDims Executor::matmulDims(const plan::Instr &instr) const {
                   b.size() == r && r > 2};
   dims.epilogue = attrs.epilogue;
   dims.activation = attrs.activation();
+  dims.gradient = attrs.gradient();
   if (attrs.hasBias())
     dims.bias = instr.inputs()->Get(2);
+  if (dims.gradient)
+    dims.activationInput = instr.inputs()->Get(2);
   if (instr.outputs()->size() == 2)
-    dims.preActivation = instr.outputs()->Get(1);
+    (dims.gradient ? dims.biasGrad : dims.preActivation) =
+        instr.outputs()->Get(1);
   return dims;
 }
 
@@ -690,12 +694,13 @@ std::string Executor::describe(const plan::Instr &instr) const {
   if (instr.op() == plan::OpCode::Matmul) {
     MatmulDims d = matmulDims(instr);
     static constexpr const char *kEpilogues[] = {
-        "", " + bias", " + bias, gelu_tanh", " + bias, relu"};
+        "", " + bias", " + bias, gelu_tanh", " + bias, relu", " * gelu_tanh'"};
     static_assert(std::size(kEpilogues) == plan::kLastEpilogueCode + 1);
     return absl::StrCat(d.m, "x", d.k, d.transposeA ? "^T" : "", " . ", d.k,
                         "x", d.n, d.transposeB ? "^T" : "", ", batch ", d.batch,
                         d.rhsBatched ? " (both batched)" : "",
-                        kEpilogues[static_cast<int>(d.epilogue)]);
+                        kEpilogues[static_cast<int>(d.epilogue)],
+                        d.biasGrad ? ", bias gradient" : "");
   }
   auto operands = [&](const flatbuffers::Vector<uint32_t> *indices) {
     std::string text;

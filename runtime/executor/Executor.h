@@ -261,13 +261,16 @@ protected:
   /// A Matmul's products: c[i] = op(a[i]) * op(b[i]), op(a) [m x k],
   /// op(b) [k x n], for i < batch (one b for all unless rhsBatched); then
   /// its epilogue (plan::MatmulAttrs), with the values of its bias and of
-  /// the pre-activation it keeps.
+  /// the pre-activation it keeps (a forward epilogue), or of the
+  /// activation's input it reads and the bias gradient it writes (a
+  /// gradient epilogue).
   struct MatmulDims {
     int64_t batch, m, n, k;
     bool transposeA, transposeB, rhsBatched;
     plan::EpilogueCode epilogue = plan::EpilogueCode::None;
-    std::optional<plan::ActivationCode> activation;
+    std::optional<plan::ActivationCode> activation, gradient;
     std::optional<uint32_t> bias, preActivation;
+    std::optional<uint32_t> activationInput, biasGrad;
   };
   MatmulDims matmulDims(const plan::Instr &instr) const;
   /// An Embedding's table (an EmbeddingGrad's result): `rows` of `hidden`,

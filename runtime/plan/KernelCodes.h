@@ -32,16 +32,23 @@ constexpr int64_t kLastActivationCode =
 /// values) to every row, and BiasGeluTanh and BiasRelu then apply the
 /// activation of that code (ActivationCode::GeluTanh, Relu), writing the
 /// biased product, the activation's input, to a second output where the
-/// plan keeps it. Only the activations cuBLASLt's epilogues compute with
-/// the same formula are here: it has no erf GELU, SiLU or fast GELU.
+/// plan keeps it. GeluTanhGrad is the backward of BiasGeluTanh: it
+/// multiplies the product (the gradient of the activation's output) by the
+/// activation's derivative at its input (the third input, which the
+/// forward kept), as ActivationGrad does, and writes the sum of that over
+/// every dimension but the last, the bias gradient, to a second output
+/// where the plan asks for it. Only the activations cuBLASLt's epilogues
+/// compute with the same formula are here: it has no erf GELU, SiLU or fast
+/// GELU, and its ReLU gradient reads a bit mask, not the ReLU's input.
 enum class EpilogueCode : int64_t {
   None = 0,
   Bias = 1,
   BiasGeluTanh = 2,
   BiasRelu = 3,
+  GeluTanhGrad = 4,
 };
 constexpr int64_t kLastEpilogueCode =
-    static_cast<int64_t>(EpilogueCode::BiasRelu);
+    static_cast<int64_t>(EpilogueCode::GeluTanhGrad);
 
 /// Attention and AttentionGrad: ints[2]. A prefix mask comes with the
 /// prefix lengths (has_prefix).

@@ -199,12 +199,13 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
     MatmulAttrs attrs{false, false,
                       fused ? static_cast<EpilogueCode>(ints[2])
                             : EpilogueCode::None};
-    if (!attrs.activation() && out.size() == 2)
+    bool gradient = attrs.gradient().has_value();
+    if (!attrs.activation() && !gradient && out.size() == 2)
       return fail("only an epilogue with an activation writes a "
-                  "pre-activation (a second output)");
-    bool keepsPreActivation = attrs.activation() && out.size() == 2;
-    CHECK_OK(arity(attrs.hasBias() ? 3 : 2, keepsPreActivation ? 2 : 1,
-                   fused ? 3 : 2, 0));
+                  "pre-activation, and only a gradient epilogue a bias "
+                  "gradient (a second output)");
+    bool second = out.size() == 2 && (attrs.activation() || gradient);
+    CHECK_OK(arity(attrs.fused() ? 3 : 2, second ? 2 : 1, fused ? 3 : 2, 0));
     CHECK_OK(flags({"transpose_a", "transpose_b"}, 0));
     attrs = matmulAttrs(ints);
     Shape a = shape(in[0]), b = shape(in[1]), c = shape(out[0]);
@@ -223,19 +224,36 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
     expected.push_back(n);
     if (c != expected)
       return fail(absl::StrCat("result must have shape ", text(expected)));
-    if (attrs.hasBias() &&
-        (shape(in[2]) != Shape{n} ||
-         (dtype(in[2]) != DType::F32 && dtype(in[2]) != dtype(out[0]))))
+    // An [n] vector of f32 or of c's type: a bias or a bias gradient.
+    auto vectorOfN = [&](uint32_t operand) {
+      return shape(operand) == Shape{n} &&
+             (dtype(operand) == DType::F32 || dtype(operand) == dtype(out[0]));
+    };
+    if (attrs.hasBias() && !vectorOfN(in[2]))
       return fail(absl::StrCat("the bias must be [", n,
                                "] (the result's last dimension), f32 or of "
                                "the result's type"));
-    if (keepsPreActivation) {
-      if (out[1] == out[0])
-        return fail("the pre-activation must be a buffer of its own");
-      if (shape(out[1]) != c || dtype(out[1]) != dtype(out[0]))
-        return fail(absl::StrCat("the pre-activation must have the result's "
-                                 "shape ",
+    if (second && out[1] == out[0])
+      return fail(absl::StrCat("the ",
+                               gradient ? "bias gradient" : "pre-activation",
+                               " must be a buffer of its own"));
+    if (second && !gradient &&
+        (shape(out[1]) != c || dtype(out[1]) != dtype(out[0])))
+      return fail(absl::StrCat("the pre-activation must have the result's "
+                               "shape ",
+                               text(c), " and element type"));
+    if (gradient) {
+      if (shape(in[2]) != c || dtype(in[2]) != dtype(out[0]))
+        return fail(absl::StrCat("the activation's input must have the "
+                                 "result's shape ",
                                  text(c), " and element type"));
+      if (in[2] == out[0])
+        return fail("the result must not overwrite the activation's input "
+                    "(the product is written before the input is read)");
+      if (second && !vectorOfN(out[1]))
+        return fail(absl::StrCat("the bias gradient must be [", n,
+                                 "] (the result's last dimension), f32 or "
+                                 "of the result's type"));
     }
     return floatValues({in[0], in[1], out[0]});
   }

@@ -84,22 +84,37 @@ double kernelFlops(const KernelView &view);
 // an instruction the contract has accepted (its attributes are there).
 
 /// Matmul: ints transpose_a, transpose_b[, epilogue (KernelCodes.h; absent:
-/// None)]; inputs a, b[, bias]; outputs c[, pre-activation]. op(a) is
-/// [..., m, k], op(b) [k, n] or [..., k, n], c [..., m, n]. The bias comes
-/// with every epilogue but None: n values, f32 or of c's type. The
-/// pre-activation (the biased product, which an activation's gradient
-/// reads) is an output only with an activation epilogue, and only where
-/// the plan keeps it; it has c's shape and type. The epilogue runs in f32
-/// on the f32 product: the bias is added as the Add kernel adds it, then
-/// the activation applied as the Activation kernel applies it, so f32
-/// results have the bits of the unfused kernels. A 16-bit c (and
-/// pre-activation) is rounded once, after the epilogue, as cuBLASLt's
-/// epilogues do, where the unfused kernels round the product before the
-/// bias is added: 16-bit results may differ from theirs by a rounding.
+/// None)]; inputs a, b[, bias or activation input]; outputs c[,
+/// pre-activation or bias gradient]. op(a) is [..., m, k], op(b) [k, n] or
+/// [..., k, n], c [..., m, n].
+///
+/// The forward epilogues (Bias, BiasGeluTanh, BiasRelu) read a bias: n
+/// values, f32 or of c's type. The pre-activation (the biased product,
+/// which an activation's gradient reads) is an output only with an
+/// activation epilogue, and only where the plan keeps it; it has c's shape
+/// and type. The epilogue runs in f32 on the f32 product: the bias is added
+/// as the Add kernel adds it, then the activation applied as the Activation
+/// kernel applies it, so f32 results have the bits of the unfused kernels.
+///
+/// The gradient epilogue (GeluTanhGrad) reads the activation's input, of
+/// c's shape and type and not c's buffer, and takes the product for the
+/// gradient of the activation's output: c is what ActivationGrad computes
+/// from them. The bias gradient, an output only where the plan asks for
+/// it, is c summed over all its dimensions but the last as the Sum kernel
+/// sums (factor 1): n values, f32 or of c's type. In f32 both have the bits
+/// of the unfused kernels.
+///
+/// A 16-bit c (and pre-activation or bias gradient) is rounded once, after
+/// the epilogue, as cuBLASLt's epilogues do, where the unfused kernels round
+/// the product first: 16-bit results may differ from theirs by a rounding.
 struct MatmulAttrs {
   bool transposeA, transposeB;
   EpilogueCode epilogue;
-  bool hasBias() const { return epilogue != EpilogueCode::None; }
+  bool fused() const { return epilogue != EpilogueCode::None; }
+  /// Whether the epilogue adds a bias (the forward epilogues).
+  bool hasBias() const {
+    return fused() && epilogue != EpilogueCode::GeluTanhGrad;
+  }
   /// The activation the epilogue applies after the bias, if any.
   std::optional<ActivationCode> activation() const {
     switch (epilogue) {
@@ -109,8 +124,15 @@ struct MatmulAttrs {
       return ActivationCode::Relu;
     case EpilogueCode::None:
     case EpilogueCode::Bias:
+    case EpilogueCode::GeluTanhGrad:
       break;
     }
+    return std::nullopt;
+  }
+  /// The activation whose gradient the epilogue applies, if any.
+  std::optional<ActivationCode> gradient() const {
+    if (epilogue == EpilogueCode::GeluTanhGrad)
+      return ActivationCode::GeluTanh;
     return std::nullopt;
   }
 };

@@ -353,6 +353,136 @@ TEST_F(CudaKernels, MatmulEpiloguesKeepThePreActivation) {
   }
 }
 
+/// The tanh GELU's gradient epilogue (a fused backward product), against
+/// the CPU's product, activation gradient and row sum: cuBLASLt's
+/// DGELU_BGRAD where the product is one call (one matrix, stacked rows), its
+/// DGELU and reduceSum for one product per batch element (a transposed lhs,
+/// a batched rhs), the product and the kernels where n is not a multiple of
+/// 8; with and without the bias gradient; for f32 and for bf16 products
+/// with a bias gradient of bf16 or f32. Every result must be written.
+TEST_F(CudaKernels, MatmulGeluGradientEpilogue) {
+  struct Case {
+    ProductCase shape;
+    bool biasGrad;
+    DType type, biasGradType;
+  };
+  const Case cases[] = {
+      {{1, 64, 48, 32, false, false, false, false},
+       true,
+       DType::F32,
+       DType::F32},
+      {{3, 16, 24, 40, false, true, false, false},
+       true,
+       DType::F32,
+       DType::F32},
+      {{1, 37, 29, 53, false, true, false, false},
+       true,
+       DType::F32,
+       DType::F32},
+      {{3, 16, 24, 40, true, false, false, false},
+       true,
+       DType::F32,
+       DType::F32},
+      {{3, 16, 24, 40, false, false, true, false},
+       true,
+       DType::F32,
+       DType::F32},
+      {{1, 64, 48, 32, false, false, false, false},
+       false,
+       DType::F32,
+       DType::F32},
+      {{2, 32, 64, 48, false, true, false, false},
+       true,
+       DType::BF16,
+       DType::BF16},
+      {{2, 32, 64, 48, false, true, false, false},
+       true,
+       DType::BF16,
+       DType::F32},
+  };
+  auto toBits = [](std::vector<float> &values) {
+    std::vector<uint16_t> bits(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      __nv_bfloat16 h = toHalf<__nv_bfloat16>(values[i]);
+      values[i] = fromHalf(h);
+      std::memcpy(&bits[i], &h, 2);
+    }
+    return bits;
+  };
+  auto fromBits = [](const std::vector<uint16_t> &bits) {
+    std::vector<float> values(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) {
+      __nv_bfloat16 h;
+      std::memcpy(&h, &bits[i], 2);
+      values[i] = fromHalf(h);
+    }
+    return values;
+  };
+  for (const Case &c : cases) {
+    const ProductCase &p = c.shape;
+    bool sixteen = c.type == DType::BF16;
+    std::string what =
+        std::string(sixteen ? "bf16" : "f32") + " batch " +
+        std::to_string(p.batch) + " n " + std::to_string(p.n) +
+        (p.transposeA ? " aT" : "") + (p.rhsBatched ? " batched-rhs" : "") +
+        (c.biasGrad ? "" : " without bias gradient") +
+        (sixteen && c.biasGradType == DType::F32 ? " f32 bias gradient" : "");
+    int64_t count = p.batch * p.m * p.n, rows = p.batch * p.m;
+    std::vector<float> a = randomFloats(p.batch * p.m * p.k, 41);
+    std::vector<float> b =
+        randomFloats((p.rhsBatched ? p.batch : 1) * p.k * p.n, 42);
+    std::vector<float> pre = randomFloats(count, 43);
+    for (float &x : pre)
+      x *= 3.0f;
+    DeviceBuffer da, db, dpre;
+    if (sixteen) {
+      da = upload(toBits(a));
+      db = upload(toBits(b));
+      dpre = upload(toBits(pre));
+    } else {
+      da = upload(a);
+      db = upload(b);
+      dpre = upload(pre);
+    }
+    std::vector<float> want(count), wantBias(p.n);
+    cpu::matmul(a.data(), b.data(), want.data(), p.batch, p.m, p.n, p.k,
+                p.transposeA, p.transposeB, p.rhsBatched);
+    cpu::activationGrad(cpu::Activation::GeluTanh, pre.data(), want.data(),
+                        want.data(), count);
+    cpu::sumRows(want.data(), rows, p.n, 1.0, wantBias.data());
+    int64_t biasBytes = c.biasGradType == DType::F32 ? 4 : 2;
+    DeviceBuffer dc = poisoned(count, sixteen ? 2 : 4),
+                 dbias = poisoned(p.n, biasBytes);
+    MatmulOptions options;
+    options.inputType = options.outputType = c.type;
+    options.epilogue = Epilogue::GeluTanhGrad;
+    options.activationInput = dpre.data();
+    if (c.biasGrad) {
+      options.biasGrad = dbias.data();
+      options.biasGradType = c.biasGradType;
+    }
+    ASSERT_OK(matmul(
+        *context, da.data(), db.data(), dc.data(),
+        {p.batch, p.m, p.n, p.k, p.transposeA, p.transposeB, p.rhsBatched},
+        options));
+    std::vector<float> got =
+        sixteen ? fromBits(download<uint16_t>(dc, count)) : download(dc, count);
+    // cuBLASLt's GELU derivative is its own tanh approximation: 1e-4; a
+    // bf16 result is rounded once (2^-8 relative).
+    double relative = sixteen ? 1e-2 : 1e-4;
+    double abs = relative * std::sqrt(static_cast<double>(p.k));
+    expectNear(got, want, relative, abs, what);
+    if (!c.biasGrad)
+      continue;
+    std::vector<float> gotBias = biasBytes == 4
+                                     ? download(dbias, p.n)
+                                     : fromBits(download<uint16_t>(dbias, p.n));
+    // A sum of `rows` such values.
+    expectNear(gotBias, wantBias, relative, abs * std::sqrt(rows),
+               what + " (bias gradient)");
+  }
+}
+
 /// A 16-bit product adds an f32 bias, or one of its own type, to the f32
 /// product and rounds once (cuBLASLt's BIAS_DATA_TYPE), as the plan's
 /// contract says the CPU does.

@@ -13,7 +13,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
+#include <string>
+#include <utility>
 
 using namespace triad::rt;
 using tests::PlanBuilder;
@@ -303,6 +306,107 @@ TEST(CpuExecutorSteps, FusedEpiloguesGiveTheBitsOfTheUnfusedKernels) {
     EXPECT_EQ((*fused)[0].floats, (*unfused)[0].floats) << what;
     if (c.keep)
       EXPECT_EQ((*fused)[1].floats, (*unfused)[1].floats) << what;
+  }
+}
+
+TEST(CpuExecutorSteps, GeluGradientEpilogueGivesTheBitsOfTheUnfusedKernels) {
+  // dy [2, 3, 8] . w [16, 8]^T, then the tanh GELU's gradient at its input
+  // [2, 3, 16] and that summed over the rows (the bias gradient): as one
+  // fused product, and as the Matmul, ActivationGrad and Sum kernels. In
+  // f32 every bit agrees; in bf16 the fused product rounds once, after the
+  // epilogue, where the unfused kernels round the product, its gradient
+  // and their sum: within a few bf16 roundings of the magnitudes summed.
+  std::vector<float> dy(48), w(128), pre(96);
+  uint32_t state = 777;
+  for (std::vector<float> *values : {&dy, &w, &pre})
+    for (float &v : *values) {
+      state = state * 1664525u + 1013904223u;
+      v = 4.0f *
+          (static_cast<float>(state >> 8) / static_cast<float>(1 << 24) - 0.5f);
+    }
+  const int64_t code =
+      static_cast<int64_t>(triad::plan::EpilogueCode::GeluTanhGrad);
+  const int64_t geluTanh = 1;
+  PlanBuilder b;
+  uint32_t vdy = b.value(DType::F32, {2, 3, 8});
+  uint32_t vw = b.value(DType::F32, {16, 8});
+  uint32_t vpre = b.value(DType::F32, {2, 3, 16});
+  // Per type: the product, its gradient, the bias gradient, and the fused
+  // kernel's two results (and one without the bias gradient).
+  struct Values {
+    uint32_t dy, w, pre, product, grad, biasGrad, fusedGrad, fusedBiasGrad,
+        onlyGrad;
+  };
+  auto values = [&](DType type) {
+    Values v;
+    v.dy = type == DType::F32 ? vdy : b.value(type, {2, 3, 8});
+    v.w = type == DType::F32 ? vw : b.value(type, {16, 8});
+    v.pre = type == DType::F32 ? vpre : b.value(type, {2, 3, 16});
+    v.product = b.value(type, {2, 3, 16});
+    v.grad = b.value(type, {2, 3, 16});
+    v.biasGrad = b.value(type, {1, 1, 16});
+    v.fusedGrad = b.value(type, {2, 3, 16});
+    v.fusedBiasGrad = b.value(type, {16});
+    v.onlyGrad = b.value(type, {2, 3, 16});
+    return v;
+  };
+  Values f32 = values(DType::F32), bf16 = values(DType::BF16);
+  for (const auto &[name, v] :
+       {std::pair{"f32", f32}, std::pair{"bf16", bf16}}) {
+    b.function(std::string("unfused ") + name, {vdy, vw, vpre});
+    if (v.dy != vdy)
+      for (auto [from, to] :
+           {std::pair{vdy, v.dy}, std::pair{vw, v.w}, std::pair{vpre, v.pre}})
+        b.instr(OpCode::Cast, {from}, {to});
+    b.instr(OpCode::Matmul, {v.dy, v.w}, {v.product}, {0, 1});
+    b.instr(OpCode::ActivationGrad, {v.pre, v.product}, {v.grad}, {geluTanh});
+    b.instr(OpCode::Sum, {v.grad}, {v.biasGrad}, {}, {1.0});
+    b.results({v.grad, v.biasGrad}, {});
+    b.function(std::string("fused ") + name, {vdy, vw, vpre});
+    if (v.dy != vdy)
+      for (auto [from, to] :
+           {std::pair{vdy, v.dy}, std::pair{vw, v.w}, std::pair{vpre, v.pre}})
+        b.instr(OpCode::Cast, {from}, {to});
+    b.instr(OpCode::Matmul, {v.dy, v.w, v.pre}, {v.fusedGrad, v.fusedBiasGrad},
+            {0, 1, code});
+    b.instr(OpCode::Matmul, {v.dy, v.w, v.pre}, {v.onlyGrad}, {0, 1, code});
+    b.results({v.fusedGrad, v.fusedBiasGrad, v.onlyGrad}, {});
+  }
+  Loaded loaded = load(b.build());
+  std::vector<HostTensor> args = {floats({2, 3, 8}, dy), floats({16, 8}, w),
+                                  floats({2, 3, 16}, pre)};
+  for (const char *name : {"f32", "bf16"}) {
+    auto unfused = loaded.executor->run(std::string("unfused ") + name, args);
+    auto fused = loaded.executor->run(std::string("fused ") + name, args);
+    ASSERT_TRUE(unfused.ok()) << unfused.status();
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    const std::vector<float> &grad = (*unfused)[0].floats,
+                             &biasGrad = (*unfused)[1].floats;
+    ASSERT_EQ(grad.size(), 96u);
+    ASSERT_EQ((*fused)[1].floats.size(), 16u);
+    // The gradient epilogue is the same with or without the bias gradient.
+    EXPECT_EQ((*fused)[2].floats, (*fused)[0].floats) << name;
+    if (std::string(name) == "f32") {
+      EXPECT_EQ((*fused)[0].floats, grad);
+      EXPECT_EQ((*fused)[1].floats, biasGrad);
+      continue;
+    }
+    // bf16: 2^-8 relative per rounding; the bias gradient's error is at
+    // most the roundings of the terms it adds, relative to their sizes.
+    for (size_t i = 0; i < grad.size(); ++i)
+      EXPECT_NEAR((*fused)[0].floats[i], grad[i],
+                  3 * std::ldexp(std::fabs(grad[i]), -8) + 1e-6)
+          << "element " << i;
+    for (size_t j = 0; j < 16; ++j) {
+      double magnitude = 0.0;
+      for (size_t row = 0; row < 6; ++row)
+        magnitude += std::fabs(grad[row * 16 + j]);
+      EXPECT_NEAR((*fused)[1].floats[j], biasGrad[j],
+                  3 * std::ldexp(magnitude, -8) + 1e-6)
+          << "bias gradient " << j;
+    }
+    // The rounding does differ somewhere: the bf16 path ran.
+    EXPECT_NE((*fused)[0].floats, grad);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -130,9 +131,9 @@ TEST(KernelContract, ChecksMatmulEpilogues) {
   EXPECT_TRUE(checkKernel(matmul({0, 0, 0}), {}).ok());
 
   EXPECT_EQ(message(checkKernel(matmul({0, 0, kLastEpilogueCode + 1}), {})),
-            "unknown epilogue 4 (0 to 3)");
+            "unknown epilogue 5 (0 to 4)");
   EXPECT_EQ(message(checkKernel(matmul({0, 0, -1}), {})),
-            "unknown epilogue -1 (0 to 3)");
+            "unknown epilogue -1 (0 to 4)");
   EXPECT_EQ(message(checkKernel(matmul({0, 0, 1}), {})),
             "expects 3 inputs, 1 outputs, 3 ints and 0 floats; has 2, 1, 3 "
             "and 0");
@@ -144,8 +145,8 @@ TEST(KernelContract, ChecksMatmulEpilogues) {
   EXPECT_EQ(message(checkKernel(fusedMatmul(EpilogueCode::Bias, 4, DType::F32,
                                             /*keep=*/true),
                                 {})),
-            "only an epilogue with an activation writes a pre-activation (a "
-            "second output)");
+            "only an epilogue with an activation writes a pre-activation, and "
+            "only a gradient epilogue a bias gradient (a second output)");
   const std::string badBias = "the bias must be [4] (the result's last "
                               "dimension), f32 or of the result's type";
   EXPECT_EQ(message(checkKernel(fusedMatmul(EpilogueCode::Bias, 8), {})),
@@ -179,6 +180,74 @@ TEST(KernelContract, ChecksMatmulEpilogues) {
             "the pre-activation must be a buffer of its own");
   // The epilogue adds no products' work.
   EXPECT_EQ(kernelFlops(fusedMatmul(EpilogueCode::Bias)), 2.0 * 4 * 4 * 8);
+}
+
+/// A matmul [4 x 8] . [8 x 4] -> [4 x 4] with the GELU's gradient epilogue:
+/// the activation's input [4 x 4] (of `inputType`) and, when `biasGrad`,
+/// a bias gradient of `biasGrad` values (of `biasGradType`).
+KernelView gradientMatmul(DType inputType = DType::F32,
+                          std::optional<int64_t> biasGrad = 4,
+                          DType biasGradType = DType::F32) {
+  KernelView view =
+      matmul({0, 0, static_cast<int64_t>(EpilogueCode::GeluTanhGrad)});
+  view.operands.push_back({inputType, {4, 4}, "pre"});
+  view.inputs.push_back(3);
+  if (biasGrad) {
+    view.operands.push_back({biasGradType, {*biasGrad}, "dbias"});
+    view.outputs.push_back(4);
+  }
+  return view;
+}
+
+TEST(KernelContract, ChecksTheGradientEpilogue) {
+  EXPECT_TRUE(checkKernel(gradientMatmul(), {}).ok());
+  // The bias gradient is optional.
+  EXPECT_TRUE(checkKernel(gradientMatmul(DType::F32, std::nullopt), {}).ok());
+  // A 16-bit product: the input of its type, the bias gradient f32 or of
+  // its type.
+  for (DType biasGradType : {DType::BF16, DType::F32}) {
+    KernelView sixteen = gradientMatmul(DType::BF16, 4, biasGradType);
+    for (int operand : {0, 1, 2})
+      sixteen.operands[operand].dtype = DType::BF16;
+    EXPECT_TRUE(checkKernel(sixteen, {}).ok());
+  }
+
+  EXPECT_EQ(message(checkKernel(gradientMatmul(DType::BF16), {})),
+            "the activation's input must have the result's shape [4, 4] and "
+            "element type");
+  KernelView wrongShape = gradientMatmul();
+  wrongShape.operands[3].shape = {4};
+  EXPECT_EQ(message(checkKernel(wrongShape, {})),
+            "the activation's input must have the result's shape [4, 4] and "
+            "element type");
+  const std::string badGrad = "the bias gradient must be [4] (the result's "
+                              "last dimension), f32 or of the result's type";
+  EXPECT_EQ(message(checkKernel(gradientMatmul(DType::F32, 8), {})), badGrad);
+  EXPECT_EQ(message(checkKernel(gradientMatmul(DType::F32, 4, DType::F16), {})),
+            badGrad);
+  KernelView sameGrad = gradientMatmul();
+  sameGrad.outputs[1] = sameGrad.outputs[0];
+  EXPECT_EQ(message(checkKernel(sameGrad, {})),
+            "the bias gradient must be a buffer of its own");
+  KernelView overwrites = gradientMatmul(DType::F32, std::nullopt);
+  overwrites.outputs[0] = overwrites.inputs[2];
+  EXPECT_EQ(message(checkKernel(overwrites, {})),
+            "the result must not overwrite the activation's input (the "
+            "product is written before the input is read)");
+  KernelView missing = gradientMatmul();
+  missing.inputs.pop_back();
+  EXPECT_EQ(message(checkKernel(missing, {})),
+            "expects 3 inputs, 2 outputs, 3 ints and 0 floats; has 2, 2, 3 "
+            "and 0");
+
+  MatmulAttrs attrs = matmulAttrs(std::vector<int64_t>{
+      0, 0, static_cast<int64_t>(EpilogueCode::GeluTanhGrad)});
+  EXPECT_TRUE(attrs.fused());
+  EXPECT_FALSE(attrs.hasBias());
+  EXPECT_EQ(attrs.activation(), std::nullopt);
+  EXPECT_EQ(attrs.gradient(), ActivationCode::GeluTanh);
+  EXPECT_EQ(matmulAttrs(std::vector<int64_t>{0, 0, 2}).gradient(),
+            std::nullopt);
 }
 
 TEST(KernelContract, CountsTheFlopsOfProductsAndAttention) {

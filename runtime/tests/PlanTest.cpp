@@ -1052,6 +1052,14 @@ TEST(Plan, FusedProductsLoad) {
   fusedProduct(keeps, 2);
   keeps.outputs = {2, 7};
   EXPECT_EQ(loadError(keeps), "");
+  // The GELU's gradient: the activation's input (value 7) a third input,
+  // the bias gradient (value 6) an optional second output.
+  PlanSpec gradient;
+  fusedProduct(gradient, 4);
+  gradient.inputs = {0, 1, 7};
+  EXPECT_EQ(loadError(gradient), "");
+  gradient.outputs = {2, 6};
+  EXPECT_EQ(loadError(gradient), "");
 }
 
 TEST(Plan, SemanticChecksSayWhatIsWrong) {
@@ -1118,7 +1126,7 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
       {"arity", [](PlanSpec &s) { s.ints = {0}; },
        "expects 2 inputs, 1 outputs, 2 ints and 0 floats; has 2, 1, 1 and 0"},
       {"unknown epilogue", [](PlanSpec &s) { fusedProduct(s, 9); },
-       "instruction 0 (Matmul): unknown epilogue 9 (0 to 3)"},
+       "instruction 0 (Matmul): unknown epilogue 9 (0 to 4)"},
       {"epilogue without a bias",
        [](PlanSpec &s) {
          fusedProduct(s, 1);
@@ -1139,7 +1147,32 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
          s.outputs = {2, 7};
        },
        "instruction 0 (Matmul): only an epilogue with an activation writes a "
-       "pre-activation (a second output)"},
+       "pre-activation, and only a gradient epilogue a bias gradient (a "
+       "second output)"},
+      {"gradient epilogue's input shape",
+       [](PlanSpec &s) {
+         fusedProduct(s, 4);
+         s.inputs = {0, 1, 6};
+       },
+       "instruction 0 (Matmul): the activation's input must have the "
+       "result's shape [2, 4] and element type"},
+      {"gradient epilogue over its input",
+       [](PlanSpec &s) {
+         fusedProduct(s, 4);
+         s.inputs = {0, 1, 7};
+         s.outputs = {7};
+       },
+       "instruction 0 (Matmul): the result must not overwrite the "
+       "activation's input (the product is written before the input is "
+       "read)"},
+      {"bias gradient shape",
+       [](PlanSpec &s) {
+         fusedProduct(s, 4);
+         s.inputs = {0, 1, 7};
+         s.outputs = {2, 0};
+       },
+       "instruction 0 (Matmul): the bias gradient must be [4] (the result's "
+       "last dimension), f32 or of the result's type"},
       {"pre-activation shape",
        [](PlanSpec &s) {
          fusedProduct(s, 3);

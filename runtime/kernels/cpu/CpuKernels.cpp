@@ -147,6 +147,16 @@ void matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
                 accumulate ? 1.0f : 0.0f, c + i * m * n, static_cast<int>(n));
 }
 
+void sumRows(const float *x, int64_t rows, int64_t width, double factor,
+             float *out) {
+  std::vector<double> sums(static_cast<size_t>(width), 0.0);
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t j = 0; j < width; ++j)
+      sums[j] += x[row * width + j];
+  for (int64_t j = 0; j < width; ++j)
+    out[j] = static_cast<float>(sums[j] * factor);
+}
+
 void matmulEpilogue(float *c, const float *bias,
                     std::optional<Activation> activation, float *preActivation,
                     int64_t count, int64_t n) {

@@ -31,6 +31,14 @@ void matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
             int64_t n, int64_t k, bool transposeA, bool transposeB,
             bool rhsBatched, bool accumulate = false);
 
+/// out[j] = factor * (sum over r < rows of x[r * width + j]), for j < width:
+/// x reduced over its leading dimensions (a bias gradient), added in row
+/// order in double and rounded once. The Sum kernel and the gradient
+/// epilogue's bias gradient both reduce this way, so they agree in every
+/// bit.
+void sumRows(const float *x, int64_t rows, int64_t width, double factor,
+             float *out);
+
 /// A fused product's epilogue on c, `count` elements in rows of `n`: adds
 /// `bias` ([n]) to every row, then, with an activation, applies it, the
 /// biased product going to `preActivation` (null: nowhere; the activation

@@ -46,9 +46,12 @@ enum class DType { F32, BF16, F16, I32 };
 /// What cuBLASLt applies to the product before storing it. The bias is a
 /// vector of `n` values added to every row of c (a linear layer's bias);
 /// GeluTanhBias is the tanh approximation of GELU (Activation::GeluTanh),
-/// the only GELU cuBLASLt has. The epilogue runs on the f32 product, and c
-/// is rounded to its type once, after it.
-enum class Epilogue { None, Bias, ReluBias, GeluTanhBias };
+/// the only GELU cuBLASLt has. GeluTanhGrad is GeluTanhBias's backward: it
+/// multiplies the product (the gradient of the GELU's output) by the GELU's
+/// derivative at its input, as activationGrad does, and may also write the
+/// sum of that over the rows of c (the bias gradient). The epilogue runs on
+/// the f32 product, and c is rounded to its type once, after it.
+enum class Epilogue { None, Bias, ReluBias, GeluTanhBias, GeluTanhGrad };
 
 struct MatmulShape {
   /// c[i] = op(a[i]) * op(b[i]) for i < batch, row-major: op(a) is
@@ -77,6 +80,18 @@ struct MatmulOptions {
   /// there and the activation kernel reads them back (for 16-bit GELU
   /// results, from the rounded sum).
   void *preActivation = nullptr;
+  /// With GeluTanhGrad: the GELU's input, of c's shape and outputType (not
+  /// c itself), which cuBLASLt reads as its auxiliary input
+  /// (CUBLASLT_EPILOGUE_DGELU) where n is a multiple of 8.
+  const void *activationInput = nullptr;
+  /// With GeluTanhGrad: where c summed over its rows goes (n values of
+  /// biasGradType, F32 or outputType); null: nowhere. cuBLASLt sums the f32
+  /// values before c is rounded (CUBLASLT_EPILOGUE_DGELU_BGRAD, where the
+  /// product is one cuBLASLt call); otherwise reduceSum sums c. Where
+  /// cuBLASLt has no DGELU algorithm, the product, the activation gradient
+  /// kernel (in place on c) and reduceSum compute them.
+  void *biasGrad = nullptr;
+  DType biasGradType = DType::F32;
 };
 
 /// The product through cuBLASLt (the CPU's cpu::matmul for F32).

@@ -7,7 +7,9 @@
 // our a, each with its own transpose flag, and the result is [n x m]
 // column-major, which is c row-major. A bias of n values is then a vector
 // over the rows of cuBLASLt's result, as its bias epilogues want, and the
-// GELU's input it keeps (its auxiliary output) has c's layout, n apart.
+// GELU's input it keeps (its auxiliary output) has c's layout, n apart, as
+// has the GELU's input its gradient epilogue reads (its auxiliary input);
+// the bias gradient is the matching sum over cuBLASLt's columns (our rows).
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,10 +93,14 @@ absl::StatusOr<Layout> makeLayout(DType type, int64_t rows, int64_t cols,
 /// is the plan cache's key).
 struct ProductKey {
   int32_t compute, opA, opB, epilogue, inputType, outputType, biasType;
-  /// Whether cuBLASLt writes the GELU's input (GELU_AUX_BIAS).
+  /// Whether cuBLASLt writes the GELU's input (GELU_AUX_BIAS) or reads it
+  /// (DGELU).
   int32_t auxiliary;
+  /// Whether the gradient epilogue writes the bias gradient (DGELU_BGRAD).
+  int32_t biasGradient;
   int64_t m, n, k, batch, bStride;
-  /// Of our b, a, c (twice: C and D), the bias and the auxiliary output.
+  /// Of our b, a, c (twice: C and D), the bias (or bias gradient) and the
+  /// auxiliary operand.
   uint32_t alignments[6];
   uint64_t workspaceBytes;
 };
@@ -129,30 +135,50 @@ absl::StatusOr<ProductPlan> makePlan(CudaContext &context,
   TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       rawOperation, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
   if (options.epilogue != Epilogue::None) {
-    cublasLtEpilogue_t epilogue =
-        options.epilogue == Epilogue::Bias       ? CUBLASLT_EPILOGUE_BIAS
-        : options.epilogue == Epilogue::ReluBias ? CUBLASLT_EPILOGUE_RELU_BIAS
-        : key.auxiliary ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
-                        : CUBLASLT_EPILOGUE_GELU_BIAS;
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    switch (options.epilogue) {
+    case Epilogue::None:
+    case Epilogue::Bias:
+      break;
+    case Epilogue::ReluBias:
+      epilogue = CUBLASLT_EPILOGUE_RELU_BIAS;
+      break;
+    case Epilogue::GeluTanhBias:
+      epilogue = key.auxiliary ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                               : CUBLASLT_EPILOGUE_GELU_BIAS;
+      break;
+    case Epilogue::GeluTanhGrad:
+      epilogue = key.biasGradient ? CUBLASLT_EPILOGUE_DGELU_BGRAD
+                                  : CUBLASLT_EPILOGUE_DGELU;
+      break;
+    }
     TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         rawOperation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
         sizeof(epilogue)));
-    // cuBLASLt's bias defaults to the output's type; a 16-bit product may
-    // add an f32 bias (rounding once, after the sum).
-    cudaDataType_t biasType = cudaType(options.biasType);
-    TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        rawOperation, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
-        sizeof(biasType)));
-    TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        rawOperation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &options.bias,
-        sizeof(options.bias)));
+    // cuBLASLt's bias (and bias gradient) defaults to the output's type; a
+    // 16-bit product may add an f32 bias or write an f32 bias gradient
+    // (rounding once, after the sum).
+    bool gradient = options.epilogue == Epilogue::GeluTanhGrad;
+    if (!gradient || key.biasGradient) {
+      cudaDataType_t biasType = cudaType(static_cast<DType>(key.biasType));
+      const void *vector = gradient ? options.biasGrad : options.bias;
+      TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+          rawOperation, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+          sizeof(biasType)));
+      TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+          rawOperation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector,
+          sizeof(vector)));
+    }
     if (key.auxiliary) {
-      // The GELU's input in c's layout and type (the auxiliary output's
-      // default type is the output's).
+      // The GELU's input in c's layout and type (the auxiliary operand's
+      // default type is the output's), written by GELU_AUX_BIAS, read by
+      // DGELU.
+      const void *aux =
+          gradient ? options.activationInput : options.preActivation;
       int64_t leading = n, stride = m * n;
       TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-          rawOperation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-          &options.preActivation, sizeof(options.preActivation)));
+          rawOperation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+          sizeof(aux)));
       TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
           rawOperation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &leading,
           sizeof(leading)));
@@ -238,16 +264,22 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
   key.epilogue = static_cast<int32_t>(options.epilogue);
   key.inputType = static_cast<int32_t>(options.inputType);
   key.outputType = static_cast<int32_t>(options.outputType);
-  key.biasType = options.epilogue != Epilogue::None
-                     ? static_cast<int32_t>(options.biasType)
-                     : 0;
-  key.auxiliary = options.preActivation != nullptr;
+  // cuBLASLt's bias pointer: the bias, or the bias gradient it writes; its
+  // auxiliary pointer: the GELU's input it writes, or the one it reads.
+  bool gradient = options.epilogue == Epilogue::GeluTanhGrad;
+  const void *vector = gradient ? options.biasGrad : options.bias;
+  const void *aux = gradient ? options.activationInput : options.preActivation;
+  key.biasType = vector ? static_cast<int32_t>(gradient ? options.biasGradType
+                                                        : options.biasType)
+                        : 0;
+  key.auxiliary = aux != nullptr;
+  key.biasGradient = gradient && vector != nullptr;
   key.m = m;
   key.n = n;
   key.k = k;
   key.batch = batch;
   key.bStride = batch > 1 ? bStride : 0;
-  const void *pointers[] = {b, a, c, c, options.bias, options.preActivation};
+  const void *pointers[] = {b, a, c, c, vector, aux};
   for (int i = 0; i < 6; ++i)
     key.alignments[i] = pointers[i] ? alignmentOf(pointers[i]) : 0;
   key.workspaceBytes = context.matmulWorkspaceBytes();
@@ -267,18 +299,14 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
   if (!cached.ok())
     return cached.status();
   ProductPlan &plan = *static_cast<ProductPlan *>((*cached)->get());
-  if (options.epilogue != Epilogue::None) {
-    const void *bias = options.bias;
+  if (vector)
     TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        plan.operation.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-        sizeof(bias)));
-  }
-  if (key.auxiliary) {
-    void *aux = options.preActivation;
+        plan.operation.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector,
+        sizeof(vector)));
+  if (aux)
     TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan.operation.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
         sizeof(aux)));
-  }
   float alpha = 1.0f, beta = options.accumulate ? 1.0f : 0.0f;
   ++issueCounts().matmuls;
   TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(
@@ -310,6 +338,9 @@ absl::Status products(CudaContext &context, const void *a, const void *b,
     if (options.preActivation)
       piece.preActivation =
           static_cast<char *>(options.preActivation) + i * cBytes;
+    if (options.activationInput)
+      piece.activationInput =
+          static_cast<const char *>(options.activationInput) + i * cBytes;
     if (absl::Status status =
             product(context, static_cast<const char *>(a) + i * aBytes, b,
                     static_cast<char *>(c) + i * cBytes, 1, m, shape.n, shape.k,
@@ -320,6 +351,47 @@ absl::Status products(CudaContext &context, const void *a, const void *b,
   return absl::OkStatus();
 }
 
+/// The GELU gradient epilogue (see MatmulOptions): cuBLASLt's DGELU_BGRAD
+/// where the product is one call (its bias gradient then sums every row),
+/// DGELU where n allows it, else the product, then the activation gradient
+/// kernel in place and reduceSum for the bias gradient.
+absl::Status gradientProducts(CudaContext &context, const void *a,
+                              const void *b, void *c, const MatmulShape &shape,
+                              const MatmulOptions &options) {
+  bool oneCall = shape.batch == 1 || (!shape.rhsBatched && !shape.transposeA);
+  if (shape.n % 8 == 0) {
+    MatmulOptions fused = options;
+    if (!oneCall)
+      fused.biasGrad = nullptr;
+    absl::Status status = products(context, a, b, c, shape, fused);
+    if (!absl::IsUnimplemented(status)) {
+      if (!status.ok() || !options.biasGrad || fused.biasGrad)
+        return status;
+      return reduceSum(context, Operand{c, options.outputType},
+                       {shape.batch * shape.m, shape.n},
+                       Result{options.biasGrad, options.biasGradType},
+                       {shape.n}, 1.0);
+    }
+  }
+  MatmulOptions plain = options;
+  plain.epilogue = Epilogue::None;
+  plain.activationInput = nullptr;
+  plain.biasGrad = nullptr;
+  if (absl::Status status = products(context, a, b, c, shape, plain);
+      !status.ok())
+    return status;
+  int64_t count = shape.batch * shape.m * shape.n;
+  if (absl::Status status = activationGrad(
+          context, Activation::GeluTanh,
+          Operand{options.activationInput, options.outputType},
+          Operand{c, options.outputType}, Result{c, options.outputType}, count);
+      !status.ok() || !options.biasGrad)
+    return status;
+  return reduceSum(
+      context, Operand{c, options.outputType}, {shape.batch * shape.m, shape.n},
+      Result{options.biasGrad, options.biasGradType}, {shape.n}, 1.0);
+}
+
 } // namespace
 
 absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
@@ -328,11 +400,25 @@ absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
       options.outputType != options.inputType)
     return absl::InvalidArgumentError(
         "matmul: the output is f32 or of the inputs' type");
-  if (options.epilogue != Epilogue::None &&
+  bool gradient = options.epilogue == Epilogue::GeluTanhGrad;
+  if (options.epilogue != Epilogue::None && !gradient &&
       (!options.bias || (options.biasType != DType::F32 &&
                          options.biasType != options.outputType)))
     return absl::InvalidArgumentError(
         "matmul: an epilogue needs a bias, f32 or of the output's type");
+  if (gradient && (!options.activationInput || options.activationInput == c))
+    return absl::InvalidArgumentError(
+        "matmul: the gradient epilogue reads the activation's input, which "
+        "is not c");
+  if (options.biasGrad &&
+      (!gradient || (options.biasGradType != DType::F32 &&
+                     options.biasGradType != options.outputType)))
+    return absl::InvalidArgumentError(
+        "matmul: only the gradient epilogue writes a bias gradient, f32 or "
+        "of the output's type");
+  if (!gradient && options.activationInput)
+    return absl::InvalidArgumentError(
+        "matmul: only the gradient epilogue reads an activation's input");
   if (options.epilogue != Epilogue::None && options.accumulate)
     return absl::InvalidArgumentError(
         "matmul: an epilogue does not accumulate into c");
@@ -346,6 +432,8 @@ absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
     return absl::OkStatus();
   if (batch > INT32_MAX)
     return absl::InvalidArgumentError("matmul: too many products in a batch");
+  if (gradient)
+    return gradientProducts(context, a, b, c, shape, options);
   if (!options.preActivation)
     return products(context, a, b, c, shape, options);
   // cuBLASLt keeps the GELU's input where its leading dimension (n) is a

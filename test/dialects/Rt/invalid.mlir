@@ -536,8 +536,8 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   %half = rt.buffer 512 : memref<4xf16>
   %halfpre = rt.buffer 576 : memref<4x4xf16>
   rt.func @f args() kinds [] results() names [] {
-    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': unknown epilogue 4 (0 to 3)}}
-    rt.kernel matmul(%a, %b, %bias) -> (%c) ints [0, 0, 4] : (memref<4x8xf32>, memref<8x4xf32>, memref<4xf32>) -> memref<4x4xf32>
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': unknown epilogue 5 (0 to 4)}}
+    rt.kernel matmul(%a, %b, %bias) -> (%c) ints [0, 0, 5] : (memref<4x8xf32>, memref<8x4xf32>, memref<4xf32>) -> memref<4x4xf32>
   }
   rt.step [] microbatches []
 }
@@ -574,7 +574,7 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   %half = rt.buffer 512 : memref<4xf16>
   %halfpre = rt.buffer 576 : memref<4x4xf16>
   rt.func @f args() kinds [] results() names [] {
-    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': only an epilogue with an activation writes a pre-activation (a second output)}}
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': only an epilogue with an activation writes a pre-activation, and only a gradient epilogue a bias gradient (a second output)}}
     rt.kernel matmul(%a, %b, %bias) -> (%c, %pre) ints [0, 0, 1] : (memref<4x8xf32>, memref<8x4xf32>, memref<4xf32>) -> (memref<4x4xf32>, memref<4x4xf32>)
   }
   rt.step [] microbatches []
@@ -652,6 +652,120 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   rt.func @f args() kinds [] results() names [] {
     // expected-error@+1 {{'rt.kernel' op kernel 'matmul': the pre-activation must be a buffer of its own}}
     rt.kernel matmul(%a, %b, %bias) -> (%c, %c) ints [0, 0, 3] : (memref<4x8xf32>, memref<8x4xf32>, memref<4xf32>) -> (memref<4x4xf32>, memref<4x4xf32>)
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// The gradient epilogue reads the activation's input (a third input).
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xf32>
+  %b = rt.buffer 128 : memref<8x4xf32>
+  %c = rt.buffer 256 : memref<4x4xf32>
+  %pre = rt.buffer 320 : memref<4x4xf32>
+  %bias = rt.buffer 384 : memref<4xf32>
+  %wide = rt.buffer 448 : memref<8xf32>
+  %half = rt.buffer 512 : memref<4xf16>
+  %halfpre = rt.buffer 576 : memref<4x4xf16>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': expects 3 inputs, 1 outputs, 3 ints and 0 floats; has 2, 1, 3 and 0}}
+    rt.kernel matmul(%a, %b) -> (%c) ints [0, 0, 4] : (memref<4x8xf32>, memref<8x4xf32>) -> memref<4x4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// The activation's input has the result's shape and type.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xf32>
+  %b = rt.buffer 128 : memref<8x4xf32>
+  %c = rt.buffer 256 : memref<4x4xf32>
+  %pre = rt.buffer 320 : memref<4x4xf32>
+  %bias = rt.buffer 384 : memref<4xf32>
+  %wide = rt.buffer 448 : memref<8xf32>
+  %half = rt.buffer 512 : memref<4xf16>
+  %halfpre = rt.buffer 576 : memref<4x4xf16>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': the activation's input must have the result's shape [4, 4] and element type}}
+    rt.kernel matmul(%a, %b, %halfpre) -> (%c) ints [0, 0, 4] : (memref<4x8xf32>, memref<8x4xf32>, memref<4x4xf16>) -> memref<4x4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// The result does not overwrite the activation's input.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xf32>
+  %b = rt.buffer 128 : memref<8x4xf32>
+  %c = rt.buffer 256 : memref<4x4xf32>
+  %pre = rt.buffer 320 : memref<4x4xf32>
+  %bias = rt.buffer 384 : memref<4xf32>
+  %wide = rt.buffer 448 : memref<8xf32>
+  %half = rt.buffer 512 : memref<4xf16>
+  %halfpre = rt.buffer 576 : memref<4x4xf16>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul' cannot write an output in place of an input}}
+    rt.kernel matmul(%a, %b, %c) -> (%c) ints [0, 0, 4] : (memref<4x8xf32>, memref<8x4xf32>, memref<4x4xf32>) -> memref<4x4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// The bias gradient has the result's last dimension.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xf32>
+  %b = rt.buffer 128 : memref<8x4xf32>
+  %c = rt.buffer 256 : memref<4x4xf32>
+  %pre = rt.buffer 320 : memref<4x4xf32>
+  %bias = rt.buffer 384 : memref<4xf32>
+  %wide = rt.buffer 448 : memref<8xf32>
+  %half = rt.buffer 512 : memref<4xf16>
+  %halfpre = rt.buffer 576 : memref<4x4xf16>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': the bias gradient must be [4] (the result's last dimension), f32 or of the result's type}}
+    rt.kernel matmul(%a, %b, %pre) -> (%c, %wide) ints [0, 0, 4] : (memref<4x8xf32>, memref<8x4xf32>, memref<4x4xf32>) -> (memref<4x4xf32>, memref<8xf32>)
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// A bias gradient is f32 or of the result's type.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xf32>
+  %b = rt.buffer 128 : memref<8x4xf32>
+  %c = rt.buffer 256 : memref<4x4xf32>
+  %pre = rt.buffer 320 : memref<4x4xf32>
+  %bias = rt.buffer 384 : memref<4xf32>
+  %wide = rt.buffer 448 : memref<8xf32>
+  %half = rt.buffer 512 : memref<4xf16>
+  %halfpre = rt.buffer 576 : memref<4x4xf16>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': the bias gradient must be [4] (the result's last dimension), f32 or of the result's type}}
+    rt.kernel matmul(%a, %b, %pre) -> (%c, %half) ints [0, 0, 4] : (memref<4x8xf32>, memref<8x4xf32>, memref<4x4xf32>) -> (memref<4x4xf32>, memref<4xf16>)
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// The bias gradient is not the result.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xf32>
+  %b = rt.buffer 128 : memref<8x4xf32>
+  %c = rt.buffer 256 : memref<4x4xf32>
+  %pre = rt.buffer 320 : memref<4x4xf32>
+  %bias = rt.buffer 384 : memref<4xf32>
+  %wide = rt.buffer 448 : memref<8xf32>
+  %half = rt.buffer 512 : memref<4xf16>
+  %halfpre = rt.buffer 576 : memref<4x4xf16>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': the bias gradient must be a buffer of its own}}
+    rt.kernel matmul(%a, %b, %pre) -> (%c, %c) ints [0, 0, 4] : (memref<4x8xf32>, memref<8x4xf32>, memref<4x4xf32>) -> (memref<4x4xf32>, memref<4x4xf32>)
   }
   rt.step [] microbatches []
 }

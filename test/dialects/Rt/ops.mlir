@@ -86,6 +86,10 @@ rt.program @rank1 pipeline_rank 0 arena 8192 {
 // CHECK-LABEL: rt.program @rank2 pipeline_rank 0 arena 4096 {
 // CHECK: rt.kernel matmul(%{{.*}}, %{{.*}}, %{{.*}}) -> (%{{.*}}, %{{.*}}) ints [0, 0, 2] : (memref<4x8xf32>, memref<8x4xf32>, memref<4xf32>) -> (memref<4x4xf32>, memref<4x4xf32>)
 // CHECK-NEXT: rt.kernel matmul(%{{.*}}, %{{.*}}, %{{.*}}) -> (%{{.*}}) ints [0, 0, 1] : (memref<4x8xbf16>, memref<8x4xbf16>, memref<4xf32>) -> memref<4x4xbf16>
+// The GELU's gradient epilogue: the activation's input a third input, the
+// bias gradient (optional) a second output.
+// CHECK-NEXT: rt.kernel matmul(%{{.*}}, %{{.*}}, %{{.*}}) -> (%{{.*}}, %{{.*}}) ints [0, 0, 4] : (memref<4x8xf32>, memref<8x4xf32>, memref<4x4xf32>) -> (memref<4x4xf32>, memref<4xf32>)
+// CHECK-NEXT: rt.kernel matmul(%{{.*}}, %{{.*}}, %{{.*}}) -> (%{{.*}}) ints [0, 0, 4] : (memref<4x8xbf16>, memref<8x4xbf16>, memref<4x4xbf16>) -> memref<4x4xbf16>
 rt.program @rank2 pipeline_rank 0 arena 4096 {
   %a = rt.buffer 0 : memref<4x8xf32>
   %b = rt.buffer 128 : memref<8x4xf32>
@@ -95,9 +99,12 @@ rt.program @rank2 pipeline_rank 0 arena 4096 {
   %a16 = rt.buffer 448 : memref<4x8xbf16>
   %b16 = rt.buffer 512 : memref<8x4xbf16>
   %c16 = rt.buffer 576 : memref<4x4xbf16>
+  %pre16 = rt.buffer 640 : memref<4x4xbf16>
   rt.func @f args() kinds [] results() names [] {
     rt.kernel matmul(%a, %b, %bias) -> (%c, %pre) ints [0, 0, 2] : (memref<4x8xf32>, memref<8x4xf32>, memref<4xf32>) -> (memref<4x4xf32>, memref<4x4xf32>)
     rt.kernel matmul(%a16, %b16, %bias) -> (%c16) ints [0, 0, 1] : (memref<4x8xbf16>, memref<8x4xbf16>, memref<4xf32>) -> memref<4x4xbf16>
+    rt.kernel matmul(%a, %b, %pre) -> (%c, %bias) ints [0, 0, 4] : (memref<4x8xf32>, memref<8x4xf32>, memref<4x4xf32>) -> (memref<4x4xf32>, memref<4xf32>)
+    rt.kernel matmul(%a16, %b16, %pre16) -> (%c16) ints [0, 0, 4] : (memref<4x8xbf16>, memref<8x4xbf16>, memref<4x4xbf16>) -> memref<4x4xbf16>
   }
   rt.step [@f] microbatches [0]
 }

@@ -189,3 +189,95 @@ func.func @apply_step() -> (tensor<f32> {triad.output = "grad_norm"}) {
   %n = triad.sum_squares %s : tensor<2x4x16xf32>
   return %n : tensor<f32>
 }
+
+// -----
+
+// The backward of a linear layer under the tanh GELU: the product that is
+// the GELU output's gradient, the GELU's gradient at its input and that
+// summed over the rows (the bias gradient) are one matmul with epilogue 4,
+// reading the activation's input as a third input and writing the bias
+// gradient ([16], the sum's own type) as a second result, where the
+// activation's gradient was: the sum moves up to it. No buffer holds the
+// bare product. The ReLU's gradient (cuBLASLt's reads a bit mask) and the
+// erf GELU's stay kernels of their own, as does a sum over other
+// dimensions.
+// CHECK-LABEL: rt.func @microbatch_step
+// CHECK: rt.kernel matmul(%[[X:[0-9]+]], %[[W:[0-9]+]]) -> (%[[PRE:[0-9]+]]) ints [0, 1] :
+// CHECK-NEXT: rt.kernel matmul(%[[X]], %[[W]], %[[PRE]]) -> (%[[G:[0-9]+]], %[[DB:[0-9]+]]) ints [0, 1, 4] : (memref<2x4x8xf32>, memref<16x8xf32>, memref<2x4x16xf32>) -> (memref<2x4x16xf32>, memref<16xf32>)
+// CHECK-NEXT: rt.kernel matmul(%[[X]], %[[W]]) -> (%[[P2:[0-9]+]]) ints [0, 1] :
+// CHECK-NEXT: rt.kernel activation_grad(%[[PRE]], %[[P2]]) -> (%[[G2:[0-9]+]]) ints [3]
+// CHECK-NEXT: rt.kernel sum(%[[G2]])
+// CHECK-NEXT: rt.kernel matmul(%[[X]], %[[W]]) -> (%[[P3:[0-9]+]]) ints [0, 1] :
+// CHECK-NEXT: rt.kernel activation_grad(%[[PRE]], %[[P3]]) -> (%{{.*}}) ints [0]
+// CHECK-NEXT: rt.kernel matmul(%[[X]], %[[W]], %[[PRE]]) -> (%[[G4:[0-9]+]]) ints [0, 1, 4] :
+// CHECK-NEXT: rt.kernel sum(%[[G4]]) -> (%{{.*}}) floats [1.000000e+00] : (memref<2x4x16xf32>) -> memref<1x4x16xf32>
+// CHECK-NOT: rt.kernel sum(%[[G]])
+// CHECK-LABEL: rt.func @apply_step
+// OFF-LABEL: rt.func @microbatch_step
+// OFF-NOT: ints [0, 1, 4]
+// OFF-LABEL: rt.func @apply_step
+triad.param @e : tensor<8xf32> init <zeros>
+triad.param @w : tensor<16x8xf32> init <zeros>
+func.func @microbatch_step(%t: tensor<2x4xi32> {triad.input = "tokens"}, %l: tensor<2x4xi32> {triad.input = "labels"}) -> (tensor<f32> {triad.output = "loss"}) {
+  %e = triad.get_param @e : tensor<8xf32>
+  %x = triad.broadcast %e : tensor<8xf32> -> tensor<2x4x8xf32>
+  %w = triad.get_param @w : tensor<16x8xf32>
+  %pre = triad.matmul %x, %w transpose_rhs : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+  %dy = triad.matmul %x, %w transpose_rhs : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+  %g = triad.activation_grad gelu_tanh %pre, %dy : tensor<2x4x16xf32>
+  %db = triad.sum %g dims = [0, 1] : tensor<2x4x16xf32> -> tensor<16xf32>
+  %dy2 = triad.matmul %x, %w transpose_rhs : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+  %g2 = triad.activation_grad relu %pre, %dy2 : tensor<2x4x16xf32>
+  %db2 = triad.sum %g2 dims = [0, 1] : tensor<2x4x16xf32> -> tensor<16xf32>
+  %dy3 = triad.matmul %x, %w transpose_rhs : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+  %g3 = triad.activation_grad gelu %pre, %dy3 : tensor<2x4x16xf32>
+  %dy4 = triad.matmul %x, %w transpose_rhs : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+  %g4 = triad.activation_grad gelu_tanh %pre, %dy4 : tensor<2x4x16xf32>
+  %db4 = triad.sum %g4 dims = [0] : tensor<2x4x16xf32> -> tensor<4x16xf32>
+  %s1 = triad.add %g, %g2 : tensor<2x4x16xf32>, tensor<2x4x16xf32>
+  %s2 = triad.add %g3, %g4 : tensor<2x4x16xf32>, tensor<2x4x16xf32>
+  %s3 = triad.add %s1, %s2 : tensor<2x4x16xf32>, tensor<2x4x16xf32>
+  %b1 = triad.add %s3, %db : tensor<2x4x16xf32>, tensor<16xf32>
+  %b2 = triad.add %b1, %db2 : tensor<2x4x16xf32>, tensor<16xf32>
+  %b3 = triad.add %b2, %db4 : tensor<2x4x16xf32>, tensor<4x16xf32>
+  %loss = triad.cross_entropy %b3, %l : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+func.func @apply_step() -> (tensor<f32> {triad.output = "grad_norm"}) {
+  %w = triad.get_param @w : tensor<16x8xf32>
+  %n = triad.sum_squares %w : tensor<16x8xf32>
+  return %n : tensor<f32>
+}
+
+// -----
+
+// A reader of the biased sum before the activation would read it before
+// the kernel writes it: the GELU then stays its own kernel, the bias joins
+// the product (epilogue 1).
+// CHECK-LABEL: rt.func @microbatch_step
+// CHECK: rt.kernel matmul(%{{.*}}, %{{.*}}, %{{.*}}) -> (%[[S:[0-9]+]]) ints [0, 0, 1] :
+// CHECK-NEXT: rt.kernel sum_squares(%[[S]])
+// CHECK-NEXT: rt.kernel activation(%[[S]]) -> (%{{.*}}) ints [1]
+// CHECK-LABEL: rt.func @apply_step
+triad.param @e : tensor<8xf32> init <zeros>
+triad.param @w : tensor<8x16xf32> init <zeros>
+triad.param @b : tensor<16xf32> init <zeros>
+func.func @microbatch_step(%t: tensor<2x4xi32> {triad.input = "tokens"}, %l: tensor<2x4xi32> {triad.input = "labels"}) -> (tensor<f32> {triad.output = "loss"}) {
+  %e = triad.get_param @e : tensor<8xf32>
+  %x = triad.broadcast %e : tensor<8xf32> -> tensor<2x4x8xf32>
+  %w = triad.get_param @w : tensor<8x16xf32>
+  %b = triad.get_param @b : tensor<16xf32>
+  %p = triad.matmul %x, %w : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
+  %s = triad.bias_add %p, %b : tensor<2x4x16xf32>, tensor<16xf32>
+  %n = triad.sum_squares %s : tensor<2x4x16xf32>
+  %h = triad.gelu %s approximate = tanh : tensor<2x4x16xf32>
+  %hn = triad.scale %h by 1.0 : tensor<2x4x16xf32>
+  %loss = triad.cross_entropy %hn, %l : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+  %total = triad.add %loss, %n : tensor<f32>, tensor<f32>
+  return %total : tensor<f32>
+}
+func.func @apply_step() -> (tensor<f32> {triad.output = "grad_norm"}) {
+  %w = triad.get_param @w : tensor<8x16xf32>
+  %n = triad.sum_squares %w : tensor<8x16xf32>
+  return %n : tensor<f32>
+}

@@ -88,8 +88,10 @@ func.func @step(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>,
 // A product whose bias add and tanh GELU the lowering fuses into its
 // epilogue: the add reads only its bias (256 f32), the GELU writes only the
 // biased sum the backward reads (512 tokens x 256); the product's bytes
-// count the result the kernel writes. Unfused, each moves its operands and
-// result.
+// count the result the kernel writes. In the backward, the GELU's gradient
+// joins the product that is its dy: it reads only the GELU's input, and the
+// bias gradient's sum writes only its 256 values. Unfused, each moves its
+// operands and result.
 // RUN: triad-gen --preset tiny --layers 1 --activation gelu_tanh | triad-opt --triad-train-pipeline="cost-report=%t.fused" -o /dev/null
 // RUN: FileCheck %s --check-prefix=FUSED < %t.fused
 // RUN: triad-gen --preset tiny --layers 1 --activation gelu_tanh | triad-opt --triad-train-pipeline="fuse-epilogues=false cost-report=%t.unfused" -o /dev/null
@@ -98,8 +100,12 @@ func.func @step(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>,
 // FUSED:     triad.matmul flops=16777216 bytes=720896 product batch=1 m=512 n=256 k=64
 // FUSED-NEXT:     triad.bias_add flops=131072 bytes=1024 fused
 // FUSED-NEXT:     triad.gelu flops=131072 bytes=524288 fused
+// FUSED:     triad.activation_grad flops=131072 bytes=524288 fused
+// FUSED-NEXT:     triad.sum flops=256 bytes=1024 fused
 // UNFUSED-LABEL: triad cost report: @microbatch_step
 // UNFUSED:     triad.matmul flops=16777216 bytes=720896 product batch=1 m=512 n=256 k=64
 // UNFUSED-NEXT:     triad.bias_add flops=131072 bytes=1049600
 // UNFUSED-NEXT:     triad.gelu flops=131072 bytes=1048576
+// UNFUSED:     triad.activation_grad flops=131072 bytes=1572864
+// UNFUSED-NEXT:     triad.sum flops=256 bytes=525312
 // UNFUSED-NOT: fused
