@@ -42,6 +42,18 @@ HostTensor ints(std::vector<int64_t> shape, std::vector<int32_t> data) {
   return h;
 }
 
+/// `n` values spread evenly over [-width / 2, width / 2), from a linear
+/// congruential generator advanced from `state`.
+std::vector<float> uniform(size_t n, uint32_t &state, float width) {
+  std::vector<float> values(n);
+  for (float &v : values) {
+    state = state * 1664525u + 1013904223u;
+    v = width *
+        (static_cast<float>(state >> 8) / static_cast<float>(1 << 24) - 0.5f);
+  }
+  return values;
+}
+
 struct Loaded {
   LoadedPlan plan;
   std::unique_ptr<CpuExecutor> executor;
@@ -253,13 +265,10 @@ TEST(CpuExecutorSteps, SlottedValuesKeepOneCopyPerSlot) {
 TEST(CpuExecutorSteps, FusedEpiloguesGiveTheBitsOfTheUnfusedKernels) {
   // x [2, 3, 8] . w [8, 16] + bias, then the activation: as one fused
   // product, and as the product, Add and Activation kernels.
-  std::vector<float> x(48), w(128), bias(16);
   uint32_t state = 12345;
-  for (std::vector<float> *values : {&x, &w, &bias})
-    for (float &v : *values) {
-      state = state * 1664525u + 1013904223u;
-      v = static_cast<float>(state >> 8) / static_cast<float>(1 << 24) - 0.5f;
-    }
+  std::vector<float> x = uniform(48, state, 1.0f),
+                     w = uniform(128, state, 1.0f),
+                     bias = uniform(16, state, 1.0f);
   struct Case {
     triad::plan::EpilogueCode epilogue;
     int64_t activation; // -1: none
@@ -316,14 +325,10 @@ TEST(CpuExecutorSteps, GeluGradientEpilogueGivesTheBitsOfTheUnfusedKernels) {
   // f32 every bit agrees; in bf16 the fused product rounds once, after the
   // epilogue, where the unfused kernels round the product, its gradient
   // and their sum: within a few bf16 roundings of the magnitudes summed.
-  std::vector<float> dy(48), w(128), pre(96);
   uint32_t state = 777;
-  for (std::vector<float> *values : {&dy, &w, &pre})
-    for (float &v : *values) {
-      state = state * 1664525u + 1013904223u;
-      v = 4.0f *
-          (static_cast<float>(state >> 8) / static_cast<float>(1 << 24) - 0.5f);
-    }
+  std::vector<float> dy = uniform(48, state, 4.0f),
+                     w = uniform(128, state, 4.0f),
+                     pre = uniform(96, state, 4.0f);
   const int64_t code =
       static_cast<int64_t>(triad::plan::EpilogueCode::GeluTanhGrad);
   const int64_t geluTanh = 1;
