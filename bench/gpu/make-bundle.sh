@@ -52,7 +52,7 @@ for tool in triad-gen triad-opt triad-translate; do
     die "$compiler_bin/$tool is missing: build the compiler (ninja -C build) or pass --compiler-bin DIR"
 done
 
-tests="TriadCudaKernelsTests TriadCudaAttentionTests TriadCudaExecutorTests"
+tests="TriadCudaKernelsTests TriadCudaAttentionTests TriadCudnnAttentionTests TriadCudaExecutorTests"
 build=$(mkdir -p "$build" && cd "$build" && pwd)
 if [[ $reuse_build == 1 ]]; then
   # Nothing is built: the caller may be a ninja running in that build (the

@@ -51,7 +51,10 @@ note() { echo "$*" | tee -a "$summary"; }
 # The bundle's libraries first; then cuBLASLt, cuBLAS, NCCL and the CUDA
 # runtime from the machine: the CUDA toolkit, or the nvidia-* wheels of its
 # Python (CUDA 12 wheels keep them in nvidia/<library>/lib, CUDA 13 wheels in
-# nvidia/cu13/lib), or PyTorch's own lib folder.
+# nvidia/cu13/lib), or PyTorch's own lib folder. cuDNN and NVRTC likewise:
+# the CUDA backend loads libcudnn.so.9 at run time for its fused attention
+# (nvidia-cudnn-cu13 keeps it in nvidia/cudnn/lib), whose kernels NVRTC
+# compiles; without them attention runs Triad's own kernels.
 library_path=$here/lib
 for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
            /usr/local/cuda/lib; do
@@ -65,7 +68,8 @@ import glob, os, site, sys
 roots = site.getsitepackages() + [site.getusersitepackages()] + sys.path
 seen = []
 for root in roots:
-    for name in ("libcublasLt.so.1[0-9]", "libnccl.so.2", "libcudart.so.1[0-9]"):
+    for name in ("libcublasLt.so.1[0-9]", "libnccl.so.2", "libcudart.so.1[0-9]",
+                 "libcudnn.so.9", "libnvrtc.so.1[0-9]"):
         for pattern in ("nvidia/*/lib/", "nvidia/cu1[0-9]/lib/", "torch/lib/"):
             for path in glob.glob(os.path.join(root, pattern + name)):
                 folder = os.path.dirname(os.path.realpath(path))
@@ -154,16 +158,27 @@ if [[ -n $missing ]]; then
   exit 2
 fi
 note "   libraries: $(ldd "$here/bin/triad-run" | grep -E 'cublasLt|nccl|cudart|libmpi\.' | awk '{print $3}' | tr '\n' ' ')"
+# Loaded at run time (dlopen), so not in ldd's list: the first on the path.
+for library in libcudnn.so.9 libnvrtc.so.13; do
+  found=
+  IFS=: read -r -a dirs <<< "$LD_LIBRARY_PATH"
+  for dir in "${dirs[@]}"; do
+    [[ -n $dir && -e $dir/$library ]] && { found=$dir/$library; break; }
+  done
+  [[ -z $found ]] && found=$(ldconfig -p 2> /dev/null | awk -v l="$library" '$1 == l { print $NF; exit }')
+  note "   $library: ${found:-not found}"
+done
 note "   mpirun: ${mpirun:-none}"
 command -v python3 > /dev/null || note "   no python3 on this machine: the loss comparisons and PyTorch peers cannot run"
 
-# The three test binaries: every CUDA kernel against its CPU kernel, the
-# attention, rope and dropout kernels, the CUDA executor against the CPU
-# executor (gtest_outcome.py tells passes, skips for want of a GPU and
-# failures apart).
+# The four test binaries: every CUDA kernel against its CPU kernel, the
+# attention, rope and dropout kernels, cuDNN's fused attention against
+# Triad's, the CUDA executor against the CPU executor (gtest_outcome.py
+# tells passes, skips for want of a GPU and failures apart).
 step_tests() {
   local test code line
-  for test in TriadCudaKernelsTests TriadCudaAttentionTests TriadCudaExecutorTests; do
+  for test in TriadCudaKernelsTests TriadCudaAttentionTests TriadCudnnAttentionTests \
+              TriadCudaExecutorTests; do
     boxed 240 "$here/bin/$test" --gtest_color=no "--gtest_output=json:$results/$test.json" \
       > "$results/$test.txt" 2>&1
     line=$(python3 "$here/gtest_outcome.py" "$results/$test.txt" --gpu "$have_gpu")

@@ -72,6 +72,7 @@ createExecutor(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
 #if TRIAD_HAVE_CUDA
   cuda::ContextOptions context;
   context.matmulPrecision = device.matmulPrecision;
+  context.attention = device.cudaAttention;
   context.device = device.cudaDevice;
   if (context.device < 0) {
     absl::StatusOr<int> count = cuda::deviceCount();

@@ -14,6 +14,7 @@
 
 #include "runtime/comm/AsyncWait.h"
 #include "runtime/executor/Executor.h"
+#include "runtime/kernels/AttentionKernel.h"
 #include "runtime/kernels/MatmulPrecision.h"
 #include "runtime/kernels/cpu/Bf16Products.h"
 
@@ -45,6 +46,9 @@ struct DeviceOptions {
   /// choice but F32 uses tensor cores, faster and no longer within 1e-5 of
   /// the CPU.
   MatmulPrecision matmulPrecision = MatmulPrecision::F32;
+  /// CUDA: what runs a 16-bit plan's attention (AttentionKernel.h): cuDNN's
+  /// fused attention where it takes the call, always, or never.
+  AttentionKernel cudaAttention = AttentionKernel::Triad;
   /// CUDA: collectives and transfers through NCCL on device buffers
   /// (one GPU per rank); otherwise staged through host memory for the
   /// job's communicator (MPI), which lets ranks share a GPU.

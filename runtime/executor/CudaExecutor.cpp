@@ -849,6 +849,13 @@ bool CudaExecutor::attentionIn16Bit(const plan::Instr &instr) const {
   return !resultOverlapsOperand(instr, /*inPlace=*/false);
 }
 
+cuda::AttentionRouter &CudaExecutor::attentionRoutes() {
+  if (!attentionRouter)
+    attentionRouter =
+        std::make_unique<cuda::AttentionRouter>(gpu->options().attention);
+  return *attentionRouter;
+}
+
 bool CudaExecutor::runsIn16Bit(const plan::Instr &instr) const {
   // Casts convert on the device; copies and layout ops (copiesBits) move
   // 16-bit elements as they are; products of two 16-bit operands of one
@@ -1057,25 +1064,36 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
         return s;
     }
     const float *slopes = call.slopes ? f32(*call.slopes) : nullptr;
-    // A 16-bit plan's attention runs on tensor cores in its type, on its
-    // values as they are (attentionIn16Bit), each result rounded once.
+    const bool gradient = instr.op() == plan::OpCode::AttentionGrad;
+    // A 16-bit plan's attention runs on its values as they are
+    // (attentionIn16Bit): through cuDNN's fused attention where cuDNN takes
+    // the call (attentionRoutes), else on Triad's tensor cores in its type,
+    // each result rounded once.
     if (typedIn(0).type != cuda::DType::F32) {
-      if (instr.op() == plan::OpCode::Attention)
-        return cuda::attention(ctx, typedIn(0), typedIn(1), typedIn(2), prefix,
-                               slopes, typedOut(0), call.shape);
-      return cuda::attentionGrad(ctx, typedIn(0), typedIn(1), typedIn(2),
-                                 prefix, slopes, typedOperand(call.dout),
-                                 typedOut(0), typedOut(1), typedOut(2),
-                                 call.shape);
+      if (!gradient)
+        return attentionRoutes().attention(ctx, typedIn(0), typedIn(1),
+                                           typedIn(2), prefix, slopes,
+                                           typedOut(0), call.shape);
+      return attentionRoutes().attentionGrad(
+          ctx, typedIn(0), typedIn(1), typedIn(2), prefix, slopes,
+          typedOperand(call.dout), typedOut(0), typedOut(1), typedOut(2),
+          call.shape);
     }
     // Otherwise on f32 values (or f32 copies of 16-bit ones, for shapes the
-    // tensor cores do not take): the products of a 16-bit plan's attention
-    // run on tensor cores in its type (the operands are 16-bit values; the
-    // probabilities and score gradients round to it too), as do an f32
-    // plan's under --matmul-precision bf16. Otherwise they are exact f32.
+    // tensor cores do not take), which only Triad's kernels run: the
+    // products of a 16-bit plan's attention run on tensor cores in its type
+    // (the operands are 16-bit values; the probabilities and score
+    // gradients round to it too), as do an f32 plan's under
+    // --matmul-precision bf16. Otherwise they are exact f32.
+    if (absl::Status s = attentionRoutes().triadOnly(
+            gradient,
+            "its values are f32 (an f32 plan's, or a 16-bit plan's widened "
+            "for a shape Triad's 16-bit kernels do not take)");
+        !s.ok())
+      return s;
     cuda::DType products =
         attentionProducts(value(in(0)).dtype(), ctx.options().matmulPrecision);
-    if (instr.op() == plan::OpCode::Attention)
+    if (!gradient)
       return cuda::attention(ctx, f32(in(0)), f32(in(1)), f32(in(2)), prefix,
                              slopes, f32(out(0)), call.shape, products);
     return cuda::attentionGrad(ctx, f32(in(0)), f32(in(1)), f32(in(2)), prefix,

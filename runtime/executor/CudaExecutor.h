@@ -45,6 +45,7 @@
 #include "runtime/comm/nccl/NcclCommunicator.h"
 #include "runtime/executor/Executor.h"
 #include "runtime/kernels/cuda/CudaContext.h"
+#include "runtime/kernels/cuda/CudnnAttention.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -181,7 +182,9 @@ private:
   /// in their type, each result rounded once, the bits of running on f32
   /// copies): q, k, v, dout and the results of one 16-bit type, f32 slopes,
   /// a shape the tensor cores take, and no result sharing bytes with an
-  /// operand.
+  /// operand. Such a call goes through cuDNN's fused attention where the
+  /// attention router takes it (attentionRoutes), Triad's typed kernel
+  /// being the fallback: cuDNN is asked only where that fallback exists.
   bool attentionIn16Bit(const plan::Instr &instr) const;
   /// Whether `instr`'s kernel reads and writes each float value in its own
   /// type (cuda's typed kernels, which give the bits of the f32 kernel on
@@ -209,6 +212,10 @@ private:
   absl::Status movePieces(const float *from, float *to,
                           const std::vector<int64_t> &shape, int64_t dim,
                           int64_t pieces, bool join, cudaStream_t stream);
+  /// The router of the program's attention calls (cuDNN's fused attention
+  /// or Triad's kernels, by the context's AttentionKernel), made on first
+  /// use.
+  cuda::AttentionRouter &attentionRoutes();
 
   std::unique_ptr<cuda::CudaContext> gpu;
   cuda::DeviceBuffer arena;
@@ -230,6 +237,9 @@ private:
   /// stream order, grown as needed), and which value each holds.
   std::vector<cuda::DeviceBuffer> widePool;
   std::vector<std::pair<uint32_t, void *>> widened;
+  /// attentionRoutes(): cuDNN's handle and plans, kept for the executor's
+  /// life (and released before the context, declared above).
+  std::unique_ptr<cuda::AttentionRouter> attentionRouter;
 };
 
 } // namespace triad::rt

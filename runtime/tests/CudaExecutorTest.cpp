@@ -7,7 +7,9 @@
 // widening kernel); a 16-bit step, whose kernels the CUDA executor runs on
 // its 16-bit values, bit for bit as on f32 copies and within 16-bit
 // roundings of the CPU; a 16-bit attention and its gradient on tensor
-// cores without f32 copies, within their rounding of the CPU's; the
+// cores without f32 copies, within their rounding of the CPU's, and through
+// cuDNN's fused attention within the same of Triad's kernels (and
+// --cuda-attention=cudnn an error where cuDNN does not take it); the
 // device work of a call counted by kind, and a training step's launches
 // and host time reported; a
 // whole training plan (dropout, gradient accumulation over microbatches,
@@ -96,7 +98,8 @@ struct BothResults {
 };
 BothResults runBoth(const std::string &bytes,
                     const std::vector<HostTensor> &args,
-                    ExecutorOptions options = {}, bool nccl = false) {
+                    ExecutorOptions options = {}, bool nccl = false,
+                    cuda::ContextOptions context = {}) {
   BothResults results;
   absl::StatusOr<LoadedPlan> plan = loadPlanFromBytes(bytes, "test.plan");
   EXPECT_TRUE(plan.ok()) << plan.status();
@@ -113,7 +116,7 @@ BothResults runBoth(const std::string &bytes,
   if (!haveGpu())
     return results;
   absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
-      CudaExecutor::create(*plan, 0, 5, options, {}, nccl);
+      CudaExecutor::create(*plan, 0, 5, options, context, nccl);
   EXPECT_TRUE(gpu.ok()) << gpu.status();
   if (!gpu.ok())
     return results;
@@ -127,11 +130,12 @@ BothResults runBoth(const std::string &bytes,
 /// The kernels one run of function "f" of `bytes` with `args` launches on
 /// the GPU (-1, and a failure, when it cannot run).
 int64_t kernelsOfARun(const std::string &bytes,
-                      const std::vector<HostTensor> &args) {
+                      const std::vector<HostTensor> &args,
+                      cuda::ContextOptions context = {}) {
   absl::StatusOr<LoadedPlan> loaded = loadPlanFromBytes(bytes, "test.plan");
   absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
       loaded.ok()
-          ? CudaExecutor::create(*loaded, 0, 5)
+          ? CudaExecutor::create(*loaded, 0, 5, {}, context)
           : absl::StatusOr<std::unique_ptr<CudaExecutor>>(loaded.status());
   if (!gpu.ok()) {
     ADD_FAILURE() << gpu.status();
@@ -249,9 +253,13 @@ TEST(CudaExecutor, SixteenBitLayoutOpsMatchTheCpuExactly) {
 /// type (CudaAttentionTest's tolerance, 2e-2 of the largest element for
 /// bf16 and 5e-3 for f16, with as much of the element itself), which also
 /// covers the two results' rounding to the type (an ulp: 2^-8 and 2^-11).
-/// The kernels' bits against the f32 route are CudaAttentionTest's.
+/// The kernels' bits against the f32 route are CudaAttentionTest's. These
+/// are Triad's own kernels (--cuda-attention=triad); cuDNN's route is the
+/// next test's.
 TEST(CudaExecutor, SixteenBitAttentionRunsOnItsValuesAsTheyAre) {
   using plan::DType;
+  cuda::ContextOptions triad;
+  triad.attention = AttentionKernel::Triad;
   const int64_t batch = 2, seq = 24, heads = 4, kvHeads = 2, headDim = 16;
   for (DType half : {DType::BF16, DType::F16}) {
     SCOPED_TRACE(half == DType::BF16 ? "bf16" : "f16");
@@ -271,7 +279,7 @@ TEST(CudaExecutor, SixteenBitAttentionRunsOnItsValuesAsTheyAre) {
                                     floats(keys, 33), floats(queries, 34)};
     for (HostTensor &arg : args)
       arg.dtype = half; // rounded to it as it is written
-    BothResults results = runBoth(bytes, args);
+    BothResults results = runBoth(bytes, args, {}, false, triad);
     SKIP_WITHOUT_GPU();
     ASSERT_EQ(results.cpu.size(), 4u);
     ASSERT_EQ(results.gpu.size(), 4u);
@@ -290,8 +298,145 @@ TEST(CudaExecutor, SixteenBitAttentionRunsOnItsValuesAsTheyAre) {
             << names[r] << ", element " << i << ": gpu " << gpu[i] << ", cpu "
             << cpu[i];
     }
-    EXPECT_EQ(kernelsOfARun(bytes, args), 1 + 3)
+    EXPECT_EQ(kernelsOfARun(bytes, args, triad), 1 + 3)
         << "attention widened its 16-bit values";
+  }
+}
+
+/// A 16-bit attention and its gradient of one kv head per two heads (8
+/// over 4) and a causal mask, and 8 heads of their own without a mask, as
+/// a 16-bit plan's: routed through cuDNN's fused attention
+/// (--cuda-attention=cudnn, so that a refusal fails with its reason), the
+/// route counted once for each, and their results within CudnnAttentionTest's
+/// tolerance (2e-2 of the largest element for bf16, 5e-3 for f16, plus as
+/// much of the element: about ten times the rounding of the probabilities
+/// and score gradients that both routes make) of the same plan through
+/// Triad's kernels and of the CPU's. cuDNN's executions count as one
+/// kernel each: the forward's one, the gradient's two (its forward with
+/// statistics, then the gradient): nothing widened.
+TEST(CudaExecutor, SixteenBitAttentionThroughCudnnMatchesTriads) {
+  using plan::DType;
+  const int64_t batch = 2, seq = 128, heads = 8, headDim = 64;
+  cuda::ContextOptions cudnn, triad;
+  cudnn.attention = AttentionKernel::Cudnn;
+  triad.attention = AttentionKernel::Triad;
+  for (DType half : {DType::BF16, DType::F16})
+    for (int64_t kvHeads : {4, 8}) {
+      plan::MaskCode mask =
+          kvHeads == 4 ? plan::MaskCode::Causal : plan::MaskCode::None;
+      SCOPED_TRACE(testing::Message()
+                   << (half == DType::BF16 ? "bf16" : "f16") << ", " << heads
+                   << " heads over " << kvHeads);
+      PlanBuilder b;
+      std::vector<int64_t> queries = {batch, seq, heads * headDim},
+                           keys = {batch, seq, kvHeads * headDim};
+      uint32_t q = b.value(half, queries), k = b.value(half, keys),
+               v = b.value(half, keys), dout = b.value(half, queries);
+      uint32_t out = b.value(half, queries), dq = b.value(half, queries),
+               dk = b.value(half, keys), dv = b.value(half, keys);
+      std::vector<int64_t> ints = {heads, kvHeads, static_cast<int64_t>(mask),
+                                   0, 0};
+      b.instr(OpCode::Attention, {q, k, v}, {out}, ints, {0.125});
+      b.instr(OpCode::AttentionGrad, {q, k, v, dout}, {dq, dk, dv}, ints,
+              {0.125});
+      std::string bytes = b.build({q, k, v, dout}, {out, dq, dk, dv});
+      std::vector<HostTensor> args = {floats(queries, 41), floats(keys, 42),
+                                      floats(keys, 43), floats(queries, 44)};
+      for (HostTensor &arg : args)
+        arg.dtype = half;
+      cuda::AttentionRouteCounts before = cuda::attentionRouteCounts();
+      BothResults throughCudnn = runBoth(bytes, args, {}, false, cudnn);
+      SKIP_WITHOUT_GPU();
+      EXPECT_EQ(cuda::attentionRouteCounts().cudnnForward,
+                before.cudnnForward + 1);
+      EXPECT_EQ(cuda::attentionRouteCounts().cudnnBackward,
+                before.cudnnBackward + 1);
+      BothResults throughTriad = runBoth(bytes, args, {}, false, triad);
+      ASSERT_EQ(throughCudnn.gpu.size(), 4u);
+      ASSERT_EQ(throughTriad.gpu.size(), 4u);
+      const double tolerance = half == DType::BF16 ? 2e-2 : 5e-3;
+      const char *names[] = {"out", "dq", "dk", "dv"};
+      for (size_t r = 0; r < 4; ++r)
+        for (const std::vector<float> *want :
+             {&throughTriad.gpu[r].floats, &throughCudnn.cpu[r].floats}) {
+          const std::vector<float> &got = throughCudnn.gpu[r].floats;
+          ASSERT_EQ(got.size(), want->size()) << names[r];
+          double largest = 0.0;
+          for (float x : *want)
+            largest = std::max(largest, std::fabs(static_cast<double>(x)));
+          for (size_t i = 0; i < got.size(); ++i)
+            EXPECT_LE(std::fabs(static_cast<double>(got[i]) - (*want)[i]),
+                      tolerance * (largest + std::fabs((*want)[i])))
+                << names[r] << ", element " << i << ": cuDNN " << got[i] << ", "
+                << (want == &throughTriad.gpu[r].floats ? "Triad" : "cpu")
+                << " " << (*want)[i];
+        }
+      EXPECT_EQ(kernelsOfARun(bytes, args, cudnn), 1 + 2);
+    }
+}
+
+/// --cuda-attention=cudnn on an attention cuDNN does not take (a prefix
+/// mask, in bf16) or that runs on f32 values (an f32 plan's) fails the
+/// function with an error that names the flag and the reason; under auto
+/// the same plans run Triad's kernels.
+TEST(CudaExecutor, TheCudnnChoiceRefusesAnAttentionCudnnDoesNotTake) {
+  using plan::DType;
+  const int64_t batch = 2, seq = 16, heads = 2, headDim = 16;
+  for (DType type : {DType::BF16, DType::F32}) {
+    SCOPED_TRACE(type == DType::BF16 ? "bf16, prefix mask" : "f32");
+    plan::MaskCode mask =
+        type == DType::BF16 ? plan::MaskCode::Prefix : plan::MaskCode::Causal;
+    PlanBuilder b;
+    std::vector<int64_t> shape = {batch, seq, heads * headDim};
+    uint32_t q = b.value(type, shape), out = b.value(type, shape);
+    uint32_t prefix = b.value(DType::I32, {batch});
+    std::vector<uint32_t> inputs = {q, q, q};
+    std::vector<uint32_t> args = {q};
+    if (mask == plan::MaskCode::Prefix) {
+      inputs.push_back(prefix);
+      args.push_back(prefix);
+    }
+    b.instr(OpCode::Attention, inputs, {out},
+            {heads, heads, static_cast<int64_t>(mask),
+             mask == plan::MaskCode::Prefix ? 1 : 0, 0},
+            {0.25});
+    std::string bytes = b.build(args, {out});
+    std::vector<HostTensor> values = {floats(shape, 51)};
+    values[0].dtype = type;
+    if (mask == plan::MaskCode::Prefix) {
+      HostTensor lengths;
+      lengths.dtype = DType::I32;
+      lengths.shape = {batch};
+      lengths.ints = {4, 16};
+      values.push_back(lengths);
+    }
+    SKIP_WITHOUT_GPU();
+    absl::StatusOr<LoadedPlan> loaded = loadPlanFromBytes(bytes, "test.plan");
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    for (AttentionKernel kernel :
+         {AttentionKernel::Cudnn, AttentionKernel::Auto}) {
+      cuda::ContextOptions context;
+      context.attention = kernel;
+      absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
+          CudaExecutor::create(*loaded, 0, 5, {}, context);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      cuda::AttentionRouteCounts before = cuda::attentionRouteCounts();
+      absl::StatusOr<std::vector<HostTensor>> results =
+          (*gpu)->run("f", values);
+      if (kernel == AttentionKernel::Auto) {
+        EXPECT_TRUE(results.ok()) << results.status();
+        EXPECT_EQ(cuda::attentionRouteCounts().triadForward,
+                  before.triadForward + 1);
+        continue;
+      }
+      ASSERT_FALSE(results.ok());
+      std::string message(results.status().message());
+      EXPECT_NE(message.find("--cuda-attention=cudnn"), std::string::npos)
+          << message;
+      EXPECT_NE(message.find(type == DType::BF16 ? "prefix masks" : "f32"),
+                std::string::npos)
+          << message;
+    }
   }
 }
 

@@ -167,6 +167,15 @@ ABSL_FLAG(std::string, matmul_precision, "f32",
           "rounded to TF32 or bf16, f32 sums; faster, no longer within 1e-5 "
           "of the CPU). Tensors stay f32 either way");
 ABSL_FLAG(bool, tf32, false, "Short for --matmul-precision=tf32");
+ABSL_FLAG(std::string, cuda_attention, "triad",
+          "With --device=cuda: what runs a bf16 or f16 plan's attention and "
+          "its gradient: auto (cuDNN's fused attention where the installed "
+          "cuDNN, libcudnn.so.9, takes the call: causal or no mask, no ALiBi, "
+          "head dimensions that are multiples of 16 up to 128; Triad's own "
+          "tensor-core kernels elsewhere), cudnn (cuDNN, and an error where "
+          "it does not take a call) or triad (the default: Triad's kernels "
+          "only, whose results do not depend on timing; cuDNN's gradient "
+          "adds dq with atomics)");
 ABSL_FLAG(std::string, cpu_bf16_products, "auto",
           "With --device=cpu: what multiplies a bf16 plan's bf16 operands: "
           "onednn (oneDNN on the CPU's bf16 units, AVX512-BF16 or AMX; f32 "
@@ -568,6 +577,11 @@ int main(int argc, char **argv) {
     *matmulPrecision = MatmulPrecision::Tf32;
   }
   bool fastMatmul = *matmulPrecision != MatmulPrecision::F32;
+  absl::StatusOr<AttentionKernel> cudaAttention =
+      parseAttentionKernel(absl::GetFlag(FLAGS_cuda_attention));
+  if (!cudaAttention.ok())
+    tool.fail(
+        absl::StrCat("--cuda-attention: ", cudaAttention.status().message()));
   absl::StatusOr<cpu::Bf16ProductKernel> bf16Products =
       cpu::parseBf16ProductKernel(absl::GetFlag(FLAGS_cpu_bf16_products));
   if (!bf16Products.ok())
@@ -591,6 +605,10 @@ int main(int argc, char **argv) {
                                     matmulPrecisionName(*matmulPrecision))
                      : "--comm=nccl",
         " needs --device=cuda"));
+  if (*backend != Backend::Cuda && *cudaAttention != AttentionKernel::Triad)
+    tool.fail(
+        absl::StrCat("--cuda-attention=", attentionKernelName(*cudaAttention),
+                     " needs --device=cuda"));
   if (*backend != Backend::Cpu && *bf16Products != cpu::Bf16ProductKernel::Auto)
     tool.fail(absl::StrCat(
         "--cpu-bf16-products=", cpu::bf16ProductKernelName(*bf16Products),
@@ -787,6 +805,7 @@ int main(int argc, char **argv) {
   options.device.backend = *backend;
   options.device.cudaDevice = cudaDevice.value_or(-1);
   options.device.matmulPrecision = *matmulPrecision;
+  options.device.cudaAttention = *cudaAttention;
   options.device.nccl = comm == "nccl";
   options.device.cpuBf16Products = *bf16Products;
   // NCCL's waits poll for its errors and give up after the watchdog's

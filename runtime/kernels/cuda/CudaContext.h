@@ -17,6 +17,7 @@
 #ifndef TRIAD_RUNTIME_KERNELS_CUDA_CUDACONTEXT_H
 #define TRIAD_RUNTIME_KERNELS_CUDA_CUDACONTEXT_H
 
+#include "runtime/kernels/AttentionKernel.h"
 #include "runtime/kernels/MatmulPrecision.h"
 #include "runtime/kernels/cuda/ContentCache.h"
 
@@ -90,6 +91,12 @@ struct ContextOptions {
   /// cores with TF32 or bf16 inputs, faster and no longer within 1e-5 of
   /// the CPU backend.
   MatmulPrecision matmulPrecision = MatmulPrecision::F32;
+  /// What runs a 16-bit plan's attention and its gradient: cuDNN's fused
+  /// attention where it takes the call (Auto), always (Cudnn: a call it
+  /// does not take is an error) or never (Triad's own kernels, the
+  /// default: cuDNN's gradient sums dq with atomics, so its results depend
+  /// on timing, and it has yet to run on a GPU); see CudnnAttention.h.
+  AttentionKernel attention = AttentionKernel::Triad;
   /// cuBLASLt's workspace (Hopper kernels want 32 MiB).
   size_t matmulWorkspaceBytes = size_t{32} << 20;
 };
