@@ -268,35 +268,39 @@ absl::Status CudaExecutor::drainStreams(std::string what, bool commToo) {
 
 template <typename Work>
 absl::Status CudaExecutor::onCommStream(const plan::Instr &instr, size_t index,
-                                        std::optional<uint32_t> x,
-                                        std::optional<uint32_t> out,
-                                        Work work) {
-  cudaEvent_t ready = nullptr, done = nullptr;
+                                        const Touched &touched, Work work) {
+  cudaEvent_t ready = nullptr;
   TRIAD_CUDA_RETURN_IF_ERROR(
       cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-  absl::Status status =
-      cuda::cudaStatus(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
-                       "cudaEventCreateWithFlags");
-  if (status.ok())
-    status = cuda::cudaStatus(cudaEventRecord(ready, gpu->stream()),
-                              "cudaEventRecord");
+  absl::Status status = cuda::cudaStatus(cudaEventRecord(ready, gpu->stream()),
+                                         "cudaEventRecord");
   if (status.ok())
     status = cuda::cudaStatus(cudaStreamWaitEvent(commStream, ready, 0),
                               "cudaStreamWaitEvent");
   cudaEventDestroy(ready);
   if (status.ok())
     status = work(commStream);
-  if (status.ok())
-    status =
-        cuda::cudaStatus(cudaEventRecord(done, commStream), "cudaEventRecord");
-  if (!status.ok()) {
-    if (done)
-      cudaEventDestroy(done);
+  if (!status.ok())
     return status;
+  // One event per pair, each recorded right after the work: a later
+  // instruction waits for the pair it touches (StreamRequest).
+  for (const auto &[x, out] : touched) {
+    cudaEvent_t done = nullptr;
+    TRIAD_CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    if (absl::Status recorded = cuda::cudaStatus(
+            cudaEventRecord(done, commStream), "cudaEventRecord");
+        !recorded.ok()) {
+      cudaEventDestroy(done);
+      return recorded;
+    }
+    if (absl::Status tracked = track(
+            std::nullopt, std::make_unique<StreamRequest>(gpu->stream(), done),
+            instr, index, x, out);
+        !tracked.ok())
+      return tracked;
   }
-  return track(std::nullopt,
-               std::make_unique<StreamRequest>(gpu->stream(), done), instr,
-               index, x, out);
+  return absl::OkStatus();
 }
 
 void *CudaExecutor::arenaAddress(uint32_t index) const {
@@ -448,14 +452,9 @@ CudaExecutor::NcclStaging CudaExecutor::largestNcclStaging() const {
       if (op != plan::OpCode::AllReduce && op != plan::OpCode::AllGather &&
           op != plan::OpCode::ReduceScatter && op != plan::OpCode::AllToAll)
         continue;
-      for (size_t pair = 0; pair < instr->inputs()->size(); ++pair) {
-        TensorCollective c = describeCollective(*instr, nullptr, nullptr, pair);
-        if (c.group >= ncclComm->groupCount())
-          continue; // refused when it runs
-        atLeast(most.packed, packedStaging(c, ncclComm->groupSize(c.group)));
-        if (isSixteenBit(instr->inputs()->Get(pair)))
-          atLeast(most.widened, widenedStaging(c));
-      }
+      NcclStaging need = ncclStaging(*instr);
+      atLeast(most.packed, need.packed);
+      atLeast(most.widened, need.widened);
     }
   }
   return most;
@@ -490,8 +489,8 @@ absl::Status CudaExecutor::movePieces(const float *from, float *to,
   return cuda::stridedCopy(stream, from, to, *copy);
 }
 
-absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
-                                          size_t index, size_t pair) {
+absl::StatusOr<TensorCollective>
+CudaExecutor::ncclTensor(const plan::Instr &instr, size_t pair) const {
   uint32_t x = instr.inputs()->Get(pair), out = instr.outputs()->Get(pair);
   TensorCollective c = describeCollective(instr, f32(x), f32(out), pair);
   if (c.group >= ncclComm->groupCount())
@@ -509,6 +508,152 @@ absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
         "a collective of padded pieces (ZeRO's split of a dimension the "
         "data-parallel ranks do not divide) does not run over NCCL yet; "
         "use --comm mpi");
+  return c;
+}
+
+CudaExecutor::NcclStaging
+CudaExecutor::ncclStaging(const plan::Instr &instr) const {
+  NcclStaging need;
+  size_t tensors = instr.inputs()->size();
+  for (size_t pair = 0; pair < tensors; ++pair) {
+    TensorCollective c = describeCollective(instr, nullptr, nullptr, pair);
+    if (c.group >= ncclComm->groupCount())
+      continue; // refused when it runs
+    PackedStaging packed = packedStaging(c, ncclComm->groupSize(c.group));
+    PackedStaging widened = isSixteenBit(instr.inputs()->Get(pair))
+                                ? widenedStaging(c)
+                                : PackedStaging{0, 0};
+    // A bucket's tensors are staged side by side; a lone one on its own.
+    auto add = [&](PackedStaging &total, PackedStaging part) {
+      total.first = tensors > 1 ? total.first + part.first
+                                : std::max(total.first, part.first);
+      total.second = tensors > 1 ? total.second + part.second
+                                 : std::max(total.second, part.second);
+    };
+    add(need.packed, packed);
+    add(need.widened, widened);
+  }
+  return need;
+}
+
+absl::Status CudaExecutor::ncclBucket(const plan::Instr &instr, size_t index) {
+  size_t tensors = instr.inputs()->size();
+  bool gather = instr.op() == plan::OpCode::AllGather;
+  NcclStaging need = ncclStaging(instr);
+  float *packedBase = nullptr, *wideX = nullptr, *wideOut = nullptr;
+  for (auto [target, buffer, count] :
+       {std::tuple{&packedBase, &stagedDevice[0], need.packed.first},
+        std::tuple{&wideX, &stagedWide[0], need.widened.first},
+        std::tuple{&wideOut, &stagedWide[1], need.widened.second}}) {
+    if (count == 0)
+      continue;
+    absl::StatusOr<float *> staging = staged(*buffer, count);
+    if (!staging.ok())
+      return staging.status();
+    *target = *staging;
+  }
+  // Each tensor's parts of the staging buffers, and what NCCL moves.
+  struct Part {
+    TensorCollective c;
+    uint32_t x, out;
+    float *wideX = nullptr, *wideOut = nullptr, *packed = nullptr;
+  };
+  std::vector<Part> parts;
+  std::vector<nccl::NcclCommunicator::Piece> pieces;
+  Touched touched;
+  int64_t members = 0;
+  for (size_t pair = 0; pair < tensors; ++pair) {
+    absl::StatusOr<TensorCollective> c = ncclTensor(instr, pair);
+    if (!c.ok())
+      return c.status();
+    members = ncclComm->groupSize(c->group);
+    Part part{*c, instr.inputs()->Get(pair), instr.outputs()->Get(pair)};
+    touched.push_back({part.x, part.out});
+    if (isSixteenBit(part.x)) {
+      PackedStaging widened = widenedStaging(part.c);
+      part.wideX = wideX;
+      part.wideOut = wideOut;
+      wideX += widened.first;
+      wideOut += widened.second;
+      part.c.x = part.wideX;
+      part.c.out = part.wideOut;
+    }
+    PackedStaging packed = packedStaging(part.c, members);
+    if (packed.first > 0) {
+      part.packed = packedBase;
+      packedBase += packed.first;
+    }
+    int64_t count = elementCount(part.c.xShape);
+    if (count > 0)
+      pieces.push_back(
+          gather ? nccl::NcclCommunicator::Piece{part.c.x,
+                                                 part.packed ? part.packed
+                                                             : part.c.out,
+                                                 count}
+                 : nccl::NcclCommunicator::Piece{part.packed ? part.packed
+                                                             : part.c.x,
+                                                 part.c.out, count / members});
+    parts.push_back(part);
+  }
+  ncclComm->setCaller(absl::StrCat("instruction ", index, " (",
+                                   plan::EnumNameOpCode(instr.op()),
+                                   "), a bucket of ", tensors, " tensors"));
+  return onCommStream(
+      instr, index, touched, [&](cudaStream_t stream) -> absl::Status {
+        // Widened, and (a reduce-scatter's) packed, before the group.
+        for (const Part &p : parts) {
+          int64_t count = elementCount(p.c.xShape);
+          if (p.wideX)
+            if (absl::Status status = cuda::cast(
+                    stream, arenaAddress(p.x), cudaType(value(p.x).dtype()),
+                    p.wideX, cuda::DType::F32, count);
+                !status.ok())
+              return status;
+          if (!gather && p.packed)
+            if (absl::Status status =
+                    movePieces(p.c.x, p.packed, p.c.xShape, p.c.dim, members,
+                               /*join=*/false, stream);
+                !status.ok())
+              return status;
+        }
+        if (!pieces.empty()) {
+          // One group: NCCL launches it as one operation.
+          ++cuda::issueCounts().ncclCalls;
+          if (absl::Status status = ncclComm->grouped(
+                  parts.front().c.group,
+                  gather ? nccl::NcclCommunicator::Grouped::AllGather
+                         : nccl::NcclCommunicator::Grouped::ReduceScatter,
+                  pieces, stream);
+              !status.ok())
+            return status;
+        }
+        // (An all-gather's) unpacked, and rounded back, after it.
+        for (const Part &p : parts) {
+          if (gather && p.packed)
+            if (absl::Status status =
+                    movePieces(p.packed, p.c.out, p.c.outShape, p.c.dim,
+                               members, /*join=*/true, stream);
+                !status.ok())
+              return status;
+          if (p.wideOut)
+            if (absl::Status status = cuda::cast(
+                    stream, p.wideOut, cuda::DType::F32, arenaAddress(p.out),
+                    cudaType(value(p.out).dtype()), elementCount(p.c.outShape));
+                !status.ok())
+              return status;
+        }
+        return absl::OkStatus();
+      });
+}
+
+absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
+                                          size_t index, size_t pair) {
+  uint32_t x = instr.inputs()->Get(pair), out = instr.outputs()->Get(pair);
+  absl::StatusOr<TensorCollective> checked = ncclTensor(instr, pair);
+  if (!checked.ok())
+    return checked.status();
+  TensorCollective c = *checked;
+  int64_t members = ncclComm->groupSize(c.group);
   int64_t count = elementCount(c.xShape);
   if (count == 0)
     return absl::OkStatus();
@@ -523,7 +668,7 @@ absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
   cuda::DType type = cudaType(value(x).dtype());
   PackedStaging widened = widenedStaging(c);
   return onCommStream(
-      instr, index, x, out, [&](cudaStream_t stream) -> absl::Status {
+      instr, index, {{x, out}}, [&](cudaStream_t stream) -> absl::Status {
         if (!sixteen)
           return ncclMove(c, members, stream);
         absl::StatusOr<float *> wideX = staged(stagedWide[0], widened.first);
@@ -614,8 +759,10 @@ absl::Status CudaExecutor::startCollective(const plan::Instr &instr,
                                            size_t index) {
   size_t tensors = instr.inputs()->size();
   if (ncclComm) {
-    // A bucket's tensors go one NCCL collective each, back to back (not
-    // yet one packed call as over MPI; not yet run on a GPU).
+    // A bucket (of all-gathers or reduce-scatters) is one NCCL group (not
+    // yet run on a GPU).
+    if (tensors > 1)
+      return ncclBucket(instr, index);
     for (size_t pair = 0; pair < tensors; ++pair)
       if (absl::Status status = ncclCollective(instr, index, pair);
           !status.ok())
@@ -700,8 +847,9 @@ absl::Status CudaExecutor::startTransfer(const plan::Instr &instr,
     ncclComm->setCaller(absl::StrCat("instruction ", index, " (",
                                      plan::EnumNameOpCode(instr.op()), ")"));
     return onCommStream(
-        instr, index, t.send ? std::optional<uint32_t>(t.data) : std::nullopt,
-        t.send ? std::nullopt : std::optional<uint32_t>(t.data),
+        instr, index,
+        {{t.send ? std::optional<uint32_t>(t.data) : std::nullopt,
+          t.send ? std::nullopt : std::optional<uint32_t>(t.data)}},
         [&](cudaStream_t comm) {
           ++cuda::issueCounts().ncclCalls;
           return t.send ? ncclComm->send(data, bytes, t.peer, comm)

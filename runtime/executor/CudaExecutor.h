@@ -139,15 +139,30 @@ private:
   /// packing and joining its pieces where they are not blocks.
   absl::Status ncclMove(const TensorCollective &c, int64_t members,
                         cudaStream_t stream);
+  /// The values an instruction's NCCL work reads and writes, by pair (a
+  /// bucket's tensors; a transfer's one side is none).
+  using Touched =
+      std::vector<std::pair<std::optional<uint32_t>, std::optional<uint32_t>>>;
   /// Enqueues `work` (NCCL calls and the kernels around them) on the
   /// communication stream after what the compute stream has enqueued so
-  /// far, and tracks it as instruction `index` in flight: the compute
-  /// stream waits for it (an event recorded right after it, not the host)
-  /// before the first later instruction that touches its buffers.
+  /// far, and tracks each pair of `touched` as instruction `index` in
+  /// flight: the compute stream waits for it (an event recorded right after
+  /// the work, not the host) before the first later instruction that
+  /// touches its buffers.
   template <typename Work>
   absl::Status onCommStream(const plan::Instr &instr, size_t index,
-                            std::optional<uint32_t> x,
-                            std::optional<uint32_t> out, Work work);
+                            const Touched &touched, Work work);
+  /// Tensor `pair` of a collective over NCCL, checked against its group:
+  /// the group exists, the shapes agree with its size, and no piece is
+  /// padded (which NCCL's collectives cannot take).
+  absl::StatusOr<TensorCollective> ncclTensor(const plan::Instr &instr,
+                                              size_t pair) const;
+  /// A bucket of all-gathers or reduce-scatters over NCCL as one NCCL group
+  /// (NcclCommunicator::grouped), its tensors widened (16-bit ones) and
+  /// packed into pieces (a dimension other than the first) before it, each
+  /// into its own part of the staging buffers, and unpacked and rounded
+  /// back after it.
+  absl::Status ncclBucket(const plan::Instr &instr, size_t index);
   /// With NCCL: waits on the host until the compute stream (and, with
   /// `commToo`, the communication stream) has done what was enqueued on
   /// it, polling NCCL's communicators for errors and the timeout instead
@@ -166,6 +181,10 @@ private:
   struct NcclStaging {
     PackedStaging packed, widened;
   };
+  /// The staging all of `instr`'s tensors need at once (ncclBucket runs
+  /// a bucket's together; one tensor's alone otherwise): packing, then
+  /// widening 16-bit values to f32.
+  NcclStaging ncclStaging(const plan::Instr &instr) const;
   NcclStaging largestNcclStaging() const;
   /// Whether `instr`, with 16-bit operands, runs on them as they are (a
   /// cast, a copy or layout op of copiesBits, a product of one 16-bit type,

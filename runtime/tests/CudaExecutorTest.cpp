@@ -1038,6 +1038,48 @@ TEST(CudaExecutor, CollectivesThroughNcclMatchTheCpuExactly) {
   SKIP_WITHOUT_GPU();
 }
 
+/// A bucket of all-gathers or reduce-scatters over NCCL is one NCCL group
+/// (one operation, not one per tensor): its tensors are packed into pieces
+/// (dimension 1) and widened (16-bit) each into its own part of the
+/// staging buffers before it, and unpacked and rounded back after it. On
+/// one rank the results are the CPU's bits, for f32, bf16 and f16 buckets
+/// mixing dimensions 0 and 1.
+TEST(CudaExecutor, ABucketIsOneNcclGroup) {
+  using plan::DType;
+  for (DType type : {DType::F32, DType::BF16, DType::F16}) {
+    SCOPED_TRACE(plan::EnumNameDType(type));
+    PlanBuilder b;
+    b.groups = {{"dp"}};
+    uint32_t x = b.value(type, {4, 6}), w = b.value(type, {3, 5});
+    uint32_t y = b.value(type, {4, 6}), v = b.value(type, {3, 5}),
+             gy = b.value(type, {4, 6}), gv = b.value(type, {3, 5}),
+             sy = b.value(type, {4, 6}), sv = b.value(type, {3, 5});
+    b.instr(OpCode::Scale, {x}, {y}, {}, {0.37});
+    b.instr(OpCode::Scale, {w}, {v}, {}, {-1.5});
+    b.instr(OpCode::AllGather, {y, v}, {gy, gv}, {0, 1, 0});
+    b.instr(OpCode::ReduceScatter, {gy, gv}, {sy, sv}, {0, 0, 1});
+    std::string bytes = b.build({x, w}, {gy, gv, sy, sv});
+    HostTensor hx = floats({4, 6}, 41), hw = floats({3, 5}, 42);
+    hx.dtype = hw.dtype = type;
+    BothResults results = runBoth(bytes, {hx, hw}, {}, /*nccl=*/true);
+    ASSERT_EQ(results.cpu.size(), 4u);
+    if (!haveGpu())
+      continue;
+    expectIdentical(results);
+    absl::StatusOr<LoadedPlan> loaded = loadPlanFromBytes(bytes, "test.plan");
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
+        CudaExecutor::create(*loaded, 0, 5, {}, {}, /*nccl=*/true);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    cuda::IssueCounts issued = cuda::issueCounts();
+    ASSERT_TRUE((*gpu)->run("f", {hx, hw}).ok());
+    ASSERT_TRUE((*gpu)->finish().ok());
+    // The two buckets, one group each.
+    EXPECT_EQ(cuda::issueCounts().ncclCalls - issued.ncclCalls, 2);
+  }
+  SKIP_WITHOUT_GPU();
+}
+
 // A wait for NCCL's work polls: past its timeout it aborts the
 // communicators, and every later call fails with the reason.
 TEST(NcclCommunicator, AWaitThatTimesOutAbortsEveryCommunicator) {

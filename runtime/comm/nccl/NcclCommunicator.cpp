@@ -346,6 +346,39 @@ absl::Status NcclCommunicator::reduceScatter(uint32_t group, const float *in,
       g, absl::StrCat("ncclReduceScatter of ", count, " f32 per member"));
 }
 
+absl::Status NcclCommunicator::grouped(uint32_t group, Grouped kind,
+                                       const std::vector<Piece> &pieces,
+                                       cudaStream_t stream) {
+  if (absl::Status status = checkGroup(group); !status.ok())
+    return status;
+  Endpoint &g = groups[group];
+  bool gather = kind == Grouped::AllGather;
+  int64_t total = 0;
+  for (const Piece &piece : pieces)
+    total += piece.count;
+  std::string operation =
+      absl::StrCat("a group of ", pieces.size(),
+                   gather ? " ncclAllGather (" : " ncclReduceScatter (", total,
+                   " f32 per member in all)");
+  if (absl::Status status = ncclStatus(ncclGroupStart(), "ncclGroupStart");
+      !status.ok())
+    return status;
+  for (const Piece &piece : pieces) {
+    ncclResult_t result =
+        gather ? ncclAllGather(piece.in, piece.out, elements(piece.count),
+                               ncclFloat32, g.comm, stream)
+               : ncclReduceScatter(piece.in, piece.out, elements(piece.count),
+                                   ncclFloat32, ncclSum, g.comm, stream);
+    if (result != ncclSuccess) {
+      ncclGroupEnd();
+      return enqueued(result, g, std::move(operation));
+    }
+  }
+  // As in allToAll: the group may still be launching when ncclGroupEnd
+  // returns.
+  return enqueued(ncclGroupEnd(), g, std::move(operation));
+}
+
 absl::Status NcclCommunicator::allToAll(uint32_t group, const float *in,
                                         float *out, int64_t count,
                                         cudaStream_t stream) {

@@ -77,6 +77,19 @@ public:
   /// out[i] = the sum over the members of their in[i] (in may be out).
   absl::Status allReduceSum(uint32_t group, const float *in, float *out,
                             int64_t count, cudaStream_t stream);
+  /// One tensor of a bucket, as allGather or reduceScatter takes it: `count`
+  /// f32 per member.
+  struct Piece {
+    const float *in;
+    float *out;
+    int64_t count;
+  };
+  enum class Grouped { AllGather, ReduceScatter };
+  /// allGather or reduceScatter of every piece, as one NCCL group: NCCL
+  /// launches them together at ncclGroupEnd, one operation instead of one
+  /// per tensor.
+  absl::Status grouped(uint32_t group, Grouped kind,
+                       const std::vector<Piece> &pieces, cudaStream_t stream);
   /// out (groupSize blocks) = every member's in, in member order.
   absl::Status allGather(uint32_t group, const float *in, float *out,
                          int64_t count, cudaStream_t stream);
