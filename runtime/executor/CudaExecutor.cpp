@@ -1193,24 +1193,13 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
   case plan::OpCode::AttentionGrad: {
     AttentionCall call = attentionCall(instr);
     const int32_t *prefix = call.prefix ? i32(*call.prefix) : nullptr;
-    if (prefix) {
-      // Checked on the host, as the CPU backend does: a few ints. The copy
-      // waits for the compute stream, which may wait for NCCL: poll first.
-      if (ncclComm)
-        if (absl::Status s =
-                drainStreams("the GPU work before the prefix lengths are read",
-                             /*commToo=*/false);
-            !s.ok())
-          return s;
-      std::vector<int32_t> lengths(static_cast<size_t>(call.shape.batch));
-      if (absl::Status s =
-              ctx.copyToHost(lengths.data(), prefix, 4 * lengths.size());
+    // Checked on the device (an error flag the next wait for the GPU
+    // reports), so that the host does not wait for the GPU here.
+    if (prefix)
+      if (absl::Status s = cuda::checkPrefixLengths(
+              ctx, prefix, call.shape.batch, call.shape.keySeq);
           !s.ok())
         return s;
-      if (absl::Status s = checkPrefixLengths(lengths.data(), call.shape);
-          !s.ok())
-        return s;
-    }
     const float *slopes = call.slopes ? f32(*call.slopes) : nullptr;
     const bool gradient = instr.op() == plan::OpCode::AttentionGrad;
     // A 16-bit plan's attention runs on its values as they are

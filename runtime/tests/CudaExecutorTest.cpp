@@ -1193,6 +1193,63 @@ TEST(CudaExecutor, ABadTokenIdFailsTheFunction) {
   EXPECT_TRUE((*gpu)->run("f", {tokenIds({0, 3, 1})}).ok());
 }
 
+// A prefix length outside [0, keys] fails the function on both backends:
+// the CPU checks the lengths on the host, the GPU on the device (the host
+// does not wait for the GPU to read them), reported when the host waits.
+TEST(CudaExecutor, ABadPrefixLengthFailsTheFunction) {
+  using plan::DType;
+  const int64_t batch = 2, seq = 8, heads = 2, headDim = 8;
+  PlanBuilder b;
+  std::vector<int64_t> shape = {batch, seq, heads * headDim};
+  uint32_t q = b.value(DType::F32, shape), out = b.value(DType::F32, shape);
+  uint32_t prefix = b.value(DType::I32, {batch});
+  b.instr(OpCode::Attention, {q, q, q, prefix}, {out},
+          {heads, heads, static_cast<int64_t>(plan::MaskCode::Prefix), 1, 0},
+          {0.25});
+  absl::StatusOr<LoadedPlan> plan =
+      loadPlanFromBytes(b.build({q, prefix}, {out}), "test.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto withLengths = [&](std::vector<int32_t> lengths) {
+    HostTensor ids;
+    ids.dtype = DType::I32;
+    ids.shape = {batch};
+    ids.ints = std::move(lengths);
+    return std::vector<HostTensor>{floats(shape, 61), ids};
+  };
+  absl::StatusOr<CpuExecutor> cpu = CpuExecutor::create(*plan, 0, 5);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  absl::StatusOr<std::vector<HostTensor>> onCpu =
+      cpu->run("f", withLengths({3, 9}));
+  ASSERT_FALSE(onCpu.ok());
+  EXPECT_NE(onCpu.status().message().find(
+                "prefix length 9 of sample 1 is outside [0, 8]"),
+            std::string::npos)
+      << onCpu.status();
+  SKIP_WITHOUT_GPU();
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
+      CudaExecutor::create(*plan, 0, 5);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  for (std::vector<int32_t> bad :
+       {std::vector<int32_t>{3, 9}, std::vector<int32_t>{-1, 8}}) {
+    absl::StatusOr<std::vector<HostTensor>> result =
+        (*gpu)->run("f", withLengths(bad));
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(result.status().message().find("a prefix length is outside"),
+              std::string::npos)
+        << result.status();
+  }
+  // The executor goes on: good lengths (0 and all the keys included) give
+  // the CPU's results.
+  BothResults both = runBoth(b.build({q, prefix}, {out}), withLengths({0, 8}));
+  ASSERT_EQ(both.gpu.size(), 1u);
+  EXPECT_TRUE((*gpu)->run("f", withLengths({0, 8})).ok());
+  for (size_t i = 0; i < both.cpu[0].floats.size(); ++i)
+    EXPECT_NEAR(both.gpu[0].floats[i], both.cpu[0].floats[i],
+                1e-5 * (1.0 + std::fabs(both.cpu[0].floats[i])))
+        << "element " << i;
+}
+
 // A call without results returns with its kernels queued: a bad token id
 // is found when the host next waits for the GPU, here at finish.
 TEST(CudaExecutor, ACallWithoutResultsDoesNotWaitForTheGpu) {

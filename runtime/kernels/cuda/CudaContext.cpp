@@ -244,6 +244,9 @@ absl::Status CudaContext::synchronize() {
     return absl::InvalidArgumentError("a token id is outside the vocabulary");
   if (raised & kBadLabel)
     return absl::InvalidArgumentError("a label is outside the vocabulary");
+  if (raised & kBadPrefixLength)
+    return absl::InvalidArgumentError(
+        "a prefix length is outside [0, the attention's key sequence]");
   return absl::OkStatus();
 }
 

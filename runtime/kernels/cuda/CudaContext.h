@@ -80,8 +80,9 @@ private:
 
 /// Data-dependent errors found on the device, one bit each.
 enum ErrorFlag : uint32_t {
-  kBadTokenId = 1u << 0, // an embedding's id outside the vocabulary
-  kBadLabel = 1u << 1,   // a cross entropy's label outside the vocabulary
+  kBadTokenId = 1u << 0,      // an embedding's id outside the vocabulary
+  kBadLabel = 1u << 1,        // a cross entropy's label outside the vocabulary
+  kBadPrefixLength = 1u << 2, // a prefix LM's prefix outside [0, keys]
 };
 
 struct ContextOptions {

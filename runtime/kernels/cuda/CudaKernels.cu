@@ -1288,6 +1288,14 @@ absl::Status rmsNormGrad(CudaContext &context, Operand x, Operand gamma,
 
 namespace {
 
+__global__ void checkPrefixLengthsKernel(const int32_t *lengths, int64_t batch,
+                                         int64_t keySeq, uint32_t *flags) {
+  for (int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       b < batch; b += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    if (lengths[b] < 0 || lengths[b] > keySeq)
+      atomicOr(flags, kBadPrefixLength);
+}
+
 template <typename In, typename Out>
 absl::Status launchEmbedding(CudaContext &context, const int32_t *ids, In table,
                              Out out, int64_t tokens, int64_t rows,
@@ -1390,6 +1398,17 @@ absl::Status launchLogSumExp(CudaContext &context, In x, Out out, int64_t rows,
 }
 
 } // namespace
+
+absl::Status checkPrefixLengths(CudaContext &context, const int32_t *lengths,
+                                int64_t batch, int64_t keySeq) {
+  if (batch <= 0)
+    return absl::OkStatus();
+  checkPrefixLengthsKernel<<<elementBlocks(batch), kThreads, 0,
+                             context.stream()>>>(lengths, batch, keySeq,
+                                                 context.errorFlags());
+  TRIAD_CUDA_CHECK_LAUNCH("checkPrefixLengthsKernel");
+  return absl::OkStatus();
+}
 
 absl::Status embedding(CudaContext &context, const int32_t *ids,
                        const float *table, float *out, int64_t tokens,

@@ -339,6 +339,13 @@ absl::Status rmsNormGrad(CudaContext &context, Operand x, Operand gamma,
 // Embeddings and the loss
 //===----------------------------------------------------------------------===//
 
+/// Raises kBadPrefixLength where one of `batch` prefix lengths lies outside
+/// [0, keySeq], on the device: the host need not wait for the GPU to read
+/// them (the CPU backend checks them as checkPrefixLengths does). The
+/// attention kernels stay within the keys whatever the lengths.
+absl::Status checkPrefixLengths(CudaContext &context, const int32_t *lengths,
+                                int64_t batch, int64_t keySeq);
+
 /// out[t, :] = table[ids[t], :] for a table of `rows` rows holding rows
 /// [firstRow, firstRow + rows) of a vocabulary of `vocab` ids (-1: rows).
 /// Ids of other pieces give zeros; ids outside [0, vocab) give zeros and
