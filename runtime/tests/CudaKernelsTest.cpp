@@ -1506,15 +1506,31 @@ TEST_F(CudaKernels, EmbeddingAndGradientMatchCpu) {
   expectNearF32(download(out, tokens * hidden), want,
                 "vocab-parallel embedding");
 
-  // Ids repeat (257 tokens, 50 rows): the same order of additions as the CPU.
-  std::vector<float> wantGrad = dtable0;
-  ASSERT_TRUE(cpu::embeddingGradAccumulate(
-      ids.data(), dy.data(), wantGrad.data(), tokens, vocab, hidden));
-  DeviceBuffer grad = upload(dtable0);
-  ASSERT_OK(embeddingGradAccumulate(*context, dids.as<int32_t>(),
-                                    ddy.as<float>(), grad.as<float>(), tokens,
-                                    vocab, hidden));
-  expectNearF32(download(grad, vocab * hidden), wantGrad, "embedding gradient");
+  // Ids repeat (257 tokens, 50 rows): the tokens sorted by row add in the
+  // CPU's order, onto what dtable held, so the sums are its bits; for the
+  // whole table and a vocab-parallel piece, whose other rows' tokens are
+  // left out.
+  struct Piece {
+    int64_t firstRow, rows;
+  };
+  for (Piece piece : {Piece{0, vocab}, Piece{firstRow, rows}}) {
+    std::vector<float> wantGrad(dtable0.begin() + piece.firstRow * hidden,
+                                dtable0.begin() +
+                                    (piece.firstRow + piece.rows) * hidden);
+    DeviceBuffer grad = upload(wantGrad);
+    ASSERT_TRUE(cpu::embeddingGradAccumulate(
+        ids.data(), dy.data(), wantGrad.data(), tokens, piece.rows, hidden,
+        piece.firstRow, vocab));
+    ASSERT_OK(embeddingGradAccumulate(
+        *context, dids.as<int32_t>(), ddy.as<float>(), grad.as<float>(), tokens,
+        piece.rows, hidden, piece.firstRow, vocab));
+    std::vector<float> got = download(grad, piece.rows * hidden);
+    ASSERT_EQ(got.size(), wantGrad.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], wantGrad[i]) << "embedding gradient (rows "
+                                     << piece.firstRow << " on), element " << i;
+  }
+  ASSERT_TRUE(context->synchronize().ok());
 }
 
 TEST_F(TypedKernels, EmbeddingsMatchTheWidenedF32Kernels) {

@@ -17,6 +17,7 @@
 #include "runtime/kernels/cuda/CudaCheck.h"
 #include "runtime/kernels/cuda/CudaElementAccess.cuh"
 
+#include <cub/device/device_radix_sort.cuh>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -515,26 +516,47 @@ __global__ void embeddingKernel(const int32_t *ids, In table, Out out,
     target.store(h, source[h]);
 }
 
-/// One thread per hidden column adds the tokens' rows in token order (the
-/// CPU kernel's order, so the sums are bitwise the same), in f32.
-template <typename In>
-__global__ void embeddingGradKernel(const int32_t *ids, In dy, float *dtable,
-                                    int64_t tokens, int64_t rows,
-                                    int64_t hidden, int64_t firstRow,
-                                    int64_t vocab, uint32_t *flags) {
-  int64_t h = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (h >= hidden)
-    return;
-  for (int64_t t = 0; t < tokens; ++t) {
+/// The embedding gradient's sort key of each token: the row of the piece
+/// its id selects, or `rows` (sorted last, left out) for an id of another
+/// piece or outside [0, vocab) (which raises kBadTokenId); the token's
+/// index is its value.
+__global__ void embeddingGradKeysKernel(const int32_t *ids, int64_t tokens,
+                                        int64_t rows, int64_t firstRow,
+                                        int64_t vocab, uint32_t *keys,
+                                        int32_t *order, uint32_t *flags) {
+  TRIAD_GRID_STRIDE(t, tokens) {
     int64_t id = ids[t];
-    if (id < 0 || id >= vocab) {
-      if (h == 0)
-        atomicOr(flags, kBadTokenId);
-      continue;
-    }
     int64_t row = id - firstRow;
-    if (row >= 0 && row < rows)
-      dtable[row * hidden + h] += dy[t * hidden + h];
+    if (id < 0 || id >= vocab)
+      atomicOr(flags, kBadTokenId);
+    keys[t] = id >= 0 && id < vocab && row >= 0 && row < rows
+                  ? static_cast<uint32_t>(row)
+                  : static_cast<uint32_t>(rows);
+    order[t] = static_cast<int32_t>(t);
+  }
+}
+
+/// With the tokens sorted by row (stably: each row's tokens in token
+/// order), block p heads the run of sorted tokens p.. of one row when the
+/// token before it has another row, and adds their dy rows into that row
+/// of dtable in token order: the CPU kernel's order of additions, so the
+/// sums are bitwise the same, with rows in parallel rather than tokens in
+/// series.
+template <typename In>
+__global__ void embeddingGradRowsKernel(const uint32_t *keys,
+                                        const int32_t *order, In dy,
+                                        float *dtable, int64_t tokens,
+                                        int64_t rows, int64_t hidden) {
+  int64_t p = blockIdx.x;
+  uint32_t row = keys[p];
+  if (row >= static_cast<uint64_t>(rows) || (p > 0 && keys[p - 1] == row))
+    return;
+  float *target = dtable + static_cast<int64_t>(row) * hidden;
+  for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x) {
+    float sum = target[h];
+    for (int64_t q = p; q < tokens && keys[q] == row; ++q)
+      sum += dy[static_cast<int64_t>(order[q]) * hidden + h];
+    target[h] = sum;
   }
 }
 
@@ -1312,19 +1334,72 @@ absl::Status launchEmbedding(CudaContext &context, const int32_t *ids, In table,
   return absl::OkStatus();
 }
 
-/// dtable (f32) += dy's rows by id (embeddingGradAccumulate).
+/// The key bits of the embedding gradient's sort: enough for rows 0..rows
+/// (`rows` marks a token left out).
+int embeddingGradSortBits(int64_t rows) {
+  int bits = 1;
+  while (bits < 32 && (uint64_t{1} << bits) <= static_cast<uint64_t>(rows))
+    ++bits;
+  return bits;
+}
+
+/// The scratch launchEmbeddingGrad needs: the keys and token indices,
+/// unsorted and sorted, and CUB's sort (`sortBytes` of it).
+struct EmbeddingGradScratch {
+  size_t keyBytes = 0, sortBytes = 0;
+  size_t total() const { return 4 * keyBytes + alignScratch(sortBytes); }
+};
+absl::StatusOr<EmbeddingGradScratch>
+embeddingGradScratch(CudaContext &context, int64_t tokens, int64_t rows) {
+  if (absl::Status s = checkGrid(tokens, "an embedding gradient"); !s.ok())
+    return s;
+  if (tokens > INT32_MAX || rows >= UINT32_MAX)
+    return absl::InvalidArgumentError(
+        "an embedding gradient has more tokens or rows than its sort takes");
+  EmbeddingGradScratch need;
+  need.keyBytes = alignScratch(sizeof(uint32_t) * std::max<int64_t>(tokens, 1));
+  TRIAD_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
+      nullptr, need.sortBytes, static_cast<const uint32_t *>(nullptr),
+      static_cast<uint32_t *>(nullptr), static_cast<const int32_t *>(nullptr),
+      static_cast<int32_t *>(nullptr), static_cast<int>(tokens), 0,
+      embeddingGradSortBits(rows), context.stream()));
+  return need;
+}
+
+/// dtable (f32) += dy's rows by id (embeddingGradAccumulate): the tokens'
+/// rows as keys, sorted stably with CUB's radix sort (only the key bits a
+/// row needs), then one block per run of a row. `scratch` holds `need`
+/// (embeddingGradScratch), carved by the caller from its one scratch.
 template <typename In>
-absl::Status launchEmbeddingGrad(CudaContext &context, const int32_t *ids,
-                                 In dy, float *dtable, int64_t tokens,
-                                 int64_t rows, int64_t hidden, int64_t firstRow,
-                                 int64_t vocab) {
-  if (hidden == 0)
+absl::Status
+launchEmbeddingGrad(CudaContext &context, const int32_t *ids, In dy,
+                    float *dtable, int64_t tokens, int64_t rows, int64_t hidden,
+                    int64_t firstRow, int64_t vocab,
+                    const EmbeddingGradScratch &need, void *scratch) {
+  if (hidden == 0 || tokens == 0)
     return absl::OkStatus();
-  embeddingGradKernel<In>
-      <<<static_cast<unsigned>((hidden + 127) / 128), 128, 0,
-         context.stream()>>>(ids, dy, dtable, tokens, rows, hidden, firstRow,
-                             vocab < 0 ? rows : vocab, context.errorFlags());
-  TRIAD_CUDA_CHECK_LAUNCH("embeddingGradKernel");
+  char *base = static_cast<char *>(scratch);
+  size_t keyBytes = need.keyBytes, sortBytes = need.sortBytes;
+  auto *keys = reinterpret_cast<uint32_t *>(base);
+  auto *sortedKeys = reinterpret_cast<uint32_t *>(base + keyBytes);
+  auto *order = reinterpret_cast<int32_t *>(base + 2 * keyBytes);
+  auto *sortedOrder = reinterpret_cast<int32_t *>(base + 3 * keyBytes);
+  void *sortScratch = base + 4 * keyBytes;
+  embeddingGradKeysKernel<<<elementBlocks(tokens), kThreads, 0,
+                            context.stream()>>>(ids, tokens, rows, firstRow,
+                                                vocab < 0 ? rows : vocab, keys,
+                                                order, context.errorFlags());
+  TRIAD_CUDA_CHECK_LAUNCH("embeddingGradKeysKernel");
+  TRIAD_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
+      sortScratch, sortBytes, keys, sortedKeys, order, sortedOrder,
+      static_cast<int>(tokens), 0, embeddingGradSortBits(rows),
+      context.stream()));
+  // CUB's launches, counted as one.
+  ++issueCounts().kernels;
+  embeddingGradRowsKernel<In><<<static_cast<unsigned>(tokens),
+                                rowThreads(hidden), 0, context.stream()>>>(
+      sortedKeys, sortedOrder, dy, dtable, tokens, rows, hidden);
+  TRIAD_CUDA_CHECK_LAUNCH("embeddingGradRowsKernel");
   return absl::OkStatus();
 }
 
@@ -1423,8 +1498,15 @@ absl::Status embeddingGradAccumulate(CudaContext &context, const int32_t *ids,
                                      int64_t tokens, int64_t rows,
                                      int64_t hidden, int64_t firstRow,
                                      int64_t vocab) {
+  absl::StatusOr<EmbeddingGradScratch> need =
+      embeddingGradScratch(context, tokens, rows);
+  if (!need.ok())
+    return need.status();
+  absl::StatusOr<void *> scratch = context.scratch(need->total());
+  if (!scratch.ok())
+    return scratch.status();
   return launchEmbeddingGrad(context, ids, F32In{dy}, dtable, tokens, rows,
-                             hidden, firstRow, vocab);
+                             hidden, firstRow, vocab, *need, *scratch);
 }
 
 absl::Status embedding(CudaContext &context, const int32_t *ids, Operand table,
@@ -1448,21 +1530,28 @@ absl::Status embeddingGrad(CudaContext &context, const int32_t *ids, Operand dy,
     return s;
   int64_t count = rows * hidden;
   // The rows sum in f32 where they are kept: dtable itself, or scratch
-  // that is rounded into a 16-bit dtable once every token is added.
-  float *sums = static_cast<float *>(dtable.data);
-  if (dtable.type != DType::F32) {
-    absl::StatusOr<void *> scratch =
-        context.scratch(sizeof(float) * std::max<int64_t>(count, 1));
-    if (!scratch.ok())
-      return scratch.status();
-    sums = static_cast<float *>(*scratch);
-  }
+  // that is rounded into a 16-bit dtable once every token is added. One
+  // scratch holds those sums and the sort's.
+  absl::StatusOr<EmbeddingGradScratch> need =
+      embeddingGradScratch(context, tokens, rows);
+  if (!need.ok())
+    return need.status();
+  size_t sumBytes =
+      dtable.type == DType::F32
+          ? 0
+          : alignScratch(sizeof(float) * std::max<int64_t>(count, 1));
+  absl::StatusOr<void *> scratch = context.scratch(sumBytes + need->total());
+  if (!scratch.ok())
+    return scratch.status();
+  float *sums = dtable.type == DType::F32 ? static_cast<float *>(dtable.data)
+                                          : static_cast<float *>(*scratch);
   if (absl::Status s = fill(context, sums, 0.0f, count); !s.ok())
     return s;
   absl::Status summed = withAccess({dy.type}, [&](auto access) {
     using A = decltype(access);
     return launchEmbeddingGrad(context, ids, A::in(dy), sums, tokens, rows,
-                               hidden, firstRow, vocab);
+                               hidden, firstRow, vocab, *need,
+                               static_cast<char *>(*scratch) + sumBytes);
   });
   if (!summed.ok() || dtable.type == DType::F32)
     return summed;

@@ -354,8 +354,9 @@ absl::Status embedding(CudaContext &context, const int32_t *ids,
                        const float *table, float *out, int64_t tokens,
                        int64_t rows, int64_t hidden, int64_t firstRow = 0,
                        int64_t vocab = -1);
-/// dtable[ids[t], :] += dy[t, :] in token order (deterministic) for a
-/// table of `rows` rows; ids outside [0, vocab) are skipped and raise
+/// dtable[ids[t], :] += dy[t, :] in token order (deterministic: the CPU's
+/// bits) for a table of `rows` rows, the tokens sorted by row so that rows
+/// sum in parallel; ids outside [0, vocab) are skipped and raise
 /// kBadTokenId. A vocab-parallel piece holds rows [firstRow, firstRow +
 /// rows) of a vocabulary of `vocab` ids (-1: `rows`).
 absl::Status embeddingGradAccumulate(CudaContext &context, const int32_t *ids,
