@@ -245,6 +245,42 @@ TEST(CudaExecutor, SixteenBitLayoutOpsMatchTheCpuExactly) {
   }
 }
 
+/// A plan of one attention and its gradient of `type`: function "f" takes
+/// q, k, v and dout ([batch, seq, heads x headDim], k and v over `kvHeads`)
+/// and returns out, dq, dk and dv.
+std::string attentionPlan(plan::DType type, int64_t batch, int64_t seq,
+                          int64_t heads, int64_t kvHeads, int64_t headDim,
+                          plan::MaskCode mask, double scale) {
+  PlanBuilder b;
+  std::vector<int64_t> queries = {batch, seq, heads * headDim},
+                       keys = {batch, seq, kvHeads * headDim};
+  uint32_t q = b.value(type, queries), k = b.value(type, keys),
+           v = b.value(type, keys), dout = b.value(type, queries);
+  uint32_t out = b.value(type, queries), dq = b.value(type, queries),
+           dk = b.value(type, keys), dv = b.value(type, keys);
+  std::vector<int64_t> ints = {heads, kvHeads, static_cast<int64_t>(mask), 0,
+                               0};
+  b.instr(OpCode::Attention, {q, k, v}, {out}, ints, {scale});
+  b.instr(OpCode::AttentionGrad, {q, k, v, dout}, {dq, dk, dv}, ints, {scale});
+  return b.build({q, k, v, dout}, {out, dq, dk, dv});
+}
+
+/// Random arguments of attentionPlan, rounded to `type` as they are
+/// written (seeds `seed` to seed + 3).
+std::vector<HostTensor> attentionArgs(plan::DType type, int64_t batch,
+                                      int64_t seq, int64_t heads,
+                                      int64_t kvHeads, int64_t headDim,
+                                      uint32_t seed) {
+  std::vector<int64_t> queries = {batch, seq, heads * headDim},
+                       keys = {batch, seq, kvHeads * headDim};
+  std::vector<HostTensor> args = {floats(queries, seed), floats(keys, seed + 1),
+                                  floats(keys, seed + 2),
+                                  floats(queries, seed + 3)};
+  for (HostTensor &arg : args)
+    arg.dtype = type;
+  return args;
+}
+
 /// A 16-bit plan's attention and its gradient run on their values as they
 /// are (the tensor cores in the plan's type, no f32 copies: one kernel for
 /// the forward, three for the gradient), grouped-query heads and a causal
@@ -263,22 +299,10 @@ TEST(CudaExecutor, SixteenBitAttentionRunsOnItsValuesAsTheyAre) {
   const int64_t batch = 2, seq = 24, heads = 4, kvHeads = 2, headDim = 16;
   for (DType half : {DType::BF16, DType::F16}) {
     SCOPED_TRACE(half == DType::BF16 ? "bf16" : "f16");
-    PlanBuilder b;
-    std::vector<int64_t> queries = {batch, seq, heads * headDim},
-                         keys = {batch, seq, kvHeads * headDim};
-    uint32_t q = b.value(half, queries), k = b.value(half, keys),
-             v = b.value(half, keys), dout = b.value(half, queries);
-    uint32_t out = b.value(half, queries), dq = b.value(half, queries),
-             dk = b.value(half, keys), dv = b.value(half, keys);
-    std::vector<int64_t> ints = {
-        heads, kvHeads, static_cast<int64_t>(plan::MaskCode::Causal), 0, 0};
-    b.instr(OpCode::Attention, {q, k, v}, {out}, ints, {0.25});
-    b.instr(OpCode::AttentionGrad, {q, k, v, dout}, {dq, dk, dv}, ints, {0.25});
-    std::string bytes = b.build({q, k, v, dout}, {out, dq, dk, dv});
-    std::vector<HostTensor> args = {floats(queries, 31), floats(keys, 32),
-                                    floats(keys, 33), floats(queries, 34)};
-    for (HostTensor &arg : args)
-      arg.dtype = half; // rounded to it as it is written
+    std::string bytes = attentionPlan(half, batch, seq, heads, kvHeads, headDim,
+                                      plan::MaskCode::Causal, 0.25);
+    std::vector<HostTensor> args =
+        attentionArgs(half, batch, seq, heads, kvHeads, headDim, 31);
     BothResults results = runBoth(bytes, args, {}, false, triad);
     SKIP_WITHOUT_GPU();
     ASSERT_EQ(results.cpu.size(), 4u);
@@ -327,23 +351,10 @@ TEST(CudaExecutor, SixteenBitAttentionThroughCudnnMatchesTriads) {
       SCOPED_TRACE(testing::Message()
                    << (half == DType::BF16 ? "bf16" : "f16") << ", " << heads
                    << " heads over " << kvHeads);
-      PlanBuilder b;
-      std::vector<int64_t> queries = {batch, seq, heads * headDim},
-                           keys = {batch, seq, kvHeads * headDim};
-      uint32_t q = b.value(half, queries), k = b.value(half, keys),
-               v = b.value(half, keys), dout = b.value(half, queries);
-      uint32_t out = b.value(half, queries), dq = b.value(half, queries),
-               dk = b.value(half, keys), dv = b.value(half, keys);
-      std::vector<int64_t> ints = {heads, kvHeads, static_cast<int64_t>(mask),
-                                   0, 0};
-      b.instr(OpCode::Attention, {q, k, v}, {out}, ints, {0.125});
-      b.instr(OpCode::AttentionGrad, {q, k, v, dout}, {dq, dk, dv}, ints,
-              {0.125});
-      std::string bytes = b.build({q, k, v, dout}, {out, dq, dk, dv});
-      std::vector<HostTensor> args = {floats(queries, 41), floats(keys, 42),
-                                      floats(keys, 43), floats(queries, 44)};
-      for (HostTensor &arg : args)
-        arg.dtype = half;
+      std::string bytes =
+          attentionPlan(half, batch, seq, heads, kvHeads, headDim, mask, 0.125);
+      std::vector<HostTensor> args =
+          attentionArgs(half, batch, seq, heads, kvHeads, headDim, 41);
       cuda::AttentionRouteCounts before = cuda::attentionRouteCounts();
       BothResults throughCudnn = runBoth(bytes, args, {}, false, cudnn);
       SKIP_WITHOUT_GPU();

@@ -913,19 +913,7 @@ protected:
   }
 };
 
-std::string typeName(DType type) {
-  switch (type) {
-  case DType::F32:
-    return "f32";
-  case DType::BF16:
-    return "bf16";
-  case DType::F16:
-    return "f16";
-  case DType::I32:
-    return "i32";
-  }
-  return "?";
-}
+std::string typeName(DType type) { return dtypeName(type); }
 
 /// The types of two operands and a result.
 struct TypeCase {

@@ -369,19 +369,35 @@ double expectCudnnNear(DType type, const std::vector<float> &cudnn,
 
 class CudnnAttentionKernels : public test::CudaTest {
 protected:
+  /// The inputs on the device in `type`, and poisoned results of their
+  /// sizes.
+  struct OnDevice {
+    DType type;
+    DeviceBuffer q, k, v, dout, out, dq, dk, dv;
+    Operand in(const DeviceBuffer &b) const { return {b.data(), type}; }
+    Result res(const DeviceBuffer &b) const { return {b.data(), type}; }
+  };
+  OnDevice onDevice(DType type, const Inputs &in) {
+    return {type,
+            upload(bitsOf(type, in.q)),
+            upload(bitsOf(type, in.k)),
+            upload(bitsOf(type, in.v)),
+            upload(bitsOf(type, in.dout)),
+            poisoned(in.q.size(), 2),
+            poisoned(in.q.size(), 2),
+            poisoned(in.k.size(), 2),
+            poisoned(in.v.size(), 2)};
+  }
+
   /// The forward and gradient of `s` on `in` through `router`, or, without
   /// one, through Triad's typed kernels directly.
   Results run(AttentionRouter *router, const cpu::AttentionShape &s, DType type,
               const Inputs &in) {
-    DeviceBuffer q = upload(bitsOf(type, in.q)), k = upload(bitsOf(type, in.k)),
-                 v = upload(bitsOf(type, in.v)),
-                 dout = upload(bitsOf(type, in.dout));
-    DeviceBuffer out = poisoned(in.q.size(), 2), dq = poisoned(in.q.size(), 2),
-                 dk = poisoned(in.k.size(), 2), dv = poisoned(in.v.size(), 2);
-    Operand qo{q.data(), type}, ko{k.data(), type}, vo{v.data(), type},
-        douto{dout.data(), type};
-    Result outr{out.data(), type}, dqr{dq.data(), type}, dkr{dk.data(), type},
-        dvr{dv.data(), type};
+    OnDevice d = onDevice(type, in);
+    Operand qo = d.in(d.q), ko = d.in(d.k), vo = d.in(d.v),
+            douto = d.in(d.dout);
+    Result outr = d.res(d.out), dqr = d.res(d.dq), dkr = d.res(d.dk),
+           dvr = d.res(d.dv);
     absl::Status forward =
         router
             ? router->attention(*context, qo, ko, vo, nullptr, nullptr, outr, s)
@@ -396,10 +412,10 @@ protected:
     Results results;
     if (!forward.ok() || !backward.ok())
       return results;
-    results.out = floatsOf(type, download<uint16_t>(out, in.q.size()));
-    results.dq = floatsOf(type, download<uint16_t>(dq, in.q.size()));
-    results.dk = floatsOf(type, download<uint16_t>(dk, in.k.size()));
-    results.dv = floatsOf(type, download<uint16_t>(dv, in.v.size()));
+    results.out = floatsOf(type, download<uint16_t>(d.out, in.q.size()));
+    results.dq = floatsOf(type, download<uint16_t>(d.dq, in.q.size()));
+    results.dk = floatsOf(type, download<uint16_t>(d.dk, in.k.size()));
+    results.dv = floatsOf(type, download<uint16_t>(d.dv, in.v.size()));
     return results;
   }
 
@@ -602,15 +618,10 @@ TEST_F(CudnnAttentionKernels, PlansAreBuiltOncePerShape) {
   const DType type = DType::F16;
   cpu::AttentionShape s = shape(1, 128, 128, 4, 2, 64, Mask::Causal);
   Inputs in(s, type);
-  DeviceBuffer q = upload(bitsOf(type, in.q)), k = upload(bitsOf(type, in.k)),
-               v = upload(bitsOf(type, in.v)),
-               dout = upload(bitsOf(type, in.dout));
-  DeviceBuffer out = poisoned(in.q.size(), 2), dq = poisoned(in.q.size(), 2),
-               dk = poisoned(in.k.size(), 2), dv = poisoned(in.v.size(), 2);
-  Operand qo{q.data(), type}, ko{k.data(), type}, vo{v.data(), type},
-      douto{dout.data(), type};
-  Result outr{out.data(), type}, dqr{dq.data(), type}, dkr{dk.data(), type},
-      dvr{dv.data(), type};
+  OnDevice d = onDevice(type, in);
+  Operand qo = d.in(d.q), ko = d.in(d.k), vo = d.in(d.v), douto = d.in(d.dout);
+  Result outr = d.res(d.out), dqr = d.res(d.dq), dkr = d.res(d.dk),
+         dvr = d.res(d.dv);
 
   AttentionRouter router(AttentionKernel::Cudnn);
   ASSERT_OK(router.attention(*context, qo, ko, vo, nullptr, nullptr, outr, s));

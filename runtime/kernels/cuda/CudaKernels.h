@@ -38,6 +38,20 @@ using Activation = cpu::Activation;
 /// Element types of matrix-product operands, casts and the typed
 /// element-wise kernels (I32: token ids, casts only).
 enum class DType { F32, BF16, F16, I32 };
+/// "f32", "bf16", "f16" or "i32".
+inline const char *dtypeName(DType type) {
+  switch (type) {
+  case DType::F32:
+    return "f32";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  case DType::I32:
+    return "i32";
+  }
+  return "f32";
+}
 
 //===----------------------------------------------------------------------===//
 // Matrix products (cuBLASLt; CudaMatmul.cpp)

@@ -36,20 +36,6 @@ namespace triad::rt::cuda {
 
 namespace {
 
-const char *typeName(DType type) {
-  switch (type) {
-  case DType::F32:
-    return "f32";
-  case DType::BF16:
-    return "bf16";
-  case DType::F16:
-    return "f16";
-  case DType::I32:
-    return "i32";
-  }
-  return "f32";
-}
-
 /// "a causal bf16 attention gradient of batch 2, 128 queries, 128 keys,
 /// 8 heads over 2 kv heads of 64": a call in a refusal.
 std::string describe(const CudnnAttentionCall &call) {
@@ -57,7 +43,7 @@ std::string describe(const CudnnAttentionCall &call) {
   const char *mask = s.mask == cpu::Mask::Causal   ? "causal"
                      : s.mask == cpu::Mask::Prefix ? "prefix-masked"
                                                    : "unmasked";
-  return absl::StrCat("a ", mask, " ", typeName(call.type), " attention",
+  return absl::StrCat("a ", mask, " ", dtypeName(call.type), " attention",
                       call.backward ? " gradient" : "", " of batch ", s.batch,
                       ", ", s.querySeq, " queries, ", s.keySeq, " keys, ",
                       s.heads, " heads over ", s.kvHeads, " kv heads of ",
@@ -76,7 +62,7 @@ std::string cudnnRefusal(const CudnnAttentionCall &call,
   if (call.type != DType::BF16 && call.type != DType::F16)
     return absl::StrCat("cuDNN's fused attention takes bf16 or f16 tensors, "
                         "not ",
-                        typeName(call.type));
+                        dtypeName(call.type));
   if (s.mask == cpu::Mask::Prefix)
     return "prefix masks are not mapped onto cuDNN's attention";
   if (call.hasSlopes)
@@ -1183,9 +1169,7 @@ absl::Status AttentionRouter::attention(CudaContext &context, Operand q,
     call.type = oneType ? q.type : DType::F32;
     call.hasSlopes = alibiSlopes != nullptr;
     call.tensors = {q.data, k.data, v.data, out.data};
-    std::string why = refusal(context, call);
-    last = why.empty() ? "" : absl::StrCat(describe(call), ": ", why);
-    absl::StatusOr<AttentionRoute> route = chooseAttentionRoute(choice, last);
+    absl::StatusOr<AttentionRoute> route = routeOf(context, call);
     if (!route.ok())
       return route.status();
 #if TRIAD_HAVE_CUDNN
@@ -1215,9 +1199,7 @@ absl::Status AttentionRouter::attentionGrad(
     call.backward = true;
     call.tensors = {q.data,  k.data,  v.data, dout.data,
                     dq.data, dk.data, dv.data};
-    std::string why = refusal(context, call);
-    last = why.empty() ? "" : absl::StrCat(describe(call), ": ", why);
-    absl::StatusOr<AttentionRoute> route = chooseAttentionRoute(choice, last);
+    absl::StatusOr<AttentionRoute> route = routeOf(context, call);
     if (!route.ok())
       return route.status();
 #if TRIAD_HAVE_CUDNN
@@ -1230,6 +1212,13 @@ absl::Status AttentionRouter::attentionGrad(
   ++attentionRouteCounts().triadBackward;
   return cuda::attentionGrad(context, q, k, v, prefixLengths, alibiSlopes, dout,
                              dq, dk, dv, shape);
+}
+
+absl::StatusOr<AttentionRoute>
+AttentionRouter::routeOf(CudaContext &context, const CudnnAttentionCall &call) {
+  std::string why = refusal(context, call);
+  last = why.empty() ? "" : absl::StrCat(describe(call), ": ", why);
+  return chooseAttentionRoute(choice, last);
 }
 
 absl::Status AttentionRouter::triadOnly(bool backward, absl::string_view why) {

@@ -208,6 +208,10 @@ private:
   /// Why cuDNN does not take `call` on `context` ("" when it does: its
   /// plans are then built).
   std::string refusal(CudaContext &context, const CudnnAttentionCall &call);
+  /// The route of `call` (with `choice` not Triad): cuDNN where it takes
+  /// the call, else as chooseAttentionRoute says; notes `last`.
+  absl::StatusOr<AttentionRoute> routeOf(CudaContext &context,
+                                         const CudnnAttentionCall &call);
 
   AttentionKernel choice;
   std::string library;
