@@ -201,6 +201,7 @@ void triad::buildTrainPipeline(OpPassManager &pm,
     auto split = meshOptions<PipelineSplitOptions>(options);
     split.virtualStages = options.virtualStages;
     split.stages = options.stages;
+    split.report = options.stageReport;
     pm.addPass(createPipelineSplit(split));
     PipelineScheduleOptions schedule;
     schedule.schedule = options.schedule;

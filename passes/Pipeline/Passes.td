@@ -41,6 +41,10 @@ def PipelineSplit : Pass<"triad-pipeline-split", "::mlir::ModuleOp"> {
       stages it sums over, instead: each stage accumulates its own part and
       the parts are summed across stages once per step.
 
+    With `report=FILE` the `pipe.stage` ops are also written to FILE, one
+    per line, so that a tool (triad-plan) reads the cut and its costs
+    without printing the whole module.
+
     Example (pp=2, a model of 2 transformer layers):
 
     ```mlir
@@ -72,6 +76,9 @@ def PipelineSplit : Pass<"triad-pipeline-split", "::mlir::ModuleOp"> {
     Option<"flopsPerByte", "flops-per-byte", "double", "10.0",
            "The balanced split's machine balance: operations per byte of "
            "memory traffic (about 10 for a CPU core, hundreds for a GPU)">,
+    Option<"report", "report", "std::string", "\"\"",
+           "Also write the stages, one `pipe.stage` op per line (layers, "
+           "rank, FLOPs, bytes), to this file ('-': standard output)">,
   ];
   let statistics = [
     Statistic<"numStages", "stages", "Pipeline stages">,

@@ -14,8 +14,10 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 #include <limits>
 #include <map>
@@ -408,12 +410,27 @@ void PipelineSplitPass::runOnOperation() {
 
   OpBuilder b(ctx);
   b.setInsertionPoint(step);
+  SmallVector<pipe::StageOp> stageOps;
   for (int64_t s = 0; s < numStages; ++s)
-    pipe::StageOp::create(b, module.getLoc(), s, s % ranks,
-                          ArrayAttr::get(ctx, names[s]),
-                          static_cast<int64_t>(stageCosts[s].flops),
-                          static_cast<int64_t>(stageCosts[s].bytes));
+    stageOps.push_back(pipe::StageOp::create(
+        b, module.getLoc(), s, s % ranks, ArrayAttr::get(ctx, names[s]),
+        static_cast<int64_t>(stageCosts[s].flops),
+        static_cast<int64_t>(stageCosts[s].bytes)));
   this->numStages = numStages;
+  if (!report.empty()) {
+    std::string message;
+    std::unique_ptr<llvm::ToolOutputFile> output =
+        openOutputFile(report, &message);
+    if (!output) {
+      emitError(module.getLoc(), "cannot write the stage report: ") << message;
+      return signalPassFailure();
+    }
+    for (pipe::StageOp stage : stageOps) {
+      stage.print(output->os());
+      output->os() << "\n";
+    }
+    output->keep();
+  }
 }
 
 } // namespace

@@ -768,7 +768,8 @@ class CompiledMemory:
         costs_key = (tp, sp, recompute, b)
         costs = pipeline and (costs or costs_key not in self.costs)
         if costs:
-            command.append("--mlir-print-ir-after=triad-pipeline-split")
+            # The split's stages alone (not the whole module printed).
+            command[2] += f" stage-report={prefix}.stages"
         with open(f"{prefix}.err", "w") as err:
             done = subprocess.run(command, stdout=subprocess.DEVNULL,
                                   stderr=err)
@@ -785,10 +786,12 @@ class CompiledMemory:
             with open(f"{prefix}.rt") as f:
                 kept = stash_storages(f.read())
             if costs:
-                self.costs[costs_key] = {
-                    int(stage): max(float(flops), float(bytes_) *
-                                    SPLIT_FLOPS_PER_BYTE)
-                    for stage, flops, bytes_ in STAGE_COST.findall(errors)}
+                with open(f"{prefix}.stages") as f:
+                    self.costs[costs_key] = {
+                        int(stage): max(float(flops), float(bytes_) *
+                                        SPLIT_FLOPS_PER_BYTE)
+                        for stage, flops, bytes_ in STAGE_COST.findall(
+                            f.read())}
         return programs, kept, self.costs.get(costs_key)
 
     def calibrate(self, key):

@@ -102,6 +102,12 @@ struct TrainPipelineOptions
       llvm::cl::desc("Write the partitioned program's cost report "
                      "(--triad-cost-report, every op) to this file"),
       llvm::cl::init("")};
+  Option<std::string> stageReport{
+      *this, "stage-report",
+      llvm::cl::desc("With pp > 1: write the pipeline stages (the "
+                     "triad-pipeline-split's report: layers, rank, FLOPs, "
+                     "bytes) to this file"),
+      llvm::cl::init("")};
 };
 
 /// Adds the passes of the training pipeline to `pm` (a module pass
