@@ -61,6 +61,36 @@ std::string human(int64_t bytes) {
   return text;
 }
 
+/// Calls `visit(buffer, time, write)` for each access of `func` to a buffer
+/// outside `kept` (persistent tensors, a pipeline stage's slotted values):
+/// its arguments written at time 0, kernel k's inputs read and then its
+/// outputs written at time k + 1, its results read after the last kernel.
+/// Returns that last time.
+template <typename Visit>
+int64_t visitTemporaries(rt::FuncOp func, const llvm::DenseSet<Value> &kept,
+                         Visit visit) {
+  auto access = [&](Value buffer, int64_t time, bool write) {
+    if (kept.contains(buffer))
+      return;
+    if (auto op = buffer.getDefiningOp<rt::BufferOp>())
+      visit(op, time, write);
+  };
+  int64_t time = 0;
+  for (Value arg : func.getArgs())
+    access(arg, time, true);
+  for (auto kernel : func.getBody().getOps<rt::KernelOp>()) {
+    ++time;
+    for (Value v : kernel.getInputs())
+      access(v, time, false);
+    for (Value v : kernel.getOutputs())
+      access(v, time, true);
+  }
+  ++time;
+  for (Value result : func.getResults())
+    access(result, time, false);
+  return time;
+}
+
 /// The most temporary bytes live at once while `func` runs. A byte is live
 /// from an instruction that writes it to the last instruction that reads
 /// what was written (arguments are written before the first instruction,
@@ -76,26 +106,12 @@ int64_t peakTemporaryBytes(rt::FuncOp func, const llvm::DenseSet<Value> &kept) {
     int64_t begin, end;
   };
   std::vector<Access> accesses;
-  auto access = [&](Value buffer, int64_t time, bool write) {
-    if (kept.contains(buffer))
-      return;
-    auto op = buffer.getDefiningOp<rt::BufferOp>();
-    accesses.push_back({time, write, static_cast<int64_t>(op.getOffset()),
-                        static_cast<int64_t>(op.getOffset() + op.getBytes())});
-  };
-  int64_t time = 0;
-  for (Value arg : func.getArgs())
-    access(arg, time, true);
-  for (auto kernel : func.getBody().getOps<rt::KernelOp>()) {
-    ++time;
-    for (Value v : kernel.getInputs())
-      access(v, time, false);
-    for (Value v : kernel.getOutputs())
-      access(v, time, true);
-  }
-  ++time;
-  for (Value result : func.getResults())
-    access(result, time, false);
+  int64_t time = visitTemporaries(
+      func, kept, [&](rt::BufferOp op, int64_t at, bool write) {
+        accesses.push_back(
+            {at, write, static_cast<int64_t>(op.getOffset()),
+             static_cast<int64_t>(op.getOffset() + op.getBytes())});
+      });
 
   // Segments between consecutive buffer boundaries are covered whole by
   // every buffer that touches them.
@@ -136,22 +152,9 @@ int64_t peakTemporaryBytes(rt::FuncOp func, const llvm::DenseSet<Value> &kept) {
 /// placement leaves gaps.
 int64_t placedTemporaryEnd(rt::FuncOp func, const llvm::DenseSet<Value> &kept) {
   int64_t end = 0;
-  auto touch = [&](Value buffer) {
-    if (kept.contains(buffer))
-      return;
-    if (auto op = buffer.getDefiningOp<rt::BufferOp>())
-      end = std::max<int64_t>(end, op.getOffset() + op.getBytes());
-  };
-  for (Value arg : func.getArgs())
-    touch(arg);
-  for (auto kernel : func.getBody().getOps<rt::KernelOp>()) {
-    for (Value v : kernel.getInputs())
-      touch(v);
-    for (Value v : kernel.getOutputs())
-      touch(v);
-  }
-  for (Value result : func.getResults())
-    touch(result);
+  visitTemporaries(func, kept, [&](rt::BufferOp op, int64_t, bool) {
+    end = std::max<int64_t>(end, op.getOffset() + op.getBytes());
+  });
   return end;
 }
 
