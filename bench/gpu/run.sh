@@ -372,6 +372,13 @@ step_attention() {
       failed "$name" "$results/$name.txt"
       continue
     fi
+    # bf16 tensors, as a bf16 plan holds them: Triad's typed kernels and
+    # cuDNN's fused attention (--cuda-attention's routes).
+    for route in triad cudnn; do
+      boxed 60 "$here/bin/TriadAttentionBench" "${sizes[@]}" --products bf16 \
+        --storage 16 --route "$route" >> "$results/$name.jsonl" 2>> "$results/$name.txt" ||
+        failed "$name ($route on bf16 tensors)" "$results/$name.txt"
+    done
     if ! boxed 60 python3 "$here/attention_peer.py" "${sizes[@]}" >> "$results/$name.jsonl" 2>> "$results/$name.txt" ||
        ! boxed 60 python3 "$here/attention_peer.py" "${sizes[@]}" --dtype bf16 >> "$results/$name.jsonl" 2>> "$results/$name.txt"; then
       failed "$name (PyTorch)" "$results/$name.txt"
@@ -387,14 +394,18 @@ forward_flops = 2 * 2 * t["batch"] * t["heads"] * t["seq"] ** 2 * t["head_dim"] 
 both_flops = 3.5 * forward_flops
 print(f"   b{t['batch']} h{t['heads']} s{t['seq']} d{t['head_dim']} "
       f"(forward / forward + backward, ms, and TFLOP/s of both):")
-triad = {r["dtype"]: r for r in rows if r["impl"] == "triad"}
+# Triad's routes: "triad" (f32 tensors, products of the dtype),
+# "triad-typed" and "cudnn" (tensors of the dtype).
+ours = ("triad", "triad-typed", "cudnn")
 for r in rows:
     line = (f"     {r['impl']:<24} {r['dtype']:<5} {r['forward_ms']:8.3f} / "
             f"{r['forward_backward_ms']:8.3f} ms  "
             f"{both_flops / r['forward_backward_ms'] / 1e9:7.1f} TFLOP/s")
-    if r["impl"] != "triad" and r["dtype"] in triad:
-        line += (f"; Triad {r['dtype']} takes "
-                 f"{triad[r['dtype']]['forward_backward_ms'] / r['forward_backward_ms']:.2f}x its time")
+    if r["impl"] not in ours:
+        ratios = [f"{t['forward_backward_ms'] / r['forward_backward_ms']:.2f}x ({t['impl']})"
+                  for t in rows if t["impl"] in ours and t["dtype"] == r["dtype"]]
+        if ratios:
+            line += "; Triad takes " + ", ".join(ratios) + " its time"
     print(line)
 PY
   done
