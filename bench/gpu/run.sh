@@ -435,7 +435,7 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
   local sizes=(--layers "$1" --hidden "$2" --heads "$3" --ffn "$4" --vocab "$5"
                --seq "$6" --batch "$7")
   [[ -e $plan ]] || { note "   $model: FAILED (no plan)"; status=1; return; }
-  local began precision variant ran=0
+  local began precision variant ran=0 labels=$precisions
   for precision in $precisions; do
     began=$SECONDS
     if ! boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
@@ -449,6 +449,20 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
     [[ $model == *-bf16 ]] && what="bf16 plan"
     note "   $model, $what: triad-run took $((SECONDS - began)) s in all ($(grep -o 'trained steps.*in [0-9.]* s' "$results/$model.$precision.txt"))"
   done
+  # A bf16 plan again with its attention through cuDNN where cuDNN takes
+  # it (--cuda-attention=auto; the default runs Triad's kernels).
+  if [[ $model == *-bf16 ]]; then
+    began=$SECONDS
+    if boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
+         --cuda-attention auto --metrics "$results/$model.cudnn.jsonl" \
+         > "$results/$model.cudnn.txt" 2>&1; then
+      ran=1
+      labels="$labels cudnn"
+      note "   $model, bf16 plan, cuDNN attention: triad-run took $((SECONDS - began)) s in all ($(grep -o 'trained steps.*in [0-9.]* s' "$results/$model.cudnn.txt"))"
+    else
+      failed "$model (cuDNN attention)" "$results/$model.cudnn.txt"
+    fi
+  fi
   ((ran)) || return 0 # the peers only beside a Triad run
   : > "$results/$model.torch.jsonl"
   for variant in "${peers[@]}"; do
@@ -458,9 +472,16 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
       failed "$model: PyTorch $variant" "$results/$model.torch.txt"
     fi
   done
-  python3 - "$results/$model" "$model" $precisions <<'PY' | tee -a "$summary"
+  # shellcheck disable=SC2086
+  python3 - "$results/$model" "$model" $labels <<'PY' | tee -a "$summary"
 import json, os, statistics, sys
 prefix, model, precisions = sys.argv[1], sys.argv[2], sys.argv[3:]
+def label(precision):
+    """What a run is: its matmul precision, or a bf16 plan's (with its
+    attention through cuDNN: "cudnn")."""
+    if precision == "cudnn":
+        return "bf16 plan, cuDNN attention"
+    return "bf16 plan" if model.endswith("-bf16") else f"{precision} matmuls"
 def rows(path):
     return [json.loads(l) for l in open(path) if l.strip()] if os.path.exists(path) else []
 peers = rows(prefix + ".torch.jsonl")
@@ -476,8 +497,7 @@ for precision in precisions:
     tps = ours[precision] = statistics.median(r["tokens_per_s"] for r in steps)
     # A bf16 plan's products are bf16 whatever --matmul-precision says.
     kind = "bf16" if model.endswith("-bf16") else precision
-    what = "bf16 plan" if model.endswith("-bf16") else f"{precision} matmuls"
-    line = f"   {model}: Triad, {what}: {tps:,.0f} tokens/s"
+    line = f"   {model}: Triad, {label(precision)}: {tps:,.0f} tokens/s"
     if flops:
         line += f", MFU {flops * tps / peak[kind]:.1%} of {peak[kind] / 1e12:g} TFLOPS {kind}"
     # The host's side of the same steps (triad-run's metrics): the device
@@ -494,7 +514,7 @@ for p in peers:
     mfu = f", MFU {p['mfu']:.1%}" if p.get("mfu") is not None else ""
     what = p["dtype"] + (" (TF32 matmuls)" if p.get("matmul_precision") == "tf32" else "")
     ratios = ", ".join(
-        f"Triad {'bf16 plan' if model.endswith('-bf16') else k} / this {v / p['tokens_per_s']:.2f}"
+        f"Triad {label(k)} / this {v / p['tokens_per_s']:.2f}"
         for k, v in ours.items())
     print(f"     PyTorch {what} {p['mode']}: {p['tokens_per_s']:,.0f} tokens/s{mfu}; {ratios}")
 PY
