@@ -219,6 +219,72 @@ bool CpuExecutor::runsOnBf16Products(const plan::Instr &instr) const {
   return d.batch > 0 && d.m > 0 && d.n > 0 && d.k > 0;
 }
 
+bool CpuExecutor::runsStored(const plan::Instr &instr) const {
+  switch (instr.op()) {
+  case plan::OpCode::Add:
+  case plan::OpCode::Mul:
+  case plan::OpCode::Activation:
+  case plan::OpCode::ActivationGrad:
+  case plan::OpCode::Gated:
+    break;
+  default:
+    return false;
+  }
+  // Chunks of the result are written as each is computed: a result may be
+  // an operand itself, but not overlap another one.
+  for (uint32_t out : *instr.outputs())
+    for (uint32_t in : *instr.inputs())
+      if (out != in && mayOverlap(value(out), value(in)))
+        return false;
+  return true;
+}
+
+cpu::StoredIn CpuExecutor::storedIn(uint32_t index) {
+  cpu::StoredOut out = storedOut(index);
+  return {out.data, out.type};
+}
+
+cpu::StoredOut CpuExecutor::storedOut(uint32_t index) {
+  switch (value(index).dtype()) {
+  case plan::DType::BF16:
+    return {bits16(index), cpu::Storage::BF16};
+  case plan::DType::F16:
+    return {bits16(index), cpu::Storage::F16};
+  default:
+    return {f32(index), cpu::Storage::F32};
+  }
+}
+
+absl::Status CpuExecutor::executeStored(const plan::Instr &instr) {
+  auto in = [&](size_t i) { return storedIn(instr.inputs()->Get(i)); };
+  uint32_t out = instr.outputs()->Get(0);
+  int64_t count = elementCount(shapeOf(value(out)));
+  switch (instr.op()) {
+  case plan::OpCode::Add:
+    cpu::addBroadcast(in(0), in(1), storedOut(out), count,
+                      elementCount(shapeOf(value(instr.inputs()->Get(1)))));
+    break;
+  case plan::OpCode::Mul:
+    cpu::mul(in(0), in(1), storedOut(out), count);
+    break;
+  case plan::OpCode::Activation:
+    cpu::activation(activationOf(instr.ints()->Get(0)), in(0), storedOut(out),
+                    count);
+    break;
+  case plan::OpCode::ActivationGrad:
+    cpu::activationGrad(activationOf(instr.ints()->Get(0)), in(0), in(1),
+                        storedOut(out), count);
+    break;
+  case plan::OpCode::Gated:
+    cpu::gated(activationOf(instr.ints()->Get(0)), in(0), in(1), storedOut(out),
+               count);
+    break;
+  default:
+    return absl::InternalError("not an element-wise kernel");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   // 16-bit values: the kernel works on f32 copies (exact), and its 16-bit
   // results are rounded back (to nearest even) once it is done. Products
@@ -226,6 +292,8 @@ absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
   std::vector<uint32_t> sixteen = sixteenBitOperands(instr);
   if (sixteen.empty())
     return executeF32(instr, step);
+  if (runsStored(instr))
+    return executeStored(instr);
   if (runsOnBf16Products(instr)) {
     uint32_t a = instr.inputs()->Get(0), b = instr.inputs()->Get(1);
     MatmulDims d = matmulDims(instr);

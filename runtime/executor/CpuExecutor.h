@@ -74,6 +74,15 @@ private:
   /// their bits by oneDNN, when this executor has its bf16 products.
   bool runsOnBf16Products(const plan::Instr &instr) const;
 
+  /// An element-wise kernel (Add, Mul, Activation, ActivationGrad, Gated)
+  /// on its values as they are stored (cpu::StoredIn): 16-bit ones
+  /// converted a chunk at a time, in cache, not as whole f32 copies; the
+  /// same bits. Not for a result that shares bytes with another operand.
+  bool runsStored(const plan::Instr &instr) const;
+  absl::Status executeStored(const plan::Instr &instr);
+  cpu::StoredIn storedIn(uint32_t value);
+  cpu::StoredOut storedOut(uint32_t value);
+
   /// The kernel of one instruction, on f32 (and i32) data: `execute` runs
   /// it on f32 copies of the instruction's 16-bit values.
   absl::Status executeF32(const plan::Instr &instr, uint64_t step);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/executor/CpuExecutor.h"
+#include "runtime/kernels/cpu/HalfFloat.h"
 #include "runtime/tests/PlanBuilder.h"
 
 #include <gtest/gtest.h>
@@ -412,6 +413,73 @@ TEST(CpuExecutorSteps, GeluGradientEpilogueGivesTheBitsOfTheUnfusedKernels) {
     }
     // The rounding does differ somewhere: the bf16 path ran.
     EXPECT_NE((*fused)[0].floats, grad);
+  }
+}
+
+TEST(CpuExecutorSteps, SixteenBitElementwiseKernelsGiveTheWidenedBits) {
+  // Add (broadcast and whole), Mul, Activation, ActivationGrad and Gated on
+  // bf16 and f16 values (converted a chunk at a time, cpu::StoredIn; 15,000
+  // elements are several chunks), an f32 bias added to them, and a result
+  // written over its operand: the bits of the f32 kernels on the widened
+  // values, rounded once.
+  for (DType half : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(half == DType::BF16 ? "bf16" : "f16");
+    bool bf16 = half == DType::BF16;
+    const std::vector<int64_t> shape = {3, 5000}, row = {5000};
+    const int64_t n = 15000;
+    // One plan in `type`, one in f32 on the same (rounded) values.
+    auto build = [&](DType type) {
+      PlanBuilder b;
+      uint32_t x = b.value(type, shape), y = b.value(type, shape),
+               bias = b.value(type, row), wideBias = b.value(DType::F32, row);
+      std::vector<uint32_t> results;
+      auto result = [&] {
+        results.push_back(b.value(type, shape));
+        return results.back();
+      };
+      b.function("f", {x, y, bias, wideBias});
+      b.instr(OpCode::Add, {x, bias}, {result()});
+      b.instr(OpCode::Add, {x, wideBias}, {result()});
+      b.instr(OpCode::Add, {x, y}, {result()});
+      b.instr(OpCode::Mul, {x, y}, {result()});
+      b.instr(OpCode::Activation, {x}, {result()}, {0}); // erf GELU
+      b.instr(OpCode::ActivationGrad, {x, y}, {result()}, {1});
+      b.instr(OpCode::Gated, {x, y}, {result()}, {4}); // SwiGLU
+      b.instr(OpCode::Mul, {y, x}, {y});               // in place
+      results.push_back(y);
+      b.results(results, {});
+      return b.build();
+    };
+    uint32_t state = 99;
+    std::vector<HostTensor> args = {floats(shape, uniform(n, state, 6.0f)),
+                                    floats(shape, uniform(n, state, 6.0f)),
+                                    floats(row, uniform(5000, state, 2.0f)),
+                                    floats(row, uniform(5000, state, 2.0f))};
+    // The 16-bit arguments' values, as the 16-bit plan stores them.
+    for (size_t a = 0; a < 3; ++a) {
+      std::vector<uint16_t> bits(args[a].floats.size());
+      cpu::narrow(bf16, args[a].floats.data(), bits.data(), bits.size());
+      cpu::widen(bf16, bits.data(), args[a].floats.data(), bits.size());
+    }
+    Loaded sixteen = load(build(half)), wide = load(build(DType::F32));
+    std::vector<HostTensor> halfArgs = args;
+    for (size_t a = 0; a < 3; ++a)
+      halfArgs[a].dtype = half;
+    auto got = sixteen.executor->run("f", halfArgs);
+    auto want = wide.executor->run("f", args);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t r = 0; r < got->size(); ++r) {
+      std::vector<float> rounded = (*want)[r].floats;
+      std::vector<uint16_t> bits(rounded.size());
+      cpu::narrow(bf16, rounded.data(), bits.data(), bits.size());
+      cpu::widen(bf16, bits.data(), rounded.data(), bits.size());
+      const std::vector<float> &values = (*got)[r].floats;
+      ASSERT_EQ(values.size(), rounded.size());
+      for (size_t i = 0; i < values.size(); ++i)
+        ASSERT_EQ(values[i], rounded[i]) << "result " << r << ", element " << i;
+    }
   }
 }
 

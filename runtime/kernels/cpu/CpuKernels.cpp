@@ -9,11 +9,13 @@
 #include "runtime/kernels/cpu/CpuKernels.h"
 
 #include "runtime/init/Init.h"
+#include "runtime/kernels/cpu/HalfFloat.h"
 #include "runtime/kernels/cpu/VectorMath.h"
 
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -243,6 +245,104 @@ void activationGrad(Activation kind, const float *x, const float *dy, float *dx,
 void gated(Activation kind, const float *gate, const float *up, float *out,
            int64_t count) {
   activationMap(kind, gate, up, out, count, /*derivative=*/false);
+}
+
+//===----------------------------------------------------------------------===//
+// Element-wise kernels on stored values
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// `count` f32 values of `in` from `begin`: the array itself, or `buffer`
+/// holding them widened.
+const float *chunkIn(StoredIn in, int64_t begin, int64_t count, float *buffer) {
+  if (in.type == Storage::F32)
+    return static_cast<const float *>(in.data) + begin;
+  widen(in.type == Storage::BF16,
+        static_cast<const uint16_t *>(in.data) + begin, buffer, count);
+  return buffer;
+}
+
+/// Runs `body(ins, out, begin, n)` (the f32 kernel on elements [begin,
+/// begin + n), serially) over [0, count) in chunks across the threads: each
+/// chunk's 16-bit inputs widened into the thread's buffers, a 16-bit
+/// result computed into one and rounded into `out`. Every input is read
+/// before the chunk's result is written, so the result may be an input.
+template <size_t N, typename Body>
+void inChunks(int64_t count, const std::array<StoredIn, N> &ins, StoredOut out,
+              Body body) {
+  constexpr int64_t chunk = 4096;
+#pragma omp parallel
+  {
+    thread_local std::vector<float> buffers;
+    buffers.resize((N + 1) * static_cast<size_t>(chunk));
+#pragma omp for schedule(static)
+    for (int64_t begin = 0; begin < count; begin += chunk) {
+      int64_t n = std::min(chunk, count - begin);
+      std::array<const float *, N> values;
+      for (size_t i = 0; i < N; ++i)
+        values[i] = chunkIn(ins[i], begin, n, buffers.data() + i * chunk);
+      float *result = out.type == Storage::F32
+                          ? static_cast<float *>(out.data) + begin
+                          : buffers.data() + N * chunk;
+      body(values, result, begin, n);
+      if (out.type != Storage::F32)
+        narrow(out.type == Storage::BF16, result,
+               static_cast<uint16_t *>(out.data) + begin, n);
+    }
+  }
+}
+
+} // namespace
+
+void addBroadcast(StoredIn lhs, StoredIn rhs, StoredOut out, int64_t count,
+                  int64_t period) {
+  if (count == 0 || period == 0)
+    return;
+  // The repeating rhs whole, widened once.
+  std::vector<float> wideRhs(rhs.type == Storage::F32 ? 0 : period);
+  const float *repeated = chunkIn(rhs, 0, period, wideRhs.data());
+  inChunks<1>(count, {lhs}, out,
+              [&](auto values, float *result, int64_t begin, int64_t n) {
+                // Runs of the period, the first and last cut by the chunk.
+                for (int64_t i = 0, j = begin % period; i < n; j = 0) {
+                  int64_t run = std::min(n - i, period - j);
+                  for (int64_t r = 0; r < run; ++r)
+                    result[i + r] = values[0][i + r] + repeated[j + r];
+                  i += run;
+                }
+              });
+}
+
+void mul(StoredIn a, StoredIn b, StoredOut out, int64_t count) {
+  inChunks<2>(count, {a, b}, out,
+              [](auto values, float *result, int64_t, int64_t n) {
+                for (int64_t i = 0; i < n; ++i)
+                  result[i] = values[0][i] * values[1][i];
+              });
+}
+
+void activation(Activation kind, StoredIn x, StoredOut out, int64_t count) {
+  inChunks<1>(count, {x}, out,
+              [&](auto values, float *result, int64_t, int64_t n) {
+                activationChunk(kind, values[0], nullptr, result, n, false);
+              });
+}
+
+void activationGrad(Activation kind, StoredIn x, StoredIn dy, StoredOut dx,
+                    int64_t count) {
+  inChunks<2>(count, {x, dy}, dx,
+              [&](auto values, float *result, int64_t, int64_t n) {
+                activationChunk(kind, values[0], values[1], result, n, true);
+              });
+}
+
+void gated(Activation kind, StoredIn gate, StoredIn up, StoredOut out,
+           int64_t count) {
+  inChunks<2>(count, {gate, up}, out,
+              [&](auto values, float *result, int64_t, int64_t n) {
+                activationChunk(kind, values[0], values[1], result, n, false);
+              });
 }
 
 //===----------------------------------------------------------------------===//

@@ -80,6 +80,30 @@ void activationGrad(Activation kind, const float *x, const float *dy, float *dx,
 void gated(Activation kind, const float *gate, const float *up, float *out,
            int64_t count);
 
+/// The element-wise kernels above on values stored in any float type: bf16
+/// and f16 values are widened to f32 a chunk at a time (a few thousand
+/// elements, in cache), the f32 kernel runs on the chunk, and a 16-bit
+/// result is rounded back once, so the results have the bits of the f32
+/// kernels on f32 copies of the whole arrays without their memory traffic.
+/// A result may be one of the operands (the same array, of its type).
+enum class Storage { F32, BF16, F16 };
+struct StoredIn {
+  const void *data;
+  Storage type;
+};
+struct StoredOut {
+  void *data;
+  Storage type;
+};
+void addBroadcast(StoredIn lhs, StoredIn rhs, StoredOut out, int64_t count,
+                  int64_t period);
+void mul(StoredIn a, StoredIn b, StoredOut out, int64_t count);
+void activation(Activation kind, StoredIn x, StoredOut out, int64_t count);
+void activationGrad(Activation kind, StoredIn x, StoredIn dy, StoredOut dx,
+                    int64_t count);
+void gated(Activation kind, StoredIn gate, StoredIn up, StoredOut out,
+           int64_t count);
+
 /// Layer norm over rows of `width`; `beta` may be null.
 void layerNorm(const float *x, const float *gamma, const float *beta, float *y,
                int64_t rows, int64_t width, float epsilon);
