@@ -1334,6 +1334,23 @@ TEST(CudaExecutorWithoutGpu, CreatingOneSaysThereIsNoGpu) {
       << gpu.status();
 }
 
+/// Each of the `count` GPU results within `tolerance(r)` of the CPU's,
+/// relative to 1 + |value|.
+template <typename Tolerance>
+void expectNearEach(const BothResults &both, size_t count,
+                    Tolerance tolerance) {
+  ASSERT_EQ(both.cpu.size(), count);
+  ASSERT_EQ(both.gpu.size(), count);
+  for (size_t r = 0; r < count; ++r) {
+    const std::vector<float> &want = both.cpu[r].floats,
+                             &got = both.gpu[r].floats;
+    ASSERT_EQ(got.size(), want.size()) << "result " << r;
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], tolerance(r) * (1.0 + std::fabs(want[i])))
+          << "result " << r << ", element " << i;
+  }
+}
+
 /// The tanh GELU's gradient epilogue (the backward of a fused linear
 /// layer) through the executor: the gradient and the bias gradient of an
 /// f32 product and of a bf16 one (bf16 bias gradient, and f32), against
@@ -1373,17 +1390,10 @@ TEST(CudaExecutor, GeluGradientProductsMatchTheCpu) {
   ASSERT_EQ(both.cpu.size(), results.size());
   if (both.gpu.empty())
     return;
-  ASSERT_EQ(both.gpu.size(), results.size());
-  for (size_t r = 0; r < results.size(); ++r) {
-    // A bias gradient sums 24 rows of its terms.
-    double tolerance = (r < 2 ? 1e-4 : 1e-2) * (r % 2 == 1 ? 24 : 1);
-    const std::vector<float> &want = both.cpu[r].floats,
-                             &got = both.gpu[r].floats;
-    ASSERT_EQ(got.size(), want.size()) << "result " << r;
-    for (size_t i = 0; i < want.size(); ++i)
-      EXPECT_NEAR(got[i], want[i], tolerance * (1.0 + std::fabs(want[i])))
-          << "result " << r << ", element " << i;
-  }
+  // A bias gradient sums 24 rows of its terms.
+  expectNearEach(both, results.size(), [](size_t r) {
+    return (r < 2 ? 1e-4 : 1e-2) * (r % 2 == 1 ? 24 : 1);
+  });
 }
 
 /// Products with fused epilogues (the compiler's fused linear layers): the
@@ -1431,16 +1441,9 @@ TEST(CudaExecutor, FusedProductsMatchTheCpu) {
   }
   if (both.gpu.empty())
     return;
-  ASSERT_EQ(both.gpu.size(), results.size());
-  for (size_t r = 0; r < results.size(); ++r) {
-    double tolerance = r == results.size() - 1 ? 1e-2 : 1e-4;
-    const std::vector<float> &want = both.cpu[r].floats,
-                             &got = both.gpu[r].floats;
-    ASSERT_EQ(got.size(), want.size()) << "result " << r;
-    for (size_t i = 0; i < want.size(); ++i)
-      EXPECT_NEAR(got[i], want[i], tolerance * (1.0 + std::fabs(want[i])))
-          << "result " << r << ", element " << i;
-  }
+  expectNearEach(both, results.size(), [&](size_t r) {
+    return r == results.size() - 1 ? 1e-2 : 1e-4;
+  });
 }
 
 } // namespace
