@@ -124,6 +124,9 @@ std::string checkOptions(const triad::TrainPipelineOptions &o) {
   else if (!o.stages.empty() && o.pp < 2)
     os << "stages=" << o.stages << " cuts the model for a pipeline and needs "
        << "pp > 1";
+  else if (!o.stageReport.empty() && o.pp < 2)
+    os << "stage-report=" << o.stageReport
+       << " writes a pipeline's stages and needs pp > 1";
   else if (o.sp && o.tp < 2)
     os << "sp (sequence parallelism) splits the sequence over tp and needs "
           "tp > 1 (got tp="

@@ -104,7 +104,7 @@ struct TrainPipelineOptions
       llvm::cl::init("")};
   Option<std::string> stageReport{
       *this, "stage-report",
-      llvm::cl::desc("With pp > 1: write the pipeline stages (the "
+      llvm::cl::desc("Write the pipeline stages (pp > 1; the "
                      "triad-pipeline-split's report: layers, rank, FLOPs, "
                      "bytes) to this file"),
       llvm::cl::init("")};

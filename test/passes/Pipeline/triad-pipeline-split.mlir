@@ -28,14 +28,17 @@
 // RUN: not triad-opt %t.step.mlir '--triad-pipeline-split=pp=2 report=%t.missing/stages' -o /dev/null 2>&1 | FileCheck %s --check-prefix=NO-REPORT
 // RUN: triad-gen --preset tiny --layers 3 --hidden 32 --heads 2 --seq 8 --batch 4 --vocab 64 | triad-opt '--triad-train-pipeline=pp=2 stage-report=%t.train-stages' -o /dev/null
 // RUN: FileCheck %s --check-prefix=REPORT --input-file %t.train-stages
+// RUN: triad-gen --preset tiny --layers 3 --hidden 32 --heads 2 --seq 8 --batch 4 --vocab 64 | not triad-opt '--triad-train-pipeline=stage-report=%t.none' -o /dev/null 2>&1 | FileCheck %s --check-prefix=NO-PIPELINE
 
 // report= writes the stages alone, one op per line (what triad-plan reads
 // instead of the whole module); the training pipeline passes stage-report
-// on to it. A file it cannot write is an error.
+// on to it. A file it cannot write is an error, as is a report without a
+// pipeline.
 // REPORT: {{^}}pipe.stage 0 on rank 0 layers ["embedding 0", "transformer 0", "transformer 1"] flops {{[0-9]+}} bytes {{[0-9]+}}{{$}}
 // REPORT-NEXT: {{^}}pipe.stage 1 on rank 1 layers ["transformer 2", "head 0"] flops {{[0-9]+}} bytes {{[0-9]+}}{{$}}
 // REPORT-NOT: pipe
 // NO-REPORT: error: cannot write the stage report:
+// NO-PIPELINE: stage-report={{.*}} writes a pipeline's stages and needs pp > 1
 
 // A transformer layer costs about 2.8x the embedding and head together, so
 // the cheapest largest stage is 3 layers against 2 (cost ties break to the
