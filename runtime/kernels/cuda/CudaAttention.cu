@@ -980,13 +980,10 @@ absl::Status attention(CudaContext &context, const float *q, const float *k,
     return tensorCoreForward(context, params, shape.batch, products, tensors,
                              nullptr);
   }
-  if (shape.headDim <= 32)
-    return forward<32>(context, params, shape.batch, out, nullptr, nullptr);
-  if (shape.headDim <= 64)
-    return forward<64>(context, params, shape.batch, out, nullptr, nullptr);
-  if (shape.headDim <= 128)
-    return forward<128>(context, params, shape.batch, out, nullptr, nullptr);
-  return forward<256>(context, params, shape.batch, out, nullptr, nullptr);
+  return byHeadClass<256>(shape.headDim, [&](auto width) {
+    return forward<decltype(width)::value>(context, params, shape.batch, out,
+                                           nullptr, nullptr);
+  });
 }
 
 absl::Status attentionGrad(CudaContext &context, const float *q, const float *k,
@@ -1027,13 +1024,10 @@ absl::Status attentionGrad(CudaContext &context, const float *q, const float *k,
     return tensorCoreBackward(context, params, shape.batch, products, tensors,
                               stats);
   }
-  if (shape.headDim <= 32)
-    return backward<32>(context, params, shape.batch, dout, stats, dq, dk, dv);
-  if (shape.headDim <= 64)
-    return backward<64>(context, params, shape.batch, dout, stats, dq, dk, dv);
-  if (shape.headDim <= 128)
-    return backward<128>(context, params, shape.batch, dout, stats, dq, dk, dv);
-  return backward<256>(context, params, shape.batch, dout, stats, dq, dk, dv);
+  return byHeadClass<256>(shape.headDim, [&](auto width) {
+    return backward<decltype(width)::value>(context, params, shape.batch, dout,
+                                            stats, dq, dk, dv);
+  });
 }
 
 bool attentionTakes16Bit(const cpu::AttentionShape &shape, DType type) {

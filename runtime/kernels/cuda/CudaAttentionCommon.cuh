@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace triad::rt::cuda::attention_detail {
 
@@ -188,6 +189,21 @@ absl::Status tensorCoreBackward(CudaContext &context,
                                 DType products,
                                 const TensorCoreTensors &tensors,
                                 const RowStats &stats);
+
+/// `launch(std::integral_constant<int, D>{})` for the head-dimension class
+/// D of `headDim`: the smallest of 32, 64, 128 and `kWidest` holding it
+/// (the kernels are compiled for those widths).
+template <int kWidest, typename Launch>
+absl::Status byHeadClass(int64_t headDim, Launch launch) {
+  if (headDim <= 32)
+    return launch(std::integral_constant<int, 32>{});
+  if (headDim <= 64)
+    return launch(std::integral_constant<int, 64>{});
+  if constexpr (kWidest > 128)
+    if (headDim > 128)
+      return launch(std::integral_constant<int, kWidest>{});
+  return launch(std::integral_constant<int, 128>{});
+}
 
 } // namespace triad::rt::cuda::attention_detail
 

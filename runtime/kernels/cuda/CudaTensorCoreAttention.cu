@@ -776,11 +776,10 @@ absl::Status forwardByHead(CudaContext &context, const AttentionParams &params,
   auto run = [&](auto stored) -> absl::Status {
     using S = typename decltype(stored)::type;
     Tensors<S> x = tensorsAs<S>(tensors);
-    if (params.headDim <= 32)
-      return forwardOf<T, S, 32>(context, params, batch, x, stats);
-    if (params.headDim <= 64)
-      return forwardOf<T, S, 64>(context, params, batch, x, stats);
-    return forwardOf<T, S, 128>(context, params, batch, x, stats);
+    return byHeadClass<128>(params.headDim, [&](auto width) {
+      return forwardOf<T, S, decltype(width)::value>(context, params, batch, x,
+                                                     stats);
+    });
   };
   if (tensors.storage == DType::F32)
     return run(Stored<float>{});
@@ -794,11 +793,10 @@ absl::Status backwardByHead(CudaContext &context, const AttentionParams &params,
   auto run = [&](auto stored) -> absl::Status {
     using S = typename decltype(stored)::type;
     Tensors<S> x = tensorsAs<S>(tensors);
-    if (params.headDim <= 32)
-      return backwardOf<T, S, 32>(context, params, batch, x, stats);
-    if (params.headDim <= 64)
-      return backwardOf<T, S, 64>(context, params, batch, x, stats);
-    return backwardOf<T, S, 128>(context, params, batch, x, stats);
+    return byHeadClass<128>(params.headDim, [&](auto width) {
+      return backwardOf<T, S, decltype(width)::value>(context, params, batch, x,
+                                                      stats);
+    });
   };
   if (tensors.storage == DType::F32)
     return run(Stored<float>{});
