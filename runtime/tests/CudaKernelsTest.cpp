@@ -2034,6 +2034,22 @@ TEST_F(CudaKernels, SumSquaresOverTensorsMatchesCpu) {
   expectNearF32(download(out, 1),
                 {static_cast<float>(cpu::sumSquares(tensors[1].data(), 16384))},
                 "sumSquares under its limit");
+
+  // More chunks than the block that adds their partials has threads (one
+  // per 16K elements; 5M elements: 306), added alike every run.
+  const int64_t many = 5'000'000;
+  std::vector<float> big = randomFloats(many, 47);
+  DeviceBuffer bigBuffer = upload(big);
+  out = poisoned(1);
+  ASSERT_OK(
+      sumSquares(*context, {{bigBuffer.as<float>(), many}}, out.as<float>()));
+  std::vector<float> first = download(out, 1);
+  expectNearF32(first, {static_cast<float>(cpu::sumSquares(big.data(), many))},
+                "sumSquares of 306 chunks");
+  out = poisoned(1);
+  ASSERT_OK(
+      sumSquares(*context, {{bigBuffer.as<float>(), many}}, out.as<float>()));
+  EXPECT_EQ(download(out, 1), first) << "the same bits again";
 }
 
 TEST_F(CudaKernels, AdamWOverTensorsMatchesCpu) {

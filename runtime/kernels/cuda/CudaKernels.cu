@@ -753,14 +753,19 @@ __global__ void sumSquaresChunkKernel(const ConstSpan *spans,
     partial[blockIdx.x] = sum;
 }
 
-/// out[0] = the partials added in order by one thread (few: one per 16K
-/// elements).
+/// out[0] = the sum of the partials (one per 16K elements), by one block:
+/// each thread adds every blockDim.x-th partial in order, then blockSum's
+/// fixed tree adds the threads' sums, so the result does not depend on
+/// timing (the same bits every run), and a model of billions of elements
+/// (a hundred thousand partials) is not added by one thread.
 __global__ void sumPartialsKernel(const double *partial, int64_t count,
                                   float *out) {
   double sum = 0.0;
-  for (int64_t i = 0; i < count; ++i)
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
     sum += partial[i];
-  out[0] = static_cast<float>(sum);
+  sum = blockSum(sum);
+  if (threadIdx.x == 0)
+    out[0] = static_cast<float>(sum);
 }
 
 __global__ void adamwKernel(const AdamWEntry *tensors, const Chunk *chunks,
@@ -1658,7 +1663,7 @@ absl::Status sumSquares(CudaContext &context,
                                                 limit, partial);
     TRIAD_CUDA_CHECK_LAUNCH("sumSquaresChunkKernel");
   }
-  sumPartialsKernel<<<1, 1, 0, context.stream()>>>(
+  sumPartialsKernel<<<1, kThreads, 0, context.stream()>>>(
       partial, static_cast<int64_t>(chunks.size()), out);
   TRIAD_CUDA_CHECK_LAUNCH("sumPartialsKernel");
   return absl::OkStatus();
