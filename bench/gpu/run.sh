@@ -449,20 +449,30 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
     [[ $model == *-bf16 ]] && what="bf16 plan"
     note "   $model, $what: triad-run took $((SECONDS - began)) s in all ($(grep -o 'trained steps.*in [0-9.]* s' "$results/$model.$precision.txt"))"
   done
-  # A bf16 plan again with its attention through cuDNN where cuDNN takes
-  # it (--cuda-attention=auto; the default runs Triad's kernels).
-  if [[ $model == *-bf16 ]]; then
+  # Variants of a run: LABEL, what it is, and triad-run's extra flags.
+  variant() {
+    local label=$1 what=$2
+    shift 2
     began=$SECONDS
     if boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
-         --cuda-attention auto --metrics "$results/$model.cudnn.jsonl" \
-         > "$results/$model.cudnn.txt" 2>&1; then
+         "$@" --metrics "$results/$model.$label.jsonl" > "$results/$model.$label.txt" 2>&1; then
       ran=1
-      labels="$labels cudnn"
-      note "   $model, bf16 plan, cuDNN attention: triad-run took $((SECONDS - began)) s in all ($(grep -o 'trained steps.*in [0-9.]* s' "$results/$model.cudnn.txt"))"
+      labels="$labels $label"
+      note "   $model, $what: triad-run took $((SECONDS - began)) s in all ($(grep -o 'trained steps.*in [0-9.]* s' "$results/$model.$label.txt"))"
+      # The calls it could not record, and why (none is expected).
+      grep -- '--cuda-graphs:' "$results/$model.$label.txt" | sed 's/^/     /' | tee -a "$summary" || true
     else
-      failed "$model (cuDNN attention)" "$results/$model.cudnn.txt"
+      failed "$model ($what)" "$results/$model.$label.txt"
     fi
-  fi
+  }
+  # A bf16 plan again with its attention through cuDNN where cuDNN takes
+  # it (--cuda-attention=auto; the default runs Triad's kernels).
+  [[ $model == *-bf16 ]] && variant cudnn "bf16 plan, cuDNN attention" --cuda-attention auto
+  # Each call recorded once as a CUDA graph and replayed (--cuda-graphs),
+  # in the first precision: launches and host time per step against the
+  # same run kernel by kernel above.
+  local first=${precisions%% *}
+  variant "graphs-$first" "$first, CUDA graphs" --matmul-precision "$first" --cuda-graphs
   ((ran)) || return 0 # the peers only beside a Triad run
   : > "$results/$model.torch.jsonl"
   for variant in "${peers[@]}"; do
@@ -478,9 +488,12 @@ import json, os, statistics, sys
 prefix, model, precisions = sys.argv[1], sys.argv[2], sys.argv[3:]
 def label(precision):
     """What a run is: its matmul precision, or a bf16 plan's (with its
-    attention through cuDNN: "cudnn")."""
+    attention through cuDNN: "cudnn"; with CUDA graphs: "graphs-" and the
+    precision)."""
     if precision == "cudnn":
         return "bf16 plan, cuDNN attention"
+    if precision.startswith("graphs-"):
+        return label(precision[len("graphs-"):]) + ", CUDA graphs"
     return "bf16 plan" if model.endswith("-bf16") else f"{precision} matmuls"
 def rows(path):
     return [json.loads(l) for l in open(path) if l.strip()] if os.path.exists(path) else []
@@ -496,7 +509,7 @@ for precision in precisions:
         continue
     tps = ours[precision] = statistics.median(r["tokens_per_s"] for r in steps)
     # A bf16 plan's products are bf16 whatever --matmul-precision says.
-    kind = "bf16" if model.endswith("-bf16") else precision
+    kind = "bf16" if model.endswith("-bf16") else precision.removeprefix("graphs-")
     line = f"   {model}: Triad, {label(precision)}: {tps:,.0f} tokens/s"
     if flops:
         line += f", MFU {flops * tps / peak[kind]:.1%} of {peak[kind] / 1e12:g} TFLOPS {kind}"

@@ -62,6 +62,9 @@ createExecutor(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
   if (device.backend == Backend::Cpu && device.nccl)
     return absl::InvalidArgumentError(
         "NCCL moves device buffers: it needs the CUDA backend");
+  if (device.backend == Backend::Cpu && device.cudaGraphs)
+    return absl::InvalidArgumentError(
+        "CUDA graphs record GPU work: they need the CUDA backend");
   if (device.backend == Backend::Cpu) {
     absl::StatusOr<CpuExecutor> executor = CpuExecutor::create(
         plan, pipelineRank, seed, options, device.cpuBf16Products);
@@ -88,7 +91,7 @@ createExecutor(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
   }
   absl::StatusOr<std::unique_ptr<CudaExecutor>> executor =
       CudaExecutor::create(plan, pipelineRank, seed, options, context,
-                           device.nccl, device.ncclTimeout);
+                           device.nccl, device.ncclTimeout, device.cudaGraphs);
   if (!executor.ok())
     return executor.status();
   return std::unique_ptr<Executor>(std::move(*executor));

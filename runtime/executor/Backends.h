@@ -49,6 +49,9 @@ struct DeviceOptions {
   /// CUDA: what runs a 16-bit plan's attention (AttentionKernel.h): cuDNN's
   /// fused attention where it takes the call, always, or never.
   AttentionKernel cudaAttention = AttentionKernel::Triad;
+  /// CUDA: record each call once as a CUDA graph and replay it
+  /// (CudaExecutor's recordCalls).
+  bool cudaGraphs = false;
   /// CUDA: collectives and transfers through NCCL on device buffers
   /// (one GPU per rank); otherwise staged through host memory for the
   /// job's communicator (MPI), which lets ranks share a GPU.

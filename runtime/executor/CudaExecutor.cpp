@@ -132,7 +132,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>>
 CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
                      uint64_t seed, ExecutorOptions options,
                      cuda::ContextOptions contextOptions, bool nccl,
-                     std::chrono::milliseconds ncclTimeout) {
+                     std::chrono::milliseconds ncclTimeout, bool recordCalls) {
   absl::StatusOr<const plan::Program *> program =
       findProgram(plan, pipelineRank, options, "CUDA", /*sixteenBit=*/true);
   if (!program.ok())
@@ -146,6 +146,7 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
   if (!context.ok())
     return context.status();
   executor->gpu = std::move(*context);
+  executor->recordsCalls = recordCalls;
   if (nccl) {
     // The plan's groups by their axes, for NCCL's error messages.
     std::vector<std::string> groupNames;
@@ -221,6 +222,10 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
   return executor;
 }
 
+void CudaExecutor::GraphExecDeleter::operator()(CUgraphExec_st *exec) const {
+  cudaGraphExecDestroy(exec);
+}
+
 CudaExecutor::~CudaExecutor() {
   // A receive staged through the host still copies into the arena, and
   // NCCL's are ordered before the drain below.
@@ -240,6 +245,10 @@ CudaExecutor::~CudaExecutor() {
   for (cudaEvent_t event : drained)
     if (event)
       cudaEventDestroy(event);
+  // The recorded calls go once the last replay is done.
+  if (gpu && recordings.recordings() > 0)
+    cudaStreamSynchronize(gpu->stream());
+  recordings.clear();
 }
 
 absl::Status CudaExecutor::drainStreams(std::string what, bool commToo) {
@@ -382,6 +391,92 @@ absl::Status CudaExecutor::settle(bool) {
         !status.ok())
       return status;
   return gpu->synchronize();
+}
+
+std::optional<std::string> CudaExecutor::cannotRecord(uint32_t index) const {
+  const plan::Function &function = *program->functions()->Get(index);
+  if (!function.body())
+    return std::nullopt;
+  for (const plan::Instr *instr : *function.body()) {
+    if (isTransfer(instr->op()))
+      return "it sends to or receives from another pipeline stage, which "
+             "may wait for a later call";
+    if (isCollective(instr->op()) && !ncclComm)
+      return "its collectives are staged through host memory (with NCCL "
+             "they are recorded)";
+  }
+  return std::nullopt;
+}
+
+CallMode CudaExecutor::callMode(const CallKey &key) {
+  if (!recordsCalls)
+    return CallMode::Direct;
+  return recordings.mode(key, cannotRecord(key.function));
+}
+
+absl::Status CudaExecutor::beginCall(uint64_t step, uint32_t microbatch) {
+  return recordsCalls ? gpu->setCall(step, microbatch) : absl::OkStatus();
+}
+
+absl::Status CudaExecutor::startRecording() {
+  // Recordings hold the addresses of the scratch and the tables.
+  gpu->holdForRecordings();
+  // What is recorded is not issued until the recording is launched.
+  countsBeforeRecording = cuda::issueCounts();
+  // Thread-local: a call this thread may not make while recording (one
+  // that would wait for the device, or upload from pageable memory) fails
+  // the recording, and the call then runs directly.
+  TRIAD_CUDA_RETURN_IF_ERROR(
+      cudaStreamBeginCapture(gpu->stream(), cudaStreamCaptureModeThreadLocal));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> CudaExecutor::endRecording(const CallKey &key,
+                                                absl::Status body) {
+  cudaGraph_t graph = nullptr;
+  if (gpu->recording()) {
+    cudaError_t ended = cudaStreamEndCapture(gpu->stream(), &graph);
+    if (body.ok())
+      body = cuda::cudaStatus(ended, "cudaStreamEndCapture");
+  }
+  cuda::issueCounts() = countsBeforeRecording;
+  cudaGraphExec_t exec = nullptr;
+  if (body.ok())
+    body = cuda::cudaStatus(cudaGraphInstantiate(&exec, graph, 0),
+                            "cudaGraphInstantiate");
+  if (graph)
+    cudaGraphDestroy(graph);
+  if (!body.ok()) {
+    // A call the recording refused leaves its error as the thread's last
+    // one, which the next launch check would report.
+    cudaGetLastError();
+    recordings.refused(key,
+                       absl::StrCat("recording it failed: ", body.message()));
+    return false;
+  }
+  recordings.recorded(key, GraphExec(exec));
+  if (absl::Status launched = replay(key); !launched.ok())
+    return launched;
+  return true;
+}
+
+absl::Status CudaExecutor::replay(const CallKey &key) {
+  const GraphExec *exec = recordings.recording(key);
+  if (!exec)
+    return absl::InternalError("no recording of this call to replay");
+  ++cuda::issueCounts().graphs;
+  TRIAD_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec->get(), gpu->stream()));
+  return absl::OkStatus();
+}
+
+std::vector<std::string> CudaExecutor::callsNotRecorded() const {
+  std::vector<std::string> lines;
+  for (const auto &[key, why] : recordings.refusals())
+    lines.push_back(absl::StrCat(
+        "function '", program->functions()->Get(key.function)->name()->str(),
+        "'", key.slot ? absl::StrCat(" (slot ", key.slot, ")") : "",
+        key.evaluating ? " evaluating" : "", ": ", why));
+  return lines;
 }
 
 absl::Status CudaExecutor::copyValue(uint32_t from, uint32_t to,
@@ -1315,9 +1410,16 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
   case plan::OpCode::Dropout: {
     plan::DropoutAttrs dropout =
         plan::dropoutAttrs(*instr.ints(), *instr.floats());
-    return cuda::dropout(ctx, typedIn(0), typedOut(0), n(out(0)),
-                         dropoutProbability(dropout), seed, step,
-                         dropout.stream, dropoutPiece(instr));
+    // A call that may be recorded reads its step and microbatch from the
+    // device (what the replayed call's beginCall wrote).
+    cuda::DropoutCall call;
+    if (recordsCalls)
+      call.words = ctx.callWords();
+    return cuda::dropout(
+        ctx, typedIn(0), typedOut(0), n(out(0)), dropoutProbability(dropout),
+        seed, step, dropout.stream,
+        dropoutPiece(instr, recordsCalls ? &call.perMicrobatch : nullptr),
+        call);
   }
   case plan::OpCode::CrossEntropy:
   case plan::OpCode::CrossEntropyGrad: {

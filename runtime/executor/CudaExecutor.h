@@ -31,6 +31,17 @@
 // a failure aborts the communicators and says which one failed and why
 // (NcclCommunicator::wait).
 //
+// With `recordCalls` (triad-run's --cuda-graphs), a call is recorded once
+// as a CUDA graph (its compute and communication streams' work, the NCCL
+// calls included) and later calls of the same function, slot and mode
+// replay it: one launch instead of hundreds (CallRecordings.h says when).
+// Dropout then reads the step and microbatch from device words written
+// before each call. A recorded call starts after everything in flight and
+// joins what it starts before it ends, so it overlaps communication with
+// computation within itself, not across calls. Calls with transfers to a
+// pipeline peer, or collectives staged through host memory, run
+// instruction by instruction (callsNotRecorded says which and why).
+//
 // Data-dependent errors (a token id or a label outside the vocabulary) are
 // raised by the kernels on the device and reported when the host next waits
 // for the GPU (see above; after each instruction when instructions are
@@ -74,16 +85,22 @@ public:
   /// transfers move device buffers through NCCL, every wait for them
   /// bounded by `ncclTimeout` (0: none); otherwise they are staged through
   /// host memory for options.communicator.
+  /// With `recordCalls`, calls are recorded and replayed as CUDA graphs
+  /// (see above).
   static absl::StatusOr<std::unique_ptr<CudaExecutor>>
   create(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
          ExecutorOptions options = {}, cuda::ContextOptions context = {},
          bool nccl = false,
-         std::chrono::milliseconds ncclTimeout = kDefaultCommTimeout);
+         std::chrono::milliseconds ncclTimeout = kDefaultCommTimeout,
+         bool recordCalls = false);
 
   ~CudaExecutor() override;
 
   const char *backend() const override { return "cuda"; }
   cuda::CudaContext &context() { return *gpu; }
+  std::vector<std::string> callsNotRecorded() const override;
+  /// The CUDA graphs kept for replay.
+  size_t recordedCalls() const { return recordings.recordings(); }
 
 private:
   CudaExecutor(const LoadedPlan &plan, const plan::Program &program,
@@ -97,6 +114,17 @@ private:
   absl::Status startTransfer(const plan::Instr &instr, size_t index) override;
   absl::Status settle(bool timed) override;
   int64_t issuedWork() const override { return cuda::issueCounts().total(); }
+  CallMode callMode(const CallKey &key) override;
+  absl::Status beginCall(uint64_t step, uint32_t microbatch) override;
+  absl::Status startRecording() override;
+  absl::StatusOr<bool> endRecording(const CallKey &key,
+                                    absl::Status body) override;
+  absl::Status replay(const CallKey &key) override;
+  /// Why calls of function `index` cannot be recorded (none: they can):
+  /// a transfer to a pipeline peer (its receive may wait for a peer's later
+  /// call, which a recorded call, joined before it ends, would deadlock
+  /// on), or a collective staged through host memory.
+  std::optional<std::string> cannotRecord(uint32_t index) const;
 
   /// The device address of value `index`: in the arena, or its f32 copy
   /// while a kernel on a 16-bit value runs.
@@ -259,6 +287,16 @@ private:
   /// attentionRoutes(): cuDNN's handle and plans, kept for the executor's
   /// life (and released before the context, declared above).
   std::unique_ptr<cuda::AttentionRouter> attentionRouter;
+  /// An instantiated CUDA graph, destroyed with its owner.
+  struct GraphExecDeleter {
+    void operator()(CUgraphExec_st *exec) const;
+  };
+  using GraphExec = std::unique_ptr<CUgraphExec_st, GraphExecDeleter>;
+  /// With recordCalls: the recorded calls (released before the context,
+  /// declared above), and the issue counts before the one being recorded.
+  bool recordsCalls = false;
+  CallRecordings<GraphExec> recordings;
+  cuda::IssueCounts countsBeforeRecording;
 };
 
 } // namespace triad::rt

@@ -22,15 +22,6 @@ namespace triad::rt {
 
 namespace {
 
-bool isCollective(plan::OpCode op) {
-  return op == plan::OpCode::AllReduce || op == plan::OpCode::AllGather ||
-         op == plan::OpCode::ReduceScatter || op == plan::OpCode::AllToAll;
-}
-
-bool isTransfer(plan::OpCode op) {
-  return op == plan::OpCode::Send || op == plan::OpCode::Recv;
-}
-
 int64_t nowNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -329,18 +320,17 @@ Executor::run(uint32_t index, const std::vector<HostTensor> &args,
   int64_t begin = nowNanos(), syncedBefore = work.syncNanos,
           issuedBefore = issuedWork();
   absl::StatusOr<std::vector<HostTensor>> results =
-      run(*program->functions()->Get(index), args, step, times, microbatchIndex,
-          slotIndex);
+      runCall(index, args, step, times, microbatchIndex, slotIndex);
   work.launches += issuedWork() - issuedBefore;
   work.callNanos += nowNanos() - begin - (work.syncNanos - syncedBefore);
   return results;
 }
 
 absl::StatusOr<std::vector<HostTensor>>
-Executor::run(const plan::Function &function,
-              const std::vector<HostTensor> &args, uint64_t step,
-              std::vector<InstructionTime> *times, uint32_t microbatchIndex,
-              uint32_t slotIndex) {
+Executor::runCall(uint32_t index, const std::vector<HostTensor> &args,
+                  uint64_t step, std::vector<InstructionTime> *times,
+                  uint32_t microbatchIndex, uint32_t slotIndex) {
+  const plan::Function &function = *program->functions()->Get(index);
   std::string name = function.name()->str();
   if (slotIndex >= (slotsOf(*program, function) > 0 ? kMaxSlots : 1))
     return absl::InvalidArgumentError(
@@ -377,55 +367,52 @@ Executor::run(const plan::Function &function,
     return absl::Status(status.code(),
                         absl::StrCat(where, ": ", status.message()));
   };
+  // A timed call runs instruction by instruction (each one timed).
+  CallKey key{index, slot, evaluating};
+  CallMode mode = times ? CallMode::Direct : callMode(key);
   // Collectives and transfers of earlier calls may still use the
-  // arguments' bytes.
-  if (absl::Status status = waitFor(nullptr, function.args(), times);
+  // arguments' bytes. A recorded call joins nothing started outside it, so
+  // it starts after all of them (on a GPU, the stream waits; the host does
+  // not).
+  if (absl::Status status = mode == CallMode::Direct
+                                ? waitFor(nullptr, function.args(), times)
+                                : waitForAll(times);
       !status.ok())
     return failed(std::nullopt, status);
   for (size_t i = 0; i < expected; ++i)
     if (absl::Status status = writeValue(function.args()->Get(i), args[i]);
         !status.ok())
       return status;
-  if (function.body())
-    for (size_t i = 0; i < function.body()->size(); ++i) {
-      const plan::Instr *instr = function.body()->Get(i);
-      if (options.progress)
-        options.progress->instruction(i, plan::EnumNameOpCode(instr->op()));
-      if (absl::Status status =
-              waitFor(instr->inputs(), instr->outputs(), times);
-          !status.ok())
-        return failed(i, status);
-      int64_t begin = times ? nowNanos() : 0;
-      absl::Status status;
-      if (isCollective(instr->op()) || isTransfer(instr->op())) {
-        // Starting one may block too (a blocking collective, a staged
-        // copy): the watchdog sees it as a wait.
-        const WaitPeers *peers = options.progress ? peersOf(*instr) : nullptr;
-        status = waitRecorded(
-            {isTransfer(instr->op()) ? "the transfer" : "the collective", i,
-             plan::EnumNameOpCode(instr->op()), peers, function.name()->c_str(),
-             microbatch},
-            [&] {
-              return isCollective(instr->op()) ? startCollective(*instr, i)
-                                               : startTransfer(*instr, i);
-            });
-      } else {
-        status = execute(*instr, step);
-      }
-      if (status.ok() && times)
-        status = settleCounted(true);
-      if (!status.ok())
-        return failed(i, status);
-      if (times)
-        times->push_back({instr->op(), begin, nowNanos(), false, instr, i,
-                          &function, microbatch});
+  if (absl::Status status = beginCall(step, microbatch); !status.ok())
+    return failed(std::nullopt, status);
+  std::optional<size_t> at;
+  absl::Status status;
+  if (mode == CallMode::Replay) {
+    status = replay(key);
+  } else {
+    bool recorded = false;
+    if (mode == CallMode::Record) {
+      absl::StatusOr<bool> made = record(function, key, step, at);
+      if (made.ok())
+        recorded = *made;
+      else
+        status = made.status();
     }
+    // A call whose recording failed runs as any other (nothing of the
+    // recording ran).
+    if (status.ok() && !recorded) {
+      at.reset();
+      status = runBody(function, step, times, at);
+    }
+  }
+  if (!status.ok())
+    return failed(at, status);
   // What is still in flight may stay so, but for what the results are
   // read from; the host then needs the device's work done.
   std::vector<HostTensor> results;
   if (!function.results() || function.results()->size() == 0)
     return results;
-  absl::Status status = waitFor(function.results(), nullptr, times);
+  status = waitFor(function.results(), nullptr, times);
   if (absl::Status settled = settleCounted(false); status.ok())
     status = settled;
   if (!status.ok())
@@ -439,6 +426,63 @@ Executor::run(const plan::Function &function,
     results.push_back(std::move(result));
   }
   return results;
+}
+
+absl::StatusOr<bool> Executor::record(const plan::Function &function,
+                                      const CallKey &key, uint64_t step,
+                                      std::optional<size_t> &at) {
+  absl::Status body = startRecording();
+  if (body.ok())
+    body = runBody(function, step, nullptr, at);
+  // What the call started joins it before the recording ends.
+  if (body.ok())
+    body = waitForAll(nullptr);
+  // Recorded, not run: nothing of it is in flight.
+  if (!body.ok())
+    inFlight.clear();
+  return endRecording(key, body);
+}
+
+absl::Status Executor::runBody(const plan::Function &function, uint64_t step,
+                               std::vector<InstructionTime> *times,
+                               std::optional<size_t> &at) {
+  if (!function.body())
+    return absl::OkStatus();
+  for (size_t i = 0; i < function.body()->size(); ++i) {
+    at = i;
+    const plan::Instr *instr = function.body()->Get(i);
+    if (options.progress)
+      options.progress->instruction(i, plan::EnumNameOpCode(instr->op()));
+    if (absl::Status status = waitFor(instr->inputs(), instr->outputs(), times);
+        !status.ok())
+      return status;
+    int64_t begin = times ? nowNanos() : 0;
+    absl::Status status;
+    if (isCollective(instr->op()) || isTransfer(instr->op())) {
+      // Starting one may block too (a blocking collective, a staged
+      // copy): the watchdog sees it as a wait.
+      const WaitPeers *peers = options.progress ? peersOf(*instr) : nullptr;
+      status = waitRecorded(
+          {isTransfer(instr->op()) ? "the transfer" : "the collective", i,
+           plan::EnumNameOpCode(instr->op()), peers, function.name()->c_str(),
+           microbatch},
+          [&] {
+            return isCollective(instr->op()) ? startCollective(*instr, i)
+                                             : startTransfer(*instr, i);
+          });
+    } else {
+      status = execute(*instr, step);
+    }
+    if (status.ok() && times)
+      status = settleCounted(true);
+    if (!status.ok())
+      return status;
+    if (times)
+      times->push_back({instr->op(), begin, nowNanos(), false, instr, i,
+                        &function, microbatch});
+  }
+  at.reset();
+  return absl::OkStatus();
 }
 
 absl::Status Executor::finish(std::vector<InstructionTime> *times) {
@@ -788,7 +832,8 @@ Executor::SliceView Executor::allSliceView(const plan::Instr &instr) const {
           valid * inner};
 }
 
-DropoutPiece Executor::dropoutPiece(const plan::Instr &instr) const {
+DropoutPiece Executor::dropoutPiece(const plan::Instr &instr,
+                                    uint64_t *perMicrobatch) const {
   plan::DropoutAttrs attrs = plan::dropoutAttrs(*instr.ints(), *instr.floats());
   DropoutPiece piece;
   piece.first = attrs.firstIndex;
@@ -807,13 +852,18 @@ DropoutPiece Executor::dropoutPiece(const plan::Instr &instr) const {
     piece.stride = rows * static_cast<uint64_t>(pieces);
     piece.first += static_cast<uint64_t>(seq.member) * rows;
   }
+  if (perMicrobatch)
+    *perMicrobatch = 0;
   if (instr.ints()->size() < 4)
     return piece;
   int64_t microbatches = attrs.microbatches;
   int64_t member = attrs.group < 0 ? 0 : position(attrs.group).member;
-  int64_t samples = member * microbatches + (microbatches > 1 ? microbatch : 0);
-  piece.first += static_cast<uint64_t>(samples) *
-                 static_cast<uint64_t>(pieces * elementCount(shape));
+  auto sampleElements = static_cast<uint64_t>(pieces * elementCount(shape));
+  uint64_t moved = microbatches > 1 ? sampleElements : 0;
+  if (perMicrobatch)
+    *perMicrobatch = moved;
+  piece.first += static_cast<uint64_t>(member * microbatches) * sampleElements +
+                 (perMicrobatch ? 0 : microbatch * moved);
   return piece;
 }
 

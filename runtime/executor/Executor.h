@@ -34,6 +34,7 @@
 
 #include "runtime/comm/Collectives.h"
 #include "runtime/comm/Comm.h"
+#include "runtime/executor/CallRecordings.h"
 #include "runtime/kernels/cpu/CpuKernels.h"
 #include "runtime/plan/KernelContract.h"
 #include "runtime/plan/Mesh.h"
@@ -131,6 +132,16 @@ void forEachIndex(const std::vector<int64_t> &shape, Fn visit) {
   }
 }
 
+/// Whether `op` is a collective (AllReduce, AllGather, ReduceScatter,
+/// AllToAll), or a transfer between pipeline ranks (Send, Recv).
+inline bool isCollective(plan::OpCode op) {
+  return op == plan::OpCode::AllReduce || op == plan::OpCode::AllGather ||
+         op == plan::OpCode::ReduceScatter || op == plan::OpCode::AllToAll;
+}
+inline bool isTransfer(plan::OpCode op) {
+  return op == plan::OpCode::Send || op == plan::OpCode::Recv;
+}
+
 /// The activation of a plan's kind number (Activation, ActivationGrad,
 /// Gated).
 cpu::Activation activationOf(int64_t kind);
@@ -196,6 +207,11 @@ public:
 
   /// "cpu" or "cuda".
   virtual const char *backend() const = 0;
+
+  /// In a backend that records calls and replays them (CUDA graphs): the
+  /// calls that ran instruction by instruction instead, one line each,
+  /// with the reason. Empty for a backend that records none.
+  virtual std::vector<std::string> callsNotRecorded() const { return {}; }
 
   /// What `instr` (of this executor's program) works on, for a timeline:
   /// a Matmul's products ("8192x1024 . 1024x3072^T, batch 1", op(a) by
@@ -310,8 +326,11 @@ protected:
   /// the samples before the piece (its index in its group, times the
   /// step's microbatches, plus the microbatch being run); a piece of each
   /// sample's sequence is a run per sample, starting its index in its
-  /// group times its rows into the sample.
-  DropoutPiece dropoutPiece(const plan::Instr &instr) const;
+  /// group times its rows into the sample. With `perMicrobatch`, the piece
+  /// of microbatch 0 instead, and there how far each microbatch moves it
+  /// (0 where it does not): a recorded call adds the replayed call's.
+  DropoutPiece dropoutPiece(const plan::Instr &instr,
+                            uint64_t *perMicrobatch = nullptr) const;
   /// The plan's learning-rate schedule as this run applies it (the first
   /// LrSchedule's), or none.
   std::optional<plan::LrScheduleAttrs> lrSchedule() const;
@@ -396,11 +415,51 @@ protected:
   std::unique_ptr<Communicator> ownCommunicator;
   Communicator *communicator = nullptr;
 
+  /// How the call of `key` runs (CallRecordings.h): Direct, instruction by
+  /// instruction, unless the backend records calls.
+  virtual CallMode callMode(const CallKey &key) { return CallMode::Direct; }
+  /// Before each call's instructions, after its arguments: a backend that
+  /// records calls writes the call's `step` and `microbatch` where its
+  /// kernels (dropout's) read them, so that a replay draws this call's.
+  virtual absl::Status beginCall(uint64_t step, uint32_t microbatch) {
+    return absl::OkStatus();
+  }
+  /// Starts recording the device work enqueued from here on (Record).
+  virtual absl::Status startRecording() {
+    return absl::UnimplementedError("this backend records no calls");
+  }
+  /// Ends the recording startRecording began (if it did), `body` being
+  /// whether everything until now was enqueued: keeps the recording for
+  /// later calls of `key` and launches it (true), or, where something
+  /// failed, keeps nothing and says why in refusals (false: the call then
+  /// runs directly; nothing of the recording ran). An error is a launch
+  /// that failed.
+  virtual absl::StatusOr<bool> endRecording(const CallKey &key,
+                                            absl::Status body) {
+    return false;
+  }
+  /// Launches the recording of `key`'s call (Replay).
+  virtual absl::Status replay(const CallKey &key) {
+    return absl::UnimplementedError("this backend records no calls");
+  }
+
 private:
   absl::StatusOr<std::vector<HostTensor>>
-  run(const plan::Function &function, const std::vector<HostTensor> &args,
-      uint64_t step, std::vector<InstructionTime> *times, uint32_t microbatch,
-      uint32_t slot);
+  runCall(uint32_t index, const std::vector<HostTensor> &args, uint64_t step,
+          std::vector<InstructionTime> *times, uint32_t microbatch,
+          uint32_t slot);
+  /// Runs the instructions of `function`'s body (one call's, its arguments
+  /// written); on a failure, `at` is the instruction that failed (none for
+  /// a failure outside one).
+  absl::Status runBody(const plan::Function &function, uint64_t step,
+                       std::vector<InstructionTime> *times,
+                       std::optional<size_t> &at);
+  /// Records the call of `key` (runBody between startRecording and
+  /// endRecording, what it started joined before the end) and launches
+  /// the recording: false where recording failed and nothing ran.
+  absl::StatusOr<bool> record(const plan::Function &function,
+                              const CallKey &key, uint64_t step,
+                              std::optional<size_t> &at);
   /// The call being run or run last (its function, null after finish; its
   /// microbatch and slot): an error names the call that started what
   /// failed where that is another.

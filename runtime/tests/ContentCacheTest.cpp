@@ -2,8 +2,9 @@
 //
 // ContentCache (runtime/kernels/cuda/ContentCache.h) with host buffers: the
 // same content gives the same copy, made once; other content a copy of its
-// own; past the capacity the cache starts over after its caller's wait; a
-// failure to make a copy is returned and caches nothing.
+// own; past the capacity the cache starts over after its caller's wait,
+// unless told to keep every copy; a failure to make a copy is returned and
+// caches nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +75,32 @@ TEST(ContentCache, StartsOverPastItsCapacityAfterTheWait) {
   auto refused = cache.get(a, 12, make, failing);
   EXPECT_EQ(refused.status().message(), "the stream failed");
   EXPECT_EQ(cache.size(), 1u);
+}
+
+TEST(ContentCache, KeepsEveryCopyOnceToldTo) {
+  // Recorded calls (CUDA graphs) hold the copies' addresses for good.
+  ContentCache<Copy> cache(16);
+  int waits = 0;
+  auto make = [](const void *data, size_t size) -> absl::StatusOr<Copy> {
+    const char *bytes = static_cast<const char *>(data);
+    return Copy(bytes, bytes + size);
+  };
+  auto wait = [&]() {
+    ++waits;
+    return absl::OkStatus();
+  };
+  char a[12] = "aaaaaaaaaaa", b[12] = "bbbbbbbbbbb";
+  auto first = cache.get(a, 12, make, wait);
+  ASSERT_TRUE(first.ok());
+  cache.keepAll();
+  auto second = cache.get(b, 12, make, wait);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(waits, 0);
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.bytesHeld(), 24u);
+  auto again = cache.get(a, 12, make, wait);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *first) << "the same copy, still there";
 }
 
 TEST(ContentCache, AFailedCopyIsReturnedAndNotCached) {

@@ -92,14 +92,18 @@ HostTensor scalar(float value) {
 
 /// Runs function "f" of `bytes` with `args` on the CPU executor and, where
 /// there is a GPU, on the CUDA one (its collectives through NCCL with
-/// `nccl`): the plan and the CPU half are checked on every machine.
+/// `nccl`): the plan and the CPU half are checked on every machine. With
+/// `recordCalls`, the GPU runs "f" three times (kernel by kernel, recorded
+/// as a CUDA graph, replayed), each giving the first's bits, and the last
+/// is returned.
 struct BothResults {
   std::vector<HostTensor> cpu, gpu;
 };
 BothResults runBoth(const std::string &bytes,
                     const std::vector<HostTensor> &args,
                     ExecutorOptions options = {}, bool nccl = false,
-                    cuda::ContextOptions context = {}) {
+                    cuda::ContextOptions context = {},
+                    bool recordCalls = false) {
   BothResults results;
   absl::StatusOr<LoadedPlan> plan = loadPlanFromBytes(bytes, "test.plan");
   EXPECT_TRUE(plan.ok()) << plan.status();
@@ -115,15 +119,26 @@ BothResults runBoth(const std::string &bytes,
     results.cpu = std::move(*onCpu);
   if (!haveGpu())
     return results;
-  absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
-      CudaExecutor::create(*plan, 0, 5, options, context, nccl);
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu = CudaExecutor::create(
+      *plan, 0, 5, options, context, nccl, kDefaultCommTimeout, recordCalls);
   EXPECT_TRUE(gpu.ok()) << gpu.status();
   if (!gpu.ok())
     return results;
-  absl::StatusOr<std::vector<HostTensor>> onGpu = (*gpu)->run("f", args);
-  EXPECT_TRUE(onGpu.ok()) << onGpu.status();
-  if (onGpu.ok())
+  for (int call = 0; call < (recordCalls ? 3 : 1); ++call) {
+    absl::StatusOr<std::vector<HostTensor>> onGpu = (*gpu)->run("f", args);
+    EXPECT_TRUE(onGpu.ok()) << onGpu.status();
+    if (!onGpu.ok())
+      return results;
+    if (call > 0)
+      for (size_t r = 0; r < onGpu->size(); ++r)
+        EXPECT_EQ((*onGpu)[r].floats, results.gpu[r].floats)
+            << "call " << call << ", result " << r;
     results.gpu = std::move(*onGpu);
+  }
+  if (recordCalls) {
+    EXPECT_EQ((*gpu)->recordedCalls(), 1u);
+    EXPECT_EQ((*gpu)->callsNotRecorded(), std::vector<std::string>{});
+  }
   return results;
 }
 
@@ -888,7 +903,8 @@ struct Training {
   std::unique_ptr<TokenFile> data;
   std::unique_ptr<Trainer> trainer;
 
-  static std::unique_ptr<Training> create(Backend backend, bool nccl = false) {
+  static std::unique_ptr<Training> create(Backend backend, bool nccl = false,
+                                          bool graphs = false) {
     auto run = std::make_unique<Training>();
     tests::TrainingPlanSpec spec;
     absl::StatusOr<LoadedPlan> plan =
@@ -903,6 +919,7 @@ struct Training {
     options.seed = 11;
     options.device.backend = backend;
     options.device.nccl = nccl;
+    options.device.cudaGraphs = graphs;
     absl::StatusOr<Trainer> trainer =
         Trainer::create(run->plan, *run->data, options);
     EXPECT_TRUE(trainer.ok()) << trainer.status();
@@ -988,6 +1005,67 @@ TEST(CudaExecutor, TrainsLikeTheCpuThroughNccl) {
   expectSameSteps(expected, gpu->steps(4));
 }
 
+/// Steps whose calls are recorded once as CUDA graphs and replayed give the
+/// bits of the steps run kernel by kernel (dropout's masks drawn for each
+/// replayed call's step and microbatch, read from the device), with far
+/// fewer launches once recorded: the first step runs kernel by kernel, the
+/// second records each function (begin_step, microbatch_step, apply_step),
+/// and the later ones replay, one launch per call and no kernel outside
+/// the graphs.
+void expectGraphsGiveTheSameBits(bool nccl) {
+  std::unique_ptr<Training> direct = Training::create(Backend::Cuda, nccl);
+  std::unique_ptr<Training> graphs =
+      Training::create(Backend::Cuda, nccl, /*graphs=*/true);
+  ASSERT_TRUE(direct && graphs);
+  std::vector<StepResult> expected = direct->steps(6);
+  // Steps 1 and 2 warm up and record; from step 3 on no kernel or product
+  // is launched but from the graphs, one per call (begin_step, two
+  // microbatches, apply_step).
+  std::vector<StepResult> replayed = graphs->steps(2);
+  for (int step = 3; step <= 6; ++step) {
+    cuda::IssueCounts before = cuda::issueCounts();
+    std::vector<StepResult> one = graphs->steps(1);
+    ASSERT_EQ(one.size(), 1u);
+    replayed.push_back(one[0]);
+    const cuda::IssueCounts &after = cuda::issueCounts();
+    EXPECT_EQ(after.graphs - before.graphs, 4) << "step " << step;
+    EXPECT_EQ(after.kernels - before.kernels, 0) << "step " << step;
+    EXPECT_EQ(after.matmuls - before.matmuls, 0) << "step " << step;
+    EXPECT_LT(one[0].launches, expected[step - 1].launches) << "step " << step;
+  }
+  ASSERT_EQ(expected.size(), 6u);
+  ASSERT_EQ(replayed.size(), 6u);
+  auto &executor = static_cast<CudaExecutor &>(graphs->trainer->executor());
+  EXPECT_EQ(executor.callsNotRecorded(), std::vector<std::string>{});
+  EXPECT_EQ(executor.recordedCalls(), 3u);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(replayed[i].loss, expected[i].loss) << "step " << i + 1;
+    EXPECT_EQ(replayed[i].gradNorm, expected[i].gradNorm) << "step " << i + 1;
+    EXPECT_EQ(replayed[i].lr, expected[i].lr) << "step " << i + 1;
+  }
+  for (const char *name : {"wte", "wout", "adam.m.wte", "adam.v.wout"}) {
+    absl::StatusOr<std::vector<float>> a =
+        direct->trainer->executor().readPersistent(name);
+    absl::StatusOr<std::vector<float>> b =
+        graphs->trainer->executor().readPersistent(name);
+    ASSERT_TRUE(a.ok() && b.ok()) << name;
+    EXPECT_EQ(*a, *b) << name;
+  }
+}
+
+TEST(CudaExecutor, RecordedCallsGiveTheBitsOfDirectOnes) {
+  SKIP_WITHOUT_GPU();
+  expectGraphsGiveTheSameBits(/*nccl=*/false);
+}
+
+// (Over NCCL on one rank the training plan has no collective: the NCCL
+// communicators exist but the recordings hold no NCCL call; the collectives
+// are recorded below.)
+TEST(CudaExecutor, RecordedCallsThroughNcclGiveTheBitsOfDirectOnes) {
+  SKIP_WITHOUT_GPU();
+  expectGraphsGiveTheSameBits(/*nccl=*/true);
+}
+
 /// The plan's collectives through NCCL on one rank (groups of one member,
 /// but the bootstrap, the staging, the packing of pieces along inner
 /// dimensions and the two streams of a larger job) against the CPU's:
@@ -1042,6 +1120,31 @@ TEST(CudaExecutor, CollectivesThroughNcclMatchTheCpuExactly) {
       options.overlapCollectives = overlap;
       BothResults results =
           runBoth(collectivePlan(dtype), {x, w}, options, /*nccl=*/true);
+      ASSERT_EQ(results.cpu.size(), 8u);
+      if (haveGpu())
+        expectIdentical(results);
+    }
+  SKIP_WITHOUT_GPU();
+}
+
+/// The same with the call recorded as a CUDA graph (its NCCL calls, and
+/// the packing and widening around them, on the communication stream
+/// joined to the compute stream) and replayed.
+TEST(CudaExecutor, RecordedCollectivesThroughNcclMatchTheCpuExactly) {
+  using plan::DType;
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (bool overlap : {true, false}) {
+      SCOPED_TRACE(testing::Message()
+                   << plan::EnumNameDType(dtype)
+                   << (overlap ? ", overlapped" : ", one at a time"));
+      HostTensor x = floats({4, 6}, 21), w = floats({4, 6}, 22);
+      x.dtype = dtype;
+      ExecutorOptions options;
+      options.overlapCollectives = overlap;
+      BothResults results =
+          runBoth(collectivePlan(dtype), {x, w}, options, /*nccl=*/true, {},
+                  /*recordCalls=*/true);
       ASSERT_EQ(results.cpu.size(), 8u);
       if (haveGpu())
         expectIdentical(results);
@@ -1281,16 +1384,19 @@ TEST(CudaExecutor, ACallWithoutResultsDoesNotWaitForTheGpu) {
 // Transfers staged through the host (the MPI path) stay in flight across
 // calls as on the CPU (InFlightTest.cpp): a receive is copied to the device
 // by the call that reads its slot, not by one on the other slot.
-TEST(CudaExecutor, AStagedReceiveOutlivesItsCall) {
+/// With `graphs`, calls are recorded as CUDA graphs where they can be:
+/// those with a transfer never are (and say why), and a call that reads a
+/// received value, recorded and replayed once the receive is done, gives
+/// the same values.
+void expectStagedReceivesOutliveTheirCalls(bool graphs) {
   absl::StatusOr<LoadedPlan> plan =
       loadPlanFromBytes(tests::inFlightPlan(), "in-flight.plan");
   ASSERT_TRUE(plan.ok()) << plan.status();
-  SKIP_WITHOUT_GPU();
   tests::HeldTransfers comm;
   ExecutorOptions options;
   options.communicator = &comm;
-  absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
-      CudaExecutor::create(*plan, 1, 1, options);
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu = CudaExecutor::create(
+      *plan, 1, 1, options, {}, false, kDefaultCommTimeout, graphs);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   CudaExecutor &executor = **gpu;
   ASSERT_TRUE(executor.run("recv", {}, 0, nullptr, 0, 0).ok());
@@ -1313,6 +1419,34 @@ TEST(CudaExecutor, AStagedReceiveOutlivesItsCall) {
   ASSERT_TRUE(executor.run("overwrite", {}, 0, nullptr, 0, 0).ok());
   ASSERT_TRUE(executor.finish().ok());
   EXPECT_EQ(comm.started.back()->sent, (std::vector<float>(4, 7.0f)));
+  if (!graphs) {
+    EXPECT_TRUE(executor.callsNotRecorded().empty());
+    return;
+  }
+  // The first call of "use" on slot 1 ran kernel by kernel; the second is
+  // recorded, the third replayed.
+  for (int call = 0; call < 2; ++call) {
+    used = executor.run("use", {}, 0, nullptr, 1, 1);
+    ASSERT_TRUE(used.ok()) << used.status();
+    EXPECT_EQ((*used)[0].floats, (std::vector<float>{10, 12, 14, 16}));
+  }
+  EXPECT_EQ(executor.recordedCalls(), 1u);
+  // recv on slots 0 and 1, and send.
+  std::vector<std::string> notRecorded = executor.callsNotRecorded();
+  ASSERT_EQ(notRecorded.size(), 3u);
+  for (const std::string &line : notRecorded)
+    EXPECT_NE(line.find("another pipeline stage"), std::string::npos) << line;
+  EXPECT_EQ(notRecorded[0].find("function 'recv'"), 0u) << notRecorded[0];
+}
+
+TEST(CudaExecutor, AStagedReceiveOutlivesItsCall) {
+  SKIP_WITHOUT_GPU();
+  expectStagedReceivesOutliveTheirCalls(/*graphs=*/false);
+}
+
+TEST(CudaExecutor, CallsWithTransfersAreNotRecorded) {
+  SKIP_WITHOUT_GPU();
+  expectStagedReceivesOutliveTheirCalls(/*graphs=*/true);
 }
 
 TEST(CudaExecutorWithoutGpu, CreatingOneSaysThereIsNoGpu) {

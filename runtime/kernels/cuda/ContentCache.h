@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -53,6 +54,10 @@ public:
     auto [it, inserted] = copies.emplace(std::move(key), std::move(*made));
     return &it->second;
   }
+
+  /// From now on, keeps every copy: callers hold their addresses for good
+  /// (recorded calls), so none is dropped for room.
+  void keepAll() { capacity = SIZE_MAX; }
 
   size_t size() const { return copies.size(); }
   size_t bytesHeld() const { return held; }

@@ -889,11 +889,17 @@ constexpr uint64_t dropoutKey(uint64_t seed, uint64_t stream) {
 /// of i) >= probability, the global index being DropoutPiece::globalIndex's
 /// (first + (i / run) * stride + i % run): the uniform is (bits + 0.5) /
 /// 2^32 in double, as uint32ToOpenUnit forms it, so the comparison is the
-/// CPU's exactly.
+/// CPU's exactly. With `call.words`, the step and the microbatch are read
+/// there (a replayed call's), the microbatch moving `first`.
 template <typename In, typename Out>
 __global__ void dropoutKernel(In x, Out out, int64_t count, double probability,
                               float keepScale, uint64_t key, uint64_t step,
-                              uint64_t first, uint64_t run, uint64_t stride) {
+                              uint64_t first, uint64_t run, uint64_t stride,
+                              DropoutCall call) {
+  if (call.words) {
+    step = call.words[0];
+    first += call.words[1] * call.perMicrobatch;
+  }
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        i < count; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const uint64_t local = static_cast<uint64_t>(i);
@@ -937,7 +943,8 @@ absl::Status launchRope(CudaContext &context, In x, Out out, int64_t batch,
 template <typename In, typename Out>
 absl::Status launchDropout(CudaContext &context, In x, Out out, int64_t count,
                            double probability, uint64_t seed, uint64_t step,
-                           uint64_t stream, DropoutPiece piece) {
+                           uint64_t stream, DropoutPiece piece,
+                           DropoutCall call) {
   if (piece.run == 0)
     return absl::InvalidArgumentError("dropout: a piece of empty runs");
   if (count < 0)
@@ -949,7 +956,7 @@ absl::Status launchDropout(CudaContext &context, In x, Out out, int64_t count,
   dropoutKernel<In, Out>
       <<<elementBlocks(count), kElementThreads, 0, context.stream()>>>(
           x, out, count, probability, keepScale, dropoutKey(seed, stream), step,
-          piece.first, piece.run, piece.stride);
+          piece.first, piece.run, piece.stride, call);
   TRIAD_CUDA_CHECK_LAUNCH("dropoutKernel");
   return absl::OkStatus();
 }
@@ -1170,9 +1177,10 @@ absl::Status rope(CudaContext &context, const float *x, float *out,
 
 absl::Status dropout(CudaContext &context, const float *x, float *out,
                      int64_t count, double probability, uint64_t seed,
-                     uint64_t step, uint64_t stream, DropoutPiece piece) {
+                     uint64_t step, uint64_t stream, DropoutPiece piece,
+                     DropoutCall call) {
   return launchDropout(context, F32In{x}, F32Out{out}, count, probability, seed,
-                       step, stream, piece);
+                       step, stream, piece, call);
 }
 
 absl::Status rope(CudaContext &context, Operand x, Result out, int64_t batch,
@@ -1189,13 +1197,13 @@ absl::Status rope(CudaContext &context, Operand x, Result out, int64_t batch,
 
 absl::Status dropout(CudaContext &context, Operand x, Result out, int64_t count,
                      double probability, uint64_t seed, uint64_t step,
-                     uint64_t stream, DropoutPiece piece) {
+                     uint64_t stream, DropoutPiece piece, DropoutCall call) {
   if (absl::Status s = checkFloatTypes("dropout", {x.type, out.type}); !s.ok())
     return s;
   return withAccess({x.type, out.type}, [&](auto access) {
     using A = decltype(access);
     return launchDropout(context, A::in(x), A::out(out), count, probability,
-                         seed, step, stream, piece);
+                         seed, step, stream, piece, call);
   });
 }
 

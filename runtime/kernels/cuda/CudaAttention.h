@@ -113,6 +113,16 @@ absl::Status rope(CudaContext &context, const float *x, float *out,
                   int64_t batch, int64_t seq, int64_t heads, int64_t headDim,
                   int64_t rotaryDim, float base, float direction);
 
+/// Where a dropout's step and microbatch come from: the `step` argument
+/// (no `words`), or, for a call recorded once and replayed
+/// (CallRecordings.h), the device words [step, microbatch] the executor
+/// writes before each call (CudaContext::callWords), the piece moved by
+/// `perMicrobatch` elements for each microbatch.
+struct DropoutCall {
+  const uint64_t *words = nullptr;
+  uint64_t perMicrobatch = 0;
+};
+
 /// Inverted dropout with the runtime's counter-based mask, as cpu::dropout:
 /// element i is kept (and scaled by 1 / (1 - probability)) when
 /// dropoutUniform(seed, step, stream, piece.globalIndex(i)) >= probability
@@ -120,7 +130,8 @@ absl::Status rope(CudaContext &context, const float *x, float *out,
 /// bit. `out` may be `x` itself.
 absl::Status dropout(CudaContext &context, const float *x, float *out,
                      int64_t count, double probability, uint64_t seed,
-                     uint64_t step, uint64_t stream, DropoutPiece piece = {});
+                     uint64_t step, uint64_t stream, DropoutPiece piece = {},
+                     DropoutCall call = {});
 
 // rope and dropout, typed (CudaKernels.h's typed kernels): x and out each
 // of its own float type, the arithmetic the f32 kernels'.
@@ -129,7 +140,8 @@ absl::Status rope(CudaContext &context, Operand x, Result out, int64_t batch,
                   int64_t rotaryDim, float base, float direction);
 absl::Status dropout(CudaContext &context, Operand x, Result out, int64_t count,
                      double probability, uint64_t seed, uint64_t step,
-                     uint64_t stream, DropoutPiece piece = {});
+                     uint64_t stream, DropoutPiece piece = {},
+                     DropoutCall call = {});
 
 } // namespace triad::rt::cuda
 

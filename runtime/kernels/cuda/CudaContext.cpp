@@ -160,6 +160,11 @@ CudaContext::create(const ContextOptions &options) {
   if (!flags.ok())
     return flags.status();
   context->flags = std::move(*flags);
+  absl::StatusOr<DeviceBuffer> calls =
+      DeviceBuffer::allocate(2 * sizeof(uint64_t));
+  if (!calls.ok())
+    return calls.status();
+  context->calls = std::move(*calls);
   // On the work stream, which does not wait for the legacy default one.
   TRIAD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
       context->flags.data(), 0, sizeof(uint32_t), context->cudaStream));
@@ -174,6 +179,8 @@ CudaContext::~CudaContext() {
     cudaStreamSynchronize(cudaStream);
   if (scratchPointer)
     cudaFree(scratchPointer);
+  for (void *retired : retiredScratch)
+    cudaFree(retired);
   workspace.reset();
   flags.reset();
   if (hostFlags)
@@ -190,8 +197,15 @@ absl::StatusOr<void *> CudaContext::scratch(size_t bytes) {
     return scratchPointer;
   // Grow by at least half again, so that a run of growing requests
   // allocates a few times, not every time.
+  if (recording())
+    return absl::FailedPreconditionError(
+        absl::StrCat("the kernels' scratch would grow to ", bytes,
+                     " bytes while a call is recorded"));
   size_t grown = alignScratch(std::max(bytes, scratchBytes + scratchBytes / 2));
-  if (scratchPointer)
+  // Recordings hold the address of the one it replaces.
+  if (scratchPointer && holding)
+    retiredScratch.push_back(scratchPointer);
+  else if (scratchPointer)
     TRIAD_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scratchPointer, cudaStream));
   scratchPointer = nullptr;
   scratchBytes = 0;
@@ -206,6 +220,9 @@ absl::StatusOr<const void *> CudaContext::resident(const void *host,
   absl::StatusOr<const DeviceBuffer *> copy = residentCopies.get(
       host, bytes,
       [&](const void *data, size_t size) -> absl::StatusOr<DeviceBuffer> {
+        if (recording())
+          return absl::FailedPreconditionError(
+              "a device table would be uploaded while a call is recorded");
         absl::StatusOr<DeviceBuffer> buffer =
             DeviceBuffer::allocate(std::max<size_t>(size, 1));
         if (!buffer.ok())
@@ -229,6 +246,29 @@ absl::StatusOr<const void *> CudaContext::resident(const void *host,
   if (!copy.ok())
     return copy.status();
   return (*copy)->data();
+}
+
+bool CudaContext::recording() const {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(cudaStream, &status) == cudaSuccess &&
+         status != cudaStreamCaptureStatusNone;
+}
+
+void CudaContext::holdForRecordings() {
+  holding = true;
+  residentCopies.keepAll();
+}
+
+absl::Status CudaContext::setCall(uint64_t step, uint64_t microbatch) {
+  if (callHeld == std::pair{step, microbatch})
+    return absl::OkStatus();
+  // Pageable: staged before the copy returns, so the words may go.
+  const uint64_t words[2] = {step, microbatch};
+  if (absl::Status status = copyToDevice(calls.data(), words, sizeof(words));
+      !status.ok())
+    return status;
+  callHeld = std::pair{step, microbatch};
+  return absl::OkStatus();
 }
 
 absl::Status CudaContext::synchronize() {

@@ -30,7 +30,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace triad::rt::cuda {
 
@@ -45,13 +48,17 @@ std::string cudaVersionName(int version);
 /// The work the calling thread has enqueued on a GPU, by kind, counted
 /// where each piece is issued: kernel launches (at their launch check,
 /// launchStatus in CudaCheck.h, which every launch goes through),
-/// cuBLASLt products, asynchronous copies and memsets, and NCCL calls. The
+/// cuBLASLt products, asynchronous copies and memsets, NCCL calls, and
+/// launches of recorded calls (CUDA graphs; the work a recording holds is
+/// not counted while it records: it is not issued then). The
 /// counts are the thread's, not a context's: a launch check sees no
 /// context, and an executor issues everything from the thread that runs
 /// it, so the difference of total() across a call is the call's work.
 struct IssueCounts {
-  int64_t kernels = 0, matmuls = 0, copies = 0, ncclCalls = 0;
-  int64_t total() const { return kernels + matmuls + copies + ncclCalls; }
+  int64_t kernels = 0, matmuls = 0, copies = 0, ncclCalls = 0, graphs = 0;
+  int64_t total() const {
+    return kernels + matmuls + copies + ncclCalls + graphs;
+  }
 };
 /// The calling thread's counts (never reset: read differences).
 IssueCounts &issueCounts();
@@ -121,13 +128,34 @@ public:
   /// Device scratch of at least `bytes` (256-byte aligned). It stays valid
   /// for the work enqueued on the stream until the next call of scratch,
   /// which may replace it (stream-ordered, so earlier kernels still see the
-  /// old one): a kernel entry point asks once and carves its pieces.
+  /// old one): a kernel entry point asks once and carves its pieces. While
+  /// the stream records (CUDA graphs) it must not grow (a
+  /// FailedPrecondition error, which refuses the recording); once
+  /// recordings are held (holdForRecordings), a replaced one is kept
+  /// until the context goes, for the recordings still read it.
   absl::StatusOr<void *> scratch(size_t bytes);
 
   /// A device copy of the `bytes` bytes at `host` that stays as long as
   /// the context (a table a kernel reads every step): uploaded the first
-  /// time, then the same copy for the same content (ContentCache).
+  /// time, then the same copy for the same content (ContentCache). A new
+  /// copy while the stream records is a FailedPrecondition error (an
+  /// upload from pageable memory cannot be recorded); once recordings are
+  /// held, no copy is dropped for room.
   absl::StatusOr<const void *> resident(const void *host, size_t bytes);
+
+  /// Whether work enqueued on the stream now is recorded (a CUDA graph's
+  /// capture) rather than run.
+  bool recording() const;
+  /// From now on, keeps every device buffer a recorded call may read
+  /// (scratch, resident copies) for the context's life: the executor
+  /// calls it before its first recording.
+  void holdForRecordings();
+
+  /// The device words a recorded call reads its step and microbatch from
+  /// (dropout's), and writes them on the stream (a kernel; nothing when
+  /// they hold these values already).
+  const uint64_t *callWords() const { return calls.as<uint64_t>(); }
+  absl::Status setCall(uint64_t step, uint64_t microbatch);
 
   /// cuBLASLt's descriptors and chosen algorithm per product shape
   /// (CudaMatmul.cpp's, type-erased), kept for the context's life.
@@ -154,9 +182,15 @@ private:
   cublasLtHandle_t cublasLtHandle = nullptr;
   DeviceBuffer workspace;
   DeviceBuffer flags;
-  /// Stream-ordered (cudaMallocAsync) scratch.
+  /// Stream-ordered (cudaMallocAsync) scratch, and those it replaced while
+  /// recordings were held.
   void *scratchPointer = nullptr;
   size_t scratchBytes = 0;
+  std::vector<void *> retiredScratch;
+  bool holding = false;
+  /// callWords() and what they hold (none before the first setCall).
+  DeviceBuffer calls;
+  std::optional<std::pair<uint64_t, uint64_t>> callHeld;
   /// Pinned host word the flags are read into.
   uint32_t *hostFlags = nullptr;
   /// resident()'s copies (64 MiB at most).
