@@ -19,7 +19,9 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <random>
 
 namespace cpu = triad::rt::cpu;
 namespace ref = triad::interp;
@@ -666,7 +668,60 @@ TEST(HalfFloat, F16RoundsToNearestEvenWithSubnormals) {
   for (uint32_t bits = 0; bits < 0x10000; ++bits) {
     auto half = static_cast<uint16_t>(bits);
     float value = cpu::fromF16(half);
-    if (!std::isnan(value))
+    if (!std::isnan(value)) {
       EXPECT_EQ(cpu::toF16(value), half) << bits;
+    }
+  }
+}
+
+// The bulk conversions (serial below 32,768 values, over the threads
+// above) give the scalar functions' bits: every 16-bit pattern widened,
+// and f32 values of every kind (ties, subnormals, overflow, infinities,
+// NaN) rounded.
+TEST(HalfFloat, BulkConversionsGiveTheScalarBits) {
+  std::vector<uint16_t> every(0x10000);
+  for (uint32_t bits = 0; bits < 0x10000; ++bits)
+    every[bits] = static_cast<uint16_t>(bits);
+  std::vector<float> values;
+  std::mt19937 generator(3);
+  std::uniform_int_distribution<uint32_t> anyBits;
+  for (int i = 0; i < 70000; ++i) {
+    uint32_t bits = anyBits(generator);
+    float value;
+    std::memcpy(&value, &bits, sizeof(value));
+    values.push_back(value);
+  }
+  for (float special :
+       {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 65520.0f, 0x1p-25f, 3 * 0x1p-25f,
+        -0.0f, std::numeric_limits<float>::infinity()})
+    values.insert(values.begin(), special);
+  for (bool bf16 : {true, false}) {
+    SCOPED_TRACE(bf16 ? "bf16" : "f16");
+    for (size_t count : {size_t{1000}, every.size()}) {
+      std::vector<float> wide(count);
+      cpu::widen(bf16, every.data(), wide.data(), static_cast<int64_t>(count));
+      for (size_t i = 0; i < count; ++i) {
+        float want = bf16 ? cpu::fromBf16(every[i]) : cpu::fromF16(every[i]);
+        if (std::isnan(want))
+          EXPECT_TRUE(std::isnan(wide[i])) << i;
+        else
+          EXPECT_EQ(wide[i], want) << i;
+      }
+    }
+    for (size_t count : {size_t{1000}, values.size()}) {
+      std::vector<uint16_t> bits(count);
+      cpu::narrow(bf16, values.data(), bits.data(),
+                  static_cast<int64_t>(count));
+      for (size_t i = 0; i < count; ++i) {
+        if (std::isnan(values[i])) {
+          float back = bf16 ? cpu::fromBf16(bits[i]) : cpu::fromF16(bits[i]);
+          EXPECT_TRUE(std::isnan(back)) << i;
+          continue;
+        }
+        EXPECT_EQ(bits[i],
+                  bf16 ? cpu::toBf16(values[i]) : cpu::toF16(values[i]))
+            << values[i];
+      }
+    }
   }
 }
