@@ -53,52 +53,53 @@ TEST(ContentCache, SameContentSameCopyMadeOnce) {
   EXPECT_EQ(waits, 0);
 }
 
-TEST(ContentCache, StartsOverPastItsCapacityAfterTheWait) {
-  ContentCache<Copy> cache(16);
+/// A cache of 16 bytes, for copies of 12 (two do not fit), counting its
+/// caller's waits before it starts over.
+struct SmallCache {
+  ContentCache<Copy> cache{16};
   int waits = 0;
-  auto make = [](const void *data, size_t size) -> absl::StatusOr<Copy> {
-    const char *bytes = static_cast<const char *>(data);
-    return Copy(bytes, bytes + size);
-  };
-  auto wait = [&]() {
-    ++waits;
-    return absl::OkStatus();
-  };
   char a[12] = "aaaaaaaaaaa", b[12] = "bbbbbbbbbbb";
-  ASSERT_TRUE(cache.get(a, 12, make, wait).ok());
-  ASSERT_TRUE(cache.get(b, 12, make, wait).ok());
-  EXPECT_EQ(waits, 1);
-  EXPECT_EQ(cache.size(), 1u);
-  EXPECT_EQ(cache.bytesHeld(), 12u);
+
+  absl::StatusOr<const Copy *> get(const char *table) {
+    auto make = [](const void *data, size_t size) -> absl::StatusOr<Copy> {
+      const char *bytes = static_cast<const char *>(data);
+      return Copy(bytes, bytes + size);
+    };
+    return cache.get(table, 12, make, [&] {
+      ++waits;
+      return absl::OkStatus();
+    });
+  }
+};
+
+TEST(ContentCache, StartsOverPastItsCapacityAfterTheWait) {
+  SmallCache small;
+  ASSERT_TRUE(small.get(small.a).ok());
+  ASSERT_TRUE(small.get(small.b).ok());
+  EXPECT_EQ(small.waits, 1);
+  EXPECT_EQ(small.cache.size(), 1u);
+  EXPECT_EQ(small.cache.bytesHeld(), 12u);
   // A failing wait leaves the copies in place and says why.
+  auto make = [](const void *, size_t) -> absl::StatusOr<Copy> {
+    return Copy();
+  };
   auto failing = [] { return absl::InternalError("the stream failed"); };
-  auto refused = cache.get(a, 12, make, failing);
+  auto refused = small.cache.get(small.a, 12, make, failing);
   EXPECT_EQ(refused.status().message(), "the stream failed");
-  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(small.cache.size(), 1u);
 }
 
 TEST(ContentCache, KeepsEveryCopyOnceToldTo) {
   // Recorded calls (CUDA graphs) hold the copies' addresses for good.
-  ContentCache<Copy> cache(16);
-  int waits = 0;
-  auto make = [](const void *data, size_t size) -> absl::StatusOr<Copy> {
-    const char *bytes = static_cast<const char *>(data);
-    return Copy(bytes, bytes + size);
-  };
-  auto wait = [&]() {
-    ++waits;
-    return absl::OkStatus();
-  };
-  char a[12] = "aaaaaaaaaaa", b[12] = "bbbbbbbbbbb";
-  auto first = cache.get(a, 12, make, wait);
+  SmallCache small;
+  auto first = small.get(small.a);
   ASSERT_TRUE(first.ok());
-  cache.keepAll();
-  auto second = cache.get(b, 12, make, wait);
-  ASSERT_TRUE(second.ok());
-  EXPECT_EQ(waits, 0);
-  EXPECT_EQ(cache.size(), 2u);
-  EXPECT_EQ(cache.bytesHeld(), 24u);
-  auto again = cache.get(a, 12, make, wait);
+  small.cache.keepAll();
+  ASSERT_TRUE(small.get(small.b).ok());
+  EXPECT_EQ(small.waits, 0);
+  EXPECT_EQ(small.cache.size(), 2u);
+  EXPECT_EQ(small.cache.bytesHeld(), 24u);
+  auto again = small.get(small.a);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *first) << "the same copy, still there";
 }
