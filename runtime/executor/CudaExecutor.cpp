@@ -393,25 +393,32 @@ absl::Status CudaExecutor::settle(bool) {
   return gpu->synchronize();
 }
 
-std::optional<std::string> CudaExecutor::cannotRecord(uint32_t index) const {
+const CudaExecutor::Recordable &CudaExecutor::recordable(uint32_t index) {
+  auto [it, inserted] = recordableFunctions.try_emplace(index);
+  Recordable &answer = it->second;
   const plan::Function &function = *program->functions()->Get(index);
-  if (!function.body())
-    return std::nullopt;
+  if (!inserted || !function.body())
+    return answer;
   for (const plan::Instr *instr : *function.body()) {
-    if (isTransfer(instr->op()))
-      return "it sends to or receives from another pipeline stage, which "
-             "may wait for a later call";
-    if (isCollective(instr->op()) && !ncclComm)
-      return "its collectives are staged through host memory (with NCCL "
-             "they are recorded)";
+    if (isTransfer(instr->op())) {
+      answer.cannot = "it sends to or receives from another pipeline stage, "
+                      "which may wait for a later call";
+      break;
+    }
+    if (isCollective(instr->op()) && !ncclComm) {
+      answer.cannot = "its collectives are staged through host memory (with "
+                      "NCCL they are recorded)";
+      break;
+    }
+    answer.nccl |= isCollective(instr->op());
   }
-  return std::nullopt;
+  return answer;
 }
 
 CallMode CudaExecutor::callMode(const CallKey &key) {
   if (!recordsCalls)
     return CallMode::Direct;
-  return recordings.mode(key, cannotRecord(key.function));
+  return recordings.mode(key, recordable(key.function).cannot);
 }
 
 absl::Status CudaExecutor::beginCall(uint64_t step, uint32_t microbatch) {
@@ -450,6 +457,17 @@ absl::StatusOr<bool> CudaExecutor::endRecording(const CallKey &key,
     // A call the recording refused leaves its error as the thread's last
     // one, which the next launch check would report.
     cudaGetLastError();
+    // Whether an NCCL call is part of a graph must be the same on every
+    // rank: this rank running it directly while its peers replay theirs
+    // would hang them. The ranks do not agree on a fallback, so it is an
+    // error.
+    if (recordable(key.function).nccl)
+      return absl::Status(
+          body.code(),
+          absl::StrCat("recording the call as a CUDA graph failed on this "
+                       "rank, after its NCCL calls were recorded (run "
+                       "without --cuda-graphs): ",
+                       body.message()));
     recordings.refused(key,
                        absl::StrCat("recording it failed: ", body.message()));
     return false;
@@ -1452,9 +1470,21 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
         cpu::classColumns(columns, piece ? &*piece : nullptr));
   }
   case plan::OpCode::Values: {
+    // From a device copy of the constants, uploaded once (a call recorded
+    // as a CUDA graph then copies on the device, not from host memory that
+    // is gone when it replays).
     std::vector<float> values(instr.floats()->begin(), instr.floats()->end());
-    return ctx.copyToDevice(f32(out(0)), values.data(),
-                            values.size() * sizeof(float));
+    size_t bytes = values.size() * sizeof(float);
+    if (bytes == 0)
+      return absl::OkStatus();
+    absl::StatusOr<const void *> constants = ctx.resident(values.data(), bytes);
+    if (!constants.ok())
+      return constants.status();
+    ++cuda::issueCounts().copies;
+    TRIAD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(f32(out(0)), *constants, bytes,
+                                               cudaMemcpyDeviceToDevice,
+                                               ctx.stream()));
+    return absl::OkStatus();
   }
   case plan::OpCode::Fill:
     return cuda::fill(ctx, typedOut(0), static_cast<float>(floatAt(0)),

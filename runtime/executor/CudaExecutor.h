@@ -36,11 +36,15 @@
 // calls included) and later calls of the same function, slot and mode
 // replay it: one launch instead of hundreds (CallRecordings.h says when).
 // Dropout then reads the step and microbatch from device words written
-// before each call. A recorded call starts after everything in flight and
-// joins what it starts before it ends, so it overlaps communication with
-// computation within itself, not across calls. Calls with transfers to a
-// pipeline peer, or collectives staged through host memory, run
-// instruction by instruction (callsNotRecorded says which and why).
+// before each call. A recorded call starts after every collective in
+// flight and every transfer on its values, and joins what it starts before
+// it ends, so it overlaps communication with computation within itself,
+// not across calls. Calls with transfers to a pipeline peer, or
+// collectives staged through host memory, run instruction by instruction
+// (callsNotRecorded says which and why). NCCL calls in graphs and direct
+// ones share the communicators (NCCL's graph mixing, on by default); every
+// rank must capture the same NCCL calls, so a recording of NCCL calls that
+// fails on one rank is an error, not a fallback.
 //
 // Data-dependent errors (a token id or a label outside the vocabulary) are
 // raised by the kernels on the device and reported when the host next waits
@@ -63,6 +67,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -120,11 +125,17 @@ private:
   absl::StatusOr<bool> endRecording(const CallKey &key,
                                     absl::Status body) override;
   absl::Status replay(const CallKey &key) override;
-  /// Why calls of function `index` cannot be recorded (none: they can):
-  /// a transfer to a pipeline peer (its receive may wait for a peer's later
-  /// call, which a recorded call, joined before it ends, would deadlock
-  /// on), or a collective staged through host memory.
-  std::optional<std::string> cannotRecord(uint32_t index) const;
+  /// Whether calls of a function can be recorded: why not (a transfer to
+  /// a pipeline peer, whose receive may wait for a peer's later call, which
+  /// a recorded call, joined before it ends, would deadlock on; or a
+  /// collective staged through host memory), and whether a recording holds
+  /// NCCL calls (whose failure is then an error, see endRecording).
+  struct Recordable {
+    std::optional<std::string> cannot;
+    bool nccl = false;
+  };
+  const Recordable &recordable(uint32_t index);
+  std::map<uint32_t, Recordable> recordableFunctions;
 
   /// The device address of value `index`: in the arena, or its f32 copy
   /// while a kernel on a 16-bit value runs.

@@ -371,12 +371,26 @@ Executor::runCall(uint32_t index, const std::vector<HostTensor> &args,
   CallKey key{index, slot, evaluating};
   CallMode mode = times ? CallMode::Direct : callMode(key);
   // Collectives and transfers of earlier calls may still use the
-  // arguments' bytes. A recorded call joins nothing started outside it, so
-  // it starts after all of them (on a GPU, the stream waits; the host does
-  // not).
-  if (absl::Status status = mode == CallMode::Direct
-                                ? waitFor(nullptr, function.args(), times)
-                                : waitForAll(times);
+  // arguments' bytes. A recorded call can wait for nothing started outside
+  // it, so it starts after everything in flight that touches any of its
+  // values, and after every collective (which may share staging with its
+  // own); transfers on other bytes (a pipeline's other slots) stay in
+  // flight.
+  ++calls;
+  if (absl::Status status =
+          mode == CallMode::Direct
+              ? waitFor(nullptr, function.args(), times)
+              : waitWhere(
+                    [&](const InFlight &c) {
+                      if (!isTransfer(c.op))
+                        return true;
+                      for (uint32_t v : touchedBy(index))
+                        if (overlaps(v, c.outBegin, c.outEnd) ||
+                            overlaps(v, c.xBegin, c.xEnd))
+                          return true;
+                      return false;
+                    },
+                    times);
       !status.ok())
     return failed(std::nullopt, status);
   for (size_t i = 0; i < expected; ++i)
@@ -434,12 +448,17 @@ absl::StatusOr<bool> Executor::record(const plan::Function &function,
   absl::Status body = startRecording();
   if (body.ok())
     body = runBody(function, step, nullptr, at);
-  // What the call started joins it before the recording ends.
+  // What the call started joins it before the recording ends (what it did
+  // not start, on bytes it does not touch, stays in flight).
+  uint64_t call = calls;
+  auto startedHere = [call](const InFlight &c) { return c.call == call; };
   if (body.ok())
-    body = waitForAll(nullptr);
-  // Recorded, not run: nothing of it is in flight.
+    body = waitWhere(startedHere, nullptr);
+  // Recorded, not run: nothing it started is in flight.
   if (!body.ok())
-    inFlight.clear();
+    inFlight.erase(
+        std::remove_if(inFlight.begin(), inFlight.end(), startedHere),
+        inFlight.end());
   return endRecording(key, body);
 }
 
@@ -566,7 +585,8 @@ absl::Status Executor::track(std::optional<PendingCollective> collective,
                    outEnd,
                    peers,
                    running,
-                   microbatch};
+                   microbatch,
+                   calls};
   if (!options.overlapCollectives)
     return waitRecorded(waitOf(started), [&] { return started.wait(); });
   inFlight.push_back(std::move(started));
@@ -617,29 +637,59 @@ const WaitPeers *Executor::peersOf(const plan::Instr &instr) {
   return &it->second;
 }
 
+bool Executor::overlaps(uint32_t index, uint64_t begin, uint64_t end) const {
+  // The value's bytes are those of the running call's slot.
+  uint64_t bytes = value(index).region()->bytes(), offset = offsetOf(index);
+  return bytes > 0 && begin < end && offset < end && begin < offset + bytes;
+}
+
 absl::Status Executor::waitFor(const flatbuffers::Vector<uint32_t> *reads,
                                const flatbuffers::Vector<uint32_t> *writes,
                                std::vector<InstructionTime> *times, bool all) {
-  // The values' bytes are those of the running call's slot; an entry's are
-  // those of its own call's.
-  auto overlaps = [&](uint32_t index, uint64_t begin, uint64_t end) {
-    uint64_t bytes = value(index).region()->bytes(), offset = offsetOf(index);
-    return bytes > 0 && begin < end && offset < end && begin < offset + bytes;
-  };
-  auto mustWait = [&](const InFlight &c) {
-    if (all)
-      return true;
-    if (reads)
-      for (uint32_t index : *reads)
-        if (overlaps(index, c.outBegin, c.outEnd))
+  // An entry's bytes are those of its own call's slot.
+  return waitWhere(
+      [&](const InFlight &c) {
+        if (all)
           return true;
-    if (writes)
-      for (uint32_t index : *writes)
-        if (overlaps(index, c.outBegin, c.outEnd) ||
-            overlaps(index, c.xBegin, c.xEnd))
-          return true;
-    return false;
+        if (reads)
+          for (uint32_t index : *reads)
+            if (overlaps(index, c.outBegin, c.outEnd))
+              return true;
+        if (writes)
+          for (uint32_t index : *writes)
+            if (overlaps(index, c.outBegin, c.outEnd) ||
+                overlaps(index, c.xBegin, c.xEnd))
+              return true;
+        return false;
+      },
+      times);
+}
+
+const std::vector<uint32_t> &Executor::touchedBy(uint32_t function) {
+  auto [it, inserted] = touched.try_emplace(function);
+  if (!inserted)
+    return it->second;
+  std::vector<uint32_t> &values = it->second;
+  const plan::Function &f = *program->functions()->Get(function);
+  auto add = [&](const flatbuffers::Vector<uint32_t> *list) {
+    if (list)
+      values.insert(values.end(), list->begin(), list->end());
   };
+  add(f.args());
+  add(f.results());
+  if (f.body())
+    for (const plan::Instr *instr : *f.body()) {
+      add(instr->inputs());
+      add(instr->outputs());
+    }
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
+}
+
+template <typename MustWait>
+absl::Status Executor::waitWhere(MustWait mustWait,
+                                 std::vector<InstructionTime> *times) {
   absl::Status result;
   for (size_t i = 0; i < inFlight.size();) {
     InFlight &c = inFlight[i];

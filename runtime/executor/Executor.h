@@ -476,6 +476,21 @@ private:
   absl::Status waitForAll(std::vector<InstructionTime> *times) {
     return waitFor(nullptr, nullptr, times, /*all=*/true);
   }
+  /// Completes the collectives and transfers in flight for which
+  /// `mustWait(entry)` holds, recording their waits in `times`.
+  struct InFlight;
+  template <typename MustWait>
+  absl::Status waitWhere(MustWait mustWait,
+                         std::vector<InstructionTime> *times);
+  /// Whether value `index` (on the running call's slot) has bytes in
+  /// [begin, end) of the arena.
+  bool overlaps(uint32_t index, uint64_t begin, uint64_t end) const;
+  /// The values function `function` reads or writes: its arguments,
+  /// results and every instruction's operands (computed once).
+  const std::vector<uint32_t> &touchedBy(uint32_t function);
+  std::map<uint32_t, std::vector<uint32_t>> touched;
+  /// The calls run so far (an InFlight's `call` is the one it started in).
+  uint64_t calls = 0;
   /// Runs `wait` (for `what`), recorded in options.progress.
   template <typename Fn> absl::Status waitRecorded(const Wait &what, Fn wait);
   /// For the watchdog's report: the world ranks a collective or transfer
@@ -496,9 +511,10 @@ private:
     uint64_t xBegin, xEnd, outBegin, outEnd;
     /// Whom it waits for (peersOf).
     const WaitPeers *peers;
-    /// The call that started it.
+    /// The call that started it, and its number (Executor::calls).
     const plan::Function *function;
     uint32_t microbatch;
+    uint64_t call;
 
     absl::Status wait() {
       return collective ? collective->wait() : transfer->wait();

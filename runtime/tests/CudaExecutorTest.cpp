@@ -1018,9 +1018,10 @@ void expectGraphsGiveTheSameBits(bool nccl) {
       Training::create(Backend::Cuda, nccl, /*graphs=*/true);
   ASSERT_TRUE(direct && graphs);
   std::vector<StepResult> expected = direct->steps(6);
-  // Steps 1 and 2 warm up and record; from step 3 on no kernel or product
-  // is launched but from the graphs, one per call (begin_step, two
-  // microbatches, apply_step).
+  // Each function's first call runs kernel by kernel and its second is
+  // recorded (microbatch_step's in step 1, the others' in step 2): from
+  // step 3 on no kernel or product is launched but from the graphs, one
+  // per call (begin_step, two microbatches, apply_step).
   std::vector<StepResult> replayed = graphs->steps(2);
   for (int step = 3; step <= 6; ++step) {
     cuda::IssueCounts before = cuda::issueCounts();
@@ -1385,9 +1386,9 @@ TEST(CudaExecutor, ACallWithoutResultsDoesNotWaitForTheGpu) {
 // calls as on the CPU (InFlightTest.cpp): a receive is copied to the device
 // by the call that reads its slot, not by one on the other slot.
 /// With `graphs`, calls are recorded as CUDA graphs where they can be:
-/// those with a transfer never are (and say why), and a call that reads a
-/// received value, recorded and replayed once the receive is done, gives
-/// the same values.
+/// those with a transfer never are (and say why); a recorded call leaves
+/// a receive on bytes it does not touch in flight, and waits for one on
+/// bytes it reads.
 void expectStagedReceivesOutliveTheirCalls(bool graphs) {
   absl::StatusOr<LoadedPlan> plan =
       loadPlanFromBytes(tests::inFlightPlan(), "in-flight.plan");
@@ -1423,14 +1424,26 @@ void expectStagedReceivesOutliveTheirCalls(bool graphs) {
     EXPECT_TRUE(executor.callsNotRecorded().empty());
     return;
   }
-  // The first call of "use" on slot 1 ran kernel by kernel; the second is
-  // recorded, the third replayed.
+  // A receive on slot 0 in flight. The first call of "use" on slot 1 ran
+  // kernel by kernel; the second is recorded, the third replayed (slot 1
+  // holds fill's -1s), neither waiting for the receive, whose bytes they
+  // do not touch.
+  ASSERT_TRUE(executor.run("recv", {}, 0, nullptr, 0, 0).ok());
+  size_t pending = comm.started.size() - 1;
   for (int call = 0; call < 2; ++call) {
     used = executor.run("use", {}, 0, nullptr, 1, 1);
     ASSERT_TRUE(used.ok()) << used.status();
-    EXPECT_EQ((*used)[0].floats, (std::vector<float>{10, 12, 14, 16}));
+    EXPECT_EQ((*used)[0].floats, (std::vector<float>(4, -2.0f)));
   }
-  EXPECT_EQ(executor.recordedCalls(), 1u);
+  EXPECT_FALSE(comm.started[pending]->waited);
+  // Recording "use" on slot 0 waits for the receive first.
+  comm.started[pending]->payload = {3, 4, 5, 6};
+  used = executor.run("use", {}, 0, nullptr, 0, 0);
+  ASSERT_TRUE(used.ok()) << used.status();
+  EXPECT_TRUE(comm.started[pending]->waited);
+  EXPECT_EQ((*used)[0].floats, (std::vector<float>{6, 8, 10, 12}));
+  EXPECT_EQ(executor.recordedCalls(), 2u);
+  ASSERT_TRUE(executor.finish().ok());
   // recv on slots 0 and 1, and send.
   std::vector<std::string> notRecorded = executor.callsNotRecorded();
   ASSERT_EQ(notRecorded.size(), 3u);

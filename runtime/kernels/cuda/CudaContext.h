@@ -152,8 +152,9 @@ public:
   void holdForRecordings();
 
   /// The device words a recorded call reads its step and microbatch from
-  /// (dropout's), and writes them on the stream (a kernel; nothing when
-  /// they hold these values already).
+  /// (dropout's), and writes them on the stream (an asynchronous copy from
+  /// pageable memory, staged before it returns, as the arguments are;
+  /// nothing when they hold these values already).
   const uint64_t *callWords() const { return calls.as<uint64_t>(); }
   absl::Status setCall(uint64_t step, uint64_t microbatch);
 
