@@ -26,6 +26,16 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
+/// Whether a Sum of x to `result` reduces over leading dimensions only
+/// (a bias gradient: result [1, .., 1, x's trailing sizes]).
+bool reducesLeading(const Shape &x, const Shape &result) {
+  size_t lead = x.size() - result.size(), ones = 0;
+  while (ones < result.size() && result[ones] == 1)
+    ++ones;
+  return std::equal(result.begin() + ones, result.end(),
+                    x.begin() + lead + ones);
+}
+
 } // namespace
 
 absl::StatusOr<CpuExecutor>
@@ -227,6 +237,19 @@ bool CpuExecutor::runsStored(const plan::Instr &instr) const {
   case plan::OpCode::ActivationGrad:
   case plan::OpCode::Gated:
     break;
+  case plan::OpCode::Cast:
+    // Between float types: widened and rounded a chunk at a time.
+    if (value(instr.inputs()->Get(0)).dtype() == plan::DType::I32 ||
+        value(instr.outputs()->Get(0)).dtype() == plan::DType::I32)
+      return false;
+    break;
+  case plan::OpCode::Sum:
+    // Over leading dimensions (a bias gradient), read a block of columns
+    // at a time.
+    if (!reducesLeading(shapeOf(value(instr.inputs()->Get(0))),
+                        shapeOf(value(instr.outputs()->Get(0)))))
+      return false;
+    break;
   default:
     return false;
   }
@@ -279,6 +302,15 @@ absl::Status CpuExecutor::executeStored(const plan::Instr &instr) {
     cpu::gated(activationOf(instr.ints()->Get(0)), in(0), in(1), storedOut(out),
                count);
     break;
+  case plan::OpCode::Cast:
+    cpu::convert(in(0), storedOut(out), count);
+    break;
+  case plan::OpCode::Sum: {
+    int64_t total = elementCount(shapeOf(value(instr.inputs()->Get(0))));
+    cpu::sumRows(in(0), total / count, count, instr.floats()->Get(0),
+                 storedOut(out));
+    break;
+  }
   default:
     return absl::InternalError("not an element-wise kernel");
   }
@@ -588,11 +620,7 @@ absl::Status CpuExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     // result [1, .., 1, x's trailing sizes]) or trailing ones (result [x's
     // leading sizes, 1, .., 1]): contiguous loops, added in the same order
     // as the general case below.
-    size_t ones = 0;
-    while (ones < result.size() && result[ones] == 1)
-      ++ones;
-    bool leading = std::equal(result.begin() + ones, result.end(),
-                              x.begin() + lead + ones);
+    bool leading = reducesLeading(x, result);
     size_t kept = 0;
     while (kept < result.size() && result[kept] == x[lead + kept])
       ++kept;

@@ -149,16 +149,6 @@ void matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
                 accumulate ? 1.0f : 0.0f, c + i * m * n, static_cast<int>(n));
 }
 
-void sumRows(const float *x, int64_t rows, int64_t width, double factor,
-             float *out) {
-  std::vector<double> sums(static_cast<size_t>(width), 0.0);
-  for (int64_t row = 0; row < rows; ++row)
-    for (int64_t j = 0; j < width; ++j)
-      sums[j] += x[row * width + j];
-  for (int64_t j = 0; j < width; ++j)
-    out[j] = static_cast<float>(sums[j] * factor);
-}
-
 void matmulEpilogue(float *c, const float *bias,
                     std::optional<Activation> activation, float *preActivation,
                     int64_t count, int64_t n) {
@@ -294,6 +284,46 @@ void inChunks(int64_t count, const std::array<StoredIn, N> &ins, StoredOut out,
 }
 
 } // namespace
+
+void convert(StoredIn x, StoredOut out, int64_t count) {
+  inChunks<1>(count, {x}, out,
+              [](auto values, float *result, int64_t, int64_t n) {
+                std::copy_n(values[0], n, result);
+              });
+}
+
+void sumRows(StoredIn x, int64_t rows, int64_t width, double factor,
+             StoredOut out) {
+  // Each column adds its rows in order, so the threads may take blocks of
+  // columns (of a few cache lines per row) and the bits are the same for
+  // any thread count.
+  constexpr int64_t block = 64;
+  int64_t blocks = (width + block - 1) / block;
+#pragma omp parallel for schedule(static) if (rows * width >= (1 << 15))
+  for (int64_t b = 0; b < blocks; ++b) {
+    int64_t begin = b * block, n = std::min(block, width - begin);
+    std::array<double, block> sums{};
+    std::array<float, block> wide, result;
+    for (int64_t row = 0; row < rows; ++row) {
+      const float *values = chunkIn(x, row * width + begin, n, wide.data());
+      for (int64_t j = 0; j < n; ++j)
+        sums[j] += values[j];
+    }
+    for (int64_t j = 0; j < n; ++j)
+      result[j] = static_cast<float>(sums[j] * factor);
+    if (out.type == Storage::F32)
+      std::copy_n(result.data(), n, static_cast<float *>(out.data) + begin);
+    else
+      narrow(out.type == Storage::BF16, result.data(),
+             static_cast<uint16_t *>(out.data) + begin, n);
+  }
+}
+
+void sumRows(const float *x, int64_t rows, int64_t width, double factor,
+             float *out) {
+  sumRows(StoredIn{x, Storage::F32}, rows, width, factor,
+          StoredOut{out, Storage::F32});
+}
 
 void addBroadcast(StoredIn lhs, StoredIn rhs, StoredOut out, int64_t count,
                   int64_t period) {

@@ -97,6 +97,12 @@ struct StoredOut {
 };
 void addBroadcast(StoredIn lhs, StoredIn rhs, StoredOut out, int64_t count,
                   int64_t period);
+/// out = x, converted between storage types (the bits of widening x and
+/// rounding it to out's type).
+void convert(StoredIn x, StoredOut out, int64_t count);
+/// sumRows on stored values (the same bits as on widened copies).
+void sumRows(StoredIn x, int64_t rows, int64_t width, double factor,
+             StoredOut out);
 void mul(StoredIn a, StoredIn b, StoredOut out, int64_t count);
 void activation(Activation kind, StoredIn x, StoredOut out, int64_t count);
 void activationGrad(Activation kind, StoredIn x, StoredIn dy, StoredOut dx,

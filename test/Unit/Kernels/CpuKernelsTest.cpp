@@ -613,6 +613,30 @@ TEST(CpuKernels, ReductionsDoNotDependOnTheThreadCount) {
   EXPECT_NEAR(serial.first, ref::sumSquares(x), 1e-9 * serial.first);
 }
 
+// sumRows (a bias gradient) adds each column's rows in order, in double,
+// whatever the threads: the bits of the sequential sum, with 1 thread and
+// with 3, for a width that is not a multiple of its blocks of columns.
+TEST(CpuKernels, SumRowsAddsEachColumnInRowOrder) {
+  const int64_t rows = 301, width = 300; // above the threads' threshold
+  Tensor x = random({rows, width}, 28);
+  const std::vector<float> &values = floats(x);
+  std::vector<float> want(width);
+  for (int64_t j = 0; j < width; ++j) {
+    double sum = 0.0;
+    for (int64_t r = 0; r < rows; ++r)
+      sum += values[r * width + j];
+    want[j] = static_cast<float>(sum * 0.25);
+  }
+  int threads = omp_get_max_threads();
+  for (int count : {1, 3}) {
+    omp_set_num_threads(count);
+    std::vector<float> got(width);
+    cpu::sumRows(values.data(), rows, width, 0.25, got.data());
+    EXPECT_EQ(got, want) << count << " threads";
+  }
+  omp_set_num_threads(threads);
+}
+
 TEST(CpuKernels, CountValidAndAccumulate) {
   std::vector<int32_t> labels = {3, -100, 0, -100, 7};
   EXPECT_EQ(cpu::countValid(labels.data(), 5, -100), 3);
