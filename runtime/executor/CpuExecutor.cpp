@@ -237,6 +237,12 @@ bool CpuExecutor::runsStored(const plan::Instr &instr) const {
   case plan::OpCode::ActivationGrad:
   case plan::OpCode::Gated:
     break;
+  case plan::OpCode::LayerNorm:
+  case plan::OpCode::RmsNorm:
+  case plan::OpCode::LayerNormGrad:
+  case plan::OpCode::RmsNormGrad:
+    // A row at a time.
+    break;
   case plan::OpCode::Cast:
     // Between float types: widened and rounded a chunk at a time.
     if (value(instr.inputs()->Get(0)).dtype() == plan::DType::I32 ||
@@ -305,6 +311,34 @@ absl::Status CpuExecutor::executeStored(const plan::Instr &instr) {
   case plan::OpCode::Cast:
     cpu::convert(in(0), storedOut(out), count);
     break;
+  case plan::OpCode::LayerNorm:
+  case plan::OpCode::RmsNorm:
+  case plan::OpCode::LayerNormGrad:
+  case plan::OpCode::RmsNormGrad: {
+    int64_t width = shapeOf(value(out)).back(), rows = count / width;
+    auto epsilon = static_cast<float>(instr.floats()->Get(0));
+    if (instr.op() == plan::OpCode::LayerNorm) {
+      std::optional<cpu::StoredIn> beta;
+      if (instr.inputs()->size() == 3)
+        beta = in(2);
+      cpu::layerNorm(in(0), in(1), beta ? &*beta : nullptr, storedOut(out),
+                     rows, width, epsilon);
+    } else if (instr.op() == plan::OpCode::RmsNorm) {
+      cpu::rmsNorm(in(0), in(1), storedOut(out), rows, width, epsilon);
+    } else {
+      // dgamma is accumulated over the rows, from zero.
+      uint32_t dgamma = instr.outputs()->Get(1);
+      std::memset(arena.get() + offsetOf(dgamma), 0,
+                  value(dgamma).region()->bytes());
+      if (instr.op() == plan::OpCode::LayerNormGrad)
+        cpu::layerNormGrad(in(0), in(1), in(2), storedOut(out),
+                           storedOut(dgamma), rows, width, epsilon);
+      else
+        cpu::rmsNormGrad(in(0), in(1), in(2), storedOut(out), storedOut(dgamma),
+                         rows, width, epsilon);
+    }
+    break;
+  }
   case plan::OpCode::Sum: {
     int64_t total = elementCount(shapeOf(value(instr.inputs()->Get(0))));
     cpu::sumRows(in(0), total / count, count, instr.floats()->Get(0),

@@ -420,9 +420,10 @@ TEST(CpuExecutorSteps, SixteenBitElementwiseKernelsGiveTheWidenedBits) {
   // Add (broadcast and whole), Mul, Activation, ActivationGrad and Gated on
   // bf16 and f16 values (converted a chunk at a time, cpu::StoredIn; 15,000
   // elements are several chunks), an f32 bias added to them, a result
-  // written over its operand, sums over leading dimensions (read a block
-  // of columns at a time, to 16-bit and f32 results) and casts to and from
-  // f32: the bits of the f32 kernels on the widened values, rounded once.
+  // written over its operand, layer and RMS norms and their gradients (a
+  // row at a time), sums over leading dimensions (a block of columns at a
+  // time, to 16-bit and f32 results) and casts to and from f32: the bits
+  // of the f32 kernels on the widened values, rounded once.
   for (DType half : {DType::BF16, DType::F16}) {
     SCOPED_TRACE(half == DType::BF16 ? "bf16" : "f16");
     bool bf16 = half == DType::BF16;
@@ -446,7 +447,17 @@ TEST(CpuExecutorSteps, SixteenBitElementwiseKernelsGiveTheWidenedBits) {
       b.instr(OpCode::Activation, {x}, {result()}, {0}); // erf GELU
       b.instr(OpCode::ActivationGrad, {x, y}, {result()}, {1});
       b.instr(OpCode::Gated, {x, y}, {result()}, {4}); // SwiGLU
-      b.instr(OpCode::Mul, {y, x}, {y});               // in place
+      // Norms (a row at a time), with 16-bit and f32 gammas and betas.
+      b.instr(OpCode::LayerNorm, {x, bias, wideBias}, {result()}, {}, {1e-5});
+      b.instr(OpCode::RmsNorm, {x, bias}, {result()}, {}, {1e-5});
+      uint32_t dgamma = b.value(type, row),
+               wideDgamma = b.value(DType::F32, row);
+      b.instr(OpCode::LayerNormGrad, {x, bias, y}, {result(), dgamma}, {},
+              {1e-5});
+      b.instr(OpCode::RmsNormGrad, {x, wideBias, y}, {result(), wideDgamma}, {},
+              {1e-5});
+      results.insert(results.end(), {dgamma, wideDgamma});
+      b.instr(OpCode::Mul, {y, x}, {y}); // in place
       results.push_back(y);
       uint32_t sum = b.value(type, row), lead = b.value(type, {1, 5000}),
                wideSum = b.value(DType::F32, row);

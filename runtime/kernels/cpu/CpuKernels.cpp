@@ -401,24 +401,61 @@ RowStatistics rowStatistics(const float *in, int64_t width, float epsilon,
   return {mean, 1.0 / std::sqrt(statistic + epsilon)};
 }
 
-/// Shared by layer and RMS norm: `center` subtracts the mean.
-void norm(const float *x, const float *gamma, const float *beta, float *y,
+/// `count` values of `in` from `begin` widened, for the whole run of a
+/// norm's call (gamma, beta): the array itself when it is f32.
+const float *widenedWhole(StoredIn in, int64_t count,
+                          std::vector<float> &buffer) {
+  if (in.type != Storage::F32)
+    buffer.resize(static_cast<size_t>(count));
+  return chunkIn(in, 0, count, buffer.data());
+}
+
+/// Writes the f32 `values` (a row at `begin`, computed into the thread's
+/// buffer or, for an f32 result, in place) to `out`.
+void storeRow(const float *values, StoredOut out, int64_t begin,
+              int64_t count) {
+  if (out.type != Storage::F32)
+    narrow(out.type == Storage::BF16, values,
+           static_cast<uint16_t *>(out.data) + begin, count);
+}
+
+/// Where a norm writes row `begin`'s f32 values: the result itself when
+/// it is f32, else `buffer`.
+float *rowOut(StoredOut out, int64_t begin, float *buffer) {
+  return out.type == Storage::F32 ? static_cast<float *>(out.data) + begin
+                                  : buffer;
+}
+
+/// Shared by layer and RMS norm: `center` subtracts the mean. Each row of
+/// 16-bit values is widened (and its result rounded) in the thread's
+/// buffers.
+void norm(StoredIn x, StoredIn gammaIn, const StoredIn *betaIn, StoredOut y,
           int64_t rows, int64_t width, float epsilon, bool center) {
-#pragma omp parallel for
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *in = x + r * width;
-    float *out = y + r * width;
-    RowStatistics stats = rowStatistics(in, width, epsilon, center);
-    float inverse = static_cast<float>(stats.inverse);
-    float m = static_cast<float>(stats.mean);
-    for (int64_t i = 0; i < width; ++i)
-      out[i] = (in[i] - m) * inverse * gamma[i] + (beta ? beta[i] : 0.0f);
+  std::vector<float> gammaWide, betaWide;
+  const float *gamma = widenedWhole(gammaIn, width, gammaWide);
+  const float *beta = betaIn ? widenedWhole(*betaIn, width, betaWide) : nullptr;
+#pragma omp parallel
+  {
+    std::vector<float> inRow(width), outRow(width);
+#pragma omp for
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *in = chunkIn(x, r * width, width, inRow.data());
+      float *out = rowOut(y, r * width, outRow.data());
+      RowStatistics stats = rowStatistics(in, width, epsilon, center);
+      float inverse = static_cast<float>(stats.inverse);
+      float m = static_cast<float>(stats.mean);
+      for (int64_t i = 0; i < width; ++i)
+        out[i] = (in[i] - m) * inverse * gamma[i] + (beta ? beta[i] : 0.0f);
+      storeRow(out, y, r * width, width);
+    }
   }
 }
 
-void normGrad(const float *x, const float *gamma, const float *dy, float *dx,
-              float *dgamma, int64_t rows, int64_t width, float epsilon,
+void normGrad(StoredIn x, StoredIn gammaIn, StoredIn dy, StoredOut dx,
+              StoredOut dgamma, int64_t rows, int64_t width, float epsilon,
               bool center) {
+  std::vector<float> gammaWide;
+  const float *gamma = widenedWhole(gammaIn, width, gammaWide);
   // dgamma sums over rows in fixed blocks, added in block order, so the
   // result does not depend on the thread count or timing.
   constexpr int64_t kBlock = 64;
@@ -426,14 +463,14 @@ void normGrad(const float *x, const float *gamma, const float *dy, float *dx,
   std::vector<double> partial(static_cast<size_t>(blocks * width), 0.0);
 #pragma omp parallel
   {
-    std::vector<float> xhat(width);
+    std::vector<float> xhat(width), inRow(width), gradRow(width), outRow(width);
 #pragma omp for
     for (int64_t block = 0; block < blocks; ++block)
       for (int64_t r = block * kBlock; r < std::min(rows, (block + 1) * kBlock);
            ++r) {
         double *local = partial.data() + block * width;
-        const float *in = x + r * width;
-        const float *grad = dy + r * width;
+        const float *in = chunkIn(x, r * width, width, inRow.data());
+        const float *grad = chunkIn(dy, r * width, width, gradRow.data());
         RowStatistics stats = rowStatistics(in, width, epsilon, center);
         double mean = stats.mean, inverse = stats.inverse;
         double meanG = 0.0, meanGX = 0.0;
@@ -446,41 +483,76 @@ void normGrad(const float *x, const float *gamma, const float *dy, float *dx,
         }
         meanG /= static_cast<double>(width);
         meanGX /= static_cast<double>(width);
-        float *out = dx + r * width;
+        float *out = rowOut(dx, r * width, outRow.data());
         for (int64_t i = 0; i < width; ++i)
           out[i] = static_cast<float>(
               inverse * (static_cast<double>(grad[i]) * gamma[i] -
                          (center ? meanG : 0.0) - xhat[i] * meanGX));
+        storeRow(out, dx, r * width, width);
       }
   }
+  // dgamma += the blocks' sums (read and rounded back where it is 16-bit).
+  std::vector<float> dgammaWide(static_cast<size_t>(width));
+  const float *current =
+      chunkIn({dgamma.data, dgamma.type}, 0, width, dgammaWide.data());
+  float *sums = rowOut(dgamma, 0, dgammaWide.data());
   for (int64_t i = 0; i < width; ++i) {
     double sum = 0.0;
     for (int64_t block = 0; block < blocks; ++block)
       sum += partial[block * width + i];
-    dgamma[i] += static_cast<float>(sum);
+    sums[i] = current[i] + static_cast<float>(sum);
   }
+  storeRow(sums, dgamma, 0, width);
 }
+
+constexpr Storage kF32 = Storage::F32;
 } // namespace
+
+void layerNorm(StoredIn x, StoredIn gamma, const StoredIn *beta, StoredOut y,
+               int64_t rows, int64_t width, float epsilon) {
+  norm(x, gamma, beta, y, rows, width, epsilon, /*center=*/true);
+}
+
+void layerNormGrad(StoredIn x, StoredIn gamma, StoredIn dy, StoredOut dx,
+                   StoredOut dgamma, int64_t rows, int64_t width,
+                   float epsilon) {
+  normGrad(x, gamma, dy, dx, dgamma, rows, width, epsilon, /*center=*/true);
+}
+
+void rmsNorm(StoredIn x, StoredIn gamma, StoredOut y, int64_t rows,
+             int64_t width, float epsilon) {
+  norm(x, gamma, nullptr, y, rows, width, epsilon, /*center=*/false);
+}
+
+void rmsNormGrad(StoredIn x, StoredIn gamma, StoredIn dy, StoredOut dx,
+                 StoredOut dgamma, int64_t rows, int64_t width, float epsilon) {
+  normGrad(x, gamma, dy, dx, dgamma, rows, width, epsilon, /*center=*/false);
+}
 
 void layerNorm(const float *x, const float *gamma, const float *beta, float *y,
                int64_t rows, int64_t width, float epsilon) {
-  norm(x, gamma, beta, y, rows, width, epsilon, /*center=*/true);
+  StoredIn betaIn{beta, kF32};
+  norm({x, kF32}, {gamma, kF32}, beta ? &betaIn : nullptr, {y, kF32}, rows,
+       width, epsilon, /*center=*/true);
 }
 
 void layerNormGrad(const float *x, const float *gamma, const float *dy,
                    float *dx, float *dgamma, int64_t rows, int64_t width,
                    float epsilon) {
-  normGrad(x, gamma, dy, dx, dgamma, rows, width, epsilon, /*center=*/true);
+  normGrad({x, kF32}, {gamma, kF32}, {dy, kF32}, {dx, kF32}, {dgamma, kF32},
+           rows, width, epsilon, /*center=*/true);
 }
 
 void rmsNorm(const float *x, const float *gamma, float *y, int64_t rows,
              int64_t width, float epsilon) {
-  norm(x, gamma, nullptr, y, rows, width, epsilon, /*center=*/false);
+  norm({x, kF32}, {gamma, kF32}, nullptr, {y, kF32}, rows, width, epsilon,
+       /*center=*/false);
 }
 
 void rmsNormGrad(const float *x, const float *gamma, const float *dy, float *dx,
                  float *dgamma, int64_t rows, int64_t width, float epsilon) {
-  normGrad(x, gamma, dy, dx, dgamma, rows, width, epsilon, /*center=*/false);
+  normGrad({x, kF32}, {gamma, kF32}, {dy, kF32}, {dx, kF32}, {dgamma, kF32},
+           rows, width, epsilon, /*center=*/false);
 }
 
 //===----------------------------------------------------------------------===//

@@ -97,6 +97,18 @@ struct StoredOut {
 };
 void addBroadcast(StoredIn lhs, StoredIn rhs, StoredOut out, int64_t count,
                   int64_t period);
+/// The norms on stored values, a row at a time (the bits of the f32
+/// kernels on widened copies, each result rounded once); `beta` may be
+/// null.
+void layerNorm(StoredIn x, StoredIn gamma, const StoredIn *beta, StoredOut y,
+               int64_t rows, int64_t width, float epsilon);
+void layerNormGrad(StoredIn x, StoredIn gamma, StoredIn dy, StoredOut dx,
+                   StoredOut dgamma, int64_t rows, int64_t width,
+                   float epsilon);
+void rmsNorm(StoredIn x, StoredIn gamma, StoredOut y, int64_t rows,
+             int64_t width, float epsilon);
+void rmsNormGrad(StoredIn x, StoredIn gamma, StoredIn dy, StoredOut dx,
+                 StoredOut dgamma, int64_t rows, int64_t width, float epsilon);
 /// out = x, converted between storage types (the bits of widening x and
 /// rounding it to out's type).
 void convert(StoredIn x, StoredOut out, int64_t count);
