@@ -289,8 +289,18 @@ absl::Status CudaExecutor::onCommStream(const plan::Instr &instr, size_t index,
   cudaEventDestroy(ready);
   if (status.ok())
     status = work(commStream);
-  if (!status.ok())
+  if (!status.ok()) {
+    // What `work` enqueued before it failed may still read or write the
+    // buffers: the compute stream waits for it before it reuses them.
+    cudaEvent_t failedAt = nullptr;
+    if (cudaEventCreateWithFlags(&failedAt, cudaEventDisableTiming) ==
+        cudaSuccess) {
+      if (cudaEventRecord(failedAt, commStream) == cudaSuccess)
+        cudaStreamWaitEvent(gpu->stream(), failedAt, 0);
+      cudaEventDestroy(failedAt);
+    }
     return status;
+  }
   // One event per pair, each recorded right after the work: a later
   // instruction waits for the pair it touches (StreamRequest).
   for (const auto &[x, out] : touched) {

@@ -253,7 +253,37 @@ TEST_F(CudaKernels, MatmulPrecisionRoundsTheOperands) {
   }
 }
 
-TEST_F(CudaKernels, MatmulBiasEpilogues) {
+/// The epilogue tests run twice: with cuBLASLt's epilogues where it takes
+/// them ("Fused"), and with them off ("Unfused": the product and Triad's
+/// kernels after it, the path of an epilogue cuBLASLt refuses).
+class CudaEpilogues : public test::CudaTest,
+                      public ::testing::WithParamInterface<bool> {
+protected:
+  ContextOptions contextOptions() const override {
+    ContextOptions options;
+    options.fuseEpilogues = GetParam();
+    return options;
+  }
+  /// Expects `before` -> now to count one product with an epilogue, fused
+  /// when `fused` (and the context fuses), else run as the product and
+  /// kernels.
+  void expectOneEpilogue(const EpilogueUse &before, bool fused,
+                         const std::string &what) {
+    const EpilogueUse &now = epilogueUse();
+    fused = fused && GetParam();
+    EXPECT_EQ(now.fused - before.fused, fused ? 1 : 0) << what;
+    EXPECT_EQ(now.unfused - before.unfused, fused ? 0 : 1) << what;
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Epilogues, CudaEpilogues, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool> &info) {
+                           return info.param ? "Fused" : "Unfused";
+                         });
+
+/// On the H100, cuBLASLt takes the f32 bias epilogues (n a multiple of 8):
+/// each product is counted as fused (and as run by the kernels when the
+/// context turns fusion off).
+TEST_P(CudaEpilogues, MatmulBiasEpilogues) {
   const int64_t m = 64, n = 48, k = 32;
   std::vector<float> a = randomFloats(m * k, 6), b = randomFloats(k * n, 7),
                      bias = randomFloats(n, 8);
@@ -281,8 +311,10 @@ TEST_F(CudaKernels, MatmulBiasEpilogues) {
     MatmulOptions options;
     options.epilogue = e.epilogue;
     options.bias = dbias.as<float>();
+    EpilogueUse before = epilogueUse();
     ASSERT_OK(matmul(*context, da.data(), db.data(), dc.data(),
                      {1, m, n, k, false, false, false}, options));
+    expectOneEpilogue(before, /*fused=*/true, e.name);
     // cuBLASLt's GELU is its own tanh approximation: 1e-4.
     expectNear(download(dc, m * n), want, e.gelu ? 1e-4 : 1e-5, 1e-4, e.name);
   }
@@ -294,7 +326,7 @@ TEST_F(CudaKernels, MatmulBiasEpilogues) {
 /// (n a multiple of 8), from the bias epilogue and the activation kernel
 /// (n not one, and the ReLU), for one product, stacked rows and one product
 /// per batch element (a transposed lhs); both results must be written.
-TEST_F(CudaKernels, MatmulEpiloguesKeepThePreActivation) {
+TEST_P(CudaEpilogues, MatmulEpiloguesKeepThePreActivation) {
   struct Case {
     Epilogue epilogue;
     cpu::Activation activation;
@@ -342,10 +374,14 @@ TEST_F(CudaKernels, MatmulEpiloguesKeepThePreActivation) {
     options.epilogue = c.epilogue;
     options.bias = dbias.as<float>();
     options.preActivation = dpre.data();
+    EpilogueUse before = epilogueUse();
     ASSERT_OK(matmul(
         *context, da.data(), db.data(), dc.data(),
         {p.batch, p.m, p.n, p.k, p.transposeA, p.transposeB, p.rhsBatched},
         options));
+    // cuBLASLt keeps the GELU's input (n a multiple of 8), not the ReLU's.
+    expectOneEpilogue(
+        before, c.epilogue == Epilogue::GeluTanhBias && p.n % 8 == 0, what);
     double abs = 1e-5 * std::sqrt(static_cast<double>(p.k));
     expectNear(download(dpre, count), wantPre, 1e-5, abs, what + " (input)");
     // cuBLASLt's GELU is its own tanh approximation: 1e-4.
@@ -360,7 +396,7 @@ TEST_F(CudaKernels, MatmulEpiloguesKeepThePreActivation) {
 /// a batched rhs), the product and the kernels where n is not a multiple of
 /// 8; with and without the bias gradient; for f32 and for bf16 products
 /// with a bias gradient of bf16 or f32. Every result must be written.
-TEST_F(CudaKernels, MatmulGeluGradientEpilogue) {
+TEST_P(CudaEpilogues, MatmulGeluGradientEpilogue) {
   struct Case {
     ProductCase shape;
     bool biasGrad;
@@ -461,10 +497,12 @@ TEST_F(CudaKernels, MatmulGeluGradientEpilogue) {
       options.biasGrad = dbias.data();
       options.biasGradType = c.biasGradType;
     }
+    EpilogueUse before = epilogueUse();
     ASSERT_OK(matmul(
         *context, da.data(), db.data(), dc.data(),
         {p.batch, p.m, p.n, p.k, p.transposeA, p.transposeB, p.rhsBatched},
         options));
+    expectOneEpilogue(before, p.n % 8 == 0, what);
     std::vector<float> got =
         sixteen ? fromBits(download<uint16_t>(dc, count)) : download(dc, count);
     // cuBLASLt's GELU derivative is its own tanh approximation: 1e-4; a
@@ -484,9 +522,11 @@ TEST_F(CudaKernels, MatmulGeluGradientEpilogue) {
 }
 
 /// A 16-bit product adds an f32 bias, or one of its own type, to the f32
-/// product and rounds once (cuBLASLt's BIAS_DATA_TYPE), as the plan's
-/// contract says the CPU does.
-TEST_F(CudaKernels, MatmulBiasOfF32OrTheOutputType) {
+/// product and rounds once, as the plan's contract says the CPU does:
+/// cuBLASLt's bias epilogue for a bias of the output's type, the f32
+/// product and the bias kernel for an f32 one (cuBLASLt documents its bias
+/// as of the output's type).
+TEST_P(CudaEpilogues, MatmulBiasOfF32OrTheOutputType) {
   const int64_t m = 32, n = 40, k = 64;
   std::vector<float> a = randomFloats(m * k, 24), b = randomFloats(k * n, 25),
                      bias = randomFloats(n, 26);
@@ -519,8 +559,11 @@ TEST_F(CudaKernels, MatmulBiasOfF32OrTheOutputType) {
     options.epilogue = Epilogue::Bias;
     options.bias = dbias.data();
     options.biasType = biasType;
+    EpilogueUse before = epilogueUse();
     ASSERT_OK(matmul(*context, da.data(), db.data(), dc.data(),
                      {1, m, n, k, false, false, false}, options));
+    expectOneEpilogue(before, /*fused=*/biasType == DType::BF16,
+                      biasType == DType::F32 ? "f32 bias" : "bf16 bias");
     std::vector<uint16_t> raw = download<uint16_t>(dc, m * n);
     std::vector<float> got(m * n);
     for (size_t i = 0; i < raw.size(); ++i) {
@@ -1585,6 +1628,18 @@ TEST_F(CudaKernels, BadIdsAndLabelsAreReported) {
   absl::Status status = context->synchronize();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_TRUE(context->synchronize().ok()) << "the flags are cleared";
+
+  // The embedding's gradient checks the ids too, even of rows of no width
+  // (as the CPU's does).
+  for (int64_t width : {hidden, int64_t{0}}) {
+    DeviceBuffer dtable = poisoned(vocab * hidden);
+    ASSERT_OK(embeddingGrad(
+        *context, dids.as<int32_t>(), Operand{out.data(), DType::F32},
+        Result{dtable.data(), DType::F32}, 4, vocab, width, 0, vocab));
+    status = context->synchronize();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
+        << "hidden " << width << ": " << status;
+  }
 
   std::vector<int32_t> labels = {1, -100, 11, 2};
   DeviceBuffer dlabels = upload(labels),

@@ -82,10 +82,13 @@ protected:
     if (*devices == 0)
       GTEST_SKIP() << "no CUDA device on this machine";
     absl::StatusOr<std::unique_ptr<CudaContext>> created =
-        CudaContext::create();
+        CudaContext::create(contextOptions());
     ASSERT_TRUE(created.ok()) << created.status();
     context = std::move(*created);
   }
+
+  /// The options of the test's context (a fixture may change them).
+  virtual ContextOptions contextOptions() const { return {}; }
 
   /// A device copy of `values`.
   template <typename T> DeviceBuffer upload(const std::vector<T> &values) {

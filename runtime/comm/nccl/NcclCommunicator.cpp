@@ -293,6 +293,16 @@ absl::Status NcclCommunicator::enqueued(ncclResult_t result, Endpoint &e,
   return failure(result, e);
 }
 
+absl::Status NcclCommunicator::abandonedGroup(ncclResult_t result,
+                                              Endpoint &e,
+                                              std::string operation) {
+  // The calls queued before the failure may still be launching: the
+  // communicator is ready again (polled) before anything else uses it. The
+  // first failure is the one reported.
+  enqueued(ncclGroupEnd(), e, std::move(operation)).IgnoreError();
+  return failure(result, e);
+}
+
 absl::Status NcclCommunicator::failure(ncclResult_t result,
                                        const Endpoint &e) const {
   return absl::Status(
@@ -369,10 +379,8 @@ absl::Status NcclCommunicator::grouped(uint32_t group, Grouped kind,
                                ncclFloat32, g.comm, stream)
                : ncclReduceScatter(piece.in, piece.out, elements(piece.count),
                                    ncclFloat32, ncclSum, g.comm, stream);
-    if (result != ncclSuccess) {
-      ncclGroupEnd();
-      return enqueued(result, g, std::move(operation));
-    }
+    if (result != ncclSuccess && result != ncclInProgress)
+      return abandonedGroup(result, g, std::move(operation));
   }
   // As in allToAll: the group may still be launching when ncclGroupEnd
   // returns.
@@ -398,11 +406,9 @@ absl::Status NcclCommunicator::allToAll(uint32_t group, const float *in,
     ncclResult_t received =
         ncclRecv(out + peer * count, elements(count), ncclFloat32,
                  static_cast<int>(peer), g.comm, stream);
-    if (sent != ncclSuccess || received != ncclSuccess) {
-      ncclResult_t result = sent != ncclSuccess ? sent : received;
-      ncclGroupEnd();
-      return enqueued(result, g, std::move(operation));
-    }
+    for (ncclResult_t result : {sent, received})
+      if (result != ncclSuccess && result != ncclInProgress)
+        return abandonedGroup(result, g, std::move(operation));
   }
   // A non-blocking communicator's group may still be launching when
   // ncclGroupEnd returns (in progress).

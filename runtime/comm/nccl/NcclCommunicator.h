@@ -153,6 +153,12 @@ private:
   /// after it follows that work), an error quotes NCCL's last error.
   absl::Status enqueued(ncclResult_t result, Endpoint &e,
                         std::string operation);
+  /// A call inside a group (of `operation`) on `e` failed with `result`:
+  /// ends the group, polls the communicator until what was queued before
+  /// is launched, and returns the failure. (A call in a group that answers
+  /// "in progress" has not failed: the group goes on.)
+  absl::Status abandonedGroup(ncclResult_t result, Endpoint &e,
+                              std::string operation);
   /// The error of an NCCL call on `e` that failed with `result` (not in
   /// progress): its last operation, the communicator and NCCL's text.
   absl::Status failure(ncclResult_t result, const Endpoint &e) const;

@@ -107,6 +107,10 @@ struct ContextOptions {
   AttentionKernel attention = AttentionKernel::Triad;
   /// cuBLASLt's workspace (Hopper kernels want 32 MiB).
   size_t matmulWorkspaceBytes = size_t{32} << 20;
+  /// Whether products run their bias, activation and gradient epilogues in
+  /// cuBLASLt where it takes them (false: always the product and then
+  /// Triad's kernels, the path taken where cuBLASLt refuses one; for tests).
+  bool fuseEpilogues = true;
 };
 
 class CudaContext {

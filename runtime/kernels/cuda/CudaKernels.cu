@@ -1381,7 +1381,7 @@ launchEmbeddingGrad(CudaContext &context, const int32_t *ids, In dy,
                     float *dtable, int64_t tokens, int64_t rows, int64_t hidden,
                     int64_t firstRow, int64_t vocab,
                     const EmbeddingGradScratch &need, void *scratch) {
-  if (hidden == 0 || tokens == 0)
+  if (tokens == 0)
     return absl::OkStatus();
   char *base = static_cast<char *>(scratch);
   size_t keyBytes = need.keyBytes, sortBytes = need.sortBytes;
@@ -1390,11 +1390,15 @@ launchEmbeddingGrad(CudaContext &context, const int32_t *ids, In dy,
   auto *order = reinterpret_cast<int32_t *>(base + 2 * keyBytes);
   auto *sortedOrder = reinterpret_cast<int32_t *>(base + 3 * keyBytes);
   void *sortScratch = base + 4 * keyBytes;
+  // The keys kernel checks the ids (as the CPU does, rows of no width
+  // included).
   embeddingGradKeysKernel<<<elementBlocks(tokens), kThreads, 0,
                             context.stream()>>>(ids, tokens, rows, firstRow,
                                                 vocab < 0 ? rows : vocab, keys,
                                                 order, context.errorFlags());
   TRIAD_CUDA_CHECK_LAUNCH("embeddingGradKeysKernel");
+  if (hidden == 0)
+    return absl::OkStatus();
   TRIAD_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
       sortScratch, sortBytes, keys, sortedKeys, order, sortedOrder,
       static_cast<int>(tokens), 0, embeddingGradSortBits(rows),

@@ -108,10 +108,25 @@ struct MatmulOptions {
   DType biasGradType = DType::F32;
 };
 
-/// The product through cuBLASLt (the CPU's cpu::matmul for F32).
+/// The product through cuBLASLt (the CPU's cpu::matmul for F32). An
+/// epilogue cuBLASLt refuses (no algorithm, a type combination it does not
+/// document: a bias or bias gradient of another type than c's, a leading
+/// dimension not a multiple of 8 for its auxiliary operand), or that the
+/// context turns off (ContextOptions::fuseEpilogues), runs as the product
+/// and Triad's kernels after it: the forward one on the f32 product, the
+/// bias and activation rounded once; the gradient one as documented above.
+/// A refusal is remembered per product shape.
 absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
                     const MatmulShape &shape,
                     const MatmulOptions &options = {});
+
+/// The calling thread's products with an epilogue: those cuBLASLt ran
+/// fused, and those that ran as the product and kernels after it (never
+/// reset: read differences).
+struct EpilogueUse {
+  int64_t fused = 0, unfused = 0;
+};
+EpilogueUse &epilogueUse();
 
 //===----------------------------------------------------------------------===//
 // Elementwise

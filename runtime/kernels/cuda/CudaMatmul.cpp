@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <string>
 
 namespace triad::rt::cuda {
 
@@ -109,12 +111,23 @@ struct ProductKey {
 /// heuristic chose, kept for the context's life (CudaContext::matmulPlans):
 /// building them and running the heuristic cost more than the product
 /// itself for the plan's small shapes. The bias and auxiliary pointers are
-/// set per call (the heuristic saw pointers of the key's alignments).
+/// set per call (the heuristic saw pointers of the key's alignments). A
+/// product with an epilogue cuBLASLt refused keeps why instead, so that
+/// later calls go to the kernels at once.
 struct ProductPlan {
   Operation operation;
   Layout a, b, c;
-  cublasLtMatmulAlgo_t algo;
+  cublasLtMatmulAlgo_t algo = {};
+  std::optional<std::string> refusal;
 };
+
+/// Whether `status`, of a cuBLASLt call on a product with an epilogue, is
+/// cuBLASLt refusing the combination (not supported, or an invalid value:
+/// how it rejects a type it does not take) rather than a failure.
+bool refusedEpilogue(const ProductKey &key, const absl::Status &status) {
+  return key.epilogue != static_cast<int32_t>(Epilogue::None) &&
+         (absl::IsUnimplemented(status) || absl::IsInvalidArgument(status));
+}
 
 absl::StatusOr<ProductPlan> makePlan(CudaContext &context,
                                      const ProductKey &key,
@@ -226,9 +239,13 @@ absl::StatusOr<ProductPlan> makePlan(CudaContext &context,
 
   cublasLtMatmulHeuristicResult_t heuristic = {};
   int found = 0;
-  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(
-      context.cublasLt(), rawOperation, plan.a.get(), plan.b.get(),
-      plan.c.get(), plan.c.get(), rawPreference, 1, &heuristic, &found));
+  if (absl::Status status = cublasStatus(
+          cublasLtMatmulAlgoGetHeuristic(
+              context.cublasLt(), rawOperation, plan.a.get(), plan.b.get(),
+              plan.c.get(), plan.c.get(), rawPreference, 1, &heuristic, &found),
+          "cublasLtMatmulAlgoGetHeuristic");
+      !status.ok())
+    return status;
   if (found == 0)
     return absl::UnimplementedError(
         absl::StrCat("cuBLASLt has no algorithm for a ", m, "x", k, " by ", k,
@@ -289,8 +306,15 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
           [&](const void *, size_t) -> absl::StatusOr<std::shared_ptr<void>> {
             absl::StatusOr<ProductPlan> plan =
                 makePlan(context, key, options, transposeA, transposeB);
-            if (!plan.ok())
+            if (!plan.ok() && !refusedEpilogue(key, plan.status()))
               return plan.status();
+            if (!plan.ok()) {
+              ProductPlan refused;
+              refused.refusal = absl::StrCat("cuBLASLt refuses the epilogue: ",
+                                             plan.status().message());
+              return std::shared_ptr<void>(
+                  std::make_shared<ProductPlan>(std::move(refused)));
+            }
             return std::shared_ptr<void>(
                 std::make_shared<ProductPlan>(std::move(*plan)));
           },
@@ -299,6 +323,8 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
   if (!cached.ok())
     return cached.status();
   ProductPlan &plan = *static_cast<ProductPlan *>((*cached)->get());
+  if (plan.refusal)
+    return absl::UnimplementedError(*plan.refusal);
   if (vector)
     TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan.operation.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector,
@@ -308,12 +334,21 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
         plan.operation.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
         sizeof(aux)));
   float alpha = 1.0f, beta = options.accumulate ? 1.0f : 0.0f;
-  ++issueCounts().matmuls;
-  TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(
-      context.cublasLt(), plan.operation.get(), &alpha, b, plan.a.get(), a,
-      plan.b.get(), &beta, c, plan.c.get(), c, plan.c.get(), &plan.algo,
-      context.matmulWorkspace(), key.workspaceBytes, context.stream()));
-  return absl::OkStatus();
+  absl::Status ran = cublasStatus(
+      cublasLtMatmul(context.cublasLt(), plan.operation.get(), &alpha, b,
+                     plan.a.get(), a, plan.b.get(), &beta, c, plan.c.get(), c,
+                     plan.c.get(), &plan.algo, context.matmulWorkspace(),
+                     key.workspaceBytes, context.stream()),
+      "cublasLtMatmul");
+  if (refusedEpilogue(key, ran)) {
+    // A type it does not take shows only here (an invalid value).
+    plan.refusal =
+        absl::StrCat("cuBLASLt refuses the epilogue: ", ran.message());
+    return absl::UnimplementedError(*plan.refusal);
+  }
+  if (ran.ok())
+    ++issueCounts().matmuls;
+  return ran;
 }
 
 /// The products of `shape` with `options` as they are (one cuBLASLt call,
@@ -351,28 +386,94 @@ absl::Status products(CudaContext &context, const void *a, const void *b,
   return absl::OkStatus();
 }
 
+/// Device memory for the kernels of one call, stream-ordered: allocated on
+/// the stream, freed on it after them.
+struct Temporary {
+  cudaStream_t stream;
+  void *data = nullptr;
+  ~Temporary() {
+    if (data)
+      cudaFreeAsync(data, stream);
+  }
+};
+
+/// A forward epilogue as the product and kernels: the product in f32 (c
+/// itself when c is f32, else a temporary), then the bias and the
+/// activation added to it and c rounded once, as cuBLASLt's epilogue does;
+/// with a pre-activation kept, the biased product goes there in c's type
+/// and the activation reads it back.
+absl::Status unfusedForward(CudaContext &context, const void *a, const void *b,
+                            void *c, const MatmulShape &shape,
+                            const MatmulOptions &options) {
+  int64_t rows = shape.batch * shape.m, n = shape.n, count = rows * n;
+  MatmulOptions plain = options;
+  plain.epilogue = Epilogue::None;
+  plain.bias = nullptr;
+  plain.preActivation = nullptr;
+  plain.outputType = DType::F32;
+  Temporary wide{context.stream()};
+  void *product = c;
+  if (options.outputType != DType::F32) {
+    TRIAD_CUDA_RETURN_IF_ERROR(cudaMallocAsync(
+        &wide.data, static_cast<size_t>(count) * 4, context.stream()));
+    product = wide.data;
+  }
+  if (absl::Status status = products(context, a, b, product, shape, plain);
+      !status.ok())
+    return status;
+  Operand sum{product, DType::F32}, bias{options.bias, options.biasType};
+  Result out{c, options.outputType};
+  std::optional<Activation> activation;
+  if (options.epilogue == Epilogue::ReluBias)
+    activation = Activation::Relu;
+  if (options.epilogue == Epilogue::GeluTanhBias)
+    activation = Activation::GeluTanh;
+  if (!activation)
+    return addBroadcast(context, sum, bias, out, count, n);
+  if (!options.preActivation)
+    return biasActivation(context, *activation, sum, bias, out, rows, n);
+  if (absl::Status status = addBroadcast(
+          context, sum, bias, Result{options.preActivation, options.outputType},
+          count, n);
+      !status.ok())
+    return status;
+  return cuda::activation(context, *activation,
+                          Operand{options.preActivation, options.outputType},
+                          out, count);
+}
+
 /// The GELU gradient epilogue (see MatmulOptions): cuBLASLt's DGELU_BGRAD
-/// where the product is one call (its bias gradient then sums every row),
-/// DGELU where n allows it, else the product, then the activation gradient
-/// kernel in place and reduceSum for the bias gradient.
+/// where the product is one call (its bias gradient then sums every row)
+/// and the bias gradient has c's type, DGELU where n allows it (then
+/// reduceSum for the bias gradient), else the product, then the activation
+/// gradient kernel in place and reduceSum.
 absl::Status gradientProducts(CudaContext &context, const void *a,
                               const void *b, void *c, const MatmulShape &shape,
                               const MatmulOptions &options) {
   bool oneCall = shape.batch == 1 || (!shape.rhsBatched && !shape.transposeA);
-  if (shape.n % 8 == 0) {
+  if (context.options().fuseEpilogues && shape.n % 8 == 0) {
     MatmulOptions fused = options;
-    if (!oneCall)
+    if (!oneCall || options.biasGradType != options.outputType)
       fused.biasGrad = nullptr;
     absl::Status status = products(context, a, b, c, shape, fused);
+    if (absl::IsUnimplemented(status) && fused.biasGrad) {
+      // DGELU_BGRAD refused: DGELU alone, and reduceSum.
+      fused.biasGrad = nullptr;
+      status = products(context, a, b, c, shape, fused);
+    }
     if (!absl::IsUnimplemented(status)) {
-      if (!status.ok() || !options.biasGrad || fused.biasGrad)
+      if (!status.ok())
         return status;
+      ++epilogueUse().fused;
+      if (!options.biasGrad || fused.biasGrad)
+        return absl::OkStatus();
       return reduceSum(context, Operand{c, options.outputType},
                        {shape.batch * shape.m, shape.n},
                        Result{options.biasGrad, options.biasGradType},
                        {shape.n}, 1.0);
     }
   }
+  ++epilogueUse().unfused;
   MatmulOptions plain = options;
   plain.epilogue = Epilogue::None;
   plain.activationInput = nullptr;
@@ -394,8 +495,21 @@ absl::Status gradientProducts(CudaContext &context, const void *a,
 
 } // namespace
 
+EpilogueUse &epilogueUse() {
+  thread_local EpilogueUse use;
+  return use;
+}
+
 absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
                     const MatmulShape &shape, const MatmulOptions &options) {
+  auto isFloat = [](DType type) {
+    return type == DType::F32 || type == DType::BF16 || type == DType::F16;
+  };
+  if (!isFloat(options.inputType) || !isFloat(options.outputType) ||
+      (options.bias && !isFloat(options.biasType)) ||
+      (options.biasGrad && !isFloat(options.biasGradType)))
+    return absl::InvalidArgumentError(
+        "matmul: operands, bias and bias gradient are f32, bf16 or f16");
   if (options.outputType != DType::F32 &&
       options.outputType != options.inputType)
     return absl::InvalidArgumentError(
@@ -434,30 +548,26 @@ absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
     return absl::InvalidArgumentError("matmul: too many products in a batch");
   if (gradient)
     return gradientProducts(context, a, b, c, shape, options);
-  if (!options.preActivation)
+  if (options.epilogue == Epilogue::None)
     return products(context, a, b, c, shape, options);
-  // cuBLASLt keeps the GELU's input where its leading dimension (n) is a
-  // multiple of 8 and it has an algorithm for it; otherwise, and for the
-  // ReLU (whose auxiliary output is a bit mask), the biased product goes to
-  // the pre-activation and the activation kernel reads it back.
-  if (options.epilogue == Epilogue::GeluTanhBias && shape.n % 8 == 0) {
+  // cuBLASLt's bias is of c's type; it keeps the GELU's input where its
+  // leading dimension (n) is a multiple of 8, and the ReLU's only as a bit
+  // mask (which the plan's gradient does not read).
+  bool fusable =
+      context.options().fuseEpilogues &&
+      options.biasType == options.outputType &&
+      (!options.preActivation ||
+       (options.epilogue == Epilogue::GeluTanhBias && shape.n % 8 == 0));
+  if (fusable) {
     absl::Status status = products(context, a, b, c, shape, options);
-    if (!absl::IsUnimplemented(status))
+    if (!absl::IsUnimplemented(status)) {
+      if (status.ok())
+        ++epilogueUse().fused;
       return status;
+    }
   }
-  MatmulOptions biased = options;
-  biased.epilogue = Epilogue::Bias;
-  biased.preActivation = nullptr;
-  if (absl::Status status =
-          products(context, a, b, options.preActivation, shape, biased);
-      !status.ok())
-    return status;
-  return cuda::activation(context,
-                          options.epilogue == Epilogue::ReluBias
-                              ? Activation::Relu
-                              : Activation::GeluTanh,
-                          Operand{options.preActivation, options.outputType},
-                          Result{c, options.outputType}, batch * m * shape.n);
+  ++epilogueUse().unfused;
+  return unfusedForward(context, a, b, c, shape, options);
 }
 
 } // namespace triad::rt::cuda
