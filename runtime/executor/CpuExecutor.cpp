@@ -243,6 +243,13 @@ bool CpuExecutor::runsStored(const plan::Instr &instr) const {
   case plan::OpCode::RmsNormGrad:
     // A row at a time.
     break;
+  case plan::OpCode::Attention:
+  case plan::OpCode::AttentionGrad:
+    // A (sample, head) at a time; ALiBi's slopes are read as f32.
+    if (std::optional<uint32_t> slopes = attentionCall(instr).slopes;
+        slopes && value(*slopes).dtype() != plan::DType::F32)
+      return false;
+    break;
   case plan::OpCode::Cast:
     // Between float types: widened and rounded a chunk at a time.
     if (value(instr.inputs()->Get(0)).dtype() == plan::DType::I32 ||
@@ -311,6 +318,24 @@ absl::Status CpuExecutor::executeStored(const plan::Instr &instr) {
   case plan::OpCode::Cast:
     cpu::convert(in(0), storedOut(out), count);
     break;
+  case plan::OpCode::Attention:
+  case plan::OpCode::AttentionGrad: {
+    AttentionCall call = attentionCall(instr);
+    const int32_t *prefix = call.prefix ? i32(*call.prefix) : nullptr;
+    if (prefix)
+      if (absl::Status s = checkPrefixLengths(prefix, call.shape); !s.ok())
+        return s;
+    const float *slopes = call.slopes ? f32(*call.slopes) : nullptr;
+    if (instr.op() == plan::OpCode::Attention)
+      cpu::attention(in(0), in(1), in(2), prefix, slopes, storedOut(out),
+                     call.shape);
+    else
+      cpu::attentionGrad(in(0), in(1), in(2), prefix, slopes,
+                         storedIn(call.dout), storedOut(out),
+                         storedOut(instr.outputs()->Get(1)),
+                         storedOut(instr.outputs()->Get(2)), call.shape);
+    break;
+  }
   case plan::OpCode::LayerNorm:
   case plan::OpCode::RmsNorm:
   case plan::OpCode::LayerNormGrad:

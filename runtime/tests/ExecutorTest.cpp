@@ -508,4 +508,75 @@ TEST(CpuExecutorSteps, SixteenBitElementwiseKernelsGiveTheWidenedBits) {
   }
 }
 
+// Attention and its gradient on bf16 and f16 values (each (sample, head)
+// widened into dense buffers, cpu::attention on StoredIn): the bits of the
+// f32 kernels on the widened values, rounded once; grouped-query heads
+// (dk and dv summed over a group before they are rounded), a causal mask
+// and more query rows than one block, and an ALiBi bias.
+TEST(CpuExecutorSteps, SixteenBitAttentionGivesTheWidenedBits) {
+  const int64_t batch = 2, seq = 70, heads = 4, kvHeads = 2, headDim = 8;
+  const std::vector<int64_t> queries = {batch, seq, heads * headDim},
+                             keys = {batch, seq, kvHeads * headDim},
+                             slopesShape = {heads};
+  for (DType half : {DType::BF16, DType::F16}) {
+    for (bool alibi : {false, true}) {
+      SCOPED_TRACE(testing::Message() << (half == DType::BF16 ? "bf16" : "f16")
+                                      << (alibi ? ", ALiBi" : ""));
+      bool bf16 = half == DType::BF16;
+      auto build = [&](DType type) {
+        PlanBuilder b;
+        uint32_t q = b.value(type, queries), k = b.value(type, keys),
+                 v = b.value(type, keys), dout = b.value(type, queries),
+                 slopes = b.value(DType::F32, slopesShape);
+        uint32_t out = b.value(type, queries), dq = b.value(type, queries),
+                 dk = b.value(type, keys), dv = b.value(type, keys);
+        std::vector<int64_t> ints = {
+            heads, kvHeads, static_cast<int64_t>(triad::plan::MaskCode::Causal),
+            0, alibi ? 1 : 0};
+        std::vector<uint32_t> inputs = {q, k, v};
+        if (alibi)
+          inputs.push_back(slopes);
+        b.function("f", {q, k, v, dout, slopes});
+        b.instr(OpCode::Attention, inputs, {out}, ints, {0.35});
+        inputs.push_back(dout); // the gradient's last operand
+        b.instr(OpCode::AttentionGrad, inputs, {dq, dk, dv}, ints, {0.35});
+        b.results({out, dq, dk, dv}, {});
+        return b.build();
+      };
+      uint32_t state = 7;
+      std::vector<HostTensor> args = {
+          floats(queries, uniform(batch * seq * heads * headDim, state, 2.0f)),
+          floats(keys, uniform(batch * seq * kvHeads * headDim, state, 2.0f)),
+          floats(keys, uniform(batch * seq * kvHeads * headDim, state, 2.0f)),
+          floats(queries, uniform(batch * seq * heads * headDim, state, 2.0f)),
+          floats(slopesShape, {0.5f, 0.25f, 0.125f, 0.0625f})};
+      for (size_t a = 0; a < 4; ++a) {
+        std::vector<uint16_t> bits(args[a].floats.size());
+        cpu::narrow(bf16, args[a].floats.data(), bits.data(), bits.size());
+        cpu::widen(bf16, bits.data(), args[a].floats.data(), bits.size());
+      }
+      Loaded sixteen = load(build(half)), wide = load(build(DType::F32));
+      std::vector<HostTensor> halfArgs = args;
+      for (size_t a = 0; a < 4; ++a)
+        halfArgs[a].dtype = half;
+      auto got = sixteen.executor->run("f", halfArgs);
+      auto want = wide.executor->run("f", args);
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_TRUE(want.ok()) << want.status();
+      ASSERT_EQ(got->size(), 4u);
+      for (size_t r = 0; r < 4; ++r) {
+        std::vector<float> rounded = (*want)[r].floats;
+        std::vector<uint16_t> bits(rounded.size());
+        cpu::narrow(bf16, rounded.data(), bits.data(), bits.size());
+        cpu::widen(bf16, bits.data(), rounded.data(), bits.size());
+        const std::vector<float> &values = (*got)[r].floats;
+        ASSERT_EQ(values.size(), rounded.size());
+        for (size_t i = 0; i < values.size(); ++i)
+          ASSERT_EQ(values[i], rounded[i])
+              << "result " << r << ", element " << i;
+      }
+    }
+  }
+}
+
 } // namespace

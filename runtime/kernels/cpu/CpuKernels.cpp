@@ -632,94 +632,183 @@ void attentionWeights(const float *q, const float *k, const float *alibiSlopes,
 }
 } // namespace
 
-// Each (sample, head) block is a few matrix products over its strided rows
-// of the packed [batch, seq, heads * headDim] tensors, a block of query rows
-// at a time; threads take (sample, head) blocks (OpenBLAS runs
-// single-threaded inside them).
+namespace {
+/// One (sample, head) block of attention: the rows of `out` that `view`
+/// addresses, from q, k and v as it addresses them, a block of query rows
+/// at a time.
+void attendHead(const float *q, const float *k, const float *v,
+                const float *alibiSlopes, const AttentionShape &s,
+                const HeadView &view, int64_t h, float *out, float *weights) {
+  for (int64_t i0 = 0; i0 < s.querySeq; i0 += kQueryBlock) {
+    int64_t i1 = std::min(s.querySeq, i0 + kQueryBlock);
+    int64_t keys = visibleKeys(s, view.prefix, i1);
+    attentionWeights(q, k, alibiSlopes, s, view, h, i0, i1, keys, weights);
+    cblas_sgemm(
+        CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(i1 - i0),
+        static_cast<int>(s.headDim), static_cast<int>(keys), 1.0f,
+        weights + i0 * s.keySeq, static_cast<int>(s.keySeq), v + view.kvOffset,
+        static_cast<int>(view.kvWidth), 0.0f,
+        out + view.qOffset + i0 * view.qWidth, static_cast<int>(view.qWidth));
+  }
+}
+
+/// One (sample, head) block of attention's gradient: its rows of dq, and
+/// its terms added into dk and dv (as `view` addresses them all).
+void attendHeadGrad(const float *q, const float *k, const float *v,
+                    const float *alibiSlopes, const float *dout,
+                    const AttentionShape &s, const HeadView &view, int64_t h,
+                    float *dq, float *dk, float *dv, float *weights,
+                    float *dWeights) {
+  const int sk = static_cast<int>(s.keySeq), hd = static_cast<int>(s.headDim);
+  const int qw = static_cast<int>(view.qWidth),
+            kvw = static_cast<int>(view.kvWidth);
+  for (int64_t i0 = 0; i0 < s.querySeq; i0 += kQueryBlock) {
+    int64_t i1 = std::min(s.querySeq, i0 + kQueryBlock);
+    const int rows = static_cast<int>(i1 - i0);
+    int64_t keys = visibleKeys(s, view.prefix, i1);
+    const int kn = static_cast<int>(keys);
+    const float *dOut = dout + view.qOffset + i0 * view.qWidth;
+    float *p = weights + i0 * s.keySeq, *dp = dWeights + i0 * s.keySeq;
+    attentionWeights(q, k, alibiSlopes, s, view, h, i0, i1, keys, weights);
+    // dP = dO V^T; dV += P^T dO.
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kn, hd, 1.0f,
+                dOut, qw, v + view.kvOffset, kvw, 0.0f, dp, sk);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hd, rows, 1.0f, p,
+                sk, dOut, qw, 1.0f, dv + view.kvOffset, kvw);
+    // dS = P (dP - rowsum(P dP)) * scale, in place of dP.
+    for (int64_t i = 0; i < rows; ++i) {
+      const float *pRow = p + i * s.keySeq;
+      float *dpRow = dp + i * s.keySeq;
+      float outDotGrad = 0.0f;
+      for (int64_t j = 0; j < keys; ++j)
+        outDotGrad += pRow[j] * dpRow[j];
+      for (int64_t j = 0; j < keys; ++j)
+        dpRow[j] = pRow[j] * (dpRow[j] - outDotGrad) * s.scale;
+    }
+    // dQ = dS K; dK += dS^T Q.
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kn, 1.0f,
+                dp, sk, k + view.kvOffset, kvw, 0.0f,
+                dq + view.qOffset + i0 * view.qWidth, qw);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hd, rows, 1.0f, dp,
+                sk, q + view.qOffset + i0 * view.qWidth, qw, 1.0f,
+                dk + view.kvOffset, kvw);
+  }
+}
+
+/// `rows` rows of `width` values of `in`, `stride` apart from `offset`
+/// (one head's columns of a packed tensor), widened into `out` (dense).
+void gatherRows(StoredIn in, int64_t offset, int64_t stride, int64_t rows,
+                int64_t width, float *out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t begin = offset + r * stride;
+    if (in.type == Storage::F32)
+      std::copy_n(static_cast<const float *>(in.data) + begin, width,
+                  out + r * width);
+    else
+      widen(in.type == Storage::BF16,
+            static_cast<const uint16_t *>(in.data) + begin, out + r * width,
+            width);
+  }
+}
+
+/// The reverse of gatherRows: dense `in` rounded into the rows of `out`.
+void scatterRows(const float *in, StoredOut out, int64_t offset, int64_t stride,
+                 int64_t rows, int64_t width) {
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t begin = offset + r * stride;
+    if (out.type == Storage::F32)
+      std::copy_n(in + r * width, width,
+                  static_cast<float *>(out.data) + begin);
+    else
+      narrow(out.type == Storage::BF16, in + r * width,
+             static_cast<uint16_t *>(out.data) + begin, width);
+  }
+}
+} // namespace
+
+// The f32 kernels are the stored ones on f32 storage (see below).
 void attention(const float *q, const float *k, const float *v,
                const int32_t *prefixLengths, const float *alibiSlopes,
                float *out, const AttentionShape &s) {
-#pragma omp parallel
-  {
-    std::vector<float> weights(s.querySeq * s.keySeq);
-#pragma omp for collapse(2)
-    for (int64_t b = 0; b < s.batch; ++b)
-      for (int64_t h = 0; h < s.heads; ++h) {
-        HeadView view = headView(s, prefixLengths, b, h);
-        for (int64_t i0 = 0; i0 < s.querySeq; i0 += kQueryBlock) {
-          int64_t i1 = std::min(s.querySeq, i0 + kQueryBlock);
-          int64_t keys = visibleKeys(s, view.prefix, i1);
-          attentionWeights(q, k, alibiSlopes, s, view, h, i0, i1, keys,
-                           weights.data());
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
-                      static_cast<int>(i1 - i0), static_cast<int>(s.headDim),
-                      static_cast<int>(keys), 1.0f,
-                      weights.data() + i0 * s.keySeq,
-                      static_cast<int>(s.keySeq), v + view.kvOffset,
-                      static_cast<int>(view.kvWidth), 0.0f,
-                      out + view.qOffset + i0 * view.qWidth,
-                      static_cast<int>(view.qWidth));
-        }
-      }
-  }
+  constexpr Storage f32 = Storage::F32;
+  attention(StoredIn{q, f32}, StoredIn{k, f32}, StoredIn{v, f32}, prefixLengths,
+            alibiSlopes, StoredOut{out, f32}, s);
 }
 
 void attentionGrad(const float *q, const float *k, const float *v,
                    const int32_t *prefixLengths, const float *alibiSlopes,
                    const float *dout, float *dq, float *dk, float *dv,
                    const AttentionShape &s) {
-  int64_t kvWidth = s.kvHeads * s.headDim;
-  int64_t group = s.heads / s.kvHeads;
-  const int sk = static_cast<int>(s.keySeq), hd = static_cast<int>(s.headDim);
-  std::fill_n(dk, s.batch * s.keySeq * kvWidth, 0.0f);
-  std::fill_n(dv, s.batch * s.keySeq * kvWidth, 0.0f);
-  // Query heads sharing a kv head add into the same dk/dv columns: threads
-  // take (sample, kv head) blocks, each owning its columns.
+  constexpr Storage f32 = Storage::F32;
+  attentionGrad(StoredIn{q, f32}, StoredIn{k, f32}, StoredIn{v, f32},
+                prefixLengths, alibiSlopes, StoredIn{dout, f32},
+                StoredOut{dq, f32}, StoredOut{dk, f32}, StoredOut{dv, f32}, s);
+}
+
+// Each thread takes one (sample, head) at a time (one (sample, kv head) for
+// the gradient, whose query heads add into the same dk and dv): it copies
+// (widening 16-bit values) the head's strided rows of the packed [batch,
+// seq, heads * headDim] tensors into dense buffers, runs the block there,
+// a few matrix products a block of query rows at a time (OpenBLAS
+// single-threaded inside), and writes (rounding) its rows of the results
+// back.
+void attention(StoredIn q, StoredIn k, StoredIn v, const int32_t *prefixLengths,
+               const float *alibiSlopes, StoredOut out,
+               const AttentionShape &s) {
+  const int64_t hd = s.headDim;
+#pragma omp parallel
+  {
+    std::vector<float> weights(s.querySeq * s.keySeq), qd(s.querySeq * hd),
+        kd(s.keySeq * hd), vd(s.keySeq * hd), od(s.querySeq * hd);
+#pragma omp for collapse(2)
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t h = 0; h < s.heads; ++h) {
+        HeadView at = headView(s, prefixLengths, b, h);
+        gatherRows(q, at.qOffset, at.qWidth, s.querySeq, hd, qd.data());
+        gatherRows(k, at.kvOffset, at.kvWidth, s.keySeq, hd, kd.data());
+        gatherRows(v, at.kvOffset, at.kvWidth, s.keySeq, hd, vd.data());
+        HeadView dense{0, 0, hd, hd, at.kvHead, at.prefix};
+        attendHead(qd.data(), kd.data(), vd.data(), alibiSlopes, s, dense, h,
+                   od.data(), weights.data());
+        scatterRows(od.data(), out, at.qOffset, at.qWidth, s.querySeq, hd);
+      }
+  }
+}
+
+void attentionGrad(StoredIn q, StoredIn k, StoredIn v,
+                   const int32_t *prefixLengths, const float *alibiSlopes,
+                   StoredIn dout, StoredOut dq, StoredOut dk, StoredOut dv,
+                   const AttentionShape &s) {
+  const int64_t hd = s.headDim, group = s.heads / s.kvHeads;
 #pragma omp parallel
   {
     std::vector<float> weights(s.querySeq * s.keySeq),
-        dWeights(s.querySeq * s.keySeq);
+        dWeights(s.querySeq * s.keySeq), qd(s.querySeq * hd),
+        dod(s.querySeq * hd), dqd(s.querySeq * hd), kd(s.keySeq * hd),
+        vd(s.keySeq * hd), dkd(s.keySeq * hd), dvd(s.keySeq * hd);
 #pragma omp for collapse(2)
     for (int64_t b = 0; b < s.batch; ++b)
-      for (int64_t kvHead = 0; kvHead < s.kvHeads; ++kvHead)
+      for (int64_t kvHead = 0; kvHead < s.kvHeads; ++kvHead) {
+        HeadView first = headView(s, prefixLengths, b, kvHead * group);
+        gatherRows(k, first.kvOffset, first.kvWidth, s.keySeq, hd, kd.data());
+        gatherRows(v, first.kvOffset, first.kvWidth, s.keySeq, hd, vd.data());
+        std::fill(dkd.begin(), dkd.end(), 0.0f);
+        std::fill(dvd.begin(), dvd.end(), 0.0f);
         for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
-          HeadView view = headView(s, prefixLengths, b, h);
-          const int qw = static_cast<int>(view.qWidth),
-                    kvw = static_cast<int>(view.kvWidth);
-          for (int64_t i0 = 0; i0 < s.querySeq; i0 += kQueryBlock) {
-            int64_t i1 = std::min(s.querySeq, i0 + kQueryBlock);
-            const int rows = static_cast<int>(i1 - i0);
-            int64_t keys = visibleKeys(s, view.prefix, i1);
-            const int kn = static_cast<int>(keys);
-            const float *dOut = dout + view.qOffset + i0 * view.qWidth;
-            float *p = weights.data() + i0 * s.keySeq,
-                  *dp = dWeights.data() + i0 * s.keySeq;
-            attentionWeights(q, k, alibiSlopes, s, view, h, i0, i1, keys,
-                             weights.data());
-            // dP = dO V^T; dV += P^T dO.
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kn, hd,
-                        1.0f, dOut, qw, v + view.kvOffset, kvw, 0.0f, dp, sk);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hd, rows,
-                        1.0f, p, sk, dOut, qw, 1.0f, dv + view.kvOffset, kvw);
-            // dS = P (dP - rowsum(P dP)) * scale, in place of dP.
-            for (int64_t i = 0; i < rows; ++i) {
-              const float *pRow = p + i * s.keySeq;
-              float *dpRow = dp + i * s.keySeq;
-              float outDotGrad = 0.0f;
-              for (int64_t j = 0; j < keys; ++j)
-                outDotGrad += pRow[j] * dpRow[j];
-              for (int64_t j = 0; j < keys; ++j)
-                dpRow[j] = pRow[j] * (dpRow[j] - outDotGrad) * s.scale;
-            }
-            // dQ = dS K; dK += dS^T Q.
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kn,
-                        1.0f, dp, sk, k + view.kvOffset, kvw, 0.0f,
-                        dq + view.qOffset + i0 * view.qWidth, qw);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hd, rows,
-                        1.0f, dp, sk, q + view.qOffset + i0 * view.qWidth, qw,
-                        1.0f, dk + view.kvOffset, kvw);
-          }
+          HeadView at = headView(s, prefixLengths, b, h);
+          gatherRows(q, at.qOffset, at.qWidth, s.querySeq, hd, qd.data());
+          gatherRows(dout, at.qOffset, at.qWidth, s.querySeq, hd, dod.data());
+          HeadView dense{0, 0, hd, hd, at.kvHead, at.prefix};
+          attendHeadGrad(qd.data(), kd.data(), vd.data(), alibiSlopes,
+                         dod.data(), s, dense, h, dqd.data(), dkd.data(),
+                         dvd.data(), weights.data(), dWeights.data());
+          scatterRows(dqd.data(), dq, at.qOffset, at.qWidth, s.querySeq, hd);
         }
+        scatterRows(dkd.data(), dk, first.kvOffset, first.kvWidth, s.keySeq,
+                    hd);
+        scatterRows(dvd.data(), dv, first.kvOffset, first.kvWidth, s.keySeq,
+                    hd);
+      }
   }
 }
 

@@ -152,6 +152,17 @@ void attentionGrad(const float *q, const float *k, const float *v,
                    const int32_t *prefixLengths, const float *alibiSlopes,
                    const float *dout, float *dq, float *dk, float *dv,
                    const AttentionShape &shape);
+/// Attention and its gradient on stored values (the f32 entry points above
+/// are these on f32 storage): each (sample, head)'s rows copied (widened)
+/// into dense f32 buffers, the block run there, its results rounded back
+/// (dk and dv once, after the query heads of their group).
+void attention(StoredIn q, StoredIn k, StoredIn v, const int32_t *prefixLengths,
+               const float *alibiSlopes, StoredOut out,
+               const AttentionShape &s);
+void attentionGrad(StoredIn q, StoredIn k, StoredIn v,
+                   const int32_t *prefixLengths, const float *alibiSlopes,
+                   StoredIn dout, StoredOut dq, StoredOut dk, StoredOut dv,
+                   const AttentionShape &s);
 
 /// Rotary embedding of [batch * seq, heads * headDim] rows; `direction` 1
 /// rotates (rope), -1 rotates back (its gradient).
