@@ -214,7 +214,9 @@ template <typename In, typename Out>
 __global__ void accumulateKernel(Out acc, In x, const float *weight,
                                  int64_t count) {
   float w = *weight;
-  TRIAD_GRID_STRIDE(i, count) acc.store(i, acc.load(i) + w * x[i]);
+  // A multiply and an add, each rounded, as on the CPU (not a fused one).
+  TRIAD_GRID_STRIDE(i, count)
+  acc.store(i, __fadd_rn(acc.load(i), __fmul_rn(w, x[i])));
 }
 
 template <typename Out>
@@ -438,9 +440,12 @@ __global__ void normKernel(In x, In gamma, In beta, Out y, int64_t width,
   RowStatistics stats = rowStatistics(in, width, epsilon, center);
   float inverse = static_cast<float>(stats.inverse);
   float mean = static_cast<float>(stats.mean);
+  // Rounded operation by operation, as the CPU computes it: nvcc would
+  // otherwise fuse the last multiply and add in some instantiations only.
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
-    out.store(i, (in[i] - mean) * inverse * gamma[i] +
-                     (beta.data ? beta[i] : 0.0f));
+    out.store(i, __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(in[i], mean), inverse),
+                                     gamma[i]),
+                           beta.data ? beta[i] : 0.0f));
 }
 
 /// dx of one row, and the row's statistics into `stats` (mean, inverse)

@@ -294,8 +294,11 @@ absl::Status stridedCopy(cudaStream_t stream, const void *x, void *out,
 
 /// out = factor * x summed to `outShape` (the plan's Sum: the adjoint of a
 /// broadcast, `outShape` aligned with x's trailing dimensions, a size of 1
-/// where x is summed). Each output element adds its x elements in x's
-/// row-major order in double, as the CPU does, so the two agree exactly.
+/// where x is summed), in double. Each output element adds its x elements
+/// in x's row-major order, as the CPU does, where one block of rows covers
+/// them (the two then agree exactly); over more rows, partial sums of
+/// blocks of rows are added in block order (the same bits every run, not
+/// the CPU's).
 absl::Status reduceSum(CudaContext &context, const float *x,
                        const std::vector<int64_t> &xShape, float *out,
                        const std::vector<int64_t> &outShape, double factor);

@@ -88,6 +88,11 @@ std::string cudnnRefusal(const CudnnAttentionCall &call,
     return "cuDNN's attention gradient does not take one query and one key";
   if (facts.version == 0)
     return "";
+  // cuDNN's frontend refuses a masked attention of one query row (decode)
+  // up to 9.9.
+  if (s.mask == cpu::Mask::Causal && s.querySeq == 1 && facts.version <= 90900)
+    return absl::StrCat("cuDNN ", facts.version,
+                        " does not take a causal attention of one query");
   if (facts.version == 91000 || facts.version == 91001)
     return absl::StrCat("cuDNN ", facts.version,
                         " has known wrong results in its fused attention "
@@ -869,6 +874,10 @@ public:
   }
 
   ~CudnnAttention() {
+    // Their kernels (modules cuDNN compiled at run time) may still be
+    // queued on the stream the plans last ran on.
+    if (lastStream)
+      cudaStreamSynchronize(lastStream);
     plans.clear();
     if (handle)
       api->destroy(handle);
@@ -999,6 +1008,7 @@ private:
             *api, api->setStream(handle, context.stream()), "cudnnSetStream");
         !s.ok())
       return s;
+    lastStream = context.stream();
     std::vector<void *> addresses;
     for (int64_t uid : plan.uids) {
       if (!pointers[uid])
@@ -1045,6 +1055,8 @@ private:
   std::shared_ptr<const CudnnApi> api;
   cudnnHandle_t handle = nullptr;
   std::map<CudnnPlanKey, absl::StatusOr<std::unique_ptr<CudnnPlan>>> plans;
+  /// The stream run() last enqueued a plan's work on.
+  cudaStream_t lastStream = nullptr;
 };
 
 bool cudnnRouteBuilt() { return true; }
