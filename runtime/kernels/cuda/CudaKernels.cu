@@ -371,19 +371,28 @@ __global__ void gatedGradKernel(Activation kind, In gate, In up, In dy,
   }
 }
 
+/// The grid's second dimension over `chunks` chunks of rows (a kernel
+/// strides over the rest: gridDim.y is at most 65535).
+inline unsigned chunkGrid(int64_t chunks) {
+  return static_cast<unsigned>(std::min<int64_t>(chunks, 65535));
+}
+
 /// partial[chunk, c] = the sum over the rows of `chunk` (kRowChunk rows) of
-/// values[r, c], in row order; blocks of 32 columns, one thread a column.
+/// values[r, c], in row order; blocks of 32 columns, one thread a column,
+/// the grid's y striding over the chunks.
 __global__ void columnChunkSumKernel(const float *values, double *partial,
-                                     int64_t rows, int64_t width) {
+                                     int64_t rows, int64_t width,
+                                     int64_t chunks) {
   int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  int64_t chunk = blockIdx.y;
   if (c >= width)
     return;
-  int64_t end = min(rows, (chunk + 1) * kRowChunk);
-  double sum = 0.0;
-  for (int64_t r = chunk * kRowChunk; r < end; ++r)
-    sum += values[r * width + c];
-  partial[chunk * width + c] = sum;
+  for (int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
+    int64_t end = min(rows, (chunk + 1) * kRowChunk);
+    double sum = 0.0;
+    for (int64_t r = chunk * kRowChunk; r < end; ++r)
+      sum += values[r * width + c];
+    partial[chunk * width + c] = sum;
+  }
 }
 
 /// target[c] (+)= factor times the partials of column c added in chunk
@@ -482,19 +491,20 @@ __global__ void normGradKernel(In x, In gamma, In dy, Out dx, double *stats,
 template <typename In>
 __global__ void normGammaChunkKernel(In x, In dy, const double *stats,
                                      double *partial, int64_t rows,
-                                     int64_t width) {
+                                     int64_t width, int64_t chunks) {
   int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  int64_t chunk = blockIdx.y;
   if (c >= width)
     return;
-  int64_t end = min(rows, (chunk + 1) * kRowChunk);
-  double sum = 0.0;
-  for (int64_t r = chunk * kRowChunk; r < end; ++r) {
-    float xhat = static_cast<float>((x[r * width + c] - stats[2 * r]) *
-                                    stats[2 * r + 1]);
-    sum += static_cast<double>(dy[r * width + c]) * xhat;
+  for (int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
+    int64_t end = min(rows, (chunk + 1) * kRowChunk);
+    double sum = 0.0;
+    for (int64_t r = chunk * kRowChunk; r < end; ++r) {
+      float xhat = static_cast<float>((x[r * width + c] - stats[2 * r]) *
+                                      stats[2 * r + 1]);
+      sum += static_cast<double>(dy[r * width + c]) * xhat;
+    }
+    partial[chunk * width + c] = sum;
   }
-  partial[chunk * width + c] = sum;
 }
 
 //===----------------------------------------------------------------------===//
@@ -880,9 +890,6 @@ absl::Status normGrad(CudaContext &context, In x, In gamma, In dy, Out dx,
   if (absl::Status s = checkGrid(rows, "a norm gradient"); !s.ok())
     return s;
   int64_t chunks = (rows + kRowChunk - 1) / kRowChunk;
-  if (chunks > 65535)
-    return absl::InvalidArgumentError(
-        "a norm gradient has more rows than its dgamma reduction launches");
   size_t statsBytes = alignScratch(sizeof(double) * 2 * rows);
   absl::StatusOr<void *> scratch =
       context.scratch(statsBytes + sizeof(double) * chunks * width);
@@ -895,10 +902,9 @@ absl::Status normGrad(CudaContext &context, In x, In gamma, In dy, Out dx,
       <<<static_cast<unsigned>(rows), rowThreads(width), 0, context.stream()>>>(
           x, gamma, dy, dx, stats, width, epsilon, center);
   TRIAD_CUDA_CHECK_LAUNCH("normGradKernel");
-  dim3 grid(static_cast<unsigned>((width + 31) / 32),
-            static_cast<unsigned>(chunks));
-  normGammaChunkKernel<In>
-      <<<grid, 32, 0, context.stream()>>>(x, dy, stats, partial, rows, width);
+  dim3 grid(static_cast<unsigned>((width + 31) / 32), chunkGrid(chunks));
+  normGammaChunkKernel<In><<<grid, 32, 0, context.stream()>>>(
+      x, dy, stats, partial, rows, width, chunks);
   TRIAD_CUDA_CHECK_LAUNCH("normGammaChunkKernel");
   addPartialsKernel<Out>
       <<<elementBlocks(width), kThreads, 0, context.stream()>>>(
@@ -1046,18 +1052,14 @@ absl::Status biasActivationGrad(CudaContext &context, Activation kind,
       !s.ok())
     return s;
   int64_t chunks = std::max<int64_t>(1, (rows + kRowChunk - 1) / kRowChunk);
-  if (chunks > 65535)
-    return absl::InvalidArgumentError(
-        "a bias gradient has more rows than its reduction launches");
   absl::StatusOr<void *> scratch =
       context.scratch(sizeof(double) * chunks * width);
   if (!scratch.ok())
     return scratch.status();
   auto *partial = static_cast<double *>(*scratch);
-  dim3 grid(static_cast<unsigned>((width + 31) / 32),
-            static_cast<unsigned>(chunks));
+  dim3 grid(static_cast<unsigned>((width + 31) / 32), chunkGrid(chunks));
   columnChunkSumKernel<<<grid, 32, 0, context.stream()>>>(dx, partial, rows,
-                                                          width);
+                                                          width, chunks);
   TRIAD_CUDA_CHECK_LAUNCH("columnChunkSumKernel");
   addPartialsKernel<F32Out>
       <<<elementBlocks(width), kThreads, 0, context.stream()>>>(
