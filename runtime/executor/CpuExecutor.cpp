@@ -281,6 +281,10 @@ cpu::StoredIn CpuExecutor::storedIn(uint32_t index) {
 }
 
 cpu::StoredOut CpuExecutor::storedOut(uint32_t index) {
+  // A 16-bit value inside a kernel on f32 copies: its copy.
+  for (auto &[widenedIndex, copy] : widened)
+    if (widenedIndex == index)
+      return {copy, cpu::Storage::F32};
   switch (value(index).dtype()) {
   case plan::DType::BF16:
     return {bits16(index), cpu::Storage::BF16};
@@ -557,22 +561,9 @@ absl::Status CpuExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     return absl::OkStatus();
   }
   case plan::OpCode::Attention:
-  case plan::OpCode::AttentionGrad: {
-    AttentionCall call = attentionCall(instr);
-    const int32_t *prefix = call.prefix ? i32(*call.prefix) : nullptr;
-    if (prefix)
-      if (absl::Status s = checkPrefixLengths(prefix, call.shape); !s.ok())
-        return s;
-    const float *slopes = call.slopes ? f32(*call.slopes) : nullptr;
-    if (instr.op() == plan::OpCode::Attention)
-      cpu::attention(f32(in(0)), f32(in(1)), f32(in(2)), prefix, slopes,
-                     f32(out(0)), call.shape);
-    else
-      cpu::attentionGrad(f32(in(0)), f32(in(1)), f32(in(2)), prefix, slopes,
-                         f32(call.dout), f32(out(0)), f32(out(1)), f32(out(2)),
-                         call.shape);
-    return absl::OkStatus();
-  }
+  case plan::OpCode::AttentionGrad:
+    // The stored values' kernel, on f32 ones (or f32 copies).
+    return executeStored(instr);
   case plan::OpCode::Rope: {
     Shape x = shape(in(0));
     plan::RopeAttrs rope = plan::ropeAttrs(*instr.ints(), *instr.floats());

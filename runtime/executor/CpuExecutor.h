@@ -74,12 +74,17 @@ private:
   /// their bits by oneDNN, when this executor has its bf16 products.
   bool runsOnBf16Products(const plan::Instr &instr) const;
 
-  /// An element-wise kernel (Add, Mul, Activation, ActivationGrad, Gated)
-  /// on its values as they are stored (cpu::StoredIn): 16-bit ones
-  /// converted a chunk at a time, in cache, not as whole f32 copies; the
-  /// same bits. Not for a result that shares bytes with another operand.
+  /// A kernel that reads its values as they are stored (cpu::StoredIn):
+  /// the element-wise ones (Add, Mul, Activation, ActivationGrad, Gated)
+  /// and casts a chunk at a time, norms a row at a time, bias-gradient sums
+  /// a block of columns at a time, attention a (sample, head) at a time;
+  /// 16-bit values converted in the thread's buffers, not as whole f32
+  /// copies, with the same bits. Not for a result that shares bytes with
+  /// another operand.
   bool runsStored(const plan::Instr &instr) const;
   absl::Status executeStored(const plan::Instr &instr);
+  /// Value `value` as stored: its f32 copy while a kernel runs on copies,
+  /// else in the arena in its type.
   cpu::StoredIn storedIn(uint32_t value);
   cpu::StoredOut storedOut(uint32_t value);
 

@@ -670,18 +670,8 @@ const std::vector<uint32_t> &Executor::touchedBy(uint32_t function) {
   if (!inserted)
     return it->second;
   std::vector<uint32_t> &values = it->second;
-  const plan::Function &f = *program->functions()->Get(function);
-  auto add = [&](const flatbuffers::Vector<uint32_t> *list) {
-    if (list)
-      values.insert(values.end(), list->begin(), list->end());
-  };
-  add(f.args());
-  add(f.results());
-  if (f.body())
-    for (const plan::Instr *instr : *f.body()) {
-      add(instr->inputs());
-      add(instr->outputs());
-    }
+  forEachValueOf(*program->functions()->Get(function),
+                 [&](uint32_t index) { values.push_back(index); });
   std::sort(values.begin(), values.end());
   values.erase(std::unique(values.begin(), values.end()), values.end());
   return values;

@@ -942,22 +942,10 @@ absl::Status checkSchedule(const plan::Plan &plan) {
 
 uint32_t slotsOf(const plan::Program &program, const plan::Function &function) {
   uint32_t most = 0;
-  auto visit = [&](const flatbuffers::Vector<uint32_t> *list) {
-    if (list)
-      for (uint32_t index : *list) {
-        uint32_t slots = index < program.values()->size()
-                             ? program.values()->Get(index)->slots()
-                             : 0;
-        most = std::max(most, slots);
-      }
-  };
-  visit(function.args());
-  visit(function.results());
-  if (function.body())
-    for (const plan::Instr *instr : *function.body()) {
-      visit(instr->inputs());
-      visit(instr->outputs());
-    }
+  forEachValueOf(function, [&](uint32_t index) {
+    if (index < program.values()->size())
+      most = std::max(most, program.values()->Get(index)->slots());
+  });
   return most;
 }
 

@@ -92,6 +92,25 @@ double stepFlops(const plan::Plan &plan);
 /// The size of mesh axis `name`, 1 when the mesh has no such axis.
 int64_t meshAxisSize(const plan::Plan &plan, const std::string &name);
 
+/// Calls `visit(index)` for each value `function` names: its arguments,
+/// its results and every instruction's operands, in that order (a value
+/// named twice is visited twice).
+template <typename Visit>
+void forEachValueOf(const plan::Function &function, Visit visit) {
+  auto all = [&](const flatbuffers::Vector<uint32_t> *list) {
+    if (list)
+      for (uint32_t index : *list)
+        visit(index);
+  };
+  all(function.args());
+  all(function.results());
+  if (function.body())
+    for (const plan::Instr *instr : *function.body()) {
+      all(instr->inputs());
+      all(instr->outputs());
+    }
+}
+
 /// The most slots of the slotted values `function` reads or writes (0: it
 /// uses none). A call of a function with slotted values picks any slot
 /// below kMaxSlots (its stage's microbatch in flight), each value serving it

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -416,6 +417,41 @@ TEST(CpuExecutorSteps, GeluGradientEpilogueGivesTheBitsOfTheUnfusedKernels) {
   }
 }
 
+/// Runs function "f" of the plan `build(type)` makes, once in `half` (its
+/// first `sixteen` arguments of that type) and once in f32, on `args`
+/// rounded to `half` as the 16-bit plan stores them: each 16-bit result
+/// must be the f32 plan's rounded once, each f32 one the f32 plan's.
+void expectTheWidenedBits(const std::function<std::string(DType)> &build,
+                          std::vector<HostTensor> args, size_t sixteen,
+                          DType half) {
+  bool bf16 = half == DType::BF16;
+  auto round = [&](std::vector<float> &values) {
+    std::vector<uint16_t> bits(values.size());
+    cpu::narrow(bf16, values.data(), bits.data(), bits.size());
+    cpu::widen(bf16, bits.data(), values.data(), bits.size());
+  };
+  for (size_t a = 0; a < sixteen; ++a)
+    round(args[a].floats);
+  Loaded halfPlan = load(build(half)), wide = load(build(DType::F32));
+  std::vector<HostTensor> halfArgs = args;
+  for (size_t a = 0; a < sixteen; ++a)
+    halfArgs[a].dtype = half;
+  auto got = halfPlan.executor->run("f", halfArgs);
+  auto want = wide.executor->run("f", args);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t r = 0; r < got->size(); ++r) {
+    std::vector<float> expected = (*want)[r].floats;
+    if ((*got)[r].dtype != DType::F32)
+      round(expected);
+    const std::vector<float> &values = (*got)[r].floats;
+    ASSERT_EQ(values.size(), expected.size());
+    for (size_t i = 0; i < values.size(); ++i)
+      ASSERT_EQ(values[i], expected[i]) << "result " << r << ", element " << i;
+  }
+}
+
 TEST(CpuExecutorSteps, SixteenBitElementwiseKernelsGiveTheWidenedBits) {
   // Add (broadcast and whole), Mul, Activation, ActivationGrad and Gated on
   // bf16 and f16 values (converted a chunk at a time, cpu::StoredIn; 15,000
@@ -426,7 +462,6 @@ TEST(CpuExecutorSteps, SixteenBitElementwiseKernelsGiveTheWidenedBits) {
   // of the f32 kernels on the widened values, rounded once.
   for (DType half : {DType::BF16, DType::F16}) {
     SCOPED_TRACE(half == DType::BF16 ? "bf16" : "f16");
-    bool bf16 = half == DType::BF16;
     const std::vector<int64_t> shape = {3, 5000}, row = {5000};
     const int64_t n = 15000;
     // One plan in `type`, one in f32 on the same (rounded) values.
@@ -477,34 +512,7 @@ TEST(CpuExecutorSteps, SixteenBitElementwiseKernelsGiveTheWidenedBits) {
                                     floats(shape, uniform(n, state, 6.0f)),
                                     floats(row, uniform(5000, state, 2.0f)),
                                     floats(row, uniform(5000, state, 2.0f))};
-    // The 16-bit arguments' values, as the 16-bit plan stores them.
-    for (size_t a = 0; a < 3; ++a) {
-      std::vector<uint16_t> bits(args[a].floats.size());
-      cpu::narrow(bf16, args[a].floats.data(), bits.data(), bits.size());
-      cpu::widen(bf16, bits.data(), args[a].floats.data(), bits.size());
-    }
-    Loaded sixteen = load(build(half)), wide = load(build(DType::F32));
-    std::vector<HostTensor> halfArgs = args;
-    for (size_t a = 0; a < 3; ++a)
-      halfArgs[a].dtype = half;
-    auto got = sixteen.executor->run("f", halfArgs);
-    auto want = wide.executor->run("f", args);
-    ASSERT_TRUE(got.ok()) << got.status();
-    ASSERT_TRUE(want.ok()) << want.status();
-    ASSERT_EQ(got->size(), want->size());
-    for (size_t r = 0; r < got->size(); ++r) {
-      std::vector<float> rounded = (*want)[r].floats;
-      std::vector<uint16_t> bits(rounded.size());
-      // (Results f32 in both plans are compared as they are.)
-      if ((*got)[r].dtype != DType::F32) {
-        cpu::narrow(bf16, rounded.data(), bits.data(), bits.size());
-        cpu::widen(bf16, bits.data(), rounded.data(), bits.size());
-      }
-      const std::vector<float> &values = (*got)[r].floats;
-      ASSERT_EQ(values.size(), rounded.size());
-      for (size_t i = 0; i < values.size(); ++i)
-        ASSERT_EQ(values[i], rounded[i]) << "result " << r << ", element " << i;
-    }
+    expectTheWidenedBits(build, args, 3, half);
   }
 }
 
@@ -522,7 +530,6 @@ TEST(CpuExecutorSteps, SixteenBitAttentionGivesTheWidenedBits) {
     for (bool alibi : {false, true}) {
       SCOPED_TRACE(testing::Message() << (half == DType::BF16 ? "bf16" : "f16")
                                       << (alibi ? ", ALiBi" : ""));
-      bool bf16 = half == DType::BF16;
       auto build = [&](DType type) {
         PlanBuilder b;
         uint32_t q = b.value(type, queries), k = b.value(type, keys),
@@ -550,31 +557,7 @@ TEST(CpuExecutorSteps, SixteenBitAttentionGivesTheWidenedBits) {
           floats(keys, uniform(batch * seq * kvHeads * headDim, state, 2.0f)),
           floats(queries, uniform(batch * seq * heads * headDim, state, 2.0f)),
           floats(slopesShape, {0.5f, 0.25f, 0.125f, 0.0625f})};
-      for (size_t a = 0; a < 4; ++a) {
-        std::vector<uint16_t> bits(args[a].floats.size());
-        cpu::narrow(bf16, args[a].floats.data(), bits.data(), bits.size());
-        cpu::widen(bf16, bits.data(), args[a].floats.data(), bits.size());
-      }
-      Loaded sixteen = load(build(half)), wide = load(build(DType::F32));
-      std::vector<HostTensor> halfArgs = args;
-      for (size_t a = 0; a < 4; ++a)
-        halfArgs[a].dtype = half;
-      auto got = sixteen.executor->run("f", halfArgs);
-      auto want = wide.executor->run("f", args);
-      ASSERT_TRUE(got.ok()) << got.status();
-      ASSERT_TRUE(want.ok()) << want.status();
-      ASSERT_EQ(got->size(), 4u);
-      for (size_t r = 0; r < 4; ++r) {
-        std::vector<float> rounded = (*want)[r].floats;
-        std::vector<uint16_t> bits(rounded.size());
-        cpu::narrow(bf16, rounded.data(), bits.data(), bits.size());
-        cpu::widen(bf16, bits.data(), rounded.data(), bits.size());
-        const std::vector<float> &values = (*got)[r].floats;
-        ASSERT_EQ(values.size(), rounded.size());
-        for (size_t i = 0; i < values.size(); ++i)
-          ASSERT_EQ(values[i], rounded[i])
-              << "result " << r << ", element " << i;
-      }
+      expectTheWidenedBits(build, args, 4, half);
     }
   }
 }
