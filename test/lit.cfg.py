@@ -96,24 +96,33 @@ if os.path.isdir("/usr/share/games/fortunes"):
     config.available_features.add("fortunes")
 
 # GPU tests (REQUIRES: cuda) run where the CUDA backend was built and
-# nvidia-smi lists a GPU; elsewhere lit reports them unsupported.
-# TRIAD_LIT_CUDA=0 or 1 overrides the detection.
+# nvidia-smi lists a GPU, those between GPUs (cuda-gpus-2, cuda-gpus-4)
+# where it lists that many; elsewhere lit reports them unsupported. TRIAD_LIT_CUDA=0 or
+# 1 overrides the detection (one GPU).
 
-def triad_has_gpu():
+def triad_gpu_count():
+    """The GPUs nvidia-smi lists (0 without the CUDA backend or a GPU)."""
     if not getattr(config, "triad_cuda_built", False):
-        return False
+        return 0
     forced = os.environ.get("TRIAD_LIT_CUDA")
     if forced in ("0", "1"):
-        return forced == "1"
+        return int(forced)
     smi = shutil.which("nvidia-smi")
     if not smi:
-        return False
+        return 0
     try:
         listed = subprocess.run([smi, "-L"], capture_output=True, text=True,
                                 timeout=60)
     except (OSError, subprocess.SubprocessError):
-        return False
-    return listed.returncode == 0 and "GPU" in listed.stdout
+        return 0
+    if listed.returncode != 0:
+        return 0
+    return sum(1 for line in listed.stdout.splitlines()
+               if line.startswith("GPU "))
+
+
+def triad_has_gpu():
+    return triad_gpu_count() > 0
 
 
 # oneDNN's bf16 products run where the build has oneDNN and the CPU has
@@ -136,5 +145,10 @@ if getattr(config, "triad_cuda_built", False):
     config.available_features.add("cuda-built")
 if triad_has_gpu():
     config.available_features.add("cuda")
+# Tests of NCCL between GPUs (REQUIRES: cuda-gpus-2, cuda-gpus-4) need a
+# GPU per rank.
+for gpus in (2, 4):
+    if triad_gpu_count() >= gpus:
+        config.available_features.add(f"cuda-gpus-{gpus}")
 config.substitutions.append(
     ("%triad_unit_dir", os.path.join(config.triad_obj_root, "test", "Unit")))
