@@ -268,11 +268,7 @@ bool CpuExecutor::runsStored(const plan::Instr &instr) const {
   }
   // Chunks of the result are written as each is computed: a result may be
   // an operand itself, but not overlap another one.
-  for (uint32_t out : *instr.outputs())
-    for (uint32_t in : *instr.inputs())
-      if (out != in && mayOverlap(value(out), value(in)))
-        return false;
-  return true;
+  return !resultOverlapsOperand(instr, /*inPlace=*/true);
 }
 
 cpu::StoredIn CpuExecutor::storedIn(uint32_t index) {

@@ -1059,15 +1059,6 @@ bool CudaExecutor::runsTyped(const plan::Instr &instr) const {
   return !resultOverlapsOperand(instr, /*inPlace=*/true);
 }
 
-bool CudaExecutor::resultOverlapsOperand(const plan::Instr &instr,
-                                         bool inPlace) const {
-  for (uint32_t out : *instr.outputs())
-    for (uint32_t in : *instr.inputs())
-      if (!(inPlace && out == in) && mayOverlap(value(out), value(in)))
-        return true;
-  return false;
-}
-
 bool CudaExecutor::copiesBits(const plan::Instr &instr) const {
   switch (instr.op()) {
   case plan::OpCode::Copy:

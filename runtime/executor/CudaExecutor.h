@@ -254,11 +254,6 @@ private:
   /// itself, which a typed kernel would read after writing; the f32 copies
   /// keep such a plan working.
   bool runsTyped(const plan::Instr &instr) const;
-  /// Whether a result of `instr` shares bytes with an operand (other than
-  /// itself, where `inPlace` lets a result be an operand: a kernel that
-  /// reads and writes it in one type). The memory planner never places
-  /// one so; a hand-made plan might.
-  bool resultOverlapsOperand(const plan::Instr &instr, bool inPlace) const;
   /// Allocates the f32 copies of 16-bit operands (widePool) at the largest
   /// any instruction of the program widens (not those that run in 16 bits),
   /// so that none grows (and frees, which waits for the whole device) while

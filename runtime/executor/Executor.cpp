@@ -757,6 +757,15 @@ Executor::MatmulDims Executor::matmulDims(const plan::Instr &instr) const {
   return dims;
 }
 
+bool Executor::resultOverlapsOperand(const plan::Instr &instr,
+                                     bool inPlace) const {
+  for (uint32_t out : *instr.outputs())
+    for (uint32_t in : *instr.inputs())
+      if (!(inPlace && out == in) && mayOverlap(value(out), value(in)))
+        return true;
+  return false;
+}
+
 bool Executor::isSixteenBit(uint32_t index) const {
   plan::DType dtype = value(index).dtype();
   return dtype == plan::DType::BF16 || dtype == plan::DType::F16;

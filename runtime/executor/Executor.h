@@ -379,6 +379,11 @@ protected:
   const plan::Persistent *findPersistent(const std::string &name) const;
   /// Whether value `index` is bf16 or f16.
   bool isSixteenBit(uint32_t index) const;
+  /// Whether a result of `instr` shares bytes with an operand (other than
+  /// itself, where `inPlace` lets a result be an operand: a kernel that
+  /// reads and writes it in one type). The memory planner never places
+  /// one so; a hand-made plan might.
+  bool resultOverlapsOperand(const plan::Instr &instr, bool inPlace) const;
   /// The distinct 16-bit values `instr` reads or writes, in order.
   std::vector<uint32_t> sixteenBitOperands(const plan::Instr &instr) const;
 
