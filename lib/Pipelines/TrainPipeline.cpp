@@ -97,6 +97,8 @@ std::string checkOptions(const triad::TrainPipelineOptions &o) {
   if (o.dp < 1 || o.tp < 1 || o.pp < 1)
     os << "dp, tp and pp must be at least 1 (got dp=" << o.dp << " tp=" << o.tp
        << " pp=" << o.pp << ")";
+  else if (o.bucketBytes < 1)
+    os << "bucket-bytes=" << o.bucketBytes << " must be at least 1";
   else if (o.zero < 0 || o.zero > 3)
     os << "zero=" << o.zero << " is not a ZeRO stage (0, 1, 2 or 3)";
   else if (!llvm::is_contained(
@@ -185,6 +187,7 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   pm.addPass(createShardPropagate(propagate));
   PartitionOptions partition;
   partition.sp = options.sp;
+  partition.bucketBytes = options.bucketBytes;
   pm.addPass(createPartition(partition));
   // The partition inserts the collectives each use needs; where several
   // uses in a layer need the same one (the gathered input of the query,
@@ -214,6 +217,7 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   auto lower = meshOptions<LowerToRtOptions>(options);
   lower.dtype = options.dtype;
   lower.fuseEpilogues = options.fuseEpilogues;
+  lower.bucketBytes = options.bucketBytes;
   pm.addPass(createLowerToRt(lower));
 }
 

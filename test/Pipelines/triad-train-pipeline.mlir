@@ -18,6 +18,9 @@
 // RUN: triad-gen --preset tiny --layers 1 --dropout 0.1 | triad-opt --triad-train-pipeline | FileCheck %s --check-prefix=EVALDROP
 // RUN: triad-gen --preset tiny --layers 1 --heads 4 | not triad-opt --triad-train-pipeline=tp=3 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: triad-gen --preset tiny --layers 1 --heads 4 --kv-heads 2 | not triad-opt --triad-train-pipeline=tp=4 2>&1 | FileCheck %s --check-prefix=KVHEADS
+// RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 zero=2 bucket-bytes=32' | FileCheck %s --check-prefix=BUCKETS
+// RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 bucket-bytes=32' | FileCheck %s --check-prefix=DPBUCKETS
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=bucket-bytes=0 2>&1 | FileCheck %s --check-prefix=NOBUCKET
 
 // The default pipeline on the 1x1x1 mesh: autodiff, then one rt program.
 // CHECK-NOT: func.func
@@ -72,6 +75,17 @@
 // ZERO2: rt.func @apply_step
 // ZERO2-NOT: reduce_scatter
 // ZERO2: rt.step
+
+// bucket-bytes reaches both places that bucket: ZeRO-2's reduce-scatters in
+// the backward, each gradient in its own bucket when it is larger (so the
+// first starts while the backward still runs), and the all-reduces of the
+// gradients entering @apply_step.
+// BUCKETS: rt.func @microbatch_step
+// BUCKETS-COUNT-2: rt.kernel reduce_scatter(%{{[0-9a-z_]+}}) -> (%{{[0-9a-z_]+}}) ints [0, 0]
+// BUCKETS: rt.func @apply_step
+// DPBUCKETS: rt.func @apply_step
+// DPBUCKETS-COUNT-2: 1 tensors in one bucket
+// NOBUCKET: error: --triad-train-pipeline: bucket-bytes=0 must be at least 1
 
 // Data parallel: each rank computes on its half of the batch; the loss
 // sum, the token count and every gradient accumulator are all-reduced over

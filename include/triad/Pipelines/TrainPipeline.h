@@ -92,6 +92,13 @@ struct TrainPipelineOptions
       llvm::cl::desc("16-bit models: sum gradients in f32 (default) or in "
                      "the parameter's type (param)"),
       llvm::cl::init("f32")};
+  Option<int64_t> bucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("Most bytes of gradients one collective reduces (the "
+                     "data-parallel all-reduces, ZeRO's reduce-scatters) and "
+                     "of parameters one all-gather moves: smaller buckets "
+                     "start during the backward pass sooner"),
+      llvm::cl::init(25 * 1024 * 1024)};
   Option<bool> fuseEpilogues{
       *this, "fuse-epilogues",
       llvm::cl::desc("Lower each linear layer's product, bias and tanh GELU "
