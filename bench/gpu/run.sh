@@ -544,11 +544,14 @@ step_throughput() {
 
 # Where Triad's step goes: the instructions of steps 2 and 3 (step 1 loads
 # the kernels and picks cuBLASLt's algorithms: its first product of a shape
-# can take 100 times longer), each timed with the device synchronized,
-# summed by opcode, and the products by shape (with the TFLOP/s each
-# reached), in the first and the last matmul precision.
+# can take 100 times longer), each timed on the GPU (--trace-device: CUDA
+# events around its work, nothing waited for), summed by opcode, and the
+# products by shape (with the TFLOP/s each reached), and how much of each
+# step's device work the GPU's compute stream was busy (the rest: waiting
+# for the host or for communication),
+# in the first and the last matmul precision.
 step_profile() {
-  note "== profile: Triad's instructions by opcode (3 steps, device synchronized per instruction)"
+  note "== profile: Triad's instructions by opcode (3 steps, each instruction timed on the GPU)"
   local model plan precision name
   for model in $models; do
     plan=$here/plans/$model.plan
@@ -557,20 +560,41 @@ step_profile() {
       name=$model.$precision
       if ! boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 3 --device cuda \
            --matmul-precision "$precision" --trace "$results/$name.trace.json" \
-           > "$results/$name.profile.txt" 2>&1; then
+           --trace-device > "$results/$name.profile.txt" 2>&1; then
         failed "$name" "$results/$name.profile.txt"
         continue
       fi
       local what="$precision matmuls"
       [[ $model == *-bf16 ]] && what="bf16 plan"
-      note "   $model, $what: $(grep -o 'trained steps.*' "$results/$name.profile.txt") (timed per instruction)"
+      note "   $model, $what: $(grep -o 'trained steps.*' "$results/$name.profile.txt") (timed on the GPU)"
       python3 - "$results/$name.trace.json" <<'PY' | tee -a "$summary"
 import collections, json, re, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]
 first = next(e for e in events if e.get("name") == "step 1")
-steps = sum(1 for e in events if e.get("cat") == "step") - 1
-events = [e for e in events if e.get("cat") == "instruction" and
-          e["ts"] >= first["ts"] + first["dur"]]
+later = [e for e in events if e.get("cat") == "step" and e is not first]
+steps = len(later)
+events = [e for e in events if e.get("cat") in ("device", "device communication")
+          and e["ts"] >= first["ts"] + first["dur"]]
+# The compute stream's busy time (the union of its spans) within each
+# step's device work (its first span's begin to its last span's end: the
+# step's own synchronization and trace bookkeeping left out).
+busy = stepped = 0.0
+for step in later:
+    inside = sorted((e for e in events if e["cat"] == "device" and
+                     step["ts"] <= e["ts"] <= step["ts"] + step["dur"]),
+                    key=lambda e: e["ts"])
+    if not inside:
+        continue
+    stepped += max(e["ts"] + e["dur"] for e in inside) - inside[0]["ts"]
+    end = None
+    for e in inside:
+        begin, finish = e["ts"], e["ts"] + e["dur"]
+        if end is None or begin > end:
+            busy += finish - begin
+            end = finish
+        elif finish > end:
+            busy += finish - end
+            end = finish
 ops, count = collections.Counter(), collections.Counter()
 shapes, shape_count = collections.Counter(), collections.Counter()
 for e in events:
@@ -581,7 +605,12 @@ for e in events:
         shapes[detail] += e["dur"]
         shape_count[detail] += 1
 total = sum(ops.values())
-print(f"     {total / steps / 1e3:,.1f} ms of instructions per step (steps 2 to {steps + 1})")
+if not steps or not total or not stepped:
+    print("     no device spans in the trace")
+    sys.exit(0)
+print(f"     {total / steps / 1e3:,.1f} ms of instructions on the GPU per step (steps 2 to {steps + 1}); "
+      f"its compute stream busy {busy / stepped:.0%} of the {stepped / steps / 1e3:,.1f} ms "
+      f"from each step's first kernel to its last")
 for name, us in ops.most_common(10):
     print(f"     {name:<24} {us / steps / 1e3:9.2f} ms/step {us / total:6.1%}  ({count[name] // steps} per step)")
 print("     products by shape (m x k . k x n):")

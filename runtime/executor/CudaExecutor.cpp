@@ -275,6 +275,61 @@ absl::Status CudaExecutor::drainStreams(std::string what, bool commToo) {
                         });
 }
 
+template <typename Issue>
+absl::Status CudaExecutor::timedOn(cudaStream_t stream, bool communication,
+                                   Issue issue) {
+  if (!timing)
+    return issue();
+  absl::StatusOr<size_t> begin = timeline.mark(stream);
+  if (!begin.ok())
+    return begin.status();
+  absl::Status status = issue();
+  absl::StatusOr<size_t> end = timeline.mark(stream);
+  if (!status.ok())
+    return status;
+  if (!end.ok())
+    return end.status();
+  spans.push_back({*timing, *begin, *end, communication});
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::deviceSpans(std::vector<InstructionTime> *times) {
+  if (!times || spans.empty()) {
+    spans.clear();
+    timeline.clear();
+    return absl::OkStatus();
+  }
+  // The marks on the communication stream end with the work tracked in
+  // flight, which finish has waited for; polled all the same, so that a
+  // peer that failed cannot leave this waiting.
+  if (ncclComm)
+    if (absl::Status status =
+            drainStreams("the device times of the traced instructions",
+                         /*commToo=*/true);
+        !status.ok()) {
+      spans.clear();
+      timeline.clear();
+      return status;
+    }
+  std::vector<DeviceSpan> done = std::move(spans);
+  spans.clear();
+  std::vector<std::pair<size_t, size_t>> marks;
+  for (const DeviceSpan &span : done)
+    marks.emplace_back(span.begin, span.end);
+  absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> at =
+      timeline.resolve(gpu->stream(), marks);
+  if (!at.ok())
+    return at.status();
+  for (size_t i = 0; i < done.size(); ++i) {
+    const DeviceSpan &span = done[i];
+    times->push_back({span.at.instr->op(), (*at)[i].first, (*at)[i].second,
+                      /*wait=*/false, span.at.instr, span.at.index,
+                      span.at.function, span.at.microbatch, /*onDevice=*/true,
+                      span.communication});
+  }
+  return absl::OkStatus();
+}
+
 template <typename Work>
 absl::Status CudaExecutor::onCommStream(const plan::Instr &instr, size_t index,
                                         const Touched &touched, Work work) {
@@ -288,7 +343,8 @@ absl::Status CudaExecutor::onCommStream(const plan::Instr &instr, size_t index,
                               "cudaStreamWaitEvent");
   cudaEventDestroy(ready);
   if (status.ok())
-    status = work(commStream);
+    status = timedOn(commStream, /*communication=*/true,
+                     [&] { return work(commStream); });
   if (!status.ok()) {
     // What `work` enqueued before it failed may still read or write the
     // buffers: the compute stream waits for it before it reuses them.
@@ -778,8 +834,10 @@ absl::Status CudaExecutor::ncclCollective(const plan::Instr &instr,
   TensorCollective c = *checked;
   int64_t members = ncclComm->groupSize(c.group);
   int64_t count = elementCount(c.xShape);
+  // Nothing to move (an empty span where it is timed).
   if (count == 0)
-    return absl::OkStatus();
+    return timedOn(commStream, /*communication=*/true,
+                   [] { return absl::OkStatus(); });
   ncclComm->setCaller(absl::StrCat(
       "instruction ", index, " (", plan::EnumNameOpCode(instr.op()), ")",
       instr.inputs()->size() > 1 ? absl::StrCat(", tensor ", pair) : ""));
@@ -892,6 +950,12 @@ absl::Status CudaExecutor::startCollective(const plan::Instr &instr,
         return status;
     return absl::OkStatus();
   }
+  return timedOn(gpu->stream(), /*communication=*/false,
+                 [&] { return stageCollective(instr); });
+}
+
+absl::Status CudaExecutor::stageCollective(const plan::Instr &instr) {
+  size_t tensors = instr.inputs()->size();
   // Staged through the host: the MPI communicator moves host memory. The
   // collective completes here (the GPU cannot run ahead of data it has not
   // received), so it does not overlap the instructions after it.
@@ -990,8 +1054,11 @@ absl::Status CudaExecutor::startTransfer(const plan::Instr &instr,
   auto host = std::make_unique<std::vector<float>>(
       static_cast<size_t>(std::max<int64_t>(words, 1)));
   if (t.send)
-    if (absl::Status status =
-            gpu->copyToHost(host->data(), arenaAddress(t.data), bytes);
+    if (absl::Status status = timedOn(
+            gpu->stream(), /*communication=*/false,
+            [&] {
+              return gpu->copyToHost(host->data(), arenaAddress(t.data), bytes);
+            });
         !status.ok())
       return status;
   absl::StatusOr<std::unique_ptr<CommRequest>> request =
@@ -1138,6 +1205,11 @@ bool CudaExecutor::runsIn16Bit(const plan::Instr &instr) const {
 }
 
 absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
+  return timedOn(gpu->stream(), /*communication=*/false,
+                 [&] { return enqueue(instr, step); });
+}
+
+absl::Status CudaExecutor::enqueue(const plan::Instr &instr, uint64_t step) {
   std::vector<uint32_t> sixteen = sixteenBitOperands(instr);
   if (sixteen.empty() || runsTyped(instr) || copiesBits(instr) ||
       attentionIn16Bit(instr))

@@ -46,6 +46,18 @@
 // rank must capture the same NCCL calls, so a recording of NCCL calls that
 // fails on one rank is an error, not a fallback.
 //
+// Timed on the device (ExecutorOptions::deviceTimes, triad-run's
+// --trace-device), each instruction's work is bracketed by two timing
+// events on the stream it is enqueued on: the compute stream, or for a
+// collective or transfer over NCCL the communication stream (after its
+// wait for the compute stream, so the span is the NCCL work itself,
+// waiting for peers included). Staged through host memory, a collective's
+// span is on the compute stream and covers its copies and the host's MPI
+// exchange between them; a staged send's covers its copy to the host, and
+// a staged receive has none (it is copied in when it is waited for).
+// Nothing waits for the events until finish, which turns them into the
+// host's clock (cuda::EventTimeline).
+//
 // Data-dependent errors (a token id or a label outside the vocabulary) are
 // raised by the kernels on the device and reported when the host next waits
 // for the GPU (see above; after each instruction when instructions are
@@ -61,6 +73,7 @@
 #include "runtime/executor/Executor.h"
 #include "runtime/kernels/cuda/CudaContext.h"
 #include "runtime/kernels/cuda/CudnnAttention.h"
+#include "runtime/kernels/cuda/EventTimeline.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -115,10 +128,32 @@ private:
   absl::Status writeValue(uint32_t index, const HostTensor &arg) override;
   absl::Status readValue(uint32_t index, HostTensor &result) override;
   absl::Status execute(const plan::Instr &instr, uint64_t step) override;
+  /// What execute enqueues (timed on the device where it is asked).
+  absl::Status enqueue(const plan::Instr &instr, uint64_t step);
   absl::Status startCollective(const plan::Instr &instr, size_t index) override;
   absl::Status startTransfer(const plan::Instr &instr, size_t index) override;
+  /// The collective `instr` staged through host memory for the MPI
+  /// communicator (without NCCL).
+  absl::Status stageCollective(const plan::Instr &instr);
   absl::Status settle(bool timed) override;
   int64_t issuedWork() const override { return cuda::issueCounts().total(); }
+  bool timesOnDevice() const override { return options.deviceTimes; }
+  absl::Status deviceSpans(std::vector<InstructionTime> *times) override;
+  /// Runs `issue`, which enqueues the work of the instruction being timed
+  /// (Executor::timing) on `stream`, between two marks of the timeline;
+  /// just runs it when none is timed. `communication`: the work is a
+  /// collective's or a transfer's.
+  template <typename Issue>
+  absl::Status timedOn(cudaStream_t stream, bool communication, Issue issue);
+  /// The instructions timed on the device since the last deviceSpans: their
+  /// marks in `timeline`.
+  struct DeviceSpan {
+    Timing at;
+    size_t begin, end;
+    bool communication;
+  };
+  std::vector<DeviceSpan> spans;
+  cuda::EventTimeline timeline;
   CallMode callMode(const CallKey &key) override;
   absl::Status beginCall(uint64_t step, uint32_t microbatch) override;
   absl::Status startRecording() override;

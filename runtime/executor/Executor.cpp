@@ -359,6 +359,8 @@ Executor::runCall(uint32_t index, const std::vector<HostTensor> &args,
     // Buffers of collectives in flight stay untouched until they complete.
     waitForAll(nullptr).IgnoreError();
     settleCounted(false).IgnoreError();
+    // The failed call's device times are not reported with a later step.
+    deviceSpans(nullptr).IgnoreError();
     std::string where = absl::StrCat("function '", name, "'");
     if (i)
       absl::StrAppend(&where, ", instruction ", *i, " (",
@@ -476,6 +478,11 @@ absl::Status Executor::runBody(const plan::Function &function, uint64_t step,
         !status.ok())
       return status;
     int64_t begin = times ? nowNanos() : 0;
+    // Timed on the device, an instruction is marked there and not waited
+    // for; otherwise its time is that of its work, waited for.
+    bool onDevice = times && timesOnDevice();
+    if (onDevice)
+      timing = Timing{instr, i, &function, microbatch};
     absl::Status status;
     if (isCollective(instr->op()) || isTransfer(instr->op())) {
       // Starting one may block too (a blocking collective, a staged
@@ -492,7 +499,8 @@ absl::Status Executor::runBody(const plan::Function &function, uint64_t step,
     } else {
       status = execute(*instr, step);
     }
-    if (status.ok() && times)
+    timing.reset();
+    if (status.ok() && times && !onDevice)
       status = settleCounted(true);
     if (!status.ok())
       return status;
@@ -510,6 +518,10 @@ absl::Status Executor::finish(std::vector<InstructionTime> *times) {
   absl::Status status = waitForAll(times);
   if (absl::Status settled = settle(false); status.ok())
     status = settled;
+  // Everything has ended: the device's times are known.
+  if (absl::Status spans = deviceSpans(status.ok() ? times : nullptr);
+      status.ok())
+    status = spans;
   work.launches += issuedWork() - issuedBefore;
   work.syncNanos += nowNanos() - begin;
   return status;

@@ -89,6 +89,15 @@ struct ExecutorOptions {
   /// collective or transfer it waits for (not owned; it must outlive the
   /// executor), for a Watchdog; none by default.
   Progress *progress = nullptr;
+  /// Where instructions are timed (run's `times`): by default each one is
+  /// waited for, so that its time is its own. With `deviceTimes`, a backend
+  /// whose work runs asynchronously (a GPU) instead times each one on the
+  /// device (events around its work, on the stream it runs on) and waits
+  /// for nothing more than an untimed call does: kernels and collectives
+  /// then overlap as they do untimed, and finish appends their device spans
+  /// (InstructionTime::onDevice). The CPU, which runs each instruction
+  /// when it is issued, ignores it.
+  bool deviceTimes = false;
 };
 
 /// When one instruction of a run started and ended (steady clock). A
@@ -108,6 +117,11 @@ struct InstructionTime {
   /// what it waited for): its function and microbatch.
   const plan::Function *function = nullptr;
   uint32_t microbatch = 0;
+  /// The instruction's span as the device ran it (ExecutorOptions::
+  /// deviceTimes), on the host's clock; the entry without it is then the
+  /// host's time to issue it. `communication`: on the stream that runs the
+  /// collectives and transfers, not the compute stream.
+  bool onDevice = false, communication = false;
 };
 
 /// The values of a program's arena seen as shapes (shared by the backends).
@@ -178,7 +192,9 @@ public:
   /// Waits for every collective and transfer still in flight and for the
   /// work the backend has enqueued (a GPU's stream), and returns the first
   /// error, naming the instruction and the call that started what failed.
-  /// With `times`, appends its waits to it.
+  /// With `times`, appends its waits to it, and the device spans of the
+  /// instructions timed on the device since the last finish
+  /// (ExecutorOptions::deviceTimes).
   absl::Status finish(std::vector<InstructionTime> *times = nullptr);
 
   /// How long this executor has waited for transfers (Send, Recv) to
@@ -409,6 +425,25 @@ protected:
   /// The device work the calling thread has issued so far, in all (see
   /// HostWork::launches): 0 for a backend that issues none.
   virtual int64_t issuedWork() const { return 0; }
+  /// Whether instructions timed now are timed on the device
+  /// (ExecutorOptions::deviceTimes, in a backend that can): the executor
+  /// then sets `timing` around each one, for the backend to mark its work,
+  /// and does not wait for it.
+  virtual bool timesOnDevice() const { return false; }
+  /// The instruction being timed on the device, while it is issued.
+  struct Timing {
+    const plan::Instr *instr;
+    size_t index;
+    const plan::Function *function;
+    uint32_t microbatch;
+  };
+  std::optional<Timing> timing;
+  /// In finish, once everything has ended: appends the device spans of the
+  /// instructions timed since the last call (onDevice entries) to `times`,
+  /// or forgets them (null).
+  virtual absl::Status deviceSpans(std::vector<InstructionTime> *times) {
+    return absl::OkStatus();
+  }
 
   const LoadedPlan *plan;
   const plan::Program *program;

@@ -39,6 +39,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -903,10 +904,15 @@ struct Training {
   std::unique_ptr<TokenFile> data;
   std::unique_ptr<Trainer> trainer;
 
+  /// With `traceOnDevice`, every step is traced, its instructions timed on
+  /// the device (TrainerOptions::deviceTimes).
   static std::unique_ptr<Training> create(Backend backend, bool nccl = false,
-                                          bool graphs = false) {
+                                          bool graphs = false,
+                                          bool traceOnDevice = false) {
     auto run = std::make_unique<Training>();
     tests::TrainingPlanSpec spec;
+    // Through NCCL, the apply step's collectives run over groups of one.
+    spec.dpCollectives = nccl;
     absl::StatusOr<LoadedPlan> plan =
         loadPlanFromBytes(tests::buildTrainingPlan(spec), "training.plan");
     EXPECT_TRUE(plan.ok()) << plan.status();
@@ -920,6 +926,8 @@ struct Training {
     options.device.backend = backend;
     options.device.nccl = nccl;
     options.device.cudaGraphs = graphs;
+    options.trace = options.deviceTimes = traceOnDevice;
+    options.traceLastStep = 1000;
     absl::StatusOr<Trainer> trainer =
         Trainer::create(run->plan, *run->data, options);
     EXPECT_TRUE(trainer.ok()) << trainer.status();
@@ -1003,6 +1011,76 @@ TEST(CudaExecutor, TrainsLikeTheCpuThroughNccl) {
   std::unique_ptr<Training> gpu = Training::create(Backend::Cuda, true);
   ASSERT_TRUE(gpu);
   expectSameSteps(expected, gpu->steps(4));
+}
+
+/// Traced steps timed on the device (triad-run's --trace-device) train as
+/// untraced ones and give every instruction one span on the device, on the
+/// host's clock: within its step and, on the compute stream, one after the
+/// other (a stream runs its work in order). The collectives (NCCL on one rank)
+/// have theirs on the communication stream.
+void expectDeviceSpans(bool nccl) {
+  std::unique_ptr<Training> plain = Training::create(Backend::Cuda, nccl);
+  std::unique_ptr<Training> traced =
+      Training::create(Backend::Cuda, nccl, false, /*traceOnDevice=*/true);
+  ASSERT_TRUE(plain && traced);
+  std::vector<StepResult> expected = plain->steps(3);
+  std::vector<StepResult> steps = traced->steps(3);
+  ASSERT_EQ(steps.size(), 3u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].loss, expected[i].loss) << "step " << i + 1;
+    EXPECT_EQ(steps[i].gradNorm, expected[i].gradNorm) << "step " << i + 1;
+    const std::vector<TraceEvent> &events = steps[i].events;
+    ASSERT_FALSE(events.empty());
+    const TraceEvent &step = events.front();
+    ASSERT_EQ(step.category, "step");
+    std::vector<const TraceEvent *> compute;
+    size_t communication = 0, instructions = 0;
+    for (const TraceEvent &event : events) {
+      if (event.category == "instruction" && event.name.rfind("wait ", 0) != 0)
+        ++instructions;
+      if (event.category != "device" &&
+          event.category != "device communication")
+        continue;
+      EXPECT_FALSE(event.call.empty()) << event.name;
+      EXPECT_GE(event.instruction, 0) << event.name;
+      EXPECT_GE(event.durationMicros, 0.0) << event.name;
+      // Within the step (to the clocks' tie, a few microseconds).
+      EXPECT_GE(event.beginMicros, step.beginMicros - 50) << event.name;
+      EXPECT_LE(event.beginMicros + event.durationMicros,
+                step.beginMicros + step.durationMicros + 50)
+          << event.name;
+      if (event.category == "device")
+        compute.push_back(&event);
+      else
+        ++communication;
+    }
+    EXPECT_EQ(compute.size() + communication, instructions)
+        << "step " << i + 1 << ": one device span per instruction";
+    if (nccl)
+      EXPECT_GT(communication, 0u) << "step " << i + 1;
+    else
+      EXPECT_EQ(communication, 0u) << "step " << i + 1;
+    std::sort(compute.begin(), compute.end(),
+              [](const TraceEvent *a, const TraceEvent *b) {
+                return a->beginMicros < b->beginMicros;
+              });
+    for (size_t k = 1; k < compute.size(); ++k)
+      EXPECT_GE(compute[k]->beginMicros, compute[k - 1]->beginMicros +
+                                             compute[k - 1]->durationMicros -
+                                             1.0)
+          << "step " << i + 1 << ": " << compute[k - 1]->name << " and "
+          << compute[k]->name << " overlap on one stream";
+  }
+}
+
+TEST(CudaExecutor, TracedStepsTimeEachInstructionOnTheDevice) {
+  SKIP_WITHOUT_GPU();
+  expectDeviceSpans(/*nccl=*/false);
+}
+
+TEST(CudaExecutor, TracedStepsTimeCollectivesOnTheCommunicationStream) {
+  SKIP_WITHOUT_GPU();
+  expectDeviceSpans(/*nccl=*/true);
 }
 
 /// Steps whose calls are recorded once as CUDA graphs and replayed give the

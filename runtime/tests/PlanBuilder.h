@@ -314,6 +314,10 @@ struct TrainingPlanSpec {
   /// Elements of an extra parameter (with zero gradients) that makes
   /// checkpoints large; 0 for none.
   int64_t ballast = 0;
+  /// The apply step's all-reduces over [dp] even where dp is 1 (a group of
+  /// one, whose collectives leave the values as they are): a backend's
+  /// collectives then run on one rank.
+  bool dpCollectives = false;
 };
 
 /// batch / (dp * microbatches), as the plan's loader computes it.
@@ -329,7 +333,8 @@ inline int64_t microbatchSamplesOf(const TrainingPlanSpec &spec) {
 /// cross-entropy; the gradients of each microbatch accumulate weighted by
 /// its label count, and the apply step divides by the total, clips the
 /// global norm to 1 and runs AdamW with a warmup and cosine schedule. With
-/// dp > 1 the apply step first all-reduces the sums over [dp] (group 0). The
+/// dp > 1 (or dpCollectives) the apply step first all-reduces the sums over
+/// [dp] (group 0). The
 /// step: begin_step, microbatch_step per microbatch, apply_step; its named
 /// results are "loss", "grad_norm", "lr", "skipped" and "tokens".
 inline std::string buildTrainingPlan(const TrainingPlanSpec &spec) {
@@ -423,7 +428,8 @@ inline std::string buildTrainingPlan(const TrainingPlanSpec &spec) {
   uint32_t apply = b.function("apply_step");
   // Data parallel: the sums over each replica's microbatches become sums
   // over the global batch (in place, over the group [dp]).
-  if (microbatchSamplesOf(spec) * spec.microbatches != spec.batch) {
+  if (spec.dpCollectives ||
+      microbatchSamplesOf(spec) * spec.microbatches != spec.batch) {
     b.groups = {{"dp"}};
     for (uint32_t acc : {lossSum, countSum})
       b.instr(OpCode::AllReduce, {acc}, {acc}, {0});

@@ -337,6 +337,32 @@ TEST(Trainer, RecordsTraceEvents) {
   EXPECT_TRUE(second->events.empty());
 }
 
+// The CPU runs each instruction when it is issued: its times are already
+// the device's, and asking for device times changes nothing (on a GPU they
+// add spans of category "device", CudaExecutorTest.cpp).
+TEST(Trainer, DeviceTimesOnTheCpuAreItsInstructionTimes) {
+  auto run = Run::create({});
+  std::vector<std::vector<std::string>> traces;
+  for (bool deviceTimes : {false, true}) {
+    TrainerOptions options;
+    options.trace = true;
+    options.deviceTimes = deviceTimes;
+    auto trainer = Trainer::create(run->plan, *run->data, options);
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    auto step = trainer->step();
+    ASSERT_TRUE(step.ok()) << step.status();
+    std::vector<std::string> names;
+    for (const TraceEvent &event : step->events) {
+      EXPECT_NE(event.category.rfind("device", 0), 0u) << event.name;
+      EXPECT_TRUE(event.call.empty()) << event.name;
+      EXPECT_EQ(event.instruction, -1) << event.name;
+      names.push_back(event.category + " " + event.name);
+    }
+    traces.push_back(names);
+  }
+  EXPECT_EQ(traces[0], traces[1]);
+}
+
 TEST(Trainer, TracesTheStepsOfItsWindowOnly) {
   auto run = Run::create({});
   TrainerOptions options;

@@ -200,6 +200,7 @@ absl::StatusOr<Trainer> Trainer::createWith(const LoadedPlan &plan,
   executorOptions.communicator = options.communicator;
   executorOptions.overlapCollectives = options.overlapCollectives;
   executorOptions.progress = options.progress;
+  executorOptions.deviceTimes = options.trace && options.deviceTimes;
   absl::StatusOr<std::unique_ptr<Executor>> exec = createExecutor(
       plan, pipelineRank, options.seed, executorOptions, options.device);
   if (!exec.ok())
@@ -342,16 +343,24 @@ absl::StatusOr<StepResult> Trainer::step() {
     return {};
   };
   auto traceTimes = [&] {
-    for (const InstructionTime &time : times)
-      result.events.push_back(
-          {time.wait ? absl::StrCat("wait ", plan::EnumNameOpCode(time.op))
-                     : std::string(plan::EnumNameOpCode(time.op)),
-           "instruction", micros(time.beginNanos),
-           (time.endNanos - time.beginNanos) / 1000.0,
-           time.instr ? exec->describe(*time.instr)
-                      : absl::StrCat(callName(time.function, time.microbatch),
-                                     ", instruction ", time.index),
-           layerOf(time)});
+    for (const InstructionTime &time : times) {
+      TraceEvent event{
+          time.wait ? absl::StrCat("wait ", plan::EnumNameOpCode(time.op))
+                    : std::string(plan::EnumNameOpCode(time.op)),
+          "instruction",
+          micros(time.beginNanos),
+          (time.endNanos - time.beginNanos) / 1000.0,
+          time.instr ? exec->describe(*time.instr)
+                     : absl::StrCat(callName(time.function, time.microbatch),
+                                    ", instruction ", time.index),
+          layerOf(time)};
+      if (time.onDevice) {
+        event.category = time.communication ? "device communication" : "device";
+        event.call = callName(time.function, time.microbatch);
+        event.instruction = static_cast<int64_t>(time.index);
+      }
+      result.events.push_back(std::move(event));
+    }
   };
   for (size_t callIndex = 0; callIndex < program.step()->size(); ++callIndex) {
     const plan::Call *call = program.step()->Get(callIndex);

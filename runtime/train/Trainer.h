@@ -75,6 +75,10 @@ struct TrainerOptions {
   /// trace of a long run stays bounded.
   bool trace = false;
   uint64_t traceFirstStep = 1, traceLastStep = 3;
+  /// With trace, on a backend that runs asynchronously (a GPU): each
+  /// instruction's span on the device too, without waiting for it
+  /// (ExecutorOptions::deviceTimes).
+  bool deviceTimes = false;
   /// The job's ranks (not owned; it must outlive the trainer), or none for
   /// a world of one rank. See ExecutorOptions::communicator.
   Communicator *communicator = nullptr;
@@ -109,6 +113,12 @@ struct TraceEvent {
   /// The model layer an instruction comes from ("transformer 3"), when the
   /// plan names it; empty otherwise.
   std::string layer = {};
+  /// An instruction's span as the device ran it (category "device", or
+  /// "device communication" for the stream of the collectives and
+  /// transfers; TrainerOptions::deviceTimes) lies outside its call's span:
+  /// the call it ran in and its index there. Empty and -1 otherwise.
+  std::string call = {};
+  int64_t instruction = -1;
 };
 
 struct StepResult {

@@ -112,6 +112,14 @@ ABSL_FLAG(std::string, trace_steps, "1:3",
           "With --trace: the steps A:B (or one step A) the trace records; "
           "other steps record nothing, so that a long run's trace stays "
           "bounded");
+ABSL_FLAG(bool, trace_device, false,
+          "With --trace and --device=cuda: time each traced instruction on "
+          "the GPU too (CUDA events around its work, on the stream it runs "
+          "on) instead of waiting for it after each one, so that kernels and "
+          "NCCL collectives overlap in the traced steps as in the others; "
+          "each rank gets two more tracks, its GPU's compute and "
+          "communication streams, and its host tracks show the time to "
+          "issue each instruction");
 ABSL_FLAG(std::string, tensorboard, "",
           "Write TensorBoard event files into folder DIR (rank 0): per "
           "logged step the loss, its interval mean, lr, gradient norm, "
@@ -379,14 +387,8 @@ public:
     pid = rank;
     // Two tracks per rank: the compute (steps, calls, kernels) and the
     // communication (collectives and transfers, and the waits for them), so
-    // that their overlap shows.
-    auto track = [&](int tid, const char *name) {
-      return json({{"name", "thread_name"},
-                   {"ph", "M"},
-                   {"pid", pid},
-                   {"tid", tid},
-                   {"args", {{"name", name}}}});
-    };
+    // that their overlap shows; with --trace-device, two more for the GPU's
+    // streams (named when their first span comes).
     return file.write(
         absl::StrCat("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n",
                      json({{"name", "process_name"},
@@ -402,18 +404,29 @@ public:
       return absl::OkStatus();
     std::string text;
     for (const TraceEvent &event : events) {
-      Json record = {
-          {"name", event.name},
-          {"cat", event.category},
-          {"ph", "X"},
-          {"ts", event.beginMicros},
-          {"dur", event.durationMicros},
-          {"pid", pid},
-          {"tid", communicates(event) ? kCommunicationTrack : kComputeTrack}};
+      int tid = trackOf(event);
+      if (tid >= kDeviceComputeTrack && !named[tid - kDeviceComputeTrack]) {
+        named[tid - kDeviceComputeTrack] = true;
+        absl::StrAppend(&text, ",\n",
+                        track(tid, tid == kDeviceComputeTrack
+                                       ? "GPU compute stream"
+                                       : "GPU communication stream"));
+      }
+      Json record = {{"name", event.name},
+                     {"cat", event.category},
+                     {"ph", "X"},
+                     {"ts", event.beginMicros},
+                     {"dur", event.durationMicros},
+                     {"pid", pid},
+                     {"tid", tid}};
       if (!event.detail.empty())
         record["args"]["operands"] = event.detail;
       if (!event.layer.empty())
         record["args"]["layer"] = event.layer;
+      if (!event.call.empty())
+        record["args"]["call"] = event.call;
+      if (event.instruction >= 0)
+        record["args"]["instruction"] = event.instruction;
       absl::StrAppend(&text, ",\n", json(record));
     }
     return file.write(text);
@@ -427,7 +440,24 @@ public:
   }
 
 private:
-  static constexpr int kComputeTrack = 0, kCommunicationTrack = 1;
+  static constexpr int kComputeTrack = 0, kCommunicationTrack = 1,
+                       kDeviceComputeTrack = 2, kDeviceCommunicationTrack = 3;
+  /// Whether the device tracks have been named.
+  bool named[2] = {false, false};
+  std::string track(int tid, const char *name) const {
+    return json({{"name", "thread_name"},
+                 {"ph", "M"},
+                 {"pid", pid},
+                 {"tid", tid},
+                 {"args", {{"name", name}}}});
+  }
+  static int trackOf(const TraceEvent &event) {
+    if (event.category == "device")
+      return kDeviceComputeTrack;
+    if (event.category == "device communication")
+      return kDeviceCommunicationTrack;
+    return communicates(event) ? kCommunicationTrack : kComputeTrack;
+  }
   /// An instruction that moves data between ranks, or the wait for one.
   static bool communicates(const TraceEvent &event) {
     if (event.category != "instruction")
@@ -615,6 +645,12 @@ int main(int argc, char **argv) {
   bool cudaGraphs = absl::GetFlag(FLAGS_cuda_graphs);
   if (*backend != Backend::Cuda && cudaGraphs)
     tool.fail("--cuda-graphs needs --device=cuda");
+  bool traceDevice = absl::GetFlag(FLAGS_trace_device);
+  if (traceDevice && absl::GetFlag(FLAGS_trace).empty())
+    tool.fail("--trace-device needs --trace FILE");
+  if (traceDevice && *backend != Backend::Cuda)
+    tool.fail("--trace-device needs --device=cuda (the CPU's instruction "
+              "times are already its own)");
   if (*backend != Backend::Cuda && *cudaAttention != AttentionKernel::Triad)
     tool.fail(
         absl::StrCat("--cuda-attention=", attentionKernelName(*cudaAttention),
@@ -811,6 +847,7 @@ int main(int argc, char **argv) {
     options.traceFirstStep = first;
     options.traceLastStep = last;
   }
+  options.deviceTimes = traceDevice;
   options.communicator = tool.comm.get();
   options.device.backend = *backend;
   options.device.cudaDevice = cudaDevice.value_or(-1);
