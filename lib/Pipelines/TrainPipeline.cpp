@@ -218,6 +218,7 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   lower.dtype = options.dtype;
   lower.fuseEpilogues = options.fuseEpilogues;
   lower.bucketBytes = options.bucketBytes;
+  lower.overlapGradReduce = options.overlapGradReduce;
   pm.addPass(createLowerToRt(lower));
 }
 

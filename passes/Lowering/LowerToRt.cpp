@@ -384,6 +384,13 @@ public:
   /// Whether products lower with their bias and activation as one kernel
   /// (EpilogueFusion.h).
   bool fuseEpilogues = true;
+  /// Whether a step of one microbatch reduces its gradients in the backward
+  /// (reduceInBackward).
+  bool overlapGradReduce = true;
+  /// The apply step's 1 / (the step's token count over every rank), by
+  /// which it scales each accumulator to the step's mean: the same on
+  /// every rank, so a sum over ranks may come before it.
+  std::optional<unsigned> meanInverse;
 
 private:
   /// Under a pipeline: the rank's schedule actions (tokens), the action
@@ -578,6 +585,14 @@ private:
   /// updated parameters, become a few collectives instead of one per
   /// tensor.
   void bucketCollectives(Function &f);
+  /// With one microbatch per step: moves the apply step's in-place
+  /// all-reduces of gradient accumulators into the microbatch step `step`,
+  /// each bucket (dist.all_reduce) right after the kernel that completes
+  /// its last accumulator there. An all-reduce stays where the apply step
+  /// touches its accumulator before it (but to scale it to the step's mean,
+  /// which then scales the sum), or where the microbatch step touches it
+  /// after its last write.
+  void reduceInBackward(Function &step, Function &apply);
   LogicalResult lowerCollective(Operation &op, Function &f);
   /// One operand of a dist.all_reduce over `group`, in the current bucket.
   void lowerAllReducePart(Function &f, Value input, Value result,
@@ -1417,6 +1432,7 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f,
   // The step's mean: every accumulator over the step's token count.
   unsigned inverse = temporary(scalarType());
   emit(f, OpCode::Reciprocal, {tokenCount}, {inverse});
+  meanInverse = inverse;
   llvm::DenseSet<unsigned> normalized;
   for (BlockArgument arg : apply.getArguments()) {
     auto param = apply.getArgAttrOfType<FlatSymbolRefAttr>(arg.getArgNumber(),
@@ -1616,6 +1632,78 @@ void ProgramLowering::bucketCollectives(Function &f) {
     i = end;
   }
   body = std::move(merged);
+}
+
+void ProgramLowering::reduceInBackward(Function &step, Function &apply) {
+  auto touches = [&](ArrayRef<unsigned> a, ArrayRef<unsigned> b) {
+    return llvm::any_of(a, [&](unsigned x) {
+      return llvm::any_of(
+          b, [&](unsigned y) { return slots[x].storage == slots[y].storage; });
+    });
+  };
+  auto touchedBy = [&](const Kernel &k, unsigned slot) {
+    return touches(k.inputs, slot) || touches(k.outputs, slot);
+  };
+  auto accumulator = [&](unsigned slot) {
+    return llvm::any_of(persistents, [&](const Persistent &p) {
+      return p.role == rt::Role::Accumulator &&
+             slots[p.slot].storage == slots[slot].storage;
+    });
+  };
+  // The all-reduces that move, with the step's kernel that completes each.
+  std::vector<std::pair<size_t, Kernel>> moved;
+  std::vector<Kernel> kept;
+  for (size_t i = 0; i < apply.body.size(); ++i) {
+    const Kernel &k = apply.body[i];
+    std::optional<size_t> lastWrite;
+    bool moves = k.opcode == OpCode::AllReduce && k.bucket >= 0 &&
+                 k.inputs.size() == 1 && k.inputs[0] == k.outputs[0] &&
+                 accumulator(k.inputs[0]);
+    // Before it, the apply step may only scale the accumulator to the
+    // step's mean (a factor every rank shares: the sum over ranks may come
+    // first).
+    for (size_t j = 0; moves && j < i; ++j) {
+      const Kernel &before = apply.body[j];
+      bool toMean =
+          before.opcode == OpCode::ScaleBy && meanInverse &&
+          before.inputs.size() == 2 && before.inputs[0] == k.inputs[0] &&
+          before.inputs[1] == *meanInverse && before.outputs.size() == 1 &&
+          before.outputs[0] == k.inputs[0];
+      moves = toMean || !touchedBy(before, k.inputs[0]);
+    }
+    for (size_t j = 0; moves && j < step.body.size(); ++j)
+      if (touches(step.body[j].outputs, k.inputs[0]))
+        lastWrite = j;
+    moves = moves && lastWrite && !touches(step.results, k.inputs[0]) &&
+            !touches(step.args, k.inputs[0]);
+    for (size_t j = lastWrite.value_or(0) + 1; moves && j < step.body.size();
+         ++j)
+      moves = !touchedBy(step.body[j], k.inputs[0]);
+    if (moves)
+      moved.emplace_back(*lastWrite, k);
+    else
+      kept.push_back(k);
+  }
+  if (moved.empty())
+    return;
+  apply.body = std::move(kept);
+  // A bucket reduces once its last accumulator is complete.
+  llvm::DenseMap<int64_t, size_t> ready;
+  for (const auto &[after, k] : moved)
+    ready[k.bucket] = std::max(ready.lookup(k.bucket), after);
+  std::vector<Kernel> body;
+  for (size_t j = 0; j < step.body.size(); ++j) {
+    body.push_back(std::move(step.body[j]));
+    for (auto &[after, k] : moved) {
+      if (ready.lookup(k.bucket) != j)
+        continue;
+      k.layer = body.back().layer;
+      k.reason = "as soon as its bucket is complete (overlap-grad-reduce): " +
+                 k.reason;
+      body.push_back(std::move(k));
+    }
+  }
+  step.body = std::move(body);
 }
 
 /// One all_reduce kernel per bucket where the bucket's tensors are whole
@@ -2498,9 +2586,12 @@ LogicalResult ProgramLowering::lower(int64_t microbatches) {
   // Evaluation's forward pass, called by the runtime in place of the
   // microbatch step (not by the step's calls).
   Function evalStep = forwardOnly(step);
-  std::vector<Function> functions = {begin, step, applyStep, evalStep};
   // Sampling's forward pass to the logits (where they are whole).
-  if (std::optional<Function> logitsStep = logitsOnly(step))
+  std::optional<Function> logitsStep = logitsOnly(step);
+  if (microbatches == 1 && overlapGradReduce)
+    reduceInBackward(step, applyStep);
+  std::vector<Function> functions = {begin, step, applyStep, evalStep};
+  if (logitsStep)
     functions.push_back(std::move(*logitsStep));
   for (Function &f : functions)
     bucketCollectives(f);
@@ -2615,6 +2706,7 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
                                applyStep, groups);
       lowering.bucketBytes = bucketBytes;
       lowering.fuseEpilogues = fuseEpilogues;
+      lowering.overlapGradReduce = overlapGradReduce;
       if (failed(lowering.lower(microbatches)))
         return signalPassFailure();
       lowering.emitPlan(microbatches);

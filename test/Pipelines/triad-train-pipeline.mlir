@@ -5,6 +5,8 @@
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=zero=4 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 zero=2' | FileCheck %s --check-prefix=ZERO2
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dp=2 | FileCheck %s --check-prefix=DP
+// RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 overlap-grad-reduce=false' | FileCheck %s --check-prefix=DPAPPLY
+// RUN: triad-gen --preset tiny --layers 1 --batch 8 | triad-opt '--triad-train-pipeline=dp=2 microbatches=2' | FileCheck %s --check-prefix=DPMB2
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=microbatches=2 | FileCheck %s --check-prefix=MB
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dp=4 2>&1 | FileCheck %s --check-prefix=DP4
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 microbatches=2' 2>&1 | FileCheck %s --check-prefix=DPMB
@@ -83,27 +85,51 @@
 // BUCKETS: rt.func @microbatch_step
 // BUCKETS-COUNT-2: rt.kernel reduce_scatter(%{{[0-9a-z_]+}}) -> (%{{[0-9a-z_]+}}) ints [0, 0]
 // BUCKETS: rt.func @apply_step
-// DPBUCKETS: rt.func @apply_step
+// DPBUCKETS: rt.func @microbatch_step
 // DPBUCKETS-COUNT-2: 1 tensors in one bucket
+// DPBUCKETS: rt.func @apply_step
 // NOBUCKET: error: --triad-train-pipeline: bucket-bytes=0 must be at least 1
 
-// Data parallel: each rank computes on its half of the batch; the loss
-// sum, the token count and every gradient accumulator are all-reduced over
-// dp at the start of the apply step, before the division by the count.
+// Data parallel: each rank computes on its half of the batch. With one
+// microbatch (overlap-grad-reduce, the default) the gradient accumulators
+// are all-reduced over dp in the microbatch step, right after the
+// accumulate that completes the last of their bucket (the backward goes on
+// while they move), and the loss sum and token count after theirs; the
+// apply step divides the sums by the count.
 // DP: rt.plan mesh ["dp", "pp", "tp"] = [2, 1, 1] seq 4 vocab 16 batch 2 microbatches 1 groups {{\[}}["dp"]]
 // The loss sum and the token count lie side by side and are reduced by one
 // kernel; so are the two gradients (16x8 and 8 floats: 136, one bucket).
-// DP: %[[SUMS:[0-9a-z_]+]] = rt.buffer {{[0-9]+}} : memref<17xf32>
 // DP: %[[GRADS:[0-9a-z_]+]] = rt.buffer {{[0-9]+}} : memref<136xf32>
+// DP: %[[SUMS:[0-9a-z_]+]] = rt.buffer {{[0-9]+}} : memref<17xf32>
 // DP: rt.func @microbatch_step args(%{{.*}}, %{{.*}} : memref<1x4xi32>, memref<1x4xi32>) kinds ["tokens", "labels"]
-// DP-NOT: all_reduce
+// DP: rt.kernel accumulate(%{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}) -> (%{{[0-9a-z_]+}}) : (memref<16x8xf32>
+// DP-NEXT: rt.kernel all_reduce(%[[GRADS]]) -> (%[[GRADS]]) ints [0] {reason = "as soon as its bucket is complete (overlap-grad-reduce): gradients entering @apply_step, partial over dp: 2 tensors in one bucket"} : (memref<136xf32>)
+// DP: rt.kernel all_reduce(%[[SUMS]]) -> (%[[SUMS]]) ints [0] {reason = "as soon as its bucket is complete (overlap-grad-reduce): the step{{.}}s loss sum and token count, partial over dp"} : (memref<17xf32>)
+// DP-NEXT: }
 // DP: rt.func @apply_step
-// DP-NEXT: rt.kernel all_reduce(%[[SUMS]]) -> (%[[SUMS]]) ints [0] {reason = "the step{{.}}s loss sum and token count, partial over dp"} : (memref<17xf32>)
 // DP-NEXT: rt.kernel reciprocal(
 // DP-COUNT-2: rt.kernel scale_by
-// DP: rt.kernel all_reduce(%[[GRADS]]) -> (%[[GRADS]]) ints [0] {reason = "gradients entering @apply_step, partial over dp: 2 tensors in one bucket"} : (memref<136xf32>)
 // DP-NOT: all_reduce
 // DP: rt.step [@begin_step, @microbatch_step, @apply_step]
+// Without it, everything is all-reduced at the start of the apply step,
+// before the division by the count.
+// DPAPPLY: %[[SUMS:[0-9a-z_]+]] = rt.buffer {{[0-9]+}} : memref<17xf32>
+// DPAPPLY: %[[GRADS:[0-9a-z_]+]] = rt.buffer {{[0-9]+}} : memref<136xf32>
+// DPAPPLY: rt.func @microbatch_step
+// DPAPPLY-NOT: all_reduce
+// DPAPPLY: rt.func @apply_step
+// DPAPPLY-NEXT: rt.kernel all_reduce(%[[SUMS]]) -> (%[[SUMS]]) ints [0] {reason = "the step{{.}}s loss sum and token count, partial over dp"} : (memref<17xf32>)
+// DPAPPLY-NEXT: rt.kernel reciprocal(
+// DPAPPLY-COUNT-2: rt.kernel scale_by
+// DPAPPLY: rt.kernel all_reduce(%[[GRADS]]) -> (%[[GRADS]]) ints [0] {reason = "gradients entering @apply_step, partial over dp: 2 tensors in one bucket"} : (memref<136xf32>)
+// DPAPPLY-NOT: all_reduce
+// DPAPPLY: rt.step [@begin_step, @microbatch_step, @apply_step]
+// With several microbatches the sums are reduced once, after the last
+// one, at the start of the apply step.
+// DPMB2: rt.func @microbatch_step
+// DPMB2-NOT: all_reduce
+// DPMB2: rt.func @apply_step
+// DPMB2: rt.kernel all_reduce({{.*}}reason = "gradients entering @apply_step
 
 // Microbatches: the step calls the microbatch step on each half of the
 // batch in turn, with no communication.

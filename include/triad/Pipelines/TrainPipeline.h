@@ -99,6 +99,12 @@ struct TrainPipelineOptions
                      "of parameters one all-gather moves: smaller buckets "
                      "start during the backward pass sooner"),
       llvm::cl::init(25 * 1024 * 1024)};
+  Option<bool> overlapGradReduce{
+      *this, "overlap-grad-reduce",
+      llvm::cl::desc("With one microbatch per step and no pipeline: "
+                     "all-reduce each bucket of gradients in the backward "
+                     "pass as soon as it is complete, not in the apply step"),
+      llvm::cl::init(true)};
   Option<bool> fuseEpilogues{
       *this, "fuse-epilogues",
       llvm::cl::desc("Lower each linear layer's product, bias and tanh GELU "
