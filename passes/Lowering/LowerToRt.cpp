@@ -585,14 +585,14 @@ private:
   /// updated parameters, become a few collectives instead of one per
   /// tensor.
   void bucketCollectives(Function &f);
-  /// With one microbatch per step: moves the apply step's in-place
-  /// all-reduces of gradient accumulators into the microbatch step `step`,
+  /// Moves the apply step's in-place all-reduces of gradient accumulators
+  /// into `step`, the step's only or last microbatch,
   /// each bucket (dist.all_reduce) right after the kernel that completes
   /// its last accumulator there. An all-reduce stays where the apply step
   /// touches its accumulator before it (but to scale it to the step's mean,
   /// which then scales the sum), or where the microbatch step touches it
-  /// after its last write.
-  void reduceInBackward(Function &step, Function &apply);
+  /// after its last write. Returns the groups of those that moved.
+  SmallVector<int64_t> reduceInBackward(Function &step, Function &apply);
   LogicalResult lowerCollective(Operation &op, Function &f);
   /// One operand of a dist.all_reduce over `group`, in the current bucket.
   void lowerAllReducePart(Function &f, Value input, Value result,
@@ -1634,7 +1634,8 @@ void ProgramLowering::bucketCollectives(Function &f) {
   body = std::move(merged);
 }
 
-void ProgramLowering::reduceInBackward(Function &step, Function &apply) {
+SmallVector<int64_t> ProgramLowering::reduceInBackward(Function &step,
+                                                       Function &apply) {
   auto touches = [&](ArrayRef<unsigned> a, ArrayRef<unsigned> b) {
     return llvm::any_of(a, [&](unsigned x) {
       return llvm::any_of(
@@ -1685,8 +1686,12 @@ void ProgramLowering::reduceInBackward(Function &step, Function &apply) {
       kept.push_back(k);
   }
   if (moved.empty())
-    return;
+    return {};
   apply.body = std::move(kept);
+  SmallVector<int64_t> groupsMoved;
+  for (const auto &[after, k] : moved)
+    if (!llvm::is_contained(groupsMoved, k.ints[0]))
+      groupsMoved.push_back(k.ints[0]);
   // A bucket reduces once its last accumulator is complete.
   llvm::DenseMap<int64_t, size_t> ready;
   for (const auto &[after, k] : moved)
@@ -1698,12 +1703,17 @@ void ProgramLowering::reduceInBackward(Function &step, Function &apply) {
       if (ready.lookup(k.bucket) != j)
         continue;
       k.layer = body.back().layer;
-      k.reason = "as soon as its bucket is complete (overlap-grad-reduce): " +
-                 k.reason;
+      StringRef entering = "gradients entering @apply_step";
+      if (StringRef(k.reason).starts_with(entering))
+        k.reason =
+            "gradients of @" + step.name + k.reason.substr(entering.size());
+      k.reason += ", reduced in the backward once its bucket is complete "
+                  "(overlap-grad-reduce)";
       body.push_back(std::move(k));
     }
   }
   step.body = std::move(body);
+  return groupsMoved;
 }
 
 /// One all_reduce kernel per bucket where the bucket's tensors are whole
@@ -2588,11 +2598,34 @@ LogicalResult ProgramLowering::lower(int64_t microbatches) {
   Function evalStep = forwardOnly(step);
   // Sampling's forward pass to the logits (where they are whole).
   std::optional<Function> logitsStep = logitsOnly(step);
-  if (microbatches == 1 && overlapGradReduce)
+  // The gradients are reduced in the backward of the step's last
+  // microbatch: the microbatch step itself, or a copy of it called for the
+  // last of several.
+  std::optional<Function> lastStep;
+  if (overlapGradReduce && microbatches == 1) {
     reduceInBackward(step, applyStep);
+  } else if (overlapGradReduce) {
+    // Worth a second copy of the microbatch step only for the data-parallel
+    // gradients (not for a tensor-parallel sum of norm weights alone).
+    lastStep = step;
+    lastStep->name = "last_microbatch_step";
+    Function apply = applyStep;
+    SmallVector<int64_t> moved = reduceInBackward(*lastStep, apply);
+    if (llvm::any_of(moved, [&](int64_t group) {
+          return llvm::is_contained(groups[group], "dp");
+        }))
+      applyStep = std::move(apply);
+    else
+      lastStep.reset();
+  }
   std::vector<Function> functions = {begin, step, applyStep, evalStep};
   if (logitsStep)
     functions.push_back(std::move(*logitsStep));
+  unsigned last = 1;
+  if (lastStep) {
+    last = functions.size();
+    functions.push_back(std::move(*lastStep));
+  }
   for (Function &f : functions)
     bucketCollectives(f);
   planMemory(functions);
@@ -2600,7 +2633,7 @@ LogicalResult ProgramLowering::lower(int64_t microbatches) {
     mergeBuckets(f);
   SmallVector<Call> calls = {{0, 0}};
   for (int64_t m = 0; m < microbatches; ++m)
-    calls.push_back({1, m});
+    calls.push_back({m + 1 == microbatches ? last : 1u, m});
   calls.push_back({2, 0});
   emitProgram(functions, calls);
   return success();

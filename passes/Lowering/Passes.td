@@ -87,14 +87,17 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
     past the updates that follow them): one kernel with an input and an
     output per tensor, which the runtime moves as one collective.
 
-    With one microbatch per step and no pipeline (`overlap-grad-reduce`, on
-    by default), the in-place all-reduces of the gradient accumulators move
-    from the start of the apply step into the microbatch step: each bucket
+    Without a pipeline (`overlap-grad-reduce`, on by default), the in-place
+    all-reduces of the gradient accumulators move from the start of the
+    apply step into the backward of the step's last microbatch: each bucket
     (one `dist.all_reduce`) right after the accumulate that completes its
     last gradient, so that the buckets of the last layers reduce while the
-    backward pass of the first ones runs, as PyTorch's DDP does. The sums
-    are the same; the accumulators of a bucket still lie side by side and
-    move as one collective.
+    backward pass of the first ones runs, as PyTorch's DDP does. With one
+    microbatch that is the microbatch step; with several, the step calls
+    `@last_microbatch_step`, the microbatch step with the all-reduces, for
+    the last one (one more function, whatever the count). The sums are the
+    same; the accumulators of a bucket still lie side by side and move as
+    one collective.
 
     A linear layer's product, bias and activation become one kernel
     (`fuse-epilogues`, on by default): a `triad.matmul` whose only use is
@@ -126,10 +129,9 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
            "Lower a product with its bias add, and the tanh GELU or ReLU "
            "that follows, as one matmul with an epilogue">,
     Option<"overlapGradReduce", "overlap-grad-reduce", "bool", "true",
-           "With one microbatch per step and no pipeline: all-reduce each "
-           "bucket of gradients in the backward pass, as soon as its last "
-           "gradient is accumulated, instead of at the start of the apply "
-           "step">,
+           "Without a pipeline: all-reduce each bucket of gradients in the "
+           "last microbatch's backward pass, as soon as its last gradient "
+           "is accumulated, instead of at the start of the apply step">,
   ];
   let statistics = [
     Statistic<"numKernels", "kernels", "Kernel calls emitted">,

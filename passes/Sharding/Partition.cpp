@@ -178,7 +178,8 @@ private:
                           "gradients entering @" + func.getSymName().str() +
                           ", partial over " + llvm::join(bucketAxes, ",") +
                           ": " + std::to_string(bucket.size()) +
-                          " tensors in one bucket"));
+                          (bucket.size() == 1 ? " tensor" : " tensors") +
+                          " in one bucket"));
       for (auto [arg, result] : llvm::zip(bucket, reduce.getResults())) {
         arg.replaceAllUsesExcept(result, reduce);
         LayoutAttr layout = layoutOf(arg);

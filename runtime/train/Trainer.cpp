@@ -496,7 +496,11 @@ absl::StatusOr<Trainer::Evaluation> Trainer::evaluate(const TokenFile &data,
       const plan::Function *function = program.functions()->Get(called);
       if (!forwardCall(index, *function))
         continue;
-      if (evalStep && function->name()->string_view() == "microbatch_step") {
+      // The microbatch step, or the copy of it the last microbatch calls
+      // (where the gradients are reduced in its backward).
+      if (evalStep &&
+          (function->name()->string_view() == "microbatch_step" ||
+           function->name()->string_view() == "last_microbatch_step")) {
         called = *evalStep;
         function = program.functions()->Get(called);
       }

@@ -7,6 +7,7 @@
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dp=2 | FileCheck %s --check-prefix=DP
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 overlap-grad-reduce=false' | FileCheck %s --check-prefix=DPAPPLY
 // RUN: triad-gen --preset tiny --layers 1 --batch 8 | triad-opt '--triad-train-pipeline=dp=2 microbatches=2' | FileCheck %s --check-prefix=DPMB2
+// RUN: triad-gen --preset tiny --layers 1 --batch 8 | triad-opt '--triad-train-pipeline=tp=2 microbatches=2' | FileCheck %s --check-prefix=TPMB2
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=microbatches=2 | FileCheck %s --check-prefix=MB
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dp=4 2>&1 | FileCheck %s --check-prefix=DP4
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 microbatches=2' 2>&1 | FileCheck %s --check-prefix=DPMB
@@ -85,9 +86,17 @@
 // BUCKETS: rt.func @microbatch_step
 // BUCKETS-COUNT-2: rt.kernel reduce_scatter(%{{[0-9a-z_]+}}) -> (%{{[0-9a-z_]+}}) ints [0, 0]
 // BUCKETS: rt.func @apply_step
+// Each in its own bucket, the norm weight's gradient is all-reduced while
+// the backward still has the embedding's gradient to compute.
 // DPBUCKETS: rt.func @microbatch_step
-// DPBUCKETS-COUNT-2: 1 tensors in one bucket
+// DPBUCKETS: rt.kernel accumulate(%[[NORM:[0-9a-z_]+]], {{.*}} : (memref<8xf32>
+// DPBUCKETS-NEXT: rt.kernel all_reduce(%[[NORM]]) -> (%[[NORM]]) ints [0] {reason = "gradients of @microbatch_step, partial over dp: 1 tensor in one bucket, reduced in the backward once its bucket is complete (overlap-grad-reduce)"}
+// DPBUCKETS-NEXT: rt.kernel embedding_grad(
+// DPBUCKETS: rt.kernel accumulate(%[[EMBED:[0-9a-z_]+]], {{.*}} : (memref<16x8xf32>
+// DPBUCKETS-NEXT: rt.kernel all_reduce(%[[EMBED]]) -> (%[[EMBED]])
 // DPBUCKETS: rt.func @apply_step
+// DPBUCKETS-NOT: gradients of
+// DPBUCKETS: rt.func @eval_step
 // NOBUCKET: error: --triad-train-pipeline: bucket-bytes=0 must be at least 1
 
 // Data parallel: each rank computes on its half of the batch. With one
@@ -103,12 +112,16 @@
 // DP: %[[SUMS:[0-9a-z_]+]] = rt.buffer {{[0-9]+}} : memref<17xf32>
 // DP: rt.func @microbatch_step args(%{{.*}}, %{{.*}} : memref<1x4xi32>, memref<1x4xi32>) kinds ["tokens", "labels"]
 // DP: rt.kernel accumulate(%{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}) -> (%{{[0-9a-z_]+}}) : (memref<16x8xf32>
-// DP-NEXT: rt.kernel all_reduce(%[[GRADS]]) -> (%[[GRADS]]) ints [0] {reason = "as soon as its bucket is complete (overlap-grad-reduce): gradients entering @apply_step, partial over dp: 2 tensors in one bucket"} : (memref<136xf32>)
-// DP: rt.kernel all_reduce(%[[SUMS]]) -> (%[[SUMS]]) ints [0] {reason = "as soon as its bucket is complete (overlap-grad-reduce): the step{{.}}s loss sum and token count, partial over dp"} : (memref<17xf32>)
+// DP-NEXT: rt.kernel all_reduce(%[[GRADS]]) -> (%[[GRADS]]) ints [0] {reason = "gradients of @microbatch_step, partial over dp: 2 tensors in one bucket, reduced in the backward once its bucket is complete (overlap-grad-reduce)"} : (memref<136xf32>)
+// DP: rt.kernel all_reduce(%[[SUMS]]) -> (%[[SUMS]]) ints [0] {reason = "the step{{.}}s loss sum and token count, partial over dp, reduced in the backward once its bucket is complete (overlap-grad-reduce)"} : (memref<17xf32>)
 // DP-NEXT: }
 // DP: rt.func @apply_step
 // DP-NEXT: rt.kernel reciprocal(
 // DP-COUNT-2: rt.kernel scale_by
+// DP-NOT: all_reduce
+// Evaluation's forward pass (made from the microbatch step before the
+// move) reduces nothing: the trainer sums its ranks' losses itself.
+// DP: rt.func @eval_step
 // DP-NOT: all_reduce
 // DP: rt.step [@begin_step, @microbatch_step, @apply_step]
 // Without it, everything is all-reduced at the start of the apply step,
@@ -124,12 +137,22 @@
 // DPAPPLY: rt.kernel all_reduce(%[[GRADS]]) -> (%[[GRADS]]) ints [0] {reason = "gradients entering @apply_step, partial over dp: 2 tensors in one bucket"} : (memref<136xf32>)
 // DPAPPLY-NOT: all_reduce
 // DPAPPLY: rt.step [@begin_step, @microbatch_step, @apply_step]
-// With several microbatches the sums are reduced once, after the last
-// one, at the start of the apply step.
+// With several microbatches the sums are reduced once, in the backward of
+// the last: the step calls a copy of the microbatch step for it, with the
+// all-reduces (one more function, whatever the count).
 // DPMB2: rt.func @microbatch_step
 // DPMB2-NOT: all_reduce
 // DPMB2: rt.func @apply_step
-// DPMB2: rt.kernel all_reduce({{.*}}reason = "gradients entering @apply_step
+// DPMB2-NOT: all_reduce({{.*}}gradients entering
+// DPMB2: rt.func @last_microbatch_step
+// DPMB2: rt.kernel all_reduce({{.*}}reason = "gradients of @last_microbatch_step, partial over dp
+// DPMB2: rt.step [@begin_step, @microbatch_step, @last_microbatch_step, @apply_step] microbatches [0, 0, 1, 0]
+// A tensor-parallel sum of norm weights alone is not worth the copy: it
+// stays in the apply step.
+// TPMB2: rt.func @apply_step
+// TPMB2: rt.kernel all_reduce({{.*}}reason = "gradients entering @apply_step, partial over tp
+// TPMB2-NOT: last_microbatch_step
+// TPMB2: rt.step [@begin_step, @microbatch_step, @microbatch_step, @apply_step]
 
 // Microbatches: the step calls the microbatch step on each half of the
 // batch in turn, with no communication.

@@ -290,7 +290,7 @@ dist.mesh @mesh axes ["dp", "pp", "tp"] = [2, 1, 2]
 // CHECK-LABEL: func.func @buckets
 // CHECK-SAME: (%[[A:[a-z0-9]+]]: {{.*}}, %[[B:[a-z0-9]+]]: {{.*}}, %[[C:[a-z0-9]+]]: {{.*}}, %[[D:[a-z0-9]+]]: {{.*}}, %[[E:[a-z0-9]+]]: {{.*}}, %[[F:[a-z0-9]+]]: {{.*}}, %[[G:[a-z0-9]+]]: {{.*}}, %[[H:[a-z0-9]+]]: {{.*}}, %{{.*}}: {{.*}})
 // CHECK-NEXT: dist.all_reduce %[[A]], %[[B]] over ["dp"] {{.*}}dist.reason = "gradients entering @buckets, partial over dp: 2 tensors in one bucket"} : tensor<16xf32>, tensor<8xf32>
-// CHECK-NEXT: dist.all_reduce %[[C]] over ["tp"] {{.*}}dist.reason = "gradients entering @buckets, partial over tp: 1 tensors in one bucket"} : tensor<4xf32>
+// CHECK-NEXT: dist.all_reduce %[[C]] over ["tp"] {{.*}}dist.reason = "gradients entering @buckets, partial over tp: 1 tensor in one bucket"} : tensor<4xf32>
 // CHECK-NEXT: dist.all_reduce %[[D]], %[[F]] over ["dp"] {{.*}} : tensor<4xf32>, tensor<16xf32>
 // CHECK-NOT: dist.all_reduce
 // SMALL-LABEL: func.func @buckets
