@@ -591,8 +591,19 @@ private:
   /// its last accumulator there. An all-reduce stays where the apply step
   /// touches its accumulator before it (but to scale it to the step's mean,
   /// which then scales the sum), or where the microbatch step touches it
-  /// after its last write. Returns the groups of those that moved.
-  SmallVector<int64_t> reduceInBackward(Function &step, Function &apply);
+  /// after its last write. Returns the groups of the gradients' all-reduces
+  /// that moved.
+  /// A copy of `f` named `name` whose temporaries are its own: every
+  /// storage only `f` uses of the program's `functions` (not a persistent
+  /// tensor, not a value kept between calls) gets a fresh one of its size,
+  /// so that the memory planner sees them live within the copy's calls.
+  Function copyWithOwnTemporaries(const Function &f, std::string name,
+                                  ArrayRef<const Function *> functions);
+  /// An all-reduce also stays where a kernel of `others` (the rank's
+  /// other functions that the step calls, under a pipeline) touches its
+  /// accumulator.
+  SmallVector<int64_t> reduceInBackward(Function &step, Function &apply,
+                                        ArrayRef<const Function *> others = {});
   LogicalResult lowerCollective(Operation &op, Function &f);
   /// One operand of a dist.all_reduce over `group`, in the current bucket.
   void lowerAllReducePart(Function &f, Value input, Value result,
@@ -1634,8 +1645,58 @@ void ProgramLowering::bucketCollectives(Function &f) {
   body = std::move(merged);
 }
 
-SmallVector<int64_t> ProgramLowering::reduceInBackward(Function &step,
-                                                       Function &apply) {
+Function
+ProgramLowering::copyWithOwnTemporaries(const Function &f, std::string name,
+                                        ArrayRef<const Function *> functions) {
+  llvm::DenseSet<unsigned> shared;
+  auto note = [&](ArrayRef<unsigned> list) {
+    for (unsigned slot : list)
+      shared.insert(slots[slot].storage);
+  };
+  for (const Function *other : functions) {
+    if (other == &f)
+      continue;
+    note(other->args);
+    note(other->results);
+    for (const Kernel &k : other->body) {
+      note(k.inputs);
+      note(k.outputs);
+    }
+  }
+  DenseMap<unsigned, unsigned> storageCopy, slotCopy;
+  auto own = [&](unsigned slot) -> unsigned {
+    unsigned storage = slots[slot].storage;
+    if (storages[storage].persistent || shared.contains(storage))
+      return slot;
+    auto [it, inserted] = slotCopy.try_emplace(slot, 0);
+    if (inserted) {
+      auto [copy, fresh] = storageCopy.try_emplace(storage, 0);
+      if (fresh) {
+        storages.push_back({storages[storage].bytes, /*persistent=*/false});
+        copy->second = storages.size() - 1;
+      }
+      it->second = addSlot(copy->second, slots[slot].type);
+    }
+    return it->second;
+  };
+  Function copy = f;
+  copy.name = std::move(name);
+  for (unsigned &slot : copy.args)
+    slot = own(slot);
+  for (unsigned &slot : copy.results)
+    slot = own(slot);
+  for (Kernel &k : copy.body) {
+    for (unsigned &slot : k.inputs)
+      slot = own(slot);
+    for (unsigned &slot : k.outputs)
+      slot = own(slot);
+  }
+  return copy;
+}
+
+SmallVector<int64_t>
+ProgramLowering::reduceInBackward(Function &step, Function &apply,
+                                  ArrayRef<const Function *> others) {
   auto touches = [&](ArrayRef<unsigned> a, ArrayRef<unsigned> b) {
     return llvm::any_of(a, [&](unsigned x) {
       return llvm::any_of(
@@ -1677,6 +1738,9 @@ SmallVector<int64_t> ProgramLowering::reduceInBackward(Function &step,
         lastWrite = j;
     moves = moves && lastWrite && !touches(step.results, k.inputs[0]) &&
             !touches(step.args, k.inputs[0]);
+    for (const Function *other : others)
+      for (const Kernel &kernel : other->body)
+        moves = moves && !touchedBy(kernel, k.inputs[0]);
     for (size_t j = lastWrite.value_or(0) + 1; moves && j < step.body.size();
          ++j)
       moves = !touchedBy(step.body[j], k.inputs[0]);
@@ -1688,9 +1752,12 @@ SmallVector<int64_t> ProgramLowering::reduceInBackward(Function &step,
   if (moved.empty())
     return {};
   apply.body = std::move(kept);
+  // The groups of the gradients' all-reduces that moved (not the loss sum
+  // and token count's).
   SmallVector<int64_t> groupsMoved;
   for (const auto &[after, k] : moved)
-    if (!llvm::is_contained(groupsMoved, k.ints[0]))
+    if (!touches(k.inputs, {lossSum, tokenCount}) &&
+        !llvm::is_contained(groupsMoved, k.ints[0]))
       groupsMoved.push_back(k.ints[0]);
   // A bucket reduces once its last accumulator is complete.
   llvm::DenseMap<int64_t, size_t> ready;
@@ -1764,7 +1831,8 @@ void ProgramLowering::mergeBuckets(Function &f) {
                     f.body[k].ints,
                     {},
                     f.body[k].bucket,
-                    f.body[k].reason});
+                    f.body[k].reason,
+                    f.body[k].layer});
     k = end;
   }
   f.body = std::move(body);
@@ -2573,6 +2641,48 @@ LogicalResult ProgramLowering::lowerPipelineRank(
     loweredIndex = functions.size();
     add(std::move(f), i);
   }
+  // Each bucket of data-parallel gradients is all-reduced in the backward
+  // of the last microbatch that completes it: a copy of each backward
+  // function (`..._last`) for its last call, holding the all-reduces of
+  // the accumulators only it writes (of the rank's functions).
+  if (overlapGradReduce) {
+    auto applyAt = llvm::find_if(
+        functions, [](const Function &f) { return f.name == "apply_step"; });
+    for (const auto &[key, index] : lowered) {
+      pipe::StageWork work = key.second;
+      if (!index || applyAt == functions.end() ||
+          (work != pipe::StageWork::backward &&
+           work != pipe::StageWork::backward_input &&
+           work != pipe::StageWork::backward_weight))
+        continue;
+      auto lastCall = llvm::find_if(llvm::reverse(calls), [&](const Call &c) {
+        return c.function == *index;
+      });
+      if (lastCall == calls.rend())
+        continue;
+      SmallVector<const Function *> all, others;
+      for (const Function &f : functions) {
+        all.push_back(&f);
+        if (&f != &functions[*index] && &f != &*applyAt &&
+            f.name != "begin_step")
+          others.push_back(&f);
+      }
+      Function last = copyWithOwnTemporaries(
+          functions[*index], functions[*index].name + "_last", all);
+      Function apply = *applyAt;
+      SmallVector<int64_t> moved = reduceInBackward(last, apply, others);
+      if (llvm::none_of(moved, [&](int64_t group) {
+            return llvm::is_contained(groups[group], "dp");
+          }))
+        continue;
+      *applyAt = std::move(apply);
+      lastCall->function = functions.size();
+      functions.push_back(std::move(last));
+      // (push_back may move the functions: find the apply step again.)
+      applyAt = llvm::find_if(
+          functions, [](const Function &f) { return f.name == "apply_step"; });
+    }
+  }
   for (Function &f : functions)
     bucketCollectives(f);
   if (failed(planMemoryWithSlots(functions, calls)))
@@ -2607,8 +2717,10 @@ LogicalResult ProgramLowering::lower(int64_t microbatches) {
   } else if (overlapGradReduce) {
     // Worth a second copy of the microbatch step only for the data-parallel
     // gradients (not for a tensor-parallel sum of norm weights alone).
-    lastStep = step;
-    lastStep->name = "last_microbatch_step";
+    SmallVector<const Function *> all = {&begin, &step, &applyStep, &evalStep};
+    if (logitsStep)
+      all.push_back(&*logitsStep);
+    lastStep = copyWithOwnTemporaries(step, "last_microbatch_step", all);
     Function apply = applyStep;
     SmallVector<int64_t> moved = reduceInBackward(*lastStep, apply);
     if (llvm::any_of(moved, [&](int64_t group) {
@@ -2772,6 +2884,7 @@ struct LowerToRtPass : triad::impl::LowerToRtBase<LowerToRtPass> {
                      groups);
         last->bucketBytes = bucketBytes;
         last->fuseEpilogues = fuseEpilogues;
+        last->overlapGradReduce = overlapGradReduce;
         if (failed(last->lowerPipelineRank(rank, *schedule, *step)))
           return signalPassFailure();
         record(*last);

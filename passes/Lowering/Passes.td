@@ -87,17 +87,23 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
     past the updates that follow them): one kernel with an input and an
     output per tensor, which the runtime moves as one collective.
 
-    Without a pipeline (`overlap-grad-reduce`, on by default), the in-place
-    all-reduces of the gradient accumulators move from the start of the
-    apply step into the backward of the step's last microbatch: each bucket
-    (one `dist.all_reduce`) right after the accumulate that completes its
-    last gradient, so that the buckets of the last layers reduce while the
+    With `overlap-grad-reduce` (on by default), the in-place all-reduces of
+    the gradient accumulators move from the start of the apply step into
+    the backward of the step's last microbatch: each bucket (one
+    `dist.all_reduce`) right after the accumulate that completes its last
+    gradient, so that the buckets of the last layers reduce while the
     backward pass of the first ones runs, as PyTorch's DDP does. With one
     microbatch that is the microbatch step; with several, the step calls
-    `@last_microbatch_step`, the microbatch step with the all-reduces, for
-    the last one (one more function, whatever the count). The sums are the
-    same; the accumulators of a bucket still lie side by side and move as
-    one collective.
+    `@last_microbatch_step`, a copy of the microbatch step with the
+    all-reduces (and its own temporaries), for the last one; under a
+    pipeline, each stage's backward function gets such a copy
+    (`@backward_s0_last`) for its last call. One more function per stage,
+    whatever the count, made only where data-parallel gradients move. An
+    accumulator another function of the rank writes, or that the apply step
+    touches first (a tied embedding's parts exchanged between stages), is
+    reduced in the apply step as before. The sums are the same; the
+    accumulators of a bucket still lie side by side and move as one
+    collective.
 
     A linear layer's product, bias and activation become one kernel
     (`fuse-epilogues`, on by default): a `triad.matmul` whose only use is
@@ -129,9 +135,9 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
            "Lower a product with its bias add, and the tanh GELU or ReLU "
            "that follows, as one matmul with an epilogue">,
     Option<"overlapGradReduce", "overlap-grad-reduce", "bool", "true",
-           "Without a pipeline: all-reduce each bucket of gradients in the "
-           "last microbatch's backward pass, as soon as its last gradient "
-           "is accumulated, instead of at the start of the apply step">,
+           "All-reduce each bucket of gradients in the last microbatch's "
+           "backward pass, as soon as its last gradient is accumulated, "
+           "instead of at the start of the apply step">,
   ];
   let statistics = [
     Statistic<"numKernels", "kernels", "Kernel calls emitted">,

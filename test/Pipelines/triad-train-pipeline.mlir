@@ -8,6 +8,8 @@
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 overlap-grad-reduce=false' | FileCheck %s --check-prefix=DPAPPLY
 // RUN: triad-gen --preset tiny --layers 1 --batch 8 | triad-opt '--triad-train-pipeline=dp=2 microbatches=2' | FileCheck %s --check-prefix=DPMB2
 // RUN: triad-gen --preset tiny --layers 1 --batch 8 | triad-opt '--triad-train-pipeline=tp=2 microbatches=2' | FileCheck %s --check-prefix=TPMB2
+// RUN: triad-gen --preset tiny --layers 2 --batch 8 | triad-opt '--triad-train-pipeline=dp=2 pp=2 microbatches=2' | FileCheck %s --check-prefix=PPDP
+// RUN: triad-gen --preset tiny --layers 2 --batch 8 | triad-opt '--triad-train-pipeline=dp=2 pp=2 microbatches=2 overlap-grad-reduce=false' | FileCheck %s --check-prefix=PPDPOFF
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=microbatches=2 | FileCheck %s --check-prefix=MB
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=dp=4 2>&1 | FileCheck %s --check-prefix=DP4
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 microbatches=2' 2>&1 | FileCheck %s --check-prefix=DPMB
@@ -147,6 +149,23 @@
 // DPMB2: rt.func @last_microbatch_step
 // DPMB2: rt.kernel all_reduce({{.*}}reason = "gradients of @last_microbatch_step, partial over dp
 // DPMB2: rt.step [@begin_step, @microbatch_step, @last_microbatch_step, @apply_step] microbatches [0, 0, 1, 0]
+// Under a pipeline, each stage's backward gets a copy for the last
+// microbatch's call that all-reduces its gradients; the tied embedding's
+// gradient stays in the apply step, which first adds the part of the other
+// stage.
+// PPDP: rt.program @rank0
+// PPDP: rt.func @backward_s0 args
+// PPDP-NOT: all_reduce
+// PPDP: rt.func @apply_step
+// PPDP: rt.kernel recv(
+// PPDP: rt.kernel all_reduce({{.*}}reason = "gradients entering @apply_step, partial over dp: 36 tensors in one bucket"} : (memref<256x64xf32>)
+// PPDP: rt.func @backward_s0_last args
+// PPDP: rt.kernel all_reduce({{.*}}reason = "gradients of @backward_s0_last, partial over dp
+// PPDP: rt.step [@begin_step, @forward_s0, @send_act_s0, @forward_s0, @send_act_s0, @recv_grad_s0, @backward_s0, @recv_grad_s0, @backward_s0_last, @apply_step]
+// PPDP: rt.program @rank1
+// PPDP: rt.func @backward_s1_last args
+// PPDP: rt.kernel all_reduce({{.*}}reason = "gradients of @backward_s1_last, partial over dp
+// PPDPOFF-NOT: _last
 // A tensor-parallel sum of norm weights alone is not worth the copy: it
 // stays in the apply step.
 // TPMB2: rt.func @apply_step

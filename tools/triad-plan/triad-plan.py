@@ -72,8 +72,8 @@ The closed forms, per GPU:
            activations and gradients between stages, data parallelism's
            collectives once per step (per microbatch for ZeRO-2 and -3,
            whose reduce-scatters overlap the rest of the microbatch's
-           backward on the stage, as Triad places them; without a pipeline
-           ZeRO-0's all-reduces overlap the last microbatch's backward
+           backward on the stage, as Triad places them; ZeRO-0's
+           all-reduces overlap the backward of the stage's last microbatch
            alike).
   pipeline the bubble: (pp - 1) stage times for 1F1B and GPipe, 1 / v of
            that for the interleaved schedule, a third for ZB-H1; then the
@@ -1508,11 +1508,11 @@ def evaluate(setup, config, simulate=False, closed_memory=True,
         simulated = makespan
         bubble = max(0.0, makespan - compute - pipeline)
     # Data parallelism, across nodes when the replicas span them, as Triad
-    # places it. ZeRO-0 without a pipeline all-reduces each bucket of the
-    # summed gradients in the last microbatch's backward, once the bucket
-    # is complete (overlap-grad-reduce): exposed as a reduce-scatter below.
-    # Under a pipeline ZeRO-0, and ZeRO-1 always, reduce them in the
-    # optimizer step, after every microbatch: nothing to overlap. ZeRO-2 and -3
+    # places it. ZeRO-0 all-reduces each bucket of the summed gradients in
+    # the backward of the stage's last microbatch, once the bucket is
+    # complete (overlap-grad-reduce): exposed as a reduce-scatter below.
+    # ZeRO-1 reduce-scatters them in the optimizer step, after every
+    # microbatch: nothing to overlap. ZeRO-2 and -3
     # reduce-scatter each microbatch's gradients right after the layer
     # that completes them (the partition puts a collective that changes a
     # result's layout there), while the backward goes on through the
@@ -1537,7 +1537,7 @@ def evaluate(setup, config, simulate=False, closed_memory=True,
     scatter = collective(gradients, 1)
     exposed = hidden_by_backward(scatter)
     reduce = all_reduce_seconds(gradients, dp, bandwidth, latency)
-    dp_time = {0: hidden_by_backward(reduce) if pp == 1 else reduce,
+    dp_time = {0: hidden_by_backward(reduce),
                1: collective(gradients, 1) + collective(params, 1),
                2: m * exposed + collective(params, 1),
                3: m * (exposed + 2 * collective(params, 1))
@@ -1583,8 +1583,8 @@ def evaluate(setup, config, simulate=False, closed_memory=True,
             # gradients, and what the backward leaves of it exposed.
             "dp_scatter": scatter if zero >= 2 else 0.0,
             "dp_exposed": exposed if zero >= 2 else 0.0,
-            # ZeRO-0: the step's all-reduce of the gradients (hidden by
-            # the last microbatch's backward without a pipeline).
+            # ZeRO-0: the step's all-reduce of the gradients (partly
+            # hidden by the backward of the stage's last microbatch).
             "dp_all_reduce": reduce if zero == 0 else 0.0,
             "optimizer": optimizer, "microbatches": m,
             "efficiency": t["efficiency"], "time_by": t["by"],
@@ -1787,7 +1787,7 @@ def explain(setup, config, as_json, memory=None):
         print(f"  each microbatch's reduce-scatter of the gradients takes "
               f"{result['dp_scatter']:.3f} s, of which the stage's backward "
               f"leaves {result['dp_exposed']:.3f} s exposed")
-    if result["dp_all_reduce"] and config["pp"] == 1:
+    if result["dp_all_reduce"]:
         print(f"  the all-reduce of the gradients takes "
               f"{result['dp_all_reduce']:.3f} s, of which the last "
               f"microbatch's backward leaves {result['dp_time']:.3f} s "

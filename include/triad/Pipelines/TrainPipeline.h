@@ -101,9 +101,9 @@ struct TrainPipelineOptions
       llvm::cl::init(25 * 1024 * 1024)};
   Option<bool> overlapGradReduce{
       *this, "overlap-grad-reduce",
-      llvm::cl::desc("Without a pipeline: all-reduce each bucket of "
-                     "gradients in the last microbatch's backward pass as "
-                     "soon as it is complete, not in the apply step"),
+      llvm::cl::desc("All-reduce each bucket of gradients in the last "
+                     "microbatch's backward pass as soon as it is complete, "
+                     "not in the apply step"),
       llvm::cl::init(true)};
   Option<bool> fuseEpilogues{
       *this, "fuse-epilogues",
