@@ -417,6 +417,13 @@ private:
          persistent});
     return storages.size() - 1;
   }
+  /// Whether a slot of `a` and one of `b` are views of one storage.
+  bool sharesStorage(ArrayRef<unsigned> a, ArrayRef<unsigned> b) const {
+    return llvm::any_of(a, [&](unsigned x) {
+      return llvm::any_of(
+          b, [&](unsigned y) { return slots[x].storage == slots[y].storage; });
+    });
+  }
   unsigned addSlot(unsigned storage, MemRefType type) {
     slots.push_back({storage, type});
     return slots.size() - 1;
@@ -1508,10 +1515,7 @@ void ProgramLowering::bucketCollectives(Function &f) {
            typeOf(b) == typeOf(a);
   };
   auto touches = [&](ArrayRef<unsigned> a, ArrayRef<unsigned> b) {
-    return llvm::any_of(a, [&](unsigned x) {
-      return llvm::any_of(
-          b, [&](unsigned y) { return slots[x].storage == slots[y].storage; });
-    });
+    return sharesStorage(a, b);
   };
   auto communicates = [](OpCode opcode) {
     return opcode == OpCode::AllReduce || opcode == OpCode::AllGather ||
@@ -1698,10 +1702,7 @@ SmallVector<int64_t>
 ProgramLowering::reduceInBackward(Function &step, Function &apply,
                                   ArrayRef<const Function *> others) {
   auto touches = [&](ArrayRef<unsigned> a, ArrayRef<unsigned> b) {
-    return llvm::any_of(a, [&](unsigned x) {
-      return llvm::any_of(
-          b, [&](unsigned y) { return slots[x].storage == slots[y].storage; });
-    });
+    return sharesStorage(a, b);
   };
   auto touchedBy = [&](const Kernel &k, unsigned slot) {
     return touches(k.inputs, slot) || touches(k.outputs, slot);
