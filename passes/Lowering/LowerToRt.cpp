@@ -606,11 +606,11 @@ private:
   /// so that the memory planner sees them live within the copy's calls.
   Function copyWithOwnTemporaries(const Function &f, std::string name,
                                   ArrayRef<const Function *> functions);
-  /// An all-reduce also stays where a kernel of `others` (the rank's
-  /// other functions that the step calls, under a pipeline) touches its
-  /// accumulator.
+  /// With `completeBefore` (every other call that writes an accumulator
+  /// comes before `step`'s), the all-reduce of an accumulator `step` does
+  /// not write goes at its end.
   SmallVector<int64_t> reduceInBackward(Function &step, Function &apply,
-                                        ArrayRef<const Function *> others = {});
+                                        bool completeBefore = false);
   LogicalResult lowerCollective(Operation &op, Function &f);
   /// One operand of a dist.all_reduce over `group`, in the current bucket.
   void lowerAllReducePart(Function &f, Value input, Value result,
@@ -1698,9 +1698,9 @@ ProgramLowering::copyWithOwnTemporaries(const Function &f, std::string name,
   return copy;
 }
 
-SmallVector<int64_t>
-ProgramLowering::reduceInBackward(Function &step, Function &apply,
-                                  ArrayRef<const Function *> others) {
+SmallVector<int64_t> ProgramLowering::reduceInBackward(Function &step,
+                                                       Function &apply,
+                                                       bool completeBefore) {
   auto touches = [&](ArrayRef<unsigned> a, ArrayRef<unsigned> b) {
     return sharesStorage(a, b);
   };
@@ -1737,11 +1737,10 @@ ProgramLowering::reduceInBackward(Function &step, Function &apply,
     for (size_t j = 0; moves && j < step.body.size(); ++j)
       if (touches(step.body[j].outputs, k.inputs[0]))
         lastWrite = j;
+    if (moves && !lastWrite && completeBefore && !step.body.empty())
+      lastWrite = step.body.size() - 1;
     moves = moves && lastWrite && !touches(step.results, k.inputs[0]) &&
             !touches(step.args, k.inputs[0]);
-    for (const Function *other : others)
-      for (const Kernel &kernel : other->body)
-        moves = moves && !touchedBy(kernel, k.inputs[0]);
     for (size_t j = lastWrite.value_or(0) + 1; moves && j < step.body.size();
          ++j)
       moves = !touchedBy(step.body[j], k.inputs[0]);
@@ -1752,6 +1751,29 @@ ProgramLowering::reduceInBackward(Function &step, Function &apply,
   }
   if (moved.empty())
     return {};
+  // A bucket split between the two (an accumulator the apply step touches
+  // first) says how many of its tensors each part reduces.
+  llvm::DenseMap<int64_t, std::pair<size_t, size_t>> parts;
+  for (const auto &[after, k] : moved)
+    ++parts[k.bucket].first;
+  for (const Kernel &k : kept)
+    if (k.opcode == OpCode::AllReduce && k.bucket >= 0)
+      ++parts[k.bucket].second;
+  auto recount = [&](Kernel &k, bool movedPart) {
+    auto [movedCount, keptCount] = parts.lookup(k.bucket);
+    if (movedCount == 0 || keptCount == 0)
+      return;
+    // "<n> tensors in one bucket" becomes "<part> of its <n> tensors ...".
+    size_t at = k.reason.find(" tensors in one bucket");
+    if (at == std::string::npos)
+      return;
+    size_t number = k.reason.find_last_not_of("0123456789", at - 1) + 1;
+    k.reason.insert(number, std::to_string(movedPart ? movedCount : keptCount) +
+                                " of its ");
+  };
+  for (Kernel &k : kept)
+    if (k.opcode == OpCode::AllReduce && k.bucket >= 0)
+      recount(k, false);
   apply.body = std::move(kept);
   // The groups of the gradients' all-reduces that moved (not the loss sum
   // and token count's).
@@ -1775,7 +1797,8 @@ ProgramLowering::reduceInBackward(Function &step, Function &apply,
       if (StringRef(k.reason).starts_with(entering))
         k.reason =
             "gradients of @" + step.name + k.reason.substr(entering.size());
-      k.reason += ", reduced in the backward once its bucket is complete "
+      recount(k, true);
+      k.reason += ", reduced as soon as its bucket is complete "
                   "(overlap-grad-reduce)";
       body.push_back(std::move(k));
     }
@@ -2642,46 +2665,46 @@ LogicalResult ProgramLowering::lowerPipelineRank(
     loweredIndex = functions.size();
     add(std::move(f), i);
   }
-  // Each bucket of data-parallel gradients is all-reduced in the backward
-  // of the last microbatch that completes it: a copy of each backward
-  // function (`..._last`) for its last call, holding the all-reduces of
-  // the accumulators only it writes (of the rank's functions).
-  if (overlapGradReduce) {
-    auto applyAt = llvm::find_if(
-        functions, [](const Function &f) { return f.name == "apply_step"; });
-    for (const auto &[key, index] : lowered) {
-      pipe::StageWork work = key.second;
-      if (!index || applyAt == functions.end() ||
-          (work != pipe::StageWork::backward &&
-           work != pipe::StageWork::backward_input &&
-           work != pipe::StageWork::backward_weight))
-        continue;
-      auto lastCall = llvm::find_if(llvm::reverse(calls), [&](const Call &c) {
-        return c.function == *index;
-      });
-      if (lastCall == calls.rend())
-        continue;
-      SmallVector<const Function *> all, others;
-      for (const Function &f : functions) {
+  // The rank's last call before its apply step all-reduces the gradients
+  // it completes, and those every earlier call completed, at its end: a
+  // bucket right after the kernel that completes it where that call
+  // completes it (the first stage's last backward), otherwise after its
+  // last transfer (a later stage's sending its last gradient), so that
+  // they overlap what the other pipeline ranks still have to do without
+  // queueing before any transfer. A call of a function called once holds
+  // them itself; otherwise a copy of its function for it (`..._last`).
+  auto applyCall = llvm::find_if(calls, [&](const Call &c) {
+    return functions[c.function].name == "apply_step";
+  });
+  if (overlapGradReduce && applyCall != calls.end() &&
+      applyCall != calls.begin() &&
+      functions[(applyCall - 1)->function].name != "begin_step") {
+    unsigned applyIndex = applyCall->function;
+    Call &target = *(applyCall - 1);
+    Function apply = functions[applyIndex];
+    if (llvm::count_if(calls, [&](const Call &c) {
+          return c.function == target.function;
+        }) == 1) {
+      reduceInBackward(functions[target.function], apply,
+                       /*completeBefore=*/true);
+      functions[applyIndex] = std::move(apply);
+    } else {
+      SmallVector<const Function *> all;
+      for (const Function &f : functions)
         all.push_back(&f);
-        if (&f != &functions[*index] && &f != &*applyAt &&
-            f.name != "begin_step")
-          others.push_back(&f);
-      }
       Function last = copyWithOwnTemporaries(
-          functions[*index], functions[*index].name + "_last", all);
-      Function apply = *applyAt;
-      SmallVector<int64_t> moved = reduceInBackward(last, apply, others);
-      if (llvm::none_of(moved, [&](int64_t group) {
+          functions[target.function], functions[target.function].name + "_last",
+          all);
+      // Worth the copy only for the data-parallel gradients.
+      SmallVector<int64_t> moved =
+          reduceInBackward(last, apply, /*completeBefore=*/true);
+      if (llvm::any_of(moved, [&](int64_t group) {
             return llvm::is_contained(groups[group], "dp");
-          }))
-        continue;
-      *applyAt = std::move(apply);
-      lastCall->function = functions.size();
-      functions.push_back(std::move(last));
-      // (push_back may move the functions: find the apply step again.)
-      applyAt = llvm::find_if(
-          functions, [](const Function &f) { return f.name == "apply_step"; });
+          })) {
+        functions[applyIndex] = std::move(apply);
+        target.function = functions.size();
+        functions.push_back(std::move(last));
+      }
     }
   }
   for (Function &f : functions)

@@ -95,13 +95,16 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
     backward pass of the first ones runs, as PyTorch's DDP does. With one
     microbatch that is the microbatch step; with several, the step calls
     `@last_microbatch_step`, a copy of the microbatch step with the
-    all-reduces (and its own temporaries), for the last one; under a
-    pipeline, each stage's backward function gets such a copy
-    (`@backward_s0_last`) for its last call. One more function per stage,
-    whatever the count, made only where data-parallel gradients move. An
-    accumulator another function of the rank writes, or that the apply step
-    touches first (a tied embedding's parts exchanged between stages), is
-    reduced in the apply step as before. The sums are the same; the
+    all-reduces (and its own temporaries), for the last one. Under a
+    pipeline, the rank's last call before the apply step holds them (a
+    copy of its function, `@backward_s0_last`, `@send_grad_s1_last`, where
+    that is called more than once): the first stage's last backward right
+    after each bucket is complete, a later stage's after it sends its last
+    gradient, never before a transfer (NCCL runs a rank's collectives and
+    transfers in order on one stream). One more function per rank, whatever
+    the count, made only where data-parallel gradients move. An accumulator
+    the apply step touches first (a tied embedding's parts exchanged
+    between stages) is reduced in the apply step as before. The sums are the same; the
     accumulators of a bucket still lie side by side and move as one
     collective.
 

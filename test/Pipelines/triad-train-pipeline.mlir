@@ -92,7 +92,7 @@
 // the backward still has the embedding's gradient to compute.
 // DPBUCKETS: rt.func @microbatch_step
 // DPBUCKETS: rt.kernel accumulate(%[[NORM:[0-9a-z_]+]], {{.*}} : (memref<8xf32>
-// DPBUCKETS-NEXT: rt.kernel all_reduce(%[[NORM]]) -> (%[[NORM]]) ints [0] {reason = "gradients of @microbatch_step, partial over dp: 1 tensor in one bucket, reduced in the backward once its bucket is complete (overlap-grad-reduce)"}
+// DPBUCKETS-NEXT: rt.kernel all_reduce(%[[NORM]]) -> (%[[NORM]]) ints [0] {reason = "gradients of @microbatch_step, partial over dp: 1 tensor in one bucket, reduced as soon as its bucket is complete (overlap-grad-reduce)"}
 // DPBUCKETS-NEXT: rt.kernel embedding_grad(
 // DPBUCKETS: rt.kernel accumulate(%[[EMBED:[0-9a-z_]+]], {{.*}} : (memref<16x8xf32>
 // DPBUCKETS-NEXT: rt.kernel all_reduce(%[[EMBED]]) -> (%[[EMBED]])
@@ -114,8 +114,8 @@
 // DP: %[[SUMS:[0-9a-z_]+]] = rt.buffer {{[0-9]+}} : memref<17xf32>
 // DP: rt.func @microbatch_step args(%{{.*}}, %{{.*}} : memref<1x4xi32>, memref<1x4xi32>) kinds ["tokens", "labels"]
 // DP: rt.kernel accumulate(%{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}) -> (%{{[0-9a-z_]+}}) : (memref<16x8xf32>
-// DP-NEXT: rt.kernel all_reduce(%[[GRADS]]) -> (%[[GRADS]]) ints [0] {reason = "gradients of @microbatch_step, partial over dp: 2 tensors in one bucket, reduced in the backward once its bucket is complete (overlap-grad-reduce)"} : (memref<136xf32>)
-// DP: rt.kernel all_reduce(%[[SUMS]]) -> (%[[SUMS]]) ints [0] {reason = "the step{{.}}s loss sum and token count, partial over dp, reduced in the backward once its bucket is complete (overlap-grad-reduce)"} : (memref<17xf32>)
+// DP-NEXT: rt.kernel all_reduce(%[[GRADS]]) -> (%[[GRADS]]) ints [0] {reason = "gradients of @microbatch_step, partial over dp: 2 tensors in one bucket, reduced as soon as its bucket is complete (overlap-grad-reduce)"} : (memref<136xf32>)
+// DP: rt.kernel all_reduce(%[[SUMS]]) -> (%[[SUMS]]) ints [0] {reason = "the step{{.}}s loss sum and token count, partial over dp, reduced as soon as its bucket is complete (overlap-grad-reduce)"} : (memref<17xf32>)
 // DP-NEXT: }
 // DP: rt.func @apply_step
 // DP-NEXT: rt.kernel reciprocal(
@@ -149,22 +149,26 @@
 // DPMB2: rt.func @last_microbatch_step
 // DPMB2: rt.kernel all_reduce({{.*}}reason = "gradients of @last_microbatch_step, partial over dp
 // DPMB2: rt.step [@begin_step, @microbatch_step, @last_microbatch_step, @apply_step] microbatches [0, 0, 1, 0]
-// Under a pipeline, each stage's backward gets a copy for the last
-// microbatch's call that all-reduces its gradients; the tied embedding's
-// gradient stays in the apply step, which first adds the part of the other
-// stage.
+// Under a pipeline, the rank's last call before the apply step (here a
+// copy of its function for the last microbatch) all-reduces the gradients
+// at its end: the first stage's last backward right after each bucket is
+// complete, the last stage after it sends its last gradient (never before
+// a transfer). The tied embedding's gradient stays in the apply step,
+// which first adds the part of the other stage.
 // PPDP: rt.program @rank0
 // PPDP: rt.func @backward_s0 args
 // PPDP-NOT: all_reduce
 // PPDP: rt.func @apply_step
 // PPDP: rt.kernel recv(
-// PPDP: rt.kernel all_reduce({{.*}}reason = "gradients entering @apply_step, partial over dp: 36 tensors in one bucket"} : (memref<256x64xf32>)
+// PPDP: rt.kernel all_reduce({{.*}}reason = "gradients entering @apply_step, partial over dp: 1 of its 36 tensors in one bucket"} : (memref<256x64xf32>)
 // PPDP: rt.func @backward_s0_last args
-// PPDP: rt.kernel all_reduce({{.*}}reason = "gradients of @backward_s0_last, partial over dp
+// PPDP: rt.kernel all_reduce({{.*}}reason = "gradients of @backward_s0_last, partial over dp: 17 of its 36 tensors in one bucket, reduced as soon as its bucket is complete (overlap-grad-reduce)"
 // PPDP: rt.step [@begin_step, @forward_s0, @send_act_s0, @forward_s0, @send_act_s0, @recv_grad_s0, @backward_s0, @recv_grad_s0, @backward_s0_last, @apply_step]
 // PPDP: rt.program @rank1
-// PPDP: rt.func @backward_s1_last args
-// PPDP: rt.kernel all_reduce({{.*}}reason = "gradients of @backward_s1_last, partial over dp
+// PPDP: rt.func @send_grad_s1_last args
+// PPDP-NEXT: rt.kernel send(
+// PPDP: rt.kernel all_reduce({{.*}}reason = "gradients of @send_grad_s1_last, partial over dp
+// PPDP: rt.step [{{.*}}@backward_s1, @send_grad_s1_last, @apply_step]
 // PPDPOFF-NOT: _last
 // A tensor-parallel sum of norm weights alone is not worth the copy: it
 // stays in the apply step.

@@ -1510,7 +1510,9 @@ def evaluate(setup, config, simulate=False, closed_memory=True,
     # Data parallelism, across nodes when the replicas span them, as Triad
     # places it. ZeRO-0 all-reduces each bucket of the summed gradients in
     # the backward of the stage's last microbatch, once the bucket is
-    # complete (overlap-grad-reduce): exposed as a reduce-scatter below.
+    # complete (overlap-grad-reduce; under a pipeline so on the first
+    # stage, which ends the step, the later ones reducing during its
+    # drain): exposed as a reduce-scatter below.
     # ZeRO-1 reduce-scatters them in the optimizer step, after every
     # microbatch: nothing to overlap. ZeRO-2 and -3
     # reduce-scatter each microbatch's gradients right after the layer

@@ -18,8 +18,8 @@
 // microbatch, in the microbatch step, as soon as each is complete.
 // DP: triad comm report: program @rank0 (pipeline rank 0), one optimizer step
 // DP-NEXT: function calls collective group ranks bytes why
-// DP-NEXT: microbatch_step 1 all_reduce dp 2 544 gradients of @microbatch_step, partial over dp: 2 tensors in one bucket, reduced in the backward once its bucket is complete (overlap-grad-reduce)
-// DP-NEXT: microbatch_step 1 all_reduce dp 2 68 the step's loss sum and token count, partial over dp, reduced in the backward once its bucket is complete (overlap-grad-reduce)
+// DP-NEXT: microbatch_step 1 all_reduce dp 2 544 gradients of @microbatch_step, partial over dp: 2 tensors in one bucket, reduced as soon as its bucket is complete (overlap-grad-reduce)
+// DP-NEXT: microbatch_step 1 all_reduce dp 2 68 the step's loss sum and token count, partial over dp, reduced as soon as its bucket is complete (overlap-grad-reduce)
 // Over 2 ranks a ring all_reduce sends the whole tensor from each rank
 // (half in its reduce-scatter, half in its all-gather).
 // DP-NEXT: total over dp 612 B per step, 612 B sent by each rank (ring algorithms)

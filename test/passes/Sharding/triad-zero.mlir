@@ -69,7 +69,7 @@ triad.state @m.b : tensor<8xf32> init <zeros> of @b {dist.layout = #dist.layout<
 // all-reduce and the all-gather sent them three times. The 36 tensors go
 // in one bucket each way: 4 collectives per step, not 74.
 // COMM-NOT: gradients entering
-// COMM: microbatch_step 1 all_reduce dp 4 68 the step's loss sum and token count, partial over dp, reduced in the backward once its bucket is complete (overlap-grad-reduce)
+// COMM: microbatch_step 1 all_reduce dp 4 68 the step's loss sum and token count, partial over dp, reduced as soon as its bucket is complete (overlap-grad-reduce)
 // COMM-NEXT: apply_step 1 reduce_scatter dp 4 482,304 36 tensors in one bucket, the first: #dist.layout<{}, {}, partial = {dp}> to #dist.layout<{dp}, {}> for the ZeRO piece of @embed.wte entering @apply_step
 // COMM-NOT: gradients entering
 // COMM-NOT: all_slice
@@ -94,7 +94,7 @@ triad.state @m.b : tensor<8xf32> init <zeros> of @b {dist.layout = #dist.layout<
 // count go as soon as they are complete).
 // COMM2: microbatch_step 1 reduce_scatter dp 4 482,304 36 tensors in one bucket, the first: #dist.layout<{}, partial = {dp}> to #dist.layout<{dp}> for result 36 of @microbatch_step
 // COMM2-NOT: gradients entering @apply_step
-// COMM2: microbatch_step 1 all_reduce dp 4 68 the step's loss sum and token count, partial over dp, reduced in the backward once its bucket is complete (overlap-grad-reduce)
+// COMM2: microbatch_step 1 all_reduce dp 4 68 the step's loss sum and token count, partial over dp, reduced as soon as its bucket is complete (overlap-grad-reduce)
 // COMM2: apply_step 1 all_reduce dp 4 4 #dist.layout<partial = {dp}> to #dist.layout<> for triad.clip_coefficient
 // COMM2: apply_step 1 all_gather dp 4 482,304 36 tensors in one bucket, the first: #dist.layout<{dp}, {}> to #dist.layout<{}, {}> for triad.assign to embed.wte
 // COMM2: collectives per step: 4
@@ -142,7 +142,7 @@ triad.state @m.b : tensor<8xf32> init <zeros> of @b {dist.layout = #dist.layout<
 // of 1,536 bytes, not three of 512, in the microbatch step as soon as the
 // last of them is complete (one microbatch: overlap-grad-reduce).
 // TPCOMM-NOT: for triad.adamw_update
-// TPCOMM: microbatch_step 1 all_reduce tp 2 1,536 gradients of @microbatch_step, partial over tp: 6 tensors in one bucket, reduced in the backward once its bucket is complete (overlap-grad-reduce)
+// TPCOMM: microbatch_step 1 all_reduce tp 2 1,536 gradients of @microbatch_step, partial over tp: 6 tensors in one bucket, reduced as soon as its bucket is complete (overlap-grad-reduce)
 // TPCOMM-NOT: partial over tp:
 // TPCOMM-NOT: partial over dp:
 // TPCOMM: apply_step 1 reduce_scatter dp 2 150,400 20 tensors in one bucket, the first: #dist.layout<{tp}, {}, partial = {dp}> to #dist.layout<{tp, dp}, {}> for the ZeRO piece of @embed.wte entering @apply_step
