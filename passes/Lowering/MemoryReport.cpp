@@ -307,8 +307,10 @@ struct MemoryReportPass : triad::impl::MemoryReportBase<MemoryReportPass> {
       if (inFlight->empty()) {
         for (auto func : program.getBody().getOps<rt::FuncOp>()) {
           std::string what =
-              (func.getSymName() == "microbatch_step" ? "activations at peak"
-                                                      : "temporaries at peak") +
+              (func.getSymName() == "microbatch_step" ||
+                       func.getSymName() == "last_microbatch_step"
+                   ? "activations at peak"
+                   : "temporaries at peak") +
               std::string(" (") + func.getSymName().str() + ")";
           line(what, peakTemporaryBytes(func, kept));
         }

@@ -494,7 +494,7 @@ SLOTTED_BUFFER = re.compile(
 RT_FUNCTION = re.compile(r"^\s*rt\.func @(\w+) ")
 STAGE_FUNCTION = re.compile(r"^(forward|backward|backward_input|"
                             r"backward_weight|recv_act|send_act|recv_grad|"
-                            r"send_grad)_s(\d+)$")
+                            r"send_grad)_s(\d+)(?:_last)?$")
 REPORT_LINE = re.compile(r"^\s+(\S.*?)\s{2,}([\d,]+) B")
 STAGE_COST = re.compile(r"pipe\.stage (\d+) on rank \d+ layers \[.*?\] "
                         r"flops (\d+) bytes (\d+)")
