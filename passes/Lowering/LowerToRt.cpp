@@ -592,25 +592,33 @@ private:
   /// updated parameters, become a few collectives instead of one per
   /// tensor.
   void bucketCollectives(Function &f);
-  /// Moves the apply step's in-place all-reduces of gradient accumulators
-  /// into `step`, the step's only or last microbatch,
-  /// each bucket (dist.all_reduce) right after the kernel that completes
-  /// its last accumulator there. An all-reduce stays where the apply step
-  /// touches its accumulator before it (but to scale it to the step's mean,
-  /// which then scales the sum), or where the microbatch step touches it
-  /// after its last write. Returns the groups of the gradients' all-reduces
-  /// that moved.
   /// A copy of `f` named `name` whose temporaries are its own: every
   /// storage only `f` uses of the program's `functions` (not a persistent
   /// tensor, not a value kept between calls) gets a fresh one of its size,
   /// so that the memory planner sees them live within the copy's calls.
   Function copyWithOwnTemporaries(const Function &f, std::string name,
                                   ArrayRef<const Function *> functions);
-  /// With `completeBefore` (every other call that writes an accumulator
-  /// comes before `step`'s), the all-reduce of an accumulator `step` does
-  /// not write goes at its end.
+  /// Moves the apply step's in-place all-reduces of gradient accumulators
+  /// into `step`, the step's only or last microbatch (or the call that ends
+  /// a pipeline rank's schedule), each bucket (dist.all_reduce) right after
+  /// the kernel that completes its last accumulator there. An all-reduce
+  /// stays where the apply step touches its accumulator before it (but to
+  /// scale it to the step's mean, which then scales the sum), or where
+  /// `step` touches it after its last write. With `completeBefore` (every
+  /// other call that writes an accumulator comes before `step`'s), the
+  /// all-reduce of an accumulator `step` does not write goes at its end.
+  /// Returns the groups of the gradients' all-reduces that moved.
   SmallVector<int64_t> reduceInBackward(Function &step, Function &apply,
                                         bool completeBefore = false);
+  /// For the last call of `f`: a copy of it named `name`, with its own
+  /// temporaries among `functions`, into which reduceInBackward moves
+  /// `apply`'s all-reduces; none, and `apply` as it was, unless a
+  /// data-parallel gradient's all-reduce moves (the copy is worth it for
+  /// those only).
+  std::optional<Function> reducingCopy(const Function &f, std::string name,
+                                       Function &apply,
+                                       ArrayRef<const Function *> functions,
+                                       bool completeBefore);
   LogicalResult lowerCollective(Operation &op, Function &f);
   /// One operand of a dist.all_reduce over `group`, in the current bucket.
   void lowerAllReducePart(Function &f, Value input, Value result,
@@ -1649,6 +1657,20 @@ void ProgramLowering::bucketCollectives(Function &f) {
   body = std::move(merged);
 }
 
+std::optional<Function> ProgramLowering::reducingCopy(
+    const Function &f, std::string name, Function &apply,
+    ArrayRef<const Function *> functions, bool completeBefore) {
+  Function copy = copyWithOwnTemporaries(f, std::move(name), functions);
+  Function reduced = apply;
+  SmallVector<int64_t> moved = reduceInBackward(copy, reduced, completeBefore);
+  if (llvm::none_of(moved, [&](int64_t group) {
+        return llvm::is_contained(groups[group], "dp");
+      }))
+    return std::nullopt;
+  apply = std::move(reduced);
+  return copy;
+}
+
 Function
 ProgramLowering::copyWithOwnTemporaries(const Function &f, std::string name,
                                         ArrayRef<const Function *> functions) {
@@ -1701,16 +1723,12 @@ ProgramLowering::copyWithOwnTemporaries(const Function &f, std::string name,
 SmallVector<int64_t> ProgramLowering::reduceInBackward(Function &step,
                                                        Function &apply,
                                                        bool completeBefore) {
-  auto touches = [&](ArrayRef<unsigned> a, ArrayRef<unsigned> b) {
-    return sharesStorage(a, b);
-  };
   auto touchedBy = [&](const Kernel &k, unsigned slot) {
-    return touches(k.inputs, slot) || touches(k.outputs, slot);
+    return sharesStorage(k.inputs, slot) || sharesStorage(k.outputs, slot);
   };
   auto accumulator = [&](unsigned slot) {
     return llvm::any_of(persistents, [&](const Persistent &p) {
-      return p.role == rt::Role::Accumulator &&
-             slots[p.slot].storage == slots[slot].storage;
+      return p.role == rt::Role::Accumulator && sharesStorage(p.slot, slot);
     });
   };
   // The all-reduces that move, with the step's kernel that completes each.
@@ -1735,12 +1753,12 @@ SmallVector<int64_t> ProgramLowering::reduceInBackward(Function &step,
       moves = toMean || !touchedBy(before, k.inputs[0]);
     }
     for (size_t j = 0; moves && j < step.body.size(); ++j)
-      if (touches(step.body[j].outputs, k.inputs[0]))
+      if (sharesStorage(step.body[j].outputs, k.inputs[0]))
         lastWrite = j;
     if (moves && !lastWrite && completeBefore && !step.body.empty())
       lastWrite = step.body.size() - 1;
-    moves = moves && lastWrite && !touches(step.results, k.inputs[0]) &&
-            !touches(step.args, k.inputs[0]);
+    moves = moves && lastWrite && !sharesStorage(step.results, k.inputs[0]) &&
+            !sharesStorage(step.args, k.inputs[0]);
     for (size_t j = lastWrite.value_or(0) + 1; moves && j < step.body.size();
          ++j)
       moves = !touchedBy(step.body[j], k.inputs[0]);
@@ -1779,7 +1797,7 @@ SmallVector<int64_t> ProgramLowering::reduceInBackward(Function &step,
   // and token count's).
   SmallVector<int64_t> groupsMoved;
   for (const auto &[after, k] : moved)
-    if (!touches(k.inputs, {lossSum, tokenCount}) &&
+    if (!sharesStorage(k.inputs, {lossSum, tokenCount}) &&
         !llvm::is_contained(groupsMoved, k.ints[0]))
       groupsMoved.push_back(k.ints[0]);
   // A bucket reduces once its last accumulator is complete.
@@ -2679,31 +2697,21 @@ LogicalResult ProgramLowering::lowerPipelineRank(
   if (overlapGradReduce && applyCall != calls.end() &&
       applyCall != calls.begin() &&
       functions[(applyCall - 1)->function].name != "begin_step") {
-    unsigned applyIndex = applyCall->function;
+    Function &apply = functions[applyCall->function];
     Call &target = *(applyCall - 1);
-    Function apply = functions[applyIndex];
+    Function &f = functions[target.function];
     if (llvm::count_if(calls, [&](const Call &c) {
           return c.function == target.function;
         }) == 1) {
-      reduceInBackward(functions[target.function], apply,
-                       /*completeBefore=*/true);
-      functions[applyIndex] = std::move(apply);
+      reduceInBackward(f, apply, /*completeBefore=*/true);
     } else {
       SmallVector<const Function *> all;
-      for (const Function &f : functions)
-        all.push_back(&f);
-      Function last = copyWithOwnTemporaries(
-          functions[target.function], functions[target.function].name + "_last",
-          all);
-      // Worth the copy only for the data-parallel gradients.
-      SmallVector<int64_t> moved =
-          reduceInBackward(last, apply, /*completeBefore=*/true);
-      if (llvm::any_of(moved, [&](int64_t group) {
-            return llvm::is_contained(groups[group], "dp");
-          })) {
-        functions[applyIndex] = std::move(apply);
+      for (const Function &g : functions)
+        all.push_back(&g);
+      if (std::optional<Function> last = reducingCopy(
+              f, f.name + "_last", apply, all, /*completeBefore=*/true)) {
         target.function = functions.size();
-        functions.push_back(std::move(last));
+        functions.push_back(std::move(*last));
       }
     }
   }
@@ -2739,20 +2747,12 @@ LogicalResult ProgramLowering::lower(int64_t microbatches) {
   if (overlapGradReduce && microbatches == 1) {
     reduceInBackward(step, applyStep);
   } else if (overlapGradReduce) {
-    // Worth a second copy of the microbatch step only for the data-parallel
-    // gradients (not for a tensor-parallel sum of norm weights alone).
+    // (Not for a tensor-parallel sum of norm weights alone.)
     SmallVector<const Function *> all = {&begin, &step, &applyStep, &evalStep};
     if (logitsStep)
       all.push_back(&*logitsStep);
-    lastStep = copyWithOwnTemporaries(step, "last_microbatch_step", all);
-    Function apply = applyStep;
-    SmallVector<int64_t> moved = reduceInBackward(*lastStep, apply);
-    if (llvm::any_of(moved, [&](int64_t group) {
-          return llvm::is_contained(groups[group], "dp");
-        }))
-      applyStep = std::move(apply);
-    else
-      lastStep.reset();
+    lastStep = reducingCopy(step, "last_microbatch_step", applyStep, all,
+                            /*completeBefore=*/false);
   }
   std::vector<Function> functions = {begin, step, applyStep, evalStep};
   if (logitsStep)

@@ -28,10 +28,6 @@ absl::StatusOr<size_t> EventTimeline::mark(cudaStream_t stream) {
   return used++;
 }
 
-int64_t hostTimeBefore(int64_t anchorNanos, float elapsedMillis) {
-  return anchorNanos - std::llround(static_cast<double>(elapsedMillis) * 1e6);
-}
-
 absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>>
 EventTimeline::resolve(cudaStream_t anchor,
                        const std::vector<std::pair<size_t, size_t>> &spans) {
@@ -57,25 +53,25 @@ EventTimeline::resolve(cudaStream_t anchor,
           "a timed span has not run yet: drain its stream first");
     return cudaStatus(state, "cudaEventQuery");
   };
-  auto millis = [&](cudaEvent_t from, cudaEvent_t to) -> absl::StatusOr<float> {
-    float elapsed = 0;
-    TRIAD_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&elapsed, from, to));
-    return elapsed;
+  // cudaEventElapsedTime's milliseconds, in nanoseconds.
+  auto nanos = [&](cudaEvent_t from,
+                   cudaEvent_t to) -> absl::StatusOr<int64_t> {
+    float millis = 0;
+    TRIAD_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&millis, from, to));
+    return std::llround(static_cast<double>(millis) * 1e6);
   };
   times.reserve(spans.size());
   for (auto [begin, end] : spans) {
     for (size_t mark : {begin, end})
       if (absl::Status status = ran(mark); !status.ok())
         return status;
-    absl::StatusOr<float> before = millis(events[begin], anchorEvent);
+    absl::StatusOr<int64_t> before = nanos(events[begin], anchorEvent);
     if (!before.ok())
       return before.status();
-    absl::StatusOr<float> lasted = millis(events[begin], events[end]);
+    absl::StatusOr<int64_t> lasted = nanos(events[begin], events[end]);
     if (!lasted.ok())
       return lasted.status();
-    int64_t at = hostTimeBefore(anchorNanos, *before);
-    times.emplace_back(at,
-                       at + std::llround(static_cast<double>(*lasted) * 1e6));
+    times.emplace_back(anchorNanos - *before, anchorNanos - *before + *lasted);
   }
   return times;
 }

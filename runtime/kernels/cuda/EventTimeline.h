@@ -59,11 +59,6 @@ private:
   cudaEvent_t anchorEvent = nullptr;
 };
 
-/// The host time of a device event `elapsedMillis` (cudaEventElapsedTime
-/// from it to the anchor) before an anchor whose host time is
-/// `anchorNanos`.
-int64_t hostTimeBefore(int64_t anchorNanos, float elapsedMillis);
-
 } // namespace triad::rt::cuda
 
 #endif // TRIAD_RUNTIME_KERNELS_CUDA_EVENTTIMELINE_H
