@@ -123,6 +123,17 @@ LogicalResult PlanOp::verify() {
     if (value < 1)
       return emitOpError() << what << " is " << value
                            << "; it must be at least 1";
+  if (std::optional<int64_t> padded = getPaddedVocab()) {
+    int64_t tp = 1;
+    for (auto [name, size] : llvm::zip(getAxes(), getAxisSizes()))
+      if (cast<StringAttr>(name).getValue() == "tp")
+        tp = size;
+    if (*padded < getVocab() || *padded % tp != 0 || *padded > INT32_MAX)
+      return emitOpError("padded vocabulary ")
+             << *padded << " must be a multiple of tp (" << tp
+             << ") no smaller than the vocabulary (" << getVocab()
+             << ") and below 2^31";
+  }
   if (getSchedule().has_value() != getVirtualStages().has_value())
     return emitOpError("names a pipeline schedule without its virtual "
                        "stages, or the other way round");
@@ -345,6 +356,7 @@ static plan::KernelContext kernelContextOf(ProgramOp program) {
     context.known = true;
     context.vocab = header.getVocab();
     context.tp = axisSize.lookup("tp") > 0 ? axisSize.lookup("tp") : 1;
+    context.paddedVocab = header.getPaddedVocab().value_or(0);
     context.microbatches = header.getMicrobatches();
     for (Attribute group : header.getGroups()) {
       int64_t size = 1;

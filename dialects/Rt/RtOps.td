@@ -28,6 +28,11 @@ def Rt_PlanOp : Rt_Op<"plan", [HasParent<"::mlir::ModuleOp">]> {
     fastest across consecutive ranks) and the training data one optimizer
     step consumes: `batch` sequences of `seq` tokens from a vocabulary of
     `vocab`, in `microbatches` microbatches per data-parallel replica.
+    `padded` is the vocabulary the compiler padded the output layer to,
+    where it padded beyond a multiple of the "tp" axis
+    (`--triad-train-pipeline=vocab-multiple=N`): embedding tables and logits
+    may hold that many rows or columns. Without it they may hold the
+    vocabulary rounded up to a multiple of tp.
 
     Example:
 
@@ -46,12 +51,14 @@ def Rt_PlanOp : Rt_Op<"plan", [HasParent<"::mlir::ModuleOp">]> {
   let arguments = (ins StrArrayAttr:$axes, DenseI64ArrayAttr:$axis_sizes,
                        I64Attr:$seq, I64Attr:$vocab, I64Attr:$batch,
                        I64Attr:$microbatches,
+                       OptionalAttr<I64Attr>:$padded_vocab,
                        DefaultValuedAttr<TypedArrayAttrBase<StrArrayAttr,
                            "communicator groups">, "{}">:$groups,
                        OptionalAttr<StrAttr>:$schedule,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$virtual_stages);
   let assemblyFormat = [{
-    `mesh` $axes `=` $axis_sizes `seq` $seq `vocab` $vocab `batch` $batch
+    `mesh` $axes `=` $axis_sizes `seq` $seq `vocab` $vocab
+    (`padded` $padded_vocab^)? `batch` $batch
     `microbatches` $microbatches (`groups` $groups^)?
     (`schedule` $schedule^ `virtual_stages` $virtual_stages)? attr-dict
   }];

@@ -99,6 +99,9 @@ std::string checkOptions(const triad::TrainPipelineOptions &o) {
        << " pp=" << o.pp << ")";
   else if (o.bucketBytes < 1)
     os << "bucket-bytes=" << o.bucketBytes << " must be at least 1";
+  else if (o.vocabMultiple < 1 || o.vocabMultiple > 65536)
+    os << "vocab-multiple=" << o.vocabMultiple
+       << " must be between 1 and 65536";
   else if (o.zero < 0 || o.zero > 3)
     os << "zero=" << o.zero << " is not a ZeRO stage (0, 1, 2 or 3)";
   else if (!llvm::is_contained(
@@ -161,6 +164,7 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   // optimizer state are built from the parameters' shapes.
   PadVocabOptions pad;
   pad.tp = options.tp;
+  pad.multiple = options.vocabMultiple;
   pm.addPass(createPadVocab(pad));
   AutodiffOptions autodiff;
   autodiff.recompute = options.recompute;

@@ -266,7 +266,8 @@ FailureOr<std::string> triad::exportPlan(ModuleOp module) {
                b.CreateVector(programOffsets), header.getSeq(),
                header.getVocab(), header.getBatch(), header.getMicrobatches(),
                b.CreateVector(groups), schedule,
-               static_cast<uint32_t>(header.getVirtualStages().value_or(0))),
+               static_cast<uint32_t>(header.getVirtualStages().value_or(0)),
+               header.getPaddedVocab().value_or(0)),
            plan::PlanIdentifier());
 
   std::string bytes = rt::sealPlan(std::string(
@@ -313,8 +314,10 @@ OwningOpRef<ModuleOp> triad::importPlan(llvm::StringRef bytes,
   auto header = rtir::PlanOp::create(
       b, loc, b.getStrArrayAttr(axes), b.getDenseI64ArrayAttr(sizes),
       root.seq(), root.vocab(), root.batch(), root.microbatches(),
-      b.getArrayAttr(groups), /*schedule=*/nullptr,
+      /*padded_vocab=*/nullptr, b.getArrayAttr(groups), /*schedule=*/nullptr,
       /*virtual_stages=*/nullptr);
+  if (root.padded_vocab() != 0)
+    header.setPaddedVocabAttr(b.getI64IntegerAttr(root.padded_vocab()));
   if (root.schedule()) {
     header.setScheduleAttr(b.getStringAttr(root.schedule()->string_view()));
     header.setVirtualStagesAttr(b.getI64IntegerAttr(root.virtual_stages()));

@@ -677,6 +677,9 @@ private:
   llvm::DenseSet<Operation *> weightedCollectives;
   int64_t buckets = 0;
   int64_t seq = 0, vocab = 0, batch = 0, globalBatch = 0;
+  /// The columns of the loss's whole logits (vocab, or more where the
+  /// vocabulary is padded).
+  int64_t paddedVocab = 0;
   int64_t pipelineRank = 0;
   /// The microbatch step's labels argument and its cross entropy's ignore
   /// index (readDataShape).
@@ -1166,6 +1169,7 @@ LogicalResult ProgramLowering::readDataShape(int64_t microbatches) {
       if (std::optional<ArrayAttr> axes = loss.getVocabAxes())
         vocab *= mesh.getGroupSize(
             SmallVector<StringRef>(axes->getAsValueRange<StringAttr>()));
+      paddedVocab = vocab;
       if (std::optional<int64_t> classes = loss.getClasses())
         vocab = *classes;
       return WalkResult::advance();
@@ -1377,9 +1381,12 @@ Function ProgramLowering::forwardOnly(const Function &step) {
 
 std::optional<Function> ProgramLowering::logitsOnly(const Function &step) {
   // The first cross entropy over the whole vocabulary (ints: the ignore
-  // index alone; a vocabulary piece adds its group).
+  // index alone, or with group -1 and the classes of a padded vocabulary,
+  // whose padding columns the sampler leaves out; a vocabulary piece has
+  // its group).
   auto entropy = llvm::find_if(step.body, [](const Kernel &kernel) {
-    return kernel.opcode == OpCode::CrossEntropy && kernel.ints.size() == 1;
+    return kernel.opcode == OpCode::CrossEntropy &&
+           (kernel.ints.size() == 1 || kernel.ints[1] == -1);
   });
   if (entropy == step.body.end())
     return std::nullopt;
@@ -2108,9 +2115,15 @@ void ProgramLowering::emitPlan(int64_t microbatches) {
   }
   auto plan = rt::PlanOp::create(b, module.getLoc(), mesh.getAxes(),
                                  mesh.getSizesAttr(), seq, vocab, globalBatch,
-                                 microbatches, b.getArrayAttr(groupList),
+                                 microbatches, /*padded_vocab=*/nullptr,
+                                 b.getArrayAttr(groupList),
                                  /*schedule=*/nullptr,
                                  /*virtual_stages=*/nullptr);
+  // Only a vocabulary padded beyond a multiple of tp says so: the runtime
+  // allows that much by default.
+  if (paddedVocab > static_cast<int64_t>(llvm::alignTo(
+                        vocab, mesh.getAxisSize("tp").value_or(1))))
+    plan.setPaddedVocabAttr(b.getI64IntegerAttr(paddedVocab));
   if (scheduleInfo) {
     plan.setScheduleAttr(b.getStringAttr(scheduleInfo->first));
     plan.setVirtualStagesAttr(b.getI64IntegerAttr(scheduleInfo->second));

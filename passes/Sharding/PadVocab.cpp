@@ -1,8 +1,9 @@
 //===- PadVocab.cpp - the vocabulary padded to a multiple of tp -----------===//
 //
-// Where tp does not divide the vocabulary of a cross entropy, the
-// parameters that give the logits their vocabulary dimension (and the
-// embedding tables of that vocabulary) grow to the next multiple of tp, the
+// Where tp (times `multiple`) does not divide the vocabulary of a cross
+// entropy, the parameters that give the logits their vocabulary dimension
+// (and the embedding tables of that vocabulary) grow to the next multiple of
+// it, the
 // ops between them and the loss take the padded shapes, and the loss gets
 // `classes`: the padded columns never reach it. Runs on the forward model,
 // before autodiff, so that the gradients and the optimizer state are
@@ -151,25 +152,35 @@ struct PadVocabPass : public triad::impl::PadVocabBase<PadVocabPass> {
       emitError(module.getLoc(), "tp=") << tp.getValue() << " must be >= 1";
       return signalPassFailure();
     }
+    if (multiple < 1 || multiple > 65536) {
+      emitError(module.getLoc(), "multiple=")
+          << multiple.getValue() << " must be between 1 and 65536";
+      return signalPassFailure();
+    }
     if (!module.getOps<StateOp>().empty()) {
       emitError(module.getLoc(),
                 "the vocabulary is padded on the forward model, before "
                 "--triad-autodiff declares the training state");
       return signalPassFailure();
     }
-    if (tp == 1)
+    // A loss's vocabulary grows to a multiple of `lossMultiple`, a table
+    // only looked up to a multiple of tp.
+    int64_t lossMultiple = tp * multiple;
+    if (lossMultiple == 1)
       return;
 
-    // Every loss whose vocabulary tp does not divide, and what padding it
-    // changes (found on the unpadded types, before anything changes).
+    // Every loss whose vocabulary lossMultiple does not divide, and what
+    // padding it changes (found on the unpadded types, before anything
+    // changes).
     VocabTracer tracer(module);
-    llvm::MapVector<StringRef, int64_t> dims;
+    // Each padded parameter's dimension, and the multiple it grows to.
+    llvm::MapVector<StringRef, std::pair<int64_t, int64_t>> dims;
     llvm::SetVector<Operation *> chain;
     SmallVector<std::pair<CrossEntropyOp, int64_t>> losses;
     module.walk([&](CrossEntropyOp loss) {
       auto logits = cast<RankedTensorType>(loss.getLogits().getType());
       int64_t vocab = logits.getShape().back();
-      if (loss.getClasses() || loss.getVocabAxes() || vocab % tp == 0)
+      if (loss.getClasses() || loss.getVocabAxes() || vocab % lossMultiple == 0)
         return;
       VocabPadding padding;
       if (failed(
@@ -177,10 +188,10 @@ struct PadVocabPass : public triad::impl::PadVocabBase<PadVocabPass> {
           !tracer.onlyUsedOnTheWay(padding, loss))
         return;
       for (auto [name, dim] : padding.params)
-        if (dims.count(name) && dims.lookup(name) != dim)
+        if (dims.count(name) && dims.lookup(name).first != dim)
           return;
-      for (auto entry : padding.params)
-        dims.insert(entry);
+      for (auto [name, dim] : padding.params)
+        dims.insert({name, {dim, lossMultiple}});
       chain.insert(padding.chain.begin(), padding.chain.end());
       losses.push_back({loss, vocab});
     });
@@ -191,17 +202,18 @@ struct PadVocabPass : public triad::impl::PadVocabBase<PadVocabPass> {
           param.getTensorType().getDimSize(0) % tp == 0)
         continue;
       if (tracer.readAsTables(param.getSymName(), 0, /*chain=*/{}))
-        dims.insert({param.getSymName(), 0});
+        dims.insert({param.getSymName(), {0, tp}});
     }
 
     // The parameters and their reads take the padded types, then the ops
     // on the way to the losses, in program order.
     llvm::StringMap<RankedTensorType> padded;
-    for (auto [name, dim] : dims) {
+    for (auto [name, padding] : dims) {
+      auto [dim, to] = padding;
       auto param = module.lookupSymbol<ParamOp>(name);
       RankedTensorType type = param.getTensorType();
       SmallVector<int64_t> shape(type.getShape());
-      shape[dim] = llvm::alignTo(shape[dim], tp);
+      shape[dim] = llvm::alignTo(shape[dim], to);
       padded[name] = type.clone(shape);
       param.setUnpaddedAttr(
           DenseI64ArrayAttr::get(&getContext(), type.getShape()));

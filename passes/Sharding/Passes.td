@@ -11,7 +11,7 @@
 include "mlir/Pass/PassBase.td"
 
 def PadVocab : Pass<"triad-pad-vocab", "::mlir::ModuleOp"> {
-  let summary = "Pads the vocabulary to a multiple of tp";
+  let summary = "Pads the vocabulary to a multiple of tp (times `multiple`)";
   let description = [{
     Megatron's vocabulary padding, on the forward model (before
     `--triad-autodiff`): where `tp` does not divide the vocabulary of a
@@ -27,6 +27,13 @@ def PadVocab : Pass<"triad-pad-vocab", "::mlir::ModuleOp"> {
     parameter may otherwise only be read as a `triad.embedding` table
     (tied embeddings), along the same dimension. A table only read by
     `triad.embedding` whose rows `tp` does not divide is padded too.
+
+    With `multiple` above 1 (Megatron's `make-vocab-size-divisible-by`),
+    a loss's vocabulary grows to a multiple of `multiple` times `tp` even on
+    one rank, so that the output layer's products have aligned dimensions
+    (a 16-bit product over GPT-2's 50,257 classes runs on a GPU's tensor
+    cores at a fraction of their rate); tables only looked up are still
+    padded to a multiple of `tp` alone.
 
     A padded parameter keeps its model shape as `unpadded`: its padding is
     zero, initialization and checkpoints see only the unpadded tensor. The
@@ -55,6 +62,8 @@ def PadVocab : Pass<"triad-pad-vocab", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"tp", "tp", "int64_t", "1", "Tensor-parallel ranks">,
+    Option<"multiple", "multiple", "int64_t", "1",
+           "Pad a loss's vocabulary to a multiple of this times tp">,
   ];
   let statistics = [
     Statistic<"numPadded", "padded-params", "Parameters padded">,

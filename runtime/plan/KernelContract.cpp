@@ -118,13 +118,16 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
     *pieces = context.groupSizes[group];
     return absl::OkStatus();
   };
-  // The vocabulary, padded to a multiple of tp where the compiler padded
-  // it (tables and logits may hold that many rows or columns).
-  // Without the plan's header every vocabulary check passes.
+  // The vocabulary, padded where the compiler padded it (tables and logits
+  // may hold that many rows or columns): to the plan's padded vocabulary,
+  // or else to a multiple of tp. Without the plan's header every
+  // vocabulary check passes.
   int64_t vocab = context.known ? context.vocab : INT64_MAX / 4;
   int64_t tp = std::max<int64_t>(context.tp, 1);
-  int64_t paddedVocab =
-      context.known ? (context.vocab + tp - 1) / tp * tp : INT64_MAX / 4;
+  int64_t paddedVocab = !context.known ? INT64_MAX / 4
+                        : context.paddedVocab > 0
+                            ? context.paddedVocab
+                            : (context.vocab + tp - 1) / tp * tp;
   // A cross entropy's or log-sum-exp's [group[, classes]] from ints[at]
   // on: a group (-1 for none) where the op holds a piece (`piece`), the
   // classes of a padded vocabulary, no more than the plan's vocabulary

@@ -59,6 +59,9 @@ struct KernelContext {
   /// The vocabulary and the tensor-parallel size (a vocabulary may be
   /// padded to a multiple of it).
   int64_t vocab = 0, tp = 1;
+  /// The vocabulary the compiler padded the output layer to (the plan's
+  /// `padded_vocab`), or 0: the vocabulary rounded up to a multiple of tp.
+  int64_t paddedVocab = 0;
   /// Microbatches per step.
   int64_t microbatches = 0;
   /// The number of ranks in each communicator group, by group index.

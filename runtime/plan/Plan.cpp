@@ -108,6 +108,7 @@ plan::KernelContext kernelContextOf(const plan::Plan &plan) {
   context.known = true;
   context.vocab = plan.vocab();
   context.tp = meshAxisSize(plan, "tp");
+  context.paddedVocab = plan.padded_vocab();
   context.microbatches = plan.microbatches();
   if (plan.groups())
     for (uint32_t g = 0; g < plan.groups()->size(); ++g)
@@ -978,6 +979,12 @@ absl::Status checkPlan(const plan::Plan &plan) {
   }
   if (absl::Status status = checkGroups(plan); !status.ok())
     return status;
+  if (int64_t padded = plan.padded_vocab(), tp = meshAxisSize(plan, "tp");
+      padded != 0 &&
+      (padded < plan.vocab() || padded % tp != 0 || padded > INT32_MAX))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the padded vocabulary ", padded, " is not a multiple of tp (", tp,
+        ") from the vocabulary (", plan.vocab(), ") up to 2^31 - 1"));
   int64_t dp = meshAxisSize(plan, "dp");
   if (plan.batch() / plan.microbatches() % dp != 0)
     return absl::InvalidArgumentError(absl::StrCat(

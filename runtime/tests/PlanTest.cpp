@@ -29,6 +29,7 @@ struct PlanSpec {
   uint32_t version = kPlanVersion;
   uint32_t pipelineRank = 0;
   int64_t seq = 3, vocab = 16, batch = 2, microbatches = 1;
+  int64_t paddedVocab = 0;
   std::vector<std::pair<std::string, uint32_t>> mesh = {
       {"dp", 1}, {"tp", 1}, {"pp", 1}};
   uint64_t arena = 136;
@@ -122,7 +123,8 @@ struct PlanSpec {
     auto plan = triad::plan::CreatePlan(
         b, version, b.CreateVector(axes),
         b.CreateVector(std::vector<fb::Offset<triad::plan::Program>>{program}),
-        seq, vocab, batch, microbatches, b.CreateVector(groupOffsets));
+        seq, vocab, batch, microbatches, b.CreateVector(groupOffsets),
+        /*schedule=*/0, /*virtual_stages=*/0, paddedVocab);
     triad::plan::FinishPlanBuffer(b, plan);
     return sealPlan(std::string(
         reinterpret_cast<const char *>(b.GetBufferPointer()), b.GetSize()));
@@ -476,6 +478,18 @@ TEST(Plan, VocabParallelEmbedding) {
       "invalid plan 'test.plan': program 0, function 'forward', "
       "instruction 0 (Embedding): the table has more rows than the vocabulary");
   EXPECT_NE(loadError(vocabParallelEmbedding({0, 0})), "");
+  // A vocabulary padded beyond a multiple of tp (vocab-multiple) says so in
+  // the header, which allows that many rows.
+  PlanSpec beyond = vocabParallelEmbedding({0});
+  beyond.vocab = 3;
+  EXPECT_NE(loadError(beyond), "");
+  beyond.paddedVocab = 6;
+  EXPECT_EQ(loadError(beyond), "");
+  beyond.paddedVocab = 4;
+  EXPECT_EQ(loadError(beyond),
+            "invalid plan 'test.plan': program 0, function 'forward', "
+            "instruction 0 (Embedding): the table has more rows than the "
+            "vocabulary");
 }
 
 /// The gradient of a table piece of 3 rows on a tp=2 mesh: EmbeddingGrad of
@@ -1073,6 +1087,16 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
        "plan format version 99 is not the runtime's (3)"},
       {"microbatches", [](PlanSpec &s) { s.microbatches = 3; },
        "microbatches must divide batch"},
+      {"padded vocabulary below the vocabulary",
+       [](PlanSpec &s) { s.paddedVocab = 8; },
+       "the padded vocabulary 8 is not a multiple of tp (1) from the "
+       "vocabulary (16) up to 2^31 - 1"},
+      {"padded vocabulary not a multiple of tp",
+       [](PlanSpec &s) {
+         s.mesh[1].second = 2;
+         s.paddedVocab = 17;
+       },
+       "the padded vocabulary 17 is not a multiple of tp (2)"},
       {"empty axis", [](PlanSpec &s) { s.mesh[1].second = 0; },
        "mesh axis 'tp' is empty or repeated"},
       {"repeated axis", [](PlanSpec &s) { s.mesh[1].first = "dp"; },

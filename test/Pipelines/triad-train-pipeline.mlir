@@ -26,6 +26,7 @@
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 zero=2 bucket-bytes=32' | FileCheck %s --check-prefix=BUCKETS
 // RUN: triad-opt %S/../passes/Lowering/Inputs/two-params.mlir '--triad-train-pipeline=dp=2 bucket-bytes=32' | FileCheck %s --check-prefix=DPBUCKETS
 // RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=bucket-bytes=0 2>&1 | FileCheck %s --check-prefix=NOBUCKET
+// RUN: not triad-opt %S/../passes/Lowering/Inputs/two-params.mlir --triad-train-pipeline=vocab-multiple=0 2>&1 | FileCheck %s --check-prefix=NOMULTIPLE
 
 // The default pipeline on the 1x1x1 mesh: autodiff, then one rt program.
 // CHECK-NOT: func.func
@@ -100,6 +101,7 @@
 // DPBUCKETS-NOT: gradients of
 // DPBUCKETS: rt.func @eval_step
 // NOBUCKET: error: --triad-train-pipeline: bucket-bytes=0 must be at least 1
+// NOMULTIPLE: error: --triad-train-pipeline: vocab-multiple=0 must be between 1 and 65536
 
 // Data parallel: each rank computes on its half of the batch. With one
 // microbatch (overlap-grad-reduce, the default) the gradient accumulators

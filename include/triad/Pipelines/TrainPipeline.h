@@ -105,6 +105,13 @@ struct TrainPipelineOptions
                      "microbatch's backward pass as soon as it is complete, "
                      "not in the apply step"),
       llvm::cl::init(true)};
+  Option<int64_t> vocabMultiple{
+      *this, "vocab-multiple",
+      llvm::cl::desc("Pad the loss's vocabulary to a multiple of this times "
+                     "tp (Megatron's make-vocab-size-divisible-by), for "
+                     "aligned output-layer products; the losses do not "
+                     "change"),
+      llvm::cl::init(1)};
   Option<bool> fuseEpilogues{
       *this, "fuse-epilogues",
       llvm::cl::desc("Lower each linear layer's product, bias and tanh GELU "

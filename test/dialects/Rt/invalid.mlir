@@ -29,6 +29,18 @@ rt.plan mesh ["dp"] = [2] seq 4 vocab 16 batch 6 microbatches 2
 
 // -----
 
+// A padded vocabulary is no smaller than the vocabulary, and a multiple of
+// tp.
+// expected-error@+1 {{'rt.plan' op padded vocabulary 8 must be a multiple of tp (1) no smaller than the vocabulary (16) and below 2^31}}
+rt.plan mesh ["dp"] = [1] seq 4 vocab 16 padded 8 batch 2 microbatches 1
+
+// -----
+
+// expected-error@+1 {{'rt.plan' op padded vocabulary 17 must be a multiple of tp (2)}}
+rt.plan mesh ["dp", "tp"] = [1, 2] seq 4 vocab 16 padded 17 batch 2 microbatches 1
+
+// -----
+
 // A program has exactly one step.
 // expected-error@+1 {{'rt.program' op must hold exactly one rt.step, found 0}}
 rt.program @rank0 pipeline_rank 0 arena 4096 {

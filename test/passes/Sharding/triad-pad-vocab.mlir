@@ -9,9 +9,37 @@
 // RUN: triad-opt %S/Inputs/step.mlir --triad-pad-vocab=tp=3 --triad-autodiff | FileCheck %s --check-prefix=GRAD
 // RUN: not triad-opt %S/Inputs/step.mlir --triad-autodiff --triad-pad-vocab=tp=3 2>&1 | FileCheck %s --check-prefix=LATE
 // RUN: not triad-opt %S/Inputs/step.mlir --triad-pad-vocab=tp=0 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: triad-opt %s -split-input-file --triad-pad-vocab="tp=1 multiple=64" | FileCheck %s --check-prefix=MULT
+// RUN: triad-opt %s -split-input-file --triad-pad-vocab="tp=2 multiple=3" | FileCheck %s --check-prefix=SIX
+// RUN: not triad-opt %S/Inputs/step.mlir --triad-pad-vocab=multiple=0 2>&1 | FileCheck %s --check-prefix=NOMULT
 
 // LATE: error: the vocabulary is padded on the forward model, before --triad-autodiff declares the training state
 // ZERO: error: tp=0 must be >= 1
+// NOMULT: error: multiple=0 must be between 1 and 65536
+
+// `multiple` (Megatron's make-vocab-size-divisible-by) pads a loss's
+// vocabulary to a multiple of multiple x tp, on one rank too: 255 classes
+// to 256 at multiple=64, to 258 at tp=2 multiple=3 (6). Tables only looked
+// up still pad to a multiple of tp alone (the untied 254-row table below
+// stays as it is at tp=2), and a vocabulary reached in another way stays
+// whole.
+// MULT-LABEL: triad.param @wte : tensor<256x8xf32> unpadded [255, 8]
+// MULT: triad.cross_entropy %{{.*}} classes 255 : tensor<4x4x256xf32>
+// MULT-LABEL: triad.param @wte : tensor<254x8xf32> init
+// MULT: triad.param @head : tensor<8x256xf32> unpadded [8, 254] init
+// MULT: triad.param @bias : tensor<256xf32> unpadded [254] init
+// MULT: triad.cross_entropy %{{.*}} classes 254 : tensor<4x4x256xf32>
+// MULT-LABEL: triad.param @wte : tensor<255x8xf32> init
+// MULT: triad.param @head : tensor<255x8xf32> init
+// MULT-NOT: classes
+// SIX-LABEL: triad.param @wte : tensor<258x8xf32> unpadded [255, 8]
+// SIX: triad.matmul %{{.*}} transpose_rhs : tensor<4x4x8xf32>, tensor<258x8xf32> -> tensor<4x4x258xf32>
+// SIX: triad.cross_entropy %{{.*}} classes 255 : tensor<4x4x258xf32>
+// SIX-LABEL: triad.param @wte : tensor<254x8xf32> init
+// SIX: triad.param @head : tensor<8x258xf32> unpadded [8, 254] init
+// SIX: triad.cross_entropy %{{.*}} classes 254 : tensor<4x4x258xf32>
+// SIX-LABEL: triad.param @wte : tensor<256x8xf32> unpadded [255, 8]
+// SIX: triad.param @head : tensor<255x8xf32> init
 
 // Tied embeddings (the table read by the embedding and, transposed, by the
 // output layer) with a vocabulary of 255: padded to 256 rows at tp=2 and
