@@ -19,8 +19,9 @@
 // CPU with the same losses; a bad token id is an error of the function
 // that read it where that function returns results, and of finish where
 // it does not (a call without results does not wait for the GPU); a
-// receive staged through the host outlives its call as on the CPU; a wait
-// for NCCL past its timeout aborts the communicators.
+// receive staged through the host outlives its call as on the CPU; an
+// all-slice of a tensor above 2 GiB copies its piece; a wait for NCCL past
+// its timeout aborts the communicators.
 //
 // Without a GPU every test but the last skips with "no CUDA device on
 // this machine" (ctest's SKIP_REGULAR_EXPRESSION); the last checks that
@@ -1384,6 +1385,45 @@ TEST(CudaExecutor, ABadTokenIdFailsTheFunction) {
       << result.status();
   // The executor goes on: a good call after it works.
   EXPECT_TRUE((*gpu)->run("f", {tokenIds({0, 3, 1})}).ok());
+}
+
+// An all-slice along the first dimension of a tensor above 2 GiB (a
+// 128k x 8192 f32 embedding is 4 GiB): one row of the two-dimensional copy,
+// whose pitch would be the whole tensor, which cudaMemcpy2DAsync refuses
+// above 2 GiB (memPitch), so a plain copy. Rank 0 of tp=2 (AllSlice needs
+// no communicator) takes the first half of a 3 GiB tensor broadcast from a
+// column of small integers; each row of its piece sums to its value times
+// the columns, exactly. GPU only: the tensors take 4.5 GiB.
+TEST(CudaExecutor, AllSliceAboveTwoGiBCopiesItsPiece) {
+  SKIP_WITHOUT_GPU();
+  const int64_t rows = 24576, columns = 32768; // 3 GiB of f32
+  PlanBuilder b;
+  b.mesh = {{"dp", 1}, {"tp", 2}};
+  b.groups = {{"tp"}};
+  uint32_t column = b.value(plan::DType::F32, {rows, 1});
+  uint32_t whole = b.value(plan::DType::F32, {rows, columns});
+  uint32_t piece = b.value(plan::DType::F32, {rows / 2, columns});
+  uint32_t sums = b.value(plan::DType::F32, {rows / 2, 1});
+  b.instr(OpCode::Broadcast, {column}, {whole});
+  b.instr(OpCode::AllSlice, {whole}, {piece}, {0, 0});
+  b.instr(OpCode::Sum, {piece}, {sums}, {}, {1.0});
+  absl::StatusOr<LoadedPlan> loaded =
+      loadPlanFromBytes(b.build({column}, {sums}), "test.plan");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
+      CudaExecutor::create(*loaded, 0, 5, {}, {});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  HostTensor values;
+  values.shape = {rows, 1};
+  for (int64_t r = 0; r < rows; ++r)
+    values.floats.push_back(static_cast<float>(r % 7 - 3));
+  absl::StatusOr<std::vector<HostTensor>> results = (*gpu)->run("f", {values});
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->at(0).shape, (std::vector<int64_t>{rows / 2, 1}));
+  for (int64_t r = 0; r < rows / 2; ++r)
+    ASSERT_EQ(results->at(0).floats[r],
+              static_cast<float>(columns * (r % 7 - 3)))
+        << "row " << r;
 }
 
 // A prefix length outside [0, keys] fails the function on both backends:
