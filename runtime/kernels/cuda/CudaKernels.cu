@@ -783,6 +783,15 @@ __global__ void sumPartialsKernel(const double *partial, int64_t count,
     out[0] = static_cast<float>(sum);
 }
 
+/// Each thread updates kAdamWUnroll elements a pass, blockDim.x apart
+/// (coalesced), all of their loads issued before any store: the weight,
+/// gradient and moments are separate arrays the compiler cannot prove
+/// apart, so an element's weight read after its moments' stores, or the
+/// next element's reads after this one's stores, would wait for memory
+/// one element at a time. The arithmetic is the element-by-element
+/// update's, in the same order.
+constexpr int kAdamWUnroll = 4;
+
 __global__ void adamwKernel(const AdamWEntry *tensors, const Chunk *chunks,
                             const float *lrPointer, const float *stepPointer,
                             const float *coefficientPointer, AdamWHyper hyper) {
@@ -792,15 +801,35 @@ __global__ void adamwKernel(const AdamWEntry *tensors, const Chunk *chunks,
   float lr = *lrPointer, step = *stepPointer, coefficient = *coefficientPointer;
   float correction1 = 1.0f - powf(hyper.beta1, step);
   float correction2 = 1.0f - powf(hyper.beta2, step);
-  for (int64_t i = chunk.begin + threadIdx.x; i < chunk.end; i += blockDim.x) {
-    float g = grad[i] * coefficient;
-    float m = hyper.beta1 * t.m[i] + (1.0f - hyper.beta1) * g;
-    float v = hyper.beta2 * t.v[i] + (1.0f - hyper.beta2) * g * g;
-    t.m[i] = m;
-    t.v[i] = v;
-    float update = (m / correction1) / (sqrtf(v / correction2) + hyper.epsilon);
-    float p = t.param[i];
-    t.param[i] = p - (lr * update + lr * hyper.weightDecay * p);
+  int64_t stride = blockDim.x;
+  for (int64_t first = chunk.begin + threadIdx.x; first < chunk.end;
+       first += stride * kAdamWUnroll) {
+    float g[kAdamWUnroll], m[kAdamWUnroll], v[kAdamWUnroll], p[kAdamWUnroll];
+#pragma unroll
+    for (int u = 0; u < kAdamWUnroll; ++u) {
+      int64_t i = first + u * stride;
+      if (i < chunk.end) {
+        g[u] = grad[i];
+        m[u] = t.m[i];
+        v[u] = t.v[i];
+        p[u] = t.param[i];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kAdamWUnroll; ++u) {
+      int64_t i = first + u * stride;
+      if (i >= chunk.end)
+        break;
+      float scaled = g[u] * coefficient;
+      float moment = hyper.beta1 * m[u] + (1.0f - hyper.beta1) * scaled;
+      float second =
+          hyper.beta2 * v[u] + (1.0f - hyper.beta2) * scaled * scaled;
+      t.m[i] = moment;
+      t.v[i] = second;
+      float update = (moment / correction1) /
+                     (sqrtf(second / correction2) + hyper.epsilon);
+      t.param[i] = p[u] - (lr * update + lr * hyper.weightDecay * p[u]);
+    }
   }
 }
 
