@@ -116,6 +116,9 @@ plan law-gpt "decay-steps=0" $law --hidden 32 --heads 2 --dropout 0.1
 plan law-llama "" $law --hidden 64 --heads 4 --kv-heads 2 --positions rope \
   --norm rmsnorm --activation swiglu
 plan law-bloom "" $law --hidden 32 --heads 4 --positions alibi --embedding-norm
+# The GPT with its 256 classes padded to 288 (vocab-multiple): the padding
+# columns take no part in the loss on either backend.
+plan law-gpt-padded "vocab-multiple=96" $law --hidden 32 --heads 2 --dropout 0.1
 plan law-plain "microbatches=2" $law --hidden 32 --heads 2 --dropout 0.1
 plan law-mesh "dp=2 tp=2 pp=2 microbatches=2" $law --hidden 32 --heads 2 \
   --dropout 0.1
@@ -138,6 +141,18 @@ plan 1.3b-f32 "lr=3e-4" --preset gpt2-medium --layers 24 --hidden 2048 \
   --heads 16 --ffn 8192 --seq 2048 --batch 4
 plan 1.3b-bf16 "lr=3e-4 dtype=bf16" --preset gpt2-medium --layers 24 \
   --hidden 2048 --heads 16 --ffn 8192 --seq 2048 --batch 4 --dtype bf16
+# The same bf16 models with the output layer padded to a multiple of 128
+# columns (vocab-multiple: 50,304 for GPT-2's 50,257; the first GPU profile
+# ran the unpadded LM head's products at 108-146 TFLOP/s against 660-790
+# for the layers'), and the 1.3 B one without the fused epilogues (its
+# DGELU_BGRAD product ran at 282 TFLOP/s): the throughput step runs them
+# where TRIAD_BUNDLE_MODELS names them.
+plan gpt2-medium-bf16-v128 "lr=3e-4 dtype=bf16 vocab-multiple=128" \
+  --preset gpt2-medium --seq 1024 --batch 8 --dtype bf16
+plan 1.3b-bf16-v128 "lr=3e-4 dtype=bf16 vocab-multiple=128" --preset gpt2-medium \
+  --layers 24 --hidden 2048 --heads 16 --ffn 8192 --seq 2048 --batch 4 --dtype bf16
+plan 1.3b-bf16-unfused "lr=3e-4 dtype=bf16 fuse-epilogues=false" --preset gpt2-medium \
+  --layers 24 --hidden 2048 --heads 16 --ffn 8192 --seq 2048 --batch 4 --dtype bf16
 
 echo "== corpus (byte tokens of the repository's text)"
 "$build/bin/triad-data" --output "$out/data/corpus.bin" \

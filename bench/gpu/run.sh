@@ -223,7 +223,7 @@ cpu_train() {
 step_law() {
   note "== the equivalence law: CPU against GPU"
   local model plan
-  for model in law-gpt law-llama law-bloom; do
+  for model in law-gpt law-llama law-bloom law-gpt-padded; do
     plan=$here/plans/$model.plan
     [[ -e $plan ]] || { note "   $model: FAILED (no plan)"; status=1; continue; }
     cpu_train "$model" "$plan" || continue
@@ -436,7 +436,10 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
                --seq "$6" --batch "$7")
   [[ -e $plan ]] || { note "   $model: FAILED (no plan)"; status=1; return; }
   local began precision variant ran=0 labels=$precisions
-  for precision in $precisions; do
+  # A 16-bit plan's products are of its type whatever --matmul-precision
+  # says: it runs once, in the first precision.
+  [[ $model == *-bf16* ]] && labels=${precisions%% *}
+  for precision in $labels; do
     began=$SECONDS
     if ! boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
          --matmul-precision "$precision" --metrics "$results/$model.$precision.jsonl" \
@@ -446,7 +449,7 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
     fi
     ran=1
     local what="$precision matmuls"
-    [[ $model == *-bf16 ]] && what="bf16 plan"
+    [[ $model == *-bf16* ]] && what="bf16 plan"
     note "   $model, $what: triad-run took $((SECONDS - began)) s in all ($(grep -o 'trained steps.*in [0-9.]* s' "$results/$model.$precision.txt"))"
   done
   # Variants of a run: LABEL, what it is, and triad-run's extra flags.
@@ -465,14 +468,17 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
       failed "$model ($what)" "$results/$model.$label.txt"
     fi
   }
-  # A bf16 plan again with its attention through cuDNN where cuDNN takes
-  # it (--cuda-attention=auto; the default runs Triad's kernels).
-  [[ $model == *-bf16 ]] && variant cudnn "bf16 plan, cuDNN attention" --cuda-attention auto
+  # A bf16 plan again with its attention on Triad's own kernels
+  # (--cuda-attention=triad; the default, auto, runs cuDNN's fused
+  # attention where cuDNN takes it).
+  [[ $model == *-bf16* ]] && variant triad-attention "bf16 plan, Triad's attention" \
+    --cuda-attention triad
   # Each call recorded once as a CUDA graph and replayed (--cuda-graphs),
   # in the first precision: launches and host time per step against the
   # same run kernel by kernel above.
-  local first=${precisions%% *}
-  variant "graphs-$first" "$first, CUDA graphs" --matmul-precision "$first" --cuda-graphs
+  local first=${precisions%% *} recorded="${precisions%% *}, CUDA graphs"
+  [[ $model == *-bf16* ]] && recorded="bf16 plan, CUDA graphs"
+  variant "graphs-$first" "$recorded" --matmul-precision "$first" --cuda-graphs
   ((ran)) || return 0 # the peers only beside a Triad run
   : > "$results/$model.torch.jsonl"
   for variant in "${peers[@]}"; do
@@ -488,13 +494,13 @@ import json, os, statistics, sys
 prefix, model, precisions = sys.argv[1], sys.argv[2], sys.argv[3:]
 def label(precision):
     """What a run is: its matmul precision, or a bf16 plan's (with its
-    attention through cuDNN: "cudnn"; with CUDA graphs: "graphs-" and the
-    precision)."""
-    if precision == "cudnn":
-        return "bf16 plan, cuDNN attention"
+    attention on Triad's kernels: "triad-attention"; with CUDA graphs:
+    "graphs-" and the precision)."""
+    if precision == "triad-attention":
+        return "bf16 plan, Triad's attention"
     if precision.startswith("graphs-"):
         return label(precision[len("graphs-"):]) + ", CUDA graphs"
-    return "bf16 plan" if model.endswith("-bf16") else f"{precision} matmuls"
+    return "bf16 plan" if "-bf16" in model else f"{precision} matmuls"
 def rows(path):
     return [json.loads(l) for l in open(path) if l.strip()] if os.path.exists(path) else []
 peers = rows(prefix + ".torch.jsonl")
@@ -509,7 +515,7 @@ for precision in precisions:
         continue
     tps = ours[precision] = statistics.median(r["tokens_per_s"] for r in steps)
     # A bf16 plan's products are bf16 whatever --matmul-precision says.
-    kind = "bf16" if model.endswith("-bf16") else precision.removeprefix("graphs-")
+    kind = "bf16" if "-bf16" in model else precision.removeprefix("graphs-")
     line = f"   {model}: Triad, {label(precision)}: {tps:,.0f} tokens/s"
     if flops:
         line += f", MFU {flops * tps / peak[kind]:.1%} of {peak[kind] / 1e12:g} TFLOPS {kind}"
@@ -556,7 +562,10 @@ step_profile() {
   for model in $models; do
     plan=$here/plans/$model.plan
     [[ -e $plan ]] || { note "   $model: FAILED (no plan)"; status=1; continue; }
-    for precision in $(echo "$precisions" | awk '{print $1; if (NF > 1) print $NF}'); do
+    local profiled
+    profiled=$(echo "$precisions" | awk '{print $1; if (NF > 1) print $NF}')
+    [[ $model == *-bf16* ]] && profiled=${precisions%% *}
+    for precision in $profiled; do
       name=$model.$precision
       if ! boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 3 --device cuda \
            --matmul-precision "$precision" --trace "$results/$name.trace.json" \
@@ -565,7 +574,7 @@ step_profile() {
         continue
       fi
       local what="$precision matmuls"
-      [[ $model == *-bf16 ]] && what="bf16 plan"
+      [[ $model == *-bf16* ]] && what="bf16 plan"
       note "   $model, $what: $(grep -o 'trained steps.*' "$results/$name.profile.txt") (timed on the GPU)"
       python3 - "$results/$name.trace.json" <<'PY' | tee -a "$summary"
 import collections, json, re, sys

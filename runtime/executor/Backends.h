@@ -47,8 +47,9 @@ struct DeviceOptions {
   /// the CPU.
   MatmulPrecision matmulPrecision = MatmulPrecision::F32;
   /// CUDA: what runs a 16-bit plan's attention (AttentionKernel.h): cuDNN's
-  /// fused attention where it takes the call, always, or never.
-  AttentionKernel cudaAttention = AttentionKernel::Triad;
+  /// fused attention where it takes the call (the default), always, or
+  /// never (Triad's kernels, whose bits do not depend on timing).
+  AttentionKernel cudaAttention = AttentionKernel::Auto;
   /// CUDA: record each call once as a CUDA graph and replay it
   /// (CudaExecutor's recordCalls).
   bool cudaGraphs = false;
