@@ -508,7 +508,8 @@ private:
   /// kernel of f.body[bodyStart...] that last writes the gradient (at the
   /// end when none does), in that kernel's layer. A gradient cast from
   /// another type moves up with its cast, to right after the kernel that
-  /// completes the cast's input.
+  /// completes the cast's input; a cast that only widens a 16-bit gradient
+  /// for its accumulate goes, the accumulate reading the 16-bit gradient.
   void accumulateAfterLastWrite(Function &f, size_t bodyStart,
                                 ArrayRef<Update> updates);
   LogicalResult findInPlaceUpdates(func::FuncOp func);
@@ -1194,6 +1195,25 @@ void ProgramLowering::accumulateAfterLastWrite(Function &f, size_t bodyStart,
   // its accumulate: otherwise every 16-bit gradient of a stage stays live
   // to the end of its backward, the stage's parameters over again in
   // temporaries.
+  // Where the cast only widens a 16-bit gradient for its accumulate (its
+  // f32 copy read by nothing else), the accumulate reads the 16-bit
+  // gradient itself, widening it as the cast would, exactly: the cast and
+  // its f32 copy go (a read and a write of the gradient in f32 fewer).
+  llvm::DenseSet<unsigned> readStorages;
+  for (const Kernel &k : f.body)
+    for (unsigned in : k.inputs)
+      readStorages.insert(slots[in].storage);
+  for (ArrayRef<unsigned> list :
+       {ArrayRef<unsigned>(f.results), ArrayRef<unsigned>(f.args)})
+    for (unsigned slot : list)
+      readStorages.insert(slots[slot].storage);
+  auto onlyWidens = [&](const Kernel &cast, unsigned grad) {
+    Type from = slots[cast.inputs.front()].type.getElementType();
+    return cast.outputs.size() == 1 && cast.outputs.front() == grad &&
+           slots[grad].type.getElementType().isF32() &&
+           (from.isBF16() || from.isF16()) &&
+           !readStorages.contains(slots[grad].storage);
+  };
   DenseMap<size_t, SmallVector<size_t>> movedCasts;
   llvm::DenseSet<size_t> moved;
   DenseMap<size_t, SmallVector<Update>> after;
@@ -1210,8 +1230,13 @@ void ProgramLowering::accumulateAfterLastWrite(Function &f, size_t bodyStart,
         !moved.contains(k)) {
       auto input = lastWriter.find(slots[cast.inputs.front()].storage);
       if (input != lastWriter.end() && input->second < k) {
-        movedCasts[input->second].push_back(k);
         moved.insert(k);
+        if (onlyWidens(cast, update.grad)) {
+          after[input->second].push_back(
+              {update.accumulator, cast.inputs.front(), update.weight});
+          continue;
+        }
+        movedCasts[input->second].push_back(k);
       }
     }
     after[k].push_back(update);

@@ -35,14 +35,14 @@
 // stages once, and both the overflow check and the clipping (after
 // unscaling by 2 / scale: the step's loss is the mean of 2 microbatches')
 // read that sum.
-// A gradient summed in f32 is cast and accumulated right after the kernel
-// that completes its 16-bit value, not at the end of the stage's backward,
-// where every 16-bit gradient of the stage would still be live.
+// A gradient summed in f32 is accumulated (widened as it is read) right
+// after the kernel that completes its 16-bit value, not at the end of the
+// stage's backward, where every 16-bit gradient of the stage would still be
+// live.
 // F16PP-LABEL: rt.program @rank0
 // F16PP-LABEL: rt.func @backward_s0
 // F16PP: rt.kernel matmul({{.*}}) -> ([[DW:%[0-9]+]]) ints [1, 0] : (memref<32x256xf16>, memref<32x32xf16>) -> memref<256x32xf16>
-// F16PP-NEXT: rt.kernel cast([[DW]]) -> ([[WIDE:%[0-9]+]]) : (memref<256x32xf16>) -> memref<256x32xf32>
-// F16PP-NEXT: rt.kernel accumulate([[ACC:%[0-9]+]], [[WIDE]], %{{.*}}) -> ([[ACC]])
+// F16PP-NEXT: rt.kernel accumulate([[ACC:%[0-9]+]], [[DW]], %{{.*}}) -> ([[ACC]]) : (memref<256x32xf32>, memref<256x32xf16>, memref<f32>) -> memref<256x32xf32>
 // F16PP-NEXT: rt.kernel activation_grad
 // F16PP-LABEL: rt.program @rank1
 // F16PP-LABEL: rt.func @apply_step
@@ -57,9 +57,10 @@
 
 // A bf16 model: bf16 parameters and activations; an f32 master copy of each
 // parameter, drawn from the parameter's own generator stream so that the
-// two start equal; gradients widened to f32 before they are accumulated
-// over microbatches; the step's products (each with its bf16 bias fused)
-// and norms on bf16 buffers.
+// two start equal; gradients widened to f32 as they are accumulated over
+// microbatches (the accumulate reads the bf16 gradient: no cast, no f32
+// copy); the step's products (each with its bf16 bias fused) and norms on
+// bf16 buffers.
 // BF16: rt.persistent "embed.wte" parameter %{{.*}} global [256, 32] offsets [0, 0] init <normal, std = 2.000000e-02> : memref<256x32xbf16>
 // BF16: rt.persistent "master.embed.wte" state %{{.*}} init <normal, std = 2.000000e-02> stream "embed.wte" : memref<256x32xf32>
 // BF16: rt.persistent "master.layers.0.attn_norm.weight" state %{{.*}} init <ones> : memref<32xf32>
@@ -67,8 +68,9 @@
 // BF16-LABEL: rt.func @microbatch_step
 // BF16: rt.kernel embedding({{.*}}) -> ({{.*}}) : (memref<4x16xi32>, memref<256x32xbf16>) -> memref<4x16x32xbf16>
 // BF16: rt.kernel matmul({{.*}}) ints [0, 0, 1] : (memref<4x16x32xbf16>, memref<32x32xbf16>, memref<32xbf16>) -> memref<4x16x32xbf16>
-// BF16: rt.kernel cast([[GRAD:%.*]]) -> ([[WIDE:%.*]]) : (memref<256x32xbf16>) -> memref<256x32xf32>
-// BF16-NEXT: rt.kernel accumulate([[ACC:%.*]], [[WIDE]], %{{.*}}) -> ([[ACC]]) : (memref<256x32xf32>, memref<256x32xf32>, memref<f32>) -> memref<256x32xf32>
+// BF16-NOT: rt.kernel cast
+// BF16: rt.kernel accumulate([[ACC:%.*]], %{{.*}}, %{{.*}}) -> ([[ACC]]) : (memref<256x32xf32>, memref<256x32xbf16>, memref<f32>) -> memref<256x32xf32>
+// BF16-NOT: rt.kernel cast
 // BF16-LABEL: rt.func @apply_step
 // BF16: rt.kernel adamw({{.*}} : (memref<256x32xf32>, memref<256x32xf32>, memref<256x32xf32>, memref<256x32xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<256x32xf32>, memref<256x32xf32>, memref<256x32xf32>)
 // BF16: rt.kernel cast({{.*}}) -> ({{.*}}) : (memref<256x32xf32>) -> memref<256x32xbf16>
