@@ -9,12 +9,14 @@
 #
 # STEP is one of tests, law, nccl, checkpoint, mesh, attention, throughput,
 # profile (default: all, in that order). TRIAD_BUNDLE_MODELS picks the
-# throughput and profile models (default: "gpt2-medium-f32 1.3b-f32");
-# TRIAD_BUNDLE_PRECISIONS the matmul precisions triad-run trains them in
-# (default: "f32 tf32 bf16"; the profile takes the first and the last);
-# TRIAD_BUNDLE_PEERS the PyTorch variants beside them, comma-separated
-# torch_peer.py arguments (default: "f32,f32 --matmul-precision tf32,bf16,
-# bf16 --compile");
+# throughput and profile models (default: "1.3b-bf16 1.3b-bf16-v128
+# 1.3b-bf16-unfused gpt2-medium-bf16"; the f32 plans are gpt2-medium-f32
+# and 1.3b-f32); TRIAD_BUNDLE_PRECISIONS the matmul precisions triad-run
+# trains f32 plans in (default: "f32 tf32 bf16"; the profile takes the
+# first and the last; a bf16 plan runs once); TRIAD_BUNDLE_PEERS the
+# PyTorch variants beside them, comma-separated torch_peer.py arguments
+# (default: "f32,f32 --matmul-precision tf32,bf16,bf16 --compile" beside an
+# f32 plan, "bf16,bf16 --compile" beside a bf16 one);
 # TRIAD_BUNDLE_SECONDS is the deadline after which no step starts (540).
 #
 # Exit status: 0 when every step passed; 3 when every step that needs no GPU
@@ -33,10 +35,11 @@ for step in $steps; do
     exit 2
   }
 done
-models=${TRIAD_BUNDLE_MODELS:-gpt2-medium-f32 1.3b-f32}
+models=${TRIAD_BUNDLE_MODELS:-1.3b-bf16 1.3b-bf16-v128 1.3b-bf16-unfused gpt2-medium-bf16}
 precisions=${TRIAD_BUNDLE_PRECISIONS:-f32 tf32 bf16}
 # The PyTorch peers of the throughput step, separated by commas.
-IFS=, read -r -a peers <<< "${TRIAD_BUNDLE_PEERS:-f32,f32 --matmul-precision tf32,bf16,bf16 --compile}"
+IFS=, read -r -a f32_peers <<< "${TRIAD_BUNDLE_PEERS:-f32,f32 --matmul-precision tf32,bf16,bf16 --compile}"
+IFS=, read -r -a bf16_peers <<< "${TRIAD_BUNDLE_PEERS:-bf16,bf16 --compile}"
 for precision in $precisions; do
   [[ " f32 tf32 bf16 " == *" $precision "* ]] || {
     echo "run.sh: unknown matmul precision '$precision' in TRIAD_BUNDLE_PRECISIONS (f32, tf32 or bf16)" >&2
@@ -435,21 +438,25 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
   local sizes=(--layers "$1" --hidden "$2" --heads "$3" --ffn "$4" --vocab "$5"
                --seq "$6" --batch "$7")
   [[ -e $plan ]] || { note "   $model: FAILED (no plan)"; status=1; return; }
-  local began precision variant ran=0 labels=$precisions
+  local began precision variant ran=0 labels=$precisions base=
+  # A variant of a model (a name beyond -f32 or -bf16: gpt2-medium-bf16-v128,
+  # 1.3b-bf16-unfused) runs once, without the variants and the peers below,
+  # against its model's run and peers.
+  [[ $model != *-f32 && $model != *-bf16 ]] && base=${model%-*}
   # A 16-bit plan's products are of its type whatever --matmul-precision
   # says: it runs once, in the first precision.
   [[ $model == *-bf16* ]] && labels=${precisions%% *}
   for precision in $labels; do
     began=$SECONDS
+    local what="$precision matmuls"
+    [[ $model == *-bf16* ]] && what="bf16 plan"
     if ! boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
          --matmul-precision "$precision" --metrics "$results/$model.$precision.jsonl" \
          > "$results/$model.$precision.txt" 2>&1; then
-      failed "$model ($precision matmuls)" "$results/$model.$precision.txt"
+      failed "$model ($what)" "$results/$model.$precision.txt"
       continue
     fi
     ran=1
-    local what="$precision matmuls"
-    [[ $model == *-bf16* ]] && what="bf16 plan"
     note "   $model, $what: triad-run took $((SECONDS - began)) s in all ($(grep -o 'trained steps.*in [0-9.]* s' "$results/$model.$precision.txt"))"
   done
   # Variants of a run: LABEL, what it is, and triad-run's extra flags.
@@ -468,30 +475,40 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
       failed "$model ($what)" "$results/$model.$label.txt"
     fi
   }
-  # A bf16 plan again with its attention on Triad's own kernels
-  # (--cuda-attention=triad; the default, auto, runs cuDNN's fused
-  # attention where cuDNN takes it).
-  [[ $model == *-bf16* ]] && variant triad-attention "bf16 plan, Triad's attention" \
-    --cuda-attention triad
-  # Each call recorded once as a CUDA graph and replayed (--cuda-graphs),
-  # in the first precision: launches and host time per step against the
-  # same run kernel by kernel above.
-  local first=${precisions%% *} recorded="${precisions%% *}, CUDA graphs"
-  [[ $model == *-bf16* ]] && recorded="bf16 plan, CUDA graphs"
-  variant "graphs-$first" "$recorded" --matmul-precision "$first" --cuda-graphs
-  ((ran)) || return 0 # the peers only beside a Triad run
-  : > "$results/$model.torch.jsonl"
-  for variant in "${peers[@]}"; do
-    # shellcheck disable=SC2086
-    if ! boxed 120 python3 "$here/torch_peer.py" "${sizes[@]}" --dtype $variant --warmup 2 --steps 5 \
-         >> "$results/$model.torch.jsonl" 2>> "$results/$model.torch.txt"; then
-      failed "$model: PyTorch $variant" "$results/$model.torch.txt"
-    fi
-  done
+  local peers_file=$results/$model.torch.jsonl
+  if [[ -n $base ]]; then
+    peers_file=$results/$base.torch.jsonl
+  else
+    # A bf16 plan again with its attention on Triad's own kernels
+    # (--cuda-attention=triad; the default, auto, runs cuDNN's fused
+    # attention where cuDNN takes it).
+    [[ $model == *-bf16* ]] && variant triad-attention "bf16 plan, Triad's attention" \
+      --cuda-attention triad
+    # Each call recorded once as a CUDA graph and replayed (--cuda-graphs),
+    # in the first precision: launches and host time per step against the
+    # same run kernel by kernel above.
+    local first=${precisions%% *} recorded="${precisions%% *}, CUDA graphs"
+    [[ $model == *-bf16* ]] && recorded="bf16 plan, CUDA graphs"
+    variant "graphs-$first" "$recorded" --matmul-precision "$first" --cuda-graphs
+    ((ran)) || return 0 # the peers only beside a Triad run
+    : > "$peers_file"
+    local peers=("${f32_peers[@]}")
+    [[ $model == *-bf16 ]] && peers=("${bf16_peers[@]}")
+    for variant in "${peers[@]}"; do
+      # shellcheck disable=SC2086
+      if ! boxed 120 python3 "$here/torch_peer.py" "${sizes[@]}" --dtype $variant --warmup 2 --steps 5 \
+           >> "$peers_file" 2>> "$results/$model.torch.txt"; then
+        failed "$model: PyTorch $variant" "$results/$model.torch.txt"
+      fi
+    done
+  fi
+  ((ran)) || return 0
   # shellcheck disable=SC2086
-  python3 - "$results/$model" "$model" $labels <<'PY' | tee -a "$summary"
+  python3 - "$results/$model" "$model" "$peers_file" "${base:+$results/$base.${precisions%% *}.jsonl}" \
+    $labels <<'PY' | tee -a "$summary"
 import json, os, statistics, sys
-prefix, model, precisions = sys.argv[1], sys.argv[2], sys.argv[3:]
+prefix, model, peers_file, base_run = sys.argv[1:5]
+precisions = sys.argv[5:]
 def label(precision):
     """What a run is: its matmul precision, or a bf16 plan's (with its
     attention on Triad's kernels: "triad-attention"; with CUDA graphs:
@@ -503,7 +520,7 @@ def label(precision):
     return "bf16 plan" if "-bf16" in model else f"{precision} matmuls"
 def rows(path):
     return [json.loads(l) for l in open(path) if l.strip()] if os.path.exists(path) else []
-peers = rows(prefix + ".torch.jsonl")
+peers = rows(peers_file)
 # The model's FLOPs per token, from the peer (6 N + 12 L h s); the dense
 # peaks of an H100 or H200 by the products' precision.
 flops = next((p["model_tflops"] * 1e12 / p["tokens_per_s"] for p in peers), None)
@@ -529,6 +546,13 @@ for precision in precisions:
         line += (f"; {launches:,.0f} launches/step, host {host_ms:,.1f} ms/step"
                  f" (of {step_ms:,.1f})")
     print(line)
+# A variant against its model's run (the same steps' median).
+base_steps = rows(base_run)[2:] if base_run else []
+if base_steps and ours:
+    base_tps = statistics.median(r["tokens_per_s"] for r in base_steps)
+    first = next(iter(ours.values()))
+    print(f"     {first / base_tps:.3f}x the tokens/s of "
+          f"{os.path.basename(base_run).rsplit('.', 2)[0]} ({base_tps:,.0f})")
 for p in peers:
     mfu = f", MFU {p['mfu']:.1%}" if p.get("mfu") is not None else ""
     what = p["dtype"] + (" (TF32 matmuls)" if p.get("matmul_precision") == "tf32" else "")
@@ -540,7 +564,7 @@ PY
 }
 
 step_throughput() {
-  note "== training throughput: Triad f32 against PyTorch (median step after 2 warm-up)"
+  note "== training throughput: Triad against PyTorch (median step after 2 warm-up)"
   local model
   for model in $models; do
     # shellcheck disable=SC2046
