@@ -1619,9 +1619,16 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
     // A padded split's padding is zero.
     if (view.validBytes < view.runBytes) {
       ++cuda::issueCounts().copies;
-      TRIAD_CUDA_RETURN_IF_ERROR(cudaMemset2DAsync(
-          target + view.validBytes, view.runBytes, 0,
-          view.runBytes - view.validBytes, view.outer, ctx.stream()));
+      // One row: a plain memset, whatever the row's size (as the copy
+      // below).
+      if (view.outer == 1)
+        TRIAD_CUDA_RETURN_IF_ERROR(
+            cudaMemsetAsync(target + view.validBytes, 0,
+                            view.runBytes - view.validBytes, ctx.stream()));
+      else
+        TRIAD_CUDA_RETURN_IF_ERROR(cudaMemset2DAsync(
+            target + view.validBytes, view.runBytes, 0,
+            view.runBytes - view.validBytes, view.outer, ctx.stream()));
     }
     if (view.validBytes == 0)
       return absl::OkStatus();
