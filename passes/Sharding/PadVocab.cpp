@@ -2,12 +2,11 @@
 //
 // Where tp (times `multiple`) does not divide the vocabulary of a cross
 // entropy, the parameters that give the logits their vocabulary dimension
-// (and the embedding tables of that vocabulary) grow to the next multiple of
-// it, the
-// ops between them and the loss take the padded shapes, and the loss gets
-// `classes`: the padded columns never reach it. Runs on the forward model,
-// before autodiff, so that the gradients and the optimizer state are
-// padded alike.
+// (and the embedding tables of that vocabulary) grow to the next multiple
+// of it, the ops between them and the loss take the padded shapes, and the
+// loss gets `classes`: the padded columns never reach it. Runs on the
+// forward model, before autodiff, so that the gradients and the optimizer
+// state are padded alike.
 //
 //===----------------------------------------------------------------------===//
 
