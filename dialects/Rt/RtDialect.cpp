@@ -90,7 +90,7 @@ LogicalResult PlanOp::verify() {
     return emitOpError("has ") << getAxes().size() << " mesh axes but "
                                << getAxisSizes().size() << " sizes";
   llvm::StringSet<> names;
-  int64_t dp = 1;
+  int64_t dp = 1, tp = 1;
   for (auto [name, size] : llvm::zip(getAxes(), getAxisSizes())) {
     StringRef axis = cast<StringAttr>(name).getValue();
     if (!names.insert(axis).second)
@@ -100,6 +100,8 @@ LogicalResult PlanOp::verify() {
              << axis << "' has size " << size << "; sizes must be at least 1";
     if (axis == "dp")
       dp = size;
+    if (axis == "tp")
+      tp = size;
   }
   for (Attribute group : getGroups()) {
     auto axes = cast<ArrayAttr>(group);
@@ -124,10 +126,6 @@ LogicalResult PlanOp::verify() {
       return emitOpError() << what << " is " << value
                            << "; it must be at least 1";
   if (std::optional<int64_t> padded = getPaddedVocab()) {
-    int64_t tp = 1;
-    for (auto [name, size] : llvm::zip(getAxes(), getAxisSizes()))
-      if (cast<StringAttr>(name).getValue() == "tp")
-        tp = size;
     if (*padded < getVocab() || *padded % tp != 0 || *padded > INT32_MAX)
       return emitOpError("padded vocabulary ")
              << *padded << " must be a multiple of tp (" << tp
