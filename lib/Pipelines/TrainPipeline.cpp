@@ -224,6 +224,8 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   lower.bucketBytes = options.bucketBytes;
   lower.overlapGradReduce = options.overlapGradReduce;
   pm.addPass(createLowerToRt(lower));
+  if (options.fuseOptimizer)
+    pm.addPass(createFuseOptimizer());
 }
 
 void triad::registerTrainPipeline() {

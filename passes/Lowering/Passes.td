@@ -155,6 +155,67 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
   let dependentDialects = ["::triad::rt::RtDialect", "::triad::dist::DistDialect"];
 }
 
+def FuseOptimizer : Pass<"triad-fuse-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Runs the lowered optimizer step in few kernels";
+  let description = [{
+    Rewrites the kernels of every `rt.func` without layer spans (the apply
+    step; the forward and backward are left alone) so that the runtime
+    launches few kernels for the optimizer step, with the same arithmetic:
+
+    - a tree of `add` kernels totalling `sum_squares` kernels (the
+      gradient norm's square) becomes one `sum_squares` over every tensor,
+      at the root's place (the sums accumulate in double, as each tensor's
+      did);
+    - an `adamw` whose new parameter a later `cast` rounds to bf16 or f16
+      writes the rounded copy itself, as a fourth output;
+    - consecutive `adamw` kernels with the same lr, step, coefficient,
+      betas and epsilon become one kernel over all their tensors, each with
+      its own weight decay, split wherever a tensor's results would share
+      bytes with another's operands.
+
+    The memory plan is kept: a rewrite applies only where no kernel it
+    crosses writes over what it moves (a buffer's arena bytes), and the
+    partial sums' buffers go.
+
+    Before:
+
+    ```mlir
+    rt.kernel sum_squares(%g0) -> (%s0) : (memref<64x32xf32>) -> memref<f32>
+    rt.kernel sum_squares(%g1) -> (%s1) : (memref<32xf32>) -> memref<f32>
+    rt.kernel add(%s0, %s1) -> (%t) : (memref<f32>, memref<f32>) -> memref<f32>
+    ...
+    rt.kernel adamw(%p0, %g0, %m0, %v0, %lr, %step, %c) -> (%p0, %m0, %v0) floats [0.9, 0.95, 1.0e-08, 0.1] : ...
+    rt.kernel cast(%p0) -> (%w0) : (memref<64x32xf32>) -> memref<64x32xbf16>
+    rt.kernel adamw(%p1, %g1, %m1, %v1, %lr, %step, %c) -> (%p1, %m1, %v1) floats [0.9, 0.95, 1.0e-08, 0.0] : ...
+    rt.kernel cast(%p1) -> (%w1) : (memref<32xf32>) -> memref<32xbf16>
+    ```
+
+    After:
+
+    ```mlir
+    rt.kernel sum_squares(%g0, %g1) -> (%t) : (memref<64x32xf32>, memref<32xf32>) -> memref<f32>
+    ...
+    rt.kernel adamw(%p0, %g0, %m0, %v0, %p1, %g1, %m1, %v1, %lr, %step, %c)
+        -> (%p0, %m0, %v0, %w0, %p1, %m1, %v1, %w1)
+        floats [0.9, 0.95, 1.0e-08, 0.1, 0.0] : ...
+    ```
+
+    `--triad-train-pipeline` runs it after `--triad-lower-to-rt` unless
+    `fuse-optimizer=false`.
+  }];
+  let statistics = [
+    Statistic<"numSquaresFused", "squares-fused",
+              "Trees of sums of squares made one kernel">,
+    Statistic<"numRoundingFused", "rounding-fused",
+              "Casts of updated parameters written by their adamw">,
+    Statistic<"numUpdateGroups", "update-groups",
+              "adamw kernels over several tensors">,
+    Statistic<"numTensorsGrouped", "tensors-grouped",
+              "Tensors updated by those kernels">,
+  ];
+  let dependentDialects = ["::triad::rt::RtDialect"];
+}
+
 def MemoryReport : Pass<"triad-memory-report", "::mlir::ModuleOp"> {
   let summary = "Prints the bytes each rank needs, from the compiled plan";
   let description = [{

@@ -376,7 +376,66 @@ absl::Status CpuExecutor::executeStored(const plan::Instr &instr) {
   return absl::OkStatus();
 }
 
+absl::Status CpuExecutor::executeOptimizer(const plan::Instr &instr) {
+  auto in = [&](size_t i) { return instr.inputs()->Get(i); };
+  auto out = [&](size_t i) { return instr.outputs()->Get(i); };
+  auto n = [&](uint32_t index) { return elementCount(shapeOf(value(index))); };
+  auto arenaF32 = [&](uint32_t index) {
+    return reinterpret_cast<float *>(arena.get() + offsetOf(index));
+  };
+  // A float tensor's f32 elements: itself, or its 16-bit elements widened
+  // into `scratch` (one tensor at a time, whatever the count).
+  std::vector<float> scratch;
+  auto wide = [&](uint32_t index) -> const float * {
+    if (!isSixteenBit(index))
+      return arenaF32(index);
+    scratch.resize(static_cast<size_t>(n(index)));
+    widenFrom(index, scratch.data());
+    return scratch.data();
+  };
+  if (instr.op() == plan::OpCode::SumSquares) {
+    // Each tensor's sum in double, added in input order.
+    double limit = plan::sumSquaresLimit(instr), sum = 0.0;
+    for (uint32_t x : *instr.inputs())
+      sum += cpu::sumSquares(wide(x), n(x), limit);
+    arenaF32(out(0))[0] = static_cast<float>(sum);
+    return absl::OkStatus();
+  }
+  plan::AdamWShape tensors = *plan::adamWShape(
+      instr.inputs()->size(), instr.outputs()->size(), instr.floats()->size());
+  size_t shared = 4 * tensors.count, per = tensors.outputsPerTensor;
+  float lr = arenaF32(in(shared))[0], step = arenaF32(in(shared + 1))[0],
+        coefficient = arenaF32(in(shared + 2))[0];
+  plan::AdamWAttrs adamw = plan::adamWAttrs(*instr.floats());
+  for (size_t t = 0; t < tensors.count; ++t) {
+    uint32_t param = in(4 * t), grad = in(4 * t + 1), m = in(4 * t + 2),
+             v = in(4 * t + 3);
+    uint32_t newParam = out(per * t), newM = out(per * t + 1),
+             newV = out(per * t + 2);
+    int64_t size = n(param);
+    // The kernel works in place: bring the inputs to the outputs first.
+    for (auto [from, to] : {std::pair{param, newParam}, {m, newM}, {v, newV}})
+      if (from != to)
+        std::memmove(arenaF32(to), arenaF32(from), 4 * size);
+    cpu::adamw(arenaF32(newParam), wide(grad), arenaF32(newM), arenaF32(newV),
+               size, lr, step, coefficient, static_cast<float>(adamw.beta1),
+               static_cast<float>(adamw.beta2),
+               static_cast<float>(adamw.epsilon),
+               static_cast<float>(instr.floats()->Get(3 + t)));
+    // The parameter rounded as a Cast rounds it.
+    if (tensors.rounded)
+      cpu::convert({arenaF32(newParam), cpu::Storage::F32},
+                   storedOut(out(per * t + 3)), size);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CpuExecutor::execute(const plan::Instr &instr, uint64_t step) {
+  // The optimizer's kernels over many tensors read 16-bit gradients one
+  // tensor at a time, not all widened at once.
+  if (instr.op() == plan::OpCode::SumSquares ||
+      instr.op() == plan::OpCode::AdamW)
+    return executeOptimizer(instr);
   // 16-bit values: the kernel works on f32 copies (exact), and its 16-bit
   // results are rounded back (to nearest even) once it is done. Products
   // of bf16 operands skip the copies where oneDNN multiplies bf16.
@@ -743,10 +802,6 @@ absl::Status CpuExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
   case plan::OpCode::Fill:
     std::fill_n(f32(out(0)), n(out(0)), static_cast<float>(floatAt(0)));
     return absl::OkStatus();
-  case plan::OpCode::SumSquares:
-    f32(out(0))[0] = static_cast<float>(
-        cpu::sumSquares(f32(in(0)), n(in(0)), plan::sumSquaresLimit(instr)));
-    return absl::OkStatus();
   case plan::OpCode::ClipCoefficient: {
     stepmath::Clip clip = stepmath::clipCoefficient(f32(in(0))[0], floatAt(0));
     f32(out(0))[0] = clip.coefficient;
@@ -758,20 +813,6 @@ absl::Status CpuExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     f32(out(0))[0] =
         stepmath::learningRate(f32(in(0))[0], attrs.peak, attrs.floor,
                                attrs.warmupSteps, attrs.decaySteps);
-    return absl::OkStatus();
-  }
-  case plan::OpCode::AdamW: {
-    int64_t size = n(in(0));
-    // The kernel works in place: bring the inputs to the outputs first.
-    for (size_t i : {0, 2, 3})
-      if (in(i) != out(i == 0 ? 0 : i - 1))
-        std::memmove(f32(out(i == 0 ? 0 : i - 1)), f32(in(i)), 4 * size);
-    plan::AdamWAttrs adamw = plan::adamWAttrs(*instr.floats());
-    cpu::adamw(f32(out(0)), f32(in(1)), f32(out(1)), f32(out(2)), size,
-               f32(in(4))[0], f32(in(5))[0], f32(in(6))[0],
-               static_cast<float>(adamw.beta1), static_cast<float>(adamw.beta2),
-               static_cast<float>(adamw.epsilon),
-               static_cast<float>(adamw.weightDecay));
     return absl::OkStatus();
   }
   case plan::OpCode::Select: {

@@ -88,6 +88,11 @@ private:
   cpu::StoredIn storedIn(uint32_t value);
   cpu::StoredOut storedOut(uint32_t value);
 
+  /// SumSquares and AdamW, over one tensor or many: f32 weights and
+  /// moments, and gradients in any float type, widened one tensor at a
+  /// time.
+  absl::Status executeOptimizer(const plan::Instr &instr);
+
   /// The kernel of one instruction, on f32 (and i32) data: `execute` runs
   /// it on f32 copies of the instruction's 16-bit values.
   absl::Status executeF32(const plan::Instr &instr, uint64_t step);

@@ -1111,6 +1111,7 @@ bool CudaExecutor::runsTyped(const plan::Instr &instr) const {
   case plan::OpCode::CrossEntropyGrad:
   case plan::OpCode::LogSumExp:
   case plan::OpCode::Fill:
+  case plan::OpCode::SumSquares:
   case plan::OpCode::AdamW:
   case plan::OpCode::Select:
   case plan::OpCode::Accumulate:
@@ -1562,9 +1563,16 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
   case plan::OpCode::Fill:
     return cuda::fill(ctx, typedOut(0), static_cast<float>(floatAt(0)),
                       n(out(0)));
-  case plan::OpCode::SumSquares:
-    return cuda::sumSquares(ctx, {{f32(in(0)), n(in(0))}}, f32(out(0)),
+  case plan::OpCode::SumSquares: {
+    // Every input in one pass, each read in its type.
+    std::vector<cuda::ConstSpan> spans;
+    for (uint32_t x : *instr.inputs()) {
+      cuda::Operand typed = typedOperand(x);
+      spans.push_back({typed.data, n(x), typed.type});
+    }
+    return cuda::sumSquares(ctx, spans, f32(out(0)),
                             plan::sumSquaresLimit(instr));
+  }
   case plan::OpCode::ClipCoefficient:
     return cuda::clipCoefficient(ctx, f32(in(0)), floatAt(0), f32(out(0)),
                                  f32(out(1)));
@@ -1574,20 +1582,37 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
                               attrs.warmupSteps, attrs.decaySteps, f32(out(0)));
   }
   case plan::OpCode::AdamW: {
-    int64_t size = n(in(0));
-    // The kernel works in place: bring the inputs to the outputs first.
-    for (size_t i : {0, 2, 3})
-      if (absl::Status s = copyValue(in(i), out(i == 0 ? 0 : i - 1), 4 * size);
-          !s.ok())
-        return s;
+    // Every tensor in one launch (the loader checked that no tensor's
+    // results overlap another's operands).
+    plan::AdamWShape shape =
+        *plan::adamWShape(instr.inputs()->size(), instr.outputs()->size(),
+                          instr.floats()->size());
+    size_t shared = 4 * shape.count, per = shape.outputsPerTensor;
+    std::vector<cuda::AdamWTensor> tensors;
+    for (size_t t = 0; t < shape.count; ++t) {
+      uint32_t newParam = out(per * t), newM = out(per * t + 1),
+               newV = out(per * t + 2);
+      int64_t size = n(in(4 * t));
+      // The kernel works in place: bring the inputs to the outputs first.
+      for (auto [from, to] : {std::pair{in(4 * t), newParam},
+                              {in(4 * t + 2), newM},
+                              {in(4 * t + 3), newV}})
+        if (absl::Status s = copyValue(from, to, 4 * size); !s.ok())
+          return s;
+      cuda::AdamWTensor tensor{
+          f32(newParam), typedIn(4 * t + 1),
+          f32(newM),     f32(newV),
+          size,          static_cast<float>(floatAt(3 + t))};
+      if (shape.rounded)
+        tensor.rounded = typedOut(per * t + 3);
+      tensors.push_back(tensor);
+    }
     plan::AdamWAttrs adamw = plan::adamWAttrs(*instr.floats());
     cuda::AdamWHyper hyper{static_cast<float>(adamw.beta1),
                            static_cast<float>(adamw.beta2),
-                           static_cast<float>(adamw.epsilon),
-                           static_cast<float>(adamw.weightDecay)};
-    return cuda::adamw(
-        ctx, {{f32(out(0)), typedIn(1), f32(out(1)), f32(out(2)), size}},
-        f32(in(4)), f32(in(5)), f32(in(6)), hyper);
+                           static_cast<float>(adamw.epsilon)};
+    return cuda::adamw(ctx, tensors, f32(in(shared)), f32(in(shared + 1)),
+                       f32(in(shared + 2)), hyper);
   }
   case plan::OpCode::Select:
     return cuda::select(ctx, f32(in(0)), typedIn(1), typedIn(2), typedOut(0),

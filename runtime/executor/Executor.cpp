@@ -973,7 +973,8 @@ std::map<std::string, double> Executor::hyperparameters() const {
         found["beta2"] = adam.beta2;
         found["epsilon"] = adam.epsilon;
         double &decay = found["weight_decay"];
-        decay = std::max(decay, adam.weightDecay);
+        for (size_t i = 3; i < instr->floats()->size(); ++i)
+          decay = std::max(decay, instr->floats()->Get(i));
         break;
       }
       case plan::OpCode::ClipCoefficient:

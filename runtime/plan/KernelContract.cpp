@@ -538,14 +538,18 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
     return absl::OkStatus();
   }
   case OpCode::SumSquares: {
-    if (floats.size() == 1) {
-      CHECK_OK(arity(1, 1, 0, 1));
-      if (!(floats[0] > 0.0))
-        return fail(absl::StrCat("limit must be positive, got ", floats[0]));
-    } else {
-      CHECK_OK(arity(1, 1, 0, 0));
-    }
-    CHECK_OK(floatValues({in[0]}));
+    // One tensor, or several summed into one result (the gradient norm's
+    // tensors in one launch).
+    if (in.empty() || out.size() != 1 || !ints.empty() || floats.size() > 1)
+      return fail(absl::StrCat(
+          "expects N inputs (N >= 1), 1 output, no ints and at most 1 float "
+          "(the limit); has ",
+          in.size(), ", ", out.size(), ", ", ints.size(), " and ",
+          floats.size()));
+    if (floats.size() == 1 && !(floats[0] > 0.0))
+      return fail(absl::StrCat("limit must be positive, got ", floats[0]));
+    for (uint32_t index : in)
+      CHECK_OK(floatValues({index}));
     return scalarF32({out[0]});
   }
   case OpCode::ClipCoefficient: {
@@ -567,15 +571,43 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
     return scalarF32({in[0], out[0]});
   }
   case OpCode::AdamW: {
-    CHECK_OK(arity(7, 3, 0, 4));
-    CHECK_OK(sameShapes({in[0], in[1], in[2], in[3], out[0], out[1], out[2]}));
-    for (uint32_t index : {in[0], in[2], in[3], out[0], out[1], out[2]})
-      if (dtype(index) != DType::F32)
-        return fail("AdamW runs on f32 weights and moments");
-    // A 16-bit gradient (summed in the parameter's type) is widened as it
-    // is read.
-    CHECK_OK(floatValues({in[1]}));
-    CHECK_OK(scalarF32({in[4], in[5], in[6]}));
+    // N tensors in one launch: each one's param, grad, m, v, then the
+    // shared lr, step and coefficient; each one's param', m', v' and, for
+    // every tensor or none, its updated param rounded to 16 bits.
+    std::optional<AdamWShape> tensors =
+        adamWShape(in.size(), out.size(), floats.size());
+    if (!tensors)
+      return fail(absl::StrCat(
+          "expects 4 N + 3 inputs (param, grad, m, v per tensor, then lr, "
+          "step, coefficient), 3 N or 4 N outputs (param', m', v'[, the "
+          "16-bit param] per tensor), no ints and 3 + N floats (beta1, beta2, "
+          "epsilon, a weight decay per tensor), N >= 1; has ",
+          in.size(), ", ", out.size(), ", ", ints.size(), " and ",
+          floats.size()));
+    if (!ints.empty())
+      return fail(absl::StrCat("expects no ints; has ", ints.size()));
+    size_t shared = 4 * tensors->count;
+    CHECK_OK(scalarF32({in[shared], in[shared + 1], in[shared + 2]}));
+    for (size_t t = 0; t < tensors->count; ++t) {
+      const uint32_t *ins = &in[4 * t];
+      const uint32_t *outs = &out[tensors->outputsPerTensor * t];
+      CHECK_OK(sameShapes(
+          {ins[0], ins[1], ins[2], ins[3], outs[0], outs[1], outs[2]}));
+      for (uint32_t index : {ins[0], ins[2], ins[3], outs[0], outs[1], outs[2]})
+        if (dtype(index) != DType::F32)
+          return fail("AdamW runs on f32 weights and moments");
+      // A 16-bit gradient (summed in the parameter's type) is widened as it
+      // is read.
+      CHECK_OK(floatValues({ins[1]}));
+      if (tensors->rounded) {
+        if (shape(outs[3]) != shape(ins[0]) ||
+            (dtype(outs[3]) != DType::BF16 && dtype(outs[3]) != DType::F16))
+          return fail("the rounded parameter must be bf16 or f16 with the "
+                      "parameter's shape");
+      }
+      if (!(floats[3 + t] >= 0.0))
+        return fail("invalid betas, epsilon or weight decay");
+    }
     AdamWAttrs attrs = adamWAttrs(floats);
     if (!(attrs.beta1 >= 0.0 && attrs.beta1 < 1.0) ||
         !(attrs.beta2 >= 0.0 && attrs.beta2 < 1.0) || !(attrs.epsilon > 0.0) ||

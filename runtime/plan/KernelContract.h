@@ -169,10 +169,31 @@ struct LrScheduleAttrs {
   int64_t warmupSteps, decaySteps;
   double peak, floor;
 };
-/// AdamW: floats beta1, beta2, epsilon, weight_decay.
+/// AdamW: floats beta1, beta2, epsilon, then a weight decay per tensor
+/// (`weightDecay` is the first tensor's).
 struct AdamWAttrs {
   double beta1, beta2, epsilon, weightDecay;
 };
+/// How an AdamW instruction's operands split into tensors: `count` tensors
+/// (4 inputs each, then lr, step and coefficient) of `outputsPerTensor`
+/// outputs (4 where each writes its parameter rounded to 16 bits too).
+struct AdamWShape {
+  size_t count;
+  size_t outputsPerTensor;
+  bool rounded;
+};
+/// The split of `inputs`, `outputs` and `floats`, or none where the counts
+/// fit no number of tensors.
+inline std::optional<AdamWShape> adamWShape(size_t inputs, size_t outputs,
+                                            size_t floats) {
+  if (inputs < 7 || (inputs - 3) % 4 != 0)
+    return std::nullopt;
+  size_t count = (inputs - 3) / 4;
+  if (floats != 3 + count || (outputs != 3 * count && outputs != 4 * count))
+    return std::nullopt;
+  bool rounded = outputs == 4 * count;
+  return AdamWShape{count, rounded ? 4u : 3u, rounded};
+}
 /// LossScaleUpdate: ints growth_interval; floats growth, backoff.
 struct LossScaleAttrs {
   int64_t growthInterval;

@@ -174,6 +174,8 @@ private:
   absl::Status checkTransfer(plan::OpCode op, const std::vector<uint32_t> &in,
                              const std::vector<uint32_t> &out,
                              const std::vector<int64_t> &ints);
+  absl::Status checkAdamW(const std::vector<uint32_t> &in,
+                          const std::vector<uint32_t> &out, size_t floats);
 
   const plan::Value *value(uint32_t index) const {
     return program.values()->Get(index);
@@ -541,9 +543,62 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
   case plan::OpCode::Send:
   case plan::OpCode::Recv:
     return checkTransfer(instr.op(), in, out, view.ints);
+  case plan::OpCode::AdamW:
+    return checkAdamW(in, out, view.floats.size());
   default:
     return absl::OkStatus();
   }
+}
+
+absl::Status ProgramChecker::checkAdamW(const std::vector<uint32_t> &in,
+                                        const std::vector<uint32_t> &out,
+                                        size_t floats) {
+  // The tensors of one AdamW are updated at once (a GPU runs them side by
+  // side): an output may be its own tensor's param, m or v (in place), but
+  // overlaps nothing else another tensor reads or writes, nor the shared
+  // scalars, and the rounded parameter overlaps none of its own tensor's
+  // operands.
+  std::optional<plan::AdamWShape> tensors =
+      plan::adamWShape(in.size(), out.size(), floats);
+  size_t per = tensors->outputsPerTensor;
+  for (size_t k = 0; k < out.size(); ++k)
+    for (size_t shared = in.size() - 3; shared < in.size(); ++shared)
+      if (mayOverlap(*value(out[k]), *value(in[shared])))
+        return fail(absl::StrCat("output ", k,
+                                 " of the update overlaps its lr, step or "
+                                 "coefficient"));
+  auto operands = [&](size_t t) {
+    std::vector<uint32_t> all(in.begin() + 4 * t, in.begin() + 4 * t + 4);
+    all.insert(all.end(), out.begin() + per * t, out.begin() + per * (t + 1));
+    return all;
+  };
+  for (size_t t = 0; t < tensors->count; ++t) {
+    std::vector<uint32_t> own = operands(t);
+    std::vector<uint32_t> written(out.begin() + per * t,
+                                  out.begin() + per * (t + 1));
+    for (size_t k = 0; k < written.size(); ++k) {
+      uint32_t result = written[k];
+      // Its own in-place input: param for param', m for m', v for v'.
+      uint32_t itself = k < 3 ? in[4 * t + (k == 0 ? 0 : k + 1)] : UINT32_MAX;
+      for (uint32_t operand : own)
+        if (operand != result && operand != itself &&
+            mayOverlap(*value(result), *value(operand)))
+          return fail(absl::StrCat("output ", per * t + k,
+                                   " overlaps another operand of tensor ", t,
+                                   " of the update"));
+      for (size_t other = 0; other < tensors->count; ++other) {
+        if (other == t)
+          continue;
+        for (uint32_t operand : operands(other))
+          if (mayOverlap(*value(result), *value(operand)))
+            return fail(absl::StrCat("output ", per * t + k,
+                                     " of the update overlaps an operand of "
+                                     "tensor ",
+                                     other));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ProgramChecker::checkCollective(plan::OpCode op,

@@ -26,7 +26,7 @@
 namespace triad::rt {
 
 /// The plan format version this runtime reads.
-constexpr uint32_t kPlanVersion = 3;
+constexpr uint32_t kPlanVersion = 4;
 
 /// The largest tag of a Send or Recv: the least upper bound of tags that
 /// MPI guarantees (MPI_TAG_UB is at least this).

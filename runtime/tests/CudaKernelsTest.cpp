@@ -1351,7 +1351,7 @@ TEST_F(TypedKernels, RejectI32Operands) {
   EXPECT_TRUE(invalid(dropout(*context, f32, i32Out, n, 0.5, 1, 1, 1)));
   EXPECT_TRUE(invalid(adamw(
       *context, {{out.as<float>(), i32, out.as<float>(), out.as<float>(), n}},
-      scalar, scalar, scalar, {0.9f, 0.95f, 1e-8f, 0.0f})));
+      scalar, scalar, scalar, {0.9f, 0.95f, 1e-8f})));
   // Nothing ran: the result keeps its poison.
   std::vector<uint32_t> bits = download<uint32_t>(out, n);
   for (uint32_t word : bits)
@@ -2110,7 +2110,8 @@ TEST_F(CudaKernels, SumSquaresOverTensorsMatchesCpu) {
 TEST_F(CudaKernels, AdamWOverTensorsMatchesCpu) {
   const int64_t sizes[] = {3, 20000, 513};
   const float lr = 3e-4f, step = 7.0f, coefficient = 0.8f;
-  const AdamWHyper hyper{0.9f, 0.95f, 1e-8f, 0.1f};
+  const AdamWHyper hyper{0.9f, 0.95f, 1e-8f};
+  const float weightDecay = 0.1f;
   std::vector<std::vector<float>> want[4]; // param, grad, m, v
   std::vector<DeviceBuffer> buffers;
   std::vector<AdamWTensor> tensors;
@@ -2129,10 +2130,11 @@ TEST_F(CudaKernels, AdamWOverTensorsMatchesCpu) {
                        {buffers[base + 1].data(), DType::F32},
                        buffers[base + 2].as<float>(),
                        buffers[base + 3].as<float>(),
-                       n});
+                       n,
+                       weightDecay});
     cpu::adamw(param.data(), grad.data(), m.data(), v.data(), n, lr, step,
                coefficient, hyper.beta1, hyper.beta2, hyper.epsilon,
-               hyper.weightDecay);
+               weightDecay);
     want[0].push_back(param);
     want[2].push_back(m);
     want[3].push_back(v);
@@ -2156,7 +2158,7 @@ TEST_F(TypedKernels, AdamWReadsGradientsOfTheirType) {
   // bits of the f32 step on the widened gradients.
   const int64_t sizes[] = {3, 20000, 513};
   const DType gradTypes[] = {DType::BF16, DType::F16, DType::F32};
-  const AdamWHyper hyper{0.9f, 0.95f, 1e-8f, 0.1f};
+  const AdamWHyper hyper{0.9f, 0.95f, 1e-8f};
   DeviceBuffer scalars = upload(std::vector<float>{3e-4f, 7.0f, 0.8f});
   std::vector<DeviceBuffer> got, want, grads;
   std::vector<AdamWTensor> typed, wide;
@@ -2177,12 +2179,14 @@ TEST_F(TypedKernels, AdamWReadsGradientsOfTheirType) {
                      {grads[2 * t].data(), gradTypes[t]},
                      got[at + 1].as<float>(),
                      got[at + 2].as<float>(),
-                     n});
+                     n,
+                     0.1f});
     wide.push_back({want[at].as<float>(),
                     {grads[2 * t + 1].data(), DType::F32},
                     want[at + 1].as<float>(),
                     want[at + 2].as<float>(),
-                    n});
+                    n,
+                    0.1f});
   }
   const float *lr = scalars.as<float>();
   ASSERT_OK(adamw(*context, wide, lr, lr + 1, lr + 2, hyper));
@@ -2193,6 +2197,109 @@ TEST_F(TypedKernels, AdamWReadsGradientsOfTheirType) {
       expectSameBits(
           got[3 * t + k].data(), want[3 * t + k].data(), DType::F32, sizes[t],
           "adamw of " + typeName(gradTypes[t]) + " gradients, " + names[k]);
+}
+
+TEST_F(TypedKernels, AdamWRoundsItsParametersAsACastDoes) {
+  // One launch over tensors with their own weight decays, each parameter
+  // also rounded to bf16 or f16: the bits of the update without rounding
+  // followed by the cast.
+  const int64_t sizes[] = {5, 33000, 700};
+  const DType roundedTypes[] = {DType::BF16, DType::F16, DType::BF16};
+  const float decays[] = {0.1f, 0.0f, 0.25f};
+  const AdamWHyper hyper{0.9f, 0.95f, 1e-8f};
+  DeviceBuffer scalars = upload(std::vector<float>{3e-4f, 4.0f, 0.6f});
+  std::vector<DeviceBuffer> got, want, grads, rounded;
+  std::vector<AdamWTensor> fused, plain;
+  for (size_t t = 0; t < std::size(sizes); ++t) {
+    int64_t n = sizes[t];
+    std::vector<float> v = randomFloats(n, 120 + t, 0.1f);
+    for (float &value : v)
+      value *= value;
+    for (const std::vector<float> &state :
+         {randomFloats(n, 130 + t), randomFloats(n, 140 + t, 0.1f), v}) {
+      got.push_back(upload(state));
+      want.push_back(upload(state));
+    }
+    grads.push_back(upload(randomFloats(n, 150 + t)));
+    rounded.push_back(poisoned(n, 2));
+    size_t at = 3 * t;
+    fused.push_back({got[at].as<float>(),
+                     {grads[t].data(), DType::F32},
+                     got[at + 1].as<float>(),
+                     got[at + 2].as<float>(),
+                     n,
+                     decays[t],
+                     {rounded[t].data(), roundedTypes[t]}});
+    plain.push_back({want[at].as<float>(),
+                     {grads[t].data(), DType::F32},
+                     want[at + 1].as<float>(),
+                     want[at + 2].as<float>(),
+                     n,
+                     decays[t]});
+  }
+  const float *lr = scalars.as<float>();
+  ASSERT_OK(adamw(*context, plain, lr, lr + 1, lr + 2, hyper));
+  ASSERT_OK(adamw(*context, fused, lr, lr + 1, lr + 2, hyper));
+  const char *names[] = {"param", "m", "v"};
+  for (size_t t = 0; t < std::size(sizes); ++t) {
+    std::string tensor = "tensor " + std::to_string(t);
+    for (size_t k = 0; k < 3; ++k)
+      expectSameBits(got[3 * t + k].data(), want[3 * t + k].data(), DType::F32,
+                     sizes[t], tensor + " " + names[k]);
+    DeviceBuffer cast =
+        converted(want[3 * t].data(), DType::F32, roundedTypes[t], sizes[t]);
+    expectSameBits(rounded[t].data(), cast.data(), roundedTypes[t], sizes[t],
+                   tensor + " rounded to " + typeName(roundedTypes[t]));
+  }
+  // Each tensor's own decay: the f32 kernel of one tensor with it alone.
+  std::vector<float> host = randomFloats(sizes[2], 130 + 2);
+  DeviceBuffer alone = upload(host);
+  DeviceBuffer m = upload(randomFloats(sizes[2], 140 + 2, 0.1f));
+  std::vector<float> v = randomFloats(sizes[2], 120 + 2, 0.1f);
+  for (float &value : v)
+    value *= value;
+  DeviceBuffer vAlone = upload(v);
+  ASSERT_OK(adamw(*context,
+                  {{alone.as<float>(),
+                    {grads[2].data(), DType::F32},
+                    m.as<float>(),
+                    vAlone.as<float>(),
+                    sizes[2],
+                    decays[2]}},
+                  lr, lr + 1, lr + 2, hyper));
+  expectSameBits(got[6].data(), alone.data(), DType::F32, sizes[2],
+                 "tensor 2 updated alone");
+  // A rounded copy of f32 is refused.
+  EXPECT_FALSE(adamw(*context,
+                     {{alone.as<float>(),
+                       {grads[2].data(), DType::F32},
+                       m.as<float>(),
+                       vAlone.as<float>(),
+                       sizes[2],
+                       0.0f,
+                       {rounded[2].data(), DType::F32}}},
+                     lr, lr + 1, lr + 2, hyper)
+                   .ok());
+}
+
+TEST_F(TypedKernels, SumSquaresReadsTensorsOfTheirType) {
+  // bf16, f16 and f32 tensors in one pass: the sum over their widened
+  // values, the same bits as over the f32 copies.
+  const int64_t sizes[] = {7, 40000, 1000};
+  const DType types[] = {DType::BF16, DType::F16, DType::F32};
+  std::vector<DeviceBuffer> typed, wide;
+  std::vector<ConstSpan> spans, wideSpans;
+  for (size_t t = 0; t < std::size(sizes); ++t) {
+    typed.push_back(inType(randomFloats(sizes[t], 160 + t), types[t]));
+    wide.push_back(widened(typed.back().data(), types[t], sizes[t]));
+    spans.push_back({typed.back().data(), sizes[t], types[t]});
+    wideSpans.push_back({wide.back().data(), sizes[t]});
+  }
+  DeviceBuffer got = poisoned(1), want = poisoned(1);
+  ASSERT_OK(sumSquares(*context, wideSpans, want.as<float>()));
+  ASSERT_OK(sumSquares(*context, spans, got.as<float>()));
+  expectSameBits(got.data(), want.data(), DType::F32, 1,
+                 "sumSquares of 16-bit tensors");
 }
 
 } // namespace

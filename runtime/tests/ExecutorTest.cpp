@@ -138,6 +138,103 @@ TEST(CpuExecutorSteps, SumSquaresWithALimit) {
             std::vector<float>{std::numeric_limits<float>::infinity()});
 }
 
+TEST(CpuExecutorSteps, SumSquaresOverSeveralTensors) {
+  // f32 and bf16 tensors summed into one result, each read in its type; a
+  // limit applies to every element of every tensor.
+  PlanBuilder b;
+  uint32_t x = b.value(DType::F32, {3});
+  uint32_t y = b.value(DType::BF16, {2});
+  uint32_t both = b.value(DType::F32, {});
+  uint32_t limited = b.value(DType::F32, {});
+  b.function("f", {x, y});
+  b.instr(OpCode::SumSquares, {x, y}, {both});
+  b.instr(OpCode::SumSquares, {x, y}, {limited}, {}, {5.0});
+  b.results({both, limited}, {});
+  Loaded loaded = load(b.build());
+  HostTensor y16 = floats({2}, {0.5f, -6.0f});
+  y16.dtype = DType::BF16;
+  auto results = loaded.executor->run("f", {floats({3}, {1, -4, 2}), y16});
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ((*results)[0].floats, std::vector<float>{57.25f});
+  EXPECT_EQ((*results)[1].floats,
+            std::vector<float>{std::numeric_limits<float>::infinity()});
+}
+
+TEST(CpuExecutorSteps, AdamWOverTensorsIsEachTensorsUpdateAndCast) {
+  // Three tensors (one with a bf16 gradient) in one AdamW that also
+  // rounds each parameter, against one AdamW per tensor followed by a
+  // Cast: the same bits.
+  const std::vector<std::vector<int64_t>> shapes = {{4, 3}, {5}, {2, 2}};
+  const DType gradTypes[] = {DType::F32, DType::BF16, DType::F32};
+  const DType roundTypes[] = {DType::BF16, DType::F16, DType::BF16};
+  const double decays[] = {0.1, 0.0, 0.3};
+  auto build = [&](bool fused) {
+    PlanBuilder b;
+    std::vector<uint32_t> args, results, outs;
+    std::vector<uint32_t> inputs;
+    std::vector<double> floats = {0.9, 0.95, 1e-8};
+    for (size_t t = 0; t < shapes.size(); ++t) {
+      uint32_t p = b.value(DType::F32, shapes[t]);
+      uint32_t g = b.value(gradTypes[t], shapes[t]);
+      uint32_t m = b.value(DType::F32, shapes[t]);
+      uint32_t v = b.value(DType::F32, shapes[t]);
+      uint32_t rounded = b.value(roundTypes[t], shapes[t]);
+      args.insert(args.end(), {p, g, m, v});
+      inputs.insert(inputs.end(), {p, g, m, v});
+      outs.insert(outs.end(), {p, m, v, rounded});
+      results.insert(results.end(), {p, m, v, rounded});
+      floats.push_back(decays[t]);
+    }
+    uint32_t lr = b.value(DType::F32, {});
+    uint32_t step = b.value(DType::F32, {});
+    uint32_t coefficient = b.value(DType::F32, {});
+    args.insert(args.end(), {lr, step, coefficient});
+    b.function("f", args);
+    if (fused) {
+      inputs.insert(inputs.end(), {lr, step, coefficient});
+      b.instr(OpCode::AdamW, inputs, outs, {}, floats);
+    } else {
+      for (size_t t = 0; t < shapes.size(); ++t) {
+        b.instr(OpCode::AdamW,
+                {inputs[4 * t], inputs[4 * t + 1], inputs[4 * t + 2],
+                 inputs[4 * t + 3], lr, step, coefficient},
+                {outs[4 * t], outs[4 * t + 1], outs[4 * t + 2]}, {},
+                {0.9, 0.95, 1e-8, decays[t]});
+        b.instr(OpCode::Cast, {outs[4 * t]}, {outs[4 * t + 3]});
+      }
+    }
+    b.results(results, {});
+    return b.build();
+  };
+  uint32_t state = 7;
+  std::vector<HostTensor> args;
+  for (const std::vector<int64_t> &shape : shapes) {
+    size_t n = 1;
+    for (int64_t size : shape)
+      n *= static_cast<size_t>(size);
+    args.push_back(floats(shape, uniform(n, state, 2.0f)));
+    args.push_back(floats(shape, uniform(n, state, 1.0f)));
+    args.back().dtype = gradTypes[args.size() / 4];
+    args.push_back(floats(shape, uniform(n, state, 0.1f)));
+    std::vector<float> v = uniform(n, state, 0.1f);
+    for (float &value : v)
+      value *= value;
+    args.push_back(floats(shape, v));
+  }
+  for (float scalar : {1e-2f, 3.0f, 0.7f})
+    args.push_back(floats({}, {scalar}));
+  Loaded fused = load(build(true)), separate = load(build(false));
+  auto got = fused.executor->run("f", args);
+  auto want = separate.executor->run("f", args);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t i = 0; i < got->size(); ++i)
+    EXPECT_EQ((*got)[i].floats, (*want)[i].floats) << "result " << i;
+  // The update moved every parameter.
+  EXPECT_NE((*got)[0].floats, args[0].floats);
+}
+
 TEST(CpuExecutorSteps, LearningRateOverride) {
   PlanBuilder b;
   uint32_t step = b.value(DType::F32, {});

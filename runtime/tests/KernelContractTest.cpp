@@ -102,8 +102,100 @@ TEST(KernelContract, SaysWhatIsWrong) {
             "a float attribute is not finite");
   squares.floats = {1.0, 2.0};
   EXPECT_EQ(message(checkKernel(squares, {})),
-            "expects 1 inputs, 1 outputs, 0 ints and 0 floats; has 1, 1, 0 "
-            "and 2");
+            "expects N inputs (N >= 1), 1 output, no ints and at most 1 float "
+            "(the limit); has 1, 1, 0 and 2");
+  // Over several tensors of any float type, into one f32 scalar.
+  squares.floats = {};
+  squares.operands.push_back({DType::BF16, {2, 3}, "y"});
+  squares.inputs = {0, 2};
+  EXPECT_TRUE(checkKernel(squares, {}).ok());
+  squares.operands.push_back({DType::I32, {2}, "ids"});
+  squares.inputs = {0, 2, 3};
+  EXPECT_EQ(message(checkKernel(squares, {})), "ids must be a float tensor");
+  squares.inputs = {};
+  EXPECT_EQ(message(checkKernel(squares, {})),
+            "expects N inputs (N >= 1), 1 output, no ints and at most 1 float "
+            "(the limit); has 0, 1, 0 and 0");
+}
+
+/// AdamW over `tensors` tensors of [4] (then [3], [2], ...), each with its
+/// param, grad, m and v, then lr, step and coefficient; results in place
+/// and, with `rounded`, a bf16 copy of each parameter.
+KernelView adamwOver(int64_t tensors, bool rounded) {
+  KernelView view;
+  view.op = OpCode::AdamW;
+  view.floats = {0.9, 0.95, 1e-8};
+  for (int64_t t = 0; t < tensors; ++t) {
+    uint32_t at = static_cast<uint32_t>(view.operands.size());
+    std::string name = std::to_string(t);
+    for (const char *what : {"param ", "grad ", "m ", "v "})
+      view.operands.push_back(f32({4 - t}, what + name));
+    view.inputs.insert(view.inputs.end(), {at, at + 1, at + 2, at + 3});
+    view.floats.push_back(0.1 * static_cast<double>(t));
+  }
+  uint32_t shared = static_cast<uint32_t>(view.operands.size());
+  for (const char *what : {"lr", "step", "coefficient"})
+    view.operands.push_back(f32({}, what));
+  view.inputs.insert(view.inputs.end(), {shared, shared + 1, shared + 2});
+  for (int64_t t = 0; t < tensors; ++t) {
+    uint32_t at = static_cast<uint32_t>(4 * t);
+    view.outputs.insert(view.outputs.end(), {at, at + 2, at + 3});
+    if (rounded) {
+      view.outputs.push_back(static_cast<uint32_t>(view.operands.size()));
+      view.operands.push_back(
+          {DType::BF16, {4 - t}, "rounded " + std::to_string(t)});
+    }
+  }
+  return view;
+}
+
+TEST(KernelContract, AdamWUpdatesTensorsAndRoundsTheirParameters) {
+  for (int64_t tensors : {1, 3})
+    for (bool rounded : {false, true})
+      EXPECT_TRUE(checkKernel(adamwOver(tensors, rounded), {}).ok())
+          << tensors << " tensors, rounded " << rounded;
+  // The attributes: a weight decay per tensor.
+  AdamWAttrs attrs = adamWAttrs(adamwOver(3, false).floats);
+  EXPECT_EQ(attrs.weightDecay, 0.0);
+  const std::string counts =
+      "expects 4 N + 3 inputs (param, grad, m, v per tensor, then lr, step, "
+      "coefficient), 3 N or 4 N outputs (param', m', v'[, the 16-bit param] "
+      "per tensor), no ints and 3 + N floats (beta1, beta2, epsilon, a weight "
+      "decay per tensor), N >= 1; has ";
+  KernelView view = adamwOver(3, false);
+  view.floats.pop_back();
+  EXPECT_EQ(message(checkKernel(view, {})), counts + "15, 9, 0 and 5");
+  view = adamwOver(2, true);
+  view.outputs.pop_back();
+  EXPECT_EQ(message(checkKernel(view, {})), counts + "11, 7, 0 and 5");
+  view = adamwOver(2, false);
+  view.inputs.pop_back();
+  EXPECT_EQ(message(checkKernel(view, {})), counts + "10, 6, 0 and 5");
+  view = adamwOver(2, false);
+  view.ints = {1};
+  EXPECT_EQ(message(checkKernel(view, {})), "expects no ints; has 1");
+  // Each tensor's operands share its shape; the rounded copy is 16-bit.
+  view = adamwOver(2, false);
+  std::swap(view.inputs[1], view.inputs[5]);
+  EXPECT_EQ(message(checkKernel(view, {})),
+            "operand shapes differ: [4] and [3]");
+  view = adamwOver(2, true);
+  view.operands.back().dtype = DType::F32;
+  EXPECT_EQ(message(checkKernel(view, {})),
+            "the rounded parameter must be bf16 or f16 with the parameter's "
+            "shape");
+  view = adamwOver(2, true);
+  view.operands.back().shape = {4};
+  EXPECT_EQ(message(checkKernel(view, {})),
+            "the rounded parameter must be bf16 or f16 with the parameter's "
+            "shape");
+  view = adamwOver(2, false);
+  view.floats.back() = -0.5;
+  EXPECT_EQ(message(checkKernel(view, {})),
+            "invalid betas, epsilon or weight decay");
+  view = adamwOver(2, false);
+  view.operands[view.inputs[8]].shape = {1};
+  EXPECT_EQ(message(checkKernel(view, {})), "lr must be an f32 scalar");
 }
 
 /// A matmul [4 x 8] . [8 x 4] -> [4 x 4] with epilogue `code`, a bias of

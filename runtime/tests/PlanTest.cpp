@@ -155,6 +155,45 @@ void collective(PlanSpec &s, triad::plan::OpCode op, uint32_t in, uint32_t out,
   s.ints = std::move(ints);
 }
 
+/// Besides the values of PlanSpec: an AdamW over two f32 [2] tensors
+/// (values 6-9 and 10-13: param, grad, m, v) in place, with lr, step and
+/// coefficient (values 14-16) and, with `rounded`, bf16 copies of the
+/// parameters (values 17 and 18).
+void twoTensorAdamW(PlanSpec &s, bool rounded) {
+  using triad::plan::DType;
+  uint64_t offset = 136;
+  for (int i = 0; i < 8; ++i, offset += 8)
+    s.values.push_back({DType::F32, {2}, offset, 8});
+  for (int i = 0; i < 3; ++i, offset += 4)
+    s.values.push_back({DType::F32, {}, offset, 4});
+  s.op = triad::plan::OpCode::AdamW;
+  s.inputs = {6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  s.outputs = {6, 8, 9, 10, 12, 13};
+  s.ints = {};
+  s.floats = {0.9, 0.95, 1e-8, 0.1, 0.0};
+  if (rounded) {
+    for (int i = 0; i < 2; ++i, offset += 4)
+      s.values.push_back({DType::BF16, {2}, offset, 4});
+    s.outputs = {6, 8, 9, 17, 10, 12, 13, 18};
+  }
+  s.arena = offset;
+}
+
+TEST(Plan, AdamWOverTensorsLoads) {
+  for (bool rounded : {false, true}) {
+    PlanSpec spec;
+    twoTensorAdamW(spec, rounded);
+    EXPECT_EQ(loadError(spec), "") << "rounded " << rounded;
+  }
+  // Not in place: the results are other values.
+  PlanSpec copies;
+  twoTensorAdamW(copies, false);
+  copies.values.push_back({triad::plan::DType::F32, {2}, copies.arena, 8});
+  copies.arena += 8;
+  copies.outputs[0] = 17;
+  EXPECT_EQ(loadError(copies), "");
+}
+
 TEST(Plan, CollectivesLoad) {
   using triad::plan::OpCode;
   struct Case {
@@ -1084,7 +1123,7 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
   };
   const Case cases[] = {
       {"version", [](PlanSpec &s) { s.version = 99; },
-       "plan format version 99 is not the runtime's (3)"},
+       "plan format version 99 is not the runtime's (4)"},
       {"microbatches", [](PlanSpec &s) { s.microbatches = 3; },
        "microbatches must divide batch"},
       {"padded vocabulary below the vocabulary",
@@ -1628,6 +1667,33 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
        },
        "instruction 0 (AllGather): output 0 of the bucket overlaps the input "
        "or output of tensor 1"},
+      {"adamw whose tensors share bytes",
+       [](PlanSpec &s) {
+         twoTensorAdamW(s, false);
+         s.values[13].offset = s.values[8].offset + 4;
+       },
+       "instruction 0 (AdamW): output 1 of the update overlaps an operand "
+       "of tensor 1"},
+      {"adamw whose copy overlaps its own gradient",
+       [](PlanSpec &s) {
+         twoTensorAdamW(s, true);
+         s.values[17].offset = s.values[7].offset;
+       },
+       "instruction 0 (AdamW): output 3 overlaps another operand of tensor "
+       "0 of the update"},
+      {"adamw writing over its learning rate",
+       [](PlanSpec &s) {
+         twoTensorAdamW(s, false);
+         s.values[14].offset = s.values[12].offset;
+       },
+       "instruction 0 (AdamW): output 4 of the update overlaps its lr, step "
+       "or coefficient"},
+      {"adamw with a weight decay too few",
+       [](PlanSpec &s) {
+         twoTensorAdamW(s, false);
+         s.floats.pop_back();
+       },
+       "instruction 0 (AdamW): expects 4 N + 3 inputs"},
       {"bucket with a tensor of the wrong shape",
        [](PlanSpec &s) {
          collective(s, triad::plan::OpCode::AllGather, 0, 6, {0, 0, 0});

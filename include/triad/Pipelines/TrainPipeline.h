@@ -117,6 +117,13 @@ struct TrainPipelineOptions
       llvm::cl::desc("Lower each linear layer's product, bias and tanh GELU "
                      "or ReLU as one matmul with an epilogue"),
       llvm::cl::init(true)};
+  Option<bool> fuseOptimizer{
+      *this, "fuse-optimizer",
+      llvm::cl::desc("Run the optimizer step in few kernels "
+                     "(--triad-fuse-optimizer): the gradient norm as one "
+                     "sum of squares, every parameter's update and rounding "
+                     "as one adamw"),
+      llvm::cl::init(true)};
   Option<std::string> costReport{
       *this, "cost-report",
       llvm::cl::desc("Write the partitioned program's cost report "

@@ -744,19 +744,28 @@ struct Chunk {
   int64_t tensor, begin, end;
 };
 
+/// A ConstSpan as sumSquaresChunkKernel reads it.
+struct SquaresEntry {
+  const void *data;
+  int64_t type; // a DType
+};
+
 /// An AdamWTensor as adamwKernel reads it.
 struct AdamWEntry {
   float *param;
   const void *grad;
   float *m, *v;
-  int64_t gradType; // a DType
+  void *rounded;                 // null: none
+  int64_t gradType, roundedType; // DTypes
+  double weightDecay;
 };
 
-__global__ void sumSquaresChunkKernel(const ConstSpan *spans,
+__global__ void sumSquaresChunkKernel(const SquaresEntry *spans,
                                       const Chunk *chunks, double limit,
                                       double *partial) {
   Chunk chunk = chunks[blockIdx.x];
-  const float *x = spans[chunk.tensor].data;
+  SquaresEntry span = spans[chunk.tensor];
+  TypedIn x{span.data, static_cast<DType>(span.type)};
   double sum = 0.0;
   for (int64_t i = chunk.begin + threadIdx.x; i < chunk.end; i += blockDim.x) {
     double value = x[i];
@@ -798,6 +807,8 @@ __global__ void adamwKernel(const AdamWEntry *tensors, const Chunk *chunks,
   Chunk chunk = chunks[blockIdx.x];
   AdamWEntry t = tensors[chunk.tensor];
   TypedIn grad{t.grad, static_cast<DType>(t.gradType)};
+  TypedOut rounded{t.rounded, static_cast<DType>(t.roundedType)};
+  float weightDecay = static_cast<float>(t.weightDecay);
   float lr = *lrPointer, step = *stepPointer, coefficient = *coefficientPointer;
   float correction1 = 1.0f - powf(hyper.beta1, step);
   float correction2 = 1.0f - powf(hyper.beta2, step);
@@ -828,7 +839,10 @@ __global__ void adamwKernel(const AdamWEntry *tensors, const Chunk *chunks,
       t.v[i] = second;
       float update = (moment / correction1) /
                      (sqrtf(second / correction2) + hyper.epsilon);
-      t.param[i] = p[u] - (lr * update + lr * hyper.weightDecay * p[u]);
+      float updated = p[u] - (lr * update + lr * weightDecay * p[u]);
+      t.param[i] = updated;
+      if (t.rounded)
+        rounded.store(i, updated);
     }
   }
 }
@@ -1686,13 +1700,18 @@ absl::Status sumSquares(CudaContext &context,
                         const std::vector<ConstSpan> &spans, float *out,
                         double limit) {
   std::vector<int64_t> counts;
-  for (const ConstSpan &span : spans)
+  std::vector<SquaresEntry> entries;
+  for (const ConstSpan &span : spans) {
+    if (absl::Status s = checkFloatTypes("sumSquares", {span.type}); !s.ok())
+      return s;
     counts.push_back(span.count);
+    entries.push_back({span.data, static_cast<int64_t>(span.type)});
+  }
   std::vector<Chunk> chunks = chunkTable(counts);
   if (chunks.size() > 0x7fffffffu)
     return absl::InvalidArgumentError("sumSquares: too many elements");
-  absl::StatusOr<Uploaded<ConstSpan>> device =
-      upload(context, spans, chunks,
+  absl::StatusOr<Uploaded<SquaresEntry>> device =
+      upload(context, entries, chunks,
              sizeof(double) * std::max<size_t>(1, chunks.size()));
   if (!device.ok())
     return device.status();
@@ -1718,9 +1737,17 @@ absl::Status adamw(CudaContext &context,
   for (const AdamWTensor &tensor : tensors) {
     if (absl::Status s = checkFloatTypes("adamw", {tensor.grad.type}); !s.ok())
       return s;
+    if (tensor.rounded.data && tensor.rounded.type != DType::BF16 &&
+        tensor.rounded.type != DType::F16)
+      return absl::InvalidArgumentError(
+          std::string("adamw: the rounded parameter is ") +
+          dtypeName(tensor.rounded.type) + ", not bf16 or f16");
     counts.push_back(tensor.count);
     entries.push_back({tensor.param, tensor.grad.data, tensor.m, tensor.v,
-                       static_cast<int64_t>(tensor.grad.type)});
+                       tensor.rounded.data,
+                       static_cast<int64_t>(tensor.grad.type),
+                       static_cast<int64_t>(tensor.rounded.type),
+                       static_cast<double>(tensor.weightDecay)});
   }
   std::vector<Chunk> chunks = chunkTable(counts);
   if (chunks.empty())

@@ -474,29 +474,36 @@ absl::Status countValid(CudaContext &context, const int32_t *labels,
 // Gradient norm and optimizer, over many tensors in few launches
 //===----------------------------------------------------------------------===//
 
+/// A tensor of `count` elements of a float type (a 16-bit gradient is
+/// widened as it is read).
 struct ConstSpan {
-  const float *data;
+  const void *data;
   int64_t count;
+  DType type = DType::F32;
 };
 
 /// out[0] = the sum of squares of every element of every span, accumulated
-/// in double in a fixed order (the global gradient norm's square; one span
-/// is the plan's SumSquares).
+/// in double in a fixed order (the global gradient norm's square; the
+/// plan's SumSquares over its inputs).
 absl::Status sumSquares(CudaContext &context,
                         const std::vector<ConstSpan> &spans, float *out,
                         double limit = std::numeric_limits<double>::infinity());
 
-/// An f32 parameter with its moments, and its gradient in its own type (a
-/// 16-bit gradient is widened as it is read).
+/// An f32 parameter with its moments, its gradient in its own type (a
+/// 16-bit gradient is widened as it is read), its weight decay, and where
+/// `rounded.data` is set, the bf16 or f16 tensor that receives the updated
+/// parameter rounded (the plan's Cast, in the same pass).
 struct AdamWTensor {
   float *param;
   Operand grad;
   float *m, *v;
   int64_t count;
+  float weightDecay = 0.0f;
+  Result rounded = {nullptr, DType::F32};
 };
 
 struct AdamWHyper {
-  float beta1, beta2, epsilon, weightDecay;
+  float beta1, beta2, epsilon;
 };
 
 /// One AdamW step in place over every tensor (cpu::adamw's formula), in

@@ -471,6 +471,49 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
 
 // -----
 
+// An AdamW over two tensors: a weight decay per tensor.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %w = rt.buffer 0 : memref<16xf32>
+  %v = rt.buffer 64 : memref<16xf32>
+  %n = rt.buffer 192 : memref<f32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'adamw': expects 4 N + 3 inputs (param, grad, m, v per tensor, then lr, step, coefficient), 3 N or 4 N outputs (param', m', v'[, the 16-bit param] per tensor), no ints and 3 + N floats (beta1, beta2, epsilon, a weight decay per tensor), N >= 1; has 11, 6, 0 and 4}}
+    rt.kernel adamw(%w, %v, %v, %v, %w, %v, %v, %v, %n, %n, %n) -> (%w, %v, %v, %w, %v, %v) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>)
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// The parameter an AdamW rounds is bf16 or f16.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %w = rt.buffer 0 : memref<16xf32>
+  %v = rt.buffer 64 : memref<16xf32>
+  %c = rt.buffer 128 : memref<16xf32>
+  %n = rt.buffer 192 : memref<f32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'adamw': the rounded parameter must be bf16 or f16 with the parameter's shape}}
+    rt.kernel adamw(%w, %v, %v, %v, %n, %n, %n) -> (%w, %v, %v, %c) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>)
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// A sum of squares over several tensors takes float ones only.
+rt.program @rank0 pipeline_rank 0 arena 4096 {
+  %x = rt.buffer 0 : memref<4xf32>
+  %i = rt.buffer 64 : memref<4xi32>
+  %n = rt.buffer 128 : memref<f32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'sum_squares': input 1 must be a float tensor}}
+    rt.kernel sum_squares(%x, %i) -> (%n) : (memref<4xf32>, memref<4xi32>) -> memref<f32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
 // Element types: a float operand, named by its place in the kernel.
 rt.program @rank0 pipeline_rank 0 arena 4096 {
   %x = rt.buffer 0 : memref<4xi32>
@@ -501,7 +544,7 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   %x = rt.buffer 0 : memref<4xf32>
   %n = rt.buffer 64 : memref<f32>
   rt.func @f args() kinds [] results() names [] {
-    // expected-error@+1 {{'rt.kernel' op kernel 'sum_squares': expects 1 inputs, 1 outputs, 0 ints and 0 floats; has 1, 1, 0 and 2}}
+    // expected-error@+1 {{'rt.kernel' op kernel 'sum_squares': expects N inputs (N >= 1), 1 output, no ints and at most 1 float (the limit); has 1, 1, 0 and 2}}
     rt.kernel sum_squares(%x) -> (%n) floats [1.0, 2.0] : (memref<4xf32>) -> memref<f32>
   }
   rt.step [] microbatches []

@@ -23,6 +23,10 @@
 // CHECK-NEXT: rt.kernel adamw(%[[W]], %[[ACC]], %[[ACC]], %[[ACC]], %[[N]], %[[N]], %[[N]]) -> (%[[W]], %[[ACC]], %[[ACC]]) floats [9.000000e-01, 9.500000e-01, 1.000000e-08, 1.000000e-01]
 // AdamW reads a 16-bit gradient as it is.
 // CHECK-NEXT: rt.kernel adamw(%[[W]], %{{.*}}, %[[ACC]], %[[ACC]], %[[N]], %[[N]], %[[N]]) {{.*}} : (memref<16x8xf32>, memref<16x8xbf16>,
+// Over two tensors, each parameter also rounded to bf16; the gradient
+// norm's sum of squares over both.
+// CHECK-NEXT: rt.kernel adamw(%[[W]], %[[ACC]], %[[ACC]], %[[ACC]], %[[P:[^,]*]], %{{.*}}) -> (%[[W]], %[[ACC]], %[[ACC]], %[[G16:[^,]*]], %[[P]], {{.*}}) floats [9.000000e-01, 9.500000e-01, 1.000000e-08, 1.000000e-01, 0.000000e+00]
+// CHECK-NEXT: rt.kernel sum_squares(%[[ACC]], %[[G16]]) -> (%[[N]]) : (memref<16x8xf32>, memref<16x8xbf16>) -> memref<f32>
 // CHECK-NEXT: rt.kernel copy(%[[XV]]) -> (%[[X]])
 // CHECK-NEXT: rt.kernel send(%[[X]]) -> () ints [1, 7] : (memref<2x4x8xf32>) -> ()
 // CHECK-NEXT: rt.kernel recv() -> (%[[X]]) ints [1, 8] : () -> memref<2x4x8xf32>
@@ -50,6 +54,8 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
     rt.kernel accumulate(%acc, %w, %n) -> (%acc) : (memref<16x8xf32>, memref<16x8xf32>, memref<f32>) -> memref<16x8xf32>
     rt.kernel adamw(%w, %acc, %acc, %acc, %n, %n, %n) -> (%w, %acc, %acc) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>)
     rt.kernel adamw(%w, %g16, %acc, %acc, %n, %n, %n) -> (%w, %acc, %acc) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<16x8xf32>, memref<16x8xbf16>, memref<16x8xf32>, memref<16x8xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>)
+    rt.kernel adamw(%w, %acc, %acc, %acc, %p, %acc, %acc, %acc, %n, %n, %n) -> (%w, %acc, %acc, %g16, %p, %acc, %acc, %g16) floats [0.9, 0.95, 1.0e-8, 0.1, 0.0] : (memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<16x8xbf16>, memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>, memref<16x8xbf16>)
+    rt.kernel sum_squares(%acc, %g16) -> (%n) : (memref<16x8xf32>, memref<16x8xbf16>) -> memref<f32>
     rt.kernel copy(%xv) -> (%x) : (memref<8x8xf32>) -> memref<2x4x8xf32>
     rt.kernel send(%x) -> () ints [1, 7] : (memref<2x4x8xf32>) -> ()
     rt.kernel recv() -> (%x) ints [1, 8] : () -> memref<2x4x8xf32>

@@ -1,0 +1,392 @@
+//===- FuseOptimizer.cpp - the optimizer step in few kernels --------------===//
+//
+// Rewrites the kernels of the lowered optimizer step so that the runtime
+// launches few of them, with the same arithmetic: a gradient norm's sums
+// of squares and the adds that total them become one `sum_squares` over
+// every gradient; an `adamw` writes its parameter's 16-bit copy where a
+// `cast` of its result did; and runs of `adamw` kernels over independent
+// tensors become one kernel over all of them. The memory plan is kept: no
+// buffer moves, and every rewrite is checked against the buffers' bytes
+// (a value's arena range) of the kernels it crosses.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Lowering/Passes.h"
+
+#include "runtime/plan/KernelContract.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <limits>
+
+namespace triad {
+#define GEN_PASS_DEF_FUSEOPTIMIZER
+#include "passes/Lowering/Passes.h.inc"
+} // namespace triad
+
+using namespace mlir;
+using namespace triad;
+
+namespace {
+
+using rt::KernelOp;
+using rt::OpCode;
+
+/// The arena bytes a buffer may touch: all of its copies where it is
+/// slotted; everything where it is not an rt.buffer (no such IR passes
+/// the verifier, but nothing is assumed of it).
+struct Range {
+  int64_t begin, end;
+};
+
+Range rangeOf(Value value) {
+  auto buffer = value.getDefiningOp<rt::BufferOp>();
+  if (!buffer)
+    return {0, std::numeric_limits<int64_t>::max()};
+  int64_t begin = buffer.getOffset();
+  int64_t end = begin + buffer.getBytes() +
+                (buffer.getSlotCount() - 1) * buffer.getStride().value_or(0);
+  return {begin, end};
+}
+
+bool overlaps(Value a, Value b) {
+  if (a == b)
+    return true;
+  Range x = rangeOf(a), y = rangeOf(b);
+  return x.begin < y.end && y.begin < x.end;
+}
+
+bool writesOver(KernelOp kernel, Value value) {
+  return llvm::any_of(kernel.getOutputs(),
+                      [&](Value out) { return overlaps(out, value); });
+}
+
+bool touches(KernelOp kernel, Value value) {
+  return writesOver(kernel, value) ||
+         llvm::any_of(kernel.getInputs(),
+                      [&](Value in) { return overlaps(in, value); });
+}
+
+/// The kernels strictly between `first` and `last` (one function body,
+/// `first` before `last`).
+SmallVector<KernelOp> between(KernelOp first, KernelOp last) {
+  SmallVector<KernelOp> kernels;
+  for (Operation *op = first->getNextNode(); op && op != last.getOperation();
+       op = op->getNextNode())
+    if (auto kernel = dyn_cast<KernelOp>(op))
+      kernels.push_back(kernel);
+  return kernels;
+}
+
+/// Whether `value` is used exactly by `writer` (its only output) and
+/// `reader`, nowhere else in the program (not a function's result, not
+/// another function's kernel).
+bool onlyPassesBetween(Value value, KernelOp writer, KernelOp reader) {
+  unsigned uses = 0;
+  for (OpOperand &use : value.getUses()) {
+    ++uses;
+    if (use.getOwner() != writer.getOperation() &&
+        use.getOwner() != reader.getOperation())
+      return false;
+  }
+  return uses == 2 && writer.getOutputs().size() == 1 &&
+         llvm::count(reader.getInputs(), value) == 1;
+}
+
+//===----------------------------------------------------------------------===//
+// The gradient norm: sums of squares and the adds that total them
+//===----------------------------------------------------------------------===//
+
+/// One sum_squares kernel over the leaves of a tree of adds.
+struct SquaresTree {
+  /// The summed tensors, in the order the adds total them.
+  SmallVector<Value> tensors;
+  /// Every kernel of the tree, the root last.
+  SmallVector<KernelOp> kernels;
+  /// The leaves' floats (the overflow limit, or none), all alike.
+  ArrayRef<double> floats;
+};
+
+/// `value`'s part of a tree whose add reads it: a sum_squares of its own,
+/// or a smaller tree. False where it is neither.
+bool collectSquares(Value value, KernelOp reader, SquaresTree &tree) {
+  KernelOp writer;
+  for (OpOperand &use : value.getUses())
+    if (auto kernel = dyn_cast<KernelOp>(use.getOwner());
+        kernel && kernel != reader &&
+        llvm::is_contained(kernel.getOutputs(), value))
+      writer = kernel;
+  if (!writer || !onlyPassesBetween(value, writer, reader) ||
+      writer->getBlock() != reader->getBlock() ||
+      !writer->isBeforeInBlock(reader))
+    return false;
+  if (writer.getOpcode() == OpCode::SumSquares) {
+    if (!tree.tensors.empty() && writer.getFloats() != tree.floats)
+      return false;
+    tree.floats = writer.getFloats();
+    llvm::append_range(tree.tensors, writer.getInputs());
+    tree.kernels.push_back(writer);
+    return true;
+  }
+  if (writer.getOpcode() != OpCode::Add || writer.getInputs().size() != 2)
+    return false;
+  if (!collectSquares(writer.getInputs()[0], writer, tree) ||
+      !collectSquares(writer.getInputs()[1], writer, tree))
+    return false;
+  tree.kernels.push_back(writer);
+  return true;
+}
+
+/// Whether an add of two scalars totals sums of squares.
+std::optional<SquaresTree> squaresTreeAt(KernelOp add) {
+  if (add.getOpcode() != OpCode::Add || add.getInputs().size() != 2 ||
+      add.getOutputs().size() != 1 ||
+      cast<MemRefType>(add.getOutputs()[0].getType()).getRank() != 0)
+    return std::nullopt;
+  SquaresTree tree;
+  if (!collectSquares(add.getInputs()[0], add, tree) ||
+      !collectSquares(add.getInputs()[1], add, tree))
+    return std::nullopt;
+  tree.kernels.push_back(add);
+  // The tensors are read at the root now: no kernel from their sum to the
+  // root (the tree's own adds included) may write over them.
+  for (KernelOp kernel : tree.kernels)
+    if (kernel.getOpcode() == OpCode::SumSquares) {
+      SmallVector<KernelOp> crossed = between(kernel, add);
+      crossed.push_back(add);
+      for (Value tensor : kernel.getInputs())
+        for (KernelOp other : crossed)
+          if (writesOver(other, tensor))
+            return std::nullopt;
+    }
+  return tree;
+}
+
+unsigned fuseSquares(rt::FuncOp func, SmallVectorImpl<Value> &freed) {
+  unsigned fused = 0;
+  SmallVector<KernelOp> adds;
+  for (auto kernel : func.getBody().getOps<KernelOp>())
+    if (kernel.getOpcode() == OpCode::Add)
+      adds.push_back(kernel);
+  llvm::DenseSet<Operation *> erased;
+  // Roots first: the last add of a chain sees the whole tree.
+  for (KernelOp add : llvm::reverse(adds)) {
+    if (erased.contains(add.getOperation()))
+      continue;
+    std::optional<SquaresTree> tree = squaresTreeAt(add);
+    if (!tree)
+      continue;
+    OpBuilder b(add);
+    KernelOp::create(b, add.getLoc(), OpCode::SumSquares, tree->tensors,
+                     add.getOutputs(), b.getDenseI64ArrayAttr({}),
+                     b.getDenseF64ArrayAttr(tree->floats));
+    for (KernelOp kernel : tree->kernels) {
+      if (kernel != add)
+        freed.push_back(kernel.getOutputs()[0]);
+      erased.insert(kernel.getOperation());
+      kernel.erase();
+    }
+    ++fused;
+  }
+  return fused;
+}
+
+//===----------------------------------------------------------------------===//
+// AdamW: the rounded parameter, and many tensors in one kernel
+//===----------------------------------------------------------------------===//
+
+bool isSixteenBit(Value value) {
+  Type element = cast<MemRefType>(value.getType()).getElementType();
+  return element.isBF16() || element.isF16();
+}
+
+/// One tensor's adamw (param, grad, m, v, lr, step, coefficient ->
+/// param', m', v').
+bool isSingleAdamW(KernelOp kernel) {
+  return kernel.getOpcode() == OpCode::AdamW &&
+         kernel.getInputs().size() == 7 && kernel.getOutputs().size() == 3;
+}
+
+/// The cast that rounds `adamw`'s new parameter to 16 bits, where adamw
+/// can write it instead: nothing between them writes over the parameter
+/// or touches the rounded copy, which shares no bytes with adamw's
+/// operands.
+KernelOp roundingCastOf(KernelOp adamw) {
+  Value param = adamw.getOutputs()[0];
+  for (Operation *op = adamw->getNextNode(); op; op = op->getNextNode()) {
+    auto kernel = dyn_cast<KernelOp>(op);
+    if (!kernel)
+      continue;
+    if (kernel.getOpcode() == OpCode::Cast && kernel.getInputs().size() == 1 &&
+        kernel.getInputs()[0] == param && kernel.getOutputs().size() == 1 &&
+        isSixteenBit(kernel.getOutputs()[0])) {
+      Value rounded = kernel.getOutputs()[0];
+      for (Value operand : adamw->getOperands())
+        if (overlaps(operand, rounded))
+          return nullptr;
+      for (KernelOp crossed : between(adamw, kernel))
+        if (touches(crossed, rounded))
+          return nullptr;
+      return kernel;
+    }
+    if (writesOver(kernel, param))
+      return nullptr;
+  }
+  return nullptr;
+}
+
+unsigned fuseRounding(rt::FuncOp func) {
+  unsigned fused = 0;
+  SmallVector<KernelOp> updates;
+  for (auto kernel : func.getBody().getOps<KernelOp>())
+    if (isSingleAdamW(kernel))
+      updates.push_back(kernel);
+  for (KernelOp adamw : updates) {
+    KernelOp cast = roundingCastOf(adamw);
+    if (!cast)
+      continue;
+    SmallVector<Value> outputs(adamw.getOutputs());
+    outputs.push_back(cast.getOutputs()[0]);
+    OpBuilder b(adamw);
+    KernelOp::create(b, adamw.getLoc(), OpCode::AdamW, adamw.getInputs(),
+                     outputs, adamw.getIntsAttr(), adamw.getFloatsAttr());
+    adamw.erase();
+    cast.erase();
+    ++fused;
+  }
+  return fused;
+}
+
+/// One tensor of an adamw kernel over many.
+struct AdamWTensor {
+  SmallVector<Value> inputs;  // param, grad, m, v
+  SmallVector<Value> outputs; // param', m', v'[, rounded]
+  double weightDecay;
+};
+
+/// Whether tensor `a`'s results overlap nothing tensor `b` reads or
+/// writes, and the other way round: a GPU updates them side by side.
+bool independent(const AdamWTensor &a, const AdamWTensor &b) {
+  // (Neither writes over the shared lr, step and coefficient: see
+  // writesShared.)
+  auto clear = [](const AdamWTensor &writer, const AdamWTensor &other) {
+    for (Value out : writer.outputs) {
+      for (Value in : other.inputs)
+        if (overlaps(out, in))
+          return false;
+      for (Value result : other.outputs)
+        if (overlaps(out, result))
+          return false;
+    }
+    return true;
+  };
+  return clear(a, b) && clear(b, a);
+}
+
+/// Whether an adamw kernel writes over the lr, step or coefficient it
+/// reads (no compiled plan does; one that did could not share them).
+bool writesShared(KernelOp kernel) {
+  for (Value shared : kernel.getInputs().take_back(3))
+    if (writesOver(kernel, shared))
+      return true;
+  return false;
+}
+
+/// What adamw kernels must share to run as one: lr, step and coefficient,
+/// the betas and epsilon, whether they round their parameters.
+bool sameStep(KernelOp a, KernelOp b) {
+  auto shared = [](KernelOp k) { return k.getInputs().take_back(3); };
+  ArrayRef<double> fa = a.getFloats(), fb = b.getFloats();
+  return llvm::equal(shared(a), shared(b)) &&
+         fa.take_front(3) == fb.take_front(3) &&
+         a.getOutputs().size() == b.getOutputs().size();
+}
+
+unsigned groupUpdates(rt::FuncOp func, unsigned &tensorsGrouped) {
+  unsigned groups = 0;
+  SmallVector<SmallVector<KernelOp>> runs;
+  for (auto kernel : func.getBody().getOps<KernelOp>()) {
+    bool single = kernel.getOpcode() == OpCode::AdamW &&
+                  kernel.getInputs().size() == 7 && !writesShared(kernel);
+    auto *previous = kernel->getPrevNode();
+    bool follows = !runs.empty() && previous &&
+                   previous == runs.back().back().getOperation();
+    if (!single)
+      continue;
+    if (follows && sameStep(runs.back().front(), kernel)) {
+      runs.back().push_back(kernel);
+      continue;
+    }
+    runs.push_back({kernel});
+  }
+  for (ArrayRef<KernelOp> run : runs) {
+    // Split where a tensor is not independent of the group before it.
+    SmallVector<SmallVector<std::pair<KernelOp, AdamWTensor>>> parts(1);
+    for (KernelOp kernel : run) {
+      AdamWTensor tensor{SmallVector<Value>(kernel.getInputs().take_front(4)),
+                         SmallVector<Value>(kernel.getOutputs()),
+                         kernel.getFloats()[3]};
+      bool clash = llvm::any_of(parts.back(), [&](const auto &member) {
+        return !independent(member.second, tensor);
+      });
+      if (clash)
+        parts.emplace_back();
+      parts.back().push_back({kernel, std::move(tensor)});
+    }
+    for (auto &part : parts) {
+      if (part.size() < 2)
+        continue;
+      KernelOp first = part.front().first;
+      SmallVector<Value> inputs, outputs;
+      SmallVector<double> floats(first.getFloats().take_front(3));
+      for (auto &[kernel, tensor] : part) {
+        llvm::append_range(inputs, tensor.inputs);
+        llvm::append_range(outputs, tensor.outputs);
+        floats.push_back(tensor.weightDecay);
+      }
+      llvm::append_range(inputs, first.getInputs().take_back(3));
+      OpBuilder b(first);
+      KernelOp::create(b, first.getLoc(), OpCode::AdamW, inputs, outputs,
+                       b.getDenseI64ArrayAttr({}),
+                       b.getDenseF64ArrayAttr(floats));
+      for (auto &member : part)
+        member.first.erase();
+      ++groups;
+      tensorsGrouped += part.size();
+    }
+  }
+  return groups;
+}
+
+struct FuseOptimizerPass
+    : public triad::impl::FuseOptimizerBase<FuseOptimizerPass> {
+  using FuseOptimizerBase::FuseOptimizerBase;
+
+  void runOnOperation() override {
+    SmallVector<rt::FuncOp> funcs;
+    getOperation().walk([&](rt::FuncOp func) {
+      // The forward and backward (functions with layer spans, which index
+      // their kernels) are left as they are.
+      if (!func.getLayerSpans())
+        funcs.push_back(func);
+    });
+    SmallVector<Value> freed;
+    for (rt::FuncOp func : funcs) {
+      numSquaresFused += fuseSquares(func, freed);
+      numRoundingFused += fuseRounding(func);
+      unsigned tensors = 0;
+      numUpdateGroups += groupUpdates(func, tensors);
+      numTensorsGrouped += tensors;
+    }
+    // The partial sums' buffers, which nothing uses any more.
+    for (Value value : freed)
+      if (value.use_empty())
+        if (Operation *buffer = value.getDefiningOp())
+          buffer->erase();
+  }
+};
+
+} // namespace
