@@ -84,6 +84,11 @@ std::string layerName(LayerOp layer);
 /// taken out of its layer (--triad-pipeline-materialize's stage functions).
 inline constexpr llvm::StringLiteral kLayerNameAttr = "triad.layer_name";
 
+/// The unit attribute of `@apply_step`'s argument that holds the step's
+/// 1 / tokens, where the gradients arrive as token sums
+/// (--triad-autodiff=fold-token-mean).
+inline constexpr llvm::StringLiteral kMeanScaleAttrName = "triad.mean_scale";
+
 } // namespace triad
 
 #endif // TRIAD_DIALECTS_TRIAD_TRIADOPS_H

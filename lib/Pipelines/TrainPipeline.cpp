@@ -179,6 +179,7 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   // of the step's loss, as one rank's single microbatch would.
   autodiff.lossPieces = options.microbatches * options.dp;
   autodiff.gradAccumulation = options.gradAccumulation;
+  autodiff.foldTokenMean = options.foldTokenMean;
   pm.addPass(createAutodiff(autodiff));
   SplitMicrobatchesOptions split;
   split.microbatches = options.microbatches;

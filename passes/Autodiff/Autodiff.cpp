@@ -282,6 +282,9 @@ struct AdamWOptions {
   /// 16-bit parameters' gradients arrive in their own type (the
   /// grad-accumulation=param option) rather than in f32.
   bool sixteenBitGrads = false;
+  /// The gradients arrive as token sums with the step's 1 / tokens (the
+  /// fold-token-mean option), not as means.
+  bool foldTokenMean = false;
 };
 
 /// Declares `triad.state` symbols after the module's last declaration,
@@ -388,14 +391,23 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
         options.sixteenBitGrads
             ? param.getTensorType()
             : RankedTensorType::get(param.getTensorType().getShape(), f32));
+  // Folding the token mean: a last argument, the step's 1 / tokens, scales
+  // the norm and the clipping coefficient instead of every gradient (not
+  // under loss scaling, whose overflow check reads each mean gradient).
+  bool foldMean = options.foldTokenMean && !lossScaling;
+  SmallVector<Type> argTypes(gradTypes);
+  if (foldMean)
+    argTypes.push_back(scalar);
   b.setInsertionPointToEnd(module.getBody());
   // f16's dynamic loss scale is a fourth result, for the log.
   SmallVector<Type> resultTypes(lossScaling ? 4 : 3, scalar);
   auto apply = func::FuncOp::create(b, loc, name,
-                                    b.getFunctionType(gradTypes, resultTypes));
+                                    b.getFunctionType(argTypes, resultTypes));
   for (auto [i, param] : llvm::enumerate(params))
     apply.setArgAttr(i, "triad.grad",
                      FlatSymbolRefAttr::get(ParamOp(param).getSymNameAttr()));
+  if (foldMean)
+    apply.setArgAttr(params.size(), kMeanScaleAttrName, b.getUnitAttr());
   apply.setResultAttr(0, "triad.output", b.getStringAttr("grad_norm"));
   apply.setResultAttr(1, "triad.output", b.getStringAttr("lr"));
   apply.setResultAttr(2, "triad.output", b.getStringAttr("skipped"));
@@ -416,7 +428,8 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
     return MulOp::create(b, loc, x.getType(), x, y);
   };
 
-  SmallVector<Value> grads(body->getArguments());
+  SmallVector<Value> grads(body->getArguments().take_front(params.size()));
+  Value meanScale = foldMean ? body->getArguments().back() : Value();
 
   Value oldStep = read(stepState->getSymName(), scalar);
   Value step = AddOp::create(b, loc, scalar, oldStep, constant(1.0));
@@ -461,11 +474,17 @@ LogicalResult buildApplyStep(ModuleOp module, StringRef name,
           mul(unscale, constant(static_cast<double>(lossScaling->pieces)));
     total = mul(total, mul(unscale, unscale));
   }
+  // The mean gradient is scale x the sum: its norm's square is scale^2
+  // times the sum's, and AdamW reads sum x (coefficient x scale).
+  if (meanScale)
+    total = mul(total, mul(meanScale, meanScale));
   auto clip = ClipCoefficientOp::create(b, loc, scalar, scalar, total,
                                         b.getF64FloatAttr(options.clipNorm));
   Value coefficient = clip.getCoefficient();
   if (unscale)
     coefficient = mul(coefficient, unscale);
+  if (meanScale)
+    coefficient = mul(coefficient, meanScale);
   auto keepUnlessSkipped = [&](Value old, Value updated) -> Value {
     if (!lossScaling)
       return updated;
@@ -703,8 +722,9 @@ struct AutodiffPass : public triad::impl::AutodiffBase<AutodiffPass> {
       step.setResultAttr(i + 1, "triad.grad", FlatSymbolRefAttr::get(name));
 
     AdamWOptions options{
-        lr,          minLr,    beta1,  beta2,      epsilon,
-        weightDecay, clipNorm, warmup, decaySteps, gradAccumulation == "param"};
+        lr,           minLr,    beta1,  beta2,      epsilon,
+        weightDecay,  clipNorm, warmup, decaySteps, gradAccumulation == "param",
+        foldTokenMean};
     if (failed(buildApplyStep(module, applyName,
                               llvm::to_vector(module.getOps<ParamOp>()),
                               options, lossScaling)))

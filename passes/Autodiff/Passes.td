@@ -50,6 +50,15 @@ def Autodiff : Pass<"triad-autodiff", "::mlir::ModuleOp"> {
     weights and biases are not decayed). It returns the gradient norm, the
     learning rate and whether the step was skipped.
 
+    With `fold-token-mean`, `@apply_step` takes the gradients as sums over
+    the step's tokens and, as its last argument (marked `triad.mean_scale`),
+    the step's 1 / tokens: the mean gradient is that factor times the sum,
+    so the sum of squares is scaled by its square and the clipping
+    coefficient AdamW applies by the factor itself, and no gradient is
+    divided on its own (a read and a write of every gradient less). With
+    loss scaling (f16) the option does nothing: the overflow check compares
+    each mean gradient element with f16's range.
+
     Mixed precision: a bf16 or f16 parameter is updated through an f32
     master copy (`@master.*`, state of the parameter, starting from its
     values) and written back rounded. With f16 parameters the backward pass
@@ -129,6 +138,11 @@ def Autodiff : Pass<"triad-autodiff", "::mlir::ModuleOp"> {
            "f16 models: how many microbatch losses (microbatches times "
            "data-parallel ranks) the step's loss is the token-weighted mean "
            "of; each backward starts from loss-scale / loss-pieces">,
+    Option<"foldTokenMean", "fold-token-mean", "bool", "false",
+           "The apply step takes the gradients' token sums and the step's "
+           "1 / tokens (its last argument, triad.mean_scale) and folds that "
+           "factor into the gradient norm and the clipping coefficient, "
+           "instead of taking mean gradients (not with f16 loss scaling)">,
     Option<"gradAccumulation", "grad-accumulation", "std::string",
            "\"f32\"",
            "16-bit models: the type gradients are summed in over "

@@ -1487,12 +1487,26 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f,
       }
     }
   }
-  // The step's mean: every accumulator over the step's token count.
+  // The step's mean: every accumulator over the step's token count, or,
+  // where the apply step takes the step's 1 / tokens (fold-token-mean), the
+  // accumulators as they are with that factor.
   unsigned inverse = temporary(scalarType());
   emit(f, OpCode::Reciprocal, {tokenCount}, {inverse});
   meanInverse = inverse;
+  bool foldsMean = llvm::any_of(apply.getArguments(), [&](BlockArgument arg) {
+    return apply.getArgAttr(arg.getArgNumber(), kMeanScaleAttrName);
+  });
   llvm::DenseSet<unsigned> normalized;
   for (BlockArgument arg : apply.getArguments()) {
+    if (apply.getArgAttr(arg.getArgNumber(), kMeanScaleAttrName)) {
+      if (arg.getType() !=
+          RankedTensorType::get({}, Float32Type::get(apply.getContext())))
+        return apply.emitOpError("argument ")
+               << arg.getArgNumber()
+               << " (the step's 1 / tokens) must be an f32 scalar";
+      slotOf[arg] = inverse;
+      continue;
+    }
     auto param = apply.getArgAttrOfType<FlatSymbolRefAttr>(arg.getArgNumber(),
                                                            "triad.grad");
     if (placement && param && !placement->owns(param.getValue()))
@@ -1510,7 +1524,8 @@ LogicalResult ProgramLowering::lowerApplyStep(Function &f,
     if (!normalized.insert(it->second).second)
       return apply.emitOpError("argument ")
              << arg.getArgNumber() << " repeats the gradient of " << param;
-    emit(f, OpCode::ScaleBy, {it->second, inverse}, {it->second});
+    if (!foldsMean)
+      emit(f, OpCode::ScaleBy, {it->second, inverse}, {it->second});
     slotOf[arg] = it->second;
   }
   unsigned loss = temporary(scalarType());
@@ -2305,6 +2320,12 @@ LogicalResult ProgramLowering::lowerApplyOps(Function &f,
   for (BlockArgument arg : apply.getArguments()) {
     auto param = apply.getArgAttrOfType<FlatSymbolRefAttr>(arg.getArgNumber(),
                                                            "triad.grad");
+    if (!param) {
+      // The step's 1 / tokens: every rank counted the step's tokens.
+      home[arg] = Home();
+      here.insert(arg);
+      continue;
+    }
     home[arg] = paramHome(param.getValue());
     if (placement.owns(param.getValue()))
       here.insert(arg);

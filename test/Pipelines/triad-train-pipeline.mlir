@@ -108,7 +108,8 @@
 // are all-reduced over dp in the microbatch step, right after the
 // accumulate that completes the last of their bucket (the backward goes on
 // while they move), and the loss sum and token count after theirs; the
-// apply step divides the sums by the count.
+// apply step divides the loss sum by the count, and scales the gradient
+// norm and the clipping coefficient by its inverse (fold-token-mean).
 // DP: rt.plan mesh ["dp", "pp", "tp"] = [2, 1, 1] seq 4 vocab 16 batch 2 microbatches 1 groups {{\[}}["dp"]]
 // The loss sum and the token count lie side by side and are reduced by one
 // kernel; so are the two gradients (16x8 and 8 floats: 136, one bucket).
@@ -121,7 +122,8 @@
 // DP-NEXT: }
 // DP: rt.func @apply_step
 // DP-NEXT: rt.kernel reciprocal(
-// DP-COUNT-2: rt.kernel scale_by
+// DP-NEXT: rt.kernel scale_by
+// DP-NOT: rt.kernel scale_by
 // DP-NOT: all_reduce
 // Evaluation's forward pass (made from the microbatch step before the
 // move) reduces nothing: the trainer sums its ranks' losses itself.
@@ -129,7 +131,7 @@
 // DP-NOT: all_reduce
 // DP: rt.step [@begin_step, @microbatch_step, @apply_step]
 // Without it, everything is all-reduced at the start of the apply step,
-// before the division by the count.
+// the gradients after the loss sum's division by the count.
 // DPAPPLY: %[[SUMS:[0-9a-z_]+]] = rt.buffer {{[0-9]+}} : memref<17xf32>
 // DPAPPLY: %[[GRADS:[0-9a-z_]+]] = rt.buffer {{[0-9]+}} : memref<136xf32>
 // DPAPPLY: rt.func @microbatch_step
@@ -137,8 +139,8 @@
 // DPAPPLY: rt.func @apply_step
 // DPAPPLY-NEXT: rt.kernel all_reduce(%[[SUMS]]) -> (%[[SUMS]]) ints [0] {reason = "the step{{.}}s loss sum and token count, partial over dp"} : (memref<17xf32>)
 // DPAPPLY-NEXT: rt.kernel reciprocal(
-// DPAPPLY-COUNT-2: rt.kernel scale_by
-// DPAPPLY: rt.kernel all_reduce(%[[GRADS]]) -> (%[[GRADS]]) ints [0] {reason = "gradients entering @apply_step, partial over dp: 2 tensors in one bucket"} : (memref<136xf32>)
+// DPAPPLY-NEXT: rt.kernel scale_by
+// DPAPPLY-NEXT: rt.kernel all_reduce(%[[GRADS]]) -> (%[[GRADS]]) ints [0] {reason = "gradients entering @apply_step, partial over dp: 2 tensors in one bucket"} : (memref<136xf32>)
 // DPAPPLY-NOT: all_reduce
 // DPAPPLY: rt.step [@begin_step, @microbatch_step, @apply_step]
 // With several microbatches the sums are reduced once, in the backward of

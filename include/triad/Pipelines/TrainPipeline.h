@@ -117,6 +117,14 @@ struct TrainPipelineOptions
       llvm::cl::desc("Lower each linear layer's product, bias and tanh GELU "
                      "or ReLU as one matmul with an epilogue"),
       llvm::cl::init(true)};
+  Option<bool> foldTokenMean{
+      *this, "fold-token-mean",
+      llvm::cl::desc("Fold the step's 1 / tokens into the gradient norm and "
+                     "the clipping coefficient instead of dividing every "
+                     "gradient by the step's token count "
+                     "(--triad-autodiff=fold-token-mean; not with f16 loss "
+                     "scaling)"),
+      llvm::cl::init(true)};
   Option<bool> fuseOptimizer{
       *this, "fuse-optimizer",
       llvm::cl::desc("Run the optimizer step in few kernels "

@@ -3,6 +3,7 @@
 // RUN: triad-opt %s -split-input-file --triad-autodiff=recompute=selective | FileCheck %s --check-prefix=SELECTIVE
 // RUN: triad-opt %s -split-input-file --triad-autodiff=grad-accumulation=param | FileCheck %s --check-prefix=PARAMGRAD
 // RUN: triad-opt %s -split-input-file --triad-autodiff=loss-pieces=4 | FileCheck %s --check-prefix=PIECES
+// RUN: triad-opt %s -split-input-file --triad-autodiff=fold-token-mean | FileCheck %s --check-prefix=FOLD
 
 // A two-layer model: each layer gets a backward twin; the forward layers
 // return what their twins read; the tied table's gradients from both layers
@@ -116,6 +117,22 @@ triad.param @b : tensor<4xf32> init <zeros>
 // CHECK: triad.assign @adam.v.w
 // CHECK: triad.adamw_update %{{.*}}, %[[GB]], {{.*}} weight_decay = 0.000000e+00
 // CHECK: return %[[NORM]], %[[LR]], %{{.*}} : tensor<f32>, tensor<f32>, tensor<f32>
+
+// With fold-token-mean the gradients come as token sums, with the step's
+// 1 / tokens last: the sum of squares is scaled by its square before the
+// clipping, the coefficient AdamW applies by it after; nothing else reads
+// it.
+// FOLD-LABEL: func.func @apply_step(%arg0: tensor<4x4xf32> {triad.grad = @w}
+// FOLD-SAME: %{{.*}}: tensor<4xf32> {triad.grad = @b}, %[[MEAN:.*]]: tensor<f32> {triad.mean_scale})
+// FOLD: triad.sum_squares %arg1
+// FOLD-NEXT: %[[TOTAL:.*]] = triad.add
+// FOLD: %[[SQUARE:.*]] = triad.mul %[[MEAN]], %[[MEAN]] : tensor<f32>
+// FOLD-NEXT: %[[SCALED:.*]] = triad.mul %[[TOTAL]], %[[SQUARE]] : tensor<f32>
+// FOLD-NEXT: %[[COEF:.*]], %[[NORM:.*]] = triad.clip_coefficient %[[SCALED]]
+// FOLD-NEXT: %[[FOLDED:.*]] = triad.mul %[[COEF]], %[[MEAN]] : tensor<f32>
+// FOLD: triad.adamw_update %{{.*}}, %arg0, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[FOLDED]]
+// FOLD: triad.adamw_update {{.*}}, %[[FOLDED]]
+// FOLD: return %[[NORM]],
 func.func @forward() -> tensor<f32> {
   %w = triad.get_param @w : tensor<4x4xf32>
   %b = triad.get_param @b : tensor<4xf32>
@@ -178,6 +195,11 @@ triad.param @h : tensor<4x4xf16> init <normal, std = 0.02>
 // PIECES: %[[COUNT:.*]] = arith.constant dense<4.000000e+00> : tensor<f32>
 // PIECES-NEXT: %[[UNSCALE:.*]] = triad.mul %[[INV]], %[[COUNT]] : tensor<f32>
 // PIECES: triad.mul %{{.*}}, %[[UNSCALE]]
+// Under loss scaling fold-token-mean changes nothing: the overflow check
+// reads each mean gradient.
+// FOLD-LABEL: func.func @apply_step(%arg0: tensor<4x4xf32> {triad.grad = @h})
+// FOLD-NOT: triad.mean_scale
+// FOLD: triad.loss_scale_update
 func.func @forward() -> tensor<f32> {
   %h = triad.get_param @h : tensor<4x4xf16>
   %w = triad.cast %h : tensor<4x4xf16> -> tensor<4x4xf32>

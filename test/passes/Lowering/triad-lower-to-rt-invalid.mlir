@@ -99,6 +99,22 @@ func.func @apply_step(%g: tensor<2xf32> {triad.grad = @w}) {
 
 // -----
 
+// The step's 1 / tokens, which an apply step that folds the token mean
+// takes, is an f32 scalar.
+triad.param @w : tensor<2xf32> init <zeros>
+func.func @microbatch_step(%x: tensor<1x2xi32> {triad.input = "tokens"}, %y: tensor<1x2xi32> {triad.input = "labels"}) -> (tensor<f32> {triad.output = "loss"}, tensor<2xf32> {triad.grad = @w}) {
+  %w = triad.get_param @w : tensor<2xf32>
+  %l = triad.broadcast %w : tensor<2xf32> -> tensor<1x2x2xf32>
+  %loss = triad.cross_entropy %l, %y : tensor<1x2x2xf32>, tensor<1x2xi32> -> tensor<f32>
+  return %loss, %w : tensor<f32>, tensor<2xf32>
+}
+// expected-error@+1 {{'func.func' op argument 1 (the step's 1 / tokens) must be an f32 scalar}}
+func.func @apply_step(%g: tensor<2xf32> {triad.grad = @w}, %mean: tensor<2xf32> {triad.mean_scale}) {
+  return
+}
+
+// -----
+
 // Every argument of the apply step is a gradient the microbatch step makes.
 triad.param @w : tensor<2xf32> init <zeros>
 triad.param @u : tensor<2xf32> init <zeros>

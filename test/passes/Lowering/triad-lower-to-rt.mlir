@@ -1,5 +1,6 @@
 // RUN: triad-opt %S/Inputs/two-params.mlir --triad-autodiff=clip-norm=0 --triad-lower-to-rt | FileCheck %s --check-prefix=MODEL
 // RUN: triad-opt %s -split-input-file --triad-lower-to-rt | FileCheck %s
+// RUN: triad-opt %S/Inputs/two-params.mlir --triad-autodiff=fold-token-mean --triad-lower-to-rt | FileCheck %s --check-prefix=FOLD
 // RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 2 --seq 16 --batch 4 --dtype bf16 | triad-opt --triad-train-pipeline=fuse-optimizer=false | FileCheck %s --check-prefix=BF16
 // RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 2 --seq 16 --batch 4 --dtype f16 | triad-opt '--triad-train-pipeline=pp=2 microbatches=2' | FileCheck %s --check-prefix=F16PP
 // RUN: triad-opt %S/Inputs/two-params.mlir --triad-autodiff=clip-norm=0 '--triad-zero=zero=1 dp=2' --triad-shard-propagate=dp=2 --triad-partition --triad-lower-to-rt=dp=2 | FileCheck %s --check-prefix=BUCKET
@@ -61,6 +62,23 @@
 // microbatches (the accumulate reads the bf16 gradient: no cast, no f32
 // copy); the step's products (each with its bf16 bias fused) and norms on
 // bf16 buffers.
+// An apply step that folds the token mean (--triad-autodiff=fold-token-mean)
+// reads the accumulators as they are: the step's 1 / tokens is its last
+// argument, which scales the sum of squares and the coefficient; only the
+// loss is divided.
+// FOLD-LABEL: rt.func @apply_step
+// FOLD-NEXT: rt.kernel reciprocal(%[[TOKENS:[^)]*]]) -> (%[[MEAN:[^)]*]])
+// FOLD-NEXT: rt.kernel scale_by(%{{.*}}, %[[MEAN]]) -> (%{{.*}}) : (memref<f32>, memref<f32>) -> memref<f32>
+// FOLD-NOT: rt.kernel scale_by
+// FOLD: rt.kernel mul(%[[MEAN]], %[[MEAN]]) -> (%[[SQUARE:[^)]*]])
+// FOLD-NEXT: rt.kernel mul(%{{.*}}, %[[SQUARE]]) -> (%[[TOTAL:[^)]*]])
+// FOLD-NEXT: rt.kernel clip_coefficient(%[[TOTAL]]) -> (%[[COEF:[^,]*]], %{{.*}})
+// FOLD-NEXT: rt.kernel mul(%[[COEF]], %[[MEAN]]) -> (%[[FOLDED:[^)]*]])
+// FOLD: rt.kernel adamw({{.*}}, %[[FOLDED]]) ->
+// FOLD: rt.kernel adamw({{.*}}, %[[FOLDED]]) ->
+// FOLD-NOT: rt.kernel scale_by
+// FOLD: rt.func @eval_step
+
 // (The optimizer step as lowered, without --triad-fuse-optimizer, which
 // triad-fuse-optimizer.mlir checks on the same model.)
 // BF16: rt.persistent "embed.wte" parameter %{{.*}} global [256, 32] offsets [0, 0] init <normal, std = 2.000000e-02> : memref<256x32xbf16>
