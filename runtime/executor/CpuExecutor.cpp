@@ -66,22 +66,33 @@ CpuExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
         "cannot allocate the program's arena of ", bytes, " bytes"));
   std::memset(executor.arena.get(), 0, bytes);
   executor.seed = seed;
-  if ((*program)->persistent())
-    for (const plan::Persistent *p : *(*program)->persistent()) {
-      uint32_t index = p->value();
-      if (!executor.isSixteenBit(index)) {
-        if (absl::Status status =
-                executor.initialValues(*p, executor.f32(index));
-            !status.ok())
-          return status;
-        continue;
-      }
-      std::vector<float> values(elementCount(shapeOf(executor.value(index))));
-      if (absl::Status status = executor.initialValues(*p, values.data());
-          !status.ok())
-        return status;
-      executor.narrowInto(index, values.data());
+  // Each group's values drawn once: into an f32 member where it has one
+  // (a master copy), then copied to the others (rounded for 16-bit ones).
+  for (const std::vector<const plan::Persistent *> &group :
+       executor.initGroups()) {
+    auto wide = std::find_if(group.begin(), group.end(), [&](auto *p) {
+      return !executor.isSixteenBit(p->value());
+    });
+    std::vector<float> scratch;
+    float *values = nullptr;
+    if (wide != group.end()) {
+      values = executor.f32((*wide)->value());
+    } else {
+      scratch.resize(elementCount(shapeOf(executor.value(group[0]->value()))));
+      values = scratch.data();
     }
+    if (absl::Status status = executor.initialValues(*group[0], values);
+        !status.ok())
+      return status;
+    for (const plan::Persistent *p : group) {
+      uint32_t index = p->value();
+      if (executor.isSixteenBit(index))
+        executor.narrowInto(index, values);
+      else if (executor.f32(index) != values)
+        std::memcpy(executor.f32(index), values,
+                    4 * elementCount(shapeOf(executor.value(index))));
+    }
+  }
   return executor;
 }
 

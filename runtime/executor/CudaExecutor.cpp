@@ -203,20 +203,22 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
   TRIAD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(executor->arena.data(), 0, bytes,
                                              executor->gpu->stream()));
   executor->seed = seed;
-  if ((*program)->persistent())
-    for (const plan::Persistent *p : *(*program)->persistent()) {
-      HostTensor initial;
-      initial.shape = shapeOf(executor->value(p->value()));
-      initial.floats.resize(static_cast<size_t>(elementCount(initial.shape)));
-      if (absl::Status status =
-              executor->initialValues(*p, initial.floats.data());
-          !status.ok())
-        return status;
-      // (Rounded to 16 bits for a 16-bit tensor.)
+  // Each group's values drawn once on the host and written to each member
+  // (rounded to 16 bits for a 16-bit one); zeros are the arena's already.
+  for (const std::vector<const plan::Persistent *> &group :
+       executor->initGroups()) {
+    HostTensor initial;
+    initial.shape = shapeOf(executor->value(group[0]->value()));
+    initial.floats.resize(static_cast<size_t>(elementCount(initial.shape)));
+    if (absl::Status status =
+            executor->initialValues(*group[0], initial.floats.data());
+        !status.ok())
+      return status;
+    for (const plan::Persistent *p : group)
       if (absl::Status status = executor->writeValue(p->value(), initial);
           !status.ok())
         return status;
-    }
+  }
   if (absl::Status status = executor->gpu->synchronize(); !status.ok())
     return status;
   return executor;

@@ -17,6 +17,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
 
 namespace triad::rt {
 
@@ -248,6 +252,41 @@ absl::Status Executor::initialValues(const plan::Persistent &p,
         }
     });
   return absl::OkStatus();
+}
+
+std::vector<std::vector<const plan::Persistent *>>
+Executor::initGroups() const {
+  std::vector<std::vector<const plan::Persistent *>> groups;
+  if (!program->persistent())
+    return groups;
+  // What a tensor's initial values depend on (initialValues).
+  using Key = std::tuple<int, double, double, int64_t, std::string,
+                         std::vector<int64_t>, std::vector<int64_t>,
+                         std::vector<int64_t>, std::vector<int64_t>>;
+  std::map<Key, size_t> groupOf;
+  for (const plan::Persistent *p : *program->persistent()) {
+    const plan::Init *init = p->init();
+    // (An i32 tensor stays, for initialValues to refuse.)
+    if (init->kind() == plan::InitKind::Zeros &&
+        value(p->value()).dtype() != plan::DType::I32)
+      continue;
+    SliceBox box = sliceBox(*p);
+    Key key{static_cast<int>(init->kind()),
+            init->value(),
+            init->std(),
+            init->layers(),
+            init->stream() ? init->stream()->str() : "",
+            std::vector<int64_t>(p->global_shape()->begin(),
+                                 p->global_shape()->end()),
+            box.offsets,
+            box.sizes,
+            shapeOf(value(p->value()))};
+    auto [it, added] = groupOf.try_emplace(std::move(key), groups.size());
+    if (added)
+      groups.emplace_back();
+    groups[it->second].push_back(p);
+  }
+  return groups;
 }
 
 const plan::Persistent *

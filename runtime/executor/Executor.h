@@ -282,6 +282,12 @@ protected:
   /// element count) to `data`, host memory: its init drawn at each
   /// element's global index (with the run's seed), padding zero.
   absl::Status initialValues(const plan::Persistent &p, float *data) const;
+  /// This rank's persistent tensors that its arena does not start with
+  /// (zeros), in groups that start from the same values: the same init
+  /// over the same slice of the same global shape (a 16-bit parameter and
+  /// its f32 master copy, drawn from the parameter's stream), each group
+  /// in the order of its first member. Its values are drawn once.
+  std::vector<std::vector<const plan::Persistent *>> initGroups() const;
 
   /// The vocabulary piece of a cross entropy or log-sum-exp whose ints
   /// hold, from `groupInt` on, [group (-1: the whole vocabulary)[,

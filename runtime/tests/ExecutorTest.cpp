@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/executor/CpuExecutor.h"
+#include "runtime/init/Init.h"
 #include "runtime/kernels/cpu/HalfFloat.h"
 #include "runtime/tests/PlanBuilder.h"
 
@@ -233,6 +234,42 @@ TEST(CpuExecutorSteps, AdamWOverTensorsIsEachTensorsUpdateAndCast) {
     EXPECT_EQ((*got)[i].floats, (*want)[i].floats) << "result " << i;
   // The update moved every parameter.
   EXPECT_NE((*got)[0].floats, args[0].floats);
+}
+
+TEST(CpuExecutorSteps, AParameterAndItsMasterCopyStartFromOneDraw) {
+  // A bf16 parameter and its f32 master copy (drawn from the parameter's
+  // stream) start from the same values, drawn once: the master holds the
+  // draws, the parameter them rounded; a tensor of the same init but its
+  // own stream draws its own; zeros stay zeros.
+  PlanBuilder b;
+  uint32_t w = b.value(DType::BF16, {3, 5});
+  uint32_t master = b.value(DType::F32, {3, 5});
+  uint32_t other = b.value(DType::F32, {3, 5});
+  uint32_t acc = b.value(DType::F32, {3, 5});
+  b.persistent("w", w, Role::Parameter, InitKind::Normal, 0.5);
+  b.masterOf("master.w", master, "w", 0.5);
+  b.persistent("u", other, Role::Parameter, InitKind::Normal, 0.5);
+  b.persistent("grad.w", acc, Role::Accumulator, InitKind::Zeros);
+  b.function("f", {});
+  b.instr(OpCode::Copy, {w}, {w});
+  b.results({}, {});
+  Loaded loaded = load(b.build());
+  std::vector<float> drawn(15);
+  fillNormal(/*seed=*/5, "w", 0.5, 0, 15, drawn.data());
+  auto read = [&](const std::string &name) {
+    absl::StatusOr<std::vector<float>> values =
+        loaded.executor->readPersistent(name);
+    EXPECT_TRUE(values.ok()) << values.status();
+    return values.ok() ? *values : std::vector<float>{};
+  };
+  EXPECT_EQ(read("master.w"), drawn);
+  std::vector<float> rounded = read("w");
+  ASSERT_EQ(rounded.size(), drawn.size());
+  for (size_t i = 0; i < drawn.size(); ++i)
+    EXPECT_EQ(rounded[i], cpu::fromBf16(cpu::toBf16(drawn[i])))
+        << "element " << i;
+  EXPECT_NE(read("u"), drawn);
+  EXPECT_EQ(read("grad.w"), std::vector<float>(15, 0.0f));
 }
 
 TEST(CpuExecutorSteps, LearningRateOverride) {

@@ -88,6 +88,14 @@ public:
                            std::vector<int64_t>(values[v].shape.size(), 0)});
   }
 
+  /// A whole state tensor drawn as `of` is (a master copy of parameter
+  /// `of`, from its stream).
+  void masterOf(const std::string &name, uint32_t v, const std::string &of,
+                double stddev) {
+    persistent(name, v, plan::Role::State, plan::InitKind::Normal, stddev);
+    persistents.back().stream = of;
+  }
+
   /// A persistent tensor split over mesh axes: `split[d]` lists the axes
   /// that cut dimension d (DimSplit); its global shape is the local one
   /// times the pieces.
@@ -206,9 +214,9 @@ private:
     std::vector<flatbuffers::Offset<plan::Persistent>> ps;
     for (const P &p : persistents) {
       bool normal = p.kind == plan::InitKind::Normal;
-      auto init =
-          plan::CreateInit(b, p.kind, normal ? p.parameter : 0.0, 0,
-                           normal ? 0.0 : p.parameter, b.CreateString(p.name));
+      auto init = plan::CreateInit(
+          b, p.kind, normal ? p.parameter : 0.0, 0, normal ? 0.0 : p.parameter,
+          b.CreateString(p.stream.empty() ? p.name : p.stream));
       std::vector<flatbuffers::Offset<plan::DimSplit>> split;
       for (const std::vector<std::string> &axes : p.split)
         split.push_back(plan::CreateDimSplit(b, b.CreateVectorOfStrings(axes)));
@@ -256,6 +264,8 @@ private:
     double parameter;
     std::vector<int64_t> global, offsets;
     std::vector<std::vector<std::string>> split = {};
+    /// The init's stream: the tensor's name unless set.
+    std::string stream = {};
   };
   struct I {
     plan::OpCode op;
