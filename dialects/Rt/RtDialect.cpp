@@ -126,7 +126,8 @@ LogicalResult PlanOp::verify() {
       return emitOpError() << what << " is " << value
                            << "; it must be at least 1";
   if (std::optional<int64_t> padded = getPaddedVocab()) {
-    if (*padded < getVocab() || *padded % tp != 0 || *padded > INT32_MAX)
+    if (*padded < static_cast<int64_t>(getVocab()) || *padded % tp != 0 ||
+        *padded > INT32_MAX)
       return emitOpError("padded vocabulary ")
              << *padded << " must be a multiple of tp (" << tp
              << ") no smaller than the vocabulary (" << getVocab()

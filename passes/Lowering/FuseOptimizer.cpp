@@ -96,6 +96,52 @@ bool onlyPassesBetween(Value value, KernelOp writer, KernelOp reader) {
          llvm::count(reader.getInputs(), value) == 1;
 }
 
+/// Whether nothing reads the bytes `writer` writes as `dropped` other than
+/// through `dropped` itself (whose uses the caller knows): no later kernel
+/// of the function reads another buffer over those of them that no kernel
+/// has written since, nor does the function return one. A rewrite that no
+/// longer writes `dropped` needs it.
+bool bytesUnreadElsewhere(Value dropped, KernelOp writer) {
+  // The bytes still as `writer` left them, as disjoint ranges.
+  SmallVector<Range> left = {rangeOf(dropped)};
+  auto readsLeft = [&](Value value) {
+    if (value == dropped)
+      return false;
+    Range r = rangeOf(value);
+    return llvm::any_of(
+        left, [&](Range l) { return r.begin < l.end && l.begin < r.end; });
+  };
+  for (Operation *op = writer->getNextNode(); op && !left.empty();
+       op = op->getNextNode()) {
+    auto kernel = dyn_cast<KernelOp>(op);
+    if (!kernel)
+      continue;
+    if (llvm::any_of(kernel.getInputs(), readsLeft))
+      return false;
+    for (Value out : kernel.getOutputs()) {
+      // (A slotted buffer writes one of its copies: none is taken off.)
+      auto buffer = out.getDefiningOp<rt::BufferOp>();
+      if (!buffer || buffer.getSlotCount() != 1)
+        continue;
+      Range w = rangeOf(out);
+      SmallVector<Range> rest;
+      for (Range l : left) {
+        if (w.end <= l.begin || l.end <= w.begin) {
+          rest.push_back(l);
+          continue;
+        }
+        if (l.begin < w.begin)
+          rest.push_back({l.begin, w.begin});
+        if (w.end < l.end)
+          rest.push_back({w.end, l.end});
+      }
+      left = std::move(rest);
+    }
+  }
+  auto func = writer->getParentOfType<rt::FuncOp>();
+  return !llvm::any_of(func.getResults(), readsLeft);
+}
+
 //===----------------------------------------------------------------------===//
 // The gradient norm: sums of squares and the adds that total them
 //===----------------------------------------------------------------------===//
@@ -121,7 +167,7 @@ bool collectSquares(Value value, KernelOp reader, SquaresTree &tree) {
       writer = kernel;
   if (!writer || !onlyPassesBetween(value, writer, reader) ||
       writer->getBlock() != reader->getBlock() ||
-      !writer->isBeforeInBlock(reader))
+      !writer->isBeforeInBlock(reader) || !bytesUnreadElsewhere(value, writer))
     return false;
   if (writer.getOpcode() == OpCode::SumSquares) {
     if (!tree.tensors.empty() && writer.getFloats() != tree.floats)
@@ -203,11 +249,150 @@ bool isSixteenBit(Value value) {
   return element.isBF16() || element.isF16();
 }
 
-/// One tensor's adamw (param, grad, m, v, lr, step, coefficient ->
-/// param', m', v').
+/// The scalars an adamw reads after its tensors: lr, step, coefficient
+/// and, where it has one (4 N + 4 inputs), the skip flag.
+size_t sharedCount(KernelOp adamw) {
+  return adamw.getInputs().size() % 4 == 0 ? 4 : 3;
+}
+
+/// One tensor's adamw (param, grad, m, v, lr, step, coefficient[, skip]
+/// -> param', m', v').
 bool isSingleAdamW(KernelOp kernel) {
   return kernel.getOpcode() == OpCode::AdamW &&
-         kernel.getInputs().size() == 7 && kernel.getOutputs().size() == 3;
+         (kernel.getInputs().size() == 7 || kernel.getInputs().size() == 8) &&
+         kernel.getOutputs().size() == 3;
+}
+
+/// The kernel of `block` after `from` that reads `value` with `match`,
+/// where `value` is used by `from` and that kernel only (and by `cast`
+/// too where it is given).
+KernelOp onlyReader(Value value, KernelOp from, KernelOp cast,
+                    llvm::function_ref<bool(KernelOp)> match) {
+  KernelOp found;
+  for (OpOperand &use : value.getUses()) {
+    auto kernel = dyn_cast<KernelOp>(use.getOwner());
+    if (!kernel)
+      return nullptr;
+    if (kernel == from || (cast && kernel == cast))
+      continue;
+    if (found || !match(kernel) || kernel->getBlock() != from->getBlock() ||
+        !from->isBeforeInBlock(kernel))
+      return nullptr;
+    found = kernel;
+  }
+  return found;
+}
+
+/// f16's loss scaling: an adamw into temporaries that selects keep or not
+/// (select(skip, old, new) -> old, for the parameter, its moments and its
+/// 16-bit copy, which a cast rounds from the new parameter). It becomes
+/// one adamw in place with the skip flag, which writes nothing on a
+/// skipped step, and the rounded copy: no temporaries, no selects.
+unsigned fuseSkips(rt::FuncOp func, SmallVectorImpl<Value> &freed) {
+  unsigned fused = 0;
+  SmallVector<KernelOp> updates;
+  for (auto kernel : func.getBody().getOps<KernelOp>())
+    if (isSingleAdamW(kernel) && kernel.getInputs().size() == 7)
+      updates.push_back(kernel);
+  for (KernelOp adamw : updates) {
+    ValueRange in = adamw.getInputs(), out = adamw.getOutputs();
+    Value param = in[0], m = in[2], v = in[3];
+    if (llvm::is_contained(in, out[0]) || llvm::is_contained(in, out[1]) ||
+        llvm::is_contained(in, out[2]))
+      continue;
+    // The select that keeps `old` or takes `updated` into `old`.
+    Value skip;
+    auto keeps = [&](Value old, Value updated) {
+      return [&, old, updated](KernelOp k) {
+        if (k.getOpcode() != OpCode::Select || k.getInputs().size() != 3 ||
+            k.getOutputs().size() != 1 || k.getInputs()[1] != old ||
+            k.getInputs()[2] != updated || k.getOutputs()[0] != old)
+          return false;
+        if (skip && k.getInputs()[0] != skip)
+          return false;
+        skip = k.getInputs()[0];
+        return true;
+      };
+    };
+    // The rounding of the new parameter, if a cast reads it.
+    KernelOp cast;
+    for (OpOperand &use : out[0].getUses())
+      if (auto k = dyn_cast<KernelOp>(use.getOwner());
+          k && k.getOpcode() == OpCode::Cast && k.getInputs().size() == 1 &&
+          k.getOutputs().size() == 1 && isSixteenBit(k.getOutputs()[0]))
+        cast = k;
+    KernelOp keepParam = onlyReader(out[0], adamw, cast, keeps(param, out[0]));
+    KernelOp keepM = keepParam
+                         ? onlyReader(out[1], adamw, nullptr, keeps(m, out[1]))
+                         : nullptr;
+    KernelOp keepV =
+        keepM ? onlyReader(out[2], adamw, nullptr, keeps(v, out[2])) : nullptr;
+    if (!keepV)
+      continue;
+    SmallVector<KernelOp> pattern = {keepParam, keepM, keepV};
+    Value copy;
+    if (cast) {
+      if (!adamw->isBeforeInBlock(cast))
+        continue;
+      Value rounded = cast.getOutputs()[0];
+      KernelOp keepCopy;
+      for (OpOperand &use : rounded.getUses())
+        if (auto k = dyn_cast<KernelOp>(use.getOwner());
+            k && k != cast && k.getOpcode() == OpCode::Select &&
+            k.getInputs().size() == 3 && k.getInputs()[0] == skip &&
+            k.getInputs()[2] == rounded && k.getOutputs().size() == 1 &&
+            k.getOutputs()[0] == k.getInputs()[1])
+          keepCopy = k;
+      if (!keepCopy || !onlyPassesBetween(rounded, cast, keepCopy) ||
+          !cast->isBeforeInBlock(keepCopy))
+        continue;
+      copy = keepCopy.getOutputs()[0];
+      pattern.append({cast, keepCopy});
+    }
+    // The updates move to the adamw: nothing else from there to the last
+    // select touches what they write, or writes the flag.
+    KernelOp last = adamw;
+    for (KernelOp k : pattern)
+      if (last->isBeforeInBlock(k))
+        last = k;
+    SmallVector<Value> written = {param, m, v};
+    if (copy)
+      written.push_back(copy);
+    bool clear = true;
+    for (KernelOp crossed : between(adamw, last)) {
+      if (llvm::is_contained(pattern, crossed))
+        continue;
+      if (writesOver(crossed, skip) || llvm::any_of(written, [&](Value value) {
+            return touches(crossed, value);
+          }))
+        clear = false;
+    }
+    if (copy)
+      for (Value operand : in)
+        if (overlaps(operand, copy))
+          clear = false;
+    // The temporaries are no longer written.
+    SmallVector<Value> dropped(out);
+    if (cast)
+      dropped.push_back(cast.getOutputs()[0]);
+    if (!clear || llvm::is_contained(written, skip) ||
+        !llvm::all_of(dropped, [&](Value value) {
+          return bytesUnreadElsewhere(
+              value, value == dropped.back() && cast ? cast : adamw);
+        }))
+      continue;
+    SmallVector<Value> inputs(in);
+    inputs.push_back(skip);
+    OpBuilder b(adamw);
+    KernelOp::create(b, adamw.getLoc(), OpCode::AdamW, inputs, written,
+                     adamw.getIntsAttr(), adamw.getFloatsAttr());
+    llvm::append_range(freed, dropped);
+    for (KernelOp k : pattern)
+      k.erase();
+    adamw.erase();
+    ++fused;
+  }
+  return fused;
 }
 
 /// The cast that rounds `adamw`'s new parameter to 16 bits, where adamw
@@ -289,7 +474,7 @@ bool independent(const AdamWTensor &a, const AdamWTensor &b) {
 /// Whether an adamw kernel writes over the lr, step or coefficient it
 /// reads (no compiled plan does; one that did could not share them).
 bool writesShared(KernelOp kernel) {
-  for (Value shared : kernel.getInputs().take_back(3))
+  for (Value shared : kernel.getInputs().take_back(sharedCount(kernel)))
     if (writesOver(kernel, shared))
       return true;
   return false;
@@ -298,7 +483,9 @@ bool writesShared(KernelOp kernel) {
 /// What adamw kernels must share to run as one: lr, step and coefficient,
 /// the betas and epsilon, whether they round their parameters.
 bool sameStep(KernelOp a, KernelOp b) {
-  auto shared = [](KernelOp k) { return k.getInputs().take_back(3); };
+  auto shared = [](KernelOp k) {
+    return k.getInputs().take_back(sharedCount(k));
+  };
   ArrayRef<double> fa = a.getFloats(), fb = b.getFloats();
   return llvm::equal(shared(a), shared(b)) &&
          fa.take_front(3) == fb.take_front(3) &&
@@ -310,7 +497,7 @@ unsigned groupUpdates(rt::FuncOp func, unsigned &tensorsGrouped) {
   SmallVector<SmallVector<KernelOp>> runs;
   for (auto kernel : func.getBody().getOps<KernelOp>()) {
     bool single = kernel.getOpcode() == OpCode::AdamW &&
-                  kernel.getInputs().size() == 7 && !writesShared(kernel);
+                  kernel.getInputs().size() <= 8 && !writesShared(kernel);
     auto *previous = kernel->getPrevNode();
     bool follows = !runs.empty() && previous &&
                    previous == runs.back().back().getOperation();
@@ -347,7 +534,8 @@ unsigned groupUpdates(rt::FuncOp func, unsigned &tensorsGrouped) {
         llvm::append_range(outputs, tensor.outputs);
         floats.push_back(tensor.weightDecay);
       }
-      llvm::append_range(inputs, first.getInputs().take_back(3));
+      llvm::append_range(inputs,
+                         first.getInputs().take_back(sharedCount(first)));
       OpBuilder b(first);
       KernelOp::create(b, first.getLoc(), OpCode::AdamW, inputs, outputs,
                        b.getDenseI64ArrayAttr({}),
@@ -376,6 +564,7 @@ struct FuseOptimizerPass
     SmallVector<Value> freed;
     for (rt::FuncOp func : funcs) {
       numSquaresFused += fuseSquares(func, freed);
+      numSkipsFused += fuseSkips(func, freed);
       numRoundingFused += fuseRounding(func);
       unsigned tensors = 0;
       numUpdateGroups += groupUpdates(func, tensors);

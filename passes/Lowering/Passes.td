@@ -168,6 +168,10 @@ def FuseOptimizer : Pass<"triad-fuse-optimizer", "::mlir::ModuleOp"> {
       did);
     - an `adamw` whose new parameter a later `cast` rounds to bf16 or f16
       writes the rounded copy itself, as a fourth output;
+    - under f16 loss scaling, an `adamw` into temporaries that `select`
+      kernels keep or drop (`select(skip, old, new) -> old` for the
+      parameter, its moments and its rounded copy) becomes one `adamw` in
+      place that reads the skip flag and writes nothing on a skipped step;
     - consecutive `adamw` kernels with the same lr, step, coefficient,
       betas and epsilon become one kernel over all their tensors, each with
       its own weight decay, split wherever a tensor's results would share
@@ -206,6 +210,8 @@ def FuseOptimizer : Pass<"triad-fuse-optimizer", "::mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numSquaresFused", "squares-fused",
               "Trees of sums of squares made one kernel">,
+    Statistic<"numSkipsFused", "skips-fused",
+              "f16 updates whose selects became adamw's skip flag">,
     Statistic<"numRoundingFused", "rounding-fused",
               "Casts of updated parameters written by their adamw">,
     Statistic<"numUpdateGroups", "update-groups",

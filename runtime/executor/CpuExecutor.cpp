@@ -417,6 +417,9 @@ absl::Status CpuExecutor::executeOptimizer(const plan::Instr &instr) {
   size_t shared = 4 * tensors.count, per = tensors.outputsPerTensor;
   float lr = arenaF32(in(shared))[0], step = arenaF32(in(shared + 1))[0],
         coefficient = arenaF32(in(shared + 2))[0];
+  // A skipped step (in place, the contract says) writes nothing.
+  if (tensors.skips && arenaF32(in(shared + 3))[0] != 0.0f)
+    return absl::OkStatus();
   plan::AdamWAttrs adamw = plan::adamWAttrs(*instr.floats());
   for (size_t t = 0; t < tensors.count; ++t) {
     uint32_t param = in(4 * t), grad = in(4 * t + 1), m = in(4 * t + 2),

@@ -1614,7 +1614,8 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
                            static_cast<float>(adamw.beta2),
                            static_cast<float>(adamw.epsilon)};
     return cuda::adamw(ctx, tensors, f32(in(shared)), f32(in(shared + 1)),
-                       f32(in(shared + 2)), hyper);
+                       f32(in(shared + 2)), hyper,
+                       shape.skips ? f32(in(shared + 3)) : nullptr);
   }
   case plan::OpCode::Select:
     return cuda::select(ctx, f32(in(0)), typedIn(1), typedIn(2), typedOut(0),

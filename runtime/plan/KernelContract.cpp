@@ -572,22 +572,25 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
   }
   case OpCode::AdamW: {
     // N tensors in one launch: each one's param, grad, m, v, then the
-    // shared lr, step and coefficient; each one's param', m', v' and, for
-    // every tensor or none, its updated param rounded to 16 bits.
+    // shared lr, step and coefficient and, optionally, a skip flag; each
+    // one's param', m', v' and, for every tensor or none, its updated param
+    // rounded to 16 bits.
     std::optional<AdamWShape> tensors =
         adamWShape(in.size(), out.size(), floats.size());
     if (!tensors)
       return fail(absl::StrCat(
-          "expects 4 N + 3 inputs (param, grad, m, v per tensor, then lr, "
-          "step, coefficient), 3 N or 4 N outputs (param', m', v'[, the "
-          "16-bit param] per tensor), no ints and 3 + N floats (beta1, beta2, "
-          "epsilon, a weight decay per tensor), N >= 1; has ",
+          "expects 4 N + 3 or 4 N + 4 inputs (param, grad, m, v per tensor, "
+          "then lr, step, coefficient[, skip]), 3 N or 4 N outputs (param', "
+          "m', v'[, the 16-bit param] per tensor), no ints and 3 + N floats "
+          "(beta1, beta2, epsilon, a weight decay per tensor), N >= 1; has ",
           in.size(), ", ", out.size(), ", ", ints.size(), " and ",
           floats.size()));
     if (!ints.empty())
       return fail(absl::StrCat("expects no ints; has ", ints.size()));
     size_t shared = 4 * tensors->count;
     CHECK_OK(scalarF32({in[shared], in[shared + 1], in[shared + 2]}));
+    if (tensors->skips)
+      CHECK_OK(scalarF32({in[shared + 3]}));
     for (size_t t = 0; t < tensors->count; ++t) {
       const uint32_t *ins = &in[4 * t];
       const uint32_t *outs = &out[tensors->outputsPerTensor * t];
@@ -599,6 +602,10 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
       // A 16-bit gradient (summed in the parameter's type) is widened as it
       // is read.
       CHECK_OK(floatValues({ins[1]}));
+      // A skipped step writes nothing: the results are the inputs.
+      if (tensors->skips &&
+          (outs[0] != ins[0] || outs[1] != ins[2] || outs[2] != ins[3]))
+        return fail("with a skip flag, param, m and v are updated in place");
       if (tensors->rounded) {
         if (shape(outs[3]) != shape(ins[0]) ||
             (dtype(outs[3]) != DType::BF16 && dtype(outs[3]) != DType::F16))

@@ -175,25 +175,34 @@ struct AdamWAttrs {
   double beta1, beta2, epsilon, weightDecay;
 };
 /// How an AdamW instruction's operands split into tensors: `count` tensors
-/// (4 inputs each, then lr, step and coefficient) of `outputsPerTensor`
-/// outputs (4 where each writes its parameter rounded to 16 bits too).
+/// (4 inputs each, then lr, step and coefficient, and with `skips` a skip
+/// flag) of `outputsPerTensor` outputs (4 where each writes its parameter
+/// rounded to 16 bits too).
 struct AdamWShape {
   size_t count;
   size_t outputsPerTensor;
   bool rounded;
+  bool skips;
+  /// The scalars after the tensors' inputs: 3, or 4 with the skip flag.
+  size_t sharedInputs() const { return skips ? 4 : 3; }
 };
 /// The split of `inputs`, `outputs` and `floats`, or none where the counts
 /// fit no number of tensors.
 inline std::optional<AdamWShape> adamWShape(size_t inputs, size_t outputs,
                                             size_t floats) {
-  if (inputs < 7 || (inputs - 3) % 4 != 0)
+  if (inputs < 7)
     return std::nullopt;
-  size_t count = (inputs - 3) / 4;
-  if (floats != 3 + count || (outputs != 3 * count && outputs != 4 * count))
+  bool skips = (inputs - 4) % 4 == 0;
+  if (!skips && (inputs - 3) % 4 != 0)
+    return std::nullopt;
+  size_t count = (inputs - (skips ? 4 : 3)) / 4;
+  if (count == 0 || floats != 3 + count ||
+      (outputs != 3 * count && outputs != 4 * count))
     return std::nullopt;
   bool rounded = outputs == 4 * count;
-  return AdamWShape{count, rounded ? 4u : 3u, rounded};
+  return AdamWShape{count, rounded ? 4u : 3u, rounded, skips};
 }
+
 /// LossScaleUpdate: ints growth_interval; floats growth, backoff.
 struct LossScaleAttrs {
   int64_t growthInterval;

@@ -554,19 +554,19 @@ absl::Status ProgramChecker::checkAdamW(const std::vector<uint32_t> &in,
                                         const std::vector<uint32_t> &out,
                                         size_t floats) {
   // The tensors of one AdamW are updated at once (a GPU runs them side by
-  // side): an output may be its own tensor's param, m or v (in place), but
-  // overlaps nothing else another tensor reads or writes, nor the shared
-  // scalars, and the rounded parameter overlaps none of its own tensor's
-  // operands.
+  // side): an output may be its own tensor's param, m or v itself (in
+  // place), but shares no bytes with anything else its tensor or another
+  // reads or writes, nor with the shared scalars.
   std::optional<plan::AdamWShape> tensors =
       plan::adamWShape(in.size(), out.size(), floats);
   size_t per = tensors->outputsPerTensor;
   for (size_t k = 0; k < out.size(); ++k)
-    for (size_t shared = in.size() - 3; shared < in.size(); ++shared)
+    for (size_t shared = in.size() - tensors->sharedInputs();
+         shared < in.size(); ++shared)
       if (mayOverlap(*value(out[k]), *value(in[shared])))
         return fail(absl::StrCat("output ", k,
-                                 " of the update overlaps its lr, step or "
-                                 "coefficient"));
+                                 " of the update overlaps its lr, step, "
+                                 "coefficient or skip flag"));
   auto operands = [&](size_t t) {
     std::vector<uint32_t> all(in.begin() + 4 * t, in.begin() + 4 * t + 4);
     all.insert(all.end(), out.begin() + per * t, out.begin() + per * (t + 1));
@@ -578,11 +578,12 @@ absl::Status ProgramChecker::checkAdamW(const std::vector<uint32_t> &in,
                                   out.begin() + per * (t + 1));
     for (size_t k = 0; k < written.size(); ++k) {
       uint32_t result = written[k];
-      // Its own in-place input: param for param', m for m', v for v'.
-      uint32_t itself = k < 3 ? in[4 * t + (k == 0 ? 0 : k + 1)] : UINT32_MAX;
+      // Only the same value may be both (param and param', m and m', v
+      // and v': in place); anything else that shares bytes, its own input
+      // included (a param' that half overlaps its param), would be read
+      // and written by different threads.
       for (uint32_t operand : own)
-        if (operand != result && operand != itself &&
-            mayOverlap(*value(result), *value(operand)))
+        if (operand != result && mayOverlap(*value(result), *value(operand)))
           return fail(absl::StrCat("output ", per * t + k,
                                    " overlaps another operand of tensor ", t,
                                    " of the update"));

@@ -2269,6 +2269,28 @@ TEST_F(TypedKernels, AdamWRoundsItsParametersAsACastDoes) {
                   lr, lr + 1, lr + 2, hyper));
   expectSameBits(got[6].data(), alone.data(), DType::F32, sizes[2],
                  "tensor 2 updated alone");
+  // With a skip flag: 0 updates, anything else writes nothing.
+  DeviceBuffer flags = upload(std::vector<float>{0.0f, 1.0f});
+  std::vector<float> before = download(alone, sizes[2]);
+  ASSERT_OK(adamw(*context,
+                  {{alone.as<float>(),
+                    {grads[2].data(), DType::F32},
+                    m.as<float>(),
+                    vAlone.as<float>(),
+                    sizes[2],
+                    decays[2],
+                    {rounded[2].data(), roundedTypes[2]}}},
+                  lr, lr + 1, lr + 2, hyper, flags.as<float>() + 1));
+  EXPECT_EQ(download(alone, sizes[2]), before) << "a skipped step";
+  ASSERT_OK(adamw(*context,
+                  {{alone.as<float>(),
+                    {grads[2].data(), DType::F32},
+                    m.as<float>(),
+                    vAlone.as<float>(),
+                    sizes[2],
+                    decays[2]}},
+                  lr, lr + 1, lr + 2, hyper, flags.as<float>()));
+  EXPECT_NE(download(alone, sizes[2]), before) << "a step taken";
   // A rounded copy of f32 is refused.
   EXPECT_FALSE(adamw(*context,
                      {{alone.as<float>(),

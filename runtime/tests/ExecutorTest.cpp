@@ -236,6 +236,59 @@ TEST(CpuExecutorSteps, AdamWOverTensorsIsEachTensorsUpdateAndCast) {
   EXPECT_NE((*got)[0].floats, args[0].floats);
 }
 
+TEST(CpuExecutorSteps, AdamWWithASkipFlagWritesNothingOnASkippedStep) {
+  // One tensor in place with its rounded copy: a flag of 0 updates as
+  // without the flag, any other value leaves every output as it was.
+  auto build = [](bool flagged) {
+    PlanBuilder b;
+    uint32_t p = b.value(DType::F32, {6});
+    uint32_t g = b.value(DType::F32, {6});
+    uint32_t m = b.value(DType::F32, {6});
+    uint32_t v = b.value(DType::F32, {6});
+    uint32_t w = b.value(DType::BF16, {6});
+    uint32_t lr = b.value(DType::F32, {});
+    uint32_t step = b.value(DType::F32, {});
+    uint32_t coefficient = b.value(DType::F32, {});
+    uint32_t skip = b.value(DType::F32, {});
+    b.function("f", {p, g, m, v, w, lr, step, coefficient, skip});
+    std::vector<uint32_t> inputs = {p, g, m, v, lr, step, coefficient};
+    if (flagged)
+      inputs.push_back(skip);
+    b.instr(OpCode::AdamW, inputs, {p, m, v, w}, {}, {0.9, 0.95, 1e-8, 0.1});
+    b.results({p, m, v, w}, {});
+    return b.build();
+  };
+  uint32_t state = 11;
+  std::vector<HostTensor> args;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<float> values = uniform(6, state, 1.0f);
+    if (i == 3)
+      for (float &value : values)
+        value *= value;
+    args.push_back(floats({6}, values));
+  }
+  HostTensor w16 = floats({6}, {1, 2, 3, 4, 5, 6});
+  w16.dtype = DType::BF16;
+  args.push_back(w16);
+  for (float scalar : {1e-2f, 2.0f, 0.5f, 0.0f})
+    args.push_back(floats({}, {scalar}));
+  Loaded flagged = load(build(true)), plain = load(build(false));
+  auto updated = flagged.executor->run("f", args);
+  auto want = plain.executor->run("f", args);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ((*updated)[i].floats, (*want)[i].floats) << "result " << i;
+  EXPECT_NE((*updated)[0].floats, args[0].floats);
+  args.back() = floats({}, {1.0f});
+  auto skipped = flagged.executor->run("f", args);
+  ASSERT_TRUE(skipped.ok()) << skipped.status();
+  EXPECT_EQ((*skipped)[0].floats, args[0].floats);
+  EXPECT_EQ((*skipped)[1].floats, args[2].floats);
+  EXPECT_EQ((*skipped)[2].floats, args[3].floats);
+  EXPECT_EQ((*skipped)[3].floats, args[4].floats);
+}
+
 TEST(CpuExecutorSteps, AParameterAndItsMasterCopyStartFromOneDraw) {
   // A bf16 parameter and its f32 master copy (drawn from the parameter's
   // stream) start from the same values, drawn once: the master holds the

@@ -158,10 +158,10 @@ TEST(KernelContract, AdamWUpdatesTensorsAndRoundsTheirParameters) {
   AdamWAttrs attrs = adamWAttrs(adamwOver(3, false).floats);
   EXPECT_EQ(attrs.weightDecay, 0.0);
   const std::string counts =
-      "expects 4 N + 3 inputs (param, grad, m, v per tensor, then lr, step, "
-      "coefficient), 3 N or 4 N outputs (param', m', v'[, the 16-bit param] "
-      "per tensor), no ints and 3 + N floats (beta1, beta2, epsilon, a weight "
-      "decay per tensor), N >= 1; has ";
+      "expects 4 N + 3 or 4 N + 4 inputs (param, grad, m, v per tensor, then "
+      "lr, step, coefficient[, skip]), 3 N or 4 N outputs (param', m', v'[, "
+      "the 16-bit param] per tensor), no ints and 3 + N floats (beta1, beta2, "
+      "epsilon, a weight decay per tensor), N >= 1; has ";
   KernelView view = adamwOver(3, false);
   view.floats.pop_back();
   EXPECT_EQ(message(checkKernel(view, {})), counts + "15, 9, 0 and 5");
@@ -170,7 +170,24 @@ TEST(KernelContract, AdamWUpdatesTensorsAndRoundsTheirParameters) {
   EXPECT_EQ(message(checkKernel(view, {})), counts + "11, 7, 0 and 5");
   view = adamwOver(2, false);
   view.inputs.pop_back();
-  EXPECT_EQ(message(checkKernel(view, {})), counts + "10, 6, 0 and 5");
+  view.inputs.pop_back();
+  EXPECT_EQ(message(checkKernel(view, {})), counts + "9, 6, 0 and 5");
+  // A skip flag after the coefficient: an f32 scalar, and the tensors
+  // updated in place.
+  for (bool rounded : {false, true}) {
+    view = adamwOver(2, rounded);
+    view.inputs.push_back(view.inputs.back());
+    EXPECT_TRUE(checkKernel(view, {}).ok()) << "rounded " << rounded;
+  }
+  view = adamwOver(2, false);
+  view.inputs.push_back(view.inputs[0]);
+  EXPECT_EQ(message(checkKernel(view, {})), "param 0 must be an f32 scalar");
+  view = adamwOver(2, false);
+  view.inputs.push_back(view.inputs.back());
+  view.operands.push_back(f32({3}, "a copy"));
+  view.outputs[3] = static_cast<uint32_t>(view.operands.size() - 1);
+  EXPECT_EQ(message(checkKernel(view, {})),
+            "with a skip flag, param, m and v are updated in place");
   view = adamwOver(2, false);
   view.ints = {1};
   EXPECT_EQ(message(checkKernel(view, {})), "expects no ints; has 1");

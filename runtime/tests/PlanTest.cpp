@@ -192,6 +192,13 @@ TEST(Plan, AdamWOverTensorsLoads) {
   copies.arena += 8;
   copies.outputs[0] = 17;
   EXPECT_EQ(loadError(copies), "");
+  // With a skip flag.
+  PlanSpec skips;
+  twoTensorAdamW(skips, true);
+  skips.values.push_back({triad::plan::DType::F32, {}, skips.arena, 4});
+  skips.arena += 4;
+  skips.inputs.push_back(19);
+  EXPECT_EQ(loadError(skips), "");
 }
 
 TEST(Plan, CollectivesLoad) {
@@ -1681,19 +1688,37 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
        },
        "instruction 0 (AdamW): output 3 overlaps another operand of tensor "
        "0 of the update"},
+      {"adamw whose new parameter half overlaps its parameter",
+       [](PlanSpec &s) {
+         twoTensorAdamW(s, false);
+         s.values.push_back({triad::plan::DType::F32, {2}, s.values[10].offset + 4,
+                             8});
+         s.outputs[3] = 17;
+       },
+       "instruction 0 (AdamW): output 3 overlaps another operand of tensor "
+       "1 of the update"},
       {"adamw writing over its learning rate",
        [](PlanSpec &s) {
          twoTensorAdamW(s, false);
          s.values[14].offset = s.values[12].offset;
        },
-       "instruction 0 (AdamW): output 4 of the update overlaps its lr, step "
-       "or coefficient"},
+       "instruction 0 (AdamW): output 4 of the update overlaps its lr, step, "
+       "coefficient or skip flag"},
+      {"adamw writing over its skip flag",
+       [](PlanSpec &s) {
+         twoTensorAdamW(s, false);
+         s.values.push_back({triad::plan::DType::F32, {}, s.values[9].offset,
+                             4});
+         s.inputs.push_back(17);
+       },
+       "instruction 0 (AdamW): output 2 of the update overlaps its lr, step, "
+       "coefficient or skip flag"},
       {"adamw with a weight decay too few",
        [](PlanSpec &s) {
          twoTensorAdamW(s, false);
          s.floats.pop_back();
        },
-       "instruction 0 (AdamW): expects 4 N + 3 inputs"},
+       "instruction 0 (AdamW): expects 4 N + 3 or 4 N + 4 inputs"},
       {"bucket with a tensor of the wrong shape",
        [](PlanSpec &s) {
          collective(s, triad::plan::OpCode::AllGather, 0, 6, {0, 0, 0});

@@ -803,7 +803,10 @@ constexpr int kAdamWUnroll = 4;
 
 __global__ void adamwKernel(const AdamWEntry *tensors, const Chunk *chunks,
                             const float *lrPointer, const float *stepPointer,
-                            const float *coefficientPointer, AdamWHyper hyper) {
+                            const float *coefficientPointer, AdamWHyper hyper,
+                            const float *skip) {
+  if (skip && *skip != 0.0f)
+    return;
   Chunk chunk = chunks[blockIdx.x];
   AdamWEntry t = tensors[chunk.tensor];
   TypedIn grad{t.grad, static_cast<DType>(t.gradType)};
@@ -1731,7 +1734,7 @@ absl::Status sumSquares(CudaContext &context,
 absl::Status adamw(CudaContext &context,
                    const std::vector<AdamWTensor> &tensors, const float *lr,
                    const float *step, const float *coefficient,
-                   const AdamWHyper &hyper) {
+                   const AdamWHyper &hyper, const float *skip) {
   std::vector<int64_t> counts;
   std::vector<AdamWEntry> entries;
   for (const AdamWTensor &tensor : tensors) {
@@ -1760,7 +1763,7 @@ absl::Status adamw(CudaContext &context,
     return device.status();
   adamwKernel<<<static_cast<unsigned>(chunks.size()), kThreads, 0,
                 context.stream()>>>(device->tensors, device->chunks, lr, step,
-                                    coefficient, hyper);
+                                    coefficient, hyper, skip);
   TRIAD_CUDA_CHECK_LAUNCH("adamwKernel");
   return absl::OkStatus();
 }

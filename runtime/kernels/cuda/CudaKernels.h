@@ -508,11 +508,12 @@ struct AdamWHyper {
 
 /// One AdamW step in place over every tensor (cpu::adamw's formula), in
 /// one launch; lr, step and coefficient (the clipping factor applied to
-/// the gradients) are device scalars.
+/// the gradients) are device scalars, and so is `skip` where it is given:
+/// when it is not 0 nothing is written (f16's overflowed step).
 absl::Status adamw(CudaContext &context,
                    const std::vector<AdamWTensor> &tensors, const float *lr,
                    const float *step, const float *coefficient,
-                   const AdamWHyper &hyper);
+                   const AdamWHyper &hyper, const float *skip = nullptr);
 
 } // namespace triad::rt::cuda
 

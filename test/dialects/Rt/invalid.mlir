@@ -477,7 +477,7 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   %v = rt.buffer 64 : memref<16xf32>
   %n = rt.buffer 192 : memref<f32>
   rt.func @f args() kinds [] results() names [] {
-    // expected-error@+1 {{'rt.kernel' op kernel 'adamw': expects 4 N + 3 inputs (param, grad, m, v per tensor, then lr, step, coefficient), 3 N or 4 N outputs (param', m', v'[, the 16-bit param] per tensor), no ints and 3 + N floats (beta1, beta2, epsilon, a weight decay per tensor), N >= 1; has 11, 6, 0 and 4}}
+    // expected-error@+1 {{'rt.kernel' op kernel 'adamw': expects 4 N + 3 or 4 N + 4 inputs (param, grad, m, v per tensor, then lr, step, coefficient[, skip]), 3 N or 4 N outputs (param', m', v'[, the 16-bit param] per tensor), no ints and 3 + N floats (beta1, beta2, epsilon, a weight decay per tensor), N >= 1; has 11, 6, 0 and 4}}
     rt.kernel adamw(%w, %v, %v, %v, %w, %v, %v, %v, %n, %n, %n) -> (%w, %v, %v, %w, %v, %v) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>)
   }
   rt.step [] microbatches []

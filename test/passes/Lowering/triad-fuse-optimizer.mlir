@@ -68,7 +68,9 @@ rt.program @chain pipeline_rank 0 arena 4096 {
 
 // Not fused: sums with different limits; a partial sum another kernel
 // reads (or a function returns); a tensor written between its sum and the
-// add that would read it.
+// add that would read it; a partial sum whose bytes a kernel reads
+// through another buffer (a view of them), which the fusion would leave
+// unwritten.
 // CHECK-LABEL: rt.program @kept
 // CHECK: rt.func @limits
 // CHECK-NEXT: rt.kernel sum_squares(%{{.*}}) -> (%{{.*}}) floats [1.000000e+03]
@@ -92,6 +94,11 @@ rt.program @chain pipeline_rank 0 arena 4096 {
 // CHECK-NEXT: rt.kernel scale_by
 // CHECK-NEXT: rt.kernel sum_squares
 // CHECK-NEXT: rt.kernel add
+// CHECK: rt.func @viewed
+// CHECK-NEXT: rt.kernel sum_squares
+// CHECK-NEXT: rt.kernel sum_squares
+// CHECK-NEXT: rt.kernel add
+// CHECK-NEXT: rt.kernel copy
 rt.program @kept pipeline_rank 0 arena 4096 {
   %a = rt.buffer 0 : memref<4xf32>
   %b = rt.buffer 64 : memref<4xf32>
@@ -112,6 +119,11 @@ rt.program @kept pipeline_rank 0 arena 4096 {
   %l0 = rt.buffer 960 : memref<f32>
   %l1 = rt.buffer 1024 : memref<f32>
   %lt = rt.buffer 1088 : memref<f32>
+  %x0 = rt.buffer 1152 : memref<f32>
+  %x0v = rt.buffer 1152 : memref<1xf32>
+  %x1 = rt.buffer 1216 : memref<f32>
+  %xt = rt.buffer 1280 : memref<f32>
+  %xo = rt.buffer 1344 : memref<1xf32>
   rt.func @limits args() kinds [] results() names [] {
     rt.kernel sum_squares(%a) -> (%l0) floats [1000.0] : (memref<4xf32>) -> memref<f32>
     rt.kernel sum_squares(%b) -> (%l1) : (memref<4xf32>) -> memref<f32>
@@ -141,7 +153,13 @@ rt.program @kept pipeline_rank 0 arena 4096 {
     rt.kernel sum_squares(%b) -> (%v1) : (memref<4xf32>) -> memref<f32>
     rt.kernel add(%v0, %v1) -> (%vt) : (memref<f32>, memref<f32>) -> memref<f32>
   }
-  rt.step [@limits, @shared, @returned, @written, @view] microbatches [0, 0, 0, 0, 0]
+  rt.func @viewed args() kinds [] results() names [] {
+    rt.kernel sum_squares(%a) -> (%x0) : (memref<4xf32>) -> memref<f32>
+    rt.kernel sum_squares(%b) -> (%x1) : (memref<4xf32>) -> memref<f32>
+    rt.kernel add(%x0, %x1) -> (%xt) : (memref<f32>, memref<f32>) -> memref<f32>
+    rt.kernel copy(%x0v) -> (%xo) : (memref<1xf32>) -> memref<1xf32>
+  }
+  rt.step [@limits, @shared, @returned, @written, @view, @viewed] microbatches [0, 0, 0, 0, 0, 0]
 }
 
 // -----
@@ -177,18 +195,26 @@ rt.program @rounded pipeline_rank 0 arena 4096 {
 
 // -----
 
-// f16 loss scaling: the update goes to temporaries a select keeps or not;
-// the cast between the selects moves into the adamw, and the adamws, no
-// longer next to each other, stay apart.
+// f16 loss scaling: the update goes to temporaries that selects keep or
+// drop. It becomes one adamw in place that reads the skip flag (writing
+// nothing on a skipped step) and writes the rounded copy; the two tensors'
+// updates then run as one kernel. The temporaries' buffers go.
 // CHECK-LABEL: rt.program @selected
+// CHECK-NOT: rt.buffer 320 :
+// CHECK-NOT: rt.buffer 1088 :
 // CHECK: rt.func @apply_step
-// CHECK-NEXT: rt.kernel adamw(%{{.*}}) -> (%[[NP:[^,]*]], %[[NM:[^,]*]], %[[NV:[^,]*]], %[[NW:[^)]*]])
+// CHECK-NEXT: rt.kernel adamw(%[[P:[^,]*]], %[[G:[^,]*]], %[[M:[^,]*]], %[[V:[^,]*]], %[[Q:[^,]*]], %[[QG:[^,]*]], %[[QM:[^,]*]], %[[QV:[^,]*]], %[[LR:[^,]*]], %[[S:[^,]*]], %[[C:[^,]*]], %[[SKIP:[^)]*]]) -> (%[[P]], %[[M]], %[[V]], %[[W:[^,]*]], %[[Q]], %[[QM]], %[[QV]], %[[QW:[^)]*]]) floats [9.000000e-01, 9.500000e-01, 1.000000e-08, 1.000000e-01, 1.000000e-01] : (memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<f32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf16>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf16>)
+// CHECK-NEXT: }
+// A kernel that reads the old parameter before its select keeps the
+// temporaries and the selects (the cast alone joins the adamw, its copy
+// apart from them).
+// CHECK: rt.func @read_between
+// CHECK-NEXT: rt.kernel adamw({{[^)]*}}) -> ({{[^,]*}}, {{[^,]*}}, {{[^,]*}}, %[[RW:[^)]*]]) floats
+// CHECK-NEXT: rt.kernel copy
 // CHECK-NEXT: rt.kernel select
 // CHECK-NEXT: rt.kernel select
 // CHECK-NEXT: rt.kernel select
-// CHECK-NEXT: rt.kernel select(%{{.*}}, %{{.*}}, %[[NW]])
-// CHECK-NEXT: rt.kernel adamw
-// CHECK-NEXT: rt.kernel select
+// CHECK-NEXT: rt.kernel select(%{{[^,]*}}, %{{[^,]*}}, %[[RW]])
 // CHECK-NEXT: }
 rt.program @selected pipeline_rank 0 arena 4096 {
   %p = rt.buffer 0 : memref<4xf32>
@@ -199,7 +225,7 @@ rt.program @selected pipeline_rank 0 arena 4096 {
   %np = rt.buffer 320 : memref<4xf32>
   %nm = rt.buffer 384 : memref<4xf32>
   %nv = rt.buffer 448 : memref<4xf32>
-  %nw = rt.buffer 512 : memref<4xf16>
+  %nw = rt.buffer 384 : memref<4xf16>
   %skip = rt.buffer 576 : memref<f32>
   %lr = rt.buffer 640 : memref<f32>
   %s = rt.buffer 704 : memref<f32>
@@ -209,6 +235,15 @@ rt.program @selected pipeline_rank 0 arena 4096 {
   %qm = rt.buffer 960 : memref<4xf32>
   %qv = rt.buffer 1024 : memref<4xf32>
   %nq = rt.buffer 1088 : memref<4xf32>
+  %nqm = rt.buffer 1152 : memref<4xf32>
+  %nqv = rt.buffer 1216 : memref<4xf32>
+  %qw = rt.buffer 1280 : memref<4xf16>
+  %nqw = rt.buffer 1344 : memref<4xf16>
+  %x = rt.buffer 1408 : memref<4xf32>
+  %rp = rt.buffer 1472 : memref<4xf32>
+  %rm = rt.buffer 1536 : memref<4xf32>
+  %rv = rt.buffer 1600 : memref<4xf32>
+  %rw = rt.buffer 1664 : memref<4xf16>
   rt.func @apply_step args() kinds [] results() names [] {
     rt.kernel adamw(%p, %g, %m, %v, %lr, %s, %c) -> (%np, %nm, %nv) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<4xf32>, memref<4xf32>, memref<4xf32>)
     rt.kernel select(%skip, %p, %np) -> (%p) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
@@ -216,10 +251,23 @@ rt.program @selected pipeline_rank 0 arena 4096 {
     rt.kernel select(%skip, %v, %nv) -> (%v) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
     rt.kernel cast(%np) -> (%nw) : (memref<4xf32>) -> memref<4xf16>
     rt.kernel select(%skip, %w, %nw) -> (%w) : (memref<f32>, memref<4xf16>, memref<4xf16>) -> memref<4xf16>
-    rt.kernel adamw(%q, %qg, %qm, %qv, %lr, %s, %c) -> (%nq, %qm, %qv) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<4xf32>, memref<4xf32>, memref<4xf32>)
+    rt.kernel adamw(%q, %qg, %qm, %qv, %lr, %s, %c) -> (%nq, %nqm, %nqv) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<4xf32>, memref<4xf32>, memref<4xf32>)
     rt.kernel select(%skip, %q, %nq) -> (%q) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %qm, %nqm) -> (%qm) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %qv, %nqv) -> (%qv) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel cast(%nq) -> (%nqw) : (memref<4xf32>) -> memref<4xf16>
+    rt.kernel select(%skip, %qw, %nqw) -> (%qw) : (memref<f32>, memref<4xf16>, memref<4xf16>) -> memref<4xf16>
   }
-  rt.step [@apply_step] microbatches [0]
+  rt.func @read_between args() kinds [] results() names [] {
+    rt.kernel adamw(%p, %g, %m, %v, %lr, %s, %c) -> (%rp, %rm, %rv) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<4xf32>, memref<4xf32>, memref<4xf32>)
+    rt.kernel copy(%p) -> (%x) : (memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %p, %rp) -> (%p) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %m, %rm) -> (%m) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %v, %rv) -> (%v) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel cast(%rp) -> (%rw) : (memref<4xf32>) -> memref<4xf16>
+    rt.kernel select(%skip, %w, %rw) -> (%w) : (memref<f32>, memref<4xf16>, memref<4xf16>) -> memref<4xf16>
+  }
+  rt.step [@apply_step, @read_between] microbatches [0, 0]
 }
 
 // -----
