@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -921,6 +922,24 @@ protected:
                               cudaMemcpyDeviceToDevice, context->stream()),
               cudaSuccess);
     return copy;
+  }
+
+  /// AdamW's parameter, m and v of `n` elements (v squares, so positive)
+  /// drawn from `seed`, `seed + 10` and `seed + 20`.
+  static std::vector<std::vector<float>> adamwState(int64_t n, uint32_t seed) {
+    std::vector<float> v = randomFloats(n, seed + 20, 0.1f);
+    for (float &value : v)
+      value *= value;
+    return {randomFloats(n, seed), randomFloats(n, seed + 10, 0.1f), v};
+  }
+
+  /// adamwState(n, seed) uploaded to `got` and to `want` alike.
+  void uploadTwice(int64_t n, uint32_t seed, std::vector<DeviceBuffer> &got,
+                   std::vector<DeviceBuffer> &want) {
+    for (const std::vector<float> &state : adamwState(n, seed)) {
+      got.push_back(upload(state));
+      want.push_back(upload(state));
+    }
   }
 
   /// The address of element `offset` of a tensor of `type` at `x`.
@@ -2164,14 +2183,7 @@ TEST_F(TypedKernels, AdamWReadsGradientsOfTheirType) {
   std::vector<AdamWTensor> typed, wide;
   for (size_t t = 0; t < std::size(sizes); ++t) {
     int64_t n = sizes[t];
-    std::vector<float> v = randomFloats(n, 90 + t, 0.1f);
-    for (float &value : v)
-      value *= value;
-    for (const std::vector<float> &state :
-         {randomFloats(n, 85 + t), randomFloats(n, 95 + t, 0.1f), v}) {
-      got.push_back(upload(state));
-      want.push_back(upload(state));
-    }
+    uploadTwice(n, 85 + t, got, want);
     grads.push_back(inType(randomFloats(n, 100 + t), gradTypes[t]));
     grads.push_back(widened(grads.back().data(), gradTypes[t], n));
     size_t at = 3 * t;
@@ -2212,14 +2224,7 @@ TEST_F(TypedKernels, AdamWRoundsItsParametersAsACastDoes) {
   std::vector<AdamWTensor> fused, plain;
   for (size_t t = 0; t < std::size(sizes); ++t) {
     int64_t n = sizes[t];
-    std::vector<float> v = randomFloats(n, 120 + t, 0.1f);
-    for (float &value : v)
-      value *= value;
-    for (const std::vector<float> &state :
-         {randomFloats(n, 130 + t), randomFloats(n, 140 + t, 0.1f), v}) {
-      got.push_back(upload(state));
-      want.push_back(upload(state));
-    }
+    uploadTwice(n, 130 + t, got, want);
     grads.push_back(upload(randomFloats(n, 150 + t)));
     rounded.push_back(poisoned(n, 2));
     size_t at = 3 * t;
@@ -2252,56 +2257,32 @@ TEST_F(TypedKernels, AdamWRoundsItsParametersAsACastDoes) {
                    tensor + " rounded to " + typeName(roundedTypes[t]));
   }
   // Each tensor's own decay: the f32 kernel of one tensor with it alone.
-  std::vector<float> host = randomFloats(sizes[2], 130 + 2);
-  DeviceBuffer alone = upload(host);
-  DeviceBuffer m = upload(randomFloats(sizes[2], 140 + 2, 0.1f));
-  std::vector<float> v = randomFloats(sizes[2], 120 + 2, 0.1f);
-  for (float &value : v)
-    value *= value;
-  DeviceBuffer vAlone = upload(v);
-  ASSERT_OK(adamw(*context,
-                  {{alone.as<float>(),
-                    {grads[2].data(), DType::F32},
-                    m.as<float>(),
-                    vAlone.as<float>(),
-                    sizes[2],
-                    decays[2]}},
-                  lr, lr + 1, lr + 2, hyper));
+  std::vector<std::vector<float>> state = adamwState(sizes[2], 130 + 2);
+  DeviceBuffer alone = upload(state[0]);
+  DeviceBuffer m = upload(state[1]);
+  DeviceBuffer vAlone = upload(state[2]);
+  // Tensor 2 alone, writing its rounded copy in type `rounding` where one
+  // is given, reading `skip` where it is not null.
+  auto alone2 = [&](std::optional<DType> rounding, const float *skip) {
+    AdamWTensor tensor{alone.as<float>(), {grads[2].data(), DType::F32},
+                       m.as<float>(),     vAlone.as<float>(),
+                       sizes[2],          decays[2]};
+    if (rounding)
+      tensor.rounded = {rounded[2].data(), *rounding};
+    return adamw(*context, {tensor}, lr, lr + 1, lr + 2, hyper, skip);
+  };
+  ASSERT_OK(alone2(std::nullopt, nullptr));
   expectSameBits(got[6].data(), alone.data(), DType::F32, sizes[2],
                  "tensor 2 updated alone");
   // With a skip flag: 0 updates, anything else writes nothing.
   DeviceBuffer flags = upload(std::vector<float>{0.0f, 1.0f});
   std::vector<float> before = download(alone, sizes[2]);
-  ASSERT_OK(adamw(*context,
-                  {{alone.as<float>(),
-                    {grads[2].data(), DType::F32},
-                    m.as<float>(),
-                    vAlone.as<float>(),
-                    sizes[2],
-                    decays[2],
-                    {rounded[2].data(), roundedTypes[2]}}},
-                  lr, lr + 1, lr + 2, hyper, flags.as<float>() + 1));
+  ASSERT_OK(alone2(roundedTypes[2], flags.as<float>() + 1));
   EXPECT_EQ(download(alone, sizes[2]), before) << "a skipped step";
-  ASSERT_OK(adamw(*context,
-                  {{alone.as<float>(),
-                    {grads[2].data(), DType::F32},
-                    m.as<float>(),
-                    vAlone.as<float>(),
-                    sizes[2],
-                    decays[2]}},
-                  lr, lr + 1, lr + 2, hyper, flags.as<float>()));
+  ASSERT_OK(alone2(std::nullopt, flags.as<float>()));
   EXPECT_NE(download(alone, sizes[2]), before) << "a step taken";
   // A rounded copy of f32 is refused.
-  EXPECT_FALSE(adamw(*context,
-                     {{alone.as<float>(),
-                       {grads[2].data(), DType::F32},
-                       m.as<float>(),
-                       vAlone.as<float>(),
-                       sizes[2],
-                       0.0f,
-                       {rounded[2].data(), DType::F32}}},
-                     lr, lr + 1, lr + 2, hyper)
-                   .ok());
+  EXPECT_FALSE(alone2(DType::F32, nullptr).ok());
 }
 
 TEST_F(TypedKernels, SumSquaresReadsTensorsOfTheirType) {
