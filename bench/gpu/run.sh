@@ -121,6 +121,11 @@ boxed() { # SECONDS COMMAND...: the command, killed after SECONDS or at the dead
   timeout -k 5 "$limit" "$@"
 }
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-4}
+# A benchmark's one GPU process draws its model's initial weights on the
+# host (OpenMP), which it does on every core: the 1.3 B runs of 2026-11-27
+# spent about 38 of their 40 s before the first step, on 4 threads. The
+# CPU runs of the law keep the 4 threads above.
+gpu_host_threads=$(nproc 2>/dev/null || echo 4)
 
 # Outcomes. status: 1 once anything failed for a reason other than the want
 # of a GPU; no_gpu: 1 once a GPU step failed only for want of one.
@@ -450,7 +455,7 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
     began=$SECONDS
     local what="$precision matmuls"
     [[ $model == *-bf16* ]] && what="bf16 plan"
-    if ! boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
+    if ! boxed 150 env OMP_NUM_THREADS="$gpu_host_threads" "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
          --matmul-precision "$precision" --metrics "$results/$model.$precision.jsonl" \
          > "$results/$model.$precision.txt" 2>&1; then
       failed "$model ($what)" "$results/$model.$precision.txt"
@@ -464,7 +469,7 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
     local label=$1 what=$2
     shift 2
     began=$SECONDS
-    if boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
+    if boxed 150 env OMP_NUM_THREADS="$gpu_host_threads" "$here/bin/triad-run" "$plan" --data "$corpus" --steps 6 --device cuda \
          "$@" --metrics "$results/$model.$label.jsonl" > "$results/$model.$label.txt" 2>&1; then
       ran=1
       labels="$labels $label"
@@ -591,7 +596,7 @@ step_profile() {
     [[ $model == *-bf16* ]] && profiled=${precisions%% *}
     for precision in $profiled; do
       name=$model.$precision
-      if ! boxed 150 "$here/bin/triad-run" "$plan" --data "$corpus" --steps 3 --device cuda \
+      if ! boxed 150 env OMP_NUM_THREADS="$gpu_host_threads" "$here/bin/triad-run" "$plan" --data "$corpus" --steps 3 --device cuda \
            --matmul-precision "$precision" --trace "$results/$name.trace.json" \
            --trace-device > "$results/$name.profile.txt" 2>&1; then
         failed "$name" "$results/$name.profile.txt"
