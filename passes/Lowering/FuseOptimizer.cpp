@@ -331,8 +331,14 @@ unsigned fuseSkips(rt::FuncOp func, SmallVectorImpl<Value> &freed) {
       continue;
     SmallVector<KernelOp> pattern = {keepParam, keepM, keepV};
     Value copy;
+    // Where the 16-bit copy is not selected in place (ZeRO selects it into
+    // a piece that is gathered), the cast stays and reads the parameter
+    // updated in place: on a skipped step it rounds the old one, which
+    // every reader of it, a select on the same flag, drops.
+    KernelOp keptCast;
     if (cast) {
-      if (!adamw->isBeforeInBlock(cast))
+      if (cast->getBlock() != adamw->getBlock() ||
+          !adamw->isBeforeInBlock(cast))
         continue;
       Value rounded = cast.getOutputs()[0];
       KernelOp keepCopy;
@@ -343,11 +349,27 @@ unsigned fuseSkips(rt::FuncOp func, SmallVectorImpl<Value> &freed) {
             k.getInputs()[2] == rounded && k.getOutputs().size() == 1 &&
             k.getOutputs()[0] == k.getInputs()[1])
           keepCopy = k;
-      if (!keepCopy || !onlyPassesBetween(rounded, cast, keepCopy) ||
-          !cast->isBeforeInBlock(keepCopy))
-        continue;
-      copy = keepCopy.getOutputs()[0];
-      pattern.append({cast, keepCopy});
+      if (keepCopy && keepCopy->getBlock() == cast->getBlock() &&
+          onlyPassesBetween(rounded, cast, keepCopy) &&
+          cast->isBeforeInBlock(keepCopy)) {
+        copy = keepCopy.getOutputs()[0];
+        pattern.append({cast, keepCopy});
+      } else {
+        bool dropsOnSkip = llvm::all_of(rounded.getUses(), [&](OpOperand &use) {
+          auto k = dyn_cast<KernelOp>(use.getOwner());
+          return k &&
+                 (k == cast ||
+                  (k.getOpcode() == OpCode::Select &&
+                   k.getInputs().size() == 3 && k.getInputs()[0] == skip &&
+                   k.getInputs()[1] != rounded && k.getInputs()[2] == rounded));
+        });
+        bool paramKept = llvm::none_of(between(adamw, cast), [&](KernelOp k) {
+          return !llvm::is_contained(pattern, k) && writesOver(k, param);
+        });
+        if (!dropsOnSkip || !paramKept)
+          continue;
+        keptCast = cast;
+      }
     }
     // The updates move to the adamw: nothing else from there to the last
     // select touches what they write, or writes the flag.
@@ -373,12 +395,12 @@ unsigned fuseSkips(rt::FuncOp func, SmallVectorImpl<Value> &freed) {
           clear = false;
     // The temporaries are no longer written.
     SmallVector<Value> dropped(out);
-    if (cast)
+    if (cast && !keptCast)
       dropped.push_back(cast.getOutputs()[0]);
     if (!clear || llvm::is_contained(written, skip) ||
         !llvm::all_of(dropped, [&](Value value) {
-          return bytesUnreadElsewhere(
-              value, value == dropped.back() && cast ? cast : adamw);
+          bool rounded = cast && !keptCast && value == dropped.back();
+          return bytesUnreadElsewhere(value, rounded ? cast : adamw);
         }))
       continue;
     SmallVector<Value> inputs(in);
@@ -387,6 +409,8 @@ unsigned fuseSkips(rt::FuncOp func, SmallVectorImpl<Value> &freed) {
     KernelOp::create(b, adamw.getLoc(), OpCode::AdamW, inputs, written,
                      adamw.getIntsAttr(), adamw.getFloatsAttr());
     llvm::append_range(freed, dropped);
+    if (keptCast)
+      keptCast.getInputsMutable()[0].set(param);
     for (KernelOp k : pattern)
       k.erase();
     adamw.erase();
@@ -426,8 +450,10 @@ KernelOp roundingCastOf(KernelOp adamw) {
 unsigned fuseRounding(rt::FuncOp func) {
   unsigned fused = 0;
   SmallVector<KernelOp> updates;
+  // (Not one with a skip flag: its rounded copy would go unwritten on a
+  // skipped step, where the cast ran on every step.)
   for (auto kernel : func.getBody().getOps<KernelOp>())
-    if (isSingleAdamW(kernel))
+    if (isSingleAdamW(kernel) && kernel.getInputs().size() == 7)
       updates.push_back(kernel);
   for (KernelOp adamw : updates) {
     KernelOp cast = roundingCastOf(adamw);

@@ -272,6 +272,112 @@ rt.program @selected pipeline_rank 0 arena 4096 {
 
 // -----
 
+// ZeRO's f16 update: the 16-bit copy is selected into a piece that is then
+// gathered (not in place). The parameter and moments still fuse; the cast
+// stays, reading the parameter updated in place (on a skipped step it
+// rounds the old one, which the select on the same flag drops). Where
+// something else reads the rounded copy (a copy kernel), the selects stay
+// (the cast alone joins the adamw, which has no flag then); a cast of the
+// parameter after the selects does not join an adamw with a skip flag (its
+// copy would go unwritten on a skipped step); a cast and select in another
+// function stay where they are, and so does the adamw.
+// CHECK-LABEL: rt.program @pieces
+// CHECK: rt.func @apply_step
+// CHECK-NEXT: rt.kernel adamw(%[[P:[^,]*]], %{{[^,]*}}, %[[M:[^,]*]], %[[V:[^,]*]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[SKIP:[^)]*]]) -> (%[[P]], %[[M]], %[[V]]) floats
+// CHECK-NEXT: rt.kernel cast(%[[P]]) -> (%[[R:[^)]*]])
+// CHECK-NEXT: rt.kernel all_slice
+// CHECK-NEXT: rt.kernel select(%[[SKIP]], %{{[^,]*}}, %[[R]])
+// CHECK-NEXT: }
+// CHECK: rt.func @copied
+// CHECK-NEXT: rt.kernel adamw({{[^)]*}}) -> ({{[^,]*}}, {{[^,]*}}, {{[^,]*}}, %[[CR:[^)]*]]) floats
+// CHECK-NEXT: rt.kernel select
+// CHECK-NEXT: rt.kernel select
+// CHECK-NEXT: rt.kernel select
+// CHECK-NEXT: rt.kernel copy(%[[CR]])
+// CHECK-NEXT: }
+// CHECK: rt.func @late
+// CHECK-NEXT: rt.kernel adamw(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^)]*}}) -> ({{[^,]*}}, {{[^,]*}}, {{[^,)]*}}) floats
+// CHECK-NEXT: rt.kernel cast
+// CHECK-NEXT: rt.kernel copy
+// CHECK-NEXT: }
+// CHECK: rt.func @a
+// CHECK-NEXT: rt.kernel adamw
+// CHECK: rt.func @b
+// CHECK: rt.kernel cast
+// CHECK-NEXT: rt.kernel select
+rt.program @pieces pipeline_rank 0 arena 8192 {
+  %p = rt.buffer 0 : memref<4xf32>
+  %g = rt.buffer 64 : memref<4xf32>
+  %m = rt.buffer 128 : memref<4xf32>
+  %v = rt.buffer 192 : memref<4xf32>
+  %whole = rt.buffer 256 : memref<8xf16>
+  %np = rt.buffer 320 : memref<4xf32>
+  %nm = rt.buffer 384 : memref<4xf32>
+  %nv = rt.buffer 448 : memref<4xf32>
+  %r = rt.buffer 512 : memref<4xf16>
+  %skip = rt.buffer 576 : memref<f32>
+  %lr = rt.buffer 640 : memref<f32>
+  %s = rt.buffer 704 : memref<f32>
+  %c = rt.buffer 768 : memref<f32>
+  %old = rt.buffer 832 : memref<4xf16>
+  %piece = rt.buffer 896 : memref<4xf16>
+  %cp = rt.buffer 960 : memref<4xf32>
+  %cm = rt.buffer 1024 : memref<4xf32>
+  %cv = rt.buffer 1088 : memref<4xf32>
+  %cr = rt.buffer 1152 : memref<4xf16>
+  %out = rt.buffer 1216 : memref<4xf16>
+  %lp = rt.buffer 1280 : memref<4xf32>
+  %lm = rt.buffer 1344 : memref<4xf32>
+  %lv = rt.buffer 1408 : memref<4xf32>
+  %lt = rt.buffer 1472 : memref<4xf16>
+  %lw = rt.buffer 1536 : memref<4xf16>
+  %xp = rt.buffer 1600 : memref<4xf32>
+  %xm = rt.buffer 1664 : memref<4xf32>
+  %xv = rt.buffer 1728 : memref<4xf32>
+  %xw = rt.buffer 1792 : memref<4xf16>
+  %xn = rt.buffer 1856 : memref<4xf16>
+  %w = rt.buffer 1920 : memref<4xf16>
+  rt.func @apply_step args() kinds [] results() names [] {
+    rt.kernel adamw(%p, %g, %m, %v, %lr, %s, %c) -> (%np, %nm, %nv) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<4xf32>, memref<4xf32>, memref<4xf32>)
+    rt.kernel select(%skip, %p, %np) -> (%p) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %m, %nm) -> (%m) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %v, %nv) -> (%v) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel cast(%np) -> (%r) : (memref<4xf32>) -> memref<4xf16>
+    rt.kernel all_slice(%whole) -> (%old) ints [0, 0] : (memref<8xf16>) -> memref<4xf16>
+    rt.kernel select(%skip, %old, %r) -> (%piece) : (memref<f32>, memref<4xf16>, memref<4xf16>) -> memref<4xf16>
+  }
+  rt.func @copied args() kinds [] results() names [] {
+    rt.kernel adamw(%p, %g, %m, %v, %lr, %s, %c) -> (%cp, %cm, %cv) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<4xf32>, memref<4xf32>, memref<4xf32>)
+    rt.kernel select(%skip, %p, %cp) -> (%p) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %m, %cm) -> (%m) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %v, %cv) -> (%v) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel cast(%cp) -> (%cr) : (memref<4xf32>) -> memref<4xf16>
+    rt.kernel copy(%cr) -> (%out) : (memref<4xf16>) -> memref<4xf16>
+  }
+  rt.func @late args() kinds [] results() names [] {
+    rt.kernel adamw(%p, %g, %m, %v, %lr, %s, %c) -> (%lp, %lm, %lv) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<4xf32>, memref<4xf32>, memref<4xf32>)
+    rt.kernel select(%skip, %p, %lp) -> (%p) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %m, %lm) -> (%m) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %v, %lv) -> (%v) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel cast(%p) -> (%lt) : (memref<4xf32>) -> memref<4xf16>
+    rt.kernel copy(%lt) -> (%lw) : (memref<4xf16>) -> memref<4xf16>
+  }
+  rt.func @a args() kinds [] results() names [] {
+    rt.kernel adamw(%p, %g, %m, %v, %lr, %s, %c) -> (%xp, %xm, %xv) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<4xf32>, memref<4xf32>, memref<4xf32>)
+    rt.kernel select(%skip, %p, %xp) -> (%p) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %m, %xm) -> (%m) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %v, %xv) -> (%v) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+  }
+  rt.func @b args() kinds [] results() names [] {
+    rt.kernel copy(%w) -> (%xn) : (memref<4xf16>) -> memref<4xf16>
+    rt.kernel cast(%xp) -> (%xw) : (memref<4xf32>) -> memref<4xf16>
+    rt.kernel select(%skip, %w, %xw) -> (%w) : (memref<f32>, memref<4xf16>, memref<4xf16>) -> memref<4xf16>
+  }
+  rt.step [@apply_step, @copied, @late, @a, @b] microbatches [0, 0, 0, 0, 0]
+}
+
+// -----
+
 // Casts that stay: the parameter written between the update and the cast;
 // the rounded copy read between them; the rounded copy on the bytes of
 // the update's gradient (free once the update has read it). And adamws
