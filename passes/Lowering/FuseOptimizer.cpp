@@ -18,9 +18,11 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <limits>
+#include <map>
 
 namespace triad {
 #define GEN_PASS_DEF_FUSEOPTIMIZER
@@ -42,14 +44,23 @@ struct Range {
   int64_t begin, end;
 };
 
+/// The ranges of the buffers seen so far in the pass's run on this thread
+/// (buffers do not move; the legality checks ask about each many times).
+thread_local llvm::DenseMap<Value, Range> *knownRanges = nullptr;
+
 Range rangeOf(Value value) {
-  auto buffer = value.getDefiningOp<rt::BufferOp>();
-  if (!buffer)
-    return {0, std::numeric_limits<int64_t>::max()};
-  int64_t begin = buffer.getOffset();
-  int64_t end = begin + buffer.getBytes() +
+  if (knownRanges)
+    if (auto it = knownRanges->find(value); it != knownRanges->end())
+      return it->second;
+  Range range = {0, std::numeric_limits<int64_t>::max()};
+  if (auto buffer = value.getDefiningOp<rt::BufferOp>()) {
+    range.begin = buffer.getOffset();
+    range.end = range.begin + buffer.getBytes() +
                 (buffer.getSlotCount() - 1) * buffer.getStride().value_or(0);
-  return {begin, end};
+  }
+  if (knownRanges)
+    knownRanges->try_emplace(value, range);
+  return range;
 }
 
 bool overlaps(Value a, Value b) {
@@ -478,24 +489,31 @@ struct AdamWTensor {
   double weightDecay;
 };
 
-/// Whether tensor `a`'s results overlap nothing tensor `b` reads or
-/// writes, and the other way round: a GPU updates them side by side.
-bool independent(const AdamWTensor &a, const AdamWTensor &b) {
-  // (Neither writes over the shared lr, step and coefficient: see
-  // writesShared.)
-  auto clear = [](const AdamWTensor &writer, const AdamWTensor &other) {
-    for (Value out : writer.outputs) {
-      for (Value in : other.inputs)
-        if (overlaps(out, in))
-          return false;
-      for (Value result : other.outputs)
-        if (overlaps(out, result))
-          return false;
+/// Disjoint byte ranges, merged as they are added: what a group of
+/// tensors reads or writes, asked about in logarithmic time.
+class ByteSet {
+public:
+  bool overlaps(Range r) const {
+    auto next = ranges.upper_bound(r.begin);
+    if (next != ranges.end() && next->first < r.end)
+      return true;
+    return next != ranges.begin() && std::prev(next)->second > r.begin;
+  }
+  void add(Range r) {
+    auto it = ranges.upper_bound(r.begin);
+    if (it != ranges.begin() && std::prev(it)->second >= r.begin)
+      --it;
+    while (it != ranges.end() && it->first <= r.end) {
+      r.begin = std::min(r.begin, it->first);
+      r.end = std::max(r.end, it->second);
+      it = ranges.erase(it);
     }
-    return true;
-  };
-  return clear(a, b) && clear(b, a);
-}
+    ranges.emplace(r.begin, r.end);
+  }
+
+private:
+  std::map<int64_t, int64_t> ranges;
+};
 
 /// Whether an adamw kernel writes over the lr, step or coefficient it
 /// reads (no compiled plan does; one that did could not share them).
@@ -536,17 +554,35 @@ unsigned groupUpdates(rt::FuncOp func, unsigned &tensorsGrouped) {
     runs.push_back({kernel});
   }
   for (ArrayRef<KernelOp> run : runs) {
-    // Split where a tensor is not independent of the group before it.
+    // Split where a tensor is not independent of the group before it (a
+    // GPU updates a group's tensors side by side): where its results share
+    // bytes with anything the group reads or writes, or the group's
+    // results with anything it reads or writes.
     SmallVector<SmallVector<std::pair<KernelOp, AdamWTensor>>> parts(1);
+    ByteSet touched, written;
     for (KernelOp kernel : run) {
       AdamWTensor tensor{SmallVector<Value>(kernel.getInputs().take_front(4)),
                          SmallVector<Value>(kernel.getOutputs()),
                          kernel.getFloats()[3]};
-      bool clash = llvm::any_of(parts.back(), [&](const auto &member) {
-        return !independent(member.second, tensor);
-      });
-      if (clash)
+      SmallVector<Range> reads, writes;
+      for (Value in : tensor.inputs)
+        reads.push_back(rangeOf(in));
+      for (Value out : tensor.outputs)
+        writes.push_back(rangeOf(out));
+      auto any = [](ArrayRef<Range> of, const ByteSet &set) {
+        return llvm::any_of(of, [&](Range r) { return set.overlaps(r); });
+      };
+      if (any(writes, touched) || any(reads, written) || any(writes, written)) {
         parts.emplace_back();
+        touched = ByteSet();
+        written = ByteSet();
+      }
+      for (Range r : reads)
+        touched.add(r);
+      for (Range r : writes) {
+        touched.add(r);
+        written.add(r);
+      }
       parts.back().push_back({kernel, std::move(tensor)});
     }
     for (auto &part : parts) {
@@ -587,6 +623,9 @@ struct FuseOptimizerPass
       if (!func.getLayerSpans())
         funcs.push_back(func);
     });
+    llvm::DenseMap<Value, Range> ranges;
+    knownRanges = &ranges;
+    llvm::scope_exit forget([] { knownRanges = nullptr; });
     SmallVector<Value> freed;
     for (rt::FuncOp func : funcs) {
       numSquaresFused += fuseSquares(func, freed);
