@@ -368,16 +368,24 @@ unsigned fuseSkips(rt::FuncOp func, SmallVectorImpl<Value> &freed) {
       } else {
         bool dropsOnSkip = llvm::all_of(rounded.getUses(), [&](OpOperand &use) {
           auto k = dyn_cast<KernelOp>(use.getOwner());
-          return k &&
-                 (k == cast ||
-                  (k.getOpcode() == OpCode::Select &&
-                   k.getInputs().size() == 3 && k.getInputs()[0] == skip &&
-                   k.getInputs()[1] != rounded && k.getInputs()[2] == rounded));
+          if (k == cast)
+            return true;
+          // A select after the cast, on the flag as the adamw reads it.
+          return k && k.getOpcode() == OpCode::Select &&
+                 k.getInputs().size() == 3 && k.getInputs()[0] == skip &&
+                 k.getInputs()[1] != rounded && k.getInputs()[2] == rounded &&
+                 k->getBlock() == cast->getBlock() &&
+                 cast->isBeforeInBlock(k) &&
+                 llvm::none_of(between(adamw, k), [&](KernelOp crossed) {
+                   return writesOver(crossed, skip);
+                 });
         });
         bool paramKept = llvm::none_of(between(adamw, cast), [&](KernelOp k) {
           return !llvm::is_contained(pattern, k) && writesOver(k, param);
         });
-        if (!dropsOnSkip || !paramKept)
+        // (On a skipped step the cast now writes other bytes: nothing may
+        // read them through another buffer.)
+        if (!dropsOnSkip || !paramKept || !bytesUnreadElsewhere(rounded, cast))
           continue;
         keptCast = cast;
       }
@@ -624,8 +632,9 @@ struct FuseOptimizerPass
         funcs.push_back(func);
     });
     llvm::DenseMap<Value, Range> ranges;
+    llvm::DenseMap<Value, Range> *outer = knownRanges;
     knownRanges = &ranges;
-    llvm::scope_exit forget([] { knownRanges = nullptr; });
+    llvm::scope_exit forget([outer] { knownRanges = outer; });
     SmallVector<Value> freed;
     for (rt::FuncOp func : funcs) {
       numSquaresFused += fuseSquares(func, freed);

@@ -305,6 +305,16 @@ rt.program @selected pipeline_rank 0 arena 4096 {
 // CHECK: rt.func @b
 // CHECK: rt.kernel cast
 // CHECK-NEXT: rt.kernel select
+// The piece's select must read the flag the adamw reads, and nothing may
+// read the cast's bytes through another buffer (on a skipped step they now
+// hold the old parameter rounded): in both the selects stay, and the cast
+// alone joins the adamw (without a flag), as a cast of its new parameter.
+// CHECK: rt.func @flag_rewritten
+// CHECK-NEXT: rt.kernel adamw(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^)]*}}) -> ({{[^,]*}}, {{[^,]*}}, {{[^,]*}}, {{[^)]*}}) floats
+// CHECK-NEXT: rt.kernel select
+// CHECK: rt.func @aliased
+// CHECK-NEXT: rt.kernel adamw(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^)]*}}) -> ({{[^,]*}}, {{[^,]*}}, {{[^,]*}}, {{[^)]*}}) floats
+// CHECK-NEXT: rt.kernel select
 rt.program @pieces pipeline_rank 0 arena 8192 {
   %p = rt.buffer 0 : memref<4xf32>
   %g = rt.buffer 64 : memref<4xf32>
@@ -337,6 +347,18 @@ rt.program @pieces pipeline_rank 0 arena 8192 {
   %xw = rt.buffer 1792 : memref<4xf16>
   %xn = rt.buffer 1856 : memref<4xf16>
   %w = rt.buffer 1920 : memref<4xf16>
+  %fp = rt.buffer 1984 : memref<4xf32>
+  %fm = rt.buffer 2048 : memref<4xf32>
+  %fv = rt.buffer 2112 : memref<4xf32>
+  %fr = rt.buffer 2176 : memref<4xf16>
+  %fpiece = rt.buffer 2240 : memref<4xf16>
+  %ap = rt.buffer 2304 : memref<4xf32>
+  %am = rt.buffer 2368 : memref<4xf32>
+  %av = rt.buffer 2432 : memref<4xf32>
+  %ar = rt.buffer 2496 : memref<4xf16>
+  %arAlias = rt.buffer 2496 : memref<2x2xf16>
+  %apiece = rt.buffer 2560 : memref<4xf16>
+  %aout = rt.buffer 2624 : memref<2x2xf16>
   rt.func @apply_step args() kinds [] results() names [] {
     rt.kernel adamw(%p, %g, %m, %v, %lr, %s, %c) -> (%np, %nm, %nv) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<4xf32>, memref<4xf32>, memref<4xf32>)
     rt.kernel select(%skip, %p, %np) -> (%p) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
@@ -373,7 +395,25 @@ rt.program @pieces pipeline_rank 0 arena 8192 {
     rt.kernel cast(%xp) -> (%xw) : (memref<4xf32>) -> memref<4xf16>
     rt.kernel select(%skip, %w, %xw) -> (%w) : (memref<f32>, memref<4xf16>, memref<4xf16>) -> memref<4xf16>
   }
-  rt.step [@apply_step, @copied, @late, @a, @b] microbatches [0, 0, 0, 0, 0]
+  rt.func @flag_rewritten args() kinds [] results() names [] {
+    rt.kernel adamw(%p, %g, %m, %v, %lr, %s, %c) -> (%fp, %fm, %fv) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<4xf32>, memref<4xf32>, memref<4xf32>)
+    rt.kernel select(%skip, %p, %fp) -> (%p) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %m, %fm) -> (%m) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %v, %fv) -> (%v) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel cast(%fp) -> (%fr) : (memref<4xf32>) -> memref<4xf16>
+    rt.kernel fill() -> (%skip) floats [0.0] : () -> memref<f32>
+    rt.kernel select(%skip, %old, %fr) -> (%fpiece) : (memref<f32>, memref<4xf16>, memref<4xf16>) -> memref<4xf16>
+  }
+  rt.func @aliased args() kinds [] results() names [] {
+    rt.kernel adamw(%p, %g, %m, %v, %lr, %s, %c) -> (%ap, %am, %av) floats [0.9, 0.95, 1.0e-8, 0.1] : (memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<4xf32>, memref<4xf32>, memref<4xf32>)
+    rt.kernel select(%skip, %p, %ap) -> (%p) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %m, %am) -> (%m) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel select(%skip, %v, %av) -> (%v) : (memref<f32>, memref<4xf32>, memref<4xf32>) -> memref<4xf32>
+    rt.kernel cast(%ap) -> (%ar) : (memref<4xf32>) -> memref<4xf16>
+    rt.kernel select(%skip, %old, %ar) -> (%apiece) : (memref<f32>, memref<4xf16>, memref<4xf16>) -> memref<4xf16>
+    rt.kernel copy(%arAlias) -> (%aout) : (memref<2x2xf16>) -> memref<2x2xf16>
+  }
+  rt.step [@apply_step, @copied, @late, @a, @b, @flag_rewritten, @aliased] microbatches [0, 0, 0, 0, 0, 0, 0]
 }
 
 // -----
