@@ -274,6 +274,15 @@ bool isSingleAdamW(KernelOp kernel) {
          kernel.getOutputs().size() == 3;
 }
 
+/// The function's adamw kernels of one tensor and no skip flag, in order.
+SmallVector<KernelOp> flaglessUpdates(rt::FuncOp func) {
+  SmallVector<KernelOp> updates;
+  for (auto kernel : func.getBody().getOps<KernelOp>())
+    if (isSingleAdamW(kernel) && kernel.getInputs().size() == 7)
+      updates.push_back(kernel);
+  return updates;
+}
+
 /// The kernel of `block` after `from` that reads `value` with `match`,
 /// where `value` is used by `from` and that kernel only (and by `cast`
 /// too where it is given).
@@ -301,11 +310,7 @@ KernelOp onlyReader(Value value, KernelOp from, KernelOp cast,
 /// skipped step, and the rounded copy: no temporaries, no selects.
 unsigned fuseSkips(rt::FuncOp func, SmallVectorImpl<Value> &freed) {
   unsigned fused = 0;
-  SmallVector<KernelOp> updates;
-  for (auto kernel : func.getBody().getOps<KernelOp>())
-    if (isSingleAdamW(kernel) && kernel.getInputs().size() == 7)
-      updates.push_back(kernel);
-  for (KernelOp adamw : updates) {
+  for (KernelOp adamw : flaglessUpdates(func)) {
     ValueRange in = adamw.getInputs(), out = adamw.getOutputs();
     Value param = in[0], m = in[2], v = in[3];
     if (llvm::is_contained(in, out[0]) || llvm::is_contained(in, out[1]) ||
@@ -468,13 +473,9 @@ KernelOp roundingCastOf(KernelOp adamw) {
 
 unsigned fuseRounding(rt::FuncOp func) {
   unsigned fused = 0;
-  SmallVector<KernelOp> updates;
   // (Not one with a skip flag: its rounded copy would go unwritten on a
   // skipped step, where the cast ran on every step.)
-  for (auto kernel : func.getBody().getOps<KernelOp>())
-    if (isSingleAdamW(kernel) && kernel.getInputs().size() == 7)
-      updates.push_back(kernel);
-  for (KernelOp adamw : updates) {
+  for (KernelOp adamw : flaglessUpdates(func)) {
     KernelOp cast = roundingCastOf(adamw);
     if (!cast)
       continue;
