@@ -391,15 +391,12 @@ absl::Status CpuExecutor::executeOptimizer(const plan::Instr &instr) {
   auto in = [&](size_t i) { return instr.inputs()->Get(i); };
   auto out = [&](size_t i) { return instr.outputs()->Get(i); };
   auto n = [&](uint32_t index) { return elementCount(shapeOf(value(index))); };
-  auto arenaF32 = [&](uint32_t index) {
-    return reinterpret_cast<float *>(arena.get() + offsetOf(index));
-  };
   // A float tensor's f32 elements: itself, or its 16-bit elements widened
   // into `scratch` (one tensor at a time, whatever the count).
   std::vector<float> scratch;
   auto wide = [&](uint32_t index) -> const float * {
     if (!isSixteenBit(index))
-      return arenaF32(index);
+      return f32(index);
     scratch.resize(static_cast<size_t>(n(index)));
     widenFrom(index, scratch.data());
     return scratch.data();
@@ -409,16 +406,16 @@ absl::Status CpuExecutor::executeOptimizer(const plan::Instr &instr) {
     double limit = plan::sumSquaresLimit(instr), sum = 0.0;
     for (uint32_t x : *instr.inputs())
       sum += cpu::sumSquares(wide(x), n(x), limit);
-    arenaF32(out(0))[0] = static_cast<float>(sum);
+    f32(out(0))[0] = static_cast<float>(sum);
     return absl::OkStatus();
   }
   plan::AdamWShape tensors = *plan::adamWShape(
       instr.inputs()->size(), instr.outputs()->size(), instr.floats()->size());
   size_t shared = 4 * tensors.count, per = tensors.outputsPerTensor;
-  float lr = arenaF32(in(shared))[0], step = arenaF32(in(shared + 1))[0],
-        coefficient = arenaF32(in(shared + 2))[0];
+  float lr = f32(in(shared))[0], step = f32(in(shared + 1))[0],
+        coefficient = f32(in(shared + 2))[0];
   // A skipped step (in place, the contract says) writes nothing.
-  if (tensors.skips && arenaF32(in(shared + 3))[0] != 0.0f)
+  if (tensors.skips && f32(in(shared + 3))[0] != 0.0f)
     return absl::OkStatus();
   plan::AdamWAttrs adamw = plan::adamWAttrs(*instr.floats());
   for (size_t t = 0; t < tensors.count; ++t) {
@@ -430,15 +427,15 @@ absl::Status CpuExecutor::executeOptimizer(const plan::Instr &instr) {
     // The kernel works in place: bring the inputs to the outputs first.
     for (auto [from, to] : {std::pair{param, newParam}, {m, newM}, {v, newV}})
       if (from != to)
-        std::memmove(arenaF32(to), arenaF32(from), 4 * size);
-    cpu::adamw(arenaF32(newParam), wide(grad), arenaF32(newM), arenaF32(newV),
-               size, lr, step, coefficient, static_cast<float>(adamw.beta1),
+        std::memmove(f32(to), f32(from), 4 * size);
+    cpu::adamw(f32(newParam), wide(grad), f32(newM), f32(newV), size, lr, step,
+               coefficient, static_cast<float>(adamw.beta1),
                static_cast<float>(adamw.beta2),
                static_cast<float>(adamw.epsilon),
                static_cast<float>(instr.floats()->Get(3 + t)));
     // The parameter rounded as a Cast rounds it.
     if (tensors.rounded)
-      cpu::convert({arenaF32(newParam), cpu::Storage::F32},
+      cpu::convert({f32(newParam), cpu::Storage::F32},
                    storedOut(out(per * t + 3)), size);
   }
   return absl::OkStatus();

@@ -73,13 +73,19 @@ int64_t microbatchSamples(const plan::Plan &plan) {
   return plan.batch() / plan.microbatches() / dp;
 }
 
+namespace {
+
+/// The bytes [begin, end) of one copy of `v`, or of all its copies.
+std::pair<uint64_t, uint64_t> span(const plan::Value &v, bool allSlots) {
+  uint64_t begin = v.region()->offset(), end = begin + v.region()->bytes();
+  if (allSlots && v.slots() > 1)
+    end += (v.slots() - 1) * v.slot_stride();
+  return {begin, end};
+}
+
+} // namespace
+
 bool mayOverlap(const plan::Value &a, const plan::Value &b) {
-  auto span = [](const plan::Value &v, bool allSlots) {
-    uint64_t begin = v.region()->offset(), end = begin + v.region()->bytes();
-    if (allSlots && v.slots() > 1)
-      end += (v.slots() - 1) * v.slot_stride();
-    return std::make_pair(begin, end);
-  };
   if (a.region()->bytes() == 0 || b.region()->bytes() == 0)
     return false;
   bool sameCopies =
@@ -604,10 +610,7 @@ absl::Status ProgramChecker::checkAdamW(const std::vector<uint32_t> &in,
   std::vector<Span> spans;
   for (size_t t = 0; t < tensors->count; ++t) {
     auto add = [&](uint32_t index, size_t output) {
-      const plan::Value &v = *value(index);
-      uint64_t begin = v.region()->offset();
-      uint64_t end = begin + v.region()->bytes() +
-                     (v.slots() > 1 ? (v.slots() - 1) * v.slot_stride() : 0);
+      auto [begin, end] = span(*value(index), /*allSlots=*/true);
       spans.push_back({begin, end, t, output, index});
     };
     for (size_t i = 0; i < 4; ++i)
