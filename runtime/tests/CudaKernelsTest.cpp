@@ -623,6 +623,56 @@ TEST_F(CudaKernels, ArithmeticMatchesCpu) {
   expectNearF32(download(out, n), std::vector<float>(n, 2.5f), "fill");
 }
 
+TEST_F(CudaKernels, SameShapeAddsMatchCpu) {
+  // addBroadcast with period == count takes the kernel's path without a
+  // remainder; in place (out is lhs) as the plans' residual adds may be.
+  const int64_t n = 4099;
+  std::vector<float> x = randomFloats(n, 13), y = randomFloats(n, 14);
+  std::vector<float> want(n);
+  cpu::addBroadcast(x.data(), y.data(), want.data(), n, n);
+  DeviceBuffer dx = upload(x), dy = upload(y), out = poisoned(n);
+  ASSERT_OK(addBroadcast(*context, dx.as<float>(), dy.as<float>(),
+                         out.as<float>(), n, n));
+  expectNearF32(download(out, n), want, "add");
+  ASSERT_OK(addBroadcast(*context, dx.as<float>(), dy.as<float>(),
+                         dx.as<float>(), n, n));
+  expectNearF32(download(dx, n), want, "add in place");
+}
+
+TEST_F(CudaKernels, ElementwiseKernelsCoverCountsBeyondOneGrid) {
+  // An element-wise grid is at most 2^16 blocks of 256 threads, each thread
+  // taking 4 elements a pass: 2^26 elements. Twice that and a tail make
+  // each thread stride over three passes, the last partial.
+  const int64_t n = (int64_t{2} << 26) + 777;
+  DeviceBuffer a = poisoned(n), b = poisoned(n),
+               half = poisoned(n, sizeof(uint16_t));
+  ASSERT_OK(fill(*context, a.as<float>(), 1.5f, n));
+  ASSERT_OK(cast(*context, a.data(), DType::F32, half.data(), DType::BF16, n));
+  // a += 2 * bf16(1.5): 4.5 everywhere.
+  DeviceBuffer two = upload(std::vector<float>{2.0f});
+  ASSERT_OK(accumulate(*context, Result{a.data(), DType::F32},
+                       Operand{half.data(), DType::BF16}, two.as<float>(), n));
+  // b = a + a (same shape): 9; then a = b + [1, 2, 3] repeating: 10, 11, 12.
+  ASSERT_OK(addBroadcast(*context, a.as<float>(), a.as<float>(), b.as<float>(),
+                         n, n));
+  DeviceBuffer period = upload(std::vector<float>{1.0f, 2.0f, 3.0f});
+  ASSERT_OK(addBroadcast(*context, b.as<float>(), period.as<float>(),
+                         a.as<float>(), n, 3));
+  std::vector<float> gotB = download(b, n), gotA = download(a, n);
+  int64_t wrongB = 0, wrongA = 0, firstA = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    wrongB += gotB[i] != 9.0f;
+    if (gotA[i] != 10.0f + static_cast<float>(i % 3)) {
+      if (firstA < 0)
+        firstA = i;
+      ++wrongA;
+    }
+  }
+  EXPECT_EQ(wrongB, 0) << "elements of fill, cast, accumulate and add wrong";
+  EXPECT_EQ(wrongA, 0) << "elements of the broadcast add wrong, the first at "
+                       << firstA;
+}
+
 TEST(CudaVersions, NamesMajorAndMinor) {
   EXPECT_EQ(cudaVersionName(13000), "13.0");
   EXPECT_EQ(cudaVersionName(12080), "12.8");
@@ -1382,9 +1432,10 @@ TEST_F(TypedKernels, RejectI32Operands) {
 //===----------------------------------------------------------------------===//
 
 TEST_F(CudaKernels, NormsAndGradientsMatchCpu) {
-  // Widths below and above one block's threads; rows not a multiple of the
-  // dgamma chunk.
-  for (int64_t width : {48, 1030}) {
+  // Rows held in registers 8 elements a thread (48, 1030, 2048: a row in
+  // one warp, in several, a whole 256-thread block) and 32 a thread
+  // (8200, past 8 x 1024); rows not a multiple of the dgamma chunk.
+  for (int64_t width : {48, 1030, 2048, 8200}) {
     const int64_t rows = 67, n = rows * width;
     const float epsilon = 1e-5f;
     std::vector<float> x = randomFloats(n, 22, 2.0f),
@@ -1442,12 +1493,50 @@ TEST_F(CudaKernels, NormsAndGradientsMatchCpu) {
   }
 }
 
-TEST_F(TypedKernels, NormsMatchTheWidenedF32Kernels) {
-  // Widths below and above one block's threads; rows not a multiple of the
-  // dgamma chunk. x of the first type; gamma, beta and dy of the second;
-  // y, dx and dgamma of the result's (dgamma adds to values of its type).
+TEST_F(CudaKernels, NormsRunInPlaceAndSayWhichRowsAreTooWide) {
+  // y may be x: every thread reads its share of the row before the first
+  // reduction.
+  const int64_t rows = 5, width = 2050, n = rows * width;
   const float epsilon = 1e-5f;
-  for (int64_t width : {48, 1030}) {
+  std::vector<float> x = randomFloats(n, 27, 2.0f),
+                     gamma = randomFloats(width, 28),
+                     beta = randomFloats(width, 29);
+  std::vector<float> want(n);
+  cpu::layerNorm(x.data(), gamma.data(), beta.data(), want.data(), rows, width,
+                 epsilon);
+  DeviceBuffer dx = upload(x), dgamma = upload(gamma), dbeta = upload(beta);
+  ASSERT_OK(layerNorm(*context, dx.as<float>(), dgamma.as<float>(),
+                      dbeta.as<float>(), dx.as<float>(), rows, width, epsilon));
+  expectNearF32(download(dx, n), want, "layer norm in place", 1e-5);
+
+  // Rows wider than the kernels hold (32 x 1024 elements) are refused
+  // before anything runs.
+  const int64_t wide = 32 * 1024 + 1;
+  DeviceBuffer row = poisoned(wide), weights = poisoned(wide),
+               out = poisoned(wide);
+  absl::Status status =
+      layerNorm(*context, row.as<float>(), weights.as<float>(), nullptr,
+                out.as<float>(), 1, wide, epsilon);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(status.message()).find("rows of at most 32768"),
+            std::string::npos)
+      << status.message();
+  status = rmsNormGrad(*context, row.as<float>(), weights.as<float>(),
+                       row.as<float>(), out.as<float>(), weights.as<float>(), 1,
+                       wide, epsilon);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(status.message()).find("a norm gradient over rows of"),
+            std::string::npos)
+      << status.message();
+}
+
+TEST_F(TypedKernels, NormsMatchTheWidenedF32Kernels) {
+  // Rows held 8 and 32 elements a thread (see NormsAndGradientsMatchCpu);
+  // rows not a multiple of the dgamma chunk. x of the first type; gamma,
+  // beta and dy of the second; y, dx and dgamma of the result's (dgamma
+  // adds to values of its type).
+  const float epsilon = 1e-5f;
+  for (int64_t width : {48, 1030, 8200}) {
     const int64_t rows = 67, n = rows * width;
     std::vector<float> x = randomFloats(n, 73, 2.0f),
                        gamma = randomFloats(width, 74),

@@ -53,6 +53,19 @@ unsigned elementBlocks(int64_t count) {
       1, std::min(kMaxBlocks, (count + kThreads - 1) / kThreads)));
 }
 
+/// Elements of an elementwise kernel's thread per pass (forEachElement):
+/// it issues the loads of all of them before its first store, so that each
+/// thread has several loads in flight. One 2-byte load per thread at a time
+/// keeps too few bytes in flight to reach an H100's memory bandwidth.
+constexpr int kUnroll = 4;
+
+/// Blocks of a kernel over `count` elements through forEachElement.
+unsigned unrolledBlocks(int64_t count) {
+  constexpr int64_t perBlock = int64_t{kThreads} * kUnroll;
+  return static_cast<unsigned>(std::max<int64_t>(
+      1, std::min(kMaxBlocks, (count + perBlock - 1) / perBlock)));
+}
+
 /// Threads of a row kernel: a multiple of the warp size, at most kThreads,
 /// no more than the row has elements.
 unsigned rowThreads(int64_t width) {
@@ -72,6 +85,43 @@ absl::Status checkGrid(int64_t blocks, const char *what) {
   for (int64_t i =                                                             \
            blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;        \
        i < (count); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+/// For each element i < count, `store(i, value(i))`, the grid striding over
+/// spans of kUnroll blocks' worth of elements: a thread takes elements
+/// blockDim.x apart (a warp's accesses are contiguous) and computes all its
+/// values before it stores any. Each element is read and written by one
+/// thread, so a result may be one of the operands (in place).
+template <typename Value, typename Store>
+__device__ __forceinline__ void forEachElement(int64_t count, Value value,
+                                               Store store) {
+  using V = decltype(value(int64_t{0}));
+  const int64_t step = static_cast<int64_t>(blockDim.x);
+  for (int64_t base = blockIdx.x * step * kUnroll + threadIdx.x; base < count;
+       base += static_cast<int64_t>(gridDim.x) * step * kUnroll) {
+    V v[kUnroll];
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j)
+      if (base + j * step < count)
+        v[j] = value(base + j * step);
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j)
+      if (base + j * step < count)
+        store(base + j * step, v[j]);
+  }
+}
+
+/// i modulo `period` (a broadcast operand's index), in 32 bits where
+/// `narrow` (every index fits them: the host's choice), which costs a
+/// fraction of a 64-bit remainder.
+__device__ __forceinline__ int64_t wrap(int64_t i, int64_t period,
+                                        bool narrow) {
+  if (narrow)
+    return static_cast<uint32_t>(i) % static_cast<uint32_t>(period);
+  return i % period;
+}
+
+/// Whether every index below `count` fits wrap's 32 bits.
+bool narrowIndices(int64_t count) { return count <= int64_t{0xffffffff}; }
 
 //===----------------------------------------------------------------------===//
 // Activations: the formulas of CpuKernels.cpp
@@ -187,27 +237,46 @@ __device__ float blockMax(float v) {
 // Elementwise kernels
 //===----------------------------------------------------------------------===//
 
+/// The stores of an Out accessor, for forEachElement.
+template <typename Out> struct StoreTo {
+  Out out;
+  __device__ __forceinline__ void operator()(int64_t i, float v) const {
+    out.store(i, v);
+  }
+};
+
+/// out = lhs + rhs, rhs of the same shape (period == count: no remainder)
+/// or repeating with `period`.
 template <typename In, typename Out>
 __global__ void addBroadcastKernel(In lhs, In rhs, Out out, int64_t count,
-                                   int64_t period) {
-  TRIAD_GRID_STRIDE(i, count) out.store(i, lhs[i] + rhs[i % period]);
+                                   int64_t period, bool narrow) {
+  if (period == count)
+    forEachElement(
+        count, [&](int64_t i) { return lhs[i] + rhs[i]; }, StoreTo<Out>{out});
+  else
+    forEachElement(
+        count, [&](int64_t i) { return lhs[i] + rhs[wrap(i, period, narrow)]; },
+        StoreTo<Out>{out});
 }
 
 template <typename In, typename Out>
 __global__ void mulKernel(In a, In b, Out out, int64_t count) {
-  TRIAD_GRID_STRIDE(i, count) out.store(i, a[i] * b[i]);
+  forEachElement(
+      count, [&](int64_t i) { return a[i] * b[i]; }, StoreTo<Out>{out});
 }
 
 template <typename In, typename Out>
 __global__ void scaleKernel(In x, float factor, Out out, int64_t count) {
-  TRIAD_GRID_STRIDE(i, count) out.store(i, x[i] * factor);
+  forEachElement(
+      count, [&](int64_t i) { return x[i] * factor; }, StoreTo<Out>{out});
 }
 
 template <typename In, typename Out>
 __global__ void scaleByKernel(In x, const float *factor, Out out,
                               int64_t count) {
   float f = *factor;
-  TRIAD_GRID_STRIDE(i, count) out.store(i, x[i] * f);
+  forEachElement(
+      count, [&](int64_t i) { return x[i] * f; }, StoreTo<Out>{out});
 }
 
 template <typename In, typename Out>
@@ -215,18 +284,23 @@ __global__ void accumulateKernel(Out acc, In x, const float *weight,
                                  int64_t count) {
   float w = *weight;
   // A multiply and an add, each rounded, as on the CPU (not a fused one).
-  TRIAD_GRID_STRIDE(i, count)
-  acc.store(i, __fadd_rn(acc.load(i), __fmul_rn(w, x[i])));
+  forEachElement(
+      count,
+      [&](int64_t i) { return __fadd_rn(acc.load(i), __fmul_rn(w, x[i])); },
+      StoreTo<Out>{acc});
 }
 
 template <typename Out>
 __global__ void fillKernel(Out out, float value, int64_t count) {
-  TRIAD_GRID_STRIDE(i, count) out.store(i, value);
+  forEachElement(
+      count, [&](int64_t) { return value; }, StoreTo<Out>{out});
 }
 
 template <typename From, typename To>
 __global__ void castKernel(const From *x, To *out, int64_t count) {
-  TRIAD_GRID_STRIDE(i, count) out[i] = convert<From, To>(x[i]);
+  forEachElement(
+      count, [&](int64_t i) { return convert<From, To>(x[i]); },
+      [&](int64_t i, To v) { out[i] = v; });
 }
 
 //===----------------------------------------------------------------------===//
@@ -312,7 +386,8 @@ template <typename In, typename Out>
 __global__ void selectKernel(const float *flag, In a, In b, Out out,
                              int64_t count) {
   In chosen = *flag != 0.0f ? a : b;
-  TRIAD_GRID_STRIDE(i, count) out.store(i, chosen[i]);
+  forEachElement(
+      count, [&](int64_t i) { return chosen[i]; }, StoreTo<Out>{out});
 }
 
 __global__ void learningRateKernel(const float *step, double peak, double floor,
@@ -350,45 +425,69 @@ __global__ void reciprocalKernel(const float *x, float *out) {
 template <typename In, typename Out>
 __global__ void activationKernel(Activation kind, In x, In bias, In other,
                                  Out out, int64_t count, int64_t width,
-                                 bool derivative) {
-  TRIAD_GRID_STRIDE(i, count) {
-    float v = bias.data ? x[i] + bias[i % width] : x[i];
-    float r =
-        derivative ? activationDerivative(kind, v) : applyActivation(kind, v);
-    out.store(i, other.data ? r * other[i] : r);
-  }
+                                 bool derivative, bool narrow) {
+  forEachElement(
+      count,
+      [&](int64_t i) {
+        float v = bias.data ? x[i] + bias[wrap(i, width, narrow)] : x[i];
+        float r = derivative ? activationDerivative(kind, v)
+                             : applyActivation(kind, v);
+        return other.data ? r * other[i] : r;
+      },
+      StoreTo<Out>{out});
 }
+
+/// The two results of gatedGradKernel at one element.
+struct GatedGrads {
+  float gate, up;
+};
 
 /// Every operand is read before either result is written, so that a
 /// result may overwrite an operand of its type.
 template <typename In, typename Out>
 __global__ void gatedGradKernel(Activation kind, In gate, In up, In dy,
                                 Out dgate, Out dup, int64_t count) {
-  TRIAD_GRID_STRIDE(i, count) {
-    float g = gate[i], u = up[i], d = dy[i];
-    dgate.store(i, activationDerivative(kind, g) * (u * d));
-    dup.store(i, applyActivation(kind, g) * d);
-  }
+  forEachElement(
+      count,
+      [&](int64_t i) {
+        float g = gate[i], u = up[i], d = dy[i];
+        return GatedGrads{activationDerivative(kind, g) * (u * d),
+                          applyActivation(kind, g) * d};
+      },
+      [&](int64_t i, GatedGrads v) {
+        dgate.store(i, v.gate);
+        dup.store(i, v.up);
+      });
 }
 
-/// The grid's second dimension over `chunks` chunks of rows (a kernel
-/// strides over the rest: gridDim.y is at most 65535).
-inline unsigned chunkGrid(int64_t chunks) {
-  return static_cast<unsigned>(std::min<int64_t>(chunks, 65535));
+/// The blocks of the kernels that sum chunks of rows column by column: 32
+/// columns by 8 chunks, one warp a chunk (one warp a block left an SM
+/// with a fraction of the warps it runs at once).
+const dim3 kChunkBlock(32, 8);
+
+/// Their grid: blocks of 32 columns by groups of kChunkBlock.y chunks of
+/// rows (a kernel strides over the rest: gridDim.y is at most 65535).
+dim3 columnChunkGrid(int64_t width, int64_t chunks) {
+  int64_t groups = (chunks + kChunkBlock.y - 1) / kChunkBlock.y;
+  return dim3(static_cast<unsigned>((width + 31) / 32),
+              static_cast<unsigned>(std::min<int64_t>(groups, 65535)));
 }
 
 /// partial[chunk, c] = the sum over the rows of `chunk` (kRowChunk rows) of
-/// values[r, c], in row order; blocks of 32 columns, one thread a column,
-/// the grid's y striding over the chunks.
+/// values[r, c], in row order. Blocks of kChunkBlock: 32 columns, one
+/// thread a column, by kChunkBlock.y chunks (one warp each), the grid's y
+/// striding over groups of chunks (columnChunkGrid).
 __global__ void columnChunkSumKernel(const float *values, double *partial,
                                      int64_t rows, int64_t width,
                                      int64_t chunks) {
   int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (c >= width)
     return;
-  for (int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
+  for (int64_t chunk = blockIdx.y * blockDim.y + threadIdx.y; chunk < chunks;
+       chunk += static_cast<int64_t>(gridDim.y) * blockDim.y) {
     int64_t end = min(rows, (chunk + 1) * kRowChunk);
     double sum = 0.0;
+#pragma unroll 8
     for (int64_t r = chunk * kRowChunk; r < end; ++r)
       sum += values[r * width + c];
     partial[chunk * width + c] = sum;
@@ -418,68 +517,145 @@ struct RowStatistics {
   double mean, inverse;
 };
 
-/// The mean (0 unless `center`) and 1 / sqrt(statistic + epsilon) of one
-/// row, in double, as the CPU's rowStatistics; every thread gets them.
-template <typename In>
-__device__ RowStatistics rowStatistics(In in, int64_t width, float epsilon,
-                                       bool center) {
+/// The norm kernels hold a row in registers: thread t of the block keeps
+/// elements t + j blockDim.x, j < K, so that a row is read from memory
+/// once and each warp's loads are contiguous. Rows up to kNormNarrow
+/// elements take K = 8, up to kNormWide K = 32 (both with at most 1024
+/// threads; the wide kernels spill registers, rows that wide are rare).
+constexpr int64_t kNormNarrow = 8 * 1024, kNormWide = 32 * 1024;
+
+/// Threads of a norm kernel's block holding K elements each of a row of
+/// `width`: a multiple of the warp size, at most 1024.
+unsigned normThreads(int64_t width, int k) {
+  return static_cast<unsigned>(std::min<int64_t>(
+      1024, std::max<int64_t>(32, (width + k * 32 - 1) / (k * 32) * 32)));
+}
+
+/// Element j of the thread's share of a row (see kNormNarrow), or -1 past
+/// the row's end.
+__device__ __forceinline__ int64_t sliceIndex(int j, int64_t width) {
+  int64_t i = threadIdx.x + j * static_cast<int64_t>(blockDim.x);
+  return i < width ? i : -1;
+}
+
+/// The thread's share of `row` (0 past its end).
+template <int K, typename In>
+__device__ __forceinline__ void loadSlice(In row, int64_t width,
+                                          float (&v)[K]) {
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+    int64_t i = sliceIndex(j, width);
+    v[j] = i >= 0 ? row[i] : 0.0f;
+  }
+}
+
+/// The mean (0 unless `center`) and 1 / sqrt(statistic + epsilon) of the
+/// row whose shares the block's threads hold in `v`, in double, as the
+/// CPU's rowStatistics; every thread gets them.
+template <int K>
+__device__ RowStatistics sliceStatistics(const float (&v)[K], int64_t width,
+                                         float epsilon, bool center) {
   double mean = 0.0;
   if (center) {
     double sum = 0.0;
-    for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
-      sum += in[i];
+#pragma unroll
+    for (int j = 0; j < K; ++j)
+      sum += v[j]; // 0 past the row's end
     mean = blockSum(sum) / static_cast<double>(width);
   }
   double squares = 0.0;
-  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
-    double d = in[i] - mean;
-    squares += d * d;
-  }
+#pragma unroll
+  for (int j = 0; j < K; ++j)
+    if (sliceIndex(j, width) >= 0) {
+      double d = v[j] - mean;
+      squares += d * d;
+    }
   double statistic = blockSum(squares) / static_cast<double>(width);
   return {mean, 1.0 / sqrt(statistic + static_cast<double>(epsilon))};
 }
 
-/// One row of y (in place when y is x: every thread reads its own
-/// elements after the statistics).
-template <typename In, typename Out>
-__global__ void normKernel(In x, In gamma, In beta, Out y, int64_t width,
-                           float epsilon, bool center) {
-  In in = x.at(blockIdx.x * width);
+/// The sums of a and b over the block, returned to every thread (one
+/// reduction's synchronizations for both). Every thread must call it.
+__device__ double2 blockSumPair(double a, double b) {
+  __shared__ double2 partial[32];
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int warps = (blockDim.x + 31) >> 5;
+  a = warpSum(a);
+  b = warpSum(b);
+  __syncthreads(); // an earlier call may still read `partial`
+  if (lane == 0)
+    partial[warp] = make_double2(a, b);
+  __syncthreads();
+  if (warp == 0) {
+    double2 p = lane < warps ? partial[lane] : make_double2(0.0, 0.0);
+    a = warpSum(p.x);
+    b = warpSum(p.y);
+    if (lane == 0)
+      partial[0] = make_double2(a, b);
+  }
+  __syncthreads();
+  return partial[0];
+}
+
+/// One row of y (in place when y is x: every thread has read its share
+/// before the first reduction, and writes after the last).
+template <int K, typename In, typename Out>
+__global__ void __launch_bounds__(1024)
+    normKernel(In x, In gamma, In beta, Out y, int64_t width, float epsilon,
+               bool center) {
+  float v[K];
+  loadSlice(x.at(blockIdx.x * width), width, v);
   Out out = y.at(blockIdx.x * width);
-  RowStatistics stats = rowStatistics(in, width, epsilon, center);
+  RowStatistics stats = sliceStatistics(v, width, epsilon, center);
   float inverse = static_cast<float>(stats.inverse);
   float mean = static_cast<float>(stats.mean);
   // Rounded operation by operation, as the CPU computes it: nvcc would
   // otherwise fuse the last multiply and add in some instantiations only.
-  for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
-    out.store(i, __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(in[i], mean), inverse),
-                                     gamma[i]),
-                           beta.data ? beta[i] : 0.0f));
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+    int64_t i = sliceIndex(j, width);
+    if (i >= 0)
+      out.store(i,
+                __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(v[j], mean), inverse),
+                                    gamma[i]),
+                          beta.data ? beta[i] : 0.0f));
+  }
 }
 
 /// dx of one row, and the row's statistics into `stats` (mean, inverse)
 /// for the dgamma pass.
-template <typename In, typename Out>
-__global__ void normGradKernel(In x, In gamma, In dy, Out dx, double *stats,
-                               int64_t width, float epsilon, bool center) {
-  In in = x.at(blockIdx.x * width);
-  In grad = dy.at(blockIdx.x * width);
+template <int K, typename In, typename Out>
+__global__ void __launch_bounds__(1024)
+    normGradKernel(In x, In gamma, In dy, Out dx, double *stats, int64_t width,
+                   float epsilon, bool center) {
+  float xv[K], gv[K];
+  loadSlice(x.at(blockIdx.x * width), width, xv);
+  loadSlice(dy.at(blockIdx.x * width), width, gv);
   Out out = dx.at(blockIdx.x * width);
-  RowStatistics s = rowStatistics(in, width, epsilon, center);
+  RowStatistics s = sliceStatistics(xv, width, epsilon, center);
   double meanG = 0.0, meanGX = 0.0;
-  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
-    float xhat = static_cast<float>((in[i] - s.mean) * s.inverse);
-    double g = static_cast<double>(grad[i]) * gamma[i];
-    meanG += g;
-    meanGX += g * xhat;
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+    int64_t i = sliceIndex(j, width);
+    if (i >= 0) {
+      float xhat = static_cast<float>((xv[j] - s.mean) * s.inverse);
+      double g = static_cast<double>(gv[j]) * gamma[i];
+      meanG += g;
+      meanGX += g * xhat;
+    }
   }
-  meanG = blockSum(meanG) / static_cast<double>(width);
-  meanGX = blockSum(meanGX) / static_cast<double>(width);
-  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
-    float xhat = static_cast<float>((in[i] - s.mean) * s.inverse);
-    out.store(i, static_cast<float>(s.inverse *
-                                    (static_cast<double>(grad[i]) * gamma[i] -
-                                     (center ? meanG : 0.0) - xhat * meanGX)));
+  double2 sums = blockSumPair(meanG, meanGX);
+  meanG = sums.x / static_cast<double>(width);
+  meanGX = sums.y / static_cast<double>(width);
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+    int64_t i = sliceIndex(j, width);
+    if (i >= 0) {
+      float xhat = static_cast<float>((xv[j] - s.mean) * s.inverse);
+      out.store(i, static_cast<float>(
+                       s.inverse * (static_cast<double>(gv[j]) * gamma[i] -
+                                    (center ? meanG : 0.0) - xhat * meanGX)));
+    }
   }
   if (threadIdx.x == 0) {
     stats[2 * blockIdx.x] = s.mean;
@@ -487,7 +663,8 @@ __global__ void normGradKernel(In x, In gamma, In dy, Out dx, double *stats,
   }
 }
 
-/// partial[chunk, c] = the sum over the chunk's rows of dy * xhat.
+/// partial[chunk, c] = the sum over the chunk's rows of dy * xhat. Blocks
+/// as columnChunkSumKernel's.
 template <typename In>
 __global__ void normGammaChunkKernel(In x, In dy, const double *stats,
                                      double *partial, int64_t rows,
@@ -495,9 +672,11 @@ __global__ void normGammaChunkKernel(In x, In dy, const double *stats,
   int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (c >= width)
     return;
-  for (int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
+  for (int64_t chunk = blockIdx.y * blockDim.y + threadIdx.y; chunk < chunks;
+       chunk += static_cast<int64_t>(gridDim.y) * blockDim.y) {
     int64_t end = min(rows, (chunk + 1) * kRowChunk);
     double sum = 0.0;
+#pragma unroll 8
     for (int64_t r = chunk * kRowChunk; r < end; ++r) {
       float xhat = static_cast<float>((x[r * width + c] - stats[2 * r]) *
                                       stats[2 * r + 1]);
@@ -904,14 +1083,37 @@ absl::Status elementwise(CudaContext &context, Activation kind, In x, In bias,
   if (count == 0)
     return absl::OkStatus();
   activationKernel<In, Out>
-      <<<elementBlocks(count), kThreads, 0, context.stream()>>>(
-          kind, x, bias, other, out, count, width, derivative);
+      <<<unrolledBlocks(count), kThreads, 0, context.stream()>>>(
+          kind, x, bias, other, out, count, width, derivative,
+          narrowIndices(count));
   TRIAD_CUDA_CHECK_LAUNCH("activationKernel");
   return absl::OkStatus();
 }
 
 /// No operand (activationKernel's bias and other).
 constexpr Operand kAbsent{nullptr, DType::F32};
+
+/// OK when the norm kernels take rows of `width` (kNormWide).
+absl::Status checkNormWidth(int64_t width, const char *what) {
+  if (width > kNormWide)
+    return absl::InvalidArgumentError(
+        std::string(what) + " over rows of " + std::to_string(width) +
+        " elements: the GPU's norm kernels take rows of at most " +
+        std::to_string(kNormWide));
+  return absl::OkStatus();
+}
+
+/// normKernel with the row in registers (kNormNarrow).
+template <int K, typename In, typename Out>
+absl::Status launchNorm(CudaContext &context, In x, In gamma, In beta, Out y,
+                        int64_t rows, int64_t width, float epsilon,
+                        bool center) {
+  normKernel<K, In, Out>
+      <<<static_cast<unsigned>(rows), normThreads(width, K), 0,
+         context.stream()>>>(x, gamma, beta, y, width, epsilon, center);
+  TRIAD_CUDA_CHECK_LAUNCH("normKernel");
+  return absl::OkStatus();
+}
 
 template <typename In, typename Out>
 absl::Status norm(CudaContext &context, In x, In gamma, In beta, Out y,
@@ -920,11 +1122,13 @@ absl::Status norm(CudaContext &context, In x, In gamma, In beta, Out y,
     return absl::OkStatus();
   if (absl::Status s = checkGrid(rows, "a norm"); !s.ok())
     return s;
-  normKernel<In, Out>
-      <<<static_cast<unsigned>(rows), rowThreads(width), 0, context.stream()>>>(
-          x, gamma, beta, y, width, epsilon, center);
-  TRIAD_CUDA_CHECK_LAUNCH("normKernel");
-  return absl::OkStatus();
+  if (absl::Status s = checkNormWidth(width, "a norm"); !s.ok())
+    return s;
+  if (width <= kNormNarrow)
+    return launchNorm<8>(context, x, gamma, beta, y, rows, width, epsilon,
+                         center);
+  return launchNorm<32>(context, x, gamma, beta, y, rows, width, epsilon,
+                        center);
 }
 
 template <typename In, typename Out>
@@ -935,6 +1139,8 @@ absl::Status normGrad(CudaContext &context, In x, In gamma, In dy, Out dx,
     return absl::OkStatus();
   if (absl::Status s = checkGrid(rows, "a norm gradient"); !s.ok())
     return s;
+  if (absl::Status s = checkNormWidth(width, "a norm gradient"); !s.ok())
+    return s;
   int64_t chunks = (rows + kRowChunk - 1) / kRowChunk;
   size_t statsBytes = alignScratch(sizeof(double) * 2 * rows);
   absl::StatusOr<void *> scratch =
@@ -944,13 +1150,18 @@ absl::Status normGrad(CudaContext &context, In x, In gamma, In dy, Out dx,
   double *stats = static_cast<double *>(*scratch);
   double *partial =
       reinterpret_cast<double *>(static_cast<char *>(*scratch) + statsBytes);
-  normGradKernel<In, Out>
-      <<<static_cast<unsigned>(rows), rowThreads(width), 0, context.stream()>>>(
-          x, gamma, dy, dx, stats, width, epsilon, center);
+  if (width <= kNormNarrow)
+    normGradKernel<8, In, Out>
+        <<<static_cast<unsigned>(rows), normThreads(width, 8), 0,
+           context.stream()>>>(x, gamma, dy, dx, stats, width, epsilon, center);
+  else
+    normGradKernel<32, In, Out>
+        <<<static_cast<unsigned>(rows), normThreads(width, 32), 0,
+           context.stream()>>>(x, gamma, dy, dx, stats, width, epsilon, center);
   TRIAD_CUDA_CHECK_LAUNCH("normGradKernel");
-  dim3 grid(static_cast<unsigned>((width + 31) / 32), chunkGrid(chunks));
-  normGammaChunkKernel<In><<<grid, 32, 0, context.stream()>>>(
-      x, dy, stats, partial, rows, width, chunks);
+  normGammaChunkKernel<In>
+      <<<columnChunkGrid(width, chunks), kChunkBlock, 0, context.stream()>>>(
+          x, dy, stats, partial, rows, width, chunks);
   TRIAD_CUDA_CHECK_LAUNCH("normGammaChunkKernel");
   addPartialsKernel<Out>
       <<<elementBlocks(width), kThreads, 0, context.stream()>>>(
@@ -977,43 +1188,56 @@ absl::Status normGrad(CudaContext &context, In x, In gamma, In dy, Out dx,
 #define TRIAD_LAUNCH_ELEMENTWISE(kernel, count, ...)                           \
   TRIAD_LAUNCH_ELEMENTWISE_ON(context.stream(), kernel, count, __VA_ARGS__)
 
+/// A kernel over elements through forEachElement.
+#define TRIAD_LAUNCH_UNROLLED_ON(stream, kernel, count, ...)                   \
+  do {                                                                         \
+    if ((count) == 0)                                                          \
+      return absl::OkStatus();                                                 \
+    kernel<<<unrolledBlocks(count), kThreads, 0, stream>>>(__VA_ARGS__);       \
+    TRIAD_CUDA_CHECK_LAUNCH(#kernel);                                          \
+    return absl::OkStatus();                                                   \
+  } while (false)
+
+#define TRIAD_LAUNCH_UNROLLED(kernel, count, ...)                              \
+  TRIAD_LAUNCH_UNROLLED_ON(context.stream(), kernel, count, __VA_ARGS__)
+
 absl::Status addBroadcast(CudaContext &context, const float *lhs,
                           const float *rhs, float *out, int64_t count,
                           int64_t period) {
   if (period <= 0)
     return absl::InvalidArgumentError("addBroadcast: the period must be > 0");
-  TRIAD_LAUNCH_ELEMENTWISE((addBroadcastKernel<F32In, F32Out>), count,
-                           F32In{lhs}, F32In{rhs}, F32Out{out}, count, period);
+  TRIAD_LAUNCH_UNROLLED((addBroadcastKernel<F32In, F32Out>), count, F32In{lhs},
+                        F32In{rhs}, F32Out{out}, count, period,
+                        narrowIndices(count));
 }
 
 absl::Status mul(CudaContext &context, const float *a, const float *b,
                  float *out, int64_t count) {
-  TRIAD_LAUNCH_ELEMENTWISE((mulKernel<F32In, F32Out>), count, F32In{a},
-                           F32In{b}, F32Out{out}, count);
+  TRIAD_LAUNCH_UNROLLED((mulKernel<F32In, F32Out>), count, F32In{a}, F32In{b},
+                        F32Out{out}, count);
 }
 
 absl::Status scale(CudaContext &context, const float *x, float factor,
                    float *out, int64_t count) {
-  TRIAD_LAUNCH_ELEMENTWISE((scaleKernel<F32In, F32Out>), count, F32In{x},
-                           factor, F32Out{out}, count);
+  TRIAD_LAUNCH_UNROLLED((scaleKernel<F32In, F32Out>), count, F32In{x}, factor,
+                        F32Out{out}, count);
 }
 
 absl::Status scaleBy(CudaContext &context, const float *x, const float *factor,
                      float *out, int64_t count) {
-  TRIAD_LAUNCH_ELEMENTWISE((scaleByKernel<F32In, F32Out>), count, F32In{x},
-                           factor, F32Out{out}, count);
+  TRIAD_LAUNCH_UNROLLED((scaleByKernel<F32In, F32Out>), count, F32In{x}, factor,
+                        F32Out{out}, count);
 }
 
 absl::Status accumulate(CudaContext &context, float *acc, const float *x,
                         const float *weight, int64_t count) {
-  TRIAD_LAUNCH_ELEMENTWISE((accumulateKernel<F32In, F32Out>), count,
-                           F32Out{acc}, F32In{x}, weight, count);
+  TRIAD_LAUNCH_UNROLLED((accumulateKernel<F32In, F32Out>), count, F32Out{acc},
+                        F32In{x}, weight, count);
 }
 
 absl::Status fill(CudaContext &context, float *out, float value,
                   int64_t count) {
-  TRIAD_LAUNCH_ELEMENTWISE(fillKernel<F32Out>, count, F32Out{out}, value,
-                           count);
+  TRIAD_LAUNCH_UNROLLED(fillKernel<F32Out>, count, F32Out{out}, value, count);
 }
 
 absl::Status cast(CudaContext &context, const void *x, DType from, void *out,
@@ -1026,28 +1250,27 @@ absl::Status cast(cudaStream_t stream, const void *x, DType from, void *out,
   const auto *f32In = static_cast<const float *>(x);
   auto *f32Out = static_cast<float *>(out);
   if (from == DType::F32 && to == DType::F32)
-    TRIAD_LAUNCH_ELEMENTWISE_ON(stream, (castKernel<float, float>), count,
-                                f32In, f32Out, count);
+    TRIAD_LAUNCH_UNROLLED_ON(stream, (castKernel<float, float>), count, f32In,
+                             f32Out, count);
   if (from == DType::F32 && to == DType::BF16)
-    TRIAD_LAUNCH_ELEMENTWISE_ON(stream, (castKernel<float, __nv_bfloat16>),
-                                count, f32In, static_cast<__nv_bfloat16 *>(out),
-                                count);
+    TRIAD_LAUNCH_UNROLLED_ON(stream, (castKernel<float, __nv_bfloat16>), count,
+                             f32In, static_cast<__nv_bfloat16 *>(out), count);
   if (from == DType::F32 && to == DType::F16)
-    TRIAD_LAUNCH_ELEMENTWISE_ON(stream, (castKernel<float, __half>), count,
-                                f32In, static_cast<__half *>(out), count);
+    TRIAD_LAUNCH_UNROLLED_ON(stream, (castKernel<float, __half>), count, f32In,
+                             static_cast<__half *>(out), count);
   if (from == DType::BF16 && to == DType::F32)
-    TRIAD_LAUNCH_ELEMENTWISE_ON(stream, (castKernel<__nv_bfloat16, float>),
-                                count, static_cast<const __nv_bfloat16 *>(x),
-                                f32Out, count);
+    TRIAD_LAUNCH_UNROLLED_ON(stream, (castKernel<__nv_bfloat16, float>), count,
+                             static_cast<const __nv_bfloat16 *>(x), f32Out,
+                             count);
   if (from == DType::F16 && to == DType::F32)
-    TRIAD_LAUNCH_ELEMENTWISE_ON(stream, (castKernel<__half, float>), count,
-                                static_cast<const __half *>(x), f32Out, count);
+    TRIAD_LAUNCH_UNROLLED_ON(stream, (castKernel<__half, float>), count,
+                             static_cast<const __half *>(x), f32Out, count);
   if (from == DType::F32 && to == DType::I32)
-    TRIAD_LAUNCH_ELEMENTWISE_ON(stream, (castKernel<float, int32_t>), count,
-                                f32In, static_cast<int32_t *>(out), count);
+    TRIAD_LAUNCH_UNROLLED_ON(stream, (castKernel<float, int32_t>), count, f32In,
+                             static_cast<int32_t *>(out), count);
   if (from == DType::I32 && to == DType::F32)
-    TRIAD_LAUNCH_ELEMENTWISE_ON(stream, (castKernel<int32_t, float>), count,
-                                static_cast<const int32_t *>(x), f32Out, count);
+    TRIAD_LAUNCH_UNROLLED_ON(stream, (castKernel<int32_t, float>), count,
+                             static_cast<const int32_t *>(x), f32Out, count);
   return absl::UnimplementedError(
       "cast: only f32 to and from bf16, f16 and i32 (and f32 to f32)");
 }
@@ -1074,9 +1297,9 @@ absl::Status gated(CudaContext &context, Activation kind, const float *gate,
 absl::Status gatedGrad(CudaContext &context, Activation kind, const float *gate,
                        const float *up, const float *dy, float *dgate,
                        float *dup, int64_t count) {
-  TRIAD_LAUNCH_ELEMENTWISE((gatedGradKernel<F32In, F32Out>), count, kind,
-                           F32In{gate}, F32In{up}, F32In{dy}, F32Out{dgate},
-                           F32Out{dup}, count);
+  TRIAD_LAUNCH_UNROLLED((gatedGradKernel<F32In, F32Out>), count, kind,
+                        F32In{gate}, F32In{up}, F32In{dy}, F32Out{dgate},
+                        F32Out{dup}, count);
 }
 
 absl::Status biasActivation(CudaContext &context, Activation kind,
@@ -1103,9 +1326,8 @@ absl::Status biasActivationGrad(CudaContext &context, Activation kind,
   if (!scratch.ok())
     return scratch.status();
   auto *partial = static_cast<double *>(*scratch);
-  dim3 grid(static_cast<unsigned>((width + 31) / 32), chunkGrid(chunks));
-  columnChunkSumKernel<<<grid, 32, 0, context.stream()>>>(dx, partial, rows,
-                                                          width, chunks);
+  columnChunkSumKernel<<<columnChunkGrid(width, chunks), kChunkBlock, 0,
+                         context.stream()>>>(dx, partial, rows, width, chunks);
   TRIAD_CUDA_CHECK_LAUNCH("columnChunkSumKernel");
   addPartialsKernel<F32Out>
       <<<elementBlocks(width), kThreads, 0, context.stream()>>>(
@@ -1128,9 +1350,9 @@ absl::Status addBroadcast(CudaContext &context, Operand lhs, Operand rhs,
     return s;
   return withAccess({lhs.type, rhs.type, out.type}, [&](auto access) {
     using A = decltype(access);
-    TRIAD_LAUNCH_ELEMENTWISE(
-        (addBroadcastKernel<typename A::In, typename A::Out>), count,
-        A::in(lhs), A::in(rhs), A::out(out), count, period);
+    TRIAD_LAUNCH_UNROLLED((addBroadcastKernel<typename A::In, typename A::Out>),
+                          count, A::in(lhs), A::in(rhs), A::out(out), count,
+                          period, narrowIndices(count));
   });
 }
 
@@ -1141,8 +1363,8 @@ absl::Status mul(CudaContext &context, Operand a, Operand b, Result out,
     return s;
   return withAccess({a.type, b.type, out.type}, [&](auto access) {
     using A = decltype(access);
-    TRIAD_LAUNCH_ELEMENTWISE((mulKernel<typename A::In, typename A::Out>),
-                             count, A::in(a), A::in(b), A::out(out), count);
+    TRIAD_LAUNCH_UNROLLED((mulKernel<typename A::In, typename A::Out>), count,
+                          A::in(a), A::in(b), A::out(out), count);
   });
 }
 
@@ -1152,8 +1374,8 @@ absl::Status scale(CudaContext &context, Operand x, float factor, Result out,
     return s;
   return withAccess({x.type, out.type}, [&](auto access) {
     using A = decltype(access);
-    TRIAD_LAUNCH_ELEMENTWISE((scaleKernel<typename A::In, typename A::Out>),
-                             count, A::in(x), factor, A::out(out), count);
+    TRIAD_LAUNCH_UNROLLED((scaleKernel<typename A::In, typename A::Out>), count,
+                          A::in(x), factor, A::out(out), count);
   });
 }
 
@@ -1206,7 +1428,7 @@ absl::Status gatedGrad(CudaContext &context, Activation kind, Operand gate,
   return withAccess({gate.type, up.type, dy.type, dgate.type, dup.type},
                     [&](auto access) {
                       using A = decltype(access);
-                      TRIAD_LAUNCH_ELEMENTWISE(
+                      TRIAD_LAUNCH_UNROLLED(
                           (gatedGradKernel<typename A::In, typename A::Out>),
                           count, kind, A::in(gate), A::in(up), A::in(dy),
                           A::out(dgate), A::out(dup), count);
@@ -1230,8 +1452,8 @@ absl::Status scaleBy(CudaContext &context, Operand x, const float *factor,
     return s;
   return withAccess({x.type, out.type}, [&](auto access) {
     using A = decltype(access);
-    TRIAD_LAUNCH_ELEMENTWISE((scaleByKernel<typename A::In, typename A::Out>),
-                             count, A::in(x), factor, A::out(out), count);
+    TRIAD_LAUNCH_UNROLLED((scaleByKernel<typename A::In, typename A::Out>),
+                          count, A::in(x), factor, A::out(out), count);
   });
 }
 
@@ -1242,9 +1464,8 @@ absl::Status accumulate(CudaContext &context, Result acc, Operand x,
     return s;
   return withAccess({acc.type, x.type}, [&](auto access) {
     using A = decltype(access);
-    TRIAD_LAUNCH_ELEMENTWISE(
-        (accumulateKernel<typename A::In, typename A::Out>), count, A::out(acc),
-        A::in(x), weight, count);
+    TRIAD_LAUNCH_UNROLLED((accumulateKernel<typename A::In, typename A::Out>),
+                          count, A::out(acc), A::in(x), weight, count);
   });
 }
 
@@ -1254,8 +1475,8 @@ absl::Status fill(CudaContext &context, Result out, float value,
     return s;
   return withAccess({out.type}, [&](auto access) {
     using A = decltype(access);
-    TRIAD_LAUNCH_ELEMENTWISE(fillKernel<typename A::Out>, count, A::out(out),
-                             value, count);
+    TRIAD_LAUNCH_UNROLLED(fillKernel<typename A::Out>, count, A::out(out),
+                          value, count);
   });
 }
 
@@ -1266,9 +1487,8 @@ absl::Status select(CudaContext &context, const float *flag, Operand a,
     return s;
   return withAccess({a.type, b.type, out.type}, [&](auto access) {
     using A = decltype(access);
-    TRIAD_LAUNCH_ELEMENTWISE((selectKernel<typename A::In, typename A::Out>),
-                             count, flag, A::in(a), A::in(b), A::out(out),
-                             count);
+    TRIAD_LAUNCH_UNROLLED((selectKernel<typename A::In, typename A::Out>),
+                          count, flag, A::in(a), A::in(b), A::out(out), count);
   });
 }
 
@@ -1898,8 +2118,8 @@ absl::Status reduceSum(CudaContext &context, Operand x,
 
 absl::Status select(CudaContext &context, const float *flag, const float *a,
                     const float *b, float *out, int64_t count) {
-  TRIAD_LAUNCH_ELEMENTWISE((selectKernel<F32In, F32Out>), count, flag, F32In{a},
-                           F32In{b}, F32Out{out}, count);
+  TRIAD_LAUNCH_UNROLLED((selectKernel<F32In, F32Out>), count, flag, F32In{a},
+                        F32In{b}, F32Out{out}, count);
 }
 
 absl::Status learningRate(CudaContext &context, const float *step, double peak,
