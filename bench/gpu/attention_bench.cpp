@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/gpu/GpuBench.h"
 #include "runtime/kernels/cuda/CudaAttention.h"
 #include "runtime/kernels/cuda/CudaContext.h"
 #include "runtime/kernels/cuda/CudaKernels.h"
@@ -37,46 +38,9 @@
 namespace {
 
 using namespace triad::rt;
-
-[[noreturn]] void fail(const std::string &message) {
-  std::fprintf(stderr, "attention_bench: error: %s\n", message.c_str());
-  std::exit(1);
-}
-
-void check(const absl::Status &status, const char *what) {
-  if (!status.ok())
-    fail(std::string(what) + ": " + std::string(status.message()));
-}
-
-void checkCuda(cudaError_t error, const char *what) {
-  if (error != cudaSuccess)
-    fail(std::string(what) + ": " + cudaGetErrorString(error));
-}
-
-/// The median milliseconds of `run` over `repeats` runs after `warmup`.
-double medianMillis(cuda::CudaContext &context, int warmup, int repeats,
-                    const std::function<void()> &run) {
-  cudaEvent_t begin, end;
-  checkCuda(cudaEventCreate(&begin), "cudaEventCreate");
-  checkCuda(cudaEventCreate(&end), "cudaEventCreate");
-  for (int i = 0; i < warmup; ++i)
-    run();
-  std::vector<float> times;
-  for (int i = 0; i < repeats; ++i) {
-    checkCuda(cudaEventRecord(begin, context.stream()), "cudaEventRecord");
-    run();
-    checkCuda(cudaEventRecord(end, context.stream()), "cudaEventRecord");
-    checkCuda(cudaEventSynchronize(end), "cudaEventSynchronize");
-    float ms = 0;
-    checkCuda(cudaEventElapsedTime(&ms, begin, end), "cudaEventElapsedTime");
-    times.push_back(ms);
-  }
-  check(context.synchronize(), "the kernels");
-  std::sort(times.begin(), times.end());
-  cudaEventDestroy(begin);
-  cudaEventDestroy(end);
-  return times[times.size() / 2];
-}
+using triad::bench::check;
+using triad::bench::fail;
+using triad::bench::medianMillis;
 
 } // namespace
 

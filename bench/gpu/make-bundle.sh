@@ -58,7 +58,7 @@ if [[ $reuse_build == 1 ]]; then
   # Nothing is built: the caller may be a ninja running in that build (the
   # lit suite's rehearsal).
   echo "== reusing the CUDA runtime of $build as it is built"
-  for binary in bin/triad-run bin/triad-data bin/TriadAttentionBench \
+  for binary in bin/triad-run bin/triad-data bin/TriadAttentionBench bin/TriadKernelBench \
                 $(for test in $tests; do echo "test/Unit/runtime/$test"; done); do
     [[ -x $build/$binary ]] ||
       die "$build/$binary is missing: --reuse-build needs a build with the CUDA backend, built"
@@ -70,18 +70,20 @@ else
     -DTRIAD_ENABLE_COMPILER=OFF -DTRIAD_ENABLE_CUDA=ON \
     "-DCMAKE_CUDA_ARCHITECTURES=$arch" > "$build/configure.log" 2>&1 ||
     { tail -20 "$build/configure.log"; die "configuring failed (log: $build/configure.log)"; }
-  ninja -C "$build" -j "$jobs" triad-run triad-data TriadAttentionBench $tests
+  ninja -C "$build" -j "$jobs" triad-run triad-data TriadAttentionBench \
+    TriadKernelBench $tests
 fi
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/plans" "$out/data"
 cp "$build/bin/triad-run" "$build/bin/triad-data" \
-  "$build/bin/TriadAttentionBench" "$out/bin/"
+  "$build/bin/TriadAttentionBench" "$build/bin/TriadKernelBench" "$out/bin/"
 for test in $tests; do
   cp "$build/test/Unit/runtime/$test" "$out/bin/"
 done
 cp "$repo/test/e2e/compare-losses.py" "$repo/bench/gpt_torch.py" \
   "$repo/bench/gpu/torch_peer.py" "$repo/bench/gpu/attention_peer.py" \
+  "$repo/bench/gpu/kernel_peer.py" \
   "$repo/bench/gpu/gtest_outcome.py" "$out/"
 
 echo "== compiling plans with $compiler_bin"

@@ -7,8 +7,8 @@
 #
 #   ./run.sh [STEP...]
 #
-# STEP is one of tests, law, nccl, checkpoint, mesh, attention, throughput,
-# profile (default: all, in that order). TRIAD_BUNDLE_MODELS picks the
+# STEP is one of tests, law, nccl, checkpoint, mesh, attention, kernels,
+# throughput, profile (default: all, in that order). TRIAD_BUNDLE_MODELS picks the
 # throughput and profile models (default: "1.3b-bf16 1.3b-bf16-v128
 # 1.3b-bf16-unfused gpt2-medium-bf16"; the f32 plans are gpt2-medium-f32
 # and 1.3b-f32); TRIAD_BUNDLE_PRECISIONS the matmul precisions triad-run
@@ -27,7 +27,7 @@ set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 results=${OUT:-$here/results}
-all_steps="tests law nccl checkpoint mesh attention throughput profile"
+all_steps="tests law nccl checkpoint mesh attention kernels throughput profile"
 steps=${*:-$all_steps}
 for step in $steps; do
   [[ " $all_steps " == *" $step "* ]] || {
@@ -568,6 +568,39 @@ for p in peers:
 PY
 }
 
+# The memory-bound kernels (element-wise, norms, reductions, the loss) on
+# one layer's shapes of the 1.3 B model in bf16, against the same
+# operations in PyTorch, as GB/s of the bytes each must move.
+step_kernels() {
+  note "== memory-bound kernels against PyTorch (bf16, 1.3 B layer shapes, median of 20)"
+  local name=kernels
+  : > "$results/$name.jsonl"
+  if ! boxed 120 "$here/bin/TriadKernelBench" >> "$results/$name.jsonl" 2>> "$results/$name.txt"; then
+    failed "$name" "$results/$name.txt"
+    return
+  fi
+  if ! boxed 120 python3 "$here/kernel_peer.py" >> "$results/$name.jsonl" 2>> "$results/$name.txt"; then
+    failed "$name (PyTorch)" "$results/$name.txt"
+    return
+  fi
+  python3 - "$results/$name.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+peer = {r["kernel"]: r for r in rows if r["impl"] != "triad"}
+print(f"   {'kernel':<22} {'shape':<12} {'Triad ms':>9} {'GB/s':>7} {'PyTorch ms':>11} {'GB/s':>7}  Triad's time / PyTorch's")
+for r in rows:
+    if r["impl"] != "triad":
+        continue
+    p = peer.get(r["kernel"])
+    line = (f"   {r['kernel']:<22} {r['shape']:<12} {r['ms']:9.3f} "
+            f"{r['bytes'] / r['ms'] / 1e6:7.0f}")
+    if p:
+        line += (f" {p['ms']:11.3f} {p['bytes'] / p['ms'] / 1e6:7.0f}  "
+                 f"{r['ms'] / p['ms']:.2f}x")
+    print(line)
+PY
+}
+
 step_throughput() {
   note "== training throughput: Triad against PyTorch (median step after 2 warm-up)"
   local model
@@ -649,7 +682,7 @@ if not steps or not total or not stepped:
 print(f"     {total / steps / 1e3:,.1f} ms of instructions on the GPU per step (steps 2 to {steps + 1}); "
       f"its compute stream busy {busy / stepped:.0%} of the {stepped / steps / 1e3:,.1f} ms "
       f"from each step's first kernel to its last")
-for name, us in ops.most_common(10):
+for name, us in ops.most_common():
     print(f"     {name:<24} {us / steps / 1e3:9.2f} ms/step {us / total:6.1%}  ({count[name] // steps} per step)")
 print("     products by shape (m x k . k x n):")
 for detail, us in shapes.most_common(10):
