@@ -489,6 +489,16 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
     # attention where cuDNN takes it).
     [[ $model == *-bf16* ]] && variant triad-attention "bf16 plan, Triad's attention" \
       --cuda-attention triad
+    # The 1.3 B bf16 plan with its GELU gradient products in cuBLASLt's
+    # DGELU epilogue and the bias gradient by Triad's column sum, and as
+    # the product and Triad's kernels (the default, DGELU_BGRAD, ran at 282
+    # TFLOP/s on 2026-11-27 where the plain product ran at about 790); and
+    # with the fastest of cuBLASLt's first 8 algorithms for each product.
+    if [[ $model == 1.3b-bf16 ]]; then
+      variant gelu-dgelu "bf16 plan, --cuda-gelu-grad dgelu" --cuda-gelu-grad dgelu
+      variant gelu-kernels "bf16 plan, --cuda-gelu-grad kernels" --cuda-gelu-grad kernels
+      variant candidates-8 "bf16 plan, --cuda-matmul-candidates 8" --cuda-matmul-candidates 8
+    fi
     # Each call recorded once as a CUDA graph and replayed (--cuda-graphs),
     # in the first precision: launches and host time per step against the
     # same run kernel by kernel above.
@@ -515,11 +525,15 @@ import json, os, statistics, sys
 prefix, model, peers_file, base_run = sys.argv[1:5]
 precisions = sys.argv[5:]
 def label(precision):
-    """What a run is: its matmul precision, or a bf16 plan's (with its
-    attention on Triad's kernels: "triad-attention"; with CUDA graphs:
-    "graphs-" and the precision)."""
-    if precision == "triad-attention":
-        return "bf16 plan, Triad's attention"
+    """What a run is: its matmul precision, or a bf16 plan's (with a flag
+    of triad-run's: "triad-attention", "gelu-*", "candidates-8"; with CUDA
+    graphs: "graphs-" and the precision)."""
+    flagged = {"triad-attention": "Triad's attention",
+               "gelu-dgelu": "--cuda-gelu-grad dgelu",
+               "gelu-kernels": "--cuda-gelu-grad kernels",
+               "candidates-8": "--cuda-matmul-candidates 8"}
+    if precision in flagged:
+        return "bf16 plan, " + flagged[precision]
     if precision.startswith("graphs-"):
         return label(precision[len("graphs-"):]) + ", CUDA graphs"
     return "bf16 plan" if "-bf16" in model else f"{precision} matmuls"

@@ -76,6 +76,8 @@ createExecutor(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
   cuda::ContextOptions context;
   context.matmulPrecision = device.matmulPrecision;
   context.attention = device.cudaAttention;
+  context.geluGrad = device.cudaGeluGrad;
+  context.matmulCandidates = device.cudaMatmulCandidates;
   context.device = device.cudaDevice;
   if (context.device < 0) {
     absl::StatusOr<int> count = cuda::deviceCount();

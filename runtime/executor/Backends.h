@@ -15,6 +15,7 @@
 #include "runtime/comm/AsyncWait.h"
 #include "runtime/executor/Executor.h"
 #include "runtime/kernels/AttentionKernel.h"
+#include "runtime/kernels/GeluGradRoute.h"
 #include "runtime/kernels/MatmulPrecision.h"
 #include "runtime/kernels/cpu/Bf16Products.h"
 
@@ -50,6 +51,13 @@ struct DeviceOptions {
   /// fused attention where it takes the call (the default), always, or
   /// never (Triad's kernels, whose bits do not depend on timing).
   AttentionKernel cudaAttention = AttentionKernel::Auto;
+  /// CUDA: how a product fused with the tanh GELU's gradient runs
+  /// (GeluGradRoute.h).
+  GeluGradRoute cudaGeluGrad = GeluGradRoute::Fused;
+  /// CUDA: how many of cuBLASLt's algorithms are timed for each product
+  /// shape on its first call (1: its heuristic's first, no timing; see
+  /// cuda::ContextOptions::matmulCandidates).
+  int cudaMatmulCandidates = 1;
   /// CUDA: record each call once as a CUDA graph and replay it
   /// (CudaExecutor's recordCalls).
   bool cudaGraphs = false;

@@ -72,7 +72,24 @@ struct ProductCase {
   bool transposeA, transposeB, rhsBatched, accumulate;
 };
 
-TEST_F(CudaKernels, MatmulF32MatchesCpu) {
+/// The f32 products with cuBLASLt's heuristic's first algorithm for each
+/// shape ("Heuristic") and with the fastest of its first 8, timed on the
+/// shape's first call ("Timed"; a product that adds to c takes the first).
+class CudaProducts : public test::CudaTest,
+                     public ::testing::WithParamInterface<int> {
+protected:
+  ContextOptions contextOptions() const override {
+    ContextOptions options;
+    options.matmulCandidates = GetParam();
+    return options;
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Algorithms, CudaProducts, ::testing::Values(1, 8),
+                         [](const ::testing::TestParamInfo<int> &info) {
+                           return info.param == 1 ? "Heuristic" : "Timed";
+                         });
+
+TEST_P(CudaProducts, MatmulF32MatchesCpu) {
   const ProductCase cases[] = {
       {1, 37, 29, 53, false, false, false, false},
       {1, 37, 29, 53, true, false, false, false},
@@ -254,32 +271,57 @@ TEST_F(CudaKernels, MatmulPrecisionRoundsTheOperands) {
   }
 }
 
-/// The epilogue tests run twice: with cuBLASLt's epilogues where it takes
-/// them ("Fused"), and with them off ("Unfused": the product and Triad's
-/// kernels after it, the path of an epilogue cuBLASLt refuses).
+/// How the epilogue tests' context runs products (ContextOptions).
+struct EpilogueRoute {
+  const char *name;
+  bool fuse;
+  GeluGradRoute geluGrad;
+  int candidates;
+};
+
+void PrintTo(const EpilogueRoute &route, std::ostream *os) {
+  *os << route.name;
+}
+
+/// The epilogue tests run with cuBLASLt's epilogues where it takes them
+/// ("Fused"), with them off ("Unfused": the product and Triad's kernels
+/// after it, the path of an epilogue cuBLASLt refuses), with the GELU's
+/// gradient in the epilogue and its bias gradient by reduceSum ("Dgelu"),
+/// with the GELU's gradient by the kernels ("GeluGradKernels"), and with
+/// the fastest of cuBLASLt's first 8 algorithms for each shape ("Timed").
 class CudaEpilogues : public test::CudaTest,
-                      public ::testing::WithParamInterface<bool> {
+                      public ::testing::WithParamInterface<EpilogueRoute> {
 protected:
   ContextOptions contextOptions() const override {
     ContextOptions options;
-    options.fuseEpilogues = GetParam();
+    options.fuseEpilogues = GetParam().fuse;
+    options.geluGrad = GetParam().geluGrad;
+    options.matmulCandidates = GetParam().candidates;
     return options;
   }
   /// Expects `before` -> now to count one product with an epilogue, fused
-  /// when `fused` (and the context fuses), else run as the product and
-  /// kernels.
+  /// when `fused` (and the context fuses it: a GELU gradient's, `gradient`,
+  /// not under the kernels' route), else run as the product and kernels.
   void expectOneEpilogue(const EpilogueUse &before, bool fused,
-                         const std::string &what) {
+                         const std::string &what, bool gradient = false) {
     const EpilogueUse &now = epilogueUse();
-    fused = fused && GetParam();
+    fused = fused && GetParam().fuse &&
+            !(gradient && GetParam().geluGrad == GeluGradRoute::Kernels);
     EXPECT_EQ(now.fused - before.fused, fused ? 1 : 0) << what;
     EXPECT_EQ(now.unfused - before.unfused, fused ? 0 : 1) << what;
   }
 };
-INSTANTIATE_TEST_SUITE_P(Epilogues, CudaEpilogues, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool> &info) {
-                           return info.param ? "Fused" : "Unfused";
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Epilogues, CudaEpilogues,
+    ::testing::Values(EpilogueRoute{"Fused", true, GeluGradRoute::Fused, 1},
+                      EpilogueRoute{"Unfused", false, GeluGradRoute::Fused, 1},
+                      EpilogueRoute{"Dgelu", true, GeluGradRoute::Dgelu, 1},
+                      EpilogueRoute{"GeluGradKernels", true,
+                                    GeluGradRoute::Kernels, 1},
+                      EpilogueRoute{"Timed", true, GeluGradRoute::Fused, 8}),
+    [](const ::testing::TestParamInfo<EpilogueRoute> &info) {
+      return std::string(info.param.name);
+    });
 
 /// On the H100, cuBLASLt takes the f32 bias epilogues (n a multiple of 8):
 /// each product is counted as fused (and as run by the kernels when the
@@ -503,7 +545,7 @@ TEST_P(CudaEpilogues, MatmulGeluGradientEpilogue) {
         *context, da.data(), db.data(), dc.data(),
         {p.batch, p.m, p.n, p.k, p.transposeA, p.transposeB, p.rhsBatched},
         options));
-    expectOneEpilogue(before, p.n % 8 == 0, what);
+    expectOneEpilogue(before, p.n % 8 == 0, what, /*gradient=*/true);
     std::vector<float> got =
         sixteen ? fromBits(download<uint16_t>(dc, count)) : download(dc, count);
     // cuBLASLt's GELU derivative is its own tanh approximation: 1e-4; a

@@ -185,6 +185,19 @@ ABSL_FLAG(std::string, cuda_attention, "auto",
           "call) or triad (Triad's kernels only, whose results do not depend "
           "on timing, where cuDNN's gradient adds dq with atomics; about 1.4 "
           "times slower at 1.3 B parameters on an H100)");
+ABSL_FLAG(std::string, cuda_gelu_grad, "fused",
+          "With --device=cuda: how a product fused with the tanh GELU's "
+          "gradient (the MLP's first layer in the backward) runs: fused "
+          "(the default: the gradient and the bias gradient in cuBLASLt's "
+          "epilogue, DGELU_BGRAD, where cuBLASLt takes them), dgelu (the "
+          "gradient in the epilogue, the bias gradient by Triad's column "
+          "sum) or kernels (the product, then Triad's kernels)");
+ABSL_FLAG(int32_t, cuda_matmul_candidates, 1,
+          "With --device=cuda: how many of cuBLASLt's algorithms to time for "
+          "each product shape on its first call, keeping the fastest (1, the "
+          "default: its heuristic's first, untimed; at most 32). Timing picks "
+          "by the clock: two runs may choose differently, and their results "
+          "then differ by the products' rounding");
 ABSL_FLAG(bool, cuda_graphs, false,
           "With --device=cuda: record each call (a microbatch's forward and "
           "backward, the optimizer step) once as a CUDA graph and replay it, "
@@ -646,6 +659,19 @@ int main(int argc, char **argv) {
   bool cudaGraphs = absl::GetFlag(FLAGS_cuda_graphs);
   if (*backend != Backend::Cuda && cudaGraphs)
     tool.fail("--cuda-graphs needs --device=cuda");
+  absl::StatusOr<GeluGradRoute> geluGrad =
+      parseGeluGradRoute(absl::GetFlag(FLAGS_cuda_gelu_grad));
+  if (!geluGrad.ok())
+    tool.fail(absl::StrCat("--cuda-gelu-grad: ", geluGrad.status().message()));
+  if (*backend != Backend::Cuda && *geluGrad != GeluGradRoute::Fused)
+    tool.fail(absl::StrCat("--cuda-gelu-grad=", geluGradRouteName(*geluGrad),
+                           " needs --device=cuda"));
+  int32_t matmulCandidates = absl::GetFlag(FLAGS_cuda_matmul_candidates);
+  if (matmulCandidates < 1 || matmulCandidates > 32)
+    tool.fail(absl::StrCat("--cuda-matmul-candidates must be 1 to 32, not ",
+                           matmulCandidates));
+  if (*backend != Backend::Cuda && matmulCandidates != 1)
+    tool.fail("--cuda-matmul-candidates needs --device=cuda");
   bool traceDevice = absl::GetFlag(FLAGS_trace_device);
   if (traceDevice && absl::GetFlag(FLAGS_trace).empty())
     tool.fail("--trace-device needs --trace FILE");
@@ -855,6 +881,8 @@ int main(int argc, char **argv) {
   options.device.matmulPrecision = *matmulPrecision;
   options.device.cudaAttention = *cudaAttention;
   options.device.cudaGraphs = cudaGraphs;
+  options.device.cudaGeluGrad = *geluGrad;
+  options.device.cudaMatmulCandidates = matmulCandidates;
   options.device.nccl = comm == "nccl";
   options.device.cpuBf16Products = *bf16Products;
   // NCCL's waits poll for its errors and give up after the watchdog's

@@ -18,6 +18,7 @@
 #define TRIAD_RUNTIME_KERNELS_CUDA_CUDACONTEXT_H
 
 #include "runtime/kernels/AttentionKernel.h"
+#include "runtime/kernels/GeluGradRoute.h"
 #include "runtime/kernels/MatmulPrecision.h"
 #include "runtime/kernels/cuda/ContentCache.h"
 
@@ -111,6 +112,17 @@ struct ContextOptions {
   /// cuBLASLt where it takes them (false: always the product and then
   /// Triad's kernels, the path taken where cuBLASLt refuses one; for tests).
   bool fuseEpilogues = true;
+  /// How a product with the tanh GELU's gradient epilogue runs where
+  /// epilogues are fused (see MatmulOptions::biasGrad).
+  GeluGradRoute geluGrad = GeluGradRoute::Fused;
+  /// How many of cuBLASLt's algorithms for a product shape are tried: 1
+  /// takes its heuristic's first; more times up to that many of them on
+  /// the shape's first call and keeps the fastest (not while the stream
+  /// records, and not for a product that adds to its result: those take
+  /// the first). Timing picks by the clock, so two runs may choose
+  /// differently, and their results then differ by the products'
+  /// rounding.
+  int matmulCandidates = 1;
 };
 
 class CudaContext {

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace triad::rt::cuda {
 
@@ -129,10 +130,84 @@ bool refusedEpilogue(const ProductKey &key, const absl::Status &status) {
          (absl::IsUnimplemented(status) || absl::IsInvalidArgument(status));
 }
 
+/// A CUDA event, destroyed with it.
+struct Event {
+  cudaEvent_t event = nullptr;
+  Event() { cudaEventCreate(&event); }
+  ~Event() {
+    if (event)
+      cudaEventDestroy(event);
+  }
+  Event(const Event &) = delete;
+  Event &operator=(const Event &) = delete;
+};
+
+/// Of cuBLASLt's `found` candidate algorithms for `plan`'s product (its
+/// descriptors built, its bias and auxiliary pointers set), the index of
+/// the fastest on the context's stream: each runs once, then three times
+/// between two events. Candidates that fail to run are passed over; none
+/// running is the first one's error. The runs write c (and the epilogue's
+/// outputs), which the caller's call then writes again.
+absl::StatusOr<int>
+fastestCandidate(CudaContext &context, const ProductPlan &plan,
+                 const cublasLtMatmulHeuristicResult_t *candidates, int found,
+                 const void *a, const void *b, void *c, uint64_t workspace) {
+  Event begin, end;
+  if (!begin.event || !end.event)
+    return absl::InternalError("matmul: could not create CUDA events to time "
+                               "cuBLASLt's algorithms");
+  float alpha = 1.0f, beta = 0.0f;
+  auto run = [&](int i) {
+    return cublasStatus(
+        cublasLtMatmul(context.cublasLt(), plan.operation.get(), &alpha, b,
+                       plan.a.get(), a, plan.b.get(), &beta, c, plan.c.get(), c,
+                       plan.c.get(), &candidates[i].algo,
+                       context.matmulWorkspace(), workspace, context.stream()),
+        "cublasLtMatmul");
+  };
+  int best = -1;
+  float bestMs = 0;
+  absl::Status firstError = absl::OkStatus();
+  for (int i = 0; i < found; ++i) {
+    if (candidates[i].state != CUBLAS_STATUS_SUCCESS ||
+        candidates[i].workspaceSize > workspace)
+      continue;
+    absl::Status status = run(i);
+    if (status.ok() &&
+        cudaEventRecord(begin.event, context.stream()) != cudaSuccess)
+      status = absl::InternalError("matmul: cudaEventRecord failed");
+    for (int repeat = 0; repeat < 3 && status.ok(); ++repeat)
+      status = run(i);
+    float ms = 0;
+    if (status.ok() &&
+        (cudaEventRecord(end.event, context.stream()) != cudaSuccess ||
+         cudaEventSynchronize(end.event) != cudaSuccess ||
+         cudaEventElapsedTime(&ms, begin.event, end.event) != cudaSuccess))
+      status = absl::InternalError(
+          absl::StrCat("matmul: timing cuBLASLt's algorithms: ",
+                       cudaGetErrorString(cudaGetLastError())));
+    if (!status.ok()) {
+      if (firstError.ok())
+        firstError = status;
+      continue;
+    }
+    if (best < 0 || ms < bestMs) {
+      best = i;
+      bestMs = ms;
+    }
+  }
+  if (best < 0)
+    return firstError.ok() ? absl::UnimplementedError(
+                                 "matmul: no algorithm of cuBLASLt's ran")
+                           : firstError;
+  return best;
+}
+
 absl::StatusOr<ProductPlan> makePlan(CudaContext &context,
                                      const ProductKey &key,
                                      const MatmulOptions &options,
-                                     bool transposeA, bool transposeB) {
+                                     bool transposeA, bool transposeB,
+                                     const void *a, const void *b, void *c) {
   int64_t m = key.m, n = key.n, k = key.k, batch = key.batch;
   ProductPlan plan;
   cublasLtMatmulDesc_t rawOperation = nullptr;
@@ -237,12 +312,19 @@ absl::StatusOr<ProductPlan> makePlan(CudaContext &context,
         rawPreference, alignments[i], &bytes, sizeof(bytes)));
   }
 
-  cublasLtMatmulHeuristicResult_t heuristic = {};
+  // The heuristic's first algorithm, or the fastest of its first few
+  // (ContextOptions::matmulCandidates) where they may be timed: not while
+  // the stream records, nor when the product adds to c.
+  bool timed = context.options().matmulCandidates > 1 && !options.accumulate &&
+               !context.recording();
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates(
+      timed ? context.options().matmulCandidates : 1);
   int found = 0;
   if (absl::Status status = cublasStatus(
           cublasLtMatmulAlgoGetHeuristic(
               context.cublasLt(), rawOperation, plan.a.get(), plan.b.get(),
-              plan.c.get(), plan.c.get(), rawPreference, 1, &heuristic, &found),
+              plan.c.get(), plan.c.get(), rawPreference,
+              static_cast<int>(candidates.size()), candidates.data(), &found),
           "cublasLtMatmulAlgoGetHeuristic");
       !status.ok())
     return status;
@@ -250,7 +332,14 @@ absl::StatusOr<ProductPlan> makePlan(CudaContext &context,
     return absl::UnimplementedError(
         absl::StrCat("cuBLASLt has no algorithm for a ", m, "x", k, " by ", k,
                      "x", n, " product (batch ", batch, ")"));
-  plan.algo = heuristic.algo;
+  plan.algo = candidates[0].algo;
+  if (timed && found > 1) {
+    absl::StatusOr<int> fastest = fastestCandidate(
+        context, plan, candidates.data(), found, a, b, c, workspaceBytes);
+    if (!fastest.ok())
+      return fastest.status();
+    plan.algo = candidates[*fastest].algo;
+  }
   return plan;
 }
 
@@ -304,8 +393,8 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
       context.matmulPlans().get(
           &key, sizeof(key),
           [&](const void *, size_t) -> absl::StatusOr<std::shared_ptr<void>> {
-            absl::StatusOr<ProductPlan> plan =
-                makePlan(context, key, options, transposeA, transposeB);
+            absl::StatusOr<ProductPlan> plan = makePlan(
+                context, key, options, transposeA, transposeB, a, b, c);
             if (!plan.ok() && !refusedEpilogue(key, plan.status()))
               return plan.status();
             if (!plan.ok()) {
@@ -446,14 +535,18 @@ absl::Status unfusedForward(CudaContext &context, const void *a, const void *b,
 /// where the product is one call (its bias gradient then sums every row)
 /// and the bias gradient has c's type, DGELU where n allows it (then
 /// reduceSum for the bias gradient), else the product, then the activation
-/// gradient kernel in place and reduceSum.
+/// gradient kernel in place and reduceSum. The context's geluGrad route
+/// may skip the first or both.
 absl::Status gradientProducts(CudaContext &context, const void *a,
                               const void *b, void *c, const MatmulShape &shape,
                               const MatmulOptions &options) {
   bool oneCall = shape.batch == 1 || (!shape.rhsBatched && !shape.transposeA);
-  if (context.options().fuseEpilogues && shape.n % 8 == 0) {
+  GeluGradRoute route = context.options().geluGrad;
+  if (context.options().fuseEpilogues && route != GeluGradRoute::Kernels &&
+      shape.n % 8 == 0) {
     MatmulOptions fused = options;
-    if (!oneCall || options.biasGradType != options.outputType)
+    if (!oneCall || options.biasGradType != options.outputType ||
+        route == GeluGradRoute::Dgelu)
       fused.biasGrad = nullptr;
     absl::Status status = products(context, a, b, c, shape, fused);
     if (absl::IsUnimplemented(status) && fused.biasGrad) {
