@@ -120,8 +120,10 @@ __device__ __forceinline__ int64_t wrap(int64_t i, int64_t period,
   return i % period;
 }
 
-/// Whether every index below `count` fits wrap's 32 bits.
-bool narrowIndices(int64_t count) { return count <= int64_t{0xffffffff}; }
+/// Whether every index below `count` and `period` fit wrap's 32 bits.
+bool narrowIndices(int64_t count, int64_t period) {
+  return count <= int64_t{0xffffffff} && period <= int64_t{0xffffffff};
+}
 
 //===----------------------------------------------------------------------===//
 // Activations: the formulas of CpuKernels.cpp
@@ -517,59 +519,90 @@ struct RowStatistics {
   double mean, inverse;
 };
 
-/// The norm kernels hold a row in registers: thread t of the block keeps
-/// elements t + j blockDim.x, j < K, so that a row is read from memory
-/// once and each warp's loads are contiguous. Rows up to kNormNarrow
-/// elements take K = 8, up to kNormWide K = 32 (both with at most 1024
-/// threads; the wide kernels spill registers, rows that wide are rare).
-constexpr int64_t kNormNarrow = 8 * 1024, kNormWide = 32 * 1024;
+/// The norm kernels give a block to a row; thread t takes elements t + j
+/// blockDim.x of it. Rows up to kNormHeld elements are held in registers,
+/// kNormHeldPerThread elements a thread (RowShare<kNormHeldPerThread>), so
+/// that a row is read from memory once; wider ones are read from memory on
+/// each pass (RowShare<0>: any width, the registers a held row of 12,288
+/// would take spilling to local memory instead).
+constexpr int kNormHeldPerThread = 8;
+constexpr int kNormHeldThreads = 512;
+constexpr int64_t kNormHeld = int64_t{kNormHeldPerThread} * kNormHeldThreads;
 
-/// Threads of a norm kernel's block holding K elements each of a row of
-/// `width`: a multiple of the warp size, at most 1024.
-unsigned normThreads(int64_t width, int k) {
-  return static_cast<unsigned>(std::min<int64_t>(
-      1024, std::max<int64_t>(32, (width + k * 32 - 1) / (k * 32) * 32)));
+/// Threads of a norm kernel's block for rows of `width`: a multiple of the
+/// warp size, enough for kNormHeldPerThread elements each where the row is
+/// held, kThreads where it is not.
+unsigned normThreads(int64_t width) {
+  if (width > kNormHeld)
+    return kThreads;
+  int64_t perWarp = int64_t{32} * kNormHeldPerThread;
+  return static_cast<unsigned>(
+      std::max<int64_t>(32, (width + perWarp - 1) / perWarp * 32));
 }
 
-/// Element j of the thread's share of a row (see kNormNarrow), or -1 past
-/// the row's end.
-__device__ __forceinline__ int64_t sliceIndex(int j, int64_t width) {
+/// Element j of the thread's share of a row of `width`, or -1 past its
+/// end.
+__device__ __forceinline__ int64_t shareIndex(int j, int64_t width) {
   int64_t i = threadIdx.x + j * static_cast<int64_t>(blockDim.x);
   return i < width ? i : -1;
 }
 
-/// The thread's share of `row` (0 past its end).
-template <int K, typename In>
-__device__ __forceinline__ void loadSlice(In row, int64_t width,
-                                          float (&v)[K]) {
+/// The thread's share of one row: held in registers (K > 0 elements, the
+/// row at most K blockDim.x wide), or read from memory each time (K == 0).
+template <int K, typename In> struct RowShare {
+  In row;
+  float held[K > 0 ? K : 1];
+  /// Loads a held share (0 past the row's end).
+  __device__ __forceinline__ RowShare(In row, int64_t width) : row(row) {
+    if constexpr (K > 0) {
 #pragma unroll
-  for (int j = 0; j < K; ++j) {
-    int64_t i = sliceIndex(j, width);
-    v[j] = i >= 0 ? row[i] : 0.0f;
+      for (int j = 0; j < K; ++j) {
+        int64_t i = shareIndex(j, width);
+        held[j] = i >= 0 ? row[i] : 0.0f;
+      }
+    }
+  }
+  /// Element i of the row, the share's j-th (forEachInShare's pair).
+  __device__ __forceinline__ float operator()(int j, int64_t i) const {
+    if constexpr (K > 0)
+      return held[j];
+    else
+      return row[i];
+  }
+};
+
+/// f(j, i) for each element i of the thread's share of a row of `width`,
+/// j its place in a RowShare<K>.
+template <int K, typename F>
+__device__ __forceinline__ void forEachInShare(int64_t width, F f) {
+  if constexpr (K > 0) {
+#pragma unroll
+    for (int j = 0; j < K; ++j)
+      if (int64_t i = shareIndex(j, width); i >= 0)
+        f(j, i);
+  } else {
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
+      f(0, i);
   }
 }
 
 /// The mean (0 unless `center`) and 1 / sqrt(statistic + epsilon) of the
-/// row whose shares the block's threads hold in `v`, in double, as the
-/// CPU's rowStatistics; every thread gets them.
-template <int K>
-__device__ RowStatistics sliceStatistics(const float (&v)[K], int64_t width,
-                                         float epsilon, bool center) {
+/// row the block's threads share in `x`, in double, as the CPU's
+/// rowStatistics; every thread gets them.
+template <int K, typename In>
+__device__ RowStatistics rowStatistics(const RowShare<K, In> &x, int64_t width,
+                                       float epsilon, bool center) {
   double mean = 0.0;
   if (center) {
     double sum = 0.0;
-#pragma unroll
-    for (int j = 0; j < K; ++j)
-      sum += v[j]; // 0 past the row's end
+    forEachInShare<K>(width, [&](int j, int64_t i) { sum += x(j, i); });
     mean = blockSum(sum) / static_cast<double>(width);
   }
   double squares = 0.0;
-#pragma unroll
-  for (int j = 0; j < K; ++j)
-    if (sliceIndex(j, width) >= 0) {
-      double d = v[j] - mean;
-      squares += d * d;
-    }
+  forEachInShare<K>(width, [&](int j, int64_t i) {
+    double d = x(j, i) - mean;
+    squares += d * d;
+  });
   double statistic = blockSum(squares) / static_cast<double>(width);
   return {mean, 1.0 / sqrt(statistic + static_cast<double>(epsilon))};
 }
@@ -597,66 +630,54 @@ __device__ double2 blockSumPair(double a, double b) {
   return partial[0];
 }
 
-/// One row of y (in place when y is x: every thread has read its share
-/// before the first reduction, and writes after the last).
+/// One row of y (in place when y is x: every thread reads each of its
+/// elements, held or not, after the statistics' reductions or before
+/// them, and writes only its own).
 template <int K, typename In, typename Out>
-__global__ void __launch_bounds__(1024)
+__global__ void __launch_bounds__(K > 0 ? kNormHeldThreads : kThreads)
     normKernel(In x, In gamma, In beta, Out y, int64_t width, float epsilon,
                bool center) {
-  float v[K];
-  loadSlice(x.at(blockIdx.x * width), width, v);
+  RowShare<K, In> in(x.at(blockIdx.x * width), width);
   Out out = y.at(blockIdx.x * width);
-  RowStatistics stats = sliceStatistics(v, width, epsilon, center);
+  RowStatistics stats = rowStatistics(in, width, epsilon, center);
   float inverse = static_cast<float>(stats.inverse);
   float mean = static_cast<float>(stats.mean);
   // Rounded operation by operation, as the CPU computes it: nvcc would
   // otherwise fuse the last multiply and add in some instantiations only.
-#pragma unroll
-  for (int j = 0; j < K; ++j) {
-    int64_t i = sliceIndex(j, width);
-    if (i >= 0)
-      out.store(i,
-                __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(v[j], mean), inverse),
-                                    gamma[i]),
-                          beta.data ? beta[i] : 0.0f));
-  }
+  forEachInShare<K>(width, [&](int j, int64_t i) {
+    out.store(i,
+              __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(in(j, i), mean), inverse),
+                                  gamma[i]),
+                        beta.data ? beta[i] : 0.0f));
+  });
 }
 
 /// dx of one row, and the row's statistics into `stats` (mean, inverse)
 /// for the dgamma pass.
 template <int K, typename In, typename Out>
-__global__ void __launch_bounds__(1024)
+__global__ void __launch_bounds__(K > 0 ? kNormHeldThreads : kThreads)
     normGradKernel(In x, In gamma, In dy, Out dx, double *stats, int64_t width,
                    float epsilon, bool center) {
-  float xv[K], gv[K];
-  loadSlice(x.at(blockIdx.x * width), width, xv);
-  loadSlice(dy.at(blockIdx.x * width), width, gv);
+  RowShare<K, In> in(x.at(blockIdx.x * width), width);
+  RowShare<K, In> grad(dy.at(blockIdx.x * width), width);
   Out out = dx.at(blockIdx.x * width);
-  RowStatistics s = sliceStatistics(xv, width, epsilon, center);
+  RowStatistics s = rowStatistics(in, width, epsilon, center);
   double meanG = 0.0, meanGX = 0.0;
-#pragma unroll
-  for (int j = 0; j < K; ++j) {
-    int64_t i = sliceIndex(j, width);
-    if (i >= 0) {
-      float xhat = static_cast<float>((xv[j] - s.mean) * s.inverse);
-      double g = static_cast<double>(gv[j]) * gamma[i];
-      meanG += g;
-      meanGX += g * xhat;
-    }
-  }
+  forEachInShare<K>(width, [&](int j, int64_t i) {
+    float xhat = static_cast<float>((in(j, i) - s.mean) * s.inverse);
+    double g = static_cast<double>(grad(j, i)) * gamma[i];
+    meanG += g;
+    meanGX += g * xhat;
+  });
   double2 sums = blockSumPair(meanG, meanGX);
   meanG = sums.x / static_cast<double>(width);
   meanGX = sums.y / static_cast<double>(width);
-#pragma unroll
-  for (int j = 0; j < K; ++j) {
-    int64_t i = sliceIndex(j, width);
-    if (i >= 0) {
-      float xhat = static_cast<float>((xv[j] - s.mean) * s.inverse);
-      out.store(i, static_cast<float>(
-                       s.inverse * (static_cast<double>(gv[j]) * gamma[i] -
-                                    (center ? meanG : 0.0) - xhat * meanGX)));
-    }
-  }
+  forEachInShare<K>(width, [&](int j, int64_t i) {
+    float xhat = static_cast<float>((in(j, i) - s.mean) * s.inverse);
+    out.store(i, static_cast<float>(
+                     s.inverse * (static_cast<double>(grad(j, i)) * gamma[i] -
+                                  (center ? meanG : 0.0) - xhat * meanGX)));
+  });
   if (threadIdx.x == 0) {
     stats[2 * blockIdx.x] = s.mean;
     stats[2 * blockIdx.x + 1] = s.inverse;
@@ -1085,7 +1106,7 @@ absl::Status elementwise(CudaContext &context, Activation kind, In x, In bias,
   activationKernel<In, Out>
       <<<unrolledBlocks(count), kThreads, 0, context.stream()>>>(
           kind, x, bias, other, out, count, width, derivative,
-          narrowIndices(count));
+          narrowIndices(count, width));
   TRIAD_CUDA_CHECK_LAUNCH("activationKernel");
   return absl::OkStatus();
 }
@@ -1093,23 +1114,13 @@ absl::Status elementwise(CudaContext &context, Activation kind, In x, In bias,
 /// No operand (activationKernel's bias and other).
 constexpr Operand kAbsent{nullptr, DType::F32};
 
-/// OK when the norm kernels take rows of `width` (kNormWide).
-absl::Status checkNormWidth(int64_t width, const char *what) {
-  if (width > kNormWide)
-    return absl::InvalidArgumentError(
-        std::string(what) + " over rows of " + std::to_string(width) +
-        " elements: the GPU's norm kernels take rows of at most " +
-        std::to_string(kNormWide));
-  return absl::OkStatus();
-}
-
-/// normKernel with the row in registers (kNormNarrow).
+/// normKernel, the row held (K > 0) or read each pass (K == 0).
 template <int K, typename In, typename Out>
 absl::Status launchNorm(CudaContext &context, In x, In gamma, In beta, Out y,
                         int64_t rows, int64_t width, float epsilon,
                         bool center) {
   normKernel<K, In, Out>
-      <<<static_cast<unsigned>(rows), normThreads(width, K), 0,
+      <<<static_cast<unsigned>(rows), normThreads(width), 0,
          context.stream()>>>(x, gamma, beta, y, width, epsilon, center);
   TRIAD_CUDA_CHECK_LAUNCH("normKernel");
   return absl::OkStatus();
@@ -1122,13 +1133,11 @@ absl::Status norm(CudaContext &context, In x, In gamma, In beta, Out y,
     return absl::OkStatus();
   if (absl::Status s = checkGrid(rows, "a norm"); !s.ok())
     return s;
-  if (absl::Status s = checkNormWidth(width, "a norm"); !s.ok())
-    return s;
-  if (width <= kNormNarrow)
-    return launchNorm<8>(context, x, gamma, beta, y, rows, width, epsilon,
-                         center);
-  return launchNorm<32>(context, x, gamma, beta, y, rows, width, epsilon,
-                        center);
+  if (width <= kNormHeld)
+    return launchNorm<kNormHeldPerThread>(context, x, gamma, beta, y, rows,
+                                          width, epsilon, center);
+  return launchNorm<0>(context, x, gamma, beta, y, rows, width, epsilon,
+                       center);
 }
 
 template <typename In, typename Out>
@@ -1139,8 +1148,6 @@ absl::Status normGrad(CudaContext &context, In x, In gamma, In dy, Out dx,
     return absl::OkStatus();
   if (absl::Status s = checkGrid(rows, "a norm gradient"); !s.ok())
     return s;
-  if (absl::Status s = checkNormWidth(width, "a norm gradient"); !s.ok())
-    return s;
   int64_t chunks = (rows + kRowChunk - 1) / kRowChunk;
   size_t statsBytes = alignScratch(sizeof(double) * 2 * rows);
   absl::StatusOr<void *> scratch =
@@ -1150,13 +1157,13 @@ absl::Status normGrad(CudaContext &context, In x, In gamma, In dy, Out dx,
   double *stats = static_cast<double *>(*scratch);
   double *partial =
       reinterpret_cast<double *>(static_cast<char *>(*scratch) + statsBytes);
-  if (width <= kNormNarrow)
-    normGradKernel<8, In, Out>
-        <<<static_cast<unsigned>(rows), normThreads(width, 8), 0,
+  if (width <= kNormHeld)
+    normGradKernel<kNormHeldPerThread, In, Out>
+        <<<static_cast<unsigned>(rows), normThreads(width), 0,
            context.stream()>>>(x, gamma, dy, dx, stats, width, epsilon, center);
   else
-    normGradKernel<32, In, Out>
-        <<<static_cast<unsigned>(rows), normThreads(width, 32), 0,
+    normGradKernel<0, In, Out>
+        <<<static_cast<unsigned>(rows), normThreads(width), 0,
            context.stream()>>>(x, gamma, dy, dx, stats, width, epsilon, center);
   TRIAD_CUDA_CHECK_LAUNCH("normGradKernel");
   normGammaChunkKernel<In>
@@ -1208,7 +1215,7 @@ absl::Status addBroadcast(CudaContext &context, const float *lhs,
     return absl::InvalidArgumentError("addBroadcast: the period must be > 0");
   TRIAD_LAUNCH_UNROLLED((addBroadcastKernel<F32In, F32Out>), count, F32In{lhs},
                         F32In{rhs}, F32Out{out}, count, period,
-                        narrowIndices(count));
+                        narrowIndices(count, period));
 }
 
 absl::Status mul(CudaContext &context, const float *a, const float *b,
@@ -1352,7 +1359,7 @@ absl::Status addBroadcast(CudaContext &context, Operand lhs, Operand rhs,
     using A = decltype(access);
     TRIAD_LAUNCH_UNROLLED((addBroadcastKernel<typename A::In, typename A::Out>),
                           count, A::in(lhs), A::in(rhs), A::out(out), count,
-                          period, narrowIndices(count));
+                          period, narrowIndices(count, period));
   });
 }
 
