@@ -367,8 +367,10 @@ static plan::KernelContext kernelContextOf(ProgramOp program) {
   return context;
 }
 
-static bool updatesInPlace(OpCode opcode) {
-  switch (opcode) {
+/// Whether `kernel` may write an output in place of an input (the kernel
+/// contract says which).
+static bool updatesInPlace(KernelOp kernel) {
+  switch (kernel.getOpcode()) {
   case OpCode::AdamW:
   case OpCode::Accumulate:
   case OpCode::ScaleBy:
@@ -376,6 +378,11 @@ static bool updatesInPlace(OpCode opcode) {
   case OpCode::Copy:
   case OpCode::AllReduce:
     return true;
+  case OpCode::Matmul:
+    // The accumulating epilogue: c is its accumulator.
+    return kernel.getInts().size() == 3 &&
+           kernel.getInts()[2] ==
+               static_cast<int64_t>(plan::EpilogueCode::Accumulate);
   default:
     return false;
   }
@@ -393,7 +400,7 @@ LogicalResult KernelOp::verify() {
     return emitOpError("kernel 'recv' reads no input and writes one output");
   if (getOutputs().empty() && getOpcode() != OpCode::Send)
     return emitOpError("writes no output");
-  if (!updatesInPlace(getOpcode()))
+  if (!updatesInPlace(*this))
     for (Value out : getOutputs())
       if (llvm::is_contained(getInputs(), out))
         return emitOpError("kernel '")

@@ -225,8 +225,11 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   lower.bucketBytes = options.bucketBytes;
   lower.overlapGradReduce = options.overlapGradReduce;
   pm.addPass(createLowerToRt(lower));
-  if (options.fuseOptimizer)
-    pm.addPass(createFuseOptimizer());
+  if (options.fuseOptimizer) {
+    FuseOptimizerOptions fuse;
+    fuse.accumulate = options.fuseGradAccumulation;
+    pm.addPass(createFuseOptimizer(fuse));
+  }
 }
 
 void triad::registerTrainPipeline() {

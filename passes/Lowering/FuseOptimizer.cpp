@@ -1,7 +1,8 @@
 //===- FuseOptimizer.cpp - the optimizer step in few kernels --------------===//
 //
-// Rewrites the kernels of the lowered optimizer step so that the runtime
-// launches few of them, with the same arithmetic: a gradient norm's sums
+// Rewrites the kernels of the lowered gradient accumulation and optimizer
+// step so that the runtime launches few of them: a weight gradient's
+// product is added to its accumulator by its matmul; a gradient norm's sums
 // of squares and the adds that total them become one `sum_squares` over
 // every gradient; an `adamw` writes its parameter's 16-bit copy where a
 // `cast` of its result did; and runs of `adamw` kernels over independent
@@ -151,6 +152,126 @@ bool bytesUnreadElsewhere(Value dropped, KernelOp writer) {
   }
   auto func = writer->getParentOfType<rt::FuncOp>();
   return !llvm::any_of(func.getResults(), readsLeft);
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient accumulation: a product added to its accumulator by its matmul
+//===----------------------------------------------------------------------===//
+
+/// The layer each kernel of `func` comes from (its index among the
+/// function's layer names), for kernels in a layer span.
+llvm::DenseMap<Operation *, int64_t> layersOf(rt::FuncOp func) {
+  llvm::DenseMap<Operation *, int64_t> layers;
+  std::optional<ArrayRef<int64_t>> spans = func.getLayerSpans();
+  if (!spans)
+    return layers;
+  int64_t index = 0;
+  for (auto kernel : func.getBody().getOps<KernelOp>()) {
+    for (size_t l = 0; l + 1 < spans->size(); l += 2)
+      if ((*spans)[l] <= index && index < (*spans)[l + 1])
+        layers[kernel.getOperation()] = static_cast<int64_t>(l / 2);
+    ++index;
+  }
+  return layers;
+}
+
+/// Sets `func`'s layer spans to the runs of its kernels in each layer of
+/// `layers` (layersOf's, kept up to date through the rewrites).
+void setLayerSpans(rt::FuncOp func,
+                   const llvm::DenseMap<Operation *, int64_t> &layers) {
+  std::optional<ArrayAttr> names = func.getLayerNames();
+  if (!names)
+    return;
+  SmallVector<Attribute> newNames;
+  SmallVector<int64_t> spans;
+  int64_t index = 0, current = -1;
+  for (auto kernel : func.getBody().getOps<KernelOp>()) {
+    int64_t layer = layers.lookup_or(kernel.getOperation(), -1);
+    if (layer != current || (layer >= 0 && spans.back() != index)) {
+      if (layer >= 0) {
+        newNames.push_back((*names)[layer]);
+        spans.append({index, index + 1});
+      }
+      current = layer;
+    } else if (layer >= 0) {
+      spans.back() = index + 1;
+    }
+    ++index;
+  }
+  Builder b(func.getContext());
+  func.setLayerNamesAttr(b.getArrayAttr(newNames));
+  func.setLayerSpansAttr(b.getDenseI64ArrayAttr(spans));
+}
+
+/// A product (a matmul without an epilogue) that only `accumulate` reads,
+/// adding it to its accumulator: one matmul with the accumulating
+/// epilogue at the accumulate's place, where nothing between the two
+/// writes over the product's operands, the accumulator shares no bytes
+/// with them, and nothing else reads the product's bytes.
+unsigned fuseAccumulates(rt::FuncOp func, SmallVectorImpl<Value> &freed) {
+  SmallVector<KernelOp> accumulates;
+  for (auto kernel : func.getBody().getOps<KernelOp>())
+    if (kernel.getOpcode() == OpCode::Accumulate &&
+        kernel.getInputs().size() == 3 && kernel.getOutputs().size() == 1 &&
+        kernel.getInputs()[0] == kernel.getOutputs()[0])
+      accumulates.push_back(kernel);
+  if (accumulates.empty())
+    return 0;
+  llvm::DenseMap<Operation *, int64_t> layers = layersOf(func);
+  unsigned fused = 0;
+  for (KernelOp accumulate : accumulates) {
+    Value acc = accumulate.getInputs()[0], product = accumulate.getInputs()[1],
+          weight = accumulate.getInputs()[2];
+    // The product's writer (its buffer's other user).
+    KernelOp matmul;
+    for (OpOperand &use : product.getUses())
+      if (auto kernel = dyn_cast<KernelOp>(use.getOwner());
+          kernel && kernel != accumulate &&
+          llvm::is_contained(kernel.getOutputs(), product))
+        matmul = kernel;
+    if (!matmul || matmul.getOpcode() != OpCode::Matmul ||
+        matmul.getInputs().size() != 2 || matmul.getInts().size() != 2 ||
+        !onlyPassesBetween(product, matmul, accumulate) ||
+        matmul->getBlock() != accumulate->getBlock() ||
+        !matmul->isBeforeInBlock(accumulate))
+      continue;
+    Value a = matmul.getInputs()[0], b = matmul.getInputs()[1];
+    auto accType = cast<MemRefType>(acc.getType()),
+         productType = cast<MemRefType>(product.getType()),
+         weightType = cast<MemRefType>(weight.getType());
+    Type element = cast<MemRefType>(a.getType()).getElementType();
+    if (accType.getShape() != productType.getShape() ||
+        cast<MemRefType>(b.getType()).getElementType() != element ||
+        (!accType.getElementType().isF32() &&
+         accType.getElementType() != element) ||
+        weightType.getRank() != 0 || !weightType.getElementType().isF32() ||
+        overlaps(acc, a) || overlaps(acc, b) || overlaps(acc, weight))
+      continue;
+    if (llvm::any_of(between(matmul, accumulate), [&](KernelOp crossed) {
+          return writesOver(crossed, a) || writesOver(crossed, b);
+        }))
+      continue;
+    if (!bytesUnreadElsewhere(product, matmul))
+      continue;
+    OpBuilder builder(accumulate);
+    SmallVector<int64_t> ints(matmul.getInts());
+    ints.push_back(static_cast<int64_t>(plan::EpilogueCode::Accumulate));
+    auto fusedKernel = KernelOp::create(
+        builder, accumulate.getLoc(), OpCode::Matmul,
+        ValueRange{a, b, acc, weight}, ValueRange{acc},
+        builder.getDenseI64ArrayAttr(ints), builder.getDenseF64ArrayAttr({}));
+    if (auto it = layers.find(accumulate.getOperation()); it != layers.end())
+      layers[fusedKernel.getOperation()] = it->second;
+    layers.erase(accumulate.getOperation());
+    layers.erase(matmul.getOperation());
+    freed.push_back(product);
+    accumulate.erase();
+    matmul.erase();
+    ++fused;
+  }
+  if (fused)
+    setLayerSpans(func, layers);
+  return fused;
 }
 
 //===----------------------------------------------------------------------===//
@@ -625,10 +746,11 @@ struct FuseOptimizerPass
   using FuseOptimizerBase::FuseOptimizerBase;
 
   void runOnOperation() override {
-    SmallVector<rt::FuncOp> funcs;
+    SmallVector<rt::FuncOp> all, funcs;
     getOperation().walk([&](rt::FuncOp func) {
-      // The forward and backward (functions with layer spans, which index
-      // their kernels) are left as they are.
+      all.push_back(func);
+      // The optimizer step's rewrites leave the forward and backward
+      // (functions with layer spans) as they are.
       if (!func.getLayerSpans())
         funcs.push_back(func);
     });
@@ -637,6 +759,9 @@ struct FuseOptimizerPass
     knownRanges = &ranges;
     llvm::scope_exit forget([outer] { knownRanges = outer; });
     SmallVector<Value> freed;
+    if (accumulate)
+      for (rt::FuncOp func : all)
+        numAccumulatesFused += fuseAccumulates(func, freed);
     for (rt::FuncOp func : funcs) {
       numSquaresFused += fuseSquares(func, freed);
       numSkipsFused += fuseSkips(func, freed);

@@ -156,11 +156,20 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
 }
 
 def FuseOptimizer : Pass<"triad-fuse-optimizer", "::mlir::ModuleOp"> {
-  let summary = "Runs the lowered optimizer step in few kernels";
+  let summary = "Runs the lowered optimizer step and gradient accumulation in few kernels";
   let description = [{
-    Rewrites the kernels of every `rt.func` without layer spans (the apply
-    step; the forward and backward are left alone) so that the runtime
-    launches few kernels for the optimizer step, with the same arithmetic:
+    In every `rt.func`, a weight gradient's product that only an
+    `accumulate` adds to its gradient accumulator becomes one `matmul` with
+    the accumulating epilogue at the accumulate's place, reading the
+    accumulator and the weight (`matmul(a, b, acc, w) -> (acc)`, epilogue
+    5): the product is added without being stored, and its 16-bit rounding
+    is skipped (f32 products keep their bits). The function's layer spans
+    follow the kernels.
+
+    Then it rewrites the kernels of every `rt.func` without layer spans
+    (the apply step; the forward and backward are left alone) so that the
+    runtime launches few kernels for the optimizer step, with the same
+    arithmetic:
 
     - a tree of `add` kernels totalling `sum_squares` kernels (the
       gradient norm's square) becomes one `sum_squares` over every tensor,
@@ -205,9 +214,17 @@ def FuseOptimizer : Pass<"triad-fuse-optimizer", "::mlir::ModuleOp"> {
     ```
 
     `--triad-train-pipeline` runs it after `--triad-lower-to-rt` unless
-    `fuse-optimizer=false`.
+    `fuse-optimizer=false`, with `accumulate` as its
+    `fuse-grad-accumulation`.
   }];
+  let options = [
+    Option<"accumulate", "accumulate", "bool", /*default=*/"true",
+           "Add weight gradients' products to their accumulators in their "
+           "matmul (false: only the optimizer step's rewrites)">,
+  ];
   let statistics = [
+    Statistic<"numAccumulatesFused", "accumulates-fused",
+              "Products added to their accumulators by their matmul">,
     Statistic<"numSquaresFused", "squares-fused",
               "Trees of sums of squares made one kernel">,
     Statistic<"numSkipsFused", "skips-fused",

@@ -545,19 +545,28 @@ absl::Status CpuExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
   }
   case plan::OpCode::Matmul: {
     MatmulDims d = matmulDims(instr);
+    // The product goes to c, or, where c is the accumulator it is added
+    // to, to a buffer of its own first.
+    float *product = f32(out(0));
+    if (d.weight) {
+      productBuffer.resize(static_cast<size_t>(n(out(0))));
+      product = productBuffer.data();
+    }
     if (runsOnBf16Products(instr)) {
       // oneDNN's f32 result (the f32 copy of a bf16 one), then the
       // epilogue: `execute` left the operands' bits unwidened.
       if (absl::Status status = bf16Products->run(
               {d.batch, d.m, d.n, d.k, d.transposeA, d.transposeB, d.rhsBatched,
                /*resultBf16=*/false},
-              bits16(in(0)), bits16(in(1)), f32(out(0)));
+              bits16(in(0)), bits16(in(1)), product);
           !status.ok())
         return status;
     } else {
-      cpu::matmul(f32(in(0)), f32(in(1)), f32(out(0)), d.batch, d.m, d.n, d.k,
+      cpu::matmul(f32(in(0)), f32(in(1)), product, d.batch, d.m, d.n, d.k,
                   d.transposeA, d.transposeB, d.rhsBatched);
     }
+    if (d.weight)
+      cpu::accumulate(f32(out(0)), product, f32(*d.weight)[0], n(out(0)));
     // A fused epilogue runs after the product, in the unfused kernels'
     // arithmetic (a 16-bit result is rounded once, after it: see
     // plan::MatmulAttrs).

@@ -72,6 +72,7 @@ cuda::DType cudaType(plan::DType dtype) {
 cuda::Epilogue cudaEpilogue(plan::EpilogueCode code) {
   switch (code) {
   case plan::EpilogueCode::None:
+  case plan::EpilogueCode::Accumulate: // cuBLASLt's beta (MatmulOptions)
     break;
   case plan::EpilogueCode::Bias:
     return cuda::Epilogue::Bias;
@@ -1246,6 +1247,12 @@ absl::Status CudaExecutor::enqueue(const plan::Instr &instr, uint64_t step) {
       options.biasGrad = arenaAddress(*d.biasGrad);
       options.biasGradType = cudaType(value(*d.biasGrad).dtype());
     }
+    // An accumulating product adds its weighted f32 product to c, its
+    // accumulator, before c's one rounding.
+    if (d.weight) {
+      options.accumulate = true;
+      options.weight = static_cast<const float *>(arenaAddress(*d.weight));
+    }
     return cuda::matmul(
         *gpu, arenaAddress(x), arenaAddress(instr.inputs()->Get(1)),
         arenaAddress(out),
@@ -1331,6 +1338,10 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
       options.activationInput = f32(*d.activationInput);
     if (d.biasGrad)
       options.biasGrad = f32(*d.biasGrad);
+    if (d.weight) {
+      options.accumulate = true;
+      options.weight = f32(*d.weight);
+    }
     return cuda::matmul(ctx, f32(in(0)), f32(in(1)), f32(out(0)), s, options);
   }
   case plan::OpCode::Add:

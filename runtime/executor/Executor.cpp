@@ -802,6 +802,8 @@ Executor::MatmulDims Executor::matmulDims(const plan::Instr &instr) const {
     dims.bias = instr.inputs()->Get(2);
   if (dims.gradient)
     dims.activationInput = instr.inputs()->Get(2);
+  if (attrs.accumulates())
+    dims.weight = instr.inputs()->Get(3);
   if (instr.outputs()->size() == 2)
     (dims.gradient ? dims.biasGrad : dims.preActivation) =
         instr.outputs()->Get(1);
@@ -838,7 +840,12 @@ std::string Executor::describe(const plan::Instr &instr) const {
   if (instr.op() == plan::OpCode::Matmul) {
     MatmulDims d = matmulDims(instr);
     static constexpr const char *kEpilogues[] = {
-        "", " + bias", " + bias, gelu_tanh", " + bias, relu", " * gelu_tanh'"};
+        "",
+        " + bias",
+        " + bias, gelu_tanh",
+        " + bias, relu",
+        " * gelu_tanh'",
+        ", weighted into its accumulator"};
     static_assert(std::size(kEpilogues) == plan::kLastEpilogueCode + 1);
     return absl::StrCat(d.m, "x", d.k, d.transposeA ? "^T" : "", " . ", d.k,
                         "x", d.n, d.transposeB ? "^T" : "", ", batch ", d.batch,

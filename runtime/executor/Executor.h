@@ -309,6 +309,9 @@ protected:
     std::optional<plan::ActivationCode> activation, gradient;
     std::optional<uint32_t> bias, preActivation;
     std::optional<uint32_t> activationInput, biasGrad;
+    /// The accumulating epilogue's weight (c, its accumulator, is both
+    /// input 2 and the output).
+    std::optional<uint32_t> weight;
   };
   MatmulDims matmulDims(const plan::Instr &instr) const;
   /// An Embedding's table (an EmbeddingGrad's result): `rows` of `hidden`,

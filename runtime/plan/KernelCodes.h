@@ -40,15 +40,20 @@ constexpr int64_t kLastActivationCode =
 /// where the plan asks for it. Only the activations cuBLASLt's epilogues
 /// compute with the same formula are here: it has no erf GELU, SiLU or fast
 /// GELU, and its ReLU gradient reads a bit mask, not the ReLU's input.
+/// Accumulate adds the product times a weight to the result, which is the
+/// accumulator (the third input) itself: a weight gradient's product added
+/// to its gradient accumulator, as the Accumulate kernel adds it, without
+/// the product being stored first.
 enum class EpilogueCode : int64_t {
   None = 0,
   Bias = 1,
   BiasGeluTanh = 2,
   BiasRelu = 3,
   GeluTanhGrad = 4,
+  Accumulate = 5,
 };
 constexpr int64_t kLastEpilogueCode =
-    static_cast<int64_t>(EpilogueCode::GeluTanhGrad);
+    static_cast<int64_t>(EpilogueCode::Accumulate);
 
 /// Attention and AttentionGrad: ints[2]. A prefix mask comes with the
 /// prefix lengths (has_prefix).

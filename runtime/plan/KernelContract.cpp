@@ -208,7 +208,11 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
                   "pre-activation, and only a gradient epilogue a bias "
                   "gradient (a second output)");
     bool second = out.size() == 2 && (attrs.activation() || gradient);
-    CHECK_OK(arity(attrs.fused() ? 3 : 2, second ? 2 : 1, fused ? 3 : 2, 0));
+    bool accumulates = attrs.accumulates();
+    CHECK_OK(arity(accumulates     ? 4
+                   : attrs.fused() ? 3
+                                   : 2,
+                   second ? 2 : 1, fused ? 3 : 2, 0));
     CHECK_OK(flags({"transpose_a", "transpose_b"}, 0));
     attrs = matmulAttrs(ints);
     Shape a = shape(in[0]), b = shape(in[1]), c = shape(out[0]);
@@ -245,6 +249,17 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
       return fail(absl::StrCat("the pre-activation must have the result's "
                                "shape ",
                                text(c), " and element type"));
+    if (accumulates) {
+      if (in[2] != out[0])
+        return fail("the result must be the accumulator (input 2) itself");
+      if (dtype(out[0]) != DType::F32 && dtype(out[0]) != dtype(in[0]))
+        return fail("the accumulator must be f32 or of the operands' type");
+      if (!shape(in[3]).empty() || dtype(in[3]) != DType::F32)
+        return fail("the weight (input 3) must be an f32 scalar");
+      if (dtype(in[0]) != dtype(in[1]))
+        return fail("the operands of an accumulating product must have one "
+                    "type");
+    }
     if (gradient) {
       if (shape(in[2]) != c || dtype(in[2]) != dtype(out[0]))
         return fail(absl::StrCat("the activation's input must have the "

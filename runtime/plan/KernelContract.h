@@ -87,8 +87,9 @@ double kernelFlops(const KernelView &view);
 // an instruction the contract has accepted (its attributes are there).
 
 /// Matmul: ints transpose_a, transpose_b[, epilogue (KernelCodes.h; absent:
-/// None)]; inputs a, b[, bias or activation input]; outputs c[,
-/// pre-activation or bias gradient]. op(a) is [..., m, k], op(b) [k, n] or
+/// None)]; inputs a, b[, bias, activation input, or accumulator and
+/// weight]; outputs c[, pre-activation or bias gradient]. op(a) is [..., m, k],
+/// op(b) [k, n] or
 /// [..., k, n], c [..., m, n].
 ///
 /// The forward epilogues (Bias, BiasGeluTanh, BiasRelu) read a bias: n
@@ -110,14 +111,26 @@ double kernelFlops(const KernelView &view);
 /// A 16-bit c (and pre-activation or bias gradient) is rounded once, after
 /// the epilogue, as cuBLASLt's epilogues do, where the unfused kernels round
 /// the product first: 16-bit results may differ from theirs by a rounding.
+///
+/// The accumulating epilogue (Accumulate) reads the accumulator, which c
+/// is (the third input and the output are one value), f32 or of the
+/// operands' type, and the weight, an f32 scalar (the fourth input): c =
+/// c + weight * product, the multiply and the add each rounded to f32 as
+/// the Accumulate kernel rounds them (a 16-bit c then rounded to its
+/// type), on the f32 product, where the unfused kernels add the product
+/// rounded to its 16-bit type: 16-bit operands' results may differ from
+/// theirs by that rounding (f32 ones have their bits).
 struct MatmulAttrs {
   bool transposeA, transposeB;
   EpilogueCode epilogue;
   bool fused() const { return epilogue != EpilogueCode::None; }
   /// Whether the epilogue adds a bias (the forward epilogues).
   bool hasBias() const {
-    return fused() && epilogue != EpilogueCode::GeluTanhGrad;
+    return fused() && epilogue != EpilogueCode::GeluTanhGrad &&
+           epilogue != EpilogueCode::Accumulate;
   }
+  /// Whether the product is added to c (the accumulating epilogue).
+  bool accumulates() const { return epilogue == EpilogueCode::Accumulate; }
   /// The activation the epilogue applies after the bias, if any.
   std::optional<ActivationCode> activation() const {
     switch (epilogue) {
@@ -128,6 +141,7 @@ struct MatmulAttrs {
     case EpilogueCode::None:
     case EpilogueCode::Bias:
     case EpilogueCode::GeluTanhGrad:
+    case EpilogueCode::Accumulate:
       break;
     }
     return std::nullopt;

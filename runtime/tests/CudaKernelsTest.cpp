@@ -237,6 +237,102 @@ TEST_F(CudaKernels, MatmulBf16AndF16AccumulateInF32) {
     }
 }
 
+/// c += weight[0] * op(a) op(b) with the weight a device scalar (cuBLASLt's
+/// alpha and beta then device pointers: the plan's accumulating epilogue),
+/// against the CPU's product, weighted and added: f32 operands into an f32
+/// c; bf16 ones into an f32 c (a weight gradient into its accumulator) and
+/// into a bf16 c; one product with a transposed lhs (a weight gradient's),
+/// stacked rows over a shared transposed rhs, and one product per batch
+/// element (a batched rhs).
+TEST_F(CudaKernels, MatmulAddsItsWeightedProductToC) {
+  struct Case {
+    DType input, output;
+    ProductCase shape;
+  };
+  const Case cases[] = {
+      {DType::F32, DType::F32, {1, 37, 29, 53, true, false, false, true}},
+      {DType::BF16, DType::F32, {1, 64, 48, 96, true, false, false, true}},
+      {DType::BF16, DType::F32, {3, 16, 24, 40, false, true, false, true}},
+      {DType::BF16, DType::F32, {2, 16, 24, 40, false, false, true, true}},
+      {DType::BF16, DType::BF16, {1, 64, 48, 96, true, false, false, true}},
+  };
+  const float weight = -0.625f;
+  DeviceBuffer dweight = upload(std::vector<float>{weight});
+  auto toBf16 = [](float value) {
+    __nv_bfloat16 h = toHalf<__nv_bfloat16>(value);
+    uint16_t bits;
+    std::memcpy(&bits, &h, 2);
+    return bits;
+  };
+  auto fromBf16 = [](uint16_t bits) {
+    __nv_bfloat16 h;
+    std::memcpy(&h, &bits, 2);
+    return fromHalf(h);
+  };
+  for (const Case &c : cases) {
+    const ProductCase &p = c.shape;
+    std::string what =
+        std::string(c.input == DType::F32 ? "f32" : "bf16") + " into " +
+        (c.output == DType::F32 ? "f32" : "bf16") + ", batch " +
+        std::to_string(p.batch) + (p.transposeA ? " aT" : "") +
+        (p.transposeB ? " bT" : "") + (p.rhsBatched ? " batched-rhs" : "");
+    bool sixteen = c.input != DType::F32, wideC = c.output == DType::F32;
+    std::vector<float> a = randomFloats(p.batch * p.m * p.k, 31),
+                       b = randomFloats(
+                           (p.rhsBatched ? p.batch : 1) * p.k * p.n, 32),
+                       acc = randomFloats(p.batch * p.m * p.n, 33);
+    std::vector<uint16_t> a16(a.size()), b16(b.size()), acc16(acc.size());
+    // The operands (and a bf16 c) as the device holds them.
+    for (size_t i = 0; sixteen && i < a.size(); ++i)
+      a[i] = fromBf16(a16[i] = toBf16(a[i]));
+    for (size_t i = 0; sixteen && i < b.size(); ++i)
+      b[i] = fromBf16(b16[i] = toBf16(b[i]));
+    for (size_t i = 0; !wideC && i < acc.size(); ++i)
+      acc[i] = fromBf16(acc16[i] = toBf16(acc[i]));
+    std::vector<float> product(acc.size()), want(acc.size());
+    cpu::matmul(a.data(), b.data(), product.data(), p.batch, p.m, p.n, p.k,
+                p.transposeA, p.transposeB, p.rhsBatched);
+    for (size_t i = 0; i < want.size(); ++i)
+      want[i] = acc[i] + weight * product[i];
+    DeviceBuffer da = sixteen ? upload(a16) : upload(a),
+                 db = sixteen ? upload(b16) : upload(b),
+                 dc = wideC ? upload(acc) : upload(acc16);
+    MatmulOptions options;
+    options.inputType = c.input;
+    options.outputType = c.output;
+    options.accumulate = true;
+    options.weight = dweight.as<float>();
+    ASSERT_OK(matmul(
+        *context, da.data(), db.data(), dc.data(),
+        {p.batch, p.m, p.n, p.k, p.transposeA, p.transposeB, p.rhsBatched},
+        options));
+    std::vector<float> got(acc.size());
+    if (wideC) {
+      got = download(dc, acc.size());
+    } else {
+      std::vector<uint16_t> raw = download<uint16_t>(dc, acc.size());
+      for (size_t i = 0; i < raw.size(); ++i)
+        got[i] = fromBf16(raw[i]);
+    }
+    // f32 sums of exact products (bf16 operands are exact in f32): within
+    // f32 rounding of the terms; a bf16 c within its own rounding.
+    double abs = 1e-5 * std::sqrt(static_cast<double>(p.k));
+    if (wideC)
+      expectNear(got, want, 1e-5, abs, what);
+    else
+      expectNear(got, want, 1e-2, 1e-2, what);
+  }
+  // A weight scales the product only where it is added to c.
+  MatmulOptions unweighted;
+  unweighted.weight = dweight.as<float>();
+  DeviceBuffer da = upload(randomFloats(16, 1)),
+               db = upload(randomFloats(16, 2)), dc = poisoned(16);
+  EXPECT_EQ(matmul(*context, da.data(), db.data(), dc.data(),
+                   {1, 4, 4, 4, false, false, false}, unweighted)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 /// --matmul-precision: f32 operands rounded to TF32 or bf16 on the way into
 /// tensor cores. The product stays near the exact one (relative to the
 /// size of its terms: rounding to a 10- or 7-bit mantissa), and differs

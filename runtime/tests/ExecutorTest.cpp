@@ -611,6 +611,83 @@ TEST(CpuExecutorSteps, GeluGradientEpilogueGivesTheBitsOfTheUnfusedKernels) {
   }
 }
 
+TEST(CpuExecutorSteps, AccumulatingEpilogueAddsTheWeightedProduct) {
+  // acc [8, 4] += w * a [6, 8]^T . b [6, 4]: as one product with the
+  // accumulating epilogue, and as the Matmul and Accumulate kernels. In f32
+  // every bit agrees (the same product, multiply and add); with bf16
+  // operands the fused product is added unrounded, where the unfused one
+  // is rounded to bf16 first: the fused result is the f32 reference's.
+  uint32_t state = 4242;
+  std::vector<float> a = uniform(48, state, 2.0f),
+                     bm = uniform(24, state, 2.0f),
+                     acc = uniform(32, state, 2.0f);
+  const float weight = 0.75f;
+  const int64_t code =
+      static_cast<int64_t>(triad::plan::EpilogueCode::Accumulate);
+  PlanBuilder b;
+  uint32_t va = b.value(DType::F32, {6, 8}), vb = b.value(DType::F32, {6, 4});
+  uint32_t vacc = b.value(DType::F32, {8, 4}), vw = b.value(DType::F32, {});
+  for (DType type : {DType::F32, DType::BF16}) {
+    std::string name = type == DType::F32 ? "f32" : "bf16";
+    uint32_t ta = va, tb = vb;
+    uint32_t product = b.value(type, {8, 4});
+    for (bool fused : {false, true}) {
+      b.function((fused ? "fused " : "unfused ") + name, {va, vb, vacc, vw});
+      if (type != DType::F32) {
+        ta = b.value(type, {6, 8});
+        tb = b.value(type, {6, 4});
+        b.instr(OpCode::Cast, {va}, {ta});
+        b.instr(OpCode::Cast, {vb}, {tb});
+      }
+      if (fused) {
+        b.instr(OpCode::Matmul, {ta, tb, vacc, vw}, {vacc}, {1, 0, code});
+      } else {
+        b.instr(OpCode::Matmul, {ta, tb}, {product}, {1, 0});
+        b.instr(OpCode::Accumulate, {vacc, product, vw}, {vacc});
+      }
+      b.results({vacc}, {});
+    }
+  }
+  Loaded loaded = load(b.build());
+  std::vector<HostTensor> args = {floats({6, 8}, a), floats({6, 4}, bm),
+                                  floats({8, 4}, acc), floats({}, {weight})};
+  for (const char *name : {"f32", "bf16"}) {
+    auto unfused = loaded.executor->run(std::string("unfused ") + name, args);
+    auto fused = loaded.executor->run(std::string("fused ") + name, args);
+    ASSERT_TRUE(unfused.ok()) << unfused.status();
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    const std::vector<float> &got = (*fused)[0].floats,
+                             &kernels = (*unfused)[0].floats;
+    ASSERT_EQ(got.size(), 32u);
+    if (std::string(name) == "f32") {
+      EXPECT_EQ(got, kernels);
+      continue;
+    }
+    // The reference: the bf16 operands' product in double, weighted and
+    // added to acc.
+    auto rounded = [](float value) {
+      uint16_t bits;
+      float back;
+      cpu::narrow(true, &value, &bits, 1);
+      cpu::widen(true, &bits, &back, 1);
+      return back;
+    };
+    for (int64_t i = 0; i < 8; ++i)
+      for (int64_t j = 0; j < 4; ++j) {
+        double product = 0.0;
+        for (int64_t k = 0; k < 6; ++k)
+          product += static_cast<double>(rounded(a[k * 8 + i])) *
+                     rounded(bm[k * 4 + j]);
+        double want = acc[i * 4 + j] + weight * product;
+        EXPECT_NEAR(got[i * 4 + j], want, 1e-5 * (std::fabs(want) + 1.0))
+            << "element " << i << ", " << j;
+      }
+    // The unfused kernels round the product to bf16 first: the fused
+    // result differs from theirs somewhere.
+    EXPECT_NE(got, kernels);
+  }
+}
+
 /// Runs function "f" of the plan `build(type)` makes, once in `half` (its
 /// first `sixteen` arguments of that type) and once in f32, on `args`
 /// rounded to `half` as the 16-bit plan stores them: each 16-bit result

@@ -240,9 +240,9 @@ TEST(KernelContract, ChecksMatmulEpilogues) {
   EXPECT_TRUE(checkKernel(matmul({0, 0, 0}), {}).ok());
 
   EXPECT_EQ(message(checkKernel(matmul({0, 0, kLastEpilogueCode + 1}), {})),
-            "unknown epilogue 5 (0 to 4)");
+            "unknown epilogue 6 (0 to 5)");
   EXPECT_EQ(message(checkKernel(matmul({0, 0, -1}), {})),
-            "unknown epilogue -1 (0 to 4)");
+            "unknown epilogue -1 (0 to 5)");
   EXPECT_EQ(message(checkKernel(matmul({0, 0, 1}), {})),
             "expects 3 inputs, 1 outputs, 3 ints and 0 floats; has 2, 1, 3 "
             "and 0");
@@ -289,6 +289,50 @@ TEST(KernelContract, ChecksMatmulEpilogues) {
             "the pre-activation must be a buffer of its own");
   // The epilogue adds no products' work.
   EXPECT_EQ(kernelFlops(fusedMatmul(EpilogueCode::Bias)), 2.0 * 4 * 4 * 8);
+}
+
+/// A matmul [4 x 8] . [8 x 4] of `operands`' type added, times an f32
+/// scalar weight, to its accumulator [4 x 4] of `accumulator`'s type.
+KernelView accumulatingMatmul(DType operands = DType::BF16,
+                              DType accumulator = DType::F32) {
+  KernelView view =
+      matmul({1, 0, static_cast<int64_t>(EpilogueCode::Accumulate)});
+  view.operands[0].shape = {8, 4}; // transposed: [4 x 8]
+  view.operands[0].dtype = view.operands[1].dtype = operands;
+  view.operands[2].dtype = accumulator;
+  view.operands.push_back(f32({}, "weight"));
+  view.inputs = {0, 1, 2, 3};
+  return view;
+}
+
+TEST(KernelContract, ChecksTheAccumulatingEpilogue) {
+  EXPECT_TRUE(checkKernel(accumulatingMatmul(), {}).ok());
+  EXPECT_TRUE(checkKernel(accumulatingMatmul(DType::F32, DType::F32), {}).ok());
+  // A 16-bit accumulator of the operands' type (grad-accumulation=param).
+  EXPECT_TRUE(checkKernel(accumulatingMatmul(DType::F16, DType::F16), {}).ok());
+  EXPECT_EQ(
+      message(checkKernel(accumulatingMatmul(DType::BF16, DType::F16), {})),
+      "the accumulator must be f32 or of the operands' type");
+  KernelView elsewhere = accumulatingMatmul();
+  elsewhere.operands.push_back(f32({4, 4}, "other"));
+  elsewhere.outputs = {4};
+  EXPECT_EQ(message(checkKernel(elsewhere, {})),
+            "the result must be the accumulator (input 2) itself");
+  KernelView vectorWeight = accumulatingMatmul();
+  vectorWeight.operands[3].shape = {1};
+  EXPECT_EQ(message(checkKernel(vectorWeight, {})),
+            "the weight (input 3) must be an f32 scalar");
+  KernelView mixed = accumulatingMatmul();
+  mixed.operands[1].dtype = DType::F32;
+  EXPECT_EQ(message(checkKernel(mixed, {})),
+            "the operands of an accumulating product must have one type");
+  KernelView noWeight = accumulatingMatmul();
+  noWeight.inputs.pop_back();
+  EXPECT_EQ(message(checkKernel(noWeight, {})),
+            "expects 4 inputs, 1 outputs, 3 ints and 0 floats; has 3, 1, 3 "
+            "and 0");
+  // The product's work, as a plain product's.
+  EXPECT_EQ(kernelFlops(accumulatingMatmul()), 2.0 * 4 * 4 * 8);
 }
 
 /// A matmul [4 x 8] . [8 x 4] -> [4 x 4] with the GELU's gradient epilogue:

@@ -132,6 +132,13 @@ struct TrainPipelineOptions
                      "sum of squares, every parameter's update and rounding "
                      "as one adamw"),
       llvm::cl::init(true)};
+  Option<bool> fuseGradAccumulation{
+      *this, "fuse-grad-accumulation",
+      llvm::cl::desc("With fuse-optimizer: add each weight gradient's "
+                     "product to its f32 accumulator in the matmul "
+                     "(--triad-fuse-optimizer=accumulate), without storing "
+                     "it rounded to 16 bits first"),
+      llvm::cl::init(true)};
   Option<std::string> costReport{
       *this, "cost-report",
       llvm::cl::desc("Write the partitioned program's cost report "

@@ -81,6 +81,10 @@ struct MatmulOptions {
   DType inputType = DType::F32, outputType = DType::F32;
   /// c += product instead of c = product (with Epilogue::None only).
   bool accumulate = false;
+  /// With accumulate: c += weight[0] * product, `weight` an f32 on the
+  /// device (cuBLASLt's alpha, its scalars then device pointers); null: c
+  /// += product.
+  const float *weight = nullptr;
   Epilogue epilogue = Epilogue::None;
   /// `n` values of `biasType` (F32, or outputType), with every epilogue
   /// but None.

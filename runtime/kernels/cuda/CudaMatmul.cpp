@@ -101,6 +101,8 @@ struct ProductKey {
   int32_t auxiliary;
   /// Whether the gradient epilogue writes the bias gradient (DGELU_BGRAD).
   int32_t biasGradient;
+  /// Whether alpha and beta are device pointers (a weighted accumulate).
+  int32_t deviceScalars;
   int64_t m, n, k, batch, bStride;
   /// Of our b, a, c (twice: C and D), the bias (or bias gradient) and the
   /// auxiliary operand.
@@ -222,6 +224,11 @@ absl::StatusOr<ProductPlan> makePlan(CudaContext &context,
       rawOperation, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
   TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       rawOperation, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+  if (key.deviceScalars) {
+    cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_DEVICE;
+    TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        rawOperation, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof(mode)));
+  }
   if (options.epilogue != Epilogue::None) {
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     switch (options.epilogue) {
@@ -380,6 +387,7 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
                         : 0;
   key.auxiliary = aux != nullptr;
   key.biasGradient = gradient && vector != nullptr;
+  key.deviceScalars = options.weight != nullptr;
   key.m = m;
   key.n = n;
   key.k = k;
@@ -422,12 +430,19 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
     TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan.operation.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
         sizeof(aux)));
+  // Host scalars, or device ones: the weight, and 1 (accumulate).
   float alpha = 1.0f, beta = options.accumulate ? 1.0f : 0.0f;
+  const void *alphaPointer = &alpha, *betaPointer = &beta;
+  if (options.weight) {
+    alphaPointer = options.weight;
+    betaPointer = context.one();
+  }
   absl::Status ran = cublasStatus(
-      cublasLtMatmul(context.cublasLt(), plan.operation.get(), &alpha, b,
-                     plan.a.get(), a, plan.b.get(), &beta, c, plan.c.get(), c,
-                     plan.c.get(), &plan.algo, context.matmulWorkspace(),
-                     key.workspaceBytes, context.stream()),
+      cublasLtMatmul(context.cublasLt(), plan.operation.get(), alphaPointer, b,
+                     plan.a.get(), a, plan.b.get(), betaPointer, c,
+                     plan.c.get(), c, plan.c.get(), &plan.algo,
+                     context.matmulWorkspace(), key.workspaceBytes,
+                     context.stream()),
       "cublasLtMatmul");
   if (refusedEpilogue(key, ran)) {
     // A type it does not take shows only here (an invalid value).
@@ -629,6 +644,9 @@ absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
   if (options.epilogue != Epilogue::None && options.accumulate)
     return absl::InvalidArgumentError(
         "matmul: an epilogue does not accumulate into c");
+  if (options.weight && !options.accumulate)
+    return absl::InvalidArgumentError(
+        "matmul: a weight scales the product only where it accumulates");
   bool activation = options.epilogue == Epilogue::ReluBias ||
                     options.epilogue == Epilogue::GeluTanhBias;
   if (options.preActivation && !activation)

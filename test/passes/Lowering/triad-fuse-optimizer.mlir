@@ -510,3 +510,93 @@ rt.program @layers pipeline_rank 0 arena 4096 {
   }
   rt.step [@step] microbatches [0]
 }
+
+// -----
+
+// A weight gradient's product that only an accumulate adds to its f32
+// accumulator: one matmul with the accumulating epilogue (5) at the
+// accumulate's place, reading the accumulator and the weight; the
+// product's buffer goes. The layer spans follow the kernels (the layer
+// loses the product's kernel).
+// CHECK-LABEL: rt.program @accumulated
+// CHECK-NOT: rt.buffer 256 :
+// CHECK: rt.func @microbatch_step args() kinds [] results() names [] layers ["block 0", "block 0 backward"] at [0, 1, 1, 3] {
+// CHECK-NEXT: rt.kernel fill() -> (%[[W:.*]]) floats
+// CHECK-NEXT: rt.kernel matmul(%[[A:.*]], %[[B:.*]], %[[ACC:.*]], %[[W]]) -> (%[[ACC]]) ints [1, 0, 5] : (memref<4x8xbf16>, memref<4x2xbf16>, memref<8x2xf32>, memref<f32>) -> memref<8x2xf32>
+// CHECK-NEXT: rt.kernel add
+// CHECK-NEXT: }
+rt.program @accumulated pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xbf16>
+  %b = rt.buffer 64 : memref<4x2xbf16>
+  %acc = rt.buffer 128 : memref<8x2xf32>
+  %w = rt.buffer 192 : memref<f32>
+  %g = rt.buffer 256 : memref<8x2xbf16>
+  %x = rt.buffer 320 : memref<4x2xbf16>
+  %y = rt.buffer 384 : memref<4x2xbf16>
+  rt.func @microbatch_step args() kinds [] results() names [] layers ["block 0", "block 0 backward"] at [0, 1, 1, 4] {
+    rt.kernel fill() -> (%w) floats [2.0] : () -> memref<f32>
+    rt.kernel matmul(%a, %b) -> (%g) ints [1, 0] : (memref<4x8xbf16>, memref<4x2xbf16>) -> memref<8x2xbf16>
+    rt.kernel accumulate(%acc, %g, %w) -> (%acc) : (memref<8x2xf32>, memref<8x2xbf16>, memref<f32>) -> memref<8x2xf32>
+    rt.kernel add(%b, %b) -> (%x) : (memref<4x2xbf16>, memref<4x2xbf16>) -> memref<4x2xbf16>
+  }
+  rt.step [@microbatch_step] microbatches [0]
+}
+
+// -----
+
+// Not fused: a product another kernel reads; an operand written between
+// the product and its accumulate; a product with an epilogue; a product
+// whose bytes a later kernel reads through another buffer (a view of
+// them).
+// CHECK-LABEL: rt.program @kept_products
+// CHECK: rt.func @read
+// CHECK-NEXT: rt.kernel fill
+// CHECK-NEXT: rt.kernel matmul(%{{[^,]*}}, %{{[^,)]*}}) -> (%{{[^)]*}}) ints [1, 0] :
+// CHECK-NEXT: rt.kernel accumulate
+// CHECK: rt.func @overwritten
+// CHECK-NEXT: rt.kernel matmul(%{{[^,]*}}, %{{[^,)]*}}) -> (%{{[^)]*}}) ints [1, 0] :
+// CHECK-NEXT: rt.kernel fill
+// CHECK-NEXT: rt.kernel accumulate
+// CHECK: rt.func @epilogue
+// CHECK-NEXT: rt.kernel matmul({{.*}}) ints [0, 0, 1] :
+// CHECK-NEXT: rt.kernel accumulate
+// CHECK: rt.func @viewed
+// CHECK-NEXT: rt.kernel matmul({{.*}}) ints [1, 0] :
+// CHECK-NEXT: rt.kernel accumulate
+// CHECK-NOT: ints [1, 0, 5]
+rt.program @kept_products pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xbf16>
+  %b = rt.buffer 64 : memref<4x2xbf16>
+  %acc = rt.buffer 128 : memref<8x2xf32>
+  %w = rt.buffer 192 : memref<f32>
+  %g = rt.buffer 256 : memref<8x2xbf16>
+  %s = rt.buffer 320 : memref<8x2xbf16>
+  %g16 = rt.buffer 256 : memref<16xbf16>
+  %x = rt.buffer 512 : memref<2x4xbf16>
+  %y = rt.buffer 576 : memref<4x8xbf16>
+  %bias = rt.buffer 640 : memref<8xbf16>
+  %z = rt.buffer 704 : memref<2x8xbf16>
+  %acc2 = rt.buffer 768 : memref<2x8xf32>
+  %s16 = rt.buffer 320 : memref<16xbf16>
+  rt.func @read args() kinds [] results() names [] {
+    rt.kernel fill() -> (%w) floats [2.0] : () -> memref<f32>
+    rt.kernel matmul(%a, %b) -> (%g) ints [1, 0] : (memref<4x8xbf16>, memref<4x2xbf16>) -> memref<8x2xbf16>
+    rt.kernel accumulate(%acc, %g, %w) -> (%acc) : (memref<8x2xf32>, memref<8x2xbf16>, memref<f32>) -> memref<8x2xf32>
+    rt.kernel add(%g, %g) -> (%s) : (memref<8x2xbf16>, memref<8x2xbf16>) -> memref<8x2xbf16>
+  }
+  rt.func @overwritten args() kinds [] results() names [] {
+    rt.kernel matmul(%a, %b) -> (%g) ints [1, 0] : (memref<4x8xbf16>, memref<4x2xbf16>) -> memref<8x2xbf16>
+    rt.kernel fill() -> (%b) floats [0.0] : () -> memref<4x2xbf16>
+    rt.kernel accumulate(%acc, %g, %w) -> (%acc) : (memref<8x2xf32>, memref<8x2xbf16>, memref<f32>) -> memref<8x2xf32>
+  }
+  rt.func @epilogue args() kinds [] results() names [] {
+    rt.kernel matmul(%x, %y, %bias) -> (%z) ints [0, 0, 1] : (memref<2x4xbf16>, memref<4x8xbf16>, memref<8xbf16>) -> memref<2x8xbf16>
+    rt.kernel accumulate(%acc2, %z, %w) -> (%acc2) : (memref<2x8xf32>, memref<2x8xbf16>, memref<f32>) -> memref<2x8xf32>
+  }
+  rt.func @viewed args() kinds [] results() names [] {
+    rt.kernel matmul(%a, %b) -> (%g) ints [1, 0] : (memref<4x8xbf16>, memref<4x2xbf16>) -> memref<8x2xbf16>
+    rt.kernel accumulate(%acc, %g, %w) -> (%acc) : (memref<8x2xf32>, memref<8x2xbf16>, memref<f32>) -> memref<8x2xf32>
+    rt.kernel scale(%g16) -> (%s16) floats [2.0] : (memref<16xbf16>) -> memref<16xbf16>
+  }
+  rt.step [@read, @overwritten, @epilogue, @viewed] microbatches [0, 0, 0, 0]
+}
