@@ -7,11 +7,12 @@ bf16 for reference. A benchmark, not a test."""
 
 import argparse
 import json
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
+
+from cuda_timing import median_ms
 
 
 def main():
@@ -39,26 +40,12 @@ def main():
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         torch.autograd.grad(out, (q, k, v), dout)
 
-    def median_ms(run):
-        for _ in range(args.warmup):
-            run()
-        times = []
-        for _ in range(args.repeats):
-            begin = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            begin.record()
-            run()
-            end.record()
-            end.synchronize()
-            times.append(begin.elapsed_time(end))
-        return statistics.median(times)
-
     print(json.dumps({"impl": "pytorch " + torch.__version__,
                       "dtype": args.dtype, "batch": args.batch,
                       "heads": args.heads, "seq": args.seq,
                       "head_dim": args.head_dim,
-                      "forward_ms": median_ms(forward),
-                      "forward_backward_ms": median_ms(both)}))
+                      "forward_ms": median_ms(forward, args.warmup, args.repeats),
+                      "forward_backward_ms": median_ms(both, args.warmup, args.repeats)}))
 
 
 if __name__ == "__main__":

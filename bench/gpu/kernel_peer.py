@@ -7,11 +7,12 @@ a test."""
 
 import argparse
 import json
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
+
+from cuda_timing import median_ms
 
 
 def main():
@@ -76,25 +77,11 @@ def main():
          3 * logits.numel() * size, cross_entropy),
     ]
 
-    def median_ms(run):
-        for _ in range(args.warmup):
-            run()
-        times = []
-        for _ in range(args.repeats):
-            begin = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            begin.record()
-            run()
-            end.record()
-            end.synchronize()
-            times.append(begin.elapsed_time(end))
-        return statistics.median(times)
-
     for name, shape_text, nbytes, run in cases:
         print(json.dumps({"impl": "pytorch " + torch.__version__,
                           "kernel": name, "dtype": args.dtype,
                           "shape": shape_text, "bytes": nbytes,
-                          "ms": median_ms(run)}), flush=True)
+                          "ms": median_ms(run, args.warmup, args.repeats)}), flush=True)
 
 
 if __name__ == "__main__":

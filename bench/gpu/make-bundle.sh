@@ -83,7 +83,7 @@ for test in $tests; do
 done
 cp "$repo/test/e2e/compare-losses.py" "$repo/bench/gpt_torch.py" \
   "$repo/bench/gpu/torch_peer.py" "$repo/bench/gpu/attention_peer.py" \
-  "$repo/bench/gpu/kernel_peer.py" \
+  "$repo/bench/gpu/kernel_peer.py" "$repo/bench/gpu/cuda_timing.py" \
   "$repo/bench/gpu/gtest_outcome.py" "$out/"
 
 echo "== compiling plans with $compiler_bin"

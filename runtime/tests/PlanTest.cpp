@@ -1196,7 +1196,7 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
       {"arity", [](PlanSpec &s) { s.ints = {0}; },
        "expects 2 inputs, 1 outputs, 2 ints and 0 floats; has 2, 1, 1 and 0"},
       {"unknown epilogue", [](PlanSpec &s) { fusedProduct(s, 9); },
-       "instruction 0 (Matmul): unknown epilogue 9 (0 to 4)"},
+       "instruction 0 (Matmul): unknown epilogue 9 (0 to 5)"},
       {"epilogue without a bias",
        [](PlanSpec &s) {
          fusedProduct(s, 1);

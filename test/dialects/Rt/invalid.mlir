@@ -591,8 +591,67 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   %half = rt.buffer 512 : memref<4xf16>
   %halfpre = rt.buffer 576 : memref<4x4xf16>
   rt.func @f args() kinds [] results() names [] {
-    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': unknown epilogue 5 (0 to 4)}}
-    rt.kernel matmul(%a, %b, %bias) -> (%c) ints [0, 0, 5] : (memref<4x8xf32>, memref<8x4xf32>, memref<4xf32>) -> memref<4x4xf32>
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': unknown epilogue 6 (0 to 5)}}
+    rt.kernel matmul(%a, %b, %bias) -> (%c) ints [0, 0, 6] : (memref<4x8xf32>, memref<8x4xf32>, memref<4xf32>) -> memref<4x4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+// The accumulating epilogue (5): c is its accumulator, written in place;
+// no other product writes over an input.
+rt.program @accumulating pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xbf16>
+  %b = rt.buffer 128 : memref<8x4xbf16>
+  %acc = rt.buffer 256 : memref<4x4xf32>
+  %w = rt.buffer 320 : memref<f32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul' cannot write an output in place of an input}}
+    rt.kernel matmul(%a, %b, %acc, %w) -> (%acc) ints [0, 0] : (memref<4x8xbf16>, memref<8x4xbf16>, memref<4x4xf32>, memref<f32>) -> memref<4x4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+rt.program @accumulating_elsewhere pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xbf16>
+  %b = rt.buffer 128 : memref<8x4xbf16>
+  %acc = rt.buffer 256 : memref<4x4xf32>
+  %w = rt.buffer 320 : memref<f32>
+  %c = rt.buffer 384 : memref<4x4xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': the result must be the accumulator (input 2) itself}}
+    rt.kernel matmul(%a, %b, %acc, %w) -> (%c) ints [0, 0, 5] : (memref<4x8xbf16>, memref<8x4xbf16>, memref<4x4xf32>, memref<f32>) -> memref<4x4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+rt.program @accumulating_weight pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xbf16>
+  %b = rt.buffer 128 : memref<8x4xbf16>
+  %acc = rt.buffer 256 : memref<4x4xf32>
+  %w = rt.buffer 320 : memref<1xf32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': the weight (input 3) must be an f32 scalar}}
+    rt.kernel matmul(%a, %b, %acc, %w) -> (%acc) ints [0, 0, 5] : (memref<4x8xbf16>, memref<8x4xbf16>, memref<4x4xf32>, memref<1xf32>) -> memref<4x4xf32>
+  }
+  rt.step [] microbatches []
+}
+
+// -----
+
+rt.program @accumulating_type pipeline_rank 0 arena 4096 {
+  %a = rt.buffer 0 : memref<4x8xbf16>
+  %b = rt.buffer 128 : memref<8x4xbf16>
+  %acc = rt.buffer 256 : memref<4x4xf16>
+  %w = rt.buffer 320 : memref<f32>
+  rt.func @f args() kinds [] results() names [] {
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': the accumulator must be f32 or of the operands' type}}
+    rt.kernel matmul(%a, %b, %acc, %w) -> (%acc) ints [0, 0, 5] : (memref<4x8xbf16>, memref<8x4xbf16>, memref<4x4xf16>, memref<f32>) -> memref<4x4xf16>
   }
   rt.step [] microbatches []
 }

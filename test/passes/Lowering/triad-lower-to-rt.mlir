@@ -2,7 +2,7 @@
 // RUN: triad-opt %s -split-input-file --triad-lower-to-rt | FileCheck %s
 // RUN: triad-opt %S/Inputs/two-params.mlir --triad-autodiff=fold-token-mean --triad-lower-to-rt | FileCheck %s --check-prefix=FOLD
 // RUN: triad-gen --preset tiny --layers 1 --hidden 32 --heads 2 --seq 16 --batch 4 --dtype bf16 | triad-opt --triad-train-pipeline=fuse-optimizer=false | FileCheck %s --check-prefix=BF16
-// RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 2 --seq 16 --batch 4 --dtype f16 | triad-opt '--triad-train-pipeline=pp=2 microbatches=2' | FileCheck %s --check-prefix=F16PP
+// RUN: triad-gen --preset tiny --layers 2 --hidden 32 --heads 2 --seq 16 --batch 4 --dtype f16 | triad-opt '--triad-train-pipeline=pp=2 microbatches=2 fuse-grad-accumulation=false' | FileCheck %s --check-prefix=F16PP
 // RUN: triad-opt %S/Inputs/two-params.mlir --triad-autodiff=clip-norm=0 '--triad-zero=zero=1 dp=2' --triad-shard-propagate=dp=2 --triad-partition --triad-lower-to-rt=dp=2 | FileCheck %s --check-prefix=BUCKET
 // RUN: triad-opt %S/Inputs/two-params.mlir --triad-autodiff=clip-norm=0 '--triad-zero=zero=1 dp=2' --triad-shard-propagate=dp=2 --triad-partition '--triad-lower-to-rt=dp=2 bucket-bytes=256' | FileCheck %s --check-prefix=SMALL
 
