@@ -225,11 +225,14 @@ void triad::buildTrainPipeline(OpPassManager &pm,
   lower.bucketBytes = options.bucketBytes;
   lower.overlapGradReduce = options.overlapGradReduce;
   pm.addPass(createLowerToRt(lower));
-  if (options.fuseOptimizer) {
-    FuseOptimizerOptions fuse;
+  if (options.fuseGradAccumulation || options.fuseProductAdds) {
+    FuseProductsOptions fuse;
     fuse.accumulate = options.fuseGradAccumulation;
-    pm.addPass(createFuseOptimizer(fuse));
+    fuse.adds = options.fuseProductAdds;
+    pm.addPass(createFuseProducts(fuse));
   }
+  if (options.fuseOptimizer)
+    pm.addPass(createFuseOptimizer());
 }
 
 void triad::registerTrainPipeline() {

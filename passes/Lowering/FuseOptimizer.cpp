@@ -1,8 +1,7 @@
 //===- FuseOptimizer.cpp - the optimizer step in few kernels --------------===//
 //
-// Rewrites the kernels of the lowered gradient accumulation and optimizer
-// step so that the runtime launches few of them: a weight gradient's
-// product is added to its accumulator by its matmul; a gradient norm's sums
+// Rewrites the kernels of the lowered optimizer step so that the runtime
+// launches few of them, with the same arithmetic: a gradient norm's sums
 // of squares and the adds that total them become one `sum_squares` over
 // every gradient; an `adamw` writes its parameter's 16-bit copy where a
 // `cast` of its result did; and runs of `adamw` kernels over independent
@@ -14,16 +13,13 @@
 
 #include "passes/Lowering/Passes.h"
 
+#include "passes/Lowering/KernelBytes.h"
 #include "runtime/plan/KernelContract.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallVector.h"
-
-#include <limits>
-#include <map>
 
 namespace triad {
 #define GEN_PASS_DEF_FUSEOPTIMIZER
@@ -37,242 +33,7 @@ namespace {
 
 using rt::KernelOp;
 using rt::OpCode;
-
-/// The arena bytes a buffer may touch: all of its copies where it is
-/// slotted; everything where it is not an rt.buffer (no such IR passes
-/// the verifier, but nothing is assumed of it).
-struct Range {
-  int64_t begin, end;
-};
-
-/// The ranges of the buffers seen so far in the pass's run on this thread
-/// (buffers do not move; the legality checks ask about each many times).
-thread_local llvm::DenseMap<Value, Range> *knownRanges = nullptr;
-
-Range rangeOf(Value value) {
-  if (knownRanges)
-    if (auto it = knownRanges->find(value); it != knownRanges->end())
-      return it->second;
-  Range range = {0, std::numeric_limits<int64_t>::max()};
-  if (auto buffer = value.getDefiningOp<rt::BufferOp>()) {
-    range.begin = buffer.getOffset();
-    range.end = range.begin + buffer.getBytes() +
-                (buffer.getSlotCount() - 1) * buffer.getStride().value_or(0);
-  }
-  if (knownRanges)
-    knownRanges->try_emplace(value, range);
-  return range;
-}
-
-bool overlaps(Value a, Value b) {
-  if (a == b)
-    return true;
-  Range x = rangeOf(a), y = rangeOf(b);
-  return x.begin < y.end && y.begin < x.end;
-}
-
-bool writesOver(KernelOp kernel, Value value) {
-  return llvm::any_of(kernel.getOutputs(),
-                      [&](Value out) { return overlaps(out, value); });
-}
-
-bool touches(KernelOp kernel, Value value) {
-  return writesOver(kernel, value) ||
-         llvm::any_of(kernel.getInputs(),
-                      [&](Value in) { return overlaps(in, value); });
-}
-
-/// The kernels strictly between `first` and `last` (one function body,
-/// `first` before `last`).
-SmallVector<KernelOp> between(KernelOp first, KernelOp last) {
-  SmallVector<KernelOp> kernels;
-  for (Operation *op = first->getNextNode(); op && op != last.getOperation();
-       op = op->getNextNode())
-    if (auto kernel = dyn_cast<KernelOp>(op))
-      kernels.push_back(kernel);
-  return kernels;
-}
-
-/// Whether `value` is used exactly by `writer` (its only output) and
-/// `reader`, nowhere else in the program (not a function's result, not
-/// another function's kernel).
-bool onlyPassesBetween(Value value, KernelOp writer, KernelOp reader) {
-  unsigned uses = 0;
-  for (OpOperand &use : value.getUses()) {
-    ++uses;
-    if (use.getOwner() != writer.getOperation() &&
-        use.getOwner() != reader.getOperation())
-      return false;
-  }
-  return uses == 2 && writer.getOutputs().size() == 1 &&
-         llvm::count(reader.getInputs(), value) == 1;
-}
-
-/// Whether nothing reads the bytes `writer` writes as `dropped` other than
-/// through `dropped` itself (whose uses the caller knows): no later kernel
-/// of the function reads another buffer over those of them that no kernel
-/// has written since, nor does the function return one. A rewrite that no
-/// longer writes `dropped` needs it.
-bool bytesUnreadElsewhere(Value dropped, KernelOp writer) {
-  // The bytes still as `writer` left them, as disjoint ranges.
-  SmallVector<Range> left = {rangeOf(dropped)};
-  auto readsLeft = [&](Value value) {
-    if (value == dropped)
-      return false;
-    Range r = rangeOf(value);
-    return llvm::any_of(
-        left, [&](Range l) { return r.begin < l.end && l.begin < r.end; });
-  };
-  for (Operation *op = writer->getNextNode(); op && !left.empty();
-       op = op->getNextNode()) {
-    auto kernel = dyn_cast<KernelOp>(op);
-    if (!kernel)
-      continue;
-    if (llvm::any_of(kernel.getInputs(), readsLeft))
-      return false;
-    for (Value out : kernel.getOutputs()) {
-      // (A slotted buffer writes one of its copies: none is taken off.)
-      auto buffer = out.getDefiningOp<rt::BufferOp>();
-      if (!buffer || buffer.getSlotCount() != 1)
-        continue;
-      Range w = rangeOf(out);
-      SmallVector<Range> rest;
-      for (Range l : left) {
-        if (w.end <= l.begin || l.end <= w.begin) {
-          rest.push_back(l);
-          continue;
-        }
-        if (l.begin < w.begin)
-          rest.push_back({l.begin, w.begin});
-        if (w.end < l.end)
-          rest.push_back({w.end, l.end});
-      }
-      left = std::move(rest);
-    }
-  }
-  auto func = writer->getParentOfType<rt::FuncOp>();
-  return !llvm::any_of(func.getResults(), readsLeft);
-}
-
-//===----------------------------------------------------------------------===//
-// Gradient accumulation: a product added to its accumulator by its matmul
-//===----------------------------------------------------------------------===//
-
-/// The layer each kernel of `func` comes from (its index among the
-/// function's layer names), for kernels in a layer span.
-llvm::DenseMap<Operation *, int64_t> layersOf(rt::FuncOp func) {
-  llvm::DenseMap<Operation *, int64_t> layers;
-  std::optional<ArrayRef<int64_t>> spans = func.getLayerSpans();
-  if (!spans)
-    return layers;
-  int64_t index = 0;
-  for (auto kernel : func.getBody().getOps<KernelOp>()) {
-    for (size_t l = 0; l + 1 < spans->size(); l += 2)
-      if ((*spans)[l] <= index && index < (*spans)[l + 1])
-        layers[kernel.getOperation()] = static_cast<int64_t>(l / 2);
-    ++index;
-  }
-  return layers;
-}
-
-/// Sets `func`'s layer spans to the runs of its kernels in each layer of
-/// `layers` (layersOf's, kept up to date through the rewrites).
-void setLayerSpans(rt::FuncOp func,
-                   const llvm::DenseMap<Operation *, int64_t> &layers) {
-  std::optional<ArrayAttr> names = func.getLayerNames();
-  if (!names)
-    return;
-  SmallVector<Attribute> newNames;
-  SmallVector<int64_t> spans;
-  int64_t index = 0, current = -1;
-  for (auto kernel : func.getBody().getOps<KernelOp>()) {
-    int64_t layer = layers.lookup_or(kernel.getOperation(), -1);
-    if (layer != current || (layer >= 0 && spans.back() != index)) {
-      if (layer >= 0) {
-        newNames.push_back((*names)[layer]);
-        spans.append({index, index + 1});
-      }
-      current = layer;
-    } else if (layer >= 0) {
-      spans.back() = index + 1;
-    }
-    ++index;
-  }
-  Builder b(func.getContext());
-  func.setLayerNamesAttr(b.getArrayAttr(newNames));
-  func.setLayerSpansAttr(b.getDenseI64ArrayAttr(spans));
-}
-
-/// A product (a matmul without an epilogue) that only `accumulate` reads,
-/// adding it to its accumulator: one matmul with the accumulating
-/// epilogue at the accumulate's place, where nothing between the two
-/// writes over the product's operands, the accumulator shares no bytes
-/// with them, and nothing else reads the product's bytes.
-unsigned fuseAccumulates(rt::FuncOp func, SmallVectorImpl<Value> &freed) {
-  SmallVector<KernelOp> accumulates;
-  for (auto kernel : func.getBody().getOps<KernelOp>())
-    if (kernel.getOpcode() == OpCode::Accumulate &&
-        kernel.getInputs().size() == 3 && kernel.getOutputs().size() == 1 &&
-        kernel.getInputs()[0] == kernel.getOutputs()[0])
-      accumulates.push_back(kernel);
-  if (accumulates.empty())
-    return 0;
-  llvm::DenseMap<Operation *, int64_t> layers = layersOf(func);
-  unsigned fused = 0;
-  for (KernelOp accumulate : accumulates) {
-    Value acc = accumulate.getInputs()[0], product = accumulate.getInputs()[1],
-          weight = accumulate.getInputs()[2];
-    // The product's writer (its buffer's other user).
-    KernelOp matmul;
-    for (OpOperand &use : product.getUses())
-      if (auto kernel = dyn_cast<KernelOp>(use.getOwner());
-          kernel && kernel != accumulate &&
-          llvm::is_contained(kernel.getOutputs(), product))
-        matmul = kernel;
-    if (!matmul || matmul.getOpcode() != OpCode::Matmul ||
-        matmul.getInputs().size() != 2 || matmul.getInts().size() != 2 ||
-        !onlyPassesBetween(product, matmul, accumulate) ||
-        matmul->getBlock() != accumulate->getBlock() ||
-        !matmul->isBeforeInBlock(accumulate))
-      continue;
-    Value a = matmul.getInputs()[0], b = matmul.getInputs()[1];
-    auto accType = cast<MemRefType>(acc.getType()),
-         productType = cast<MemRefType>(product.getType()),
-         weightType = cast<MemRefType>(weight.getType());
-    Type element = cast<MemRefType>(a.getType()).getElementType();
-    if (accType.getShape() != productType.getShape() ||
-        cast<MemRefType>(b.getType()).getElementType() != element ||
-        (!accType.getElementType().isF32() &&
-         accType.getElementType() != element) ||
-        weightType.getRank() != 0 || !weightType.getElementType().isF32() ||
-        overlaps(acc, a) || overlaps(acc, b) || overlaps(acc, weight))
-      continue;
-    if (llvm::any_of(between(matmul, accumulate), [&](KernelOp crossed) {
-          return writesOver(crossed, a) || writesOver(crossed, b);
-        }))
-      continue;
-    if (!bytesUnreadElsewhere(product, matmul))
-      continue;
-    OpBuilder builder(accumulate);
-    SmallVector<int64_t> ints(matmul.getInts());
-    ints.push_back(static_cast<int64_t>(plan::EpilogueCode::Accumulate));
-    auto fusedKernel = KernelOp::create(
-        builder, accumulate.getLoc(), OpCode::Matmul,
-        ValueRange{a, b, acc, weight}, ValueRange{acc},
-        builder.getDenseI64ArrayAttr(ints), builder.getDenseF64ArrayAttr({}));
-    if (auto it = layers.find(accumulate.getOperation()); it != layers.end())
-      layers[fusedKernel.getOperation()] = it->second;
-    layers.erase(accumulate.getOperation());
-    layers.erase(matmul.getOperation());
-    freed.push_back(product);
-    accumulate.erase();
-    matmul.erase();
-    ++fused;
-  }
-  if (fused)
-    setLayerSpans(func, layers);
-  return fused;
-}
+using namespace rtbytes;
 
 //===----------------------------------------------------------------------===//
 // The gradient norm: sums of squares and the adds that total them
@@ -291,12 +52,7 @@ struct SquaresTree {
 /// `value`'s part of a tree whose add reads it: a sum_squares of its own,
 /// or a smaller tree. False where it is neither.
 bool collectSquares(Value value, KernelOp reader, SquaresTree &tree) {
-  KernelOp writer;
-  for (OpOperand &use : value.getUses())
-    if (auto kernel = dyn_cast<KernelOp>(use.getOwner());
-        kernel && kernel != reader &&
-        llvm::is_contained(kernel.getOutputs(), value))
-      writer = kernel;
+  KernelOp writer = writerOf(value, reader);
   if (!writer || !onlyPassesBetween(value, writer, reader) ||
       writer->getBlock() != reader->getBlock() ||
       !writer->isBeforeInBlock(reader) || !bytesUnreadElsewhere(value, writer))
@@ -619,32 +375,6 @@ struct AdamWTensor {
   double weightDecay;
 };
 
-/// Disjoint byte ranges, merged as they are added: what a group of
-/// tensors reads or writes, asked about in logarithmic time.
-class ByteSet {
-public:
-  bool overlaps(Range r) const {
-    auto next = ranges.upper_bound(r.begin);
-    if (next != ranges.end() && next->first < r.end)
-      return true;
-    return next != ranges.begin() && std::prev(next)->second > r.begin;
-  }
-  void add(Range r) {
-    auto it = ranges.upper_bound(r.begin);
-    if (it != ranges.begin() && std::prev(it)->second >= r.begin)
-      --it;
-    while (it != ranges.end() && it->first <= r.end) {
-      r.begin = std::min(r.begin, it->first);
-      r.end = std::max(r.end, it->second);
-      it = ranges.erase(it);
-    }
-    ranges.emplace(r.begin, r.end);
-  }
-
-private:
-  std::map<int64_t, int64_t> ranges;
-};
-
 /// Whether an adamw kernel writes over the lr, step or coefficient it
 /// reads (no compiled plan does; one that did could not share them).
 bool writesShared(KernelOp kernel) {
@@ -746,22 +476,15 @@ struct FuseOptimizerPass
   using FuseOptimizerBase::FuseOptimizerBase;
 
   void runOnOperation() override {
-    SmallVector<rt::FuncOp> all, funcs;
+    SmallVector<rt::FuncOp> funcs;
     getOperation().walk([&](rt::FuncOp func) {
-      all.push_back(func);
-      // The optimizer step's rewrites leave the forward and backward
-      // (functions with layer spans) as they are.
+      // The forward and backward (functions with layer spans, which index
+      // their kernels) are left as they are.
       if (!func.getLayerSpans())
         funcs.push_back(func);
     });
-    llvm::DenseMap<Value, Range> ranges;
-    llvm::DenseMap<Value, Range> *outer = knownRanges;
-    knownRanges = &ranges;
-    llvm::scope_exit forget([outer] { knownRanges = outer; });
+    RangeCache cache;
     SmallVector<Value> freed;
-    if (accumulate)
-      for (rt::FuncOp func : all)
-        numAccumulatesFused += fuseAccumulates(func, freed);
     for (rt::FuncOp func : funcs) {
       numSquaresFused += fuseSquares(func, freed);
       numSkipsFused += fuseSkips(func, freed);

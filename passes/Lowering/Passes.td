@@ -155,21 +155,74 @@ def LowerToRt : Pass<"triad-lower-to-rt", "::mlir::ModuleOp"> {
   let dependentDialects = ["::triad::rt::RtDialect", "::triad::dist::DistDialect"];
 }
 
-def FuseOptimizer : Pass<"triad-fuse-optimizer", "::mlir::ModuleOp"> {
-  let summary = "Runs the lowered optimizer step and gradient accumulation in few kernels";
+def FuseProducts : Pass<"triad-fuse-products", "::mlir::ModuleOp"> {
+  let summary = "Adds to lowered products' results in their matmul";
   let description = [{
-    In every `rt.func`, a weight gradient's product that only an
-    `accumulate` adds to its gradient accumulator becomes one `matmul` with
-    the accumulating epilogue at the accumulate's place, reading the
-    accumulator and the weight (`matmul(a, b, acc, w) -> (acc)`, epilogue
-    5): the product is added without being stored, and its 16-bit rounding
-    is skipped (f32 products keep their bits). The function's layer spans
-    follow the kernels.
+    Rewrites the kernels of every `rt.func` so that a product's result is
+    not stored only for one kernel to add it to another tensor:
 
-    Then it rewrites the kernels of every `rt.func` without layer spans
-    (the apply step; the forward and backward are left alone) so that the
-    runtime launches few kernels for the optimizer step, with the same
-    arithmetic:
+    - a weight gradient's product that only an `accumulate` adds to its
+      gradient accumulator becomes one `matmul` with the accumulating
+      epilogue (5) at the accumulate's place, reading the accumulator and
+      the weight: `matmul(a, b, acc, w) -> (acc) ints [ta, tb, 5]`;
+    - a product (with its bias or none) that only an `add` adds to a tensor
+      of its shape and type becomes one `matmul` with an adding epilogue
+      (6, or 7 after a bias) at the add's place, reading that tensor: a
+      residual connection's add after its layer's output projection, or
+      the sum of the gradients of one input of several products (attention's
+      query, key and value projections).
+
+    The product is not rounded to a 16-bit type before it is added, as the
+    kernels rounded it (f32 programs keep their bits). The memory plan is
+    kept: a rewrite applies only where no kernel between the two writes
+    over the product's operands, nothing reads the product's bytes through
+    another buffer, and the result's bytes are apart from the operands'
+    (an addend's too, or exactly its). Each function's layer spans follow
+    its kernels.
+
+    Before:
+
+    ```mlir
+    rt.kernel matmul(%x, %wo, %bo) -> (%t) ints [0, 0, 1] : ...
+    rt.kernel add(%residual, %t) -> (%h) : ...
+    rt.kernel matmul(%dy, %h1) -> (%g) ints [1, 0] : ...
+    rt.kernel accumulate(%acc, %g, %count) -> (%acc) : ...
+    ```
+
+    After:
+
+    ```mlir
+    rt.kernel matmul(%x, %wo, %bo, %residual) -> (%h) ints [0, 0, 7] : ...
+    rt.kernel matmul(%dy, %h1, %acc, %count) -> (%acc) ints [1, 0, 5] : ...
+    ```
+
+    `--triad-train-pipeline` runs it after `--triad-lower-to-rt`, its
+    `accumulate` and `adds` as `fuse-grad-accumulation` and
+    `fuse-product-adds`.
+  }];
+  let options = [
+    Option<"accumulate", "accumulate", "bool", /*default=*/"true",
+           "Add weight gradients' products to their accumulators in their "
+           "matmul">,
+    Option<"adds", "adds", "bool", /*default=*/"true",
+           "Add a product's addend (a residual, another product's gradient "
+           "of the same input) in its matmul">,
+  ];
+  let statistics = [
+    Statistic<"numAccumulatesFused", "accumulates-fused",
+              "Products added to their accumulators by their matmul">,
+    Statistic<"numAddsFused", "adds-fused",
+              "Products added to an addend by their matmul">,
+  ];
+  let dependentDialects = ["::triad::rt::RtDialect"];
+}
+
+def FuseOptimizer : Pass<"triad-fuse-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Runs the lowered optimizer step in few kernels";
+  let description = [{
+    Rewrites the kernels of every `rt.func` without layer spans (the apply
+    step; the forward and backward are left alone) so that the runtime
+    launches few kernels for the optimizer step, with the same arithmetic:
 
     - a tree of `add` kernels totalling `sum_squares` kernels (the
       gradient norm's square) becomes one `sum_squares` over every tensor,
@@ -214,17 +267,9 @@ def FuseOptimizer : Pass<"triad-fuse-optimizer", "::mlir::ModuleOp"> {
     ```
 
     `--triad-train-pipeline` runs it after `--triad-lower-to-rt` unless
-    `fuse-optimizer=false`, with `accumulate` as its
-    `fuse-grad-accumulation`.
+    `fuse-optimizer=false`.
   }];
-  let options = [
-    Option<"accumulate", "accumulate", "bool", /*default=*/"true",
-           "Add weight gradients' products to their accumulators in their "
-           "matmul (false: only the optimizer step's rewrites)">,
-  ];
   let statistics = [
-    Statistic<"numAccumulatesFused", "accumulates-fused",
-              "Products added to their accumulators by their matmul">,
     Statistic<"numSquaresFused", "squares-fused",
               "Trees of sums of squares made one kernel">,
     Statistic<"numSkipsFused", "skips-fused",

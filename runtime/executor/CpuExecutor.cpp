@@ -546,9 +546,9 @@ absl::Status CpuExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
   case plan::OpCode::Matmul: {
     MatmulDims d = matmulDims(instr);
     // The product goes to c, or, where c is the accumulator it is added
-    // to, to a buffer of its own first.
+    // to or an addend follows it, to a buffer of its own first.
     float *product = f32(out(0));
-    if (d.weight) {
+    if (d.weight || d.addend) {
       productBuffer.resize(static_cast<size_t>(n(out(0))));
       product = productBuffer.data();
     }
@@ -567,6 +567,14 @@ absl::Status CpuExecutor::executeF32(const plan::Instr &instr, uint64_t step) {
     }
     if (d.weight)
       cpu::accumulate(f32(out(0)), product, f32(*d.weight)[0], n(out(0)));
+    if (d.addend) {
+      // (product [+ bias]) + addend, each add rounded as the Add kernel's.
+      if (d.bias)
+        cpu::addBroadcast(product, f32(*d.bias), product, n(out(0)), d.n);
+      cpu::addBroadcast(product, f32(*d.addend), f32(out(0)), n(out(0)),
+                        n(out(0)));
+      return absl::OkStatus();
+    }
     // A fused epilogue runs after the product, in the unfused kernels'
     // arithmetic (a 16-bit result is rounded once, after it: see
     // plan::MatmulAttrs).

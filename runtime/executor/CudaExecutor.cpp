@@ -73,8 +73,10 @@ cuda::Epilogue cudaEpilogue(plan::EpilogueCode code) {
   switch (code) {
   case plan::EpilogueCode::None:
   case plan::EpilogueCode::Accumulate: // cuBLASLt's beta (MatmulOptions)
+  case plan::EpilogueCode::Addend:     // cuBLASLt's C (MatmulOptions)
     break;
   case plan::EpilogueCode::Bias:
+  case plan::EpilogueCode::BiasAddend:
     return cuda::Epilogue::Bias;
   case plan::EpilogueCode::BiasGeluTanh:
     return cuda::Epilogue::GeluTanhBias;
@@ -1253,6 +1255,8 @@ absl::Status CudaExecutor::enqueue(const plan::Instr &instr, uint64_t step) {
       options.accumulate = true;
       options.weight = static_cast<const float *>(arenaAddress(*d.weight));
     }
+    if (d.addend)
+      options.addend = arenaAddress(*d.addend);
     return cuda::matmul(
         *gpu, arenaAddress(x), arenaAddress(instr.inputs()->Get(1)),
         arenaAddress(out),
@@ -1342,6 +1346,8 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
       options.accumulate = true;
       options.weight = f32(*d.weight);
     }
+    if (d.addend)
+      options.addend = f32(*d.addend);
     return cuda::matmul(ctx, f32(in(0)), f32(in(1)), f32(out(0)), s, options);
   }
   case plan::OpCode::Add:

@@ -804,6 +804,8 @@ Executor::MatmulDims Executor::matmulDims(const plan::Instr &instr) const {
     dims.activationInput = instr.inputs()->Get(2);
   if (attrs.accumulates())
     dims.weight = instr.inputs()->Get(3);
+  if (attrs.hasAddend())
+    dims.addend = instr.inputs()->Get(instr.inputs()->size() - 1);
   if (instr.outputs()->size() == 2)
     (dims.gradient ? dims.biasGrad : dims.preActivation) =
         instr.outputs()->Get(1);
@@ -845,7 +847,9 @@ std::string Executor::describe(const plan::Instr &instr) const {
         " + bias, gelu_tanh",
         " + bias, relu",
         " * gelu_tanh'",
-        ", weighted into its accumulator"};
+        ", weighted into its accumulator",
+        " + addend",
+        " + bias + addend"};
     static_assert(std::size(kEpilogues) == plan::kLastEpilogueCode + 1);
     return absl::StrCat(d.m, "x", d.k, d.transposeA ? "^T" : "", " . ", d.k,
                         "x", d.n, d.transposeB ? "^T" : "", ", batch ", d.batch,

@@ -312,6 +312,8 @@ protected:
     /// The accumulating epilogue's weight (c, its accumulator, is both
     /// input 2 and the output).
     std::optional<uint32_t> weight;
+    /// The adding epilogues' addend (of c's shape and type).
+    std::optional<uint32_t> addend;
   };
   MatmulDims matmulDims(const plan::Instr &instr) const;
   /// An Embedding's table (an EmbeddingGrad's result): `rows` of `hidden`,

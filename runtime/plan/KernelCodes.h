@@ -43,7 +43,11 @@ constexpr int64_t kLastActivationCode =
 /// Accumulate adds the product times a weight to the result, which is the
 /// accumulator (the third input) itself: a weight gradient's product added
 /// to its gradient accumulator, as the Accumulate kernel adds it, without
-/// the product being stored first.
+/// the product being stored first. Addend and BiasAddend add a tensor of
+/// the result's shape (the last input) to the product, after the bias with
+/// BiasAddend, as an Add kernel after the product would: a residual
+/// connection's add after its layer's output projection, or the sum of
+/// the gradients of one input of several products.
 enum class EpilogueCode : int64_t {
   None = 0,
   Bias = 1,
@@ -51,9 +55,11 @@ enum class EpilogueCode : int64_t {
   BiasRelu = 3,
   GeluTanhGrad = 4,
   Accumulate = 5,
+  Addend = 6,
+  BiasAddend = 7,
 };
 constexpr int64_t kLastEpilogueCode =
-    static_cast<int64_t>(EpilogueCode::Accumulate);
+    static_cast<int64_t>(EpilogueCode::BiasAddend);
 
 /// Attention and AttentionGrad: ints[2]. A prefix mask comes with the
 /// prefix lengths (has_prefix).

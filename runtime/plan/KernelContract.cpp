@@ -208,11 +208,12 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
                   "pre-activation, and only a gradient epilogue a bias "
                   "gradient (a second output)");
     bool second = out.size() == 2 && (attrs.activation() || gradient);
-    bool accumulates = attrs.accumulates();
-    CHECK_OK(arity(accumulates     ? 4
-                   : attrs.fused() ? 3
-                                   : 2,
-                   second ? 2 : 1, fused ? 3 : 2, 0));
+    bool accumulates = attrs.accumulates(), adds = attrs.hasAddend();
+    size_t inputs = accumulates     ? 4
+                    : adds          ? (attrs.hasBias() ? 4 : 3)
+                    : attrs.fused() ? 3
+                                    : 2;
+    CHECK_OK(arity(inputs, second ? 2 : 1, fused ? 3 : 2, 0));
     CHECK_OK(flags({"transpose_a", "transpose_b"}, 0));
     attrs = matmulAttrs(ints);
     Shape a = shape(in[0]), b = shape(in[1]), c = shape(out[0]);
@@ -249,9 +250,21 @@ absl::Status checkKernel(const KernelView &view, const KernelContext &context) {
       return fail(absl::StrCat("the pre-activation must have the result's "
                                "shape ",
                                text(c), " and element type"));
+    if (adds) {
+      uint32_t addend = in.back();
+      if (shape(addend) != c || dtype(addend) != dtype(out[0]))
+        return fail(absl::StrCat("the addend must have the result's shape ",
+                                 text(c), " and element type"));
+      if (addend == out[0] || addend == in[0] || addend == in[1])
+        return fail("the addend must be a buffer of its own (the product is "
+                    "written while it is read)");
+    }
     if (accumulates) {
       if (in[2] != out[0])
         return fail("the result must be the accumulator (input 2) itself");
+      if (in[0] == in[2] || in[1] == in[2] || in[3] == in[2])
+        return fail("the accumulator must not be an operand of the product "
+                    "or its weight (it is written while they are read)");
       if (dtype(out[0]) != DType::F32 && dtype(out[0]) != dtype(in[0]))
         return fail("the accumulator must be f32 or of the operands' type");
       if (!shape(in[3]).empty() || dtype(in[3]) != DType::F32)

@@ -88,8 +88,8 @@ double kernelFlops(const KernelView &view);
 
 /// Matmul: ints transpose_a, transpose_b[, epilogue (KernelCodes.h; absent:
 /// None)]; inputs a, b[, bias, activation input, or accumulator and
-/// weight]; outputs c[, pre-activation or bias gradient]. op(a) is [..., m, k],
-/// op(b) [k, n] or
+/// weight][, addend]; outputs c[, pre-activation or bias gradient]. op(a) is
+/// [..., m, k], op(b) [k, n] or
 /// [..., k, n], c [..., m, n].
 ///
 /// The forward epilogues (Bias, BiasGeluTanh, BiasRelu) read a bias: n
@@ -119,7 +119,18 @@ double kernelFlops(const KernelView &view);
 /// the Accumulate kernel rounds them (a 16-bit c then rounded to its
 /// type), on the f32 product, where the unfused kernels add the product
 /// rounded to its 16-bit type: 16-bit operands' results may differ from
-/// theirs by that rounding (f32 ones have their bits).
+/// theirs by that rounding (f32 ones have their bits on the CPU; cuBLASLt
+/// adds in its own epilogue, within f32 rounding). The accumulator shares
+/// no bytes with the product's operands or the weight (the plan loader
+/// checks).
+///
+/// The adding epilogues (Addend, BiasAddend) read an addend of c's shape
+/// and type, their last input, which is not c: c = (product [+ bias]) +
+/// addend, each add rounded to f32 as the Add kernel rounds it, a 16-bit c
+/// once, after the last (the unfused kernels round the product first; on
+/// the GPU cuBLASLt adds the addend before the bias). c shares no bytes
+/// with the product's operands or the bias, and its bytes are the
+/// addend's or apart from them (the plan loader checks).
 struct MatmulAttrs {
   bool transposeA, transposeB;
   EpilogueCode epilogue;
@@ -127,10 +138,16 @@ struct MatmulAttrs {
   /// Whether the epilogue adds a bias (the forward epilogues).
   bool hasBias() const {
     return fused() && epilogue != EpilogueCode::GeluTanhGrad &&
-           epilogue != EpilogueCode::Accumulate;
+           epilogue != EpilogueCode::Accumulate &&
+           epilogue != EpilogueCode::Addend;
   }
   /// Whether the product is added to c (the accumulating epilogue).
   bool accumulates() const { return epilogue == EpilogueCode::Accumulate; }
+  /// Whether the epilogue adds a tensor of c's shape (its last input).
+  bool hasAddend() const {
+    return epilogue == EpilogueCode::Addend ||
+           epilogue == EpilogueCode::BiasAddend;
+  }
   /// The activation the epilogue applies after the bias, if any.
   std::optional<ActivationCode> activation() const {
     switch (epilogue) {
@@ -142,6 +159,8 @@ struct MatmulAttrs {
     case EpilogueCode::Bias:
     case EpilogueCode::GeluTanhGrad:
     case EpilogueCode::Accumulate:
+    case EpilogueCode::Addend:
+    case EpilogueCode::BiasAddend:
       break;
     }
     return std::nullopt;

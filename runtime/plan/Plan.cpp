@@ -182,6 +182,11 @@ private:
   absl::Status checkTransfer(plan::OpCode op, const std::vector<uint32_t> &in,
                              const std::vector<uint32_t> &out,
                              const std::vector<int64_t> &ints);
+  /// The bytes of a product that accumulates into its result or adds an
+  /// addend (the contract cannot see bytes).
+  absl::Status checkMatmulBytes(const std::vector<uint32_t> &in,
+                                const std::vector<uint32_t> &out,
+                                const std::vector<int64_t> &ints);
   absl::Status checkAdamW(const std::vector<uint32_t> &in,
                           const std::vector<uint32_t> &out, size_t floats);
 
@@ -553,9 +558,39 @@ absl::Status ProgramChecker::checkInstr(const plan::Instr &instr) {
     return checkTransfer(instr.op(), in, out, view.ints);
   case plan::OpCode::AdamW:
     return checkAdamW(in, out, view.floats.size());
+  case plan::OpCode::Matmul:
+    return checkMatmulBytes(in, out, view.ints);
   default:
     return absl::OkStatus();
   }
+}
+
+absl::Status
+ProgramChecker::checkMatmulBytes(const std::vector<uint32_t> &in,
+                                 const std::vector<uint32_t> &out,
+                                 const std::vector<int64_t> &ints) {
+  plan::MatmulAttrs attrs = plan::matmulAttrs(ints);
+  if (!attrs.accumulates() && !attrs.hasAddend())
+    return absl::OkStatus();
+  // The result is written while the product's operands (and the bias or
+  // weight) are read: no bytes in common. An addend is read where the
+  // result is written: the same bytes or none (cuBLASLt's C and D).
+  size_t read = attrs.hasAddend() ? in.size() - 1 : in.size();
+  for (size_t i = 0; i < read; ++i)
+    if (in[i] != out[0] && mayOverlap(*value(out[0]), *value(in[i])))
+      return fail(absl::StrCat("the result's bytes overlap input ", i,
+                               " of the product"));
+  if (attrs.hasAddend()) {
+    const plan::Value &result = *value(out[0]), &addend = *value(in.back());
+    bool same = result.region()->offset() == addend.region()->offset() &&
+                result.region()->bytes() == addend.region()->bytes() &&
+                result.slots() == addend.slots() &&
+                result.slot_stride() == addend.slot_stride();
+    if (!same && mayOverlap(result, addend))
+      return fail("the result's bytes partly overlap the addend's (they "
+                  "must be the same bytes or none of them)");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ProgramChecker::checkAdamW(const std::vector<uint32_t> &in,

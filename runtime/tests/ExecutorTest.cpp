@@ -688,6 +688,109 @@ TEST(CpuExecutorSteps, AccumulatingEpilogueAddsTheWeightedProduct) {
   }
 }
 
+TEST(CpuExecutorSteps, AddingEpiloguesGiveTheBitsOfTheAdd) {
+  // x [2, 3, 8] . w [8, 16] (+ bias) + r: as one product with an adding
+  // epilogue (6, or 7 after the bias), and as the product (with its bias
+  // epilogue) and an Add kernel, with the product on either side of the
+  // add: f32 results have the same bits.
+  uint32_t state = 99;
+  std::vector<float> x = uniform(48, state, 1.0f),
+                     w = uniform(128, state, 1.0f),
+                     bias = uniform(16, state, 1.0f),
+                     r = uniform(96, state, 1.0f);
+  for (bool biased : {false, true}) {
+    PlanBuilder b;
+    uint32_t vx = b.value(DType::F32, {2, 3, 8}),
+             vw = b.value(DType::F32, {8, 16});
+    uint32_t vb = b.value(DType::F32, {16}),
+             vr = b.value(DType::F32, {2, 3, 16});
+    uint32_t product = b.value(DType::F32, {2, 3, 16});
+    uint32_t left = b.value(DType::F32, {2, 3, 16}),
+             right = b.value(DType::F32, {2, 3, 16}),
+             fused = b.value(DType::F32, {2, 3, 16});
+    std::vector<uint32_t> operands = {vx, vw};
+    if (biased)
+      operands.push_back(vb);
+    std::vector<int64_t> productInts = {0, 0};
+    if (biased)
+      productInts.push_back(
+          static_cast<int64_t>(triad::plan::EpilogueCode::Bias));
+    b.function("unfused", {vx, vw, vb, vr});
+    b.instr(OpCode::Matmul, operands, {product}, productInts);
+    b.instr(OpCode::Add, {product, vr}, {left});
+    b.instr(OpCode::Add, {vr, product}, {right});
+    b.results({left, right}, {});
+    b.function("fused", {vx, vw, vb, vr});
+    std::vector<uint32_t> inputs = operands;
+    inputs.push_back(vr);
+    b.instr(OpCode::Matmul, inputs, {fused},
+            {0, 0,
+             static_cast<int64_t>(biased ? triad::plan::EpilogueCode::BiasAddend
+                                         : triad::plan::EpilogueCode::Addend)});
+    b.results({fused}, {});
+    Loaded loaded = load(b.build());
+    std::vector<HostTensor> args = {floats({2, 3, 8}, x), floats({8, 16}, w),
+                                    floats({16}, bias), floats({2, 3, 16}, r)};
+    auto unfused = loaded.executor->run("unfused", args);
+    auto got = loaded.executor->run("fused", args);
+    ASSERT_TRUE(unfused.ok()) << unfused.status();
+    ASSERT_TRUE(got.ok()) << got.status();
+    std::string what = biased ? "after the bias" : "alone";
+    EXPECT_EQ((*got)[0].floats, (*unfused)[0].floats) << what;
+    EXPECT_EQ((*got)[0].floats, (*unfused)[1].floats) << what;
+  }
+}
+
+TEST(CpuExecutorSteps, AccumulatingEpilogueIntoA16BitAccumulator) {
+  // grad-accumulation=param: bf16 operands added to a bf16 accumulator,
+  // the sum rounded once (the widened accumulator plus the weighted f32
+  // product, rounded to bf16).
+  uint32_t state = 31;
+  std::vector<float> a = uniform(48, state, 2.0f),
+                     bm = uniform(24, state, 2.0f),
+                     acc = uniform(32, state, 2.0f);
+  const float weight = 1.5f;
+  auto rounded = [](float value) {
+    uint16_t bits;
+    float back;
+    cpu::narrow(true, &value, &bits, 1);
+    cpu::widen(true, &bits, &back, 1);
+    return back;
+  };
+  for (float &v : a)
+    v = rounded(v);
+  for (float &v : bm)
+    v = rounded(v);
+  for (float &v : acc)
+    v = rounded(v);
+  PlanBuilder b;
+  uint32_t va = b.value(DType::BF16, {6, 8}), vb = b.value(DType::BF16, {6, 4});
+  uint32_t vacc = b.value(DType::BF16, {8, 4}), vw = b.value(DType::F32, {});
+  b.function("f", {va, vb, vacc, vw});
+  b.instr(OpCode::Matmul, {va, vb, vacc, vw}, {vacc},
+          {1, 0, static_cast<int64_t>(triad::plan::EpilogueCode::Accumulate)});
+  b.results({vacc}, {});
+  Loaded loaded = load(b.build());
+  std::vector<HostTensor> args = {floats({6, 8}, a), floats({6, 4}, bm),
+                                  floats({8, 4}, acc), floats({}, {weight})};
+  for (size_t i = 0; i < 3; ++i)
+    args[i].dtype = DType::BF16;
+  auto got = loaded.executor->run("f", args);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ((*got)[0].floats.size(), 32u);
+  for (int64_t i = 0; i < 8; ++i)
+    for (int64_t j = 0; j < 4; ++j) {
+      double product = 0.0;
+      for (int64_t k = 0; k < 6; ++k)
+        product += static_cast<double>(a[k * 8 + i]) * bm[k * 4 + j];
+      float want =
+          rounded(acc[i * 4 + j] + weight * static_cast<float>(product));
+      EXPECT_NEAR((*got)[0].floats[i * 4 + j], want,
+                  std::ldexp(std::fabs(want), -8) + 1e-6)
+          << "element " << i << ", " << j;
+    }
+}
+
 /// Runs function "f" of the plan `build(type)` makes, once in `half` (its
 /// first `sixteen` arguments of that type) and once in f32, on `args`
 /// rounded to `half` as the 16-bit plan stores them: each 16-bit result

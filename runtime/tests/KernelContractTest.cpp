@@ -240,9 +240,9 @@ TEST(KernelContract, ChecksMatmulEpilogues) {
   EXPECT_TRUE(checkKernel(matmul({0, 0, 0}), {}).ok());
 
   EXPECT_EQ(message(checkKernel(matmul({0, 0, kLastEpilogueCode + 1}), {})),
-            "unknown epilogue 6 (0 to 5)");
+            "unknown epilogue 8 (0 to 7)");
   EXPECT_EQ(message(checkKernel(matmul({0, 0, -1}), {})),
-            "unknown epilogue -1 (0 to 5)");
+            "unknown epilogue -1 (0 to 7)");
   EXPECT_EQ(message(checkKernel(matmul({0, 0, 1}), {})),
             "expects 3 inputs, 1 outputs, 3 ints and 0 floats; has 2, 1, 3 "
             "and 0");
@@ -326,6 +326,13 @@ TEST(KernelContract, ChecksTheAccumulatingEpilogue) {
   mixed.operands[1].dtype = DType::F32;
   EXPECT_EQ(message(checkKernel(mixed, {})),
             "the operands of an accumulating product must have one type");
+  // A square f32 product whose lhs is its accumulator.
+  KernelView overOperand = accumulatingMatmul(DType::F32, DType::F32);
+  overOperand.operands[0].shape = overOperand.operands[1].shape = {4, 4};
+  overOperand.inputs[0] = 2;
+  EXPECT_EQ(message(checkKernel(overOperand, {})),
+            "the accumulator must not be an operand of the product or its "
+            "weight (it is written while they are read)");
   KernelView noWeight = accumulatingMatmul();
   noWeight.inputs.pop_back();
   EXPECT_EQ(message(checkKernel(noWeight, {})),
@@ -333,6 +340,36 @@ TEST(KernelContract, ChecksTheAccumulatingEpilogue) {
             "and 0");
   // The product's work, as a plain product's.
   EXPECT_EQ(kernelFlops(accumulatingMatmul()), 2.0 * 4 * 4 * 8);
+}
+
+TEST(KernelContract, ChecksTheAddingEpilogues) {
+  // c = product + addend (6), or product + bias + addend (7).
+  KernelView added = matmul({0, 0, static_cast<int64_t>(EpilogueCode::Addend)});
+  added.operands.push_back(f32({4, 4}, "addend"));
+  added.inputs.push_back(3);
+  EXPECT_TRUE(checkKernel(added, {}).ok());
+  KernelView biased = fusedMatmul(EpilogueCode::BiasAddend);
+  biased.operands.push_back(f32({4, 4}, "addend"));
+  biased.inputs.push_back(4);
+  EXPECT_TRUE(checkKernel(biased, {}).ok());
+
+  KernelView noAddend = fusedMatmul(EpilogueCode::BiasAddend);
+  EXPECT_EQ(message(checkKernel(noAddend, {})),
+            "expects 4 inputs, 1 outputs, 3 ints and 0 floats; has 3, 1, 3 "
+            "and 0");
+  KernelView wrongShape = added;
+  wrongShape.operands[3].shape = {4};
+  EXPECT_EQ(message(checkKernel(wrongShape, {})),
+            "the addend must have the result's shape [4, 4] and element type");
+  KernelView wrongType = added;
+  wrongType.operands[3].dtype = DType::BF16;
+  EXPECT_EQ(message(checkKernel(wrongType, {})),
+            "the addend must have the result's shape [4, 4] and element type");
+  KernelView itself = added;
+  itself.inputs[2] = 2; // c
+  EXPECT_EQ(message(checkKernel(itself, {})),
+            "the addend must be a buffer of its own (the product is written "
+            "while it is read)");
 }
 
 /// A matmul [4 x 8] . [8 x 4] -> [4 x 4] with the GELU's gradient epilogue:

@@ -1122,6 +1122,49 @@ TEST(Plan, FusedProductsLoad) {
   EXPECT_EQ(loadError(gradient), "");
 }
 
+TEST(Plan, ProductsThatAddLoadWhereTheirBytesAllow) {
+  // x [2, 3] . w [3, 4] -> c [2, 4] (value 2, bytes 72 to 104), with the
+  // accumulating epilogue (c its accumulator, value 3 the weight) or an
+  // addend (value 7, bytes 152 to 184; after the bias, value 6).
+  PlanSpec accumulating;
+  fusedProduct(accumulating, 5);
+  accumulating.inputs = {0, 1, 2, 3};
+  EXPECT_EQ(loadError(accumulating), "");
+  PlanSpec added;
+  fusedProduct(added, 6);
+  added.inputs = {0, 1, 7};
+  EXPECT_EQ(loadError(added), "");
+  PlanSpec biased;
+  fusedProduct(biased, 7);
+  biased.inputs = {0, 1, 6, 7};
+  EXPECT_EQ(loadError(biased), "");
+  // The addend's very bytes (another value over c's): cuBLASLt reads C
+  // where it writes D.
+  PlanSpec same = added;
+  same.values.push_back({triad::plan::DType::F32, {2, 4}, 72, 32});
+  same.inputs = {0, 1, 8};
+  EXPECT_EQ(loadError(same), "");
+  // Part of them: refused.
+  PlanSpec partly = added;
+  partly.values.push_back({triad::plan::DType::F32, {2, 4}, 88, 32});
+  partly.inputs = {0, 1, 8};
+  EXPECT_NE(loadError(partly).find("the result's bytes partly overlap the "
+                                   "addend's"),
+            std::string::npos)
+      << loadError(partly);
+  // An accumulator over an operand's bytes (w's, 24 to 72): refused.
+  PlanSpec overOperand = accumulating;
+  overOperand.values.push_back({triad::plan::DType::F32, {2, 4}, 40, 32});
+  overOperand.inputs = {0, 1, 8, 3};
+  overOperand.outputs = {8};
+  overOperand.results = {8};
+  EXPECT_NE(loadError(overOperand)
+                .find("the result's bytes overlap input 1 "
+                      "of the product"),
+            std::string::npos)
+      << loadError(overOperand);
+}
+
 TEST(Plan, SemanticChecksSayWhatIsWrong) {
   struct Case {
     const char *what;
@@ -1196,7 +1239,7 @@ TEST(Plan, SemanticChecksSayWhatIsWrong) {
       {"arity", [](PlanSpec &s) { s.ints = {0}; },
        "expects 2 inputs, 1 outputs, 2 ints and 0 floats; has 2, 1, 1 and 0"},
       {"unknown epilogue", [](PlanSpec &s) { fusedProduct(s, 9); },
-       "instruction 0 (Matmul): unknown epilogue 9 (0 to 5)"},
+       "instruction 0 (Matmul): unknown epilogue 9 (0 to 7)"},
       {"epilogue without a bias",
        [](PlanSpec &s) {
          fusedProduct(s, 1);

@@ -134,10 +134,17 @@ struct TrainPipelineOptions
       llvm::cl::init(true)};
   Option<bool> fuseGradAccumulation{
       *this, "fuse-grad-accumulation",
-      llvm::cl::desc("With fuse-optimizer: add each weight gradient's "
-                     "product to its f32 accumulator in the matmul "
-                     "(--triad-fuse-optimizer=accumulate), without storing "
-                     "it rounded to 16 bits first"),
+      llvm::cl::desc("Add each weight gradient's product to its gradient "
+                     "accumulator in its matmul (--triad-fuse-products="
+                     "accumulate), without storing it rounded to 16 bits "
+                     "first"),
+      llvm::cl::init(true)};
+  Option<bool> fuseProductAdds{
+      *this, "fuse-product-adds",
+      llvm::cl::desc("Add a product's result to the tensor an add adds it "
+                     "to (a residual, another product's gradient of the "
+                     "same input) in its matmul (--triad-fuse-products="
+                     "adds), without storing it rounded to 16 bits first"),
       llvm::cl::init(true)};
   Option<std::string> costReport{
       *this, "cost-report",

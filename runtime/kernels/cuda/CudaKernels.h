@@ -85,6 +85,11 @@ struct MatmulOptions {
   /// device (cuBLASLt's alpha, its scalars then device pointers); null: c
   /// += product.
   const float *weight = nullptr;
+  /// With Epilogue::None or Bias (and not accumulate): c = (product [+
+  /// bias]) + addend, a tensor of c's shape and outputType that is not c
+  /// (cuBLASLt's C, with beta 1, added before the bias, c rounded once);
+  /// null: none.
+  const void *addend = nullptr;
   Epilogue epilogue = Epilogue::None;
   /// `n` values of `biasType` (F32, or outputType), with every epilogue
   /// but None.

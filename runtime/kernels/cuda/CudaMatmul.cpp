@@ -393,7 +393,8 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
   key.k = k;
   key.batch = batch;
   key.bStride = batch > 1 ? bStride : 0;
-  const void *pointers[] = {b, a, c, c, vector, aux};
+  const void *pointers[] = {b, a,      options.addend ? options.addend : c,
+                            c, vector, aux};
   for (int i = 0; i < 6; ++i)
     key.alignments[i] = pointers[i] ? alignmentOf(pointers[i]) : 0;
   key.workspaceBytes = context.matmulWorkspaceBytes();
@@ -430,16 +431,18 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
     TRIAD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan.operation.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
         sizeof(aux)));
-  // Host scalars, or device ones: the weight, and 1 (accumulate).
-  float alpha = 1.0f, beta = options.accumulate ? 1.0f : 0.0f;
+  // Host scalars, or device ones: the weight, and 1 (accumulate). C is c
+  // (read where it accumulates), or the addend.
+  float alpha = 1.0f, beta = options.accumulate || options.addend ? 1.0f : 0.0f;
   const void *alphaPointer = &alpha, *betaPointer = &beta;
   if (options.weight) {
     alphaPointer = options.weight;
     betaPointer = context.one();
   }
+  const void *addend = options.addend ? options.addend : c;
   absl::Status ran = cublasStatus(
       cublasLtMatmul(context.cublasLt(), plan.operation.get(), alphaPointer, b,
-                     plan.a.get(), a, plan.b.get(), betaPointer, c,
+                     plan.a.get(), a, plan.b.get(), betaPointer, addend,
                      plan.c.get(), c, plan.c.get(), &plan.algo,
                      context.matmulWorkspace(), key.workspaceBytes,
                      context.stream()),
@@ -480,6 +483,8 @@ absl::Status products(CudaContext &context, const void *a, const void *b,
     if (options.activationInput)
       piece.activationInput =
           static_cast<const char *>(options.activationInput) + i * cBytes;
+    if (options.addend)
+      piece.addend = static_cast<const char *>(options.addend) + i * cBytes;
     if (absl::Status status =
             product(context, static_cast<const char *>(a) + i * aBytes, b,
                     static_cast<char *>(c) + i * cBytes, 1, m, shape.n, shape.k,
@@ -514,6 +519,7 @@ absl::Status unfusedForward(CudaContext &context, const void *a, const void *b,
   plain.epilogue = Epilogue::None;
   plain.bias = nullptr;
   plain.preActivation = nullptr;
+  plain.addend = nullptr;
   plain.outputType = DType::F32;
   Temporary wide{context.stream()};
   void *product = c;
@@ -527,6 +533,16 @@ absl::Status unfusedForward(CudaContext &context, const void *a, const void *b,
     return status;
   Operand sum{product, DType::F32}, bias{options.bias, options.biasType};
   Result out{c, options.outputType};
+  if (options.addend) {
+    // (product + bias) in f32, then the addend, c rounded once.
+    if (absl::Status status = addBroadcast(
+            context, sum, bias, Result{product, DType::F32}, count, n);
+        !status.ok())
+      return status;
+    return addBroadcast(context, sum,
+                        Operand{options.addend, options.outputType}, out, count,
+                        count);
+  }
   std::optional<Activation> activation;
   if (options.epilogue == Epilogue::ReluBias)
     activation = Activation::Relu;
@@ -647,6 +663,12 @@ absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
   if (options.weight && !options.accumulate)
     return absl::InvalidArgumentError(
         "matmul: a weight scales the product only where it accumulates");
+  if (options.addend && (options.accumulate || options.addend == c ||
+                         (options.epilogue != Epilogue::None &&
+                          options.epilogue != Epilogue::Bias)))
+    return absl::InvalidArgumentError(
+        "matmul: an addend goes with no epilogue or the bias alone, not "
+        "accumulating, and is not c");
   bool activation = options.epilogue == Epilogue::ReluBias ||
                     options.epilogue == Epilogue::GeluTanhBias;
   if (options.preActivation && !activation)

@@ -591,8 +591,8 @@ rt.program @rank0 pipeline_rank 0 arena 4096 {
   %half = rt.buffer 512 : memref<4xf16>
   %halfpre = rt.buffer 576 : memref<4x4xf16>
   rt.func @f args() kinds [] results() names [] {
-    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': unknown epilogue 6 (0 to 5)}}
-    rt.kernel matmul(%a, %b, %bias) -> (%c) ints [0, 0, 6] : (memref<4x8xf32>, memref<8x4xf32>, memref<4xf32>) -> memref<4x4xf32>
+    // expected-error@+1 {{'rt.kernel' op kernel 'matmul': unknown epilogue 8 (0 to 7)}}
+    rt.kernel matmul(%a, %b, %bias) -> (%c) ints [0, 0, 8] : (memref<4x8xf32>, memref<8x4xf32>, memref<4xf32>) -> memref<4x4xf32>
   }
   rt.step [] microbatches []
 }
