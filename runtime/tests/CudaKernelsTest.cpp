@@ -322,6 +322,37 @@ TEST_F(CudaKernels, MatmulAddsItsWeightedProductToC) {
     else
       expectNear(got, want, 1e-2, 1e-2, what);
   }
+  // One shape with host scalars (c += product) and device ones (c +=
+  // weight * product), alternating in one context, the weight changing on
+  // the device between calls: each call its own scalars.
+  {
+    const int64_t m = 32, n = 16, k = 24;
+    std::vector<float> a = randomFloats(m * k, 51), b = randomFloats(k * n, 52);
+    std::vector<float> product(m * n), want(m * n, 0.0f);
+    cpu::matmul(a.data(), b.data(), product.data(), 1, m, n, k, false, false,
+                false);
+    DeviceBuffer da = upload(a), db = upload(b),
+                 dc = upload(std::vector<float>(m * n, 0.0f));
+    DeviceBuffer dw = upload(std::vector<float>{2.0f});
+    for (float w : {2.0f, 1.0f, -3.0f, 1.0f}) {
+      MatmulOptions options;
+      options.accumulate = true;
+      if (w != 1.0f) {
+        ASSERT_EQ(cudaMemcpyAsync(dw.data(), &w, sizeof(float),
+                                  cudaMemcpyHostToDevice, context->stream()),
+                  cudaSuccess);
+        options.weight = dw.as<float>();
+      }
+      ASSERT_OK(matmul(*context, da.data(), db.data(), dc.data(),
+                       {1, m, n, k, false, false, false}, options));
+      ASSERT_OK(context->synchronize());
+      for (int64_t i = 0; i < m * n; ++i)
+        want[i] += w * product[i];
+    }
+    expectNear(download(dc, m * n), want, 1e-5,
+               1e-5 * std::sqrt(static_cast<double>(k)),
+               "host and device scalars on one shape");
+  }
   // A weight scales the product only where it is added to c.
   MatmulOptions unweighted;
   unweighted.weight = dweight.as<float>();
@@ -657,6 +688,93 @@ TEST_P(CudaEpilogues, MatmulGeluGradientEpilogue) {
     // A sum of `rows` such values.
     expectNear(gotBias, wantBias, relative, abs * std::sqrt(rows),
                what + " (bias gradient)");
+  }
+}
+
+/// c = (op(a) op(b) [+ bias]) + addend (the plan's adding epilogues:
+/// cuBLASLt's C with beta 1), against the CPU's product, bias and add: f32
+/// without and with the bias, the addend c's very bytes (in place), one
+/// product per batch element (a transposed lhs: cuBLASLt's C a piece each),
+/// and bf16 with a bf16 bias. Where the context does not fuse the bias (or
+/// cuBLASLt refuses it), the product, bias and addend run as kernels.
+TEST_P(CudaEpilogues, MatmulAddsItsAddend) {
+  struct Case {
+    ProductCase shape;
+    bool bias, inPlace;
+    DType type;
+  };
+  const Case cases[] = {
+      {{1, 64, 48, 32, false, false, false, false}, false, false, DType::F32},
+      {{1, 64, 48, 32, false, false, false, false}, true, false, DType::F32},
+      {{1, 64, 48, 32, false, false, false, false}, true, true, DType::F32},
+      {{3, 16, 24, 40, true, false, false, false}, false, false, DType::F32},
+      {{2, 32, 64, 48, false, true, false, false}, true, false, DType::BF16},
+  };
+  auto toBf16 = [](float value) {
+    __nv_bfloat16 h = toHalf<__nv_bfloat16>(value);
+    uint16_t bits;
+    std::memcpy(&bits, &h, 2);
+    return bits;
+  };
+  auto fromBf16 = [](uint16_t bits) {
+    __nv_bfloat16 h;
+    std::memcpy(&h, &bits, 2);
+    return fromHalf(h);
+  };
+  for (const Case &c : cases) {
+    const ProductCase &p = c.shape;
+    bool sixteen = c.type == DType::BF16;
+    std::string what =
+        std::string(sixteen ? "bf16" : "f32") + (c.bias ? " with bias" : "") +
+        (c.inPlace ? " in place" : "") + ", batch " + std::to_string(p.batch) +
+        (p.transposeA ? " aT" : "") + (p.transposeB ? " bT" : "");
+    int64_t count = p.batch * p.m * p.n;
+    std::vector<float> a = randomFloats(p.batch * p.m * p.k, 41),
+                       b = randomFloats(p.k * p.n, 42),
+                       bias = randomFloats(p.n, 43),
+                       addend = randomFloats(count, 44);
+    auto stored = [&](std::vector<float> &values) {
+      std::vector<uint16_t> bits(values.size());
+      for (size_t i = 0; i < values.size(); ++i)
+        if (sixteen)
+          values[i] = fromBf16(bits[i] = toBf16(values[i]));
+      return sixteen ? upload(bits) : upload(values);
+    };
+    DeviceBuffer da = stored(a), db = stored(b), dbias = stored(bias),
+                 daddend = stored(addend);
+    std::vector<float> want(count);
+    cpu::matmul(a.data(), b.data(), want.data(), p.batch, p.m, p.n, p.k,
+                p.transposeA, p.transposeB, p.rhsBatched);
+    for (int64_t i = 0; i < count; ++i)
+      want[i] = (want[i] + (c.bias ? bias[i % p.n] : 0.0f)) + addend[i];
+    DeviceBuffer dc =
+        c.inPlace ? std::move(daddend) : poisoned(count, sixteen ? 2 : 4);
+    MatmulOptions options;
+    options.inputType = options.outputType = c.type;
+    options.addend = c.inPlace ? dc.data() : daddend.data();
+    if (c.bias) {
+      options.epilogue = Epilogue::Bias;
+      options.bias = dbias.data();
+      options.biasType = c.type;
+    }
+    EpilogueUse before = epilogueUse();
+    ASSERT_OK(matmul(
+        *context, da.data(), db.data(), dc.data(),
+        {p.batch, p.m, p.n, p.k, p.transposeA, p.transposeB, p.rhsBatched},
+        options));
+    if (c.bias)
+      expectOneEpilogue(before, /*fused=*/true, what);
+    std::vector<float> got(count);
+    if (sixteen) {
+      std::vector<uint16_t> raw = download<uint16_t>(dc, count);
+      for (int64_t i = 0; i < count; ++i)
+        got[i] = fromBf16(raw[i]);
+      expectNear(got, want, 1e-2, 1e-2, what);
+    } else {
+      got = download(dc, count);
+      expectNear(got, want, 1e-5, 1e-5 * std::sqrt(static_cast<double>(p.k)),
+                 what);
+    }
   }
 }
 

@@ -165,13 +165,14 @@ CudaContext::create(const ContextOptions &options) {
   if (!calls.ok())
     return calls.status();
   context->calls = std::move(*calls);
-  absl::StatusOr<DeviceBuffer> one = DeviceBuffer::allocate(sizeof(float));
-  if (!one.ok())
-    return one.status();
-  context->constantOne = std::move(*one);
-  static const float kOne = 1.0f;
+  absl::StatusOr<DeviceBuffer> constants =
+      DeviceBuffer::allocate(2 * sizeof(float));
+  if (!constants.ok())
+    return constants.status();
+  context->constants = std::move(*constants);
+  static const float kConstants[2] = {1.0f, 0.0f};
   TRIAD_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(context->constantOne.data(), &kOne, sizeof(float),
+      cudaMemcpyAsync(context->constants.data(), kConstants, sizeof(kConstants),
                       cudaMemcpyHostToDevice, context->cudaStream));
   // On the work stream, which does not wait for the legacy default one.
   TRIAD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(

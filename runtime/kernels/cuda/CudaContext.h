@@ -181,9 +181,10 @@ public:
   /// The device word kernels raise ErrorFlag bits in (atomicOr).
   uint32_t *errorFlags() const { return flags.as<uint32_t>(); }
 
-  /// A device f32 holding 1 for the context's life (cuBLASLt's beta where
-  /// its scalars are device pointers).
-  const float *one() const { return constantOne.as<float>(); }
+  /// Device f32s holding 1 and 0 for the context's life (cuBLASLt's
+  /// scalars where they are device pointers).
+  const float *one() const { return constants.as<float>(); }
+  const float *zero() const { return constants.as<float>() + 1; }
 
   /// Waits for everything enqueued on the stream, then returns (and clears)
   /// the error flags raised since the last check as a status.
@@ -212,8 +213,8 @@ private:
   /// callWords() and what they hold (none before the first setCall).
   DeviceBuffer calls;
   std::optional<std::pair<uint64_t, uint64_t>> callHeld;
-  /// one().
-  DeviceBuffer constantOne;
+  /// one() and zero().
+  DeviceBuffer constants;
   /// Pinned host word the flags are read into.
   uint32_t *hostFlags = nullptr;
   /// resident()'s copies (64 MiB at most).

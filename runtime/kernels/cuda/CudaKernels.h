@@ -86,9 +86,9 @@ struct MatmulOptions {
   /// += product.
   const float *weight = nullptr;
   /// With Epilogue::None or Bias (and not accumulate): c = (product [+
-  /// bias]) + addend, a tensor of c's shape and outputType that is not c
-  /// (cuBLASLt's C, with beta 1, added before the bias, c rounded once);
-  /// null: none.
+  /// bias]) + addend, a tensor of c's shape and outputType, c's very bytes
+  /// or apart from them (cuBLASLt's C, with beta 1, added before the bias,
+  /// c rounded once); null: none.
   const void *addend = nullptr;
   Epilogue epilogue = Epilogue::None;
   /// `n` values of `biasType` (F32, or outputType), with every epilogue

@@ -147,23 +147,31 @@ struct Event {
 /// Of cuBLASLt's `found` candidate algorithms for `plan`'s product (its
 /// descriptors built, its bias and auxiliary pointers set), the index of
 /// the fastest on the context's stream: each runs once, then three times
-/// between two events. Candidates that fail to run are passed over; none
-/// running is the first one's error. The runs write c (and the epilogue's
-/// outputs), which the caller's call then writes again.
+/// between two events, computing the plain product (alpha 1, beta 0, as
+/// device scalars where `deviceScalars`) into `out` (c, or a scratch
+/// buffer of c's size where the real call adds to c). Candidates that fail
+/// to run are passed over; none running is the first one's error. The
+/// runs write `out` (and the epilogue's outputs), which the caller's call
+/// then writes again.
 absl::StatusOr<int>
 fastestCandidate(CudaContext &context, const ProductPlan &plan,
                  const cublasLtMatmulHeuristicResult_t *candidates, int found,
-                 const void *a, const void *b, void *c, uint64_t workspace) {
+                 const void *a, const void *b, void *out, uint64_t workspace,
+                 bool deviceScalars) {
   Event begin, end;
   if (!begin.event || !end.event)
     return absl::InternalError("matmul: could not create CUDA events to time "
                                "cuBLASLt's algorithms");
-  float alpha = 1.0f, beta = 0.0f;
+  float one = 1.0f, zero = 0.0f;
+  const void *alpha =
+      deviceScalars ? static_cast<const void *>(context.one()) : &one;
+  const void *beta =
+      deviceScalars ? static_cast<const void *>(context.zero()) : &zero;
   auto run = [&](int i) {
     return cublasStatus(
-        cublasLtMatmul(context.cublasLt(), plan.operation.get(), &alpha, b,
-                       plan.a.get(), a, plan.b.get(), &beta, c, plan.c.get(), c,
-                       plan.c.get(), &candidates[i].algo,
+        cublasLtMatmul(context.cublasLt(), plan.operation.get(), alpha, b,
+                       plan.a.get(), a, plan.b.get(), beta, out, plan.c.get(),
+                       out, plan.c.get(), &candidates[i].algo,
                        context.matmulWorkspace(), workspace, context.stream()),
         "cublasLtMatmul");
   };
@@ -321,9 +329,8 @@ absl::StatusOr<ProductPlan> makePlan(CudaContext &context,
 
   // The heuristic's first algorithm, or the fastest of its first few
   // (ContextOptions::matmulCandidates) where they may be timed: not while
-  // the stream records, nor when the product adds to c.
-  bool timed = context.options().matmulCandidates > 1 && !options.accumulate &&
-               !context.recording();
+  // the stream records.
+  bool timed = context.options().matmulCandidates > 1 && !context.recording();
   std::vector<cublasLtMatmulHeuristicResult_t> candidates(
       timed ? context.options().matmulCandidates : 1);
   int found = 0;
@@ -341,8 +348,19 @@ absl::StatusOr<ProductPlan> makePlan(CudaContext &context,
                      "x", n, " product (batch ", batch, ")"));
   plan.algo = candidates[0].algo;
   if (timed && found > 1) {
-    absl::StatusOr<int> fastest = fastestCandidate(
-        context, plan, candidates.data(), found, a, b, c, workspaceBytes);
+    // A product that adds to c, or to an addend (which may be c's very
+    // bytes), is timed into scratch, leaving them as they are.
+    void *out = c;
+    if (options.accumulate || options.addend) {
+      absl::StatusOr<void *> scratch = context.scratch(static_cast<size_t>(
+          batch * m * n * elementBytes(options.outputType)));
+      if (!scratch.ok())
+        return scratch.status();
+      out = *scratch;
+    }
+    absl::StatusOr<int> fastest =
+        fastestCandidate(context, plan, candidates.data(), found, a, b, out,
+                         workspaceBytes, key.deviceScalars != 0);
     if (!fastest.ok())
       return fastest.status();
     plan.algo = candidates[*fastest].algo;
@@ -523,7 +541,8 @@ absl::Status unfusedForward(CudaContext &context, const void *a, const void *b,
   plain.outputType = DType::F32;
   Temporary wide{context.stream()};
   void *product = c;
-  if (options.outputType != DType::F32) {
+  // (An addend may be c's very bytes: the product then goes apart too.)
+  if (options.outputType != DType::F32 || options.addend == c) {
     TRIAD_CUDA_RETURN_IF_ERROR(cudaMallocAsync(
         &wide.data, static_cast<size_t>(count) * 4, context.stream()));
     product = wide.data;
@@ -663,12 +682,12 @@ absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
   if (options.weight && !options.accumulate)
     return absl::InvalidArgumentError(
         "matmul: a weight scales the product only where it accumulates");
-  if (options.addend && (options.accumulate || options.addend == c ||
-                         (options.epilogue != Epilogue::None &&
-                          options.epilogue != Epilogue::Bias)))
+  if (options.addend &&
+      (options.accumulate || (options.epilogue != Epilogue::None &&
+                              options.epilogue != Epilogue::Bias)))
     return absl::InvalidArgumentError(
         "matmul: an addend goes with no epilogue or the bias alone, not "
-        "accumulating, and is not c");
+        "accumulating");
   bool activation = options.epilogue == Epilogue::ReluBias ||
                     options.epilogue == Epilogue::GeluTanhBias;
   if (options.preActivation && !activation)
