@@ -173,6 +173,19 @@ template <> __half toHalf(float x) { return __float2half_rn(x); }
 float fromHalf(__nv_bfloat16 x) { return __bfloat162float(x); }
 float fromHalf(__half x) { return __half2float(x); }
 
+/// A float's bf16 bits (rounded to nearest even), and back.
+uint16_t toBf16(float value) {
+  __nv_bfloat16 h = toHalf<__nv_bfloat16>(value);
+  uint16_t bits;
+  std::memcpy(&bits, &h, 2);
+  return bits;
+}
+float fromBf16(uint16_t bits) {
+  __nv_bfloat16 h;
+  std::memcpy(&h, &bits, 2);
+  return fromHalf(h);
+}
+
 /// Products of 16-bit inputs against the CPU's f32 product of the same
 /// (rounded) values, with f32 and with 16-bit outputs.
 TEST_F(CudaKernels, MatmulBf16AndF16AccumulateInF32) {
@@ -258,17 +271,6 @@ TEST_F(CudaKernels, MatmulAddsItsWeightedProductToC) {
   };
   const float weight = -0.625f;
   DeviceBuffer dweight = upload(std::vector<float>{weight});
-  auto toBf16 = [](float value) {
-    __nv_bfloat16 h = toHalf<__nv_bfloat16>(value);
-    uint16_t bits;
-    std::memcpy(&bits, &h, 2);
-    return bits;
-  };
-  auto fromBf16 = [](uint16_t bits) {
-    __nv_bfloat16 h;
-    std::memcpy(&h, &bits, 2);
-    return fromHalf(h);
-  };
   for (const Case &c : cases) {
     const ProductCase &p = c.shape;
     std::string what =
@@ -709,17 +711,6 @@ TEST_P(CudaEpilogues, MatmulAddsItsAddend) {
       {{1, 64, 48, 32, false, false, false, false}, true, true, DType::F32},
       {{3, 16, 24, 40, true, false, false, false}, false, false, DType::F32},
       {{2, 32, 64, 48, false, true, false, false}, true, false, DType::BF16},
-  };
-  auto toBf16 = [](float value) {
-    __nv_bfloat16 h = toHalf<__nv_bfloat16>(value);
-    uint16_t bits;
-    std::memcpy(&bits, &h, 2);
-    return bits;
-  };
-  auto fromBf16 = [](uint16_t bits) {
-    __nv_bfloat16 h;
-    std::memcpy(&h, &bits, 2);
-    return fromHalf(h);
   };
   for (const Case &c : cases) {
     const ProductCase &p = c.shape;
