@@ -163,7 +163,10 @@ unsigned fuseAdds(rt::FuncOp func, SmallVectorImpl<Value> &freed) {
     if (sides.size() == 2 && sides[1].first->isBeforeInBlock(sides[0].first))
       std::swap(sides[0], sides[1]);
     auto fusable = [&](KernelOp matmul, Value product, Value addend) {
-      return !llvm::any_of(matmul.getInputs(),
+      // (An addend that is an operand too would read as one value twice:
+      // the contract keeps an addend a buffer of its own.)
+      return !llvm::is_contained(matmul.getInputs(), addend) &&
+             !llvm::any_of(matmul.getInputs(),
                            [&](Value input) { return overlaps(sum, input); }) &&
              (!overlaps(sum, addend) || sameBytes(sum, addend)) &&
              movable(matmul, add, product);

@@ -577,15 +577,18 @@ ProgramChecker::checkMatmulBytes(const std::vector<uint32_t> &in,
   // result is written: the same bytes or none (cuBLASLt's C and D).
   size_t read = attrs.hasAddend() ? in.size() - 1 : in.size();
   for (size_t i = 0; i < read; ++i)
-    if (in[i] != out[0] && mayOverlap(*value(out[0]), *value(in[i])))
+    if (!(attrs.accumulates() && i == 2) &&
+        mayOverlap(*value(out[0]), *value(in[i])))
       return fail(absl::StrCat("the result's bytes overlap input ", i,
                                " of the product"));
   if (attrs.hasAddend()) {
     const plan::Value &result = *value(out[0]), &addend = *value(in.back());
+    // (One copy, whatever its stride says, is one copy.)
+    bool oneCopy = result.slots() <= 1 && addend.slots() <= 1;
     bool same = result.region()->offset() == addend.region()->offset() &&
                 result.region()->bytes() == addend.region()->bytes() &&
-                result.slots() == addend.slots() &&
-                result.slot_stride() == addend.slot_stride();
+                (oneCopy || (result.slots() == addend.slots() &&
+                             result.slot_stride() == addend.slot_stride()));
     if (!same && mayOverlap(result, addend))
       return fail("the result's bytes partly overlap the addend's (they "
                   "must be the same bytes or none of them)");

@@ -89,6 +89,39 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, CudaProducts, ::testing::Values(1, 8),
                            return info.param == 1 ? "Heuristic" : "Timed";
                          });
 
+/// One shape with host scalars (c += product) and device ones (c += weight
+/// * product), alternating in one context, the weight changing on the
+/// device between calls: each call its own scalars (and, timed, its own
+/// plan: the two have different descriptors).
+TEST_P(CudaProducts, HostAndDeviceScalarsShareAShape) {
+  const int64_t m = 32, n = 16, k = 24;
+  std::vector<float> a = randomFloats(m * k, 51), b = randomFloats(k * n, 52);
+  std::vector<float> product(m * n), want(m * n, 0.0f);
+  cpu::matmul(a.data(), b.data(), product.data(), 1, m, n, k, false, false,
+              false);
+  DeviceBuffer da = upload(a), db = upload(b),
+               dc = upload(std::vector<float>(m * n, 0.0f));
+  DeviceBuffer dw = upload(std::vector<float>{2.0f});
+  for (float w : {2.0f, 1.0f, -3.0f, 1.0f}) {
+    MatmulOptions options;
+    options.accumulate = true;
+    if (w != 1.0f) {
+      ASSERT_EQ(cudaMemcpyAsync(dw.data(), &w, sizeof(float),
+                                cudaMemcpyHostToDevice, context->stream()),
+                cudaSuccess);
+      options.weight = dw.as<float>();
+    }
+    ASSERT_OK(matmul(*context, da.data(), db.data(), dc.data(),
+                     {1, m, n, k, false, false, false}, options));
+    ASSERT_OK(context->synchronize());
+    for (int64_t i = 0; i < m * n; ++i)
+      want[i] += w * product[i];
+  }
+  expectNear(download(dc, m * n), want, 1e-5,
+             1e-5 * std::sqrt(static_cast<double>(k)),
+             "host and device scalars on one shape");
+}
+
 TEST_P(CudaProducts, MatmulF32MatchesCpu) {
   const ProductCase cases[] = {
       {1, 37, 29, 53, false, false, false, false},
@@ -323,37 +356,6 @@ TEST_F(CudaKernels, MatmulAddsItsWeightedProductToC) {
       expectNear(got, want, 1e-5, abs, what);
     else
       expectNear(got, want, 1e-2, 1e-2, what);
-  }
-  // One shape with host scalars (c += product) and device ones (c +=
-  // weight * product), alternating in one context, the weight changing on
-  // the device between calls: each call its own scalars.
-  {
-    const int64_t m = 32, n = 16, k = 24;
-    std::vector<float> a = randomFloats(m * k, 51), b = randomFloats(k * n, 52);
-    std::vector<float> product(m * n), want(m * n, 0.0f);
-    cpu::matmul(a.data(), b.data(), product.data(), 1, m, n, k, false, false,
-                false);
-    DeviceBuffer da = upload(a), db = upload(b),
-                 dc = upload(std::vector<float>(m * n, 0.0f));
-    DeviceBuffer dw = upload(std::vector<float>{2.0f});
-    for (float w : {2.0f, 1.0f, -3.0f, 1.0f}) {
-      MatmulOptions options;
-      options.accumulate = true;
-      if (w != 1.0f) {
-        ASSERT_EQ(cudaMemcpyAsync(dw.data(), &w, sizeof(float),
-                                  cudaMemcpyHostToDevice, context->stream()),
-                  cudaSuccess);
-        options.weight = dw.as<float>();
-      }
-      ASSERT_OK(matmul(*context, da.data(), db.data(), dc.data(),
-                       {1, m, n, k, false, false, false}, options));
-      ASSERT_OK(context->synchronize());
-      for (int64_t i = 0; i < m * n; ++i)
-        want[i] += w * product[i];
-    }
-    expectNear(download(dc, m * n), want, 1e-5,
-               1e-5 * std::sqrt(static_cast<double>(k)),
-               "host and device scalars on one shape");
   }
   // A weight scales the product only where it is added to c.
   MatmulOptions unweighted;
@@ -708,7 +710,8 @@ TEST_P(CudaEpilogues, MatmulAddsItsAddend) {
   const Case cases[] = {
       {{1, 64, 48, 32, false, false, false, false}, false, false, DType::F32},
       {{1, 64, 48, 32, false, false, false, false}, true, false, DType::F32},
-      {{1, 64, 48, 32, false, false, false, false}, true, true, DType::F32},
+      // (A shape of its own: its algorithm is picked, and timed, anew.)
+      {{1, 72, 48, 32, false, false, false, false}, true, true, DType::F32},
       {{3, 16, 24, 40, true, false, false, false}, false, false, DType::F32},
       {{2, 32, 64, 48, false, true, false, false}, true, false, DType::BF16},
   };

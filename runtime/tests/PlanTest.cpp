@@ -1152,6 +1152,15 @@ TEST(Plan, ProductsThatAddLoadWhereTheirBytesAllow) {
                                    "addend's"),
             std::string::npos)
       << loadError(partly);
+  // A result that is the product's own rhs (x [2, 2] . c [2, 4] -> c):
+  // refused, as the result over its bytes under another value is.
+  PlanSpec ownRhs = biased;
+  ownRhs.values[0] = {triad::plan::DType::F32, {2, 2}, 0, 16};
+  ownRhs.inputs = {0, 2, 6, 7};
+  EXPECT_NE(loadError(ownRhs).find("the result's bytes overlap input 1 of "
+                                   "the product"),
+            std::string::npos)
+      << loadError(ownRhs);
   // An accumulator over an operand's bytes (w's, 24 to 72): refused.
   PlanSpec overOperand = accumulating;
   overOperand.values.push_back({triad::plan::DType::F32, {2, 4}, 40, 32});

@@ -184,7 +184,10 @@ rt.program @added pipeline_rank 0 arena 8192 {
 
 // Not fused: a sum over the product's operand's bytes (the memory plan
 // reused them: the product would read what it writes); a sum that partly
-// overlaps the addend; a broadcast add (a bias's, not an addend's shape).
+// overlaps the addend; a broadcast add (a bias's, not an addend's shape);
+// an operand written between the product and the add; the product's
+// bytes read later through another buffer, in its function or first thing
+// in another; an addend that is the product's operand too.
 // Where the later product cannot take the add (its sum lies over the later
 // product's operand), the earlier one does.
 // CHECK-LABEL: rt.program @kept_adds
@@ -201,6 +204,19 @@ rt.program @added pipeline_rank 0 arena 8192 {
 // CHECK-NEXT: rt.kernel matmul(%[[B4:[0-9]+]], %[[W4:[0-9]+]]) -> (%[[Q4:[0-9]+]]) ints [0, 0] :
 // CHECK-NEXT: rt.kernel matmul(%{{[0-9]+}}, %[[W4]], %[[Q4]]) -> (%{{[0-9]+}}) ints [0, 0, 6] :
 // CHECK-NEXT: }
+// CHECK: rt.func @overwritten
+// CHECK-NEXT: rt.kernel matmul({{.*}}) ints [0, 0] :
+// CHECK-NEXT: rt.kernel fill
+// CHECK-NEXT: rt.kernel add
+// CHECK: rt.func @viewed
+// CHECK-NEXT: rt.kernel matmul({{.*}}) ints [0, 0] :
+// CHECK-NEXT: rt.kernel add
+// CHECK: rt.func @elsewhere
+// CHECK-NEXT: rt.kernel matmul({{.*}}) ints [0, 0] :
+// CHECK-NEXT: rt.kernel add
+// CHECK: rt.func @operand
+// CHECK-NEXT: rt.kernel matmul({{.*}}) ints [0, 0] :
+// CHECK-NEXT: rt.kernel add
 rt.program @kept_adds pipeline_rank 0 arena 8192 {
   %x = rt.buffer 0 : memref<4x8xf32>
   %w = rt.buffer 128 : memref<8x8xf32>
@@ -220,6 +236,21 @@ rt.program @kept_adds pipeline_rank 0 arena 8192 {
   %p4 = rt.buffer 3328 : memref<4x8xf32>
   %q4 = rt.buffer 3456 : memref<4x8xf32>
   %u4 = rt.buffer 3200 : memref<4x8xf32>
+  %x5 = rt.buffer 4096 : memref<4x8xf32>
+  %t5 = rt.buffer 4224 : memref<4x8xf32>
+  %u5 = rt.buffer 4352 : memref<4x8xf32>
+  %t6 = rt.buffer 4608 : memref<4x8xf32>
+  %v6 = rt.buffer 4608 : memref<32xf32>
+  %o6 = rt.buffer 4736 : memref<32xf32>
+  %u6 = rt.buffer 4864 : memref<4x8xf32>
+  %t7 = rt.buffer 5120 : memref<4x8xf32>
+  %v7 = rt.buffer 5120 : memref<32xf32>
+  %o7 = rt.buffer 5248 : memref<32xf32>
+  %u7 = rt.buffer 5376 : memref<4x8xf32>
+  %sq = rt.buffer 5632 : memref<8x8xf32>
+  %wq = rt.buffer 5888 : memref<8x8xf32>
+  %t8 = rt.buffer 6144 : memref<8x8xf32>
+  %u8 = rt.buffer 6400 : memref<8x8xf32>
   rt.func @reused args() kinds [] results() names [] {
     rt.kernel matmul(%x, %w) -> (%t1) ints [0, 0] : (memref<4x8xf32>, memref<8x8xf32>) -> memref<4x8xf32>
     rt.kernel add(%s, %t1) -> (%u1) : (memref<4x8xf32>, memref<4x8xf32>) -> memref<4x8xf32>
@@ -237,5 +268,26 @@ rt.program @kept_adds pipeline_rank 0 arena 8192 {
     rt.kernel matmul(%b4, %w) -> (%q4) ints [0, 0] : (memref<4x8xf32>, memref<8x8xf32>) -> memref<4x8xf32>
     rt.kernel add(%p4, %q4) -> (%u4) : (memref<4x8xf32>, memref<4x8xf32>) -> memref<4x8xf32>
   }
-  rt.step [@reused, @partly, @broadcast, @earlier] microbatches [0, 0, 0, 0]
+  rt.func @overwritten args() kinds [] results() names [] {
+    rt.kernel matmul(%x5, %w) -> (%t5) ints [0, 0] : (memref<4x8xf32>, memref<8x8xf32>) -> memref<4x8xf32>
+    rt.kernel fill() -> (%x5) floats [0.0] : () -> memref<4x8xf32>
+    rt.kernel add(%s, %t5) -> (%u5) : (memref<4x8xf32>, memref<4x8xf32>) -> memref<4x8xf32>
+  }
+  rt.func @viewed args() kinds [] results() names [] {
+    rt.kernel matmul(%x, %w) -> (%t6) ints [0, 0] : (memref<4x8xf32>, memref<8x8xf32>) -> memref<4x8xf32>
+    rt.kernel add(%s, %t6) -> (%u6) : (memref<4x8xf32>, memref<4x8xf32>) -> memref<4x8xf32>
+    rt.kernel scale(%v6) -> (%o6) floats [2.0] : (memref<32xf32>) -> memref<32xf32>
+  }
+  rt.func @elsewhere args() kinds [] results() names [] {
+    rt.kernel matmul(%x, %w) -> (%t7) ints [0, 0] : (memref<4x8xf32>, memref<8x8xf32>) -> memref<4x8xf32>
+    rt.kernel add(%s, %t7) -> (%u7) : (memref<4x8xf32>, memref<4x8xf32>) -> memref<4x8xf32>
+  }
+  rt.func @later args() kinds [] results() names [] {
+    rt.kernel scale(%v7) -> (%o7) floats [2.0] : (memref<32xf32>) -> memref<32xf32>
+  }
+  rt.func @operand args() kinds [] results() names [] {
+    rt.kernel matmul(%sq, %wq) -> (%t8) ints [0, 0] : (memref<8x8xf32>, memref<8x8xf32>) -> memref<8x8xf32>
+    rt.kernel add(%sq, %t8) -> (%u8) : (memref<8x8xf32>, memref<8x8xf32>) -> memref<8x8xf32>
+  }
+  rt.step [@reused, @partly, @broadcast, @earlier, @overwritten, @viewed, @elsewhere, @later, @operand] microbatches [0, 0, 0, 0, 0, 0, 0, 0, 0]
 }
