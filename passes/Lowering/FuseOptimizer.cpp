@@ -494,10 +494,7 @@ struct FuseOptimizerPass
       numTensorsGrouped += tensors;
     }
     // The partial sums' buffers, which nothing uses any more.
-    for (Value value : freed)
-      if (value.use_empty())
-        if (Operation *buffer = value.getDefiningOp())
-          buffer->erase();
+    eraseUnused(freed);
   }
 };
 

@@ -207,10 +207,7 @@ struct FuseProductsPass
         numAccumulatesFused += fuseAccumulates(func, freed);
     }
     // The products' buffers, which nothing uses any more.
-    for (Value value : freed)
-      if (value.use_empty())
-        if (Operation *buffer = value.getDefiningOp())
-          buffer->erase();
+    eraseUnused(freed);
   }
 };
 

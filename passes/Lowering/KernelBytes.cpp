@@ -65,11 +65,21 @@ Range rangeOf(Value value) {
   return range;
 }
 
+namespace {
+
+/// Whether two ranges share a byte.
+bool meet(Range x, Range y) { return x.begin < y.end && y.begin < x.end; }
+
+/// Whether `value`'s bytes meet any of `ranges`.
+bool meetsAny(Value value, ArrayRef<Range> ranges) {
+  Range r = rangeOf(value);
+  return llvm::any_of(ranges, [&](Range l) { return meet(r, l); });
+}
+
+} // namespace
+
 bool overlaps(Value a, Value b) {
-  if (a == b)
-    return true;
-  Range x = rangeOf(a), y = rangeOf(b);
-  return x.begin < y.end && y.begin < x.end;
+  return a == b || meet(rangeOf(a), rangeOf(b));
 }
 
 bool writesOver(KernelOp kernel, Value value) {
@@ -127,20 +137,14 @@ void takeOff(SmallVector<Range> &left, Value written) {
   left = std::move(rest);
 }
 
-/// Whether the kernels from `first` up to `stop` (null: the block's end)
-/// read none of the bytes in `left` other than through `dropped`, before a
-/// kernel writes them; `left` loses the bytes the kernels write.
-bool readsNoneOf(SmallVector<Range> &left, Value dropped, Operation *first,
-                 Operation *stop) {
+/// Whether the kernels from `first` to the block's end read none of the
+/// bytes in `left` other than through `dropped`, before a kernel writes
+/// them; `left` loses the bytes the kernels write.
+bool readsNoneOf(SmallVector<Range> &left, Value dropped, Operation *first) {
   auto readsLeft = [&](Value value) {
-    if (value == dropped)
-      return false;
-    Range r = rangeOf(value);
-    return llvm::any_of(
-        left, [&](Range l) { return r.begin < l.end && l.begin < r.end; });
+    return value != dropped && meetsAny(value, left);
   };
-  for (Operation *op = first; op && op != stop && !left.empty();
-       op = op->getNextNode()) {
+  for (Operation *op = first; op && !left.empty(); op = op->getNextNode()) {
     auto kernel = dyn_cast<KernelOp>(op);
     if (!kernel)
       continue;
@@ -154,16 +158,9 @@ bool readsNoneOf(SmallVector<Range> &left, Value dropped, Operation *first,
 
 /// Whether `func` returns none of the bytes in `left`.
 bool returnsNoneOf(rt::FuncOp func, ArrayRef<Range> left) {
-  return !llvm::any_of(func.getResults(), [&](Value value) {
-    Range r = rangeOf(value);
-    return llvm::any_of(
-        left, [&](Range l) { return r.begin < l.end && l.begin < r.end; });
-  });
+  return !llvm::any_of(func.getResults(),
+                       [&](Value value) { return meetsAny(value, left); });
 }
-
-} // namespace
-
-namespace {
 
 /// The bytes the functions of `program` read before they write them (a
 /// kernel's input not wholly written earlier in its function, or a result;
@@ -206,7 +203,7 @@ bool bytesUnreadElsewhere(Value dropped, KernelOp writer) {
   // function of the program, its own included).
   auto func = writer->getParentOfType<rt::FuncOp>();
   SmallVector<Range> left = {rangeOf(dropped)};
-  if (!readsNoneOf(left, dropped, writer->getNextNode(), nullptr) ||
+  if (!readsNoneOf(left, dropped, writer->getNextNode()) ||
       !returnsNoneOf(func, left))
     return false;
   Operation *program = func->getParentOp();
@@ -269,6 +266,13 @@ KernelOp writerOf(Value value, KernelOp reader) {
         llvm::is_contained(kernel.getOutputs(), value))
       writer = kernel;
   return writer;
+}
+
+void eraseUnused(ArrayRef<Value> values) {
+  for (Value value : values)
+    if (value.use_empty())
+      if (Operation *buffer = value.getDefiningOp())
+        buffer->erase();
 }
 
 } // namespace triad::rtbytes

@@ -93,6 +93,9 @@ bool bytesUnreadElsewhere(mlir::Value dropped, rt::KernelOp writer);
 /// The kernel besides `reader` that names `value` as an output (null:
 /// none).
 rt::KernelOp writerOf(mlir::Value value, rt::KernelOp reader);
+/// Erases the buffers of `values` that nothing uses any more (those whose
+/// kernels a rewrite removed).
+void eraseUnused(llvm::ArrayRef<mlir::Value> values);
 
 /// The layer each kernel of `func` comes from (its index among the
 /// function's layer names), for kernels in a layer span.
