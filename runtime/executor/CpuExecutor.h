@@ -109,7 +109,8 @@ private:
   /// The f32 copies of the 16-bit values of the instruction running.
   /// (One buffer per operand, kept from one instruction to the next.)
   std::vector<std::vector<float>> widePool;
-  /// The product of a matmul that adds it to its accumulator.
+  /// The product of a matmul that adds it to its accumulator or to an
+  /// addend.
   std::vector<float> productBuffer;
   std::vector<std::pair<uint32_t, float *>> widened;
   /// oneDNN's bf16 products, or null (OpenBLAS on widened copies).

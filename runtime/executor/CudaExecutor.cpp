@@ -1215,6 +1215,39 @@ absl::Status CudaExecutor::execute(const plan::Instr &instr, uint64_t step) {
                  [&] { return enqueue(instr, step); });
 }
 
+cuda::MatmulOptions CudaExecutor::epilogueOptions(const MatmulDims &d,
+                                                  bool stored) const {
+  auto at = [&](uint32_t index) {
+    return stored ? arenaAddress(index) : address(index);
+  };
+  auto type = [&](uint32_t index) {
+    return stored ? cudaType(value(index).dtype()) : cuda::DType::F32;
+  };
+  cuda::MatmulOptions options;
+  options.epilogue = cudaEpilogue(d.epilogue);
+  if (d.bias) {
+    options.bias = at(*d.bias);
+    options.biasType = type(*d.bias);
+  }
+  if (d.preActivation)
+    options.preActivation = at(*d.preActivation);
+  if (d.activationInput)
+    options.activationInput = at(*d.activationInput);
+  if (d.biasGrad) {
+    options.biasGrad = at(*d.biasGrad);
+    options.biasGradType = type(*d.biasGrad);
+  }
+  // An accumulating product adds its weighted f32 product to c, its
+  // accumulator (the weight an f32 scalar); an adding one, its addend.
+  if (d.weight) {
+    options.accumulate = true;
+    options.weight = static_cast<const float *>(at(*d.weight));
+  }
+  if (d.addend)
+    options.addend = at(*d.addend);
+  return options;
+}
+
 absl::Status CudaExecutor::enqueue(const plan::Instr &instr, uint64_t step) {
   std::vector<uint32_t> sixteen = sixteenBitOperands(instr);
   if (sixteen.empty() || runsTyped(instr) || copiesBits(instr) ||
@@ -1231,32 +1264,10 @@ absl::Status CudaExecutor::enqueue(const plan::Instr &instr, uint64_t step) {
                  : cuda::cast(*gpu, arenaAddress(x), cudaType(xType),
                               arenaAddress(out), cudaType(outType), count);
     MatmulDims d = matmulDims(instr);
-    cuda::MatmulOptions options;
+    // The epilogue works on the f32 product before the one rounding.
+    cuda::MatmulOptions options = epilogueOptions(d, /*stored=*/true);
     options.inputType = cudaType(xType);
     options.outputType = cudaType(outType);
-    // The epilogue adds the bias (f32 or of the output's type) to the f32
-    // product before the one rounding.
-    options.epilogue = cudaEpilogue(d.epilogue);
-    if (d.bias) {
-      options.bias = arenaAddress(*d.bias);
-      options.biasType = cudaType(value(*d.bias).dtype());
-    }
-    if (d.preActivation)
-      options.preActivation = arenaAddress(*d.preActivation);
-    if (d.activationInput)
-      options.activationInput = arenaAddress(*d.activationInput);
-    if (d.biasGrad) {
-      options.biasGrad = arenaAddress(*d.biasGrad);
-      options.biasGradType = cudaType(value(*d.biasGrad).dtype());
-    }
-    // An accumulating product adds its weighted f32 product to c, its
-    // accumulator, before c's one rounding.
-    if (d.weight) {
-      options.accumulate = true;
-      options.weight = static_cast<const float *>(arenaAddress(*d.weight));
-    }
-    if (d.addend)
-      options.addend = arenaAddress(*d.addend);
     return cuda::matmul(
         *gpu, arenaAddress(x), arenaAddress(instr.inputs()->Get(1)),
         arenaAddress(out),
@@ -1332,23 +1343,8 @@ absl::Status CudaExecutor::executeKernel(const plan::Instr &instr,
     MatmulDims d = matmulDims(instr);
     cuda::MatmulShape s{d.batch,      d.m,          d.n,         d.k,
                         d.transposeA, d.transposeB, d.rhsBatched};
-    cuda::MatmulOptions options;
-    options.epilogue = cudaEpilogue(d.epilogue);
-    if (d.bias)
-      options.bias = f32(*d.bias);
-    if (d.preActivation)
-      options.preActivation = f32(*d.preActivation);
-    if (d.activationInput)
-      options.activationInput = f32(*d.activationInput);
-    if (d.biasGrad)
-      options.biasGrad = f32(*d.biasGrad);
-    if (d.weight) {
-      options.accumulate = true;
-      options.weight = f32(*d.weight);
-    }
-    if (d.addend)
-      options.addend = f32(*d.addend);
-    return cuda::matmul(ctx, f32(in(0)), f32(in(1)), f32(out(0)), s, options);
+    return cuda::matmul(ctx, f32(in(0)), f32(in(1)), f32(out(0)), s,
+                        epilogueOptions(d, /*stored=*/false));
   }
   case plan::OpCode::Add:
     return cuda::addBroadcast(ctx, typedIn(0), typedIn(1), typedOut(0),

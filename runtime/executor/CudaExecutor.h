@@ -181,6 +181,11 @@ private:
   /// its own type, or f32 while it is its f32 copy.
   cuda::Operand typedOperand(uint32_t index) const;
   cuda::Result typedResult(uint32_t index) const;
+  /// A Matmul's epilogue as cuBLASLt's options: its operands (bias,
+  /// pre-activation, activation input, bias gradient, weight, addend) in
+  /// the arena and of their own types where `stored`, else at `address`
+  /// as f32 (the f32 kernel's, on f32 copies).
+  cuda::MatmulOptions epilogueOptions(const MatmulDims &d, bool stored) const;
   /// The kernel of one instruction on its values as typedOperand,
   /// typedResult, f32 and i32 give them: `execute` runs it on the values
   /// as they are where each is f32 or i32, the kernel is typed

@@ -37,6 +37,15 @@ HostTensor floats(std::vector<int64_t> shape, std::vector<float> data) {
   return h;
 }
 
+/// `value` rounded to bf16 (to nearest even) and widened back.
+float roundedToBf16(float value) {
+  uint16_t bits;
+  float back;
+  cpu::narrow(true, &value, &bits, 1);
+  cpu::widen(true, &bits, &back, 1);
+  return back;
+}
+
 HostTensor ints(std::vector<int64_t> shape, std::vector<int32_t> data) {
   HostTensor h;
   h.dtype = DType::I32;
@@ -665,19 +674,12 @@ TEST(CpuExecutorSteps, AccumulatingEpilogueAddsTheWeightedProduct) {
     }
     // The reference: the bf16 operands' product in double, weighted and
     // added to acc.
-    auto rounded = [](float value) {
-      uint16_t bits;
-      float back;
-      cpu::narrow(true, &value, &bits, 1);
-      cpu::widen(true, &bits, &back, 1);
-      return back;
-    };
     for (int64_t i = 0; i < 8; ++i)
       for (int64_t j = 0; j < 4; ++j) {
         double product = 0.0;
         for (int64_t k = 0; k < 6; ++k)
-          product += static_cast<double>(rounded(a[k * 8 + i])) *
-                     rounded(bm[k * 4 + j]);
+          product += static_cast<double>(roundedToBf16(a[k * 8 + i])) *
+                     roundedToBf16(bm[k * 4 + j]);
         double want = acc[i * 4 + j] + weight * product;
         EXPECT_NEAR(got[i * 4 + j], want, 1e-5 * (std::fabs(want) + 1.0))
             << "element " << i << ", " << j;
@@ -750,19 +752,12 @@ TEST(CpuExecutorSteps, AccumulatingEpilogueIntoA16BitAccumulator) {
                      bm = uniform(24, state, 2.0f),
                      acc = uniform(32, state, 2.0f);
   const float weight = 1.5f;
-  auto rounded = [](float value) {
-    uint16_t bits;
-    float back;
-    cpu::narrow(true, &value, &bits, 1);
-    cpu::widen(true, &bits, &back, 1);
-    return back;
-  };
   for (float &v : a)
-    v = rounded(v);
+    v = roundedToBf16(v);
   for (float &v : bm)
-    v = rounded(v);
+    v = roundedToBf16(v);
   for (float &v : acc)
-    v = rounded(v);
+    v = roundedToBf16(v);
   PlanBuilder b;
   uint32_t va = b.value(DType::BF16, {6, 8}), vb = b.value(DType::BF16, {6, 4});
   uint32_t vacc = b.value(DType::BF16, {8, 4}), vw = b.value(DType::F32, {});
@@ -784,7 +779,7 @@ TEST(CpuExecutorSteps, AccumulatingEpilogueIntoA16BitAccumulator) {
       for (int64_t k = 0; k < 6; ++k)
         product += static_cast<double>(a[k * 8 + i]) * bm[k * 4 + j];
       float want =
-          rounded(acc[i * 4 + j] + weight * static_cast<float>(product));
+          roundedToBf16(acc[i * 4 + j] + weight * static_cast<float>(product));
       EXPECT_NEAR((*got)[0].floats[i * 4 + j], want,
                   std::ldexp(std::fabs(want), -8) + 1e-6)
           << "element " << i << ", " << j;

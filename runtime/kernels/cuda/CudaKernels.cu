@@ -1183,27 +1183,27 @@ absl::Status normGrad(CudaContext &context, In x, In gamma, In dy, Out dx,
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-#define TRIAD_LAUNCH_ELEMENTWISE_ON(stream, kernel, count, ...)                \
+/// Returns after launching `kernel` over `count` elements on `blocks(count)`
+/// blocks (none for none).
+#define TRIAD_LAUNCH_OVER(stream, blocks, kernel, count, ...)                  \
   do {                                                                         \
     if ((count) == 0)                                                          \
       return absl::OkStatus();                                                 \
-    kernel<<<elementBlocks(count), kThreads, 0, stream>>>(__VA_ARGS__);        \
+    kernel<<<blocks(count), kThreads, 0, stream>>>(__VA_ARGS__);               \
     TRIAD_CUDA_CHECK_LAUNCH(#kernel);                                          \
     return absl::OkStatus();                                                   \
   } while (false)
+
+/// A grid-stride kernel, one element a thread a pass.
+#define TRIAD_LAUNCH_ELEMENTWISE_ON(stream, kernel, count, ...)                \
+  TRIAD_LAUNCH_OVER(stream, elementBlocks, kernel, count, __VA_ARGS__)
 
 #define TRIAD_LAUNCH_ELEMENTWISE(kernel, count, ...)                           \
   TRIAD_LAUNCH_ELEMENTWISE_ON(context.stream(), kernel, count, __VA_ARGS__)
 
 /// A kernel over elements through forEachElement.
 #define TRIAD_LAUNCH_UNROLLED_ON(stream, kernel, count, ...)                   \
-  do {                                                                         \
-    if ((count) == 0)                                                          \
-      return absl::OkStatus();                                                 \
-    kernel<<<unrolledBlocks(count), kThreads, 0, stream>>>(__VA_ARGS__);       \
-    TRIAD_CUDA_CHECK_LAUNCH(#kernel);                                          \
-    return absl::OkStatus();                                                   \
-  } while (false)
+  TRIAD_LAUNCH_OVER(stream, unrolledBlocks, kernel, count, __VA_ARGS__)
 
 #define TRIAD_LAUNCH_UNROLLED(kernel, count, ...)                              \
   TRIAD_LAUNCH_UNROLLED_ON(context.stream(), kernel, count, __VA_ARGS__)
