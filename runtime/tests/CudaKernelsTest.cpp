@@ -74,7 +74,8 @@ struct ProductCase {
 
 /// The f32 products with cuBLASLt's heuristic's first algorithm for each
 /// shape ("Heuristic") and with the fastest of its first 8, timed on the
-/// shape's first call ("Timed"; a product that adds to c takes the first).
+/// shape's first call ("Timed"; a product that adds to c timed into a
+/// temporary).
 class CudaProducts : public test::CudaTest,
                      public ::testing::WithParamInterface<int> {
 protected:
@@ -283,91 +284,6 @@ TEST_F(CudaKernels, MatmulBf16AndF16AccumulateInF32) {
     }
 }
 
-/// c += weight[0] * op(a) op(b) with the weight a device scalar (cuBLASLt's
-/// alpha and beta then device pointers: the plan's accumulating epilogue),
-/// against the CPU's product, weighted and added: f32 operands into an f32
-/// c; bf16 ones into an f32 c (a weight gradient into its accumulator) and
-/// into a bf16 c; one product with a transposed lhs (a weight gradient's),
-/// stacked rows over a shared transposed rhs, and one product per batch
-/// element (a batched rhs).
-TEST_F(CudaKernels, MatmulAddsItsWeightedProductToC) {
-  struct Case {
-    DType input, output;
-    ProductCase shape;
-  };
-  const Case cases[] = {
-      {DType::F32, DType::F32, {1, 37, 29, 53, true, false, false, true}},
-      {DType::BF16, DType::F32, {1, 64, 48, 96, true, false, false, true}},
-      {DType::BF16, DType::F32, {3, 16, 24, 40, false, true, false, true}},
-      {DType::BF16, DType::F32, {2, 16, 24, 40, false, false, true, true}},
-      {DType::BF16, DType::BF16, {1, 64, 48, 96, true, false, false, true}},
-  };
-  const float weight = -0.625f;
-  DeviceBuffer dweight = upload(std::vector<float>{weight});
-  for (const Case &c : cases) {
-    const ProductCase &p = c.shape;
-    std::string what =
-        std::string(c.input == DType::F32 ? "f32" : "bf16") + " into " +
-        (c.output == DType::F32 ? "f32" : "bf16") + ", batch " +
-        std::to_string(p.batch) + (p.transposeA ? " aT" : "") +
-        (p.transposeB ? " bT" : "") + (p.rhsBatched ? " batched-rhs" : "");
-    bool sixteen = c.input != DType::F32, wideC = c.output == DType::F32;
-    std::vector<float> a = randomFloats(p.batch * p.m * p.k, 31),
-                       b = randomFloats(
-                           (p.rhsBatched ? p.batch : 1) * p.k * p.n, 32),
-                       acc = randomFloats(p.batch * p.m * p.n, 33);
-    std::vector<uint16_t> a16(a.size()), b16(b.size()), acc16(acc.size());
-    // The operands (and a bf16 c) as the device holds them.
-    for (size_t i = 0; sixteen && i < a.size(); ++i)
-      a[i] = fromBf16(a16[i] = toBf16(a[i]));
-    for (size_t i = 0; sixteen && i < b.size(); ++i)
-      b[i] = fromBf16(b16[i] = toBf16(b[i]));
-    for (size_t i = 0; !wideC && i < acc.size(); ++i)
-      acc[i] = fromBf16(acc16[i] = toBf16(acc[i]));
-    std::vector<float> product(acc.size()), want(acc.size());
-    cpu::matmul(a.data(), b.data(), product.data(), p.batch, p.m, p.n, p.k,
-                p.transposeA, p.transposeB, p.rhsBatched);
-    for (size_t i = 0; i < want.size(); ++i)
-      want[i] = acc[i] + weight * product[i];
-    DeviceBuffer da = sixteen ? upload(a16) : upload(a),
-                 db = sixteen ? upload(b16) : upload(b),
-                 dc = wideC ? upload(acc) : upload(acc16);
-    MatmulOptions options;
-    options.inputType = c.input;
-    options.outputType = c.output;
-    options.accumulate = true;
-    options.weight = dweight.as<float>();
-    ASSERT_OK(matmul(
-        *context, da.data(), db.data(), dc.data(),
-        {p.batch, p.m, p.n, p.k, p.transposeA, p.transposeB, p.rhsBatched},
-        options));
-    std::vector<float> got(acc.size());
-    if (wideC) {
-      got = download(dc, acc.size());
-    } else {
-      std::vector<uint16_t> raw = download<uint16_t>(dc, acc.size());
-      for (size_t i = 0; i < raw.size(); ++i)
-        got[i] = fromBf16(raw[i]);
-    }
-    // f32 sums of exact products (bf16 operands are exact in f32): within
-    // f32 rounding of the terms; a bf16 c within its own rounding.
-    double abs = 1e-5 * std::sqrt(static_cast<double>(p.k));
-    if (wideC)
-      expectNear(got, want, 1e-5, abs, what);
-    else
-      expectNear(got, want, 1e-2, 1e-2, what);
-  }
-  // A weight scales the product only where it is added to c.
-  MatmulOptions unweighted;
-  unweighted.weight = dweight.as<float>();
-  DeviceBuffer da = upload(randomFloats(16, 1)),
-               db = upload(randomFloats(16, 2)), dc = poisoned(16);
-  EXPECT_EQ(matmul(*context, da.data(), db.data(), dc.data(),
-                   {1, 4, 4, 4, false, false, false}, unweighted)
-                .code(),
-            absl::StatusCode::kInvalidArgument);
-}
-
 /// --matmul-precision: f32 operands rounded to TF32 or bf16 on the way into
 /// tensor cores. The product stays near the exact one (relative to the
 /// size of its terms: rounding to a 10- or 7-bit mantissa), and differs
@@ -389,6 +305,8 @@ TEST_F(CudaKernels, MatmulPrecisionRoundsTheOperands) {
         CudaContext::create(options);
     ASSERT_TRUE(fast.ok()) << fast.status();
     DeviceBuffer da = upload(a), db = upload(b), dc = poisoned(m * n);
+    // (Uploaded and poisoned on the fixture's stream, not `fast`'s.)
+    ASSERT_OK(context->synchronize());
     ASSERT_OK(matmul(**fast, da.data(), db.data(), dc.data(),
                      {1, m, n, k, false, false, false}, {}));
     ASSERT_OK((*fast)->synchronize());
@@ -713,6 +631,9 @@ TEST_P(CudaEpilogues, MatmulAddsItsAddend) {
       // (A shape of its own: its algorithm is picked, and timed, anew.)
       {{1, 72, 48, 32, false, false, false, false}, true, true, DType::F32},
       {{3, 16, 24, 40, true, false, false, false}, false, false, DType::F32},
+      // One cuBLASLt call per batch element would add in place piece by
+      // piece: the product and the kernels instead.
+      {{3, 16, 24, 40, true, false, false, false}, true, true, DType::F32},
       {{2, 32, 64, 48, false, true, false, false}, true, false, DType::BF16},
   };
   for (const Case &c : cases) {
@@ -757,7 +678,9 @@ TEST_P(CudaEpilogues, MatmulAddsItsAddend) {
         {p.batch, p.m, p.n, p.k, p.transposeA, p.transposeB, p.rhsBatched},
         options));
     if (c.bias)
-      expectOneEpilogue(before, /*fused=*/true, what);
+      expectOneEpilogue(
+          before,
+          /*fused=*/!(p.batch > 1 && p.transposeA && !p.rhsBatched), what);
     std::vector<float> got(count);
     if (sixteen) {
       std::vector<uint16_t> raw = download<uint16_t>(dc, count);
@@ -770,6 +693,142 @@ TEST_P(CudaEpilogues, MatmulAddsItsAddend) {
                  what);
     }
   }
+}
+
+/// c += weight[0] * op(a) op(b) with the weight a device scalar (cuBLASLt's
+/// alpha and beta then device pointers: the plan's accumulating epilogue),
+/// against the CPU's product, weighted and added: f32 operands into an f32
+/// c; bf16 ones into an f32 c (a weight gradient into its accumulator) and
+/// into a bf16 c; one product with a transposed lhs (a weight gradient's),
+/// stacked rows over a shared transposed rhs, and one product per batch
+/// element (a batched rhs). Under every route: with fusion off, the f32
+/// product and the accumulate kernel.
+TEST_P(CudaEpilogues, MatmulAddsItsWeightedProductToC) {
+  struct Case {
+    DType input, output;
+    ProductCase shape;
+  };
+  const Case cases[] = {
+      {DType::F32, DType::F32, {1, 37, 29, 53, true, false, false, true}},
+      {DType::BF16, DType::F32, {1, 64, 48, 96, true, false, false, true}},
+      {DType::BF16, DType::F32, {3, 16, 24, 40, false, true, false, true}},
+      {DType::BF16, DType::F32, {2, 16, 24, 40, false, false, true, true}},
+      {DType::BF16, DType::BF16, {1, 64, 48, 96, true, false, false, true}},
+      // One cuBLASLt call per batch element would add in place piece by
+      // piece: the product and the kernel instead.
+      {DType::BF16, DType::F32, {3, 16, 24, 40, true, false, false, true}},
+  };
+  const float weight = -0.625f;
+  DeviceBuffer dweight = upload(std::vector<float>{weight});
+  for (const Case &c : cases) {
+    const ProductCase &p = c.shape;
+    std::string what =
+        std::string(c.input == DType::F32 ? "f32" : "bf16") + " into " +
+        (c.output == DType::F32 ? "f32" : "bf16") + ", batch " +
+        std::to_string(p.batch) + (p.transposeA ? " aT" : "") +
+        (p.transposeB ? " bT" : "") + (p.rhsBatched ? " batched-rhs" : "");
+    bool sixteen = c.input != DType::F32, wideC = c.output == DType::F32;
+    std::vector<float> a = randomFloats(p.batch * p.m * p.k, 31),
+                       b = randomFloats(
+                           (p.rhsBatched ? p.batch : 1) * p.k * p.n, 32),
+                       acc = randomFloats(p.batch * p.m * p.n, 33);
+    std::vector<uint16_t> a16(a.size()), b16(b.size()), acc16(acc.size());
+    // The operands (and a bf16 c) as the device holds them.
+    for (size_t i = 0; sixteen && i < a.size(); ++i)
+      a[i] = fromBf16(a16[i] = toBf16(a[i]));
+    for (size_t i = 0; sixteen && i < b.size(); ++i)
+      b[i] = fromBf16(b16[i] = toBf16(b[i]));
+    for (size_t i = 0; !wideC && i < acc.size(); ++i)
+      acc[i] = fromBf16(acc16[i] = toBf16(acc[i]));
+    std::vector<float> product(acc.size()), want(acc.size());
+    cpu::matmul(a.data(), b.data(), product.data(), p.batch, p.m, p.n, p.k,
+                p.transposeA, p.transposeB, p.rhsBatched);
+    for (size_t i = 0; i < want.size(); ++i)
+      want[i] = acc[i] + weight * product[i];
+    DeviceBuffer da = sixteen ? upload(a16) : upload(a),
+                 db = sixteen ? upload(b16) : upload(b),
+                 dc = wideC ? upload(acc) : upload(acc16);
+    MatmulOptions options;
+    options.inputType = c.input;
+    options.outputType = c.output;
+    options.accumulate = true;
+    options.weight = dweight.as<float>();
+    ASSERT_OK(matmul(
+        *context, da.data(), db.data(), dc.data(),
+        {p.batch, p.m, p.n, p.k, p.transposeA, p.transposeB, p.rhsBatched},
+        options));
+    std::vector<float> got(acc.size());
+    if (wideC) {
+      got = download(dc, acc.size());
+    } else {
+      std::vector<uint16_t> raw = download<uint16_t>(dc, acc.size());
+      for (size_t i = 0; i < raw.size(); ++i)
+        got[i] = fromBf16(raw[i]);
+    }
+    // f32 sums of exact products (bf16 operands are exact in f32): within
+    // f32 rounding of the terms; a bf16 c within its own rounding.
+    double abs = 1e-5 * std::sqrt(static_cast<double>(p.k));
+    if (wideC)
+      expectNear(got, want, 1e-5, abs, what);
+    else
+      expectNear(got, want, 1e-2, 1e-2, what);
+  }
+  // A weight scales the product only where it is added to c.
+  MatmulOptions unweighted;
+  unweighted.weight = dweight.as<float>();
+  DeviceBuffer da = upload(randomFloats(16, 1)),
+               db = upload(randomFloats(16, 2)), dc = poisoned(16);
+  EXPECT_EQ(matmul(*context, da.data(), db.data(), dc.data(),
+                   {1, 4, 4, 4, false, false, false}, unweighted)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+/// A product over k = 0 terms is zeros, as the CPU's: c = 0, c unchanged
+/// where it accumulates, the addend, the bias, and under the GELU's
+/// gradient zeros and a zero bias gradient.
+TEST_P(CudaEpilogues, ProductsOverNoTermsAreZeros) {
+  const int64_t m = 4, n = 8, count = m * n;
+  std::vector<float> c0 = randomFloats(count, 61),
+                     addend = randomFloats(count, 62),
+                     bias = randomFloats(n, 63),
+                     input = randomFloats(count, 64);
+  DeviceBuffer da = upload(std::vector<float>{1.0f}),
+               db = upload(std::vector<float>{1.0f}), dbias = upload(bias),
+               daddend = upload(addend), dinput = upload(input),
+               dweight = upload(std::vector<float>{3.0f});
+  std::vector<float> biased(count);
+  for (int64_t i = 0; i < count; ++i)
+    biased[i] = bias[i % n];
+  struct Case {
+    const char *what;
+    MatmulOptions options;
+    std::vector<float> want;
+  };
+  std::vector<Case> cases(5);
+  cases[0] = {"plain", {}, std::vector<float>(count, 0.0f)};
+  cases[1] = {"accumulate", {}, c0};
+  cases[1].options.accumulate = true;
+  cases[1].options.weight = dweight.as<float>();
+  cases[2] = {"addend", {}, addend};
+  cases[2].options.addend = daddend.data();
+  cases[3] = {"bias", {}, biased};
+  cases[3].options.epilogue = Epilogue::Bias;
+  cases[3].options.bias = dbias.data();
+  cases[4] = {"GELU gradient", {}, std::vector<float>(count, 0.0f)};
+  cases[4].options.epilogue = Epilogue::GeluTanhGrad;
+  cases[4].options.activationInput = dinput.data();
+  DeviceBuffer dgrad = poisoned(n);
+  cases[4].options.biasGrad = dgrad.data();
+  for (const Case &c : cases) {
+    DeviceBuffer dc = upload(c0);
+    absl::Status ran = matmul(*context, da.data(), db.data(), dc.data(),
+                              {1, m, n, 0, false, false, false}, c.options);
+    ASSERT_TRUE(ran.ok()) << c.what << ": " << ran;
+    expectNear(download(dc, count), c.want, 0, 0, c.what);
+  }
+  expectNear(download(dgrad, n), std::vector<float>(n, 0.0f), 0, 0,
+             "GELU gradient's bias gradient");
 }
 
 /// A 16-bit product adds an f32 bias, or one of its own type, to the f32

@@ -108,9 +108,10 @@ struct ContextOptions {
   AttentionKernel attention = AttentionKernel::Triad;
   /// cuBLASLt's workspace (Hopper kernels want 32 MiB).
   size_t matmulWorkspaceBytes = size_t{32} << 20;
-  /// Whether products run their bias, activation and gradient epilogues in
-  /// cuBLASLt where it takes them (false: always the product and then
-  /// Triad's kernels, the path taken where cuBLASLt refuses one; for tests).
+  /// Whether products run their bias, activation and gradient epilogues,
+  /// and their adds to c or to an addend, in cuBLASLt where it takes them
+  /// (false: always the product and then Triad's kernels, the path taken
+  /// where cuBLASLt refuses one; for tests).
   bool fuseEpilogues = true;
   /// How a product with the tanh GELU's gradient epilogue runs where
   /// epilogues are fused (see MatmulOptions::biasGrad).
@@ -118,9 +119,9 @@ struct ContextOptions {
   /// How many of cuBLASLt's algorithms for a product shape are tried: 1
   /// takes its heuristic's first; more times up to that many of them on
   /// the shape's first call and keeps the fastest (not while the stream
-  /// records, and not for a product that adds to its result: those take
-  /// the first). Timing picks by the clock, so two runs may choose
-  /// differently, and their results then differ by the products'
+  /// records; a product that adds to c or to an addend is timed into a
+  /// temporary of c's size). Timing picks by the clock, so two runs may
+  /// choose differently, and their results then differ by the products'
   /// rounding.
   int matmulCandidates = 1;
 };

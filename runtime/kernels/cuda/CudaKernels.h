@@ -124,7 +124,12 @@ struct MatmulOptions {
 /// context turns off (ContextOptions::fuseEpilogues), runs as the product
 /// and Triad's kernels after it: the forward one on the f32 product, the
 /// bias and activation rounded once; the gradient one as documented above.
-/// A refusal is remembered per product shape.
+/// A product that adds (accumulate, addend) runs as the f32 product and
+/// one kernel after it, c rounded once, where cuBLASLt has no algorithm for
+/// it, where the context turns fusion off, and where the product is one
+/// cuBLASLt call per batch element (a transposed lhs over a shared rhs). A
+/// refusal is remembered per product shape. Where k is 0 the product is
+/// zeros, as the CPU's.
 absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
                     const MatmulShape &shape,
                     const MatmulOptions &options = {});

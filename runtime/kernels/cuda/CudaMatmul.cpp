@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -103,12 +104,20 @@ struct ProductKey {
   int32_t biasGradient;
   /// Whether alpha and beta are device pointers (a weighted accumulate).
   int32_t deviceScalars;
+  /// Whether the product adds to c or to an addend (beta 1): such a
+  /// product cuBLASLt has no algorithm for runs as the plain product and
+  /// kernels (unfusedAdding), so its refusal is kept like an epilogue's.
+  int32_t adds;
+  /// Zero: the key is compared as bytes, so it has no padding.
+  int32_t unused;
   int64_t m, n, k, batch, bStride;
   /// Of our b, a, c (twice: C and D), the bias (or bias gradient) and the
   /// auxiliary operand.
   uint32_t alignments[6];
   uint64_t workspaceBytes;
 };
+static_assert(sizeof(ProductKey) == 12 * 4 + 5 * 8 + 6 * 4 + 8,
+              "ProductKey has padding, which its byte comparison would read");
 
 /// cuBLASLt's descriptors of one product shape and the algorithm its
 /// heuristic chose, kept for the context's life (CudaContext::matmulPlans):
@@ -124,13 +133,34 @@ struct ProductPlan {
   std::optional<std::string> refusal;
 };
 
-/// Whether `status`, of a cuBLASLt call on a product with an epilogue, is
-/// cuBLASLt refusing the combination (not supported, or an invalid value:
-/// how it rejects a type it does not take) rather than a failure.
-bool refusedEpilogue(const ProductKey &key, const absl::Status &status) {
-  return key.epilogue != static_cast<int32_t>(Epilogue::None) &&
+/// Whether `status`, of a cuBLASLt call on a product with an epilogue or
+/// one that adds, is cuBLASLt refusing the combination (not supported, or
+/// an invalid value: how it rejects a type it does not take) rather than a
+/// failure: such a product has the kernels to fall back on.
+bool refused(const ProductKey &key, const absl::Status &status) {
+  return (key.epilogue != static_cast<int32_t>(Epilogue::None) || key.adds) &&
          (absl::IsUnimplemented(status) || absl::IsInvalidArgument(status));
 }
+
+/// Why a product falls back on the kernels, kept in its plan.
+std::string refusal(const ProductKey &key, const absl::Status &status) {
+  return absl::StrCat("cuBLASLt refuses the ",
+                      key.epilogue != static_cast<int32_t>(Epilogue::None)
+                          ? "epilogue"
+                          : "product that adds",
+                      ": ", status.message());
+}
+
+/// Device memory for the kernels of one call, stream-ordered: allocated on
+/// the stream, freed on it after them.
+struct Temporary {
+  cudaStream_t stream;
+  void *data = nullptr;
+  ~Temporary() {
+    if (data)
+      cudaFreeAsync(data, stream);
+  }
+};
 
 /// A CUDA event, destroyed with it.
 struct Event {
@@ -148,8 +178,8 @@ struct Event {
 /// descriptors built, its bias and auxiliary pointers set), the index of
 /// the fastest on the context's stream: each runs once, then three times
 /// between two events, computing the plain product (alpha 1, beta 0, as
-/// device scalars where `deviceScalars`) into `out` (c, or a scratch
-/// buffer of c's size where the real call adds to c). Candidates that fail
+/// device scalars where `deviceScalars`) into `out` (c, or a temporary
+/// of c's size where the real call adds to c). Candidates that fail
 /// to run are passed over; none running is the first one's error. The
 /// runs write `out` (and the epilogue's outputs), which the caller's call
 /// then writes again.
@@ -197,6 +227,9 @@ fastestCandidate(CudaContext &context, const ProductPlan &plan,
           absl::StrCat("matmul: timing cuBLASLt's algorithms: ",
                        cudaGetErrorString(cudaGetLastError())));
     if (!status.ok()) {
+      // (Whatever the candidate left pending is its, not the next
+      // kernel's.)
+      cudaGetLastError();
       if (firstError.ok())
         firstError = status;
       continue;
@@ -342,21 +375,29 @@ absl::StatusOr<ProductPlan> makePlan(CudaContext &context,
           "cublasLtMatmulAlgoGetHeuristic");
       !status.ok())
     return status;
-  if (found == 0)
+  // (Each result has a state; only the successful ones are algorithms.)
+  auto usable = std::find_if(
+      candidates.begin(), candidates.begin() + found,
+      [](const auto &result) { return result.state == CUBLAS_STATUS_SUCCESS; });
+  if (usable == candidates.begin() + found)
     return absl::UnimplementedError(
         absl::StrCat("cuBLASLt has no algorithm for a ", m, "x", k, " by ", k,
                      "x", n, " product (batch ", batch, ")"));
-  plan.algo = candidates[0].algo;
+  plan.algo = usable->algo;
   if (timed && found > 1) {
     // A product that adds to c, or to an addend (which may be c's very
-    // bytes), is timed into scratch, leaving them as they are.
+    // bytes), is timed into a stream-ordered temporary, leaving them as
+    // they are (not into the context's scratch, which would keep the size
+    // for good: a large vocabulary's weight gradient is hundreds of
+    // megabytes).
     void *out = c;
+    Temporary apart{context.stream()};
     if (options.accumulate || options.addend) {
-      absl::StatusOr<void *> scratch = context.scratch(static_cast<size_t>(
-          batch * m * n * elementBytes(options.outputType)));
-      if (!scratch.ok())
-        return scratch.status();
-      out = *scratch;
+      TRIAD_CUDA_RETURN_IF_ERROR(cudaMallocAsync(
+          &apart.data,
+          static_cast<size_t>(batch * m * n * elementBytes(options.outputType)),
+          context.stream()));
+      out = apart.data;
     }
     absl::StatusOr<int> fastest =
         fastestCandidate(context, plan, candidates.data(), found, a, b, out,
@@ -406,6 +447,7 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
   key.auxiliary = aux != nullptr;
   key.biasGradient = gradient && vector != nullptr;
   key.deviceScalars = options.weight != nullptr;
+  key.adds = options.accumulate || options.addend;
   key.m = m;
   key.n = n;
   key.k = k;
@@ -422,14 +464,13 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
           [&](const void *, size_t) -> absl::StatusOr<std::shared_ptr<void>> {
             absl::StatusOr<ProductPlan> plan = makePlan(
                 context, key, options, transposeA, transposeB, a, b, c);
-            if (!plan.ok() && !refusedEpilogue(key, plan.status()))
+            if (!plan.ok() && !refused(key, plan.status()))
               return plan.status();
             if (!plan.ok()) {
-              ProductPlan refused;
-              refused.refusal = absl::StrCat("cuBLASLt refuses the epilogue: ",
-                                             plan.status().message());
+              ProductPlan kept;
+              kept.refusal = refusal(key, plan.status());
               return std::shared_ptr<void>(
-                  std::make_shared<ProductPlan>(std::move(refused)));
+                  std::make_shared<ProductPlan>(std::move(kept)));
             }
             return std::shared_ptr<void>(
                 std::make_shared<ProductPlan>(std::move(*plan)));
@@ -465,10 +506,9 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
                      context.matmulWorkspace(), key.workspaceBytes,
                      context.stream()),
       "cublasLtMatmul");
-  if (refusedEpilogue(key, ran)) {
+  if (refused(key, ran)) {
     // A type it does not take shows only here (an invalid value).
-    plan.refusal =
-        absl::StrCat("cuBLASLt refuses the epilogue: ", ran.message());
+    plan.refusal = refusal(key, ran);
     return absl::UnimplementedError(*plan.refusal);
   }
   if (ran.ok())
@@ -513,16 +553,50 @@ absl::Status products(CudaContext &context, const void *a, const void *b,
   return absl::OkStatus();
 }
 
-/// Device memory for the kernels of one call, stream-ordered: allocated on
-/// the stream, freed on it after them.
-struct Temporary {
-  cudaStream_t stream;
-  void *data = nullptr;
-  ~Temporary() {
-    if (data)
-      cudaFreeAsync(data, stream);
-  }
-};
+/// The products of `shape` with `options` (no epilogue, not adding) into
+/// `out`: zeros where k is 0, as the CPU's product.
+absl::Status plainProducts(CudaContext &context, const void *a, const void *b,
+                           void *out, const MatmulShape &shape,
+                           const MatmulOptions &options) {
+  if (shape.k > 0)
+    return products(context, a, b, out, shape, options);
+  ++issueCounts().copies;
+  TRIAD_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(out, 0,
+                      static_cast<size_t>(shape.batch * shape.m * shape.n *
+                                          elementBytes(options.outputType)),
+                      context.stream()));
+  return absl::OkStatus();
+}
+
+/// A product that adds, as the plain product in f32 (a temporary) and a
+/// kernel after it, c rounded once: c += weight * product (accumulate; 1
+/// without a weight), or c = product + addend.
+absl::Status unfusedAdding(CudaContext &context, const void *a, const void *b,
+                           void *c, const MatmulShape &shape,
+                           const MatmulOptions &options) {
+  int64_t count = shape.batch * shape.m * shape.n;
+  MatmulOptions plain = options;
+  plain.accumulate = false;
+  plain.weight = nullptr;
+  plain.addend = nullptr;
+  plain.outputType = DType::F32;
+  Temporary wide{context.stream()};
+  TRIAD_CUDA_RETURN_IF_ERROR(cudaMallocAsync(
+      &wide.data, static_cast<size_t>(count) * 4, context.stream()));
+  if (absl::Status status =
+          plainProducts(context, a, b, wide.data, shape, plain);
+      !status.ok())
+    return status;
+  Operand product{wide.data, DType::F32};
+  Result out{c, options.outputType};
+  if (options.accumulate)
+    return accumulate(context, out, product,
+                      options.weight ? options.weight : context.one(), count);
+  return addBroadcast(context, product,
+                      Operand{options.addend, options.outputType}, out, count,
+                      count);
+}
 
 /// A forward epilogue as the product and kernels: the product in f32 (c
 /// itself when c is f32, else a temporary), then the bias and the
@@ -547,7 +621,7 @@ absl::Status unfusedForward(CudaContext &context, const void *a, const void *b,
         &wide.data, static_cast<size_t>(count) * 4, context.stream()));
     product = wide.data;
   }
-  if (absl::Status status = products(context, a, b, product, shape, plain);
+  if (absl::Status status = plainProducts(context, a, b, product, shape, plain);
       !status.ok())
     return status;
   Operand sum{product, DType::F32}, bias{options.bias, options.biasType};
@@ -593,7 +667,7 @@ absl::Status gradientProducts(CudaContext &context, const void *a,
   bool oneCall = shape.batch == 1 || (!shape.rhsBatched && !shape.transposeA);
   GeluGradRoute route = context.options().geluGrad;
   if (context.options().fuseEpilogues && route != GeluGradRoute::Kernels &&
-      shape.n % 8 == 0) {
+      shape.n % 8 == 0 && shape.k > 0) {
     MatmulOptions fused = options;
     if (!oneCall || options.biasGradType != options.outputType ||
         route == GeluGradRoute::Dgelu)
@@ -621,7 +695,7 @@ absl::Status gradientProducts(CudaContext &context, const void *a,
   plain.epilogue = Epilogue::None;
   plain.activationInput = nullptr;
   plain.biasGrad = nullptr;
-  if (absl::Status status = products(context, a, b, c, shape, plain);
+  if (absl::Status status = plainProducts(context, a, b, c, shape, plain);
       !status.ok())
     return status;
   int64_t count = shape.batch * shape.m * shape.n;
@@ -694,19 +768,38 @@ absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
     return absl::InvalidArgumentError(
         "matmul: only an epilogue with an activation keeps its input");
   int64_t batch = shape.batch, m = shape.m;
-  if (batch <= 0 || m <= 0 || shape.n <= 0 || shape.k <= 0)
+  if (shape.k < 0)
+    return absl::InvalidArgumentError("matmul: a negative k");
+  if (batch <= 0 || m <= 0 || shape.n <= 0)
     return absl::OkStatus();
   if (batch > INT32_MAX)
     return absl::InvalidArgumentError("matmul: too many products in a batch");
   if (gradient)
     return gradientProducts(context, a, b, c, shape, options);
-  if (options.epilogue == Epilogue::None)
-    return products(context, a, b, c, shape, options);
+  // A product that adds to c or to an addend runs as the plain product and
+  // kernels where k is 0, with the context's fusion off, and where it
+  // splits into one cuBLASLt call per batch element (a transposed lhs over
+  // a shared rhs): had cuBLASLt refused a later piece, the earlier ones
+  // would already have added in place.
+  bool adds = options.accumulate || options.addend;
+  bool splits = batch > 1 && !shape.rhsBatched && shape.transposeA;
+  bool addsApart =
+      adds && (shape.k == 0 || splits || !context.options().fuseEpilogues);
+  if (options.epilogue == Epilogue::None) {
+    if (addsApart)
+      return unfusedAdding(context, a, b, c, shape, options);
+    if (!adds)
+      return plainProducts(context, a, b, c, shape, options);
+    absl::Status status = products(context, a, b, c, shape, options);
+    return absl::IsUnimplemented(status)
+               ? unfusedAdding(context, a, b, c, shape, options)
+               : status;
+  }
   // cuBLASLt's bias is of c's type; it keeps the GELU's input where its
   // leading dimension (n) is a multiple of 8, and the ReLU's only as a bit
   // mask (which the plan's gradient does not read).
   bool fusable =
-      context.options().fuseEpilogues &&
+      context.options().fuseEpilogues && shape.k > 0 && !addsApart &&
       options.biasType == options.outputType &&
       (!options.preActivation ||
        (options.epilogue == Epilogue::GeluTanhBias && shape.n % 8 == 0));
