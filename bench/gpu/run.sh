@@ -7,17 +7,24 @@
 #
 #   ./run.sh [STEP...]
 #
-# STEP is one of tests, law, nccl, checkpoint, mesh, attention, kernels,
-# throughput, profile (default: all, in that order). TRIAD_BUNDLE_MODELS picks the
-# throughput and profile models (default: "1.3b-bf16 1.3b-bf16-v128
-# 1.3b-bf16-unfused gpt2-medium-bf16"; the f32 plans are gpt2-medium-f32
-# and 1.3b-f32); TRIAD_BUNDLE_PRECISIONS the matmul precisions triad-run
-# trains f32 plans in (default: "f32 tf32 bf16"; the profile takes the
-# first and the last; a bf16 plan runs once); TRIAD_BUNDLE_PEERS the
-# PyTorch variants beside them, comma-separated torch_peer.py arguments
-# (default: "f32,f32 --matmul-precision tf32,bf16,bf16 --compile" beside an
-# f32 plan, "bf16,bf16 --compile" beside a bf16 one);
-# TRIAD_BUNDLE_SECONDS is the deadline after which no step starts (540).
+# STEP is one of tests, law, kernels, throughput, profile, nccl,
+# checkpoint, mesh, attention (default: all, in that order: what the
+# lent machine's short lease most needs first; the last four re-check what
+# has passed on a GPU before). TRIAD_BUNDLE_MODELS picks the throughput
+# models (default: "1.3b-bf16 1.3b-bf16-v128 gpt2-medium-bf16"; also
+# 1.3b-bf16-unfused, gpt2-medium-bf16-v128 and the f32 plans
+# gpt2-medium-f32 and 1.3b-f32); TRIAD_BUNDLE_VARIANTS the runs of the
+# first of them with one of triad-run's GPU flags (default: "gelu-dgelu
+# gelu-kernels candidates-8"; also triad-attention and graphs);
+# TRIAD_BUNDLE_PROFILE the profiled models (default: the first model);
+# TRIAD_BUNDLE_PRECISIONS the matmul precisions triad-run trains f32 plans
+# in (default: "f32 tf32 bf16"; the profile takes the first and the last;
+# a bf16 plan runs once); TRIAD_BUNDLE_PEERS the PyTorch variants beside
+# them, comma-separated torch_peer.py arguments (default: "f32,f32
+# --matmul-precision tf32,bf16,bf16 --compile" beside an f32 plan,
+# "bf16,bf16 --compile" beside a bf16 one); TRIAD_BUNDLE_SECONDS is the
+# deadline after which no step starts (default 420: set it about 45 s
+# under the command's own time limit).
 #
 # Exit status: 0 when every step passed; 3 when every step that needs no GPU
 # passed and every one that needs a GPU failed only for want of one (what
@@ -27,7 +34,7 @@ set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 results=${OUT:-$here/results}
-all_steps="tests law nccl checkpoint mesh attention kernels throughput profile"
+all_steps="tests law kernels throughput profile nccl checkpoint mesh attention"
 steps=${*:-$all_steps}
 for step in $steps; do
   [[ " $all_steps " == *" $step "* ]] || {
@@ -35,7 +42,15 @@ for step in $steps; do
     exit 2
   }
 done
-models=${TRIAD_BUNDLE_MODELS:-1.3b-bf16 1.3b-bf16-v128 1.3b-bf16-unfused gpt2-medium-bf16}
+models=${TRIAD_BUNDLE_MODELS:-1.3b-bf16 1.3b-bf16-v128 gpt2-medium-bf16}
+variants=${TRIAD_BUNDLE_VARIANTS-gelu-dgelu gelu-kernels candidates-8}
+for variant in $variants; do
+  [[ " triad-attention gelu-dgelu gelu-kernels candidates-8 graphs " == *" $variant "* ]] || {
+    echo "run.sh: unknown variant '$variant' in TRIAD_BUNDLE_VARIANTS (triad-attention, gelu-dgelu, gelu-kernels, candidates-8 or graphs)" >&2
+    exit 2
+  }
+done
+profiled_models=${TRIAD_BUNDLE_PROFILE:-${models%% *}}
 precisions=${TRIAD_BUNDLE_PRECISIONS:-f32 tf32 bf16}
 # The PyTorch peers of the throughput step, separated by commas.
 IFS=, read -r -a f32_peers <<< "${TRIAD_BUNDLE_PEERS:-f32,f32 --matmul-precision tf32,bf16,bf16 --compile}"
@@ -107,9 +122,9 @@ else
   mpirun=$(command -v mpirun || true)
 fi
 # Every step runs under a time box, and no step starts past the deadline
-# (TRIAD_BUNDLE_SECONDS, default 540), so that one command fits a lease.
+# (TRIAD_BUNDLE_SECONDS, default 420), so that one command fits a lease.
 start_seconds=$SECONDS
-deadline=${TRIAD_BUNDLE_SECONDS:-540}
+deadline=${TRIAD_BUNDLE_SECONDS:-420}
 boxed() { # SECONDS COMMAND...: the command, killed after SECONDS or at the deadline
   local limit=$1 left=$((deadline - (SECONDS - start_seconds)))
   shift
@@ -463,6 +478,8 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
     fi
     ran=1
     note "   $model, $what: triad-run took $((SECONDS - began)) s in all ($(grep -o 'trained steps.*in [0-9.]* s' "$results/$model.$precision.txt"))"
+    # Where its start-up went (triad-run's "ready in" line).
+    grep -o 'ready in .*' "$results/$model.$precision.txt" | sed 's/^/     /' | tee -a "$summary" || true
   done
   # Variants of a run: LABEL, what it is, and triad-run's extra flags.
   variant() {
@@ -484,27 +501,38 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
   if [[ -n $base ]]; then
     peers_file=$results/$base.torch.jsonl
   else
-    # A bf16 plan again with its attention on Triad's own kernels
-    # (--cuda-attention=triad; the default, auto, runs cuDNN's fused
-    # attention where cuDNN takes it).
-    [[ $model == *-bf16* ]] && variant triad-attention "bf16 plan, Triad's attention" \
-      --cuda-attention triad
-    # The 1.3 B bf16 plan with its GELU gradient products in cuBLASLt's
-    # DGELU epilogue and the bias gradient by Triad's column sum, and as
-    # the product and Triad's kernels (the default, DGELU_BGRAD, ran at 282
-    # TFLOP/s on 2026-11-27 where the plain product ran at about 790); and
-    # with the fastest of cuBLASLt's first 8 algorithms for each product.
-    if [[ $model == 1.3b-bf16 ]]; then
-      variant gelu-dgelu "bf16 plan, --cuda-gelu-grad dgelu" --cuda-gelu-grad dgelu
-      variant gelu-kernels "bf16 plan, --cuda-gelu-grad kernels" --cuda-gelu-grad kernels
-      variant candidates-8 "bf16 plan, --cuda-matmul-candidates 8" --cuda-matmul-candidates 8
+    # The first model's variants (TRIAD_BUNDLE_VARIANTS), each a run in the
+    # first precision with one of triad-run's GPU flags:
+    # - triad-attention: attention on Triad's own kernels (the default,
+    #   --cuda-attention=auto, runs cuDNN's fused attention where cuDNN
+    #   takes it: a 16-bit plan's);
+    # - gelu-dgelu, gelu-kernels: the GELU's gradient products in cuBLASLt's
+    #   DGELU epilogue with the bias gradient by Triad's column sum, or as
+    #   the product and Triad's kernels (the default, DGELU_BGRAD, ran at
+    #   282 TFLOP/s at 1.3 B on 2026-11-27 where the plain product ran at
+    #   about 790);
+    # - candidates-8: the fastest of cuBLASLt's first 8 algorithms for each
+    #   product shape;
+    # - graphs: each call recorded once as a CUDA graph and replayed
+    #   (launches and host time per step against the run kernel by kernel).
+    local first=${precisions%% *} kind=${precisions%% *} v
+    [[ $model == *-bf16* ]] && kind="bf16 plan"
+    if [[ $model == "${models%% *}" ]]; then
+      for v in $variants; do
+        case $v in
+          triad-attention) variant triad-attention "$kind, Triad's attention" \
+            --matmul-precision "$first" --cuda-attention triad ;;
+          gelu-dgelu) variant gelu-dgelu "$kind, --cuda-gelu-grad dgelu" \
+            --matmul-precision "$first" --cuda-gelu-grad dgelu ;;
+          gelu-kernels) variant gelu-kernels "$kind, --cuda-gelu-grad kernels" \
+            --matmul-precision "$first" --cuda-gelu-grad kernels ;;
+          candidates-8) variant candidates-8 "$kind, --cuda-matmul-candidates 8" \
+            --matmul-precision "$first" --cuda-matmul-candidates 8 ;;
+          graphs) variant "graphs-$first" "$kind, CUDA graphs" \
+            --matmul-precision "$first" --cuda-graphs ;;
+        esac
+      done
     fi
-    # Each call recorded once as a CUDA graph and replayed (--cuda-graphs),
-    # in the first precision: launches and host time per step against the
-    # same run kernel by kernel above.
-    local first=${precisions%% *} recorded="${precisions%% *}, CUDA graphs"
-    [[ $model == *-bf16* ]] && recorded="bf16 plan, CUDA graphs"
-    variant "graphs-$first" "$recorded" --matmul-precision "$first" --cuda-graphs
     ((ran)) || return 0 # the peers only beside a Triad run
     : > "$peers_file"
     local peers=("${f32_peers[@]}")
@@ -524,16 +552,17 @@ throughput() { # NAME LAYERS HIDDEN HEADS FFN VOCAB SEQ BATCH
 import json, os, statistics, sys
 prefix, model, peers_file, base_run = sys.argv[1:5]
 precisions = sys.argv[5:]
+# A variant run's label names its flag; it ran in the first precision.
+flagged = {"triad-attention": "Triad's attention",
+           "gelu-dgelu": "--cuda-gelu-grad dgelu",
+           "gelu-kernels": "--cuda-gelu-grad kernels",
+           "candidates-8": "--cuda-matmul-candidates 8"}
 def label(precision):
     """What a run is: its matmul precision, or a bf16 plan's (with a flag
     of triad-run's: "triad-attention", "gelu-*", "candidates-8"; with CUDA
     graphs: "graphs-" and the precision)."""
-    flagged = {"triad-attention": "Triad's attention",
-               "gelu-dgelu": "--cuda-gelu-grad dgelu",
-               "gelu-kernels": "--cuda-gelu-grad kernels",
-               "candidates-8": "--cuda-matmul-candidates 8"}
     if precision in flagged:
-        return "bf16 plan, " + flagged[precision]
+        return label(precisions[0]) + ", " + flagged[precision]
     if precision.startswith("graphs-"):
         return label(precision[len("graphs-"):]) + ", CUDA graphs"
     return "bf16 plan" if "-bf16" in model else f"{precision} matmuls"
@@ -551,7 +580,8 @@ for precision in precisions:
         continue
     tps = ours[precision] = statistics.median(r["tokens_per_s"] for r in steps)
     # A bf16 plan's products are bf16 whatever --matmul-precision says.
-    kind = "bf16" if "-bf16" in model else precision.removeprefix("graphs-")
+    kind = ("bf16" if "-bf16" in model else precisions[0] if precision in flagged
+            else precision.removeprefix("graphs-"))
     line = f"   {model}: Triad, {label(precision)}: {tps:,.0f} tokens/s"
     if flops:
         line += f", MFU {flops * tps / peak[kind]:.1%} of {peak[kind] / 1e12:g} TFLOPS {kind}"
@@ -564,6 +594,9 @@ for precision in precisions:
         step_ms = 1e3 * statistics.median(r["step_seconds"] for r in steps)
         line += (f"; {launches:,.0f} launches/step, host {host_ms:,.1f} ms/step"
                  f" (of {step_ms:,.1f})")
+    # A variant against the same plan's run without its flag.
+    if (precision in flagged or precision.startswith("graphs-")) and precisions[0] in ours:
+        line += f"; {tps / ours[precisions[0]]:.3f}x without the flag"
     print(line)
 # A variant against its model's run (the same steps' median).
 base_steps = rows(base_run)[2:] if base_run else []
@@ -635,7 +668,7 @@ step_throughput() {
 step_profile() {
   note "== profile: Triad's instructions by opcode (3 steps, each instruction timed on the GPU)"
   local model plan precision name
-  for model in $models; do
+  for model in $profiled_models; do
     plan=$here/plans/$model.plan
     [[ -e $plan ]] || { note "   $model: FAILED (no plan)"; status=1; continue; }
     local profiled

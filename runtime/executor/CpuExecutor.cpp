@@ -46,6 +46,7 @@ CpuExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
       findProgram(plan, pipelineRank, options, "CPU", /*sixteenBit=*/true);
   if (!program.ok())
     return program.status();
+  auto began = std::chrono::steady_clock::now();
   CpuExecutor executor(plan, **program, options);
   if (bf16Products == cpu::Bf16ProductKernel::OneDnn ||
       (bf16Products == cpu::Bf16ProductKernel::Auto &&
@@ -58,6 +59,7 @@ CpuExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
   }
   if (absl::Status status = executor.connect(); !status.ok())
     return status;
+  executor.endPhase("setup", began);
   size_t bytes = std::max<uint64_t>((*program)->arena_bytes(), 64);
   executor.arena.reset(static_cast<std::byte *>(
       ::operator new(bytes, std::align_val_t(64), std::nothrow)));
@@ -65,6 +67,7 @@ CpuExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
     return absl::ResourceExhaustedError(absl::StrCat(
         "cannot allocate the program's arena of ", bytes, " bytes"));
   std::memset(executor.arena.get(), 0, bytes);
+  executor.endPhase("arena", began);
   executor.seed = seed;
   // Each group's values drawn once: into an f32 member where it has one
   // (a master copy), then copied to the others (rounded for 16-bit ones).
@@ -93,6 +96,7 @@ CpuExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
                     4 * elementCount(shapeOf(executor.value(index))));
     }
   }
+  executor.endPhase("initial values", began);
   return executor;
 }
 

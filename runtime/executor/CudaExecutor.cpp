@@ -140,6 +140,7 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
       findProgram(plan, pipelineRank, options, "CUDA", /*sixteenBit=*/true);
   if (!program.ok())
     return program.status();
+  auto began = std::chrono::steady_clock::now();
   std::unique_ptr<CudaExecutor> executor(
       new CudaExecutor(plan, **program, options));
   if (absl::Status status = executor->connect(); !status.ok())
@@ -189,6 +190,7 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
             !grownBuffer.ok())
           return grownBuffer.status();
   }
+  executor->endPhase("setup", began);
   size_t bytes = std::max<uint64_t>((*program)->arena_bytes(), 256);
   absl::StatusOr<cuda::DeviceBuffer> arena =
       cuda::DeviceBuffer::allocate(bytes);
@@ -205,11 +207,16 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
   ++cuda::issueCounts().copies;
   TRIAD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(executor->arena.data(), 0, bytes,
                                              executor->gpu->stream()));
+  if (absl::Status status = executor->gpu->synchronize(); !status.ok())
+    return status;
+  executor->endPhase("arena", began);
   executor->seed = seed;
   // Each group's values drawn once on the host and written to each member
   // (rounded to 16 bits for a 16-bit one); zeros are the arena's already.
+  double drawing = 0;
   for (const std::vector<const plan::Persistent *> &group :
        executor->initGroups()) {
+    auto drawn = std::chrono::steady_clock::now();
     HostTensor initial;
     initial.shape = shapeOf(executor->value(group[0]->value()));
     initial.floats.resize(static_cast<size_t>(elementCount(initial.shape)));
@@ -217,6 +224,9 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
             executor->initialValues(*group[0], initial.floats.data());
         !status.ok())
       return status;
+    drawing +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - drawn)
+            .count();
     for (const plan::Persistent *p : group)
       if (absl::Status status = executor->writeValue(p->value(), initial);
           !status.ok())
@@ -224,6 +234,13 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
   }
   if (absl::Status status = executor->gpu->synchronize(); !status.ok())
     return status;
+  // The draws, and the rest of the loop: rounding to 16 bits and the
+  // copies to the GPU.
+  double total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
+          .count();
+  executor->addPhase("initial values", drawing);
+  executor->addPhase("copies to the GPU", std::max(0.0, total - drawing));
   return executor;
 }
 

@@ -254,6 +254,13 @@ absl::Status Executor::initialValues(const plan::Persistent &p,
   return absl::OkStatus();
 }
 
+void Executor::endPhase(const char *name,
+                        std::chrono::steady_clock::time_point &began) {
+  auto now = std::chrono::steady_clock::now();
+  addPhase(name, std::chrono::duration<double>(now - began).count());
+  began = now;
+}
+
 std::vector<std::vector<const plan::Persistent *>>
 Executor::initGroups() const {
   std::vector<std::vector<const plan::Persistent *>> groups;

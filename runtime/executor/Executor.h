@@ -44,6 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -221,6 +222,15 @@ public:
   };
   const HostWork &hostWork() const { return work; }
 
+  /// Where creating this executor spent its time, phase by phase in order
+  /// (a GPU's context, the arena, drawing the initial values, copying them
+  /// to the device), for the start-up line of triad-run.
+  struct StartupPhase {
+    std::string name;
+    double seconds = 0;
+  };
+  const std::vector<StartupPhase> &startupPhases() const { return startup; }
+
   /// "cpu" or "cuda".
   virtual const char *backend() const = 0;
 
@@ -288,6 +298,13 @@ protected:
   /// its f32 master copy, drawn from the parameter's stream), each group
   /// in the order of its first member. Its values are drawn once.
   std::vector<std::vector<const plan::Persistent *>> initGroups() const;
+  /// Ends start-up phase `name` (startupPhases): the time since `began`,
+  /// which then becomes now (the next phase's beginning).
+  void endPhase(const char *name, std::chrono::steady_clock::time_point &began);
+  /// Adds start-up phase `name` of `seconds` (summed over parts).
+  void addPhase(const char *name, double seconds) {
+    startup.push_back({name, seconds});
+  }
 
   /// The vocabulary piece of a cross entropy or log-sum-exp whose ints
   /// hold, from `groupInt` on, [group (-1: the whole vocabulary)[,
@@ -578,6 +595,8 @@ private:
   int64_t transferWaiting = 0;
   /// See hostWork.
   HostWork work;
+  /// See startupPhases.
+  std::vector<StartupPhase> startup;
   /// settle(timed), its time counted as waiting for the device.
   absl::Status settleCounted(bool timed);
 };

@@ -1580,6 +1580,30 @@ TEST(CudaExecutor, CallsWithTransfersAreNotRecorded) {
   expectStagedReceivesOutliveTheirCalls(/*graphs=*/true);
 }
 
+/// Start-up, phase by phase (triad-run's "ready in" line): the setup (the
+/// GPU's context), the arena, drawing the initial values and copying them
+/// to the GPU, in that order.
+TEST(CudaExecutor, StartUpIsTimedPhaseByPhase) {
+  SKIP_WITHOUT_GPU();
+  PlanBuilder b;
+  uint32_t w = b.value(plan::DType::F32, {64, 32});
+  b.persistent("w", w, plan::Role::Parameter, plan::InitKind::Normal, 0.02);
+  b.instr(OpCode::Scale, {w}, {w}, {}, {2.0});
+  absl::StatusOr<LoadedPlan> plan =
+      loadPlanFromBytes(b.build({}, {w}), "test.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
+      CudaExecutor::create(*plan, 0, 1);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  std::vector<std::string> names;
+  for (const Executor::StartupPhase &phase : (*gpu)->startupPhases()) {
+    names.push_back(phase.name);
+    EXPECT_GE(phase.seconds, 0.0) << phase.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"setup", "arena", "initial values",
+                                             "copies to the GPU"}));
+}
+
 TEST(CudaExecutorWithoutGpu, CreatingOneSaysThereIsNoGpu) {
   absl::StatusOr<int> count = cuda::deviceCount();
   ASSERT_TRUE(count.ok()) << count.status();

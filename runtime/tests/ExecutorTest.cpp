@@ -82,6 +82,24 @@ Loaded load(const std::string &bytes, ExecutorOptions options = {}) {
   return loaded;
 }
 
+/// Start-up, phase by phase (triad-run's "ready in" line): the setup, the
+/// arena and the initial values, in that order.
+TEST(CpuExecutorSteps, StartUpIsTimedPhaseByPhase) {
+  PlanBuilder b;
+  uint32_t w = b.value(DType::F32, {64, 32});
+  b.persistent("w", w, Role::Parameter, InitKind::Normal, 0.02);
+  b.function("f", {});
+  b.results({w}, {});
+  Loaded loaded = load(b.build());
+  std::vector<std::string> names;
+  for (const Executor::StartupPhase &phase : loaded.executor->startupPhases()) {
+    names.push_back(phase.name);
+    EXPECT_GE(phase.seconds, 0.0) << phase.name;
+  }
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"setup", "arena", "initial values"}));
+}
+
 TEST(CpuExecutorSteps, AccumulationOps) {
   PlanBuilder b;
   uint32_t labels = b.value(DType::I32, {2, 3});

@@ -212,8 +212,11 @@ ABSL_FLAG(std::string, cpu_bf16_products, "auto",
           "(onednn where this build and CPU have it, else blas)");
 ABSL_FLAG(double, peak_tflops, 0,
           "The device's peak TFLOP/s (for example 989 for an H100's dense "
-          "bf16): the progress line and metrics then show the model FLOPs "
-          "utilization (MFU) beside the achieved TFLOP/s per rank");
+          "bf16): the progress line and metrics then show the FLOPs "
+          "utilization (MFU) beside the achieved TFLOP/s per rank (the "
+          "plan's FLOPs: its products and attention, with a recomputed "
+          "forward pass and a padded vocabulary's columns, which the "
+          "model's FLOPs leave out)");
 
 using namespace triad::rt;
 namespace plan = triad::plan;
@@ -556,10 +559,16 @@ std::string meshText(const plan::Plan &plan) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // Start-up, phase by phase, for the "ready in" line.
+  auto launched = std::chrono::steady_clock::now();
   absl::SetProgramUsageMessage(
       "trains a compiled plan on a token corpus\n\n"
       "  triad-run tiny.plan --data corpus.bin --steps 200\n"
       "  mpirun -np 8 triad-run tiny.plan --data corpus.bin --steps 200\n\n"
+      "Before the first step: the plan, the data, and where start-up went "
+      "(\"ready in\": MPI, the plan and the data; the executor's setup (a "
+      "GPU's context), its arena, drawing the initial values and, on a GPU, "
+      "copying them there; then a checkpoint's weights).\n"
       "Progress, one line per logged step:\n"
       "  step    5/200 | loss 4.8123 | avg 4.9410 | lr 1.00e-03 | grad norm "
       "0.9123 | 12,345 tok/s | 0.81 TFLOP/s | 10,240 tokens | 4.1 s | mem "
@@ -889,8 +898,10 @@ int main(int argc, char **argv) {
   // time (which, measured from the last progress, normally reports a
   // hang first, with more to say); an error NCCL reports ends them at once.
   options.device.ncclTimeout = std::chrono::seconds(timeout);
+  auto creating = std::chrono::steady_clock::now();
   absl::StatusOr<Trainer> trainer = Trainer::create(*loaded, *data, options);
   tool.failIfAny(trainer.status());
+  auto created = std::chrono::steady_clock::now();
   std::unique_ptr<Watchdog> watchdog;
   // Every rank starts the side channel at this point, or none does.
   if (timeout > 0 && tool.size() > 1 && tool.world->threadsMayCallMpi()) {
@@ -1067,6 +1078,29 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < position.size(); ++i)
     coordinates[plan.mesh()->Get(i)->name()->str()] = position[i];
 
+  std::string startupLine;
+  {
+    // Where start-up went: MPI, the plan and the data before the executor;
+    // the executor's phases; then a checkpoint's weights and the outputs.
+    auto seconds = [](auto from, auto to) {
+      return std::chrono::duration<double>(to - from).count();
+    };
+    auto ready = std::chrono::steady_clock::now();
+    std::vector<std::string> phases;
+    for (const Executor::StartupPhase &phase :
+         trainer->executor().startupPhases())
+      phases.push_back(absl::StrFormat("%s %.1f s", phase.name, phase.seconds));
+    startupLine = absl::StrFormat(
+        "triad-run: ready in %.1f s: %.1f s before the executor (MPI, the "
+        "plan, the data), the executor %.1f s (%s)%s",
+        seconds(launched, ready), seconds(launched, creating),
+        seconds(creating, created), absl::StrJoin(phases, ", "),
+        seconds(created, ready) >= 0.05
+            ? absl::StrFormat(", then %.1f s (a checkpoint's weights, the "
+                              "output files)",
+                              seconds(created, ready))
+            : std::string());
+  }
   tool.say(describePlan(planPath, plan));
   tool.say(absl::StrCat(
       "triad-run: data ", dataPath, ": ", grouped(data->size()), " tokens (",
@@ -1086,6 +1120,7 @@ int main(int argc, char **argv) {
                     : "",
                 comm == "nccl" ? ", nccl" : "")
           : absl::StrCat("cpu", cpuProductsNote(trainer->executor()))));
+  tool.say(startupLine);
 
   double arenaBytes =
       static_cast<double>(trainer->executor().programOf().arena_bytes());

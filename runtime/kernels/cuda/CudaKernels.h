@@ -354,7 +354,9 @@ absl::Status reciprocal(CudaContext &context, const float *x, float *out);
 absl::Status layerNorm(CudaContext &context, const float *x, const float *gamma,
                        const float *beta, float *y, int64_t rows, int64_t width,
                        float epsilon);
-/// dx, and dgamma accumulated (+=) over the rows.
+/// dx, and dgamma accumulated (+=) over the rows. dx shares no bytes with x
+/// or dy (dgamma's pass reads them after dx is written; the forward kernels
+/// may write y over x).
 absl::Status layerNormGrad(CudaContext &context, const float *x,
                            const float *gamma, const float *dy, float *dx,
                            float *dgamma, int64_t rows, int64_t width,
@@ -368,7 +370,8 @@ absl::Status rmsNormGrad(CudaContext &context, const float *x,
 
 // The same, typed: statistics and sums as in the f32 kernels (in double),
 // dgamma's f32 sum added in f32 to what dgamma holds and the total rounded
-// to its type. An absent beta has null data.
+// to its type. An absent beta has null data. dx shares no bytes with x or
+// dy, as above.
 absl::Status layerNorm(CudaContext &context, Operand x, Operand gamma,
                        Operand beta, Result y, int64_t rows, int64_t width,
                        float epsilon);
