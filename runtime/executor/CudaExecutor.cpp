@@ -213,11 +213,19 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
   executor->seed = seed;
   // Each group's values drawn once on the host and written to each member
   // (rounded to 16 bits for a 16-bit one); zeros are the arena's already.
+  // One host buffer for all of them, at the largest group's size.
   double drawing = 0;
-  for (const std::vector<const plan::Persistent *> &group :
-       executor->initGroups()) {
+  std::vector<std::vector<const plan::Persistent *>> groups =
+      executor->initGroups();
+  HostTensor initial;
+  size_t largest = 0;
+  for (const std::vector<const plan::Persistent *> &group : groups)
+    largest = std::max<size_t>(
+        largest, elementCount(shapeOf(executor->value(group[0]->value()))));
+  initial.floats.reserve(largest);
+  executor->hostBits.reserve(largest);
+  for (const std::vector<const plan::Persistent *> &group : groups) {
     auto drawn = std::chrono::steady_clock::now();
-    HostTensor initial;
     initial.shape = shapeOf(executor->value(group[0]->value()));
     initial.floats.resize(static_cast<size_t>(elementCount(initial.shape)));
     if (absl::Status status =
@@ -234,6 +242,7 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
   }
   if (absl::Status status = executor->gpu->synchronize(); !status.ok())
     return status;
+  std::vector<uint16_t>().swap(executor->hostBits);
   // The draws, and the rest of the loop: rounding to 16 bits and the
   // copies to the GPU.
   double total =
@@ -431,10 +440,11 @@ int64_t CudaExecutor::addressedBytes(uint32_t index) const {
 absl::Status CudaExecutor::writeValue(uint32_t index, const HostTensor &arg) {
   int64_t n = elementCount(shapeOf(value(index)));
   if (isSixteenBit(index)) {
-    std::vector<uint16_t> bits(static_cast<size_t>(n));
+    // (A copy from pageable memory returns once it has taken the bytes.)
+    hostBits.resize(static_cast<size_t>(n));
     cpu::narrow(value(index).dtype() == plan::DType::BF16, arg.floats.data(),
-                bits.data(), n);
-    return gpu->copyToDevice(arenaAddress(index), bits.data(), 2 * n);
+                hostBits.data(), n);
+    return gpu->copyToDevice(arenaAddress(index), hostBits.data(), 2 * n);
   }
   const void *source = value(index).dtype() == plan::DType::I32
                            ? static_cast<const void *>(arg.ints.data())
@@ -445,13 +455,13 @@ absl::Status CudaExecutor::writeValue(uint32_t index, const HostTensor &arg) {
 absl::Status CudaExecutor::readValue(uint32_t index, HostTensor &result) {
   int64_t n = elementCount(result.shape);
   if (isSixteenBit(index)) {
-    std::vector<uint16_t> bits(static_cast<size_t>(n));
+    hostBits.resize(static_cast<size_t>(n));
     if (absl::Status status =
-            gpu->copyToHost(bits.data(), arenaAddress(index), 2 * n);
+            gpu->copyToHost(hostBits.data(), arenaAddress(index), 2 * n);
         !status.ok())
       return status;
     result.floats.resize(n);
-    cpu::widen(value(index).dtype() == plan::DType::BF16, bits.data(),
+    cpu::widen(value(index).dtype() == plan::DType::BF16, hostBits.data(),
                result.floats.data(), n);
     return absl::OkStatus();
   }
