@@ -21,10 +21,10 @@
 # in (default: "f32 tf32 bf16"; the profile takes the first and the last;
 # a bf16 plan runs once); TRIAD_BUNDLE_PEERS the PyTorch variants beside
 # them, comma-separated torch_peer.py arguments (default: "f32,f32
-# --matmul-precision tf32,bf16,bf16 --compile" beside an f32 plan,
-# "bf16,bf16 --compile" beside a bf16 one); TRIAD_BUNDLE_SECONDS is the
-# deadline after which no step starts (default 420: set it about 45 s
-# under the command's own time limit).
+# --matmul-precision tf32,bf16,bf16 --compile" beside an f32 plan, "bf16"
+# beside a bf16 one, "bf16,bf16 --compile" to add torch.compile's);
+# TRIAD_BUNDLE_SECONDS is the deadline after which no step starts (default
+# 420: set it about 45 s under the command's own time limit).
 #
 # Exit status: 0 when every step passed; 3 when every step that needs no GPU
 # passed and every one that needs a GPU failed only for want of one (what
@@ -54,7 +54,9 @@ profiled_models=${TRIAD_BUNDLE_PROFILE:-${models%% *}}
 precisions=${TRIAD_BUNDLE_PRECISIONS:-f32 tf32 bf16}
 # The PyTorch peers of the throughput step, separated by commas.
 IFS=, read -r -a f32_peers <<< "${TRIAD_BUNDLE_PEERS:-f32,f32 --matmul-precision tf32,bf16,bf16 --compile}"
-IFS=, read -r -a bf16_peers <<< "${TRIAD_BUNDLE_PEERS:-bf16,bf16 --compile}"
+# (torch.compile's peer takes a minute or more to compile: beside a bf16
+# plan it runs where TRIAD_BUNDLE_PEERS names it, "bf16,bf16 --compile".)
+IFS=, read -r -a bf16_peers <<< "${TRIAD_BUNDLE_PEERS:-bf16}"
 for precision in $precisions; do
   [[ " f32 tf32 bf16 " == *" $precision "* ]] || {
     echo "run.sh: unknown matmul precision '$precision' in TRIAD_BUNDLE_PRECISIONS (f32, tf32 or bf16)" >&2
