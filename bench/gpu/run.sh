@@ -7,7 +7,7 @@
 #
 #   ./run.sh [STEP...]
 #
-# STEP is one of tests, law, kernels, throughput, profile, nccl,
+# STEP is one of tests, law, kernels, profile, throughput, nccl,
 # checkpoint, mesh, attention (default: all, in that order: what the
 # lent machine's short lease most needs first; the last four re-check what
 # has passed on a GPU before). TRIAD_BUNDLE_MODELS picks the throughput
@@ -34,7 +34,7 @@ set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 results=${OUT:-$here/results}
-all_steps="tests law kernels throughput profile nccl checkpoint mesh attention"
+all_steps="tests law kernels profile throughput nccl checkpoint mesh attention"
 steps=${*:-$all_steps}
 for step in $steps; do
   [[ " $all_steps " == *" $step "* ]] || {
@@ -598,7 +598,7 @@ for precision in precisions:
                  f" (of {step_ms:,.1f})")
     # A variant against the same plan's run without its flag.
     if (precision in flagged or precision.startswith("graphs-")) and precisions[0] in ours:
-        line += f"; {tps / ours[precisions[0]]:.3f}x without the flag"
+        line += f"; {tps / ours[precisions[0]]:.3f}x the tokens/s without the flag"
     print(line)
 # A variant against its model's run (the same steps' median).
 base_steps = rows(base_run)[2:] if base_run else []

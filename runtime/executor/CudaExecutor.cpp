@@ -455,13 +455,13 @@ absl::Status CudaExecutor::writeValue(uint32_t index, const HostTensor &arg) {
 absl::Status CudaExecutor::readValue(uint32_t index, HostTensor &result) {
   int64_t n = elementCount(result.shape);
   if (isSixteenBit(index)) {
-    hostBits.resize(static_cast<size_t>(n));
+    std::vector<uint16_t> bits(static_cast<size_t>(n));
     if (absl::Status status =
-            gpu->copyToHost(hostBits.data(), arenaAddress(index), 2 * n);
+            gpu->copyToHost(bits.data(), arenaAddress(index), 2 * n);
         !status.ok())
       return status;
     result.floats.resize(n);
-    cpu::widen(value(index).dtype() == plan::DType::BF16, hostBits.data(),
+    cpu::widen(value(index).dtype() == plan::DType::BF16, bits.data(),
                result.floats.data(), n);
     return absl::OkStatus();
   }

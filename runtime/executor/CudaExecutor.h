@@ -325,10 +325,9 @@ private:
   cuda::DeviceBuffer stagedDevice[2], stagedWide[2];
   /// Host staging of collectives and transfers (grown as needed).
   std::vector<float> stagedX, stagedOut;
-  /// A 16-bit value's bits on the host, written to or read from the arena
-  /// (writeValue, readValue): one buffer for start-up's hundreds of
-  /// initial values, so that each does not fault in fresh pages, released
-  /// after them.
+  /// A 16-bit value's bits on the host on their way to the arena
+  /// (writeValue): one buffer for start-up's hundreds of initial values, so
+  /// that each does not fault in fresh pages, released after them.
   std::vector<uint16_t> hostBits;
   /// Device f32 copies of the 16-bit values of the instruction running
   /// (one buffer per operand, reused from one instruction to the next in

@@ -390,13 +390,19 @@ absl::StatusOr<ProductPlan> makePlan(CudaContext &context,
     // they are (not into the context's scratch, which would keep the size
     // for good: a large vocabulary's weight gradient is hundreds of
     // megabytes).
+    // Timing is optional: without the memory for it, the heuristic's
+    // first algorithm stands.
     void *out = c;
     Temporary apart{context.stream()};
     if (options.accumulate || options.addend) {
-      TRIAD_CUDA_RETURN_IF_ERROR(cudaMallocAsync(
-          &apart.data,
-          static_cast<size_t>(batch * m * n * elementBytes(options.outputType)),
-          context.stream()));
+      if (cudaMallocAsync(&apart.data,
+                          static_cast<size_t>(batch * m * n *
+                                              elementBytes(options.outputType)),
+                          context.stream()) != cudaSuccess) {
+        cudaGetLastError();
+        apart.data = nullptr;
+        return plan;
+      }
       out = apart.data;
     }
     absl::StatusOr<int> fastest =
