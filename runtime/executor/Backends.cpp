@@ -65,6 +65,10 @@ createExecutor(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
   if (device.backend == Backend::Cpu && device.cudaGraphs)
     return absl::InvalidArgumentError(
         "CUDA graphs record GPU work: they need the CUDA backend");
+  if (device.backend == Backend::Cpu && device.cudaHostInit)
+    return absl::InvalidArgumentError(
+        "--cuda-init chooses where a GPU's initial values are drawn: it "
+        "needs the CUDA backend");
   if (device.backend == Backend::Cpu) {
     absl::StatusOr<CpuExecutor> executor = CpuExecutor::create(
         plan, pipelineRank, seed, options, device.cpuBf16Products);
@@ -91,9 +95,9 @@ createExecutor(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
       local = static_cast<int>(options.communicator->worldRank());
     context.device = std::max(local, 0) % *count;
   }
-  absl::StatusOr<std::unique_ptr<CudaExecutor>> executor =
-      CudaExecutor::create(plan, pipelineRank, seed, options, context,
-                           device.nccl, device.ncclTimeout, device.cudaGraphs);
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> executor = CudaExecutor::create(
+      plan, pipelineRank, seed, options, context, device.nccl,
+      device.ncclTimeout, device.cudaGraphs, device.cudaHostInit);
   if (!executor.ok())
     return executor.status();
   return std::unique_ptr<Executor>(std::move(*executor));

@@ -61,6 +61,10 @@ struct DeviceOptions {
   /// CUDA: record each call once as a CUDA graph and replay it
   /// (CudaExecutor's recordCalls).
   bool cudaGraphs = false;
+  /// CUDA: draw the initial values on the host and copy them (what the CPU
+  /// backend holds bit for bit) rather than on the GPU (CudaExecutor's
+  /// hostInit).
+  bool cudaHostInit = false;
   /// CUDA: collectives and transfers through NCCL on device buffers
   /// (one GPU per rank); otherwise staged through host memory for the
   /// job's communicator (MPI), which lets ranks share a GPU.

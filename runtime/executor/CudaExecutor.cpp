@@ -131,11 +131,10 @@ private:
 
 } // namespace
 
-absl::StatusOr<std::unique_ptr<CudaExecutor>>
-CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
-                     uint64_t seed, ExecutorOptions options,
-                     cuda::ContextOptions contextOptions, bool nccl,
-                     std::chrono::milliseconds ncclTimeout, bool recordCalls) {
+absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::create(
+    const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
+    ExecutorOptions options, cuda::ContextOptions contextOptions, bool nccl,
+    std::chrono::milliseconds ncclTimeout, bool recordCalls, bool hostInit) {
   absl::StatusOr<const plan::Program *> program =
       findProgram(plan, pipelineRank, options, "CUDA", /*sixteenBit=*/true);
   if (!program.ok())
@@ -211,46 +210,119 @@ CudaExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
     return status;
   executor->endPhase("arena", began);
   executor->seed = seed;
+  if (absl::Status status = executor->initialize(hostInit); !status.ok())
+    return status;
+  return executor;
+}
+
+absl::Status CudaExecutor::initialize(bool onHost) {
+  auto began = std::chrono::steady_clock::now();
+  std::vector<std::vector<const plan::Persistent *>> groups = initGroups();
+  if (!onHost) {
+    // Each group's values drawn once on the GPU, into its f32 member where
+    // it has one (a master copy) or a temporary, then cast or copied to the
+    // others; zeros are the arena's already.
+    for (const std::vector<const plan::Persistent *> &group : groups) {
+      absl::StatusOr<InitDraw> draw = initDraw(*group[0]);
+      if (!draw.ok())
+        return draw.status();
+      cuda::InitPiece piece;
+      piece.dims = static_cast<int32_t>(draw->local.size());
+      if (piece.dims > cuda::kInitDims)
+        return absl::UnimplementedError(absl::StrCat(
+            "persistent tensor '", group[0]->name()->str(), "' has ",
+            piece.dims, " dimensions: the GPU draws initial values of at most ",
+            cuda::kInitDims, " (--cuda-init host draws any)"));
+      for (int32_t d = 0; d < piece.dims; ++d) {
+        piece.local[d] = draw->local[d];
+        piece.offsets[d] = draw->offsets[d];
+        piece.globalStrides[d] = draw->globalStrides[d];
+        piece.inside[d] = draw->inside[d];
+      }
+      int64_t count = elementCount(draw->local);
+      auto wide = std::find_if(group.begin(), group.end(), [&](auto *p) {
+        return !isSixteenBit(p->value());
+      });
+      float *values = nullptr;
+      cuda::DeviceBuffer apart;
+      if (wide != group.end()) {
+        values = static_cast<float *>(arenaAddress((*wide)->value()));
+      } else {
+        absl::StatusOr<cuda::DeviceBuffer> buffer =
+            cuda::DeviceBuffer::allocate(static_cast<size_t>(count) * 4);
+        if (!buffer.ok())
+          return buffer.status();
+        apart = std::move(*buffer);
+        values = apart.as<float>();
+      }
+      if (absl::Status status =
+              cuda::initValues(*gpu, values, piece, draw->normal, draw->fill,
+                               draw->key[0], draw->key[1], draw->stddev);
+          !status.ok())
+        return status;
+      for (const plan::Persistent *p : group) {
+        void *target = arenaAddress(p->value());
+        if (target == values)
+          continue;
+        if (isSixteenBit(p->value())) {
+          if (absl::Status status =
+                  cuda::cast(*gpu, values, cuda::DType::F32, target,
+                             typedResult(p->value()).type, count);
+              !status.ok())
+            return status;
+        } else {
+          ++cuda::issueCounts().copies;
+          TRIAD_CUDA_RETURN_IF_ERROR(
+              cudaMemcpyAsync(target, values, static_cast<size_t>(count) * 4,
+                              cudaMemcpyDeviceToDevice, gpu->stream()));
+        }
+      }
+      // (A temporary is freed only once the work reading it is done.)
+      if (apart.data())
+        if (absl::Status status = gpu->synchronize(); !status.ok())
+          return status;
+    }
+    if (absl::Status status = gpu->synchronize(); !status.ok())
+      return status;
+    endPhase("initial values on the GPU", began);
+    return absl::OkStatus();
+  }
   // Each group's values drawn once on the host and written to each member
   // (rounded to 16 bits for a 16-bit one); zeros are the arena's already.
   // One host buffer for all of them, at the largest group's size.
   double drawing = 0;
-  std::vector<std::vector<const plan::Persistent *>> groups =
-      executor->initGroups();
   HostTensor initial;
   size_t largest = 0;
   for (const std::vector<const plan::Persistent *> &group : groups)
-    largest = std::max<size_t>(
-        largest, elementCount(shapeOf(executor->value(group[0]->value()))));
+    largest = std::max<size_t>(largest,
+                               elementCount(shapeOf(value(group[0]->value()))));
   initial.floats.reserve(largest);
-  executor->hostBits.reserve(largest);
+  hostBits.reserve(largest);
   for (const std::vector<const plan::Persistent *> &group : groups) {
     auto drawn = std::chrono::steady_clock::now();
-    initial.shape = shapeOf(executor->value(group[0]->value()));
+    initial.shape = shapeOf(value(group[0]->value()));
     initial.floats.resize(static_cast<size_t>(elementCount(initial.shape)));
-    if (absl::Status status =
-            executor->initialValues(*group[0], initial.floats.data());
+    if (absl::Status status = initialValues(*group[0], initial.floats.data());
         !status.ok())
       return status;
     drawing +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - drawn)
             .count();
     for (const plan::Persistent *p : group)
-      if (absl::Status status = executor->writeValue(p->value(), initial);
-          !status.ok())
+      if (absl::Status status = writeValue(p->value(), initial); !status.ok())
         return status;
   }
-  if (absl::Status status = executor->gpu->synchronize(); !status.ok())
+  if (absl::Status status = gpu->synchronize(); !status.ok())
     return status;
-  std::vector<uint16_t>().swap(executor->hostBits);
+  std::vector<uint16_t>().swap(hostBits);
   // The draws, and the rest of the loop: rounding to 16 bits and the
   // copies to the GPU.
   double total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
           .count();
-  executor->addPhase("initial values", drawing);
-  executor->addPhase("copies to the GPU", std::max(0.0, total - drawing));
-  return executor;
+  addPhase("initial values", drawing);
+  addPhase("copies to the GPU", std::max(0.0, total - drawing));
+  return absl::OkStatus();
 }
 
 void CudaExecutor::GraphExecDeleter::operator()(CUgraphExec_st *exec) const {

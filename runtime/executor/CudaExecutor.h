@@ -104,13 +104,16 @@ public:
   /// bounded by `ncclTimeout` (0: none); otherwise they are staged through
   /// host memory for options.communicator.
   /// With `recordCalls`, calls are recorded and replayed as CUDA graphs
-  /// (see above).
+  /// (see above). The initial values are drawn on the GPU (cuda::
+  /// initValues: the host's Philox bits, the device's log, sin and cos),
+  /// or with `hostInit` on the host (Executor::initialValues, what the CPU
+  /// backend holds bit for bit) and copied.
   static absl::StatusOr<std::unique_ptr<CudaExecutor>>
   create(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
          ExecutorOptions options = {}, cuda::ContextOptions context = {},
          bool nccl = false,
          std::chrono::milliseconds ncclTimeout = kDefaultCommTimeout,
-         bool recordCalls = false);
+         bool recordCalls = false, bool hostInit = false);
 
   ~CudaExecutor() override;
 
@@ -325,6 +328,9 @@ private:
   cuda::DeviceBuffer stagedDevice[2], stagedWide[2];
   /// Host staging of collectives and transfers (grown as needed).
   std::vector<float> stagedX, stagedOut;
+  /// Draws the initial values of each group of persistent tensors on the
+  /// GPU (create), or on the host and copies them (`onHost`).
+  absl::Status initialize(bool onHost);
   /// A 16-bit value's bits on the host on their way to the arena
   /// (writeValue): one buffer for start-up's hundreds of initial values, so
   /// that each does not fault in fresh pages, released after them.

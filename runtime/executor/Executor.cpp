@@ -191,44 +191,64 @@ SliceBox Executor::sliceBox(const plan::Persistent &p) const {
   return triad::rt::sliceBox(plan->root(), *program, p, meshPosition);
 }
 
-absl::Status Executor::initialValues(const plan::Persistent &p,
-                                     float *data) const {
+absl::StatusOr<Executor::InitDraw>
+Executor::initDraw(const plan::Persistent &p) const {
   const plan::Init *init = p.init();
-  std::vector<int64_t> local = shapeOf(value(p.value()));
   if (value(p.value()).dtype() == plan::DType::I32)
     return absl::InvalidArgumentError(absl::StrCat(
         "persistent tensor '", p.name()->str(), "' is not a float tensor"));
+  InitDraw draw;
+  draw.local = shapeOf(value(p.value()));
   std::vector<int64_t> global(p.global_shape()->begin(),
                               p.global_shape()->end());
+  draw.globalStrides = rowMajorStrides(global);
   SliceBox box = sliceBox(p);
-  const std::vector<int64_t> &offsets = box.offsets;
+  draw.offsets = box.offsets;
+  draw.inside = box.sizes;
   switch (init->kind()) {
   case plan::InitKind::Zeros:
   case plan::InitKind::Ones:
-  case plan::InitKind::Constant: {
-    float fill = init->kind() == plan::InitKind::Zeros ? 0.0f
-                 : init->kind() == plan::InitKind::Ones
-                     ? 1.0f
-                     : static_cast<float>(init->value());
-    std::fill_n(data, elementCount(local), fill);
+  case plan::InitKind::Constant:
+    draw.fill = init->kind() == plan::InitKind::Zeros ? 0.0f
+                : init->kind() == plan::InitKind::Ones
+                    ? 1.0f
+                    : static_cast<float>(init->value());
+    break;
+  case plan::InitKind::Normal:
+  case plan::InitKind::ScaledNormal:
+    draw.normal = true;
+    draw.stddev = init->std();
+    if (init->kind() == plan::InitKind::ScaledNormal)
+      draw.stddev /= std::sqrt(2.0 * static_cast<double>(init->layers()));
+    draw.stream = init->stream()->str();
+    draw.key = parameterKey(seed, draw.stream);
     break;
   }
-  case plan::InitKind::Normal:
-  case plan::InitKind::ScaledNormal: {
-    double stddev = init->std();
-    if (init->kind() == plan::InitKind::ScaledNormal)
-      stddev /= std::sqrt(2.0 * static_cast<double>(init->layers()));
+  return draw;
+}
+
+absl::Status Executor::initialValues(const plan::Persistent &p,
+                                     float *data) const {
+  absl::StatusOr<InitDraw> draw = initDraw(p);
+  if (!draw.ok())
+    return draw.status();
+  const std::vector<int64_t> &local = draw->local;
+  if (!draw->normal) {
+    std::fill_n(data, elementCount(local), draw->fill);
+  } else {
     // Each local element draws at its global index. A local row (the
     // innermost dimension) is contiguous in the global tensor too, so it is
     // one run of indices; rows go to the threads (the values do not depend
     // on who draws them).
-    std::vector<int64_t> globalStrides = rowMajorStrides(global);
-    std::string stream = init->stream()->str();
+    const std::vector<int64_t> &globalStrides = draw->globalStrides;
+    const std::vector<int64_t> &offsets = draw->offsets;
     int64_t row = local.empty() ? 1 : local.back();
     int64_t rows = row == 0 ? 0 : elementCount(local) / row;
     std::vector<int64_t> outer(local.begin(),
                                local.empty() ? local.end() : local.end() - 1);
     std::vector<int64_t> outerStrides = rowMajorStrides(outer);
+    double stddev = draw->stddev;
+    const std::string &stream = draw->stream;
 #pragma omp parallel for schedule(dynamic, 64) if (rows * row > (1 << 16))
     for (int64_t r = 0; r < rows; ++r) {
       int64_t index = local.empty() ? 0 : offsets.back() * globalStrides.back();
@@ -238,15 +258,13 @@ absl::Status Executor::initialValues(const plan::Persistent &p,
       fillNormal(seed, stream, stddev, static_cast<uint64_t>(index),
                  static_cast<uint64_t>(row), data + r * row);
     }
-    break;
-  }
   }
   // The padding of a padded piece (what lies outside the tensor) is zero,
   // whatever the init.
-  if (box.sizes != local)
+  if (draw->inside != local)
     forEachIndex(local, [&](int64_t linear, const std::vector<int64_t> &c) {
       for (size_t d = 0; d < c.size(); ++d)
-        if (c[d] >= box.sizes[d]) {
+        if (c[d] >= draw->inside[d]) {
           data[linear] = 0.0f;
           return;
         }

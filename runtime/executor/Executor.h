@@ -35,6 +35,7 @@
 #include "runtime/comm/Collectives.h"
 #include "runtime/comm/Comm.h"
 #include "runtime/executor/CallRecordings.h"
+#include "runtime/init/Philox.h"
 #include "runtime/kernels/cpu/CpuKernels.h"
 #include "runtime/plan/KernelContract.h"
 #include "runtime/plan/Mesh.h"
@@ -288,6 +289,21 @@ protected:
   /// Takes the communicator (or makes a world of one), places this rank on
   /// the mesh and checks every collective and transfer against it.
   absl::Status connect();
+  /// How this rank's slice of persistent `p` starts: every element
+  /// `fill`, or (`normal`) `stddev` times the standard normal deviate of
+  /// its global index in the stream keyed by `key` (the run's seed and the
+  /// init's stream); elements outside the tensor (a padded piece's) zero.
+  /// Local element (c_0, .., c_n) is global index sum (c_d + offsets[d]) x
+  /// globalStrides[d], inside the tensor where every c_d < inside[d].
+  struct InitDraw {
+    bool normal = false;
+    float fill = 0;
+    double stddev = 0;
+    std::string stream;
+    PhiloxKey key = {0, 0};
+    std::vector<int64_t> local, offsets, globalStrides, inside;
+  };
+  absl::StatusOr<InitDraw> initDraw(const plan::Persistent &p) const;
   /// Writes the initial values of this rank's slice of `p` (its local
   /// element count) to `data`, host memory: its init drawn at each
   /// element's global index (with the run's seed), padding zero.

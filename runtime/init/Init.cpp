@@ -2,6 +2,8 @@
 
 #include "runtime/init/Init.h"
 
+#include "runtime/init/PhiloxRounds.h"
+
 #include <cmath>
 
 namespace triad::rt {
@@ -40,25 +42,9 @@ double dropoutUniform(uint64_t seed, uint64_t step, uint64_t stream,
   return uint32ToOpenUnit(bits[0]);
 }
 
-namespace {
-/// Both normals of Philox pair `pair` (global elements 2 pair, 2 pair + 1).
-void normalPair(PhiloxKey key, uint64_t pair, double &even, double &odd) {
-  PhiloxCounter bits = philox4x32(
-      {static_cast<uint32_t>(pair), static_cast<uint32_t>(pair >> 32), 0u, 0u},
-      key);
-  // Box-Muller: two uniforms give two independent normals.
-  double u1 = uint32ToOpenUnit(bits[0]);
-  double u2 = uint32ToOpenUnit(bits[1]);
-  double radius = std::sqrt(-2.0 * std::log(u1));
-  double angle = 2.0 * M_PI * u2;
-  even = radius * std::cos(angle);
-  odd = radius * std::sin(angle);
-}
-} // namespace
-
 double standardNormal(PhiloxKey key, uint64_t index) {
   double even, odd;
-  normalPair(key, index / 2, even, odd);
+  normalPair(key[0], key[1], index / 2, even, odd);
   return index % 2 == 0 ? even : odd;
 }
 
@@ -69,16 +55,16 @@ void fillNormal(uint64_t seed, std::string_view name, double stddev,
   uint64_t i = 0;
   double even, odd;
   if (count > 0 && first % 2 == 1) {
-    normalPair(key, first / 2, even, odd);
+    normalPair(key[0], key[1], first / 2, even, odd);
     out[i++] = static_cast<float>(stddev * odd);
   }
   for (; i + 1 < count; i += 2) {
-    normalPair(key, (first + i) / 2, even, odd);
+    normalPair(key[0], key[1], (first + i) / 2, even, odd);
     out[i] = static_cast<float>(stddev * even);
     out[i + 1] = static_cast<float>(stddev * odd);
   }
   if (i < count) {
-    normalPair(key, (first + i) / 2, even, odd);
+    normalPair(key[0], key[1], (first + i) / 2, even, odd);
     out[i] = static_cast<float>(stddev * even);
   }
 }

@@ -1581,8 +1581,8 @@ TEST(CudaExecutor, CallsWithTransfersAreNotRecorded) {
 }
 
 /// Start-up, phase by phase (triad-run's "ready in" line): the setup (the
-/// GPU's context), the arena, drawing the initial values and copying them
-/// to the GPU, in that order.
+/// GPU's context), the arena and the initial values drawn on the GPU; or,
+/// drawn on the host, the draws and the copies to the GPU.
 TEST(CudaExecutor, StartUpIsTimedPhaseByPhase) {
   SKIP_WITHOUT_GPU();
   PlanBuilder b;
@@ -1592,16 +1592,103 @@ TEST(CudaExecutor, StartUpIsTimedPhaseByPhase) {
   absl::StatusOr<LoadedPlan> plan =
       loadPlanFromBytes(b.build({}, {w}), "test.plan");
   ASSERT_TRUE(plan.ok()) << plan.status();
-  absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu =
-      CudaExecutor::create(*plan, 0, 1);
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  std::vector<std::string> names;
-  for (const Executor::StartupPhase &phase : (*gpu)->startupPhases()) {
-    names.push_back(phase.name);
-    EXPECT_GE(phase.seconds, 0.0) << phase.name;
+  for (bool hostInit : {false, true}) {
+    absl::StatusOr<std::unique_ptr<CudaExecutor>> gpu = CudaExecutor::create(
+        *plan, 0, 1, {}, {}, /*nccl=*/false, kDefaultCommTimeout,
+        /*recordCalls=*/false, hostInit);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    std::vector<std::string> names;
+    for (const Executor::StartupPhase &phase : (*gpu)->startupPhases()) {
+      names.push_back(phase.name);
+      EXPECT_GE(phase.seconds, 0.0) << phase.name;
+    }
+    EXPECT_EQ(
+        names,
+        hostInit ? (std::vector<std::string>{"setup", "arena", "initial values",
+                                             "copies to the GPU"})
+                 : (std::vector<std::string>{"setup", "arena",
+                                             "initial values on the GPU"}));
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"setup", "arena", "initial values",
-                                             "copies to the GPU"}));
+}
+
+/// Initial values drawn on the GPU are the host's (the CPU backend's, and
+/// the CUDA executor's with hostInit) up to the last bit of a rare element:
+/// the same Philox bits and Box-Muller transform, the device's log, sin and
+/// cos. Fills and a padded piece's padding are exact; so is every element
+/// drawn on the host and copied. Covered: a whole tensor, a piece starting
+/// at an odd global index, a padded piece, a scalar, fills, a bf16
+/// parameter with its f32 master (drawn into the master, rounded into the
+/// parameter) and one without (drawn into a temporary).
+TEST(CudaExecutor, InitialValuesDrawnOnTheGpuAreTheHosts) {
+  PlanBuilder b;
+  uint32_t whole = b.value(plan::DType::F32, {64, 48});
+  b.persistent("whole", whole, plan::Role::Parameter, plan::InitKind::Normal,
+               0.02);
+  uint32_t odd = b.value(plan::DType::F32, {3, 5});
+  b.persistent("odd", odd, {9, 5}, {1, 0}, 1.0); // from global index 5
+  uint32_t padded = b.value(plan::DType::F32, {12, 7});
+  b.paddedParameter("padded", padded, {10, 7}, 0.5); // rows 10, 11 outside
+  uint32_t scalar = b.value(plan::DType::F32, {});
+  b.persistent("scalar", scalar, plan::Role::Parameter, plan::InitKind::Normal,
+               1.0);
+  uint32_t ones = b.value(plan::DType::F32, {5});
+  b.persistent("ones", ones, plan::Role::Parameter, plan::InitKind::Ones);
+  uint32_t constant = b.value(plan::DType::F32, {3});
+  b.persistent("constant", constant, plan::Role::Parameter,
+               plan::InitKind::Constant, 0.25);
+  uint32_t half = b.value(plan::DType::BF16, {16, 8});
+  uint32_t master = b.value(plan::DType::F32, {16, 8});
+  b.persistent("half", half, plan::Role::Parameter, plan::InitKind::Normal,
+               0.5);
+  b.masterOf("master.half", master, "half", 0.5);
+  uint32_t lone = b.value(plan::DType::BF16, {6, 10});
+  b.persistent("lone", lone, plan::Role::Parameter, plan::InitKind::Normal,
+               0.5);
+  b.instr(OpCode::Scale, {whole}, {whole}, {}, {1.0});
+  absl::StatusOr<LoadedPlan> plan =
+      loadPlanFromBytes(b.build({}, {whole}), "test.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<CpuExecutor> cpu = CpuExecutor::create(*plan, 0, 5, {});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  absl::StatusOr<std::vector<float>> rows = cpu->readPersistent("padded");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(std::vector<float>(rows->begin() + 70, rows->end()),
+            std::vector<float>(14, 0.0f));
+  SKIP_WITHOUT_GPU();
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> onGpu =
+      CudaExecutor::create(*plan, 0, 5);
+  absl::StatusOr<std::unique_ptr<CudaExecutor>> onHost =
+      CudaExecutor::create(*plan, 0, 5, {}, {}, /*nccl=*/false,
+                           kDefaultCommTimeout, /*recordCalls=*/false,
+                           /*hostInit=*/true);
+  ASSERT_TRUE(onGpu.ok()) << onGpu.status();
+  ASSERT_TRUE(onHost.ok()) << onHost.status();
+  int64_t elements = 0, lastBits = 0;
+  for (const char *name : {"whole", "odd", "padded", "scalar", "ones",
+                           "constant", "half", "master.half", "lone"}) {
+    absl::StatusOr<std::vector<float>> want = cpu->readPersistent(name),
+                                       copied = (*onHost)->readPersistent(name),
+                                       drawn = (*onGpu)->readPersistent(name);
+    ASSERT_TRUE(want.ok() && copied.ok() && drawn.ok()) << name;
+    EXPECT_EQ(*copied, *want) << name << ": drawn on the host and copied";
+    ASSERT_EQ(drawn->size(), want->size()) << name;
+    bool fill = std::string(name) == "ones" || std::string(name) == "constant";
+    for (size_t i = 0; i < want->size(); ++i) {
+      float a = (*want)[i], g = (*drawn)[i];
+      ++elements;
+      if (a == g)
+        continue;
+      ++lastBits;
+      EXPECT_FALSE(fill) << name << "[" << i << "]";
+      EXPECT_NE(a, 0.0f) << name << "[" << i << "]: padding is zero";
+      // One step of the value's type (a bf16 parameter rounds the draw).
+      bool sixteen = std::string(name) == "half" || std::string(name) == "lone";
+      float step = std::fabs(a) * (sixteen ? 1.0f / 128 : 1.2e-7f);
+      EXPECT_LE(std::fabs(a - g), step) << name << "[" << i << "]";
+    }
+  }
+  // Elements whose draws differ in the last bit are rare.
+  EXPECT_LE(lastBits, elements / 100) << lastBits << " of " << elements;
 }
 
 TEST(CudaExecutorWithoutGpu, CreatingOneSaysThereIsNoGpu) {

@@ -88,6 +88,17 @@ public:
                            std::vector<int64_t>(values[v].shape.size(), 0)});
   }
 
+  /// A parameter whose value holds its `global` shape padded to the
+  /// value's (Persistent.padded_shape): the elements past `global` lie
+  /// outside the tensor.
+  void paddedParameter(const std::string &name, uint32_t v,
+                       std::vector<int64_t> global, double stddev) {
+    persistents.push_back({name, v, plan::Role::Parameter,
+                           plan::InitKind::Normal, stddev, std::move(global),
+                           std::vector<int64_t>(values[v].shape.size(), 0)});
+    persistents.back().padded = values[v].shape;
+  }
+
   /// A whole state tensor drawn as `of` is (a master copy of parameter
   /// `of`, from its stream).
   void masterOf(const std::string &name, uint32_t v, const std::string &of,
@@ -222,7 +233,8 @@ private:
         split.push_back(plan::CreateDimSplit(b, b.CreateVectorOfStrings(axes)));
       ps.push_back(plan::CreatePersistent(
           b, b.CreateString(p.name), p.role, p.value, b.CreateVector(p.global),
-          b.CreateVector(p.offsets), init, b.CreateVector(split)));
+          b.CreateVector(p.offsets), init, b.CreateVector(split),
+          p.padded.empty() ? 0 : b.CreateVector(p.padded)));
     }
     std::vector<flatbuffers::Offset<plan::Function>> fs;
     for (const F &f : functions) {
@@ -266,6 +278,8 @@ private:
     std::vector<std::vector<std::string>> split = {};
     /// The init's stream: the tensor's name unless set.
     std::string stream = {};
+    /// The padded shape (Persistent.padded_shape), or none.
+    std::vector<int64_t> padded = {};
   };
   struct I {
     plan::OpCode op;

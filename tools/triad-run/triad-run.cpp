@@ -205,6 +205,12 @@ ABSL_FLAG(bool, cuda_graphs, false,
           "host time per step. Calls with pipeline transfers, or with "
           "collectives staged through host memory (--comm=mpi), run kernel "
           "by kernel; the run says which at its end");
+ABSL_FLAG(std::string, cuda_init, "gpu",
+          "With --device=cuda: where the initial values are drawn: gpu (the "
+          "default: the host's Philox streams, the GPU's log, sin and cos, "
+          "so an element may differ from the CPU backend's in its last bit; "
+          "seconds faster for a billion parameters) or host (as the CPU "
+          "backend, bit for bit, then copied to the GPU)");
 ABSL_FLAG(std::string, cpu_bf16_products, "auto",
           "With --device=cpu: what multiplies a bf16 plan's bf16 operands: "
           "onednn (oneDNN on the CPU's bf16 units, AVX512-BF16 or AMX; f32 "
@@ -681,6 +687,12 @@ int main(int argc, char **argv) {
                            matmulCandidates));
   if (*backend != Backend::Cuda && matmulCandidates != 1)
     tool.fail("--cuda-matmul-candidates needs --device=cuda");
+  std::string cudaInit = absl::GetFlag(FLAGS_cuda_init);
+  if (cudaInit != "gpu" && cudaInit != "host")
+    tool.fail(absl::StrCat("unknown --cuda-init '", cudaInit,
+                           "' (expected gpu or host)"));
+  if (*backend != Backend::Cuda && cudaInit != "gpu")
+    tool.fail("--cuda-init=host needs --device=cuda");
   bool traceDevice = absl::GetFlag(FLAGS_trace_device);
   if (traceDevice && absl::GetFlag(FLAGS_trace).empty())
     tool.fail("--trace-device needs --trace FILE");
@@ -890,6 +902,7 @@ int main(int argc, char **argv) {
   options.device.matmulPrecision = *matmulPrecision;
   options.device.cudaAttention = *cudaAttention;
   options.device.cudaGraphs = cudaGraphs;
+  options.device.cudaHostInit = cudaInit == "host";
   options.device.cudaGeluGrad = *geluGrad;
   options.device.cudaMatmulCandidates = matmulCandidates;
   options.device.nccl = comm == "nccl";

@@ -40,6 +40,7 @@
 
 #include "runtime/kernels/cuda/CudaAttention.h"
 
+#include "runtime/init/PhiloxRounds.h"
 #include "runtime/kernels/cuda/CudaAttentionCommon.cuh"
 #include "runtime/kernels/cuda/CudaCheck.h"
 #include "runtime/kernels/cuda/CudaElementAccess.cuh"
@@ -848,28 +849,12 @@ __global__ void ropeKernel(In x, Out out, int64_t rows, int64_t seq, int heads,
   }
 }
 
-/// The Philox4x32-10 generator of runtime/init/Philox.cpp, for the device
-/// (the same constants and rounds; the tests check the masks match).
-struct Philox {
-  uint32_t c0, c1, c2, c3;
-};
-
-__device__ __forceinline__ uint32_t philoxFirstWord(Philox counter,
+/// The first word of the Philox4x32-10 block of `counter` (PhiloxRounds.h,
+/// the host's generator).
+__device__ __forceinline__ uint32_t philoxFirstWord(PhiloxWords counter,
                                                     uint32_t key0,
                                                     uint32_t key1) {
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      key0 += 0x9E3779B9u;
-      key1 += 0xBB67AE85u;
-    }
-    const uint64_t product0 = static_cast<uint64_t>(0xD2511F53u) * counter.c0;
-    const uint64_t product1 = static_cast<uint64_t>(0xCD9E8D57u) * counter.c2;
-    counter = {static_cast<uint32_t>(product1 >> 32) ^ counter.c1 ^ key0,
-               static_cast<uint32_t>(product1),
-               static_cast<uint32_t>(product0 >> 32) ^ counter.c3 ^ key1,
-               static_cast<uint32_t>(product0)};
-  }
-  return counter.c0;
+  return philoxRounds(counter, key0, key1).w0;
 }
 
 /// SplitMix64's finalizer, as in runtime/init/Init.cpp.

@@ -13,6 +13,7 @@
 
 #include "runtime/kernels/cuda/CudaKernels.h"
 
+#include "runtime/init/PhiloxRounds.h"
 #include "runtime/kernels/StepMath.h"
 #include "runtime/kernels/cuda/CudaCheck.h"
 #include "runtime/kernels/cuda/CudaElementAccess.cuh"
@@ -296,6 +297,32 @@ template <typename Out>
 __global__ void fillKernel(Out out, float value, int64_t count) {
   forEachElement(
       count, [&](int64_t) { return value; }, StoreTo<Out>{out});
+}
+
+/// One element of the piece a thread (see initValues).
+__global__ void initValuesKernel(float *out, int64_t count, InitPiece piece,
+                                 bool normal, float fill, uint32_t key0,
+                                 uint32_t key1, double stddev) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       e < count; e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t rest = e, index = 0;
+    bool inside = true;
+    for (int d = piece.dims - 1; d >= 0; --d) {
+      int64_t c = rest % piece.local[d];
+      rest /= piece.local[d];
+      inside = inside && c < piece.inside[d];
+      index += (c + piece.offsets[d]) * piece.globalStrides[d];
+    }
+    float value = 0.0f;
+    if (inside && !normal) {
+      value = fill;
+    } else if (inside) {
+      double even, odd;
+      normalPair(key0, key1, static_cast<uint64_t>(index) / 2, even, odd);
+      value = static_cast<float>(stddev * (index % 2 == 0 ? even : odd));
+    }
+    out[e] = value;
+  }
 }
 
 template <typename From, typename To>
@@ -1245,6 +1272,22 @@ absl::Status accumulate(CudaContext &context, float *acc, const float *x,
 absl::Status fill(CudaContext &context, float *out, float value,
                   int64_t count) {
   TRIAD_LAUNCH_UNROLLED(fillKernel<F32Out>, count, F32Out{out}, value, count);
+}
+
+absl::Status initValues(CudaContext &context, float *out,
+                        const InitPiece &piece, bool normal, float fill,
+                        uint32_t key0, uint32_t key1, double stddev) {
+  if (piece.dims < 0 || piece.dims > kInitDims)
+    return absl::InvalidArgumentError(
+        "initValues: a piece of more than 8 dimensions");
+  int64_t count = 1;
+  for (int d = 0; d < piece.dims; ++d) {
+    if (piece.local[d] < 0)
+      return absl::InvalidArgumentError("initValues: a negative size");
+    count *= piece.local[d];
+  }
+  TRIAD_LAUNCH_ELEMENTWISE(initValuesKernel, count, out, count, piece, normal,
+                           fill, key0, key1, stddev);
 }
 
 absl::Status cast(CudaContext &context, const void *x, DType from, void *out,

@@ -161,6 +161,26 @@ absl::Status scaleBy(CudaContext &context, const float *x, const float *factor,
 absl::Status accumulate(CudaContext &context, float *acc, const float *x,
                         const float *weight, int64_t count);
 absl::Status fill(CudaContext &context, float *out, float value, int64_t count);
+
+/// The piece of a persistent tensor whose initial values initValues draws
+/// (Executor::InitDraw): local element (c_0, .., c_{dims-1}) (row-major over
+/// `local`) is global element sum (c_d + offsets[d]) x globalStrides[d],
+/// inside the tensor where every c_d < inside[d].
+constexpr int kInitDims = 8;
+struct InitPiece {
+  int32_t dims = 0;
+  int64_t local[kInitDims] = {}, offsets[kInitDims] = {},
+          globalStrides[kInitDims] = {}, inside[kInitDims] = {};
+};
+/// A persistent tensor's initial values on the device, as the host draws
+/// them (Executor::initialValues): with `normal`, float(stddev x the
+/// normal deviate of each element's global index) of the Philox stream
+/// keyed (key0, key1) (normalPair of runtime/init/PhiloxRounds.h: the same
+/// Philox bits, the device's log, sin and cos); else `fill`; 0 outside the
+/// tensor.
+absl::Status initValues(CudaContext &context, float *out,
+                        const InitPiece &piece, bool normal, float fill,
+                        uint32_t key0, uint32_t key1, double stddev);
 /// out = (to) x: floats round to nearest even, f32 to i32 truncates toward
 /// zero (as the CPU's Cast).
 absl::Status cast(CudaContext &context, const void *x, DType from, void *out,
