@@ -218,21 +218,43 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::create(
 absl::Status CudaExecutor::initialize(bool onHost) {
   auto began = std::chrono::steady_clock::now();
   std::vector<std::vector<const plan::Persistent *>> groups = initGroups();
+  // A group's values drawn once on the host and written to each member
+  // (rounded to 16 bits for a 16-bit one), through one host buffer.
+  HostTensor initial;
+  double drawing = 0;
+  auto drawOnHost =
+      [&](const std::vector<const plan::Persistent *> &group) -> absl::Status {
+    auto drawn = std::chrono::steady_clock::now();
+    initial.shape = shapeOf(value(group[0]->value()));
+    initial.floats.resize(static_cast<size_t>(elementCount(initial.shape)));
+    if (absl::Status status = initialValues(*group[0], initial.floats.data());
+        !status.ok())
+      return status;
+    drawing +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - drawn)
+            .count();
+    for (const plan::Persistent *p : group)
+      if (absl::Status status = writeValue(p->value(), initial); !status.ok())
+        return status;
+    return absl::OkStatus();
+  };
   if (!onHost) {
     // Each group's values drawn once on the GPU, into its f32 member where
     // it has one (a master copy) or a temporary, then cast or copied to the
-    // others; zeros are the arena's already.
+    // others; zeros are the arena's already. A tensor of more dimensions
+    // than the kernel takes, or a temporary the GPU has no room for, is
+    // drawn on the host instead.
     for (const std::vector<const plan::Persistent *> &group : groups) {
       absl::StatusOr<InitDraw> draw = initDraw(*group[0]);
       if (!draw.ok())
         return draw.status();
       cuda::InitPiece piece;
       piece.dims = static_cast<int32_t>(draw->local.size());
-      if (piece.dims > cuda::kInitDims)
-        return absl::UnimplementedError(absl::StrCat(
-            "persistent tensor '", group[0]->name()->str(), "' has ",
-            piece.dims, " dimensions: the GPU draws initial values of at most ",
-            cuda::kInitDims, " (--cuda-init host draws any)"));
+      if (piece.dims > cuda::kInitDims) {
+        if (absl::Status status = drawOnHost(group); !status.ok())
+          return status;
+        continue;
+      }
       for (int32_t d = 0; d < piece.dims; ++d) {
         piece.local[d] = draw->local[d];
         piece.offsets[d] = draw->offsets[d];
@@ -250,8 +272,12 @@ absl::Status CudaExecutor::initialize(bool onHost) {
       } else {
         absl::StatusOr<cuda::DeviceBuffer> buffer =
             cuda::DeviceBuffer::allocate(static_cast<size_t>(count) * 4);
-        if (!buffer.ok())
-          return buffer.status();
+        if (!buffer.ok()) {
+          cudaGetLastError();
+          if (absl::Status status = drawOnHost(group); !status.ok())
+            return status;
+          continue;
+        }
         apart = std::move(*buffer);
         values = apart.as<float>();
       }
@@ -284,34 +310,21 @@ absl::Status CudaExecutor::initialize(bool onHost) {
     }
     if (absl::Status status = gpu->synchronize(); !status.ok())
       return status;
+    std::vector<uint16_t>().swap(hostBits);
     endPhase("initial values on the GPU", began);
     return absl::OkStatus();
   }
-  // Each group's values drawn once on the host and written to each member
-  // (rounded to 16 bits for a 16-bit one); zeros are the arena's already.
-  // One host buffer for all of them, at the largest group's size.
-  double drawing = 0;
-  HostTensor initial;
+  // On the host: one host buffer for every group, at the largest group's
+  // size.
   size_t largest = 0;
   for (const std::vector<const plan::Persistent *> &group : groups)
     largest = std::max<size_t>(largest,
                                elementCount(shapeOf(value(group[0]->value()))));
   initial.floats.reserve(largest);
   hostBits.reserve(largest);
-  for (const std::vector<const plan::Persistent *> &group : groups) {
-    auto drawn = std::chrono::steady_clock::now();
-    initial.shape = shapeOf(value(group[0]->value()));
-    initial.floats.resize(static_cast<size_t>(elementCount(initial.shape)));
-    if (absl::Status status = initialValues(*group[0], initial.floats.data());
-        !status.ok())
+  for (const std::vector<const plan::Persistent *> &group : groups)
+    if (absl::Status status = drawOnHost(group); !status.ok())
       return status;
-    drawing +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - drawn)
-            .count();
-    for (const plan::Persistent *p : group)
-      if (absl::Status status = writeValue(p->value(), initial); !status.ok())
-        return status;
-  }
   if (absl::Status status = gpu->synchronize(); !status.ok())
     return status;
   std::vector<uint16_t>().swap(hostBits);

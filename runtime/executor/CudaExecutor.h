@@ -105,9 +105,11 @@ public:
   /// host memory for options.communicator.
   /// With `recordCalls`, calls are recorded and replayed as CUDA graphs
   /// (see above). The initial values are drawn on the GPU (cuda::
-  /// initValues: the host's Philox bits, the device's log, sin and cos),
-  /// or with `hostInit` on the host (Executor::initialValues, what the CPU
-  /// backend holds bit for bit) and copied.
+  /// initValues: the host's Philox bits, the device's log, sin and cos;
+  /// a tensor of more than cuda::kInitDims dimensions, or a 16-bit one
+  /// without an f32 copy where the GPU has no room for a temporary, on the
+  /// host), or with `hostInit` all on the host (Executor::initialValues,
+  /// what the CPU backend holds bit for bit) and copied.
   static absl::StatusOr<std::unique_ptr<CudaExecutor>>
   create(const LoadedPlan &plan, uint32_t pipelineRank, uint64_t seed,
          ExecutorOptions options = {}, cuda::ContextOptions context = {},

@@ -1618,7 +1618,8 @@ TEST(CudaExecutor, StartUpIsTimedPhaseByPhase) {
 /// drawn on the host and copied. Covered: a whole tensor, a piece starting
 /// at an odd global index, a padded piece, a scalar, fills, a bf16
 /// parameter with its f32 master (drawn into the master, rounded into the
-/// parameter) and one without (drawn into a temporary).
+/// parameter), bf16 and f16 ones without (drawn into a temporary), and an
+/// f32 tensor with an f32 copy (a device copy).
 TEST(CudaExecutor, InitialValuesDrawnOnTheGpuAreTheHosts) {
   PlanBuilder b;
   uint32_t whole = b.value(plan::DType::F32, {64, 48});
@@ -1644,6 +1645,15 @@ TEST(CudaExecutor, InitialValuesDrawnOnTheGpuAreTheHosts) {
   uint32_t lone = b.value(plan::DType::BF16, {6, 10});
   b.persistent("lone", lone, plan::Role::Parameter, plan::InitKind::Normal,
                0.5);
+  uint32_t loneF16 = b.value(plan::DType::F16, {5, 9});
+  b.persistent("lone.f16", loneF16, plan::Role::Parameter,
+               plan::InitKind::Normal, 0.5);
+  // Two f32 members of one draw: the second a device copy of the first.
+  uint32_t twin = b.value(plan::DType::F32, {7, 4});
+  uint32_t twinCopy = b.value(plan::DType::F32, {7, 4});
+  b.persistent("twin", twin, plan::Role::Parameter, plan::InitKind::Normal,
+               0.5);
+  b.masterOf("master.twin", twinCopy, "twin", 0.5);
   b.instr(OpCode::Scale, {whole}, {whole}, {}, {1.0});
   absl::StatusOr<LoadedPlan> plan =
       loadPlanFromBytes(b.build({}, {whole}), "test.plan");
@@ -1664,8 +1674,9 @@ TEST(CudaExecutor, InitialValuesDrawnOnTheGpuAreTheHosts) {
   ASSERT_TRUE(onGpu.ok()) << onGpu.status();
   ASSERT_TRUE(onHost.ok()) << onHost.status();
   int64_t elements = 0, lastBits = 0;
-  for (const char *name : {"whole", "odd", "padded", "scalar", "ones",
-                           "constant", "half", "master.half", "lone"}) {
+  for (const char *name :
+       {"whole", "odd", "padded", "scalar", "ones", "constant", "half",
+        "master.half", "lone", "lone.f16", "twin", "master.twin"}) {
     absl::StatusOr<std::vector<float>> want = cpu->readPersistent(name),
                                        copied = (*onHost)->readPersistent(name),
                                        drawn = (*onGpu)->readPersistent(name);
@@ -1682,8 +1693,11 @@ TEST(CudaExecutor, InitialValuesDrawnOnTheGpuAreTheHosts) {
       EXPECT_FALSE(fill) << name << "[" << i << "]";
       EXPECT_NE(a, 0.0f) << name << "[" << i << "]: padding is zero";
       // One step of the value's type (a bf16 parameter rounds the draw).
-      bool sixteen = std::string(name) == "half" || std::string(name) == "lone";
-      float step = std::fabs(a) * (sixteen ? 1.0f / 128 : 1.2e-7f);
+      // (f16 has 10 mantissa bits, bf16 7.)
+      std::string what = name;
+      float step = std::fabs(a) * (what == "half" || what == "lone" ? 1.0f / 128
+                                   : what == "lone.f16" ? 1.0f / 1024
+                                                        : 1.2e-7f);
       EXPECT_LE(std::fabs(a - g), step) << name << "[" << i << "]";
     }
   }
