@@ -277,10 +277,18 @@ step_law() {
       fi
     fi
   done
-  # Tensor-core products (--matmul-precision): no longer within 1e-4, but
-  # the same training within the rounding of their operands.
   local precision
   cpu_train law-gpt "$here/plans/law-gpt.plan" || return
+  # The initial values drawn on the host and copied (--cuda-init host; the
+  # runs above draw them on the GPU): the CPU's bit for bit.
+  if train law-gpt.host-init "$here/plans/law-gpt.plan" "$results/law-gpt.host-init.jsonl" \
+       --device cuda --cuda-init host; then
+    compare law-gpt-host-init "$results/law-gpt.cpu.jsonl" "$results/law-gpt.host-init.jsonl"
+  else
+    failed law-gpt-host-init "$results/law-gpt.host-init.txt"
+  fi
+  # Tensor-core products (--matmul-precision): no longer within 1e-4, but
+  # the same training within the rounding of their operands.
   for precision in tf32 bf16; do
     if train "law-gpt.$precision" "$here/plans/law-gpt.plan" "$results/law-gpt.$precision.jsonl" \
          --device cuda --matmul-precision "$precision"; then
