@@ -1662,7 +1662,7 @@ TEST(CudaExecutor, InitialValuesDrawnOnTheGpuAreTheHosts) {
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   absl::StatusOr<std::vector<float>> rows = cpu->readPersistent("padded");
   ASSERT_TRUE(rows.ok()) << rows.status();
-  EXPECT_EQ(std::vector<float>(rows->begin() + 70, rows->end()),
+  ASSERT_EQ(std::vector<float>(rows->begin() + 70, rows->end()),
             std::vector<float>(14, 0.0f));
   SKIP_WITHOUT_GPU();
   absl::StatusOr<std::unique_ptr<CudaExecutor>> onGpu =
