@@ -1622,38 +1622,30 @@ TEST(CudaExecutor, StartUpIsTimedPhaseByPhase) {
 /// f32 tensor with an f32 copy (a device copy).
 TEST(CudaExecutor, InitialValuesDrawnOnTheGpuAreTheHosts) {
   PlanBuilder b;
-  uint32_t whole = b.value(plan::DType::F32, {64, 48});
-  b.persistent("whole", whole, plan::Role::Parameter, plan::InitKind::Normal,
-               0.02);
-  uint32_t odd = b.value(plan::DType::F32, {3, 5});
+  auto parameter = [&](const char *name, plan::DType type,
+                       std::vector<int64_t> shape, plan::InitKind kind,
+                       double value) {
+    uint32_t v = b.value(type, std::move(shape));
+    b.persistent(name, v, plan::Role::Parameter, kind, value);
+    return v;
+  };
+  const auto f32 = plan::DType::F32, bf16 = plan::DType::BF16;
+  const auto normal = plan::InitKind::Normal;
+  uint32_t whole = parameter("whole", f32, {64, 48}, normal, 0.02);
+  uint32_t odd = b.value(f32, {3, 5});
   b.persistent("odd", odd, {9, 5}, {1, 0}, 1.0); // from global index 5
-  uint32_t padded = b.value(plan::DType::F32, {12, 7});
+  uint32_t padded = b.value(f32, {12, 7});
   b.paddedParameter("padded", padded, {10, 7}, 0.5); // rows 10, 11 outside
-  uint32_t scalar = b.value(plan::DType::F32, {});
-  b.persistent("scalar", scalar, plan::Role::Parameter, plan::InitKind::Normal,
-               1.0);
-  uint32_t ones = b.value(plan::DType::F32, {5});
-  b.persistent("ones", ones, plan::Role::Parameter, plan::InitKind::Ones);
-  uint32_t constant = b.value(plan::DType::F32, {3});
-  b.persistent("constant", constant, plan::Role::Parameter,
-               plan::InitKind::Constant, 0.25);
-  uint32_t half = b.value(plan::DType::BF16, {16, 8});
-  uint32_t master = b.value(plan::DType::F32, {16, 8});
-  b.persistent("half", half, plan::Role::Parameter, plan::InitKind::Normal,
-               0.5);
-  b.masterOf("master.half", master, "half", 0.5);
-  uint32_t lone = b.value(plan::DType::BF16, {6, 10});
-  b.persistent("lone", lone, plan::Role::Parameter, plan::InitKind::Normal,
-               0.5);
-  uint32_t loneF16 = b.value(plan::DType::F16, {5, 9});
-  b.persistent("lone.f16", loneF16, plan::Role::Parameter,
-               plan::InitKind::Normal, 0.5);
+  parameter("scalar", f32, {}, normal, 1.0);
+  parameter("ones", f32, {5}, plan::InitKind::Ones, 0.0);
+  parameter("constant", f32, {3}, plan::InitKind::Constant, 0.25);
+  parameter("half", bf16, {16, 8}, normal, 0.5);
+  b.masterOf("master.half", b.value(f32, {16, 8}), "half", 0.5);
+  parameter("lone", bf16, {6, 10}, normal, 0.5);
+  parameter("lone.f16", plan::DType::F16, {5, 9}, normal, 0.5);
   // Two f32 members of one draw: the second a device copy of the first.
-  uint32_t twin = b.value(plan::DType::F32, {7, 4});
-  uint32_t twinCopy = b.value(plan::DType::F32, {7, 4});
-  b.persistent("twin", twin, plan::Role::Parameter, plan::InitKind::Normal,
-               0.5);
-  b.masterOf("master.twin", twinCopy, "twin", 0.5);
+  parameter("twin", f32, {7, 4}, normal, 0.5);
+  b.masterOf("master.twin", b.value(f32, {7, 4}), "twin", 0.5);
   b.instr(OpCode::Scale, {whole}, {whole}, {}, {1.0});
   absl::StatusOr<LoadedPlan> plan =
       loadPlanFromBytes(b.build({}, {whole}), "test.plan");
