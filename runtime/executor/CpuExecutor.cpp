@@ -73,13 +73,10 @@ CpuExecutor::create(const LoadedPlan &plan, uint32_t pipelineRank,
   // (a master copy), then copied to the others (rounded for 16-bit ones).
   for (const std::vector<const plan::Persistent *> &group :
        executor.initGroups()) {
-    auto wide = std::find_if(group.begin(), group.end(), [&](auto *p) {
-      return !executor.isSixteenBit(p->value());
-    });
     std::vector<float> scratch;
     float *values = nullptr;
-    if (wide != group.end()) {
-      values = executor.f32((*wide)->value());
+    if (const plan::Persistent *wide = executor.f32Member(group)) {
+      values = executor.f32(wide->value());
     } else {
       scratch.resize(elementCount(shapeOf(executor.value(group[0]->value()))));
       values = scratch.data();

@@ -262,13 +262,10 @@ absl::Status CudaExecutor::initialize(bool onHost) {
         piece.inside[d] = draw->inside[d];
       }
       int64_t count = elementCount(draw->local);
-      auto wide = std::find_if(group.begin(), group.end(), [&](auto *p) {
-        return !isSixteenBit(p->value());
-      });
       float *values = nullptr;
       cuda::DeviceBuffer apart;
-      if (wide != group.end()) {
-        values = static_cast<float *>(arenaAddress((*wide)->value()));
+      if (const plan::Persistent *wide = f32Member(group)) {
+        values = static_cast<float *>(arenaAddress(wide->value()));
       } else {
         absl::StatusOr<cuda::DeviceBuffer> buffer =
             cuda::DeviceBuffer::allocate(static_cast<size_t>(count) * 4);

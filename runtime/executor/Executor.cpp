@@ -220,8 +220,7 @@ Executor::initDraw(const plan::Persistent &p) const {
     draw.stddev = init->std();
     if (init->kind() == plan::InitKind::ScaledNormal)
       draw.stddev /= std::sqrt(2.0 * static_cast<double>(init->layers()));
-    draw.stream = init->stream()->str();
-    draw.key = parameterKey(seed, draw.stream);
+    draw.key = parameterKey(seed, init->stream()->string_view());
     break;
   }
   return draw;
@@ -248,14 +247,14 @@ absl::Status Executor::initialValues(const plan::Persistent &p,
                                local.empty() ? local.end() : local.end() - 1);
     std::vector<int64_t> outerStrides = rowMajorStrides(outer);
     double stddev = draw->stddev;
-    const std::string &stream = draw->stream;
+    PhiloxKey key = draw->key;
 #pragma omp parallel for schedule(dynamic, 64) if (rows * row > (1 << 16))
     for (int64_t r = 0; r < rows; ++r) {
       int64_t index = local.empty() ? 0 : offsets.back() * globalStrides.back();
       for (size_t d = 0; d < outer.size(); ++d)
         index +=
             ((r / outerStrides[d]) % outer[d] + offsets[d]) * globalStrides[d];
-      fillNormal(seed, stream, stddev, static_cast<uint64_t>(index),
+      fillNormal(key, stddev, static_cast<uint64_t>(index),
                  static_cast<uint64_t>(row), data + r * row);
     }
   }
@@ -270,6 +269,14 @@ absl::Status Executor::initialValues(const plan::Persistent &p,
         }
     });
   return absl::OkStatus();
+}
+
+const plan::Persistent *
+Executor::f32Member(const std::vector<const plan::Persistent *> &group) const {
+  for (const plan::Persistent *p : group)
+    if (!isSixteenBit(p->value()))
+      return p;
+  return nullptr;
 }
 
 void Executor::endPhase(const char *name,

@@ -299,7 +299,6 @@ protected:
     bool normal = false;
     float fill = 0;
     double stddev = 0;
-    std::string stream;
     PhiloxKey key = {0, 0};
     std::vector<int64_t> local, offsets, globalStrides, inside;
   };
@@ -314,6 +313,10 @@ protected:
   /// its f32 master copy, drawn from the parameter's stream), each group
   /// in the order of its first member. Its values are drawn once.
   std::vector<std::vector<const plan::Persistent *>> initGroups() const;
+  /// The member of an init group that keeps f32 values (a master copy),
+  /// into which its values are drawn, or null where every member is 16-bit.
+  const plan::Persistent *
+  f32Member(const std::vector<const plan::Persistent *> &group) const;
   /// Ends start-up phase `name` (startupPhases): the time since `began`,
   /// which then becomes now (the next phase's beginning).
   void endPhase(const char *name, std::chrono::steady_clock::time_point &began);

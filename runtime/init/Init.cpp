@@ -39,7 +39,7 @@ double dropoutUniform(uint64_t seed, uint64_t step, uint64_t stream,
       {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
        static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)},
       key);
-  return uint32ToOpenUnit(bits[0]);
+  return openUnit(bits[0]);
 }
 
 double standardNormal(PhiloxKey key, uint64_t index) {
@@ -50,7 +50,11 @@ double standardNormal(PhiloxKey key, uint64_t index) {
 
 void fillNormal(uint64_t seed, std::string_view name, double stddev,
                 uint64_t first, uint64_t count, float *out) {
-  PhiloxKey key = parameterKey(seed, name);
+  fillNormal(parameterKey(seed, name), stddev, first, count, out);
+}
+
+void fillNormal(PhiloxKey key, double stddev, uint64_t first, uint64_t count,
+                float *out) {
   // One Philox block and one Box-Muller transform per pair of elements.
   uint64_t i = 0;
   double even, odd;

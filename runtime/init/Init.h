@@ -29,6 +29,9 @@ double standardNormal(PhiloxKey key, uint64_t index);
 /// `first, first + 1, ..., first + count - 1` of the parameter.
 void fillNormal(uint64_t seed, std::string_view name, double stddev,
                 uint64_t first, uint64_t count, float *out);
+/// The same in the stream keyed by `key` (parameterKey).
+void fillNormal(PhiloxKey key, double stddev, uint64_t first, uint64_t count,
+                float *out);
 
 /// The uniform deviate in (0, 1) that decides whether dropout keeps global
 /// element `index` of the dropout op with stream `stream` at training step

@@ -22,12 +22,6 @@ using PhiloxKey = std::array<uint32_t, 2>;
 /// Philox4x32-10 of `counter` under `key`.
 PhiloxCounter philox4x32(PhiloxCounter counter, PhiloxKey key);
 
-/// Maps 32 random bits to a float in the open interval (0, 1) (openUnit of
-/// PhiloxRounds.h).
-inline double uint32ToOpenUnit(uint32_t bits) {
-  return (static_cast<double>(bits) + 0.5) * (1.0 / 4294967296.0);
-}
-
 } // namespace triad::rt
 
 #endif // TRIAD_RUNTIME_INIT_PHILOX_H

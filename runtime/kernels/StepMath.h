@@ -13,14 +13,10 @@
 #ifndef TRIAD_RUNTIME_KERNELS_STEPMATH_H
 #define TRIAD_RUNTIME_KERNELS_STEPMATH_H
 
+#include "runtime/support/HostDevice.h"
+
 #include <cmath>
 #include <cstdint>
-
-#if defined(__CUDACC__)
-#define TRIAD_HOST_DEVICE __host__ __device__
-#else
-#define TRIAD_HOST_DEVICE
-#endif
 
 namespace triad::rt::stepmath {
 

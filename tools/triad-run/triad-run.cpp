@@ -1091,29 +1091,6 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < position.size(); ++i)
     coordinates[plan.mesh()->Get(i)->name()->str()] = position[i];
 
-  std::string startupLine;
-  {
-    // Where start-up went: MPI, the plan and the data before the executor;
-    // the executor's phases; then a checkpoint's weights and the outputs.
-    auto seconds = [](auto from, auto to) {
-      return std::chrono::duration<double>(to - from).count();
-    };
-    auto ready = std::chrono::steady_clock::now();
-    std::vector<std::string> phases;
-    for (const Executor::StartupPhase &phase :
-         trainer->executor().startupPhases())
-      phases.push_back(absl::StrFormat("%s %.1f s", phase.name, phase.seconds));
-    startupLine = absl::StrFormat(
-        "triad-run: ready in %.1f s: %.1f s before the executor (MPI, the "
-        "plan, the data), the executor %.1f s (%s)%s",
-        seconds(launched, ready), seconds(launched, creating),
-        seconds(creating, created), absl::StrJoin(phases, ", "),
-        seconds(created, ready) >= 0.05
-            ? absl::StrFormat(", then %.1f s (a checkpoint's weights, the "
-                              "output files)",
-                              seconds(created, ready))
-            : std::string());
-  }
   tool.say(describePlan(planPath, plan));
   tool.say(absl::StrCat(
       "triad-run: data ", dataPath, ": ", grouped(data->size()), " tokens (",
@@ -1133,7 +1110,28 @@ int main(int argc, char **argv) {
                     : "",
                 comm == "nccl" ? ", nccl" : "")
           : absl::StrCat("cpu", cpuProductsNote(trainer->executor()))));
-  tool.say(startupLine);
+  {
+    // Where start-up went: MPI, the plan and the data before the executor;
+    // the executor's phases; then a checkpoint's weights and the outputs.
+    auto seconds = [](auto from, auto to) {
+      return std::chrono::duration<double>(to - from).count();
+    };
+    auto ready = std::chrono::steady_clock::now();
+    std::vector<std::string> phases;
+    for (const Executor::StartupPhase &phase :
+         trainer->executor().startupPhases())
+      phases.push_back(absl::StrFormat("%s %.1f s", phase.name, phase.seconds));
+    tool.say(absl::StrFormat(
+        "triad-run: ready in %.1f s: %.1f s before the executor (MPI, the "
+        "plan, the data), the executor %.1f s (%s)%s",
+        seconds(launched, ready), seconds(launched, creating),
+        seconds(creating, created), absl::StrJoin(phases, ", "),
+        seconds(created, ready) >= 0.05
+            ? absl::StrFormat(", then %.1f s (a checkpoint's weights, the "
+                              "output files)",
+                              seconds(created, ready))
+            : std::string()));
+  }
 
   double arenaBytes =
       static_cast<double>(trainer->executor().programOf().arena_bytes());

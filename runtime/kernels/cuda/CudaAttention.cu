@@ -873,7 +873,7 @@ constexpr uint64_t dropoutKey(uint64_t seed, uint64_t stream) {
 /// Element i is kept when dropoutUniform(seed, step, stream, global index
 /// of i) >= probability, the global index being DropoutPiece::globalIndex's
 /// (first + (i / run) * stride + i % run): the uniform is (bits + 0.5) /
-/// 2^32 in double, as uint32ToOpenUnit forms it, so the comparison is the
+/// 2^32 in double (openUnit), so the comparison is the
 /// CPU's exactly. With `call.words`, the step and the microbatch are read
 /// there (a replayed call's), the microbatch moving `first`.
 template <typename In, typename Out>
@@ -893,8 +893,7 @@ __global__ void dropoutKernel(In x, Out out, int64_t count, double probability,
         {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
          static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)},
         static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
-    const double uniform =
-        (static_cast<double>(bits) + 0.5) * (1.0 / 4294967296.0);
+    const double uniform = openUnit(bits);
     out.store(i, uniform >= probability ? x[i] * keepScale : 0.0f);
   }
 }

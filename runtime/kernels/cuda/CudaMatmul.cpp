@@ -389,9 +389,8 @@ absl::StatusOr<ProductPlan> makePlan(CudaContext &context,
     // bytes), is timed into a stream-ordered temporary, leaving them as
     // they are (not into the context's scratch, which would keep the size
     // for good: a large vocabulary's weight gradient is hundreds of
-    // megabytes).
-    // Timing is optional: without the memory for it, the heuristic's
-    // first algorithm stands.
+    // megabytes). Timing is optional: without the memory for it, the
+    // heuristic's first algorithm stands.
     void *out = c;
     Temporary apart{context.stream()};
     if (options.accumulate || options.addend) {
@@ -522,6 +521,12 @@ absl::Status product(CudaContext &context, const void *a, const void *b,
   return ran;
 }
 
+/// Whether `shape`'s products take one cuBLASLt call per batch element: a
+/// transposed lhs over a shared rhs, whose blocks do not stack.
+bool splitsPerBatch(const MatmulShape &shape) {
+  return shape.batch > 1 && !shape.rhsBatched && shape.transposeA;
+}
+
 /// The products of `shape` with `options` as they are (one cuBLASLt call,
 /// or one per batch element where a transposed lhs does not stack).
 absl::Status products(CudaContext &context, const void *a, const void *b,
@@ -532,7 +537,7 @@ absl::Status products(CudaContext &context, const void *a, const void *b,
     return product(context, a, b, c, batch, m, shape.n, shape.k,
                    shape.transposeA, shape.transposeB, shape.k * shape.n,
                    options);
-  if (!shape.transposeA)
+  if (!splitsPerBatch(shape))
     // A shared rhs: one product of the stacked rows (as the CPU kernel).
     return product(context, a, b, c, 1, m * batch, shape.n, shape.k, false,
                    shape.transposeB, 0, options);
@@ -788,9 +793,8 @@ absl::Status matmul(CudaContext &context, const void *a, const void *b, void *c,
   // a shared rhs): had cuBLASLt refused a later piece, the earlier ones
   // would already have added in place.
   bool adds = options.accumulate || options.addend;
-  bool splits = batch > 1 && !shape.rhsBatched && shape.transposeA;
-  bool addsApart =
-      adds && (shape.k == 0 || splits || !context.options().fuseEpilogues);
+  bool addsApart = adds && (shape.k == 0 || splitsPerBatch(shape) ||
+                            !context.options().fuseEpilogues);
   if (options.epilogue == Epilogue::None) {
     if (addsApart)
       return unfusedAdding(context, a, b, c, shape, options);
